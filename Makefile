@@ -1,0 +1,32 @@
+# Every target sets itself up: a fresh clone needs only python3 (>= 3.11) and make.
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+STAMP   := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: test demo bench lint clean-venv
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# The CPU build of torch first, pinned: the oracle tests need it, and installing it
+	# before anything else keeps pip from pulling a CUDA build as a dependency.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check aicf_induct warehouse api tests benchmarks
+	$(VENV)/bin/mypy aicf_induct warehouse api
+
+test: lint
+	$(VENV)/bin/pytest -q -m "not cuda" $(PYTEST_ARGS)
+
+demo: $(STAMP)
+	$(PY) -m aicf_induct.demo
+
+bench: $(STAMP)
+	$(PY) benchmarks/step_cpu.py
+
+clean-venv:
+	rm -rf $(VENV)

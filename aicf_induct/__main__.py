@@ -1,0 +1,5 @@
+import sys
+
+from aicf_induct.cli.main import main
+
+sys.exit(main())

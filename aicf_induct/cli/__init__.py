@@ -1,0 +1,1 @@
+"""The `aicf-induct` command line: one module per command group, registered in main."""

@@ -1,0 +1,58 @@
+"""Entry point of the `aicf-induct` console script.
+
+Each command group lives in its own module with a `register(subparsers)` function that adds
+its parser and sets `func` on it. Errors a user can cause (`AicfError`) print one line and
+exit with status 2; nothing a user types should end in a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from aicf_induct import __version__
+from aicf_induct.errors import AicfError
+
+# Command-group modules, in the order `--help` lists them.
+COMMAND_MODULES = (
+    "aicf_induct.cli.train",
+    "aicf_induct.cli.ir",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="aicf-induct",
+        description="Train models on the aicf_induct runtime, log them to the warehouse, "
+                    "mine which structures suit which problems, and apply it live.",
+    )
+    parser.add_argument("--version", action="version", version=f"aicf-induct {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    try:
+        return int(args.func(args) or 0)
+    except AicfError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as err:
+        print(f"error: no such file: {err.filename}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

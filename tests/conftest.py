@@ -1,0 +1,23 @@
+"""Test tiers: `cuda` tests run only where CuPy sees a GPU; everything else runs everywhere."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def _gpu_available() -> bool:
+    try:
+        import cupy
+
+        return bool(cupy.cuda.runtime.getDeviceCount() > 0)
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _gpu_available():
+        return
+    skip = pytest.mark.skip(reason="cuda tier: needs an NVIDIA GPU with CuPy")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
