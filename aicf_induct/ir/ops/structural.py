@@ -1,0 +1,111 @@
+"""Structure: residual `add`, feature-axis `concat`, and `dropout` (seeded, train/eval)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from aicf_induct.ir.graph import TensorType
+from aicf_induct.ir.ops.base import (
+    Array,
+    Attrs,
+    OpContext,
+    OpDef,
+    register,
+    require,
+    require_float,
+    same_as_input,
+)
+
+
+def _add_infer(ins: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    a, b = ins
+    require_float(a)
+    require(a == b, f"add needs equal shapes and dtypes, got {a} and {b}")
+    return a
+
+
+def _add_forward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array],
+                 attrs: Attrs) -> Array:
+    return ins[0] + ins[1]
+
+
+def _add_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array], out: Array,
+                  gout: Array, attrs: Attrs,
+                  needs: Sequence[bool]) -> tuple[list[Array | None], dict[str, Array]]:
+    return [gout if n else None for n in needs], {}
+
+
+register(OpDef(name="add", kind="merge", arity=2, attrs={}, infer=_add_infer,
+               forward=_add_forward, backward=_add_backward, doc="a + b (residual joins)"))
+
+
+def _concat_infer(ins: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    require(attrs.get("axis") == -1, "concat supports only axis -1 (features)")
+    first = ins[0]
+    total = 0
+    for t in ins:
+        require_float(t)
+        require(t.dtype == first.dtype and t.shape[:-1] == first.shape[:-1],
+                f"concat inputs must agree except on the last axis, got {first} and {t}")
+        require(t.shape[-1] is not None, f"concat needs known feature sizes, got {t}")
+        total += t.shape[-1] or 0
+    return TensorType((*first.shape[:-1], total), first.dtype)
+
+
+def _concat_forward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array],
+                    attrs: Attrs) -> Array:
+    return ctx.xp.concatenate(list(ins), axis=-1)
+
+
+def _concat_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array],
+                     out: Array, gout: Array, attrs: Attrs,
+                     needs: Sequence[bool]) -> tuple[list[Array | None], dict[str, Array]]:
+    grads: list[Array | None] = []
+    start = 0
+    for x, need in zip(ins, needs, strict=True):
+        stop = start + x.shape[-1]
+        grads.append(gout[..., start:stop].copy() if need else None)
+        start = stop
+    return grads, {}
+
+
+register(OpDef(name="concat", kind="merge", arity=None, attrs={"axis": -1}, infer=_concat_infer,
+               forward=_concat_forward, backward=_concat_backward,
+               doc="concatenate along the feature axis"))
+
+
+def _dropout_infer(ins: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    p = attrs.get("p")
+    require(isinstance(p, float) and 0.0 <= p < 1.0, f"dropout attr 'p' must be in [0, 1), got {p!r}")
+    return same_as_input(ins, attrs)
+
+
+def dropout_mask(ctx: OpContext, shape: tuple[int, ...], p: float) -> Array:
+    """Keep-mask scaled by 1/(1-p); regenerated identically in backward from the RNG key."""
+    keep = ctx.rng().random(shape) >= p
+    mask = keep / (1.0 - p)
+    return ctx.xp.asarray(mask)
+
+
+def _dropout_forward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array],
+                     attrs: Attrs) -> Array:
+    p = attrs["p"]
+    if not ctx.training or p == 0.0:
+        return ins[0].copy()
+    return ins[0] * dropout_mask(ctx, ins[0].shape, p).astype(ins[0].dtype, copy=False)
+
+
+def _dropout_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array],
+                      out: Array, gout: Array, attrs: Attrs,
+                      needs: Sequence[bool]) -> tuple[list[Array | None], dict[str, Array]]:
+    if not needs[0]:
+        return [None], {}
+    p = attrs["p"]
+    if not ctx.training or p == 0.0:
+        return [gout], {}
+    return [gout * dropout_mask(ctx, gout.shape, p).astype(gout.dtype, copy=False)], {}
+
+
+register(OpDef(name="dropout", kind="regularizer", arity=1, attrs={"p": 0.5},
+               infer=_dropout_infer, forward=_dropout_forward, backward=_dropout_backward,
+               doc="inverted dropout; identity in eval mode"))

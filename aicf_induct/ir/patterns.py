@@ -1,0 +1,115 @@
+"""Structural patterns: the graph features the induction layer mines against problems.
+
+All values are floats so they fit one `(fingerprint, pattern, value)` table. Names:
+
+- `nodes`, `op.<op>`: node counts (inputs excluded).
+- `depth`: linear layers on the longest input→output path; `hidden_layers` = depth - 1.
+- `width.{min,max,mean,first,last,ratio}` over hidden linear widths (the output head
+  excluded); profile flags `width.{constant,funnel,expand,bottleneck}` (0/1).
+- `params.count` (trainable scalars), `params.log10`.
+- `act.<kind>` counts, `act.kinds` (distinct kinds); `norm.<kind>` counts;
+  `norm.placement.{pre_act,post_act}` (a norm feeding an activation / fed by one).
+- `residual.count` (add nodes), `concat.count`.
+- `dropout.{count,rate_max,rate_mean}`.
+- `motif.<a>><b>` and `motif.<a>><b>><c>`: op n-grams along paths, counted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from aicf_induct.ir.graph import Graph
+from aicf_induct.ir.ops import OPS
+
+
+def _depths(graph: Graph) -> int:
+    """Most linear layers on one path from an input to an output."""
+    best: dict[str, int] = {}
+    for n in graph.nodes:
+        here = 1 if n.op == "linear" else 0
+        best[n.id] = here + max((best[i] for i in n.inputs), default=0)
+    return max(best[o] for o in graph.outputs)
+
+
+def _hidden_widths(graph: Graph) -> list[int]:
+    """out_features of linear layers in graph order, the output heads dropped."""
+    outs = set(graph.outputs)
+    consumers = graph.consumers()
+
+    def feeds_output_directly(nid: str) -> bool:
+        return nid in outs or any(c.op in ("softmax",) and c.id in outs for c in consumers[nid])
+
+    return [int(n.attrs["out_features"]) for n in graph.nodes
+            if n.op == "linear" and not feeds_output_directly(n.id)]
+
+
+def _width_features(widths: list[int]) -> dict[str, float]:
+    if not widths:
+        return {"width.min": 0.0, "width.max": 0.0, "width.mean": 0.0, "width.first": 0.0,
+                "width.last": 0.0, "width.ratio": 1.0, "width.constant": 1.0,
+                "width.funnel": 0.0, "width.expand": 0.0, "width.bottleneck": 0.0}
+    lo, hi = min(widths), max(widths)
+    pairs = list(zip(widths, widths[1:], strict=False))
+    inner_min = min(widths[1:-1]) if len(widths) > 2 else hi
+    return {
+        "width.min": float(lo), "width.max": float(hi),
+        "width.mean": sum(widths) / len(widths),
+        "width.first": float(widths[0]), "width.last": float(widths[-1]),
+        "width.ratio": hi / lo,
+        "width.constant": float(lo == hi),
+        "width.funnel": float(lo != hi and all(a >= b for a, b in pairs)),
+        "width.expand": float(lo != hi and all(a <= b for a, b in pairs)),
+        "width.bottleneck": float(inner_min < widths[0] and inner_min < widths[-1]),
+    }
+
+
+def patterns(graph: Graph) -> dict[str, float]:
+    nodes = [n for n in graph.nodes if n.op != "input"]
+    by_id = graph.node_map()
+    consumers = graph.consumers()
+    ops = Counter(n.op for n in nodes)
+    out: dict[str, float] = {"nodes": float(len(nodes))}
+    out.update({f"op.{k}": float(v) for k, v in sorted(ops.items())})
+    depth = _depths(graph)
+    out["depth"] = float(depth)
+    out["hidden_layers"] = float(max(depth - 1, 0))
+    out.update(_width_features(_hidden_widths(graph)))
+    pc = graph.param_count()
+    out["params.count"] = float(pc)
+    out["params.log10"] = math.log10(pc) if pc > 0 else 0.0
+
+    acts = [n for n in nodes if OPS[n.op].kind == "activation"]
+    for k, v in Counter(n.op for n in acts).items():
+        out[f"act.{k}"] = float(v)
+    out["act.kinds"] = float(len({n.op for n in acts}))
+    norms = [n for n in nodes if OPS[n.op].kind == "norm"]
+    for k, v in Counter(n.op for n in norms).items():
+        out[f"norm.{k}"] = float(v)
+    out["norm.count"] = float(len(norms))
+    out["norm.placement.pre_act"] = float(sum(
+        any(OPS[c.op].kind == "activation" for c in consumers[n.id]) for n in norms))
+    out["norm.placement.post_act"] = float(sum(
+        any(OPS[by_id[i].op].kind == "activation" for i in n.inputs) for n in norms))
+    out["residual.count"] = float(ops.get("add", 0))
+    out["concat.count"] = float(ops.get("concat", 0))
+
+    rates = [float(n.attrs.get("p", OPS["dropout"].attrs["p"])) for n in nodes
+             if n.op == "dropout"]
+    out["dropout.count"] = float(len(rates))
+    out["dropout.rate_max"] = max(rates, default=0.0)
+    out["dropout.rate_mean"] = sum(rates) / len(rates) if rates else 0.0
+
+    motifs: Counter[str] = Counter()
+    for n in nodes:
+        for i in n.inputs:
+            u = by_id[i]
+            if u.op == "input":
+                continue
+            motifs[f"motif.{u.op}>{n.op}"] += 1
+            for j in u.inputs:
+                w = by_id[j]
+                if w.op != "input":
+                    motifs[f"motif.{w.op}>{u.op}>{n.op}"] += 1
+    out.update({k: float(v) for k, v in sorted(motifs.items())})
+    return out
