@@ -16,6 +16,7 @@ All values are floats so they fit one `(fingerprint, pattern, value)` table. Nam
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 
@@ -50,7 +51,7 @@ def _width_features(widths: list[int]) -> dict[str, float]:
                 "width.last": 0.0, "width.ratio": 1.0, "width.constant": 1.0,
                 "width.funnel": 0.0, "width.expand": 0.0, "width.bottleneck": 0.0}
     lo, hi = min(widths), max(widths)
-    pairs = list(zip(widths, widths[1:], strict=False))
+    pairs = list(itertools.pairwise(widths))
     inner_min = min(widths[1:-1]) if len(widths) > 2 else hi
     return {
         "width.min": float(lo), "width.max": float(hi),

@@ -113,7 +113,8 @@ def _make(name: str, fwd: PointwiseFwd, grad: PointwiseGrad, attrs: dict[str, ob
     def infer(ins: Sequence[TensorType], a: Attrs) -> TensorType:
         if name == "gelu":
             require(a.get("approximate") in ("none", "tanh"),
-                    f"gelu attr 'approximate' must be 'none' or 'tanh', got {a.get('approximate')!r}")
+                    "gelu attr 'approximate' must be 'none' or 'tanh', "
+                    f"got {a.get('approximate')!r}")
         return same_as_input(ins, a)
 
     return OpDef(name=name, kind="activation", arity=1, attrs=dict(attrs), infer=infer,

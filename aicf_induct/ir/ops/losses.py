@@ -93,7 +93,8 @@ def _mse_infer(ins: Sequence[TensorType], attrs: Attrs) -> TensorType:
     require_float(pred, "prediction")
     require_float(target, "target")
     ok = target.shape == pred.shape or (pred.shape[-1:] == (1,) and target.shape == pred.shape[:-1])
-    require(ok, f"mse target must match prediction {pred} (or drop its last axis of 1), got {target}")
+    require(ok, f"mse target must match prediction {pred} (or drop its last axis of 1), "
+                f"got {target}")
     return TensorType((), pred.dtype)
 
 

@@ -76,7 +76,8 @@ register(OpDef(name="concat", kind="merge", arity=None, attrs={"axis": -1}, infe
 
 def _dropout_infer(ins: Sequence[TensorType], attrs: Attrs) -> TensorType:
     p = attrs.get("p")
-    require(isinstance(p, float) and 0.0 <= p < 1.0, f"dropout attr 'p' must be in [0, 1), got {p!r}")
+    require(isinstance(p, float) and 0.0 <= p < 1.0,
+            f"dropout attr 'p' must be in [0, 1), got {p!r}")
     return same_as_input(ins, attrs)
 
 
