@@ -1,0 +1,128 @@
+"""The DuckDB catalog: views only, rebuilt from the part files whenever it is opened.
+
+`connect(root)` returns an in-memory DuckDB connection with, for every table, a `raw_<table>`
+view over that table's visible parts (an exact, consistent file list; see `layout`), then the
+views that warehouse/sql/NN_*.sql define on top (`runs`, `steps`, ..., `run_scores`). The
+connection is a snapshot: parts committed later appear on the next `connect`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import TypeVar
+
+import duckdb
+
+from warehouse.errors import WarehouseError
+from warehouse.layout import check_root, visible_parts
+from warehouse.schema import TABLES, duckdb_type
+
+ENV_VAR = "AICF_WAREHOUSE"
+DEFAULT_DIR = "aicf_warehouse"
+CATALOG_FILE = "_catalog.duckdb"
+
+T = TypeVar("T")
+
+
+def default_root() -> Path:
+    """`$AICF_WAREHOUSE`, else ./aicf_warehouse in the working directory."""
+    return Path(os.environ.get(ENV_VAR) or Path.cwd() / DEFAULT_DIR)
+
+
+def _lit(s: str) -> str:
+    # a SQL string literal for a path we listed ourselves (DDL cannot take parameters)
+    return "'" + s.replace("'", "''") + "'"
+
+
+def raw_view_sql(root: Path, table: str) -> str:
+    """SELECT over a table's visible parts, or an empty typed SELECT when it has none."""
+    files = visible_parts(root, table)
+    if files:
+        listed = ", ".join(_lit(str(f.resolve())) for f in files)
+        return (f"SELECT * FROM read_parquet([{listed}], union_by_name = true, "
+                "hive_partitioning = true, hive_types = {'date': 'DATE'})")
+    cols = [f'CAST(NULL AS {duckdb_type(c.type)}) AS "{c.name}"' for c in TABLES[table].columns]
+    return f"SELECT {', '.join(cols)}, CAST(NULL AS DATE) AS date LIMIT 0"
+
+
+def sql_files(prefix: str) -> dict[str, str]:
+    """warehouse/sql/*.sql whose names start with `prefix` (digits: views), name -> text."""
+    out: dict[str, str] = {}
+    for f in sorted(resources.files("warehouse").joinpath("sql").iterdir(),
+                    key=lambda f: f.name):
+        if f.name.endswith(".sql") and f.name.startswith(prefix):
+            out[f.name] = f.read_text(encoding="utf-8")
+    return out
+
+
+def view_files() -> dict[str, str]:
+    return {n: s for n, s in sql_files("").items() if n[:1].isdigit()}
+
+
+def build_views(conn: duckdb.DuckDBPyConnection, root: Path) -> None:
+    for t in TABLES:
+        conn.execute(f"CREATE OR REPLACE VIEW raw_{t} AS {raw_view_sql(root, t)}")
+    for name, text in view_files().items():
+        try:
+            conn.execute(text)
+        except duckdb.Error as err:
+            raise WarehouseError(f"warehouse/sql/{name}: {err}") from None
+
+
+def connect(root: str | Path | None = None, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with every view registered.
+
+    read_only: sandbox the connection: no file access outside the warehouse, and the
+    configuration locked. Pair it with `guard.run_guarded` for statements from users.
+    """
+    root = check_root(Path(root) if root is not None else default_root())
+    conn = duckdb.connect()
+    conn.execute("SET TimeZone = 'UTC'")
+    build_views(conn, root)
+    if read_only:
+        conn.execute("SET allowed_directories = ?", [[str(root.resolve())]])
+        conn.execute("SET enable_external_access = false")
+        conn.execute("SET lock_configuration = true")
+    return conn
+
+
+def with_retry(root: str | Path | None, fn: Callable[[duckdb.DuckDBPyConnection], T],
+               read_only: bool = True) -> T:
+    """Run `fn` on a fresh connection; if a part vanished under it (a compaction collected it
+    after we listed it), list again and retry once."""
+    for attempt in range(3):
+        conn = connect(root, read_only=read_only)
+        try:
+            return fn(conn)
+        except duckdb.IOException as err:
+            vanished = "No such file" in str(err) or "not exist" in str(err)
+            if attempt == 2 or not vanished:
+                raise WarehouseError(one_line(err)) from None
+        finally:
+            conn.close()
+    raise AssertionError("unreachable")
+
+
+def rebuild(root: str | Path | None = None) -> Path:
+    """Write root/_catalog.duckdb: the same views, for the DuckDB CLI (`duckdb <file>`).
+    It is a snapshot of the file list; run again to pick up new parts."""
+    root = check_root(Path(root) if root is not None else default_root())
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / CATALOG_FILE
+    tmp = root / f".tmp-{os.getpid()}{CATALOG_FILE}.partial"
+    tmp.unlink(missing_ok=True)
+    conn = duckdb.connect(str(tmp))
+    try:
+        build_views(conn, root)
+    finally:
+        conn.close()
+    os.replace(tmp, path)  # readers of the old catalog keep their open file
+    return path
+
+
+def one_line(err: BaseException) -> str:
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    return " ".join(lines[:2]) if lines else type(err).__name__

@@ -1,0 +1,190 @@
+"""Compaction: merge a partition's small parts into one, atomically, while writers run.
+
+For a group of visible small parts of one partition:
+  1. write the merged rows as `cpart-<id>.parquet` (atomic write; not yet visible, since a
+     cpart without a committed marker is ignored by readers);
+  2. commit `_compactions/<id>.json` naming the output and the inputs (atomic write): in this
+     one step readers stop seeing the inputs and start seeing the output;
+  3. delete the inputs once the marker is `grace_s` old (now, when grace_s is 0; else on a
+     later `compact`), so a reader that listed files just before the commit can still open
+     them. Markers go once their output and inputs are gone.
+Writers never wait: they only add new `part-` files, which a compaction never touches unless
+it listed them. Two compactions exclude each other with a lock file (flock).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from warehouse.errors import WarehouseError
+from warehouse.layout import (
+    MARKERS,
+    TMP_PREFIX,
+    TMP_SUFFIX,
+    Marker,
+    atomic_write,
+    check_root,
+    ensure_dir,
+    fsync_dir,
+    list_parquet,
+    read_markers,
+    table_dir,
+    tables_on_disk,
+    visible_parts,
+)
+
+LOCK_FILE = "_compact.lock"
+STALE_S = 3600.0  # temp files and uncommitted cparts older than this are debris of a crash
+
+
+@dataclass
+class CompactReport:
+    merged_parts: int = 0  # inputs replaced
+    new_parts: int = 0
+    rows: int = 0  # rows moved into new parts
+    deleted_files: int = 0  # superseded parts, stale temporaries and orphans removed
+    per_table: dict[str, int] = field(default_factory=dict)  # table -> parts merged
+
+
+@contextmanager
+def _exclusive(root: Path) -> Iterator[None]:
+    with open(root / LOCK_FILE, "a+b") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise WarehouseError(f"another compaction of {root} is running") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def compact(root: str | Path, *, grace_s: float = 60.0, small_bytes: int = 32 << 20,
+            target_rows: int = 2_000_000, tables: list[str] | None = None) -> CompactReport:
+    """Merge small parts of every partition; collect what earlier compactions superseded."""
+    root = check_root(Path(root))
+    if not root.is_dir():
+        raise WarehouseError(f"no warehouse at {root}")
+    report = CompactReport()
+    with _exclusive(root):
+        for t in tables or tables_on_disk(root):
+            report.deleted_files += collect(root, t, grace_s)
+            _compact_table(root, t, grace_s, small_bytes, target_rows, report)
+            if grace_s == 0:
+                report.deleted_files += collect(root, t, 0)
+    return report
+
+
+def _compact_table(root: Path, table: str, grace_s: float, small_bytes: int,
+                   target_rows: int, report: CompactReport) -> None:
+    tdir = table_dir(root, table)
+    by_partition: dict[Path, list[Path]] = {}
+    for p in visible_parts(root, table):
+        if p.stat().st_size < small_bytes:
+            by_partition.setdefault(p.parent, []).append(p)
+    for parts in by_partition.values():
+        for group in _groups(parts, target_rows):
+            rows = _merge(tdir, group)
+            report.merged_parts += len(group)
+            report.new_parts += 1
+            report.rows += rows
+            report.per_table[table] = report.per_table.get(table, 0) + len(group)
+
+
+def _groups(parts: list[Path], target_rows: int) -> Iterator[list[Path]]:
+    """Consecutive runs of parts up to target_rows rows; only groups of two or more."""
+    group: list[Path] = []
+    rows = 0
+    for p in parts:
+        n = pq.ParquetFile(p).metadata.num_rows
+        if group and rows + n > target_rows:
+            if len(group) > 1:
+                yield group
+            group, rows = [], 0
+        group.append(p)
+        rows += n
+    if len(group) > 1:
+        yield group
+
+
+def _merge(tdir: Path, group: list[Path]) -> int:
+    merged = pa.concat_tables([pq.read_table(p) for p in group], promote_options="permissive")
+    cid = uuid.uuid4().hex
+    out = group[0].parent / f"cpart-{cid}.parquet"
+    atomic_write(out, lambda p: pq.write_table(merged, p, compression="zstd"))
+    marker = Marker(cid, _rel(tdir, out), tuple(_rel(tdir, p) for p in group), time.time())
+    ensure_dir(tdir / MARKERS)
+    atomic_write(tdir / MARKERS / f"{cid}.json", lambda p: _write_bytes(p, marker.to_json()))
+    return merged.num_rows
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    path.write_bytes(data)
+
+
+def _rel(tdir: Path, p: Path) -> str:
+    return p.relative_to(tdir).as_posix()
+
+
+def collect(root: Path, table: str, grace_s: float, stale_s: float = STALE_S) -> int:
+    """Delete what no reader may see any more; returns the number of files removed."""
+    tdir = table_dir(root, table)
+    now = time.time()
+    removed = 0
+    dirty: set[Path] = set()
+    markers = read_markers(tdir)
+    for name, m in markers.items():
+        if now - m.committed_at < grace_s:
+            continue
+        for rel in m.inputs:
+            if _unlink(tdir / rel):
+                removed += 1
+                dirty.add((tdir / rel).parent)
+        # a marker keeps its output visible: it can go only once the output is gone too
+        if not (tdir / m.output).exists() and _unlink(tdir / MARKERS / name):
+            dirty.add(tdir / MARKERS)
+    outputs = {m.output for m in read_markers(tdir).values()}
+    for rel in list_parquet(tdir):
+        p = tdir / rel
+        if p.name.startswith("cpart-") and rel not in outputs and _older(p, now, stale_s):
+            removed += _unlink(p)  # an uncommitted compaction's output
+            dirty.add(p.parent)
+    for p in stale_temporaries(tdir, now, stale_s):
+        removed += _unlink(p)
+        dirty.add(p.parent)
+    for d in dirty:
+        fsync_dir(d)
+    return removed
+
+
+def stale_temporaries(tdir: Path, now: float, stale_s: float) -> list[Path]:
+    """Temp files left by writers that died mid-commit (never visible to readers)."""
+    out = []
+    for d in [tdir, *(p for p in tdir.glob("*") if p.is_dir())]:
+        out += [p for p in d.glob(f"{TMP_PREFIX}*{TMP_SUFFIX}") if _older(p, now, stale_s)]
+    return out
+
+
+def _older(p: Path, now: float, age_s: float) -> bool:
+    try:
+        return now - p.stat().st_mtime >= age_s
+    except FileNotFoundError:
+        return False
+
+
+def _unlink(p: Path) -> bool:
+    try:
+        os.unlink(p)
+        return True
+    except FileNotFoundError:
+        return False

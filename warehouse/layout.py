@@ -1,0 +1,159 @@
+"""Where files live and how a reader sees a consistent set of them.
+
+    root/<table>/date=YYYY-MM-DD/part-<writer>-<seq>.parquet    a writer's part
+    root/<table>/date=YYYY-MM-DD/cpart-<id>.parquet             a compacted part
+    root/<table>/date=YYYY-MM-DD/.tmp-<name>.partial            a part being written
+    root/<table>/_compactions/<id>.json                         a compaction's commit marker
+
+Visibility rule (what every reader in this package applies):
+  * a `part-` file is visible unless a committed marker lists it among its inputs;
+  * a `cpart-` file is visible only once its marker is committed, and unless a later marker
+    lists it among its inputs.
+A marker is written atomically, so committing it switches a compaction's inputs off and its
+output on in one step. Readers read the markers, list the files, read the markers again, and
+retry if the set changed (see `visible_parts`). Temporary files start with `.` and end in
+`.partial`, so no `*.parquet` glob, nor pyarrow/Polars datasets (which skip `.`/`_` names),
+ever matches them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from warehouse.errors import WarehouseError
+from warehouse.schema import TABLES
+
+MARKERS = "_compactions"
+TMP_PREFIX = ".tmp-"
+TMP_SUFFIX = ".partial"
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def ensure_dir(path: Path) -> None:
+    """mkdir -p, fsyncing each parent whose entry we create so the directory survives a crash."""
+    if path.is_dir():
+        return
+    ensure_dir(path.parent)
+    try:
+        path.mkdir()
+    except FileExistsError:
+        return  # another writer made it
+    fsync_dir(path.parent)
+
+
+def atomic_write(final: Path, write: Callable[[Path], None]) -> None:
+    """Write `final` so that nobody ever sees it half-written: `write` fills a temp path outside
+    every glob, then fsync, rename, fsync of the directory."""
+    tmp = final.with_name(f"{TMP_PREFIX}{final.name}{TMP_SUFFIX}")
+    try:
+        write(tmp)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, final)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(final.parent)
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A committed compaction: `output` replaced `inputs` (paths relative to the table dir)."""
+
+    id: str
+    output: str
+    inputs: tuple[str, ...]
+    committed_at: float  # unix time
+
+    def to_json(self) -> bytes:
+        return json.dumps({"id": self.id, "output": self.output, "inputs": list(self.inputs),
+                           "committed_at": self.committed_at}).encode()
+
+
+def table_dir(root: Path, table: str) -> Path:
+    return Path(root) / table
+
+
+def read_markers(tdir: Path) -> dict[str, Marker]:
+    out: dict[str, Marker] = {}
+    mdir = tdir / MARKERS
+    try:
+        names = [n for n in os.listdir(mdir) if n.endswith(".json")]
+    except FileNotFoundError:
+        return out
+    for n in names:
+        try:
+            d = json.loads((mdir / n).read_bytes())
+        except FileNotFoundError:
+            continue  # collected between listing and reading; the re-read notices
+        out[n] = Marker(d["id"], d["output"], tuple(d["inputs"]), float(d["committed_at"]))
+    return out
+
+
+def _marker_names(tdir: Path) -> set[str]:
+    try:
+        return {n for n in os.listdir(tdir / MARKERS) if n.endswith(".json")}
+    except FileNotFoundError:
+        return set()
+
+
+def list_parquet(tdir: Path) -> list[str]:
+    """Every `*.parquet` file under the table dir (relative paths), visible or not."""
+    out: list[str] = []
+    try:
+        parts = sorted(os.listdir(tdir))
+    except FileNotFoundError:
+        return out
+    for pdir in parts:
+        if pdir.startswith((".", "_")) or not (tdir / pdir).is_dir():
+            continue
+        try:
+            names = os.listdir(tdir / pdir)
+        except FileNotFoundError:
+            continue
+        out += [f"{pdir}/{n}" for n in sorted(names)
+                if n.endswith(".parquet") and not n.startswith((".", "_"))]
+    return out
+
+
+def select_visible(files: list[str], markers: dict[str, Marker]) -> list[str]:
+    superseded = {i for m in markers.values() for i in m.inputs}
+    committed = {m.output for m in markers.values()}
+    return [f for f in files if f not in superseded
+            and (not f.rsplit("/", 1)[-1].startswith("cpart-") or f in committed)]
+
+
+def visible_parts(root: Path, table: str, attempts: int = 50) -> list[Path]:
+    """The table's visible parts, as a consistent snapshot (absolute paths, sorted)."""
+    tdir = table_dir(root, table)
+    for _ in range(attempts):
+        before = read_markers(tdir)
+        files = list_parquet(tdir)
+        if _marker_names(tdir) == set(before):
+            return [tdir / f for f in select_visible(files, before)]
+    raise WarehouseError(f"table '{table}': compactions kept changing while listing; retry")
+
+
+def check_root(root: Path) -> Path:
+    root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise WarehouseError(f"warehouse '{root}' is not a directory")
+    return root
+
+
+def tables_on_disk(root: Path) -> list[str]:
+    return [t for t in TABLES if table_dir(root, t).is_dir()]

@@ -1,0 +1,102 @@
+"""The runtime's `Recorder`, writing into the warehouse.
+
+Logs run start, every IR snapshot (start, each rewrite/rollback, final) with its patterns,
+every step, events, results and the run's end. Everything goes through one `Writer`: the
+training thread only appends to memory.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from aicf_induct.runtime.recorder import (
+    EventRecord,
+    ProblemRecord,
+    ResultRecord,
+    RunEndRecord,
+    RunStartRecord,
+    SnapshotRecord,
+    StepRecord,
+    utc_now,
+)
+from warehouse.writer import Writer
+
+
+def _json(d: dict[str, Any]) -> str:
+    # sort_keys: equal dicts give equal strings, so SQL can group by them
+    return json.dumps(d, sort_keys=True, default=str)
+
+
+def _utc(t: datetime) -> datetime:
+    # naive datetimes are taken as UTC (the records' default factory is tz-aware)
+    return t if t.tzinfo is not None else t.replace(tzinfo=utc_now().tzinfo)
+
+
+class WarehouseRecorder:
+    """Implements `aicf_induct.runtime.recorder.Recorder` on top of a `Writer`."""
+
+    def __init__(self, root: str | Path, flush_interval_s: float = 1.0,
+                 max_rows: int = 100_000) -> None:
+        self.writer = Writer(root, flush_interval_s=flush_interval_s, max_rows=max_rows)
+        self._problems: set[str] = set()  # problems already logged by this writer
+        self._fingerprints: set[str] = set()  # patterns already logged by this writer
+
+    @property
+    def root(self) -> Path:
+        return self.writer.root
+
+    def problem(self, rec: ProblemRecord) -> None:
+        if rec.problem_id in self._problems:
+            return
+        self._problems.add(rec.problem_id)
+        now = utc_now()
+        self.writer.append_row("problems", (
+            rec.problem_id, rec.name, rec.source, rec.task, rec.n_rows, rec.n_features,
+            rec.n_classes, rec.target, now))
+        for name, value in rec.features.items():
+            self.writer.append_row("problem_features",
+                                   (rec.problem_id, name, float(value), now))
+
+    def run_start(self, rec: RunStartRecord) -> None:
+        self.writer.append_row("runs", (
+            rec.run_id, rec.problem_id, rec.problem_name, rec.task, _json(rec.config),
+            rec.seed, rec.device, _json(rec.library_versions), rec.origin, rec.parent_run_id,
+            _utc(rec.started_at), self.writer.writer_id))
+
+    def snapshot(self, rec: SnapshotRecord) -> None:
+        self.writer.append_row("ir_snapshots", (
+            rec.run_id, rec.step, rec.reason, rec.fingerprint, rec.param_count, rec.ir_json,
+            utc_now()))
+        if rec.fingerprint not in self._fingerprints:
+            self._fingerprints.add(rec.fingerprint)
+            for name, value in rec.patterns.items():
+                self.writer.append_row("ir_patterns", (rec.fingerprint, name, float(value)))
+
+    def step(self, rec: StepRecord) -> None:
+        # the hot path: one tuple append, no I/O
+        self.writer.append_row("steps", (
+            rec.run_id, rec.step, rec.epoch, rec.loss, rec.grad_norm, rec.update_ratio, rec.lr,
+            rec.step_time_s, rec.batch_size))
+
+    def event(self, rec: EventRecord) -> None:
+        self.writer.append_row("events", (
+            rec.run_id, rec.step, rec.kind, rec.name, _json(rec.detail),
+            _json(rec.metrics_before), _json(rec.metrics_after), _utc(rec.at)))
+
+    def result(self, rec: ResultRecord) -> None:
+        self.writer.append_row("results", (
+            rec.run_id, rec.step, rec.epoch, rec.split, rec.metric, rec.value, rec.final))
+
+    def run_end(self, rec: RunEndRecord) -> None:
+        self.writer.append_row("run_ends", (
+            rec.run_id, rec.status, rec.steps, rec.wall_time_s, rec.error, _utc(rec.ended_at)))
+        self.writer.request_flush()  # a finished run should show up promptly
+
+    def flush(self) -> None:
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()

