@@ -5,10 +5,12 @@ linear layers with B = 1/sqrt(fan_in)), `normal:STD`, `xavier_uniform`, `kaiming
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import numpy as np
 
 from aicf_induct.errors import IRError
+from aicf_induct.ir.graph import ParamSpec
 
 
 def _fans(shape: tuple[int, ...]) -> tuple[int, int]:
@@ -53,3 +55,10 @@ def check_init(init: str) -> str | None:
             return f"initializer '{init}' needs a number, as in '{kind}:0.1'"
         return None if v >= 0 and math.isfinite(v) else f"initializer '{init}' must be >= 0"
     return f"unknown initializer '{init}'"
+
+
+def initial_values(params: Iterable[ParamSpec], seed: int = 0) -> dict[str, np.ndarray]:
+    """A value for every parameter and buffer from its initializer, in the given order, from
+    one seeded generator: the same specs and seed give the same values."""
+    rng = np.random.default_rng(seed)
+    return {p.name: init_array(p.init, tuple(p.shape), rng, p.dtype) for p in params}

@@ -259,4 +259,4 @@ class FanoutRecorder:
 
 def as_dict(rec: object) -> dict[str, Any]:
     """A record as a plain dict (dataclasses.asdict, kept here so callers need one import)."""
-    return dataclasses.asdict(rec)  # type: ignore[call-overload, no-any-return]
+    return dataclasses.asdict(rec)  # type: ignore[call-overload]

@@ -42,7 +42,8 @@ class OpContext:
     def rng(self) -> np.random.Generator:
         """A counter-based generator keyed by (seed, step, node): the same key gives the same
         stream, so backward regenerates dropout masks and rollback replays are exact."""
-        key = [self.seed & 0xFFFFFFFF, self.step & 0xFFFFFFFF, zlib.crc32(self.node_id.encode())]
+        key = [((self.seed & 0xFFFFFFFF) << 32) | (self.step & 0xFFFFFFFF),
+               zlib.crc32(self.node_id.encode())]
         return np.random.Generator(np.random.Philox(key=key))
 
 

@@ -1,0 +1,160 @@
+"""The executable plan: "compile once, train many".
+
+`compile_plan` turns a training graph into a straight list of kernel calls with every
+operand bound in advance: shape inference at the concrete batch size, autodiff, dead-code
+elimination, the liveness-based memory plan realised as one arena, and kernel selection
+through the registry. Running the plan copies the batch into its input buffers and calls
+the kernels in order; nothing is allocated by the plan itself and nothing is looked up.
+Plans are specialised to one batch size; the executor caches one per shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from aicf_induct.compiler.autodiff import Instr, backward_program, forward_program
+from aicf_induct.compiler.memory import MemoryPlan, ValueInfo, lifetimes, plan_memory
+from aicf_induct.errors import AicfError
+from aicf_induct.ir.graph import Graph
+from aicf_induct.ir.ops import OPS, OpContext
+from aicf_induct.ir.validate import infer_types
+from aicf_induct.kernels import REGISTRY, KernelQuery, KernelRegistry
+
+
+class ExecutionError(AicfError):
+    """A kernel failed; the message names the IR node it ran for."""
+
+
+@dataclass
+class Plan:
+    graph: Graph
+    batch: int
+    training: bool
+    program: list[Instr]
+    memory: MemoryPlan
+    inputs: dict[str, np.ndarray]  # input node id -> its static buffer
+    values: dict[str, np.ndarray]  # every planned value -> its view into the arena
+    ctx: OpContext
+    kernel_names: list[str]
+    _calls: list[Callable[[], None]] = field(default_factory=list)
+    _grad: np.ndarray | None = None  # the flat gradient buffer, zeroed at the start of a step
+
+    def run(self, feeds: Mapping[str, np.ndarray], step: int = 0) -> None:
+        for name, buf in self.inputs.items():
+            np.copyto(buf, feeds[name], casting="same_kind")
+        self.ctx.step = step
+        if self._grad is not None:
+            self._grad.fill(0.0)
+        for k, call in enumerate(self._calls):
+            try:
+                call()
+            except AicfError:
+                raise
+            except Exception as err:  # name the node, keep the cause
+                ins = self.program[k]
+                raise ExecutionError(f"{ins.kind} of node '{ins.node_id}' ({ins.op}) failed: "
+                                     f"{type(err).__name__}: {err}") from err
+
+    def value(self, vid: str) -> np.ndarray:
+        return self.values[vid]
+
+
+def _value_infos(graph: Graph, batch: int, program: list[Instr]) -> dict[str, ValueInfo]:
+    types = infer_types(graph, batch=batch, check_params=False)
+    infos = {nid: ValueInfo(tuple(int(d) for d in t.shape if d is not None), t.dtype)
+             for nid, t in types.items()}
+    for ins in program:
+        for v in ins.outs:
+            if v is not None and v.startswith("d:"):
+                base = v[2:].split("#")[0].split("~")[0]
+                infos[v] = ValueInfo(infos[base].shape, infos[base].dtype)
+    return infos
+
+
+def compile_plan(graph: Graph, batch: int, *, store: Any, training: bool, loss: str | None,
+                 roots: list[str], device: str = "cpu", xp: ModuleType = np, seed: int = 0,
+                 registry: KernelRegistry = REGISTRY) -> Plan:
+    """Compile `graph` for one batch size.
+
+    `roots`: values the caller reads after a run (predictions, the loss); `loss`: when given
+    with `training`, the backward program is appended and gradients land in `store.grad`.
+    `store` is a ParamStore (params, grads, buffers by name).
+    """
+    program = forward_program(graph, roots)
+    if training and loss is not None:
+        program += backward_program(graph, loss)
+    by_id = graph.node_map()
+    feeds = [n.id for n in graph.nodes if n.op == "input"
+             and any(n.id in ins.ins for ins in program)]
+    infos = _value_infos(graph, batch, program)
+    life = lifetimes([(i.ins, i.outs) for i in program], feeds, roots)
+    memory = plan_memory({v: infos[v] for v in life}, life)
+    arena = xp.empty(max(memory.arena_bytes, 1), dtype=np.uint8)
+    values = memory.views(arena, infos)
+    ctx = OpContext(xp=xp, training=training, seed=seed)
+    calls: list[Callable[[], None]] = []
+    names: list[str] = []
+    for ins in program:
+        call, name = _bind(ins, values, infos, store, by_id, ctx, device, registry)
+        calls.append(call)
+        names.append(name)
+    grad = store.grad if training and loss is not None else None
+    return Plan(graph, batch, training, program, memory, {f: values[f] for f in feeds}, values,
+                ctx, names, calls, grad)
+
+
+def _param_views(ins: Instr, store: Any) -> dict[str, Any]:
+    out = {}
+    for role, pname in ins.params.items():
+        out[role] = store.params[pname] if pname in store.params else store.buffers[pname]
+    return out
+
+
+def _bind(ins: Instr, values: dict[str, Any], infos: dict[str, ValueInfo], store: Any,
+          by_id: dict[str, Any], ctx: OpContext, device: str,
+          registry: KernelRegistry) -> tuple[Callable[[], None], str]:
+    if ins.kind == "seed":
+        out = values[ins.outs[0]]  # type: ignore[index]
+        return (lambda: out.fill(1.0)), "seed"
+    if ins.kind == "acc":
+        a, b = (values[v] for v in ins.ins)
+        out = values[ins.outs[0]]  # type: ignore[index]
+        xp = ctx.xp
+        return (lambda: xp.add(a, b, out=out)), "acc"
+    operands = [values[v] for v in ins.ins]
+    params = _param_views(ins, store)
+    attrs = OPS[ins.op].full_attrs(ins.attrs)
+    shapes = tuple(infos[v].shape for v in ins.ins)
+    q = KernelQuery(ins.op, ins.kind, device, infos[ins.ins[0]].dtype if ins.ins else "float64",
+                    shapes, attrs)
+    kernel = registry.select(q)
+    fn, node_id = kernel.fn, ins.node_id
+    if ins.kind == "fwd":
+        out = values[ins.outs[0]]  # type: ignore[index]
+        buffers = {role: store.buffers[p] for role, p in ins.params.items() if p in store.buffers}
+
+        def fwd() -> None:
+            ctx.node_id = node_id
+            fn(ctx, operands, params, attrs, out)
+            if buffers and ctx.state_updates:  # e.g. batchnorm's running statistics
+                for role, new in ctx.state_updates.items():
+                    buffers[role][...] = new
+                ctx.state_updates.clear()
+
+        return fwd, kernel.name
+    xs, y, gy = operands[:-2], operands[-2], operands[-1]
+    gins = [values[v] if v is not None else None for v in ins.outs]
+    gparams = {role: store.grads[p] for role, p in ins.params.items() if p in store.grads}
+    needs = ins.needs
+
+    def vjp() -> None:
+        ctx.node_id = node_id
+        fn(ctx, xs, params, y, gy, attrs, needs, gins, gparams)
+        ctx.state_updates.clear()
+
+    return vjp, kernel.name
