@@ -12,9 +12,10 @@ import os
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import duckdb
+import pandas as pd
 
 from warehouse.errors import WarehouseError
 from warehouse.layout import check_root, visible_parts
@@ -93,13 +94,14 @@ def with_retry(root: str | Path | None, fn: Callable[[duckdb.DuckDBPyConnection]
                read_only: bool = True) -> T:
     """Run `fn` on a fresh connection; if a part vanished under it (a compaction collected it
     after we listed it), list again and retry once."""
-    for attempt in range(3):
+    attempts = 5
+    for attempt in range(attempts):
         conn = connect(root, read_only=read_only)
         try:
             return fn(conn)
         except duckdb.IOException as err:
             vanished = "No such file" in str(err) or "not exist" in str(err)
-            if attempt == 2 or not vanished:
+            if attempt == attempts - 1 or not vanished:
                 raise WarehouseError(one_line(err)) from None
         finally:
             conn.close()
@@ -121,6 +123,15 @@ def rebuild(root: str | Path | None = None) -> Path:
         conn.close()
     os.replace(tmp, path)  # readers of the old catalog keep their open file
     return path
+
+
+def frame(conn: duckdb.DuckDBPyConnection, sql: str,
+          params: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Run a query into a DataFrame (through Arrow: typed columns, UTC timestamps)."""
+    rel = conn.sql(sql, params=params)
+    if rel is None:
+        raise WarehouseError("the statement returned no result")
+    return rel.to_arrow_table().to_pandas()
 
 
 def one_line(err: BaseException) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
-from warehouse.catalog import one_line
+from warehouse.catalog import frame, one_line
 from warehouse.errors import WarehouseError
 
 ALLOWED = {duckdb.StatementType.SELECT}  # SELECT, also DESCRIBE / SHOW / SUMMARIZE
@@ -34,7 +34,7 @@ def run_guarded(conn: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
     """Check, then run `sql`; DuckDB errors become one-line WarehouseErrors."""
     check_sql(conn, sql)
     try:
-        return conn.execute(sql).df()
+        return frame(conn, sql)
     except duckdb.IOException:
         raise  # a part vanished: `catalog.with_retry` lists again
     except duckdb.Error as err:

@@ -13,7 +13,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from warehouse.catalog import one_line, sql_files
+from warehouse.catalog import frame, one_line, sql_files
 from warehouse.errors import WarehouseError
 
 
@@ -92,7 +92,7 @@ def run_report(conn: duckdb.DuckDBPyConnection, name: str,
         raise WarehouseError(f"unknown report '{name}' (reports: {', '.join(all_reports)})")
     report = all_reports[name]
     try:
-        return conn.execute(report.sql, bind(report, params)).df()
+        return frame(conn, report.sql, bind(report, params))
     except duckdb.IOException:
         raise  # a part vanished: `catalog.with_retry` lists again
     except duckdb.Error as err:

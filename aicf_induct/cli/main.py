@@ -19,6 +19,7 @@ from aicf_induct.errors import AicfError
 COMMAND_MODULES = (
     "aicf_induct.cli.train",
     "aicf_induct.cli.ir",
+    "aicf_induct.cli.warehouse_cmds",
 )
 
 

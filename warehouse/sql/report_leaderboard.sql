@@ -14,7 +14,8 @@ WITH per AS (
     GROUP BY r.problem_id, s.fingerprint
 ), ranked AS (
     SELECT row_number() OVER (PARTITION BY problem_id
-                              ORDER BY mean_score DESC, param_count, fingerprint) AS rank, *
+                              ORDER BY CASE WHEN isfinite(mean_score) THEN mean_score END
+                                       DESC NULLS LAST, param_count, fingerprint) AS rank, *
     FROM per
 )
 SELECT problem_name, rank, fingerprint, param_count, runs, metric, mean_score, best_score,

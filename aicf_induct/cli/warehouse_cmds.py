@@ -1,0 +1,174 @@
+"""`aicf-induct sql | runs | report | warehouse ...`: query and maintain the warehouse."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import warehouse
+from warehouse import WarehouseError
+
+FORMATS = ("table", "csv", "json", "parquet")
+
+RUNS_COLUMNS = ["run_id", "problem_name", "status", "origin", "started_at", "logged_steps",
+                "last_loss", "rewrites", "param_count", "score_metric", "score"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--warehouse", metavar="DIR", type=Path, default=None,
+                        help=f"warehouse directory (default: ${warehouse.catalog.ENV_VAR}, "
+                             f"else ./{warehouse.catalog.DEFAULT_DIR})")
+    out = argparse.ArgumentParser(add_help=False)
+    out.add_argument("--format", choices=FORMATS, default="table",
+                     help="output format (default: table; parquet needs --output)")
+    out.add_argument("--output", metavar="FILE", type=Path, default=None,
+                     help="write to FILE instead of standard output")
+
+    p = sub.add_parser("sql", parents=[common, out], help="run a read-only SQL query",
+                       description="Run one read-only SQL statement (SELECT, DESCRIBE, SHOW) "
+                                   "over the warehouse views: problems, problem_features, "
+                                   "runs, run_ends, ir_snapshots, ir_patterns, steps, events, "
+                                   "results, kernel_tuning, run_structure, run_patterns, "
+                                   "run_scores (and raw_<table> with the `date` partition).")
+    p.add_argument("query", metavar="SQL", help='e.g. "SELECT count(*) FROM steps"')
+    p.set_defaults(func=cmd_sql)
+
+    p = sub.add_parser("runs", parents=[common, out], help="list runs, newest first",
+                       description="List runs, newest first, with status, steps, last loss, "
+                                   "rewrites and score (the run_summary report, abridged).")
+    p.add_argument("--problem", help="only runs on this problem (name or id)")
+    p.add_argument("--status", help="only runs with this status (running, completed, ...)")
+    p.add_argument("--limit", type=int, default=20, help="at most this many runs (default 20)")
+    p.add_argument("--all-columns", action="store_true", help="every run_summary column")
+    p.set_defaults(func=cmd_runs)
+
+    names = ", ".join(warehouse.reports())
+    p = sub.add_parser("report", parents=[common, out], help="run a pattern report",
+                       description=f"Run a pattern report ({names}). Without NAME, list the "
+                                   "reports with their parameters.")
+    p.add_argument("name", metavar="NAME", nargs="?", help="report name")
+    p.add_argument("--problem", help="only this problem (name or id), for reports that "
+                                     "take it")
+    p.add_argument("--param", "-p", action="append", default=[], metavar="KEY=VALUE",
+                   help="a report parameter (repeatable), e.g. -p top=10")
+    p.set_defaults(func=cmd_report)
+
+    w = sub.add_parser("warehouse", help="check, compact or rebuild the warehouse",
+                       description="Maintain the warehouse directory.")
+    wsub = w.add_subparsers(dest="warehouse_command", metavar="ACTION", required=True)
+    p = wsub.add_parser("check", parents=[common], help="verify every part is readable and "
+                                                        "schemas are compatible")
+    p.add_argument("--quick", action="store_true", help="read footers only, not every page")
+    p.set_defaults(func=cmd_check)
+    p = wsub.add_parser("compact", parents=[common],
+                        help="merge small parts (safe while writers run)",
+                        description="Merge each partition's small parts into one, atomically; "
+                                    "readers never see a row twice or miss one. Superseded "
+                                    "parts are deleted once --grace seconds old.")
+    p.add_argument("--grace", type=float, default=60.0, metavar="SECONDS",
+                   help="keep superseded parts this long for readers that already listed "
+                        "them (default 60; 0 deletes at once)")
+    p.set_defaults(func=cmd_compact)
+    p = wsub.add_parser("rebuild", parents=[common],
+                        help="write _catalog.duckdb (views) for the DuckDB CLI")
+    p.set_defaults(func=cmd_rebuild)
+
+
+def _root(args: argparse.Namespace) -> Path:
+    return Path(args.warehouse) if args.warehouse is not None else warehouse.default_root()
+
+
+def emit(df: pd.DataFrame, fmt: str, output: Path | None) -> None:
+    """Print or write a result in the requested format."""
+    if fmt == "parquet":
+        if output is None:
+            raise WarehouseError("--format parquet needs --output FILE")
+        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), output)
+        return
+    if fmt == "csv":
+        text = df.to_csv(index=False)
+    elif fmt == "json":
+        text = df.to_json(orient="records", date_format="iso", indent=1) + "\n"
+    elif df.empty:
+        text = "(no rows)\n" if len(df.columns) else "(no result)\n"
+    else:
+        with pd.option_context("display.width", 250, "display.max_colwidth", 60):
+            text = df.to_string(index=False) + "\n"
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        output.write_text(text, encoding="utf-8")
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    df = warehouse.with_retry(_root(args), lambda c: warehouse.run_guarded(c, args.query))
+    emit(df, args.format, args.output)
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    params = {"problem": args.problem, "status": args.status, "limit": args.limit}
+    df = warehouse.with_retry(
+        _root(args), lambda c: warehouse.run_report(c, "run_summary", params))
+    if not args.all_columns:
+        df = df[RUNS_COLUMNS]
+        if args.format == "table":
+            df = df.assign(run_id=df["run_id"].str[:12])
+    emit(df, args.format, args.output)
+    return 0
+
+
+def _params(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in args.param:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise WarehouseError(f"--param wants KEY=VALUE, got '{item}'")
+        out[key.strip()] = value
+    if args.problem is not None:
+        out["problem"] = args.problem
+    return out
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    all_reports = warehouse.reports()
+    if args.name is None:
+        for r in all_reports.values():
+            usage = ", ".join(f"{k}={'' if v is None else v}" for k, v in r.params.items())
+            print(f"{r.name}  [{usage}]\n    {r.description}")
+        return 0
+    params = _params(args)
+    df = warehouse.with_retry(_root(args), lambda c: warehouse.run_report(c, args.name, params))
+    emit(df, args.format, args.output)
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    rep = warehouse.check(_root(args), deep=not args.quick)
+    for table in rep.parts:
+        print(f"{table:18s} {rep.parts[table]:6d} parts {rep.rows[table]:12d} rows")
+    for note in rep.notes:
+        print(f"note: {note}")
+    for problem in rep.problems:
+        print(f"problem: {problem}")
+    print("ok" if rep.ok else f"{len(rep.problems)} problem(s)")
+    return 0 if rep.ok else 1
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    rep = warehouse.compact(_root(args), grace_s=args.grace)
+    print(f"merged {rep.merged_parts} part(s) into {rep.new_parts} ({rep.rows} rows); "
+          f"deleted {rep.deleted_files} file(s)")
+    return 0
+
+
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    print(f"wrote {warehouse.rebuild(_root(args))}")
+    return 0

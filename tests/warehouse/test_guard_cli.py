@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from aicf_induct.cli import main as cli_main
+from tests.warehouse.conftest import log_run, problem
+from warehouse import WarehouseError, WarehouseRecorder, connect, run_guarded
+
+
+@pytest.fixture
+def filled(root: Path) -> Path:
+    rec = WarehouseRecorder(root)
+    log_run(rec, "run-a", problem("p1"), 0.9, "fp", {"depth": 2.0})
+    rec.close()
+    return root
+
+
+@pytest.mark.parametrize("sql", [
+    "DROP VIEW steps", "CREATE TABLE t AS SELECT 1", "COPY steps TO 'x.csv'",
+    "INSERT INTO steps SELECT * FROM steps", "ATTACH 'x.db'", "SET threads = 1",
+    "SELECT 1; SELECT 2", "INSTALL httpfs", "PRAGMA version",
+])
+def test_guard_refuses_anything_but_one_select(filled: Path, sql: str) -> None:
+    with pytest.raises(WarehouseError):
+        run_guarded(connect(filled), sql)
+
+
+def test_guard_sandbox_blocks_files_outside_the_warehouse(filled: Path) -> None:
+    with pytest.raises(WarehouseError, match=r"disabled|Permission"):
+        run_guarded(connect(filled), "SELECT * FROM read_csv('/etc/passwd')")
+    assert run_guarded(connect(filled), "SELECT count(*) AS n FROM steps")["n"][0] == 10
+
+
+def _cli(monkeypatch: pytest.MonkeyPatch, *argv: str) -> int:
+    # only this package's commands: the other command modules are other engineers' work
+    monkeypatch.setattr(cli_main, "COMMAND_MODULES", ("aicf_induct.cli.warehouse_cmds",))
+    return cli_main.main(list(argv))
+
+
+def test_cli_sql_formats(filled: Path, monkeypatch, capsys, tmp_path: Path) -> None:
+    wh = ["--warehouse", str(filled)]
+    assert _cli(monkeypatch, "sql", "SELECT count(*) AS n FROM steps", *wh) == 0
+    assert capsys.readouterr().out.split() == ["n", "10"]
+    assert _cli(monkeypatch, "sql", "SELECT run_id FROM runs", "--format", "csv", *wh) == 0
+    assert capsys.readouterr().out == "run_id\nrun-a\n"
+    assert _cli(monkeypatch, "sql", "SELECT run_id FROM runs", "--format", "json", *wh) == 0
+    assert json.loads(capsys.readouterr().out) == [{"run_id": "run-a"}]
+    out = tmp_path / "o.parquet"
+    assert _cli(monkeypatch, "sql", "SELECT * FROM steps", "--format", "parquet",
+                "--output", str(out), *wh) == 0
+    assert len(pd.read_parquet(out)) == 10
+
+
+def test_cli_errors_are_one_line(filled: Path, monkeypatch, capsys) -> None:
+    for argv in (["sql", "SELEC 1"], ["sql", "DELETE FROM steps"], ["sql", "SELECT nope"],
+                 ["report", "nope"], ["sql", "SELECT 1", "--format", "parquet"]):
+        assert _cli(monkeypatch, *argv, "--warehouse", str(filled)) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1, err
+
+
+def test_cli_runs_report_and_env_var(filled: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("AICF_WAREHOUSE", str(filled))
+    assert _cli(monkeypatch, "runs") == 0
+    out = capsys.readouterr().out
+    assert "run-a" in out and "completed" in out
+    assert _cli(monkeypatch, "report", "leaderboard", "--problem", "name-p1", "-p", "top=3") == 0
+    assert "fp" in capsys.readouterr().out
+    assert _cli(monkeypatch, "report") == 0
+    assert "pattern_performance" in capsys.readouterr().out
+
+
+def test_cli_warehouse_maintenance(filled: Path, monkeypatch, capsys) -> None:
+    wh = ["--warehouse", str(filled)]
+    assert _cli(monkeypatch, "warehouse", "check", *wh) == 0
+    assert capsys.readouterr().out.strip().endswith("ok")
+    assert _cli(monkeypatch, "warehouse", "compact", "--grace", "0", *wh) == 0
+    assert "merged" in capsys.readouterr().out
+    assert _cli(monkeypatch, "warehouse", "rebuild", *wh) == 0
+    import duckdb
+
+    conn = duckdb.connect(str(filled / "_catalog.duckdb"), read_only=True)
+    assert conn.execute("SELECT count(*) FROM steps").fetchone() == (10,)

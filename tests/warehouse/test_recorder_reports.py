@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from aicf_induct.runtime.recorder import Recorder, RunEndRecord
+from tests.warehouse.conftest import log_run, problem
+from warehouse import WarehouseError, WarehouseRecorder, connect, open_recorder, run_report
+
+
+def _q(root: Path, sql: str) -> list[tuple[object, ...]]:
+    return connect(root).execute(sql).fetchall()
+
+
+def test_recorder_satisfies_protocol_and_default_root(root: Path, monkeypatch,
+                                                      tmp_path: Path) -> None:
+    rec = WarehouseRecorder(root)
+    assert isinstance(rec, Recorder)
+    rec.close()
+    monkeypatch.setenv("AICF_WAREHOUSE", str(tmp_path / "env"))
+    rec = open_recorder(None)
+    assert rec.root == tmp_path / "env"
+    rec.close()
+
+
+def test_recorder_logs_every_table(root: Path) -> None:
+    p = problem("p1", n_rows_log=4.6, class_entropy=1.1)
+    rec = WarehouseRecorder(root)
+    log_run(rec, "a", p, 0.9, "fp1", {"depth": 3.0, "params": 50},
+            rewrites=(("widen", {"loss": 0.5}, {"loss": 0.4}),))
+    log_run(rec, "b", p, 0.8, "fp1", {"depth": 3.0, "params": 50}, end=False)
+    rec.run_end(RunEndRecord("b", "failed", 3, 0.1, error="nan loss"))
+    log_run(rec, "c", p, 0.7, "fp2", {"depth": 2.0, "params": 20}, end=False)
+    rec.close()
+    assert _q(root, "SELECT count(*) FROM problems") == [(1,)]  # logged once per writer
+    assert _q(root, "SELECT feature, value FROM problem_features ORDER BY 1") == [
+        ("class_entropy", 1.1), ("n_rows_log", 4.6)]
+    assert _q(root, "SELECT run_id, status, error FROM runs ORDER BY 1") == [
+        ("a", "completed", None), ("b", "failed", "nan loss"), ("c", "running", None)]
+    # snapshot rows for every snapshot; patterns once per fingerprint
+    assert _q(root, "SELECT count(*) FROM ir_snapshots") == [(6,)]
+    assert _q(root, "SELECT count(*) FROM raw_ir_patterns") == [(5,)]
+    assert _q(root, "SELECT count(*), max(step) FROM steps WHERE run_id = 'a'") == [(10, 9)]
+    ev = _q(root, "SELECT kind, name, metrics_before ->> 'loss' FROM events")
+    assert ev == [("rewrite", "widen", "0.5")]
+    # JSON columns are JSON strings any engine can parse
+    assert _q(root, "SELECT config::JSON ->> '$.hidden[0]' FROM runs LIMIT 1") == [("8",)]
+    tz = _q(root, "SELECT typeof(started_at) FROM runs LIMIT 1")
+    assert tz == [("TIMESTAMP WITH TIME ZONE",)]
+
+
+@pytest.fixture
+def scored(root: Path) -> Path:
+    """Two problems; known scores, fingerprints and rewrite effects."""
+    p1, p2 = problem("p1", size=1.0), problem("p2", "regression", size=3.0)
+    rec = WarehouseRecorder(root)
+    widen = ("widen", {"loss": 1.0, "acc": 0.5}, {"loss": 0.8, "acc": 0.6})
+    log_run(rec, "a1", p1, 0.90, "big", {"width": 64.0}, rewrites=(widen,))
+    log_run(rec, "a2", p1, 0.80, "big", {"width": 64.0},
+            rewrites=(("widen", {"loss": 1.0}, {"loss": 0.6}),))
+    log_run(rec, "a3", p1, 0.70, "small", {"width": 8.0})
+    log_run(rec, "b1", p2, 0.10, "small", {"width": 8.0})
+    log_run(rec, "b2", p2, float("nan"), "big", {"width": 64.0})  # diverged: ranks last
+    rec.close()
+    return root
+
+
+def test_run_scores_normalize_within_problem(scored: Path) -> None:
+    got = dict(_q(scored, "SELECT run_id, norm_score FROM run_scores"))
+    assert got == {"a1": 1.0, "a2": 0.5, "a3": 0.0, "b1": 1.0, "b2": 0.0}
+    # the test split wins over val; accuracy for classification, r2 for regression
+    assert _q(scored, "SELECT score_metric, score_split, score FROM run_scores "
+                      "WHERE run_id = 'b1'") == [("r2", "test", 0.1)]
+
+
+def test_leaderboard(scored: Path) -> None:
+    conn = connect(scored)
+    df = run_report(conn, "leaderboard", {"problem": "name-p1"})
+    assert df[["rank", "fingerprint", "runs"]].values.tolist() == [[1, "big", 2], [2, "small", 1]]
+    assert df["mean_score"].iloc[0] == pytest.approx(0.85)
+    top1 = run_report(conn, "leaderboard", {"top": 1})
+    assert top1["problem_name"].tolist() == ["name-p1", "name-p2"]
+    assert top1["fingerprint"].tolist() == ["big", "small"]
+
+
+def test_pattern_performance_with_t_interval(scored: Path) -> None:
+    df = run_report(connect(scored), "pattern_performance", {"pattern": "width"})
+    big = df[df["value"] == 64.0].iloc[0]
+    scores = [1.0, 0.5, 0.0]  # a1, a2, b2
+    mean = sum(scores) / 3
+    sd = math.sqrt(sum((s - mean) ** 2 for s in scores) / 2)
+    assert big["runs"] == 3 and big["problems"] == 2
+    assert big["mean_norm_score"] == pytest.approx(mean)
+    assert big["median_norm_score"] == pytest.approx(0.5)
+    assert big["ci95_low"] == pytest.approx(mean - 4.303 * sd / math.sqrt(3))
+    assert big["ci95_high"] == pytest.approx(mean + 4.303 * sd / math.sqrt(3))
+
+
+def test_rewrite_effects(scored: Path) -> None:
+    df = run_report(connect(scored), "rewrite_effects").set_index("metric")
+    assert df.loc["loss", "rewrites"] == 2
+    assert df.loc["loss", "mean_change"] == pytest.approx(-0.3)
+    assert df.loc["loss", "share_increased"] == 0.0
+    assert df.loc["acc", "mean_change"] == pytest.approx(0.1)
+
+
+def test_run_summary_and_feature_correlation(scored: Path) -> None:
+    conn = connect(scored)
+    df = run_report(conn, "run_summary", {"status": "completed", "limit": 3})
+    assert len(df) == 3
+    row = run_report(conn, "run_summary", {"problem": "p1"}).set_index("run_id").loc["a1"]
+    assert (row["logged_steps"], row["rewrites"], row["fingerprint"]) == (10, 1, "big")
+    corr = run_report(conn, "feature_pattern_correlation", {"min_problems": 1})
+    assert list(corr.columns) == ["feature", "pattern", "problems", "correlation",
+                                  "mean_effect"]
+
+
+def test_report_errors(scored: Path) -> None:
+    conn = connect(scored)
+    with pytest.raises(WarehouseError, match="unknown report"):
+        run_report(conn, "nope")
+    with pytest.raises(WarehouseError, match="no parameter"):
+        run_report(conn, "leaderboard", {"bogus": 1})
+    with pytest.raises(WarehouseError, match="must be a int"):
+        run_report(conn, "leaderboard", {"top": "x"})
+
+
+def test_reports_run_on_an_empty_warehouse(root: Path) -> None:
+    conn = connect(root)
+    for name in ("run_summary", "leaderboard", "pattern_performance", "rewrite_effects",
+                 "feature_pattern_correlation"):
+        assert run_report(conn, name).empty
