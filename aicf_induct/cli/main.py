@@ -50,6 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FileNotFoundError as err:
         print(f"error: no such file: {err.filename}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. piped into `head`: not an error
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

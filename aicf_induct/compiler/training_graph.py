@@ -33,7 +33,10 @@ def with_loss(model: Graph, loss: str, label_smoothing: float = 0.0) -> Training
         attrs = {"label_smoothing": float(label_smoothing)} if label_smoothing else {}
         loss_id = b.add("cross_entropy", [pred, labels], attrs, id="loss")
     else:
-        labels = b.input(list(types[pred].shape), types[pred].dtype, id="labels")
+        shape = list(types[pred].shape)
+        if shape[-1:] == [1]:  # one target per row: labels are (batch,)
+            shape = shape[:-1]
+        labels = b.input(shape, types[pred].dtype, id="labels")
         loss_id = b.add("mse", [pred, labels], id="loss")
     b.graph.outputs = [loss_id, *model.outputs]
     return TrainingGraph(b.graph, pred, labels, loss_id)

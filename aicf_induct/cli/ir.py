@@ -1,0 +1,62 @@
+"""`aicf-induct ir show|validate`: inspect canonical IR files."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from aicf_induct.ir import canonical
+from aicf_induct.ir.fingerprint import fingerprint
+from aicf_induct.ir.graph import Graph
+from aicf_induct.ir.patterns import patterns
+from aicf_induct.ir.validate import validate
+
+
+def render(graph: Graph) -> str:
+    """A readable listing: one line per node with its type and parameters."""
+    types = validate(graph)
+    lines = [f"graph {graph.name or '(unnamed)'}: {len(graph.nodes)} nodes, "
+             f"{graph.param_count()} trainable parameters"]
+    width = max(len(n.id) for n in graph.nodes)
+    for n in graph.nodes:
+        attrs = ", ".join(f"{k}={v}" for k, v in sorted(n.attrs.items()))
+        params = ", ".join(f"{r}:{list(graph.params[p].shape)}" for r, p in n.params.items())
+        args = ", ".join(n.inputs)
+        lines.append(f"  {n.id:<{width}} = {n.op}({args}){' {' + attrs + '}' if attrs else ''}"
+                     f"  -> {types[n.id]}{'  [' + params + ']' if params else ''}")
+    lines.append(f"outputs: {', '.join(graph.outputs)}")
+    return "\n".join(lines)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("ir", help="inspect IR files",
+                       description="Inspect canonical IR files (format aicf.ir/1).")
+    isub = p.add_subparsers(dest="ir_command", metavar="ACTION", required=True)
+    show = isub.add_parser("show", help="print a graph, its fingerprint and its patterns")
+    show.add_argument("file", help="canonical IR JSON file")
+    show.add_argument("--json", action="store_true", help="machine-readable output")
+    show.set_defaults(func=run_show)
+    val = isub.add_parser("validate", help="check a file; one line per problem")
+    val.add_argument("file", help="canonical IR JSON file")
+    val.set_defaults(func=run_validate)
+
+
+def run_show(args: argparse.Namespace) -> int:
+    graph = canonical.load(args.file)
+    fp, pats = fingerprint(graph), patterns(graph)
+    if args.json:
+        print(json.dumps({"fingerprint": fp, "patterns": pats,
+                          "param_count": graph.param_count()}, indent=1))
+        return 0
+    print(render(graph))
+    print(f"fingerprint: {fp}")
+    print("patterns:")
+    for k, v in pats.items():
+        print(f"  {k:<32} {v:g}")
+    return 0
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    graph = canonical.load(args.file)
+    print(f"{args.file}: valid ({len(graph.nodes)} nodes, fingerprint {fingerprint(graph)[:16]})")
+    return 0

@@ -1,0 +1,143 @@
+"""`aicf-induct train`: train a model on a dataset, log the run, print the final metrics."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from aicf_induct.errors import ConfigError
+from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
+from aicf_induct.ir import canonical
+from aicf_induct.ir.graph import Graph
+from aicf_induct.problems import load_problem
+from aicf_induct.problems.problem import Problem
+from aicf_induct.runtime.recorder import NullRecorder, Recorder
+from aicf_induct.runtime.trainer import TrainConfig, Trainer
+
+DEFAULT_MODEL = "mlp"
+
+
+def add_train_options(p: argparse.ArgumentParser) -> None:
+    """Recipe options shared by `train` and later commands that train (adapt, sweep)."""
+    g = p.add_argument_group("training recipe")
+    d = TrainConfig()
+    g.add_argument("--epochs", type=int, default=d.epochs, help=f"(default {d.epochs})")
+    g.add_argument("--batch-size", type=int, default=d.batch_size,
+                   help=f"(default {d.batch_size})")
+    g.add_argument("--optimizer", default=d.optimizer, choices=["sgd", "adam", "adamw"],
+                   help=f"(default {d.optimizer})")
+    g.add_argument("--lr", type=float, default=d.lr, help=f"learning rate (default {d.lr})")
+    g.add_argument("--weight-decay", type=float, default=d.weight_decay,
+                   help=f"(default {d.weight_decay})")
+    g.add_argument("--momentum", type=float, default=d.momentum,
+                   help=f"SGD momentum (default {d.momentum})")
+    g.add_argument("--schedule", default=d.schedule, choices=["constant", "cosine"],
+                   help=f"learning-rate schedule (default {d.schedule})")
+    g.add_argument("--warmup-steps", type=int, default=d.warmup_steps,
+                   help="linear warm-up steps (default 0)")
+    g.add_argument("--clip-norm", type=float, default=d.clip_norm,
+                   help="clip the global gradient norm (default 0: off)")
+    g.add_argument("--patience", type=int, default=d.patience,
+                   help=f"early stopping patience in epochs, 0 to disable (default {d.patience})")
+    g.add_argument("--label-smoothing", type=float, default=d.label_smoothing,
+                   help="cross-entropy label smoothing (default 0)")
+    g.add_argument("--seed", type=int, default=d.seed,
+                   help="seed for the data split, initialisation, batch order and dropout")
+
+
+def train_config(args: argparse.Namespace) -> TrainConfig:
+    return TrainConfig(epochs=args.epochs, batch_size=args.batch_size, optimizer=args.optimizer,
+                       lr=args.lr, weight_decay=args.weight_decay, momentum=args.momentum,
+                       schedule=args.schedule, warmup_steps=args.warmup_steps,
+                       clip_norm=args.clip_norm, patience=args.patience,
+                       label_smoothing=args.label_smoothing, seed=args.seed)
+
+
+def model_graph(problem: Problem, model: str | None, ir_file: str | None) -> Graph:
+    """The graph to train: an IR file, or a model spec built for the problem's shapes."""
+    if ir_file:
+        graph = canonical.load(ir_file)
+        x = graph.inputs[0]
+        width = x.attrs.get("shape", [None, None])[-1]
+        if width != problem.n_features:
+            raise ConfigError(f"{ir_file}: input '{x.id}' takes {width} features, the dataset "
+                              f"'{problem.name}' has {problem.n_features}")
+        return graph
+    return mlp_graph(parse_model_spec(model or DEFAULT_MODEL), problem.n_features,
+                     problem.n_outputs)
+
+
+def open_recorder(args: argparse.Namespace) -> tuple[Recorder, str | None]:
+    """The warehouse recorder unless --no-log; returns it and where it writes."""
+    if args.no_log:
+        return NullRecorder(), None
+    import warehouse
+
+    root = args.warehouse if args.warehouse is not None else warehouse.default_root()
+    return warehouse.open_recorder(root), str(root)
+
+
+def add_log_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--warehouse", metavar="DIR", default=None,
+                   help="warehouse directory (default: $AICF_WAREHOUSE, else ./aicf_warehouse)")
+    p.add_argument("--no-log", action="store_true", help="do not log the run to the warehouse")
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "train", help="train a model on a dataset and log the run",
+        description="Train a model on a dataset with the NumPy runtime, log the run (IR "
+                    "snapshot, per-step dynamics, per-epoch metrics, results) to the warehouse, "
+                    "and print the final metrics.",
+        epilog='example: aicf-induct train --dataset iris '
+               '--model "mlp:depth=2,width=64,act=gelu,norm=layernorm" --epochs 50 --seed 0',
+    )
+    p.add_argument("--dataset", required=True,
+                   help="dataset name: iris, wine, breast_cancer, digits, diabetes, or any "
+                        "name `aicf-induct problems list` shows")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--model", default=None,
+                     help=f'model spec, e.g. "mlp:depth=2,width=64,act=gelu,norm=layernorm" '
+                          f'(default "{DEFAULT_MODEL}")')
+    src.add_argument("--ir", metavar="FILE", help="train the graph in this canonical IR file")
+    p.add_argument("--save-ir", metavar="FILE", help="write the model's IR (canonical JSON)")
+    add_train_options(p)
+    add_log_options(p)
+    p.add_argument("--json", action="store_true", help="print the final metrics as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = train_config(args)
+    problem = load_problem(args.dataset, seed=args.seed)
+    graph = model_graph(problem, args.model, args.ir)
+    if args.save_ir:
+        canonical.save(graph, args.save_ir)
+    recorder, where = open_recorder(args)
+    extra: dict[str, Any] = {"model": args.model or (Path(args.ir).name if args.ir
+                                                     else DEFAULT_MODEL)}
+    try:
+        result = Trainer(problem, graph, config, recorder=recorder, origin="cli",
+                         progress=not args.quiet, extra_config=extra).fit()
+    finally:
+        recorder.close()
+    if args.json:
+        print(json.dumps({"run_id": result.run_id, "status": result.status,
+                          "steps": result.steps, **result.metrics}, indent=1))
+        return 0
+    print(f"{problem.name}: {problem.task}, {problem.n_rows} rows, {problem.n_features} "
+          f"features; model {graph.name or extra['model']} ({graph.param_count()} parameters)")
+    print(f"run {result.run_id} {result.status} after {result.epochs} epochs, {result.steps} "
+          f"steps, {result.wall_time_s:.2f} s (best epoch {result.best_epoch})")
+    for split in ("train", "val", "test"):
+        cells = [f"{k.split('_', 1)[1]} {v:.4f}" for k, v in result.metrics.items()
+                 if k.startswith(split + "_")]
+        print(f"  {split:5s} " + "  ".join(cells))
+    if where:
+        print(f"logged to {where}")
+    if args.save_ir:
+        print(f"IR written to {args.save_ir}")
+    return 0

@@ -1,0 +1,25 @@
+"""Evaluation metrics: accuracy for classification, R² for regression."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def accuracy(pred: np.ndarray, y: np.ndarray) -> float:
+    return float((pred.argmax(axis=1) == y).mean())
+
+
+def r2(pred: np.ndarray, y: np.ndarray) -> float:
+    """Coefficient of determination; invariant to the targets' standardisation."""
+    p = pred.reshape(y.shape)
+    ss_res = float(((y - p) ** 2).sum())
+    ss_tot = float(((y - y.mean()) ** 2).sum())
+    return 1.0 - ss_res / ss_tot if ss_tot > 0 else 0.0
+
+
+def score_name(task: str) -> str:
+    return "accuracy" if task == "classification" else "r2"
+
+
+def score(task: str, pred: np.ndarray, y: np.ndarray) -> float:
+    return accuracy(pred, y) if task == "classification" else r2(pred, y)

@@ -1,0 +1,248 @@
+"""The trainer: epochs of mini-batches over a problem, with a validation split, early
+stopping, per-step dynamics and per-epoch metrics sent to a recorder. Deterministic under a
+seed: parameter init, batch order and dropout masks all derive from it."""
+
+from __future__ import annotations
+
+import platform
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from aicf_induct import __version__
+from aicf_induct.errors import ConfigError
+from aicf_induct.ir.canonical import to_json
+from aicf_induct.ir.fingerprint import fingerprint
+from aicf_induct.ir.graph import Graph
+from aicf_induct.ir.patterns import patterns
+from aicf_induct.problems.problem import Problem, Split
+from aicf_induct.runtime.clipping import clip_grad_norm_, global_grad_norm
+from aicf_induct.runtime.data import BatchStream
+from aicf_induct.runtime.executor import Executor, store_for
+from aicf_induct.runtime.metrics import score, score_name
+from aicf_induct.runtime.optimizers import Optimizer, make_optimizer
+from aicf_induct.runtime.recorder import (
+    NullRecorder,
+    Recorder,
+    ResultRecord,
+    RunEndRecord,
+    RunStartRecord,
+    SnapshotRecord,
+    StepRecord,
+)
+from aicf_induct.runtime.schedules import Schedule, make_schedule
+
+EVAL_CHUNK = 4096  # rows per evaluation batch: bounds memory on large splits
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    epochs: int = 50  # passes over the training split
+    batch_size: int = 32
+    optimizer: str = "adam"  # sgd | adam | adamw
+    lr: float = 1e-3
+    weight_decay: float = 0.0  # L2 for sgd/adam, decoupled for adamw
+    momentum: float = 0.9  # sgd only
+    nesterov: bool = False  # sgd only
+    schedule: str = "constant"  # constant | cosine
+    warmup_steps: int = 0  # linear warm-up before the schedule
+    clip_norm: float = 0.0  # clip the global gradient norm to this; 0: no clipping
+    patience: int = 10  # early stopping: epochs without a better val loss; 0: off
+    label_smoothing: float = 0.0  # cross-entropy only
+    seed: int = 0  # init, batch order, dropout
+    max_steps: int = 0  # stop after this many steps; 0: no cap
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("patience", "max_steps", "warmup_steps"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.clip_norm < 0:
+            raise ConfigError(f"clip_norm must be >= 0, got {self.clip_norm}")
+
+    def make_optimizer(self) -> Optimizer:
+        if self.optimizer == "sgd":
+            return make_optimizer("sgd", lr=self.lr, momentum=self.momentum,
+                                  nesterov=self.nesterov, weight_decay=self.weight_decay)
+        if self.optimizer in ("adam", "adamw"):
+            kwargs: dict[str, Any] = {"lr": self.lr}
+            if self.weight_decay or self.optimizer == "adam":
+                kwargs["weight_decay"] = self.weight_decay
+            return make_optimizer(self.optimizer, **kwargs)
+        return make_optimizer(self.optimizer, lr=self.lr)  # raises a ConfigError naming it
+
+
+@dataclass
+class TrainResult:
+    run_id: str
+    status: str  # completed | early_stopped
+    steps: int
+    epochs: int
+    best_epoch: int
+    wall_time_s: float
+    metrics: dict[str, float]  # "<split>_<metric>": final values (best checkpoint)
+    history: list[dict[str, float]] = field(default_factory=list)  # per epoch
+
+
+def library_versions() -> dict[str, str]:
+    import scipy
+    import sklearn
+
+    return {"aicf_induct": __version__, "numpy": np.__version__, "scipy": scipy.__version__,
+            "scikit-learn": sklearn.__version__, "python": platform.python_version()}
+
+
+def snapshot_record(run_id: str, step: int, reason: str, graph: Graph) -> SnapshotRecord:
+    return SnapshotRecord(run_id=run_id, step=step, reason=reason, ir_json=to_json(graph),
+                          fingerprint=fingerprint(graph), param_count=graph.param_count(),
+                          patterns=patterns(graph))
+
+
+class Trainer:
+    def __init__(self, problem: Problem, graph: Graph, config: TrainConfig, *,
+                 recorder: Recorder | None = None, values: dict[str, np.ndarray] | None = None,
+                 origin: str = "cli", run_id: str | None = None,
+                 parent_run_id: str | None = None, progress: bool = False,
+                 extra_config: dict[str, Any] | None = None) -> None:
+        self.problem, self.graph, self.config = problem, graph, config
+        self.recorder: Recorder = recorder or NullRecorder()
+        self.origin, self.parent_run_id = origin, parent_run_id
+        self.run_id = run_id or uuid.uuid4().hex
+        self.progress = progress
+        self.extra_config = dict(extra_config or {})
+        loss = "cross_entropy" if problem.task == "classification" else "mse"
+        self.executor = Executor(graph, store_for(graph, values, seed=config.seed), loss=loss,
+                                 label_smoothing=config.label_smoothing, seed=config.seed)
+        self.optimizer = config.make_optimizer()
+        self.stream = BatchStream(len(problem.train), config.batch_size, seed=config.seed)
+        total = config.epochs * self.stream.batches_per_epoch()
+        if config.max_steps:
+            total = min(total, config.max_steps)
+        self.total_steps = total
+        self.schedule: Schedule = make_schedule(config.schedule, config.lr, max(total, 1),
+                                                config.warmup_steps)
+        self.step_count = 0
+
+    @property
+    def store(self) -> Any:
+        return self.executor.store
+
+    # -- one step ----------------------------------------------------------------------------
+    def train_step(self, x: np.ndarray, y: np.ndarray, epoch: int) -> StepRecord:
+        t0 = time.perf_counter()
+        loss = self.executor.train_step(x, y, self.step_count)
+        if self.config.clip_norm:
+            gnorm = clip_grad_norm_(self.store, self.config.clip_norm)
+        else:
+            gnorm = global_grad_norm(self.store)
+        lr = self.schedule.lr(self.step_count)
+        ratio = self.optimizer.step(self.store, lr)
+        rec = StepRecord(run_id=self.run_id, step=self.step_count, epoch=epoch, loss=loss,
+                         grad_norm=gnorm, update_ratio=ratio, lr=lr,
+                         step_time_s=time.perf_counter() - t0, batch_size=int(x.shape[0]))
+        self.step_count += 1
+        self.recorder.step(rec)
+        return rec
+
+    # -- evaluation --------------------------------------------------------------------------
+    def evaluate(self, split: Split) -> tuple[float, float]:
+        """(mean loss, score) on a split, in eval mode."""
+        total, preds = 0.0, []
+        for start in range(0, len(split), EVAL_CHUNK):
+            x, y = split.X[start:start + EVAL_CHUNK], split.y[start:start + EVAL_CHUNK]
+            loss, pred = self.executor.evaluate(x, y)
+            total += loss * len(x)
+            preds.append(pred.copy())
+        pred_all = np.concatenate(preds)
+        return total / max(len(split), 1), score(self.problem.task, pred_all, split.y)
+
+    def _record_results(self, epoch: int, metrics: dict[str, float], final: bool) -> None:
+        for key, value in metrics.items():
+            split, metric = key.split("_", 1)
+            self.recorder.result(ResultRecord(self.run_id, self.step_count, epoch, split, metric,
+                                              float(value), final))
+
+    def run_config(self) -> dict[str, Any]:
+        return {"train": asdict(self.config), "fingerprint": fingerprint(self.graph),
+                **self.extra_config}
+
+    def start(self) -> None:
+        self.recorder.run_start(RunStartRecord(
+            run_id=self.run_id, problem_id=self.problem.problem_id,
+            problem_name=self.problem.name, task=self.problem.task, config=self.run_config(),
+            seed=self.config.seed, device="cpu (numpy)", library_versions=library_versions(),
+            origin=self.origin, parent_run_id=self.parent_run_id))
+        self.recorder.snapshot(snapshot_record(self.run_id, 0, "start", self.graph))
+
+    # -- the loop ----------------------------------------------------------------------------
+    def fit(self) -> TrainResult:
+        cfg, p = self.config, self.problem
+        sname = score_name(p.task)
+        t_start = time.perf_counter()
+        self.start()
+        best = (np.inf, -1, self.store.state_arrays())
+        history: list[dict[str, float]] = []
+        status = "completed"
+        bar = tqdm(range(cfg.epochs), desc=f"train {p.name}", unit="epoch",
+                   disable=not self.progress, leave=False)
+        try:
+            for epoch in bar:
+                losses = [self.train_step(p.train.X[idx], p.train.y[idx], epoch).loss
+                          for idx in self._epoch_batches(epoch)]
+                val_loss, val_score = self.evaluate(p.val)
+                row = {"train_loss": float(np.mean(losses)) if losses else float("nan"),
+                       "val_loss": val_loss, f"val_{sname}": val_score}
+                history.append(row)
+                self._record_results(epoch, row, final=False)
+                bar.set_postfix(loss=f"{row['train_loss']:.4f}", val=f"{val_score:.4f}")
+                if val_loss < best[0]:
+                    best = (val_loss, epoch, self.store.state_arrays())
+                elif cfg.patience and epoch - best[1] >= cfg.patience:
+                    status = "early_stopped"
+                    break
+                if cfg.max_steps and self.step_count >= cfg.max_steps:
+                    break
+        except BaseException as err:
+            self.recorder.run_end(RunEndRecord(self.run_id, "failed" if isinstance(
+                err, Exception) else "interrupted", self.step_count,
+                time.perf_counter() - t_start, f"{type(err).__name__}: {err}"))
+            raise
+        finally:
+            bar.close()
+        if best[1] >= 0:
+            self.load_state(best[2])
+        metrics = self.final_metrics()
+        last_epoch = len(history) - 1
+        self._record_results(last_epoch, metrics, final=True)
+        wall = time.perf_counter() - t_start
+        self.recorder.run_end(RunEndRecord(self.run_id, status, self.step_count, wall))
+        return TrainResult(self.run_id, status, self.step_count, len(history), best[1], wall,
+                           metrics, history)
+
+    def _epoch_batches(self, epoch: int) -> list[np.ndarray]:
+        batches = list(self.stream.epoch(epoch))
+        if self.config.max_steps:
+            batches = batches[:max(self.config.max_steps - self.step_count, 0)]
+        return batches
+
+    def final_metrics(self) -> dict[str, float]:
+        sname = score_name(self.problem.task)
+        out: dict[str, float] = {}
+        for split_name in ("train", "val", "test"):
+            loss, sc = self.evaluate(getattr(self.problem, split_name))
+            out[f"{split_name}_loss"] = loss
+            out[f"{split_name}_{sname}"] = sc
+        return out
+
+    def load_state(self, arrays: dict[str, np.ndarray]) -> None:
+        for name, value in arrays.items():
+            target = self.store.params.get(name)
+            if target is None:
+                target = self.store.buffers[name]
+            target[...] = value
