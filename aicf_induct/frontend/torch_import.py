@@ -1,0 +1,243 @@
+"""Import a PyTorch `nn.Module` through torch.fx, for the ops the IR has.
+
+The fx graph is replayed through the native functional API, so an imported model gets exactly
+the node ids, attributes and parameter names that tracing the same native model gives:
+call_module nodes are named by their module path, functional nodes by their op, parameters by
+their `state_dict` names. torch is imported here only, when this function is called.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from aicf_induct.errors import ConfigError
+from aicf_induct.frontend import functional as F
+from aicf_induct.frontend.parameter import Buffer, Parameter
+from aicf_induct.frontend.tensor import SymbolicTensor, Tracer
+from aicf_induct.frontend.trace import InputShape, initial_values, input_shape
+from aicf_induct.ir.graph import Graph
+from aicf_induct.ir.validate import validate
+
+
+@dataclass(frozen=True)
+class _Attr:
+    """A get_attr node's value: a parameter or buffer of the model, by qualified name."""
+
+    name: str
+
+
+class _Importer:
+    def __init__(self, model: Any, name: str) -> None:
+        import torch
+
+        self.torch = torch
+        self.model = model
+        self.tracer = Tracer(name)
+        self.keep: list[Parameter] = []  # tracer maps by id(): keep the objects alive
+
+    def param(self, qualname: str, tensor: Any) -> Parameter:
+        value = tensor.detach().cpu().to(self.torch.float64).numpy().copy()
+        kind = Parameter if isinstance(tensor, self.torch.nn.Parameter) else Buffer
+        p = kind(value=value)
+        self.tracer.param_names[id(p)] = qualname
+        self.keep.append(p)
+        return p
+
+    def attr_param(self, v: Any, role: str) -> Parameter | None:
+        if v is None:
+            return None
+        if not isinstance(v, _Attr):
+            raise ConfigError(f"{role} must be a parameter of the model, got {v!r}")
+        try:
+            tensor = self.model.get_parameter(v.name)
+        except AttributeError:
+            try:
+                tensor = self.model.get_buffer(v.name)
+            except AttributeError:
+                raise ConfigError(f"'{v.name}' is neither a parameter nor a buffer") from None
+        return self.param(v.name, tensor)
+
+    def sub_param(self, path: str, m: Any, attr: str) -> Parameter | None:
+        t = getattr(m, attr)
+        return None if t is None else self.param(f"{path}.{attr}", t)
+
+
+def _arg(node: Any, i: int, key: str, default: Any, env: dict[Any, Any]) -> Any:
+    """Positional argument i or keyword `key` of an fx node, with fx nodes replaced by values."""
+    v = node.args[i] if i < len(node.args) else node.kwargs.get(key, default)
+    return _resolve(v, env)
+
+
+def _resolve(v: Any, env: dict[Any, Any]) -> Any:
+    if isinstance(v, list | tuple):
+        return type(v)(_resolve(u, env) for u in v)
+    return env[v] if hasattr(v, "op") and v in env else v
+
+
+def _tensor(v: Any, what: str) -> SymbolicTensor:
+    if not isinstance(v, SymbolicTensor):
+        raise ConfigError(f"{what} must be a tensor computed from the input, got {v!r}")
+    return v
+
+
+def _module_op(imp: _Importer, path: str, m: Any, x: SymbolicTensor) -> SymbolicTensor | None:
+    """The node for one call_module of a supported torch.nn layer; None if unsupported."""
+    nn = imp.torch.nn
+    if isinstance(m, nn.Linear):
+        return F.linear(x, imp.sub_param(path, m, "weight"),  # type: ignore[arg-type]
+                        imp.sub_param(path, m, "bias"))
+    simple: dict[type, Callable[[SymbolicTensor], SymbolicTensor]] = {
+        nn.ReLU: F.relu, nn.Tanh: F.tanh, nn.SiLU: F.silu, nn.Sigmoid: F.sigmoid}
+    if type(m) in simple:
+        return simple[type(m)](x)
+    if isinstance(m, nn.GELU):
+        return F.gelu(x, m.approximate)
+    if isinstance(m, nn.Softmax):
+        if m.dim is None:
+            raise ConfigError(f"nn.Softmax at '{path}' needs an explicit dim")
+        return F.softmax(x, m.dim)
+    if isinstance(m, nn.Dropout):
+        return F.dropout(x, m.p)
+    if isinstance(m, nn.LayerNorm):
+        if len(m.normalized_shape) != 1:
+            raise ConfigError(f"nn.LayerNorm at '{path}' must normalise the last axis only, "
+                              f"got normalized_shape={tuple(m.normalized_shape)}")
+        return F.layer_norm(x, imp.sub_param(path, m, "weight"), imp.sub_param(path, m, "bias"),
+                            m.eps)
+    if isinstance(m, nn.BatchNorm1d):
+        if m.running_mean is None or m.momentum is None:
+            raise ConfigError(f"nn.BatchNorm1d at '{path}' needs track_running_stats=True and a "
+                              "float momentum")
+        return F.batch_norm(x, imp.sub_param(path, m, "running_mean"),  # type: ignore[arg-type]
+                            imp.sub_param(path, m, "running_var"),  # type: ignore[arg-type]
+                            imp.sub_param(path, m, "weight"), imp.sub_param(path, m, "bias"),
+                            momentum=float(m.momentum), eps=m.eps)
+    return None
+
+
+def _function_op(imp: _Importer, node: Any, env: dict[Any, Any]) -> Any:
+    """The node for one call_function / call_method; `_UNSUPPORTED` if there is no IR op."""
+    torch, tf = imp.torch, imp.torch.nn.functional
+    t = node.target
+
+    def a(i: int, key: str, default: Any = None) -> Any:
+        return _arg(node, i, key, default, env)
+
+    method = node.op == "call_method"
+    x = a(0, "input")
+    if (method and t == "relu") or t in (torch.relu, tf.relu):
+        return F.relu(_tensor(x, "input"))
+    if (method and t == "tanh") or t in (torch.tanh, tf.tanh):
+        return F.tanh(_tensor(x, "input"))
+    if (method and t == "sigmoid") or t in (torch.sigmoid, tf.sigmoid):
+        return F.sigmoid(_tensor(x, "input"))
+    if t is tf.silu:
+        return F.silu(_tensor(x, "input"))
+    if t is tf.gelu:
+        return F.gelu(_tensor(x, "input"), a(1, "approximate", "none"))
+    if (method and t == "softmax") or t in (torch.softmax, tf.softmax):
+        dim = a(1, "dim")
+        if dim is None:
+            raise ConfigError(f"softmax at fx node '{node.name}' needs an explicit dim")
+        return F.softmax(_tensor(x, "input"), dim)
+    if (method and t == "add") or t in (operator.add, torch.add):
+        if a(2, "alpha", 1) != 1:
+            raise ConfigError(f"add with alpha at fx node '{node.name}' has no IR op")
+        other = a(1, "other")
+        return F.add(_tensor(x, "input"), _tensor(other, "the other addend"))
+    if t in (torch.cat, torch.concat):
+        xs = [_tensor(v, "each concatenated tensor") for v in a(0, "tensors")]
+        return F.concat(xs, a(1, "dim", 0))
+    if t is tf.dropout:
+        return F.dropout(_tensor(x, "input"), a(1, "p", 0.5), a(2, "training", True))
+    if t is tf.linear:
+        return F.linear(_tensor(x, "input"), imp.attr_param(a(1, "weight"), "weight"),  # type: ignore[arg-type]
+                        imp.attr_param(a(2, "bias"), "bias"))
+    if t is tf.layer_norm:
+        shape = a(1, "normalized_shape")
+        if len(shape) != 1:
+            raise ConfigError(f"layer_norm at fx node '{node.name}' must normalise the last "
+                              "axis only")
+        return F.layer_norm(_tensor(x, "input"), imp.attr_param(a(2, "weight"), "weight"),
+                            imp.attr_param(a(3, "bias"), "bias"), a(4, "eps", 1e-5))
+    return _UNSUPPORTED
+
+
+_UNSUPPORTED = object()
+
+
+def _target_name(target: Any) -> str:
+    if isinstance(target, str):
+        return target
+    mod = getattr(target, "__module__", None) or ""
+    return f"{mod}.{getattr(target, '__name__', repr(target))}".lstrip(".")
+
+
+def _import_node(imp: _Importer, gm: Any, node: Any, env: dict[Any, Any],
+                 in_features: InputShape, dtype: str) -> Any:
+    """The value of one fx node: a symbolic tensor, an attribute, or the output list."""
+    tracer = imp.tracer
+    if node.op == "placeholder":
+        if tracer.graph.nodes:
+            raise ConfigError(f"from_torch supports one input; fx node '{node.name}' is another")
+        return tracer.input(input_shape(in_features), dtype, "x")
+    if node.op == "get_attr":
+        return _Attr(node.target)
+    if node.op == "call_module":
+        m = gm.get_submodule(node.target)
+        x = _tensor(_arg(node, 0, "input", None, env), f"the input of '{node.target}'")
+        if isinstance(m, imp.torch.nn.Identity):
+            return x
+        with tracer.path_scope(node.target):
+            out = _module_op(imp, node.target, m, x)
+        if out is None:
+            raise ConfigError(f"unsupported torch op at fx node '{node.name}': call_module "
+                              f"'{node.target}' ({type(m).__name__})")
+        return out
+    if node.op in ("call_function", "call_method"):
+        out = _function_op(imp, node, env)
+        if out is _UNSUPPORTED:
+            raise ConfigError(f"unsupported torch op at fx node '{node.name}': {node.op} "
+                              f"{_target_name(node.target)}")
+        return out
+    res = _resolve(node.args[0], env)  # the output node
+    return [_tensor(v, "a model output") for v in (res if isinstance(res, list | tuple)
+                                                   else [res])]
+
+
+def from_torch(model: Any, in_features: InputShape, *, name: str = "",
+               dtype: str = "float64") -> tuple[Graph, dict[str, np.ndarray]]:
+    """The IR of a torch model and its parameter and buffer values (NumPy copies, `dtype`),
+    named as in `model.state_dict()`. Unsupported ops raise ConfigError naming the fx node."""
+    import torch.fx
+
+    if not isinstance(model, torch.nn.Module):
+        raise ConfigError(f"from_torch takes a torch.nn.Module, got {type(model).__name__}")
+    try:
+        gm = torch.fx.symbolic_trace(model)
+    except Exception as err:  # fx raises TraceError, TypeError, ... on untraceable code
+        raise ConfigError(f"torch.fx cannot trace {type(model).__name__}: "
+                          f"{type(err).__name__}: {err}") from err
+    imp = _Importer(model, name)
+    tracer = imp.tracer
+    env: dict[Any, Any] = {}
+    outputs: list[SymbolicTensor] = []
+    for node in gm.graph.nodes:
+        try:
+            result = _import_node(imp, gm, node, env, in_features, dtype)
+        except ConfigError as err:
+            if "fx node" in str(err):
+                raise
+            raise ConfigError(f"fx node '{node.name}': {err}") from None
+        if node.op == "output":
+            outputs = result
+        else:
+            env[node] = result
+    graph = tracer.builder.output(*[t.id for t in outputs])
+    validate(graph)
+    return graph, initial_values(graph, tracer.bound)
