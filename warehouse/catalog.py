@@ -69,8 +69,18 @@ def build_views(conn: duckdb.DuckDBPyConnection, root: Path) -> None:
     for name, text in view_files().items():
         try:
             conn.execute(text)
+        except duckdb.IOException:
+            raise  # binding opened a part that has just been collected: caller retries
         except duckdb.Error as err:
             raise WarehouseError(f"warehouse/sql/{name}: {err}") from None
+
+
+ATTEMPTS = 5  # listings tried before giving up on a warehouse that compacts very fast
+
+
+def _vanished(err: duckdb.IOException) -> bool:
+    text = str(err)
+    return any(s in text for s in ("No such file", "not exist", "No files found"))
 
 
 def connect(root: str | Path | None = None, read_only: bool = True) -> duckdb.DuckDBPyConnection:
@@ -80,28 +90,34 @@ def connect(root: str | Path | None = None, read_only: bool = True) -> duckdb.Du
     configuration locked. Pair it with `guard.run_guarded` for statements from users.
     """
     root = check_root(Path(root) if root is not None else default_root())
-    conn = duckdb.connect()
-    conn.execute("SET TimeZone = 'UTC'")
-    build_views(conn, root)
-    if read_only:
-        conn.execute("SET allowed_directories = ?", [[str(root.resolve())]])
-        conn.execute("SET enable_external_access = false")
-        conn.execute("SET lock_configuration = true")
-    return conn
+    for attempt in range(ATTEMPTS):
+        conn = duckdb.connect()
+        conn.execute("SET TimeZone = 'UTC'")
+        try:
+            build_views(conn, root)
+        except duckdb.IOException as err:
+            conn.close()
+            if attempt == ATTEMPTS - 1 or not _vanished(err):
+                raise WarehouseError(one_line(err)) from None
+            continue
+        if read_only:
+            conn.execute("SET allowed_directories = ?", [[str(root.resolve())]])
+            conn.execute("SET enable_external_access = false")
+            conn.execute("SET lock_configuration = true")
+        return conn
+    raise AssertionError("unreachable")
 
 
 def with_retry(root: str | Path | None, fn: Callable[[duckdb.DuckDBPyConnection], T],
                read_only: bool = True) -> T:
     """Run `fn` on a fresh connection; if a part vanished under it (a compaction collected it
-    after we listed it), list again and retry once."""
-    attempts = 5
-    for attempt in range(attempts):
+    after we listed it), list again and retry."""
+    for attempt in range(ATTEMPTS):
         conn = connect(root, read_only=read_only)
         try:
             return fn(conn)
         except duckdb.IOException as err:
-            vanished = "No such file" in str(err) or "not exist" in str(err)
-            if attempt == attempts - 1 or not vanished:
+            if attempt == ATTEMPTS - 1 or not _vanished(err):
                 raise WarehouseError(one_line(err)) from None
         finally:
             conn.close()

@@ -143,15 +143,16 @@ def collect(root: Path, table: str, grace_s: float, stale_s: float = STALE_S) ->
     removed = 0
     dirty: set[Path] = set()
     markers = read_markers(tdir)
+    for m in markers.values():
+        if now - m.committed_at >= grace_s:
+            for rel in m.inputs:
+                if _unlink(tdir / rel):
+                    removed += 1
+                    dirty.add((tdir / rel).parent)
+    # a marker keeps its output visible: it goes only once its output and inputs are gone
     for name, m in markers.items():
-        if now - m.committed_at < grace_s:
-            continue
-        for rel in m.inputs:
-            if _unlink(tdir / rel):
-                removed += 1
-                dirty.add((tdir / rel).parent)
-        # a marker keeps its output visible: it can go only once the output is gone too
-        if not (tdir / m.output).exists() and _unlink(tdir / MARKERS / name):
+        gone = not any((tdir / rel).exists() for rel in (m.output, *m.inputs))
+        if gone and _unlink(tdir / MARKERS / name):
             dirty.add(tdir / MARKERS)
     outputs = {m.output for m in read_markers(tdir).values()}
     for rel in list_parquet(tdir):
