@@ -50,27 +50,36 @@ def torch_op(op: str, ins: list[Any], p: Mapping[str, Any], attrs: Mapping[str, 
     raise NotImplementedError(op)
 
 
-def torch_graph(graph: Graph, params: Mapping[str, np.ndarray], feeds: Mapping[str, np.ndarray],
-                loss: str | None, training: bool = False) -> tuple[dict[str, np.ndarray],
-                                                                   dict[str, np.ndarray]]:
-    """Node values and (with `loss`) parameter gradients computed by PyTorch autograd.
+def torch_forward(graph: Graph, tensors: Mapping[str, Any], feeds: Mapping[str, np.ndarray],
+                  training: bool = False) -> dict[str, Any]:
+    """Every node's value as a torch tensor, parameters taken from `tensors` by name.
     Dropout is not supported here (its mask is ours); use p=0 or eval mode."""
     import torch
 
-    tp = {k: torch.tensor(v, dtype=torch.float64,
-                          requires_grad=graph.params[k].trainable) for k, v in params.items()}
     vals: dict[str, Any] = {}
     for n in graph.nodes:
         if n.op == "input":
             v = feeds[n.id]
             dtype = torch.int64 if v.dtype == np.int64 else torch.float64
             vals[n.id] = torch.tensor(v, dtype=dtype)
-            continue
-        if n.op == "dropout":
+        elif n.op == "dropout":
             vals[n.id] = vals[n.inputs[0]]
-            continue
-        vals[n.id] = torch_op(n.op, [vals[i] for i in n.inputs],
-                              {r: tp[p] for r, p in n.params.items()}, n.attrs, training)
+        else:
+            vals[n.id] = torch_op(n.op, [vals[i] for i in n.inputs],
+                                  {r: tensors[p] for r, p in n.params.items()}, n.attrs,
+                                  training)
+    return vals
+
+
+def torch_graph(graph: Graph, params: Mapping[str, np.ndarray], feeds: Mapping[str, np.ndarray],
+                loss: str | None, training: bool = False) -> tuple[dict[str, np.ndarray],
+                                                                   dict[str, np.ndarray]]:
+    """Node values and (with `loss`) parameter gradients computed by PyTorch autograd."""
+    import torch
+
+    tp = {k: torch.tensor(v, dtype=torch.float64,
+                          requires_grad=graph.params[k].trainable) for k, v in params.items()}
+    vals = torch_forward(graph, tp, feeds, training)
     grads: dict[str, np.ndarray] = {}
     if loss is not None:
         vals[loss].backward()
