@@ -1,0 +1,99 @@
+"""Malformed IR: one-line errors naming the node and the problem, from the library and the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aicf_induct.cli.main import main
+from aicf_induct.errors import IRError
+from aicf_induct.ir import from_json, to_dict
+from tests.graphs import mlp
+
+
+def _doc() -> dict:
+    return to_dict(mlp(4, 3, depth=2, width=8))
+
+
+def _break(kind: str) -> dict:
+    d = _doc()
+    nodes = d["nodes"]
+    if kind == "unknown_op":
+        nodes[2]["op"] = "swish"
+    elif kind == "dangling":
+        nodes[3]["inputs"] = ["nowhere"]
+    elif kind == "duplicate":
+        nodes[3]["id"] = nodes[1]["id"]
+    elif kind == "cycle":
+        nodes[1]["inputs"] = [nodes[3]["id"]]
+    elif kind == "order":
+        nodes[2], nodes[3] = nodes[3], nodes[2]
+    elif kind == "shape":
+        d["params"][0]["shape"] = [8, 5]
+    elif kind == "owned_twice":
+        nodes[3]["params"] = dict(nodes[1]["params"])
+    elif kind == "missing_param":
+        del nodes[1]["params"]["bias"]
+    elif kind == "missing_from_table":
+        d["params"] = d["params"][1:]
+    elif kind == "bad_attr":
+        nodes[1]["attrs"]["out_features"] = -2
+    elif kind == "unknown_attr":
+        nodes[2]["attrs"]["alpha"] = 0.1
+    elif kind == "arity":
+        nodes[2]["inputs"] = [nodes[1]["id"], nodes[0]["id"]]
+    elif kind == "format":
+        d["format"] = "onnx"
+    elif kind == "bad_input_shape":
+        nodes[0]["attrs"]["shape"] = [None, "four"]
+    return d
+
+
+CASES = {
+    "unknown_op": ("relu", "unknown op 'swish'"),
+    "dangling": ("linear_1", "'nowhere' is not a node"),
+    "duplicate": ("linear", "duplicate node id"),
+    "cycle": (None, "cycle"),
+    "order": ("linear_1", "input .relu. is defined after its use"),
+    "shape": ("linear", r"has shape \[8, 5\], linear needs \[8, 4\]"),
+    "owned_twice": ("linear_1", "owned twice"),
+    "missing_param": ("linear", "owned by no node"),
+    "missing_from_table": ("linear", "missing from the parameter table"),
+    "bad_attr": ("linear", "out_features"),
+    "unknown_attr": ("relu", "unknown attribute"),
+    "arity": ("relu", "needs 1 input"),
+    "format": (None, "unsupported format"),
+    "bad_input_shape": ("x", "shape entries"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CASES))
+def test_malformed_ir_names_node_and_problem(kind: str) -> None:
+    node, pattern = CASES[kind]
+    with pytest.raises(IRError, match=pattern) as info:
+        from_json(json.dumps(_break(kind)))
+    msg = str(info.value)
+    assert "\n" not in msg
+    if node is not None:
+        assert f"node '{node}'" in msg
+
+
+@pytest.mark.parametrize("kind", ["unknown_op", "cycle", "shape", "owned_twice"])
+def test_cli_prints_one_line_and_no_traceback(kind: str, tmp_path: Path, capsys) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(_break(kind)))
+    assert main(["ir", "show", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: invalid IR") and err.count("\n") == 1
+    assert "Traceback" not in err
+
+
+def test_cli_on_text_that_is_not_json(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text('{"format": "aicf.ir/1", "nodes": [')
+    assert main(["ir", "validate", str(path)]) == 2
+    assert "not valid JSON" in capsys.readouterr().err
+    assert main(["ir", "show", str(tmp_path / "absent.json")]) == 2
+    assert "no such file" in capsys.readouterr().err
