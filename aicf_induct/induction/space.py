@@ -1,0 +1,262 @@
+"""A declarative space of IR structures: MLP structure × training recipe.
+
+A `Space` holds axes, each a list of values; a point picks one value per axis and gives a
+`Candidate` (an `MLPSpec` plus a `Recipe`). Candidates are canonicalised so that points that
+build the same network share one key (norm placement without a norm, a width profile with one
+hidden layer, ... change nothing), and enumeration drops such repeats: `grid()` in axis
+order, `random(n, seed)` and `sobol(n, seed)` as n distinct candidates, deterministic under
+the seed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import math
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from aicf_induct.errors import ConfigError
+from aicf_induct.frontend.specs import (
+    ACTS,
+    MIN_WIDTH,
+    NORM_PLACES,
+    NORMS,
+    PROFILES,
+    MLPSpec,
+    mlp_graph,
+)
+from aicf_induct.ir.fingerprint import fingerprint
+from aicf_induct.ir.graph import Graph
+
+OPTIMIZERS = ("sgd", "adam", "adamw")
+MODEL_AXES = tuple(f.name for f in dataclasses.fields(MLPSpec))
+RECIPE_AXES = ("optimizer", "lr", "weight_decay", "batch_size")
+AXES = MODEL_AXES + RECIPE_AXES
+ALIASES = {"opt": "optimizer", "wd": "weight_decay", "bs": "batch_size", "place": "norm_place",
+           "activation": "act"}
+# Axes whose values come from a closed set; the others are numbers or booleans.
+CHOICES: dict[str, tuple[str, ...]] = {"act": ACTS, "norm": NORMS, "norm_place": NORM_PLACES,
+                                       "profile": PROFILES, "optimizer": OPTIMIZERS}
+KINDS: dict[str, type] = {"depth": int, "width": int, "residual": bool, "dropout": float,
+                          "lr": float, "weight_decay": float, "batch_size": int}
+RANDOM_TRIES = 20  # draws per wanted candidate before random/sobol give up on finding more
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The training recipe a candidate is trained with (the rest comes from the sweep)."""
+
+    optimizer: str = "adam"  # sgd | adam | adamw
+    lr: float = 1e-3
+    weight_decay: float = 0.0  # L2 for sgd/adam, decoupled for adamw
+    batch_size: int = 32
+
+    def to_string(self) -> str:
+        return (f"optimizer={self.optimizer},lr={self.lr!r},weight_decay={self.weight_decay!r},"
+                f"batch_size={self.batch_size}")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One point of a space: a structure and its recipe."""
+
+    spec: MLPSpec
+    recipe: Recipe = Recipe()
+
+    @property
+    def structure_key(self) -> str:
+        """Problem-independent and readable: the spec string, `|`, the recipe."""
+        return f"{self.spec.to_string()}|{self.recipe.to_string()}"
+
+    @property
+    def key(self) -> str:
+        """A short stable id of `structure_key` (16 hex digits)."""
+        return hashlib.sha256(self.structure_key.encode()).hexdigest()[:16]
+
+    def graph(self, n_in: int, n_out: int) -> Graph:
+        return mlp_graph(self.spec, n_in, n_out)
+
+    def fingerprint(self, n_in: int, n_out: int) -> str:
+        """The IR fingerprint; it depends on the problem's input and output sizes."""
+        return fingerprint(self.graph(n_in, n_out))
+
+    def canonical(self) -> Candidate:
+        return Candidate(canonical_spec(self.spec), self.recipe)
+
+
+def canonical_spec(spec: MLPSpec) -> MLPSpec:
+    """`spec` with the fields that cannot change its network set to their defaults."""
+    d = MLPSpec()
+    if spec.depth == 0:  # a linear model: only the head
+        return dataclasses.replace(d, depth=0)
+    changes: dict[str, Any] = {}
+    if spec.norm == "none":
+        changes["norm_place"] = d.norm_place
+    if spec.depth == 1 or spec.width <= MIN_WIDTH:
+        changes["profile"] = d.profile  # every profile gives the same widths
+    return dataclasses.replace(spec, **changes)
+
+
+def convert(axis: str, raw: object) -> object:
+    """A value for `axis` from text or JSON/YAML; ConfigError naming the axis and the value."""
+    kind = KINDS.get(axis, str)
+    if kind is bool and isinstance(raw, bool):
+        return raw
+    if kind is bool:
+        text = str(raw).strip().lower()
+        if text in ("true", "1", "yes", "on"):
+            return True
+        if text in ("false", "0", "no", "off"):
+            return False
+        raise ConfigError(f"bad value {raw!r} for axis '{axis}': expected true or false")
+    if isinstance(raw, bool):
+        raise ConfigError(f"bad value {raw!r} for axis '{axis}': expected {kind.__name__}")
+    try:
+        if kind is int:
+            f = float(raw)  # type: ignore[arg-type]
+            if not f.is_integer():
+                raise ValueError
+            value: object = int(f)
+        elif kind is float:
+            x = float(raw)  # type: ignore[arg-type]
+            if not math.isfinite(x):
+                raise ValueError
+            value = x
+        else:
+            value = str(raw).strip()
+    except (TypeError, ValueError):
+        raise ConfigError(f"bad value {raw!r} for axis '{axis}': expected "
+                          f"{'an integer' if kind is int else 'a number'}") from None
+    valid = CHOICES.get(axis)
+    if valid is not None and value not in valid:
+        raise ConfigError(f"bad value {raw!r} for axis '{axis}' (valid: {', '.join(valid)})")
+    return value
+
+
+def axis_name(name: str) -> str:
+    key = ALIASES.get(name.strip(), name.strip())
+    if key not in AXES:
+        raise ConfigError(f"unknown axis '{name}' (valid: {', '.join(AXES)}; aliases: "
+                          f"{', '.join(f'{a}={b}' for a, b in ALIASES.items())})")
+    return key
+
+
+def check_candidate(c: Candidate) -> None:
+    """ConfigError unless `c`'s recipe builds an optimizer (the spec checks itself)."""
+    from aicf_induct.runtime.trainer import TrainConfig
+
+    r = c.recipe
+    TrainConfig(batch_size=r.batch_size, optimizer=r.optimizer, lr=r.lr,
+                weight_decay=r.weight_decay).make_optimizer()
+
+
+class Space:
+    """Axes (name → values, in the given order); axes not given keep their default value."""
+
+    def __init__(self, axes: Mapping[str, Sequence[object]]) -> None:
+        self.axes: dict[str, tuple[object, ...]] = {}
+        for name, values in axes.items():
+            key = axis_name(name)
+            if key in self.axes:
+                raise ConfigError(f"axis '{key}' given twice")
+            if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+                values = [values]
+            vals = tuple(dict.fromkeys(convert(key, v) for v in values))  # drop repeats
+            if not vals:
+                raise ConfigError(f"axis '{key}' has no values")
+            self.axes[key] = vals
+        self._check_values()
+
+    def _check_values(self) -> None:
+        # each value alone, on top of the defaults: a bad one is named before any sweep runs
+        for name, values in self.axes.items():
+            for v in values:
+                try:
+                    check_candidate(self.candidate({name: v}))
+                except ConfigError as err:
+                    raise ConfigError(f"axis '{name}' value {v!r}: {err}") from None
+
+    @property
+    def size(self) -> int:
+        """Points in the grid, repeats included (`len(grid())` is at most this)."""
+        return math.prod(len(v) for v in self.axes.values())
+
+    def candidate(self, point: Mapping[str, object]) -> Candidate:
+        model = {k: v for k, v in point.items() if k in MODEL_AXES}
+        recipe = {k: v for k, v in point.items() if k in RECIPE_AXES}
+        return Candidate(MLPSpec(**model), Recipe(**recipe)).canonical()  # type: ignore[arg-type]
+
+    def at(self, index: Sequence[int]) -> Candidate:
+        """The candidate at one value index per axis."""
+        return self.candidate({k: vals[i] for (k, vals), i in zip(self.axes.items(), index,
+                                                                   strict=True)})
+
+    def points(self) -> Iterator[Candidate]:
+        for combo in itertools.product(*self.axes.values()):
+            yield self.candidate(dict(zip(self.axes, combo, strict=True)))
+
+    def grid(self) -> list[Candidate]:
+        return _distinct(self.points())
+
+    def random(self, n: int, seed: int = 0) -> list[Candidate]:
+        """n distinct candidates drawn uniformly (fewer when the space has fewer)."""
+        rng = np.random.default_rng(seed)
+        lens = [len(v) for v in self.axes.values()]
+        draws = (self.at([int(rng.integers(k)) for k in lens]) for _ in _tries(n))
+        return _distinct(draws, n)
+
+    def sobol(self, n: int, seed: int = 0) -> list[Candidate]:
+        """n distinct candidates from a scrambled Sobol sequence over the axes (each unit
+        coordinate picks the value `floor(u * len(axis))`): better balanced than random."""
+        from scipy.stats import qmc
+
+        lens = [len(v) for v in self.axes.values()]
+        if not lens:
+            return self.grid()[:n]
+        sampler = qmc.Sobol(d=len(lens), scramble=True, seed=seed)
+
+        def draws() -> Iterator[Candidate]:
+            block = 1 << max(n - 1, 1).bit_length()  # powers of two keep Sobol balanced
+            for _ in _tries(n, block):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)
+                    u = sampler.random(block)
+                for row in u:
+                    yield self.at([min(int(x * k), k - 1) for x, k in zip(row, lens,
+                                                                          strict=True)])
+
+        return _distinct(draws(), n)
+
+    def sample(self, method: str, n: int | None = None, seed: int = 0) -> list[Candidate]:
+        if method == "grid":
+            grid = self.grid()
+            return grid if n is None else grid[:n]
+        if n is None:
+            raise ConfigError(f"sample '{method}' needs n, the number of candidates")
+        if method == "random":
+            return self.random(n, seed)
+        if method == "sobol":
+            return self.sobol(n, seed)
+        raise ConfigError(f"unknown sample method '{method}' (valid: grid, random, sobol)")
+
+    def __repr__(self) -> str:
+        return f"Space({self.axes!r})"
+
+
+def _tries(n: int, per: int = 1) -> range:
+    return range(max(RANDOM_TRIES * n // per, 1) + 1)
+
+
+def _distinct(cands: Iterable[Candidate], n: int | None = None) -> list[Candidate]:
+    out: dict[str, Candidate] = {}
+    for c in cands:
+        out.setdefault(c.key, c)
+        if n is not None and len(out) >= n:
+            break
+    return list(out.values())

@@ -1,0 +1,152 @@
+"""Space specs as the CLI takes them: a preset name, a YAML/JSON file, or a text form.
+
+Text form: `;`-separated `axis=v1,v2,...` items, plus optional `sample=grid|random|sobol`,
+`n=N` and `seed=S`:
+
+    depth=1,2,3;width=32,64;act=relu,gelu;norm=none,layernorm;lr=1e-3,3e-3
+
+File form (YAML or JSON): `{"axes": {"depth": [1, 2], ...}, "sample": "sobol", "n": 24,
+"seed": 0}`. Axes are the `MLPSpec` fields (depth, width, profile, act, norm, norm_place,
+residual, dropout) and the recipe (optimizer, lr, weight_decay, batch_size); see
+`aicf_induct.induction.space`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aicf_induct.errors import ConfigError
+from aicf_induct.induction.space import Candidate, Space
+
+SAMPLES = ("grid", "random", "sobol")
+SPEC_KEYS = ("axes", "sample", "n", "seed")
+
+
+@dataclass(frozen=True)
+class SpaceSpec:
+    """A space and how to draw candidates from it."""
+
+    space: Space
+    sample: str = "grid"  # grid | random | sobol
+    n: int | None = None  # candidates to draw; None: the whole grid
+    seed: int = 0  # for random and sobol
+    name: str = ""  # preset name or file path, for messages
+
+    def __post_init__(self) -> None:
+        if self.sample not in SAMPLES:
+            raise ConfigError(f"unknown sample method '{self.sample}' "
+                              f"(valid: {', '.join(SAMPLES)})")
+        if self.n is not None and self.n < 1:
+            raise ConfigError(f"space n must be >= 1, got {self.n}")
+        if self.sample != "grid" and self.n is None:
+            raise ConfigError(f"sample '{self.sample}' needs n, the number of candidates")
+
+    def candidates(self) -> list[Candidate]:
+        return self.space.sample(self.sample, self.n, self.seed)
+
+    def describe(self) -> str:
+        how = self.sample if self.n is None else f"{self.sample}, n={self.n}"
+        if self.sample != "grid":
+            how += f", seed={self.seed}"
+        return f"{self.name or 'space'}: {len(self.space.axes)} axes, {self.space.size} " \
+               f"points ({how})"
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # 24 tabular-MLP candidates, Sobol-balanced over structure and recipe: shallow to
+    # moderately deep, narrow to wide, every width profile, the common activations and
+    # norms, residual and dropout on/off, two learning rates and batch sizes.
+    "default24": {
+        "axes": {
+            "depth": [1, 2, 3, 4],
+            "width": [32, 64, 128],
+            "profile": ["constant", "funnel", "bottleneck"],
+            "act": ["relu", "gelu", "tanh", "silu"],
+            "norm": ["none", "layernorm", "batchnorm"],
+            "residual": [False, True],
+            "dropout": [0.0, 0.1],
+            "lr": [1e-3, 3e-3],
+            "batch_size": [32, 64],
+        },
+        "sample": "sobol", "n": 24, "seed": 0,
+    },
+    # 3 small candidates: smoke tests and demos.
+    "tiny3": {"axes": {"depth": [1, 2], "width": [8, 16], "act": ["relu", "tanh"]},
+              "sample": "random", "n": 3, "seed": 0},
+}
+
+
+def from_mapping(data: Mapping[str, Any], name: str = "") -> SpaceSpec:
+    """A SpaceSpec from the file form's mapping."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{name or 'space'}: expected a mapping with 'axes'")
+    unknown = sorted(set(data) - set(SPEC_KEYS))
+    if unknown:
+        raise ConfigError(f"{name or 'space'}: unknown key(s) {', '.join(unknown)} "
+                          f"(valid: {', '.join(SPEC_KEYS)})")
+    axes = data.get("axes", {})
+    if not isinstance(axes, Mapping):
+        raise ConfigError(f"{name or 'space'}: 'axes' must map axis names to value lists")
+    n, seed = data.get("n"), data.get("seed", 0)
+    for key, v in (("n", n), ("seed", seed)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+            raise ConfigError(f"{name or 'space'}: '{key}' must be an integer, got {v!r}")
+    return SpaceSpec(Space(axes), str(data.get("sample", "grid")), n, seed, name)
+
+
+def parse_text(text: str) -> SpaceSpec:
+    """The `;`-separated text form (see the module docstring)."""
+    axes: dict[str, list[str]] = {}
+    extra: dict[str, Any] = {}
+    for item in filter(None, (s.strip() for s in text.split(";"))):
+        key, eq, raw = (s.strip() for s in item.partition("="))
+        if not eq or not raw:
+            raise ConfigError(f"space item '{item}' needs values, as in '{key}=v1,v2'")
+        if key in ("sample", "n", "seed"):
+            if key in extra:
+                raise ConfigError(f"space key '{key}' given twice")
+            extra[key] = raw if key == "sample" else _int(key, raw)
+        else:
+            if key in axes:
+                raise ConfigError(f"axis '{key}' given twice")
+            axes[key] = [v.strip() for v in raw.split(",") if v.strip()]
+    return from_mapping({"axes": axes, **extra}, name=text)
+
+
+def _int(key: str, raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigError(f"space key '{key}' must be an integer, got '{raw}'") from None
+
+
+def load_file(path: str | Path) -> SpaceSpec:
+    p = Path(path)
+    text = p.read_text(encoding="utf-8")
+    try:
+        if p.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except (json.JSONDecodeError, ValueError) as err:
+        raise ConfigError(f"{p}: not valid {p.suffix.lstrip('.').upper()}: {err}") from None
+    return from_mapping(data, name=str(p))
+
+
+def parse_space(spec: str) -> SpaceSpec:
+    """A preset name, a .yaml/.yml/.json file, or the text form."""
+    s = spec.strip()
+    if s in PRESETS:
+        return from_mapping(PRESETS[s], name=s)
+    if s.lower().endswith((".yaml", ".yml", ".json")):
+        return load_file(s)
+    if "=" not in s:
+        raise ConfigError(f"unknown space '{s}': not a preset ({', '.join(PRESETS)}), "
+                          "a .yaml/.json file, or 'axis=v1,v2;...'")
+    return parse_text(s)

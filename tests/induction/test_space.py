@@ -1,0 +1,124 @@
+"""The structure space: parsing, enumeration, sampling, keys and fingerprints."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from aicf_induct.errors import ConfigError
+from aicf_induct.frontend.specs import MLPSpec
+from aicf_induct.induction.space import Candidate, Recipe, Space, canonical_spec
+from aicf_induct.induction.space_io import PRESETS, parse_space
+
+TEXT = "depth=1,2,3;width=32,64;act=relu,gelu;norm=none,layernorm;lr=1e-3,3e-3"
+
+
+def test_text_form_grid_is_the_full_product_in_axis_order() -> None:
+    spec = parse_space(TEXT)
+    grid = spec.candidates()
+    assert spec.space.size == 48 and len(grid) == 48
+    assert len({c.key for c in grid}) == 48
+    first, last = grid[0], grid[-1]
+    assert (first.spec.depth, first.spec.width, first.spec.act, first.recipe.lr) == \
+        (1, 32, "relu", 1e-3)
+    assert (last.spec.depth, last.spec.norm, last.recipe.lr) == (3, "layernorm", 3e-3)
+    assert first.recipe == Recipe(lr=1e-3)  # axes not given keep their defaults
+
+
+def test_aliases_and_types() -> None:
+    s = parse_space("bs=16,64;opt=sgd,adamw;wd=0,1e-4;residual=yes,no;dropout=0.1").space
+    assert s.axes == {"batch_size": (16, 64), "optimizer": ("sgd", "adamw"),
+                      "weight_decay": (0.0, 1e-4), "residual": (True, False),
+                      "dropout": (0.1,)}
+
+
+@pytest.mark.parametrize("text, words", [
+    ("depth=1;colour=red", ["unknown axis 'colour'", "depth", "lr"]),
+    ("act=relu,swish", ["'swish'", "axis 'act'", "gelu"]),
+    ("depth=one", ["'one'", "axis 'depth'", "integer"]),
+    ("width=0", ["axis 'width'", "width"]),
+    ("lr=-1", ["axis 'lr'", "lr"]),
+    ("optimizer=lamb", ["'lamb'", "axis 'optimizer'", "adamw"]),
+    ("depth=1;sample=halton;n=3", ["unknown sample method 'halton'"]),
+    ("depth=1,2;sample=sobol", ["needs n"]),
+    ("depth=;width=8", ["needs values"]),
+    ("nosuchpreset", ["unknown space 'nosuchpreset'", "default24"]),
+])
+def test_bad_specs_name_what_is_wrong(text: str, words: list[str]) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_space(text)
+    for w in words:
+        assert w in str(err.value)
+
+
+def test_yaml_and_json_files(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    data = {"axes": {"depth": [1, 2], "act": ["relu", "tanh"]}, "sample": "random", "n": 3,
+            "seed": 5}
+    (tmp_path / "s.json").write_text(json.dumps(data))
+    (tmp_path / "s.yaml").write_text("axes:\n  depth: [1, 2]\n  act: [relu, tanh]\n"
+                                     "sample: random\nn: 3\nseed: 5\n")
+    a = parse_space(str(tmp_path / "s.json")).candidates()
+    b = parse_space(str(tmp_path / "s.yaml")).candidates()
+    assert [c.key for c in a] == [c.key for c in b] and len(a) == 3
+    (tmp_path / "bad.json").write_text(json.dumps({"axes": {"depht": [1]}}))
+    with pytest.raises(ConfigError, match="unknown axis 'depht'"):
+        parse_space(str(tmp_path / "bad.json"))
+    (tmp_path / "bad2.json").write_text(json.dumps({"axes": {}, "smaple": "grid"}))
+    with pytest.raises(ConfigError, match="unknown key"):
+        parse_space(str(tmp_path / "bad2.json"))
+
+
+def test_random_and_sobol_are_deterministic_and_distinct() -> None:
+    space = parse_space(TEXT).space
+    for method in (space.random, space.sobol):
+        a, b, c = method(20, seed=1), method(20, seed=1), method(20, seed=2)
+        assert [x.key for x in a] == [x.key for x in b]
+        assert [x.key for x in a] != [x.key for x in c]
+        assert len({x.key for x in a}) == 20
+    assert len(space.random(100, seed=0)) == 48  # never more than the space holds
+    assert len(space.sobol(100, seed=0)) == 48
+
+
+def test_sobol_covers_every_axis_value_evenly() -> None:
+    space = Space({"depth": [1, 2, 3, 4], "width": [16, 32], "act": ["relu", "gelu"],
+                   "lr": [1e-3, 3e-3], "batch_size": [16, 32, 64, 128]})
+    cands = space.sobol(16, seed=0)
+    assert len(cands) == 16
+    assert Counter(c.spec.depth for c in cands) == {1: 4, 2: 4, 3: 4, 4: 4}
+    assert Counter(c.recipe.batch_size for c in cands) == {16: 4, 32: 4, 64: 4, 128: 4}
+    assert Counter(c.spec.act for c in cands) == {"relu": 8, "gelu": 8}
+
+
+def test_canonical_candidates_merge_points_that_build_the_same_network() -> None:
+    space = Space({"depth": [0, 1], "norm_place": ["pre", "post"],
+                   "profile": ["constant", "funnel"], "act": ["relu", "tanh"]})
+    # depth 0 is one linear model; depth 1 ignores norm_place (no norm) and profile
+    assert space.size == 16 and len(space.grid()) == 1 + 2
+    assert canonical_spec(MLPSpec(depth=2, norm="layernorm", norm_place="post")).norm_place \
+        == "post"
+
+
+def test_keys_and_fingerprints() -> None:
+    cands = parse_space("depth=1,2,3;width=16,32;act=relu,gelu;norm=none,layernorm").candidates()
+    assert len({c.fingerprint(5, 3) for c in cands}) == len(cands)  # structure → fingerprint
+    c = cands[3]
+    assert c.key == Candidate(c.spec, c.recipe).key and len(c.key) == 16
+    assert c.structure_key.startswith(c.spec.to_string() + "|optimizer=adam")
+    assert c.fingerprint(5, 3) != c.fingerprint(6, 3)  # depends on the problem's sizes
+    # the recipe is not structure: same fingerprint, different key
+    d = Candidate(c.spec, Recipe(lr=0.01))
+    assert d.fingerprint(5, 3) == c.fingerprint(5, 3) and d.key != c.key
+    g = c.graph(5, 3)
+    assert g.name == c.spec.to_string()
+
+
+def test_presets() -> None:
+    cands = parse_space("default24").candidates()
+    assert len(cands) == 24 and len({c.key for c in cands}) == 24
+    assert {c.spec.norm for c in cands} == {"none", "layernorm", "batchnorm"}
+    assert {c.spec.depth for c in cands} == {1, 2, 3, 4}
+    assert [c.key for c in cands] == [c.key for c in parse_space("default24").candidates()]
+    for name in PRESETS:
+        assert parse_space(name).candidates()
