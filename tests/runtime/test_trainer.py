@@ -1,0 +1,106 @@
+"""The trainer: determinism, early stopping with best-state restore, what it records."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aicf_induct.errors import ConfigError
+from aicf_induct.ir import fingerprint
+from aicf_induct.problems import load_problem
+from aicf_induct.runtime.recorder import MemoryRecorder
+from aicf_induct.runtime.trainer import TrainConfig, Trainer
+from tests.graphs import mlp
+
+
+def _fit(name: str, cfg: TrainConfig, **graph_kw):
+    p = load_problem(name, seed=0)
+    rec = MemoryRecorder()
+    graph = mlp(p.n_features, p.n_outputs, **graph_kw)
+    result = Trainer(p, graph, cfg, recorder=rec).fit()
+    return p, graph, rec, result
+
+
+def test_same_seed_same_run_other_seed_other_run() -> None:
+    cfg = TrainConfig(epochs=5, seed=3, patience=0)
+    _, _, rec_a, res_a = _fit("wine", cfg)
+    _, _, rec_b, res_b = _fit("wine", cfg)
+    _, _, rec_c, _ = _fit("wine", TrainConfig(epochs=5, seed=4, patience=0))
+    losses = lambda rec: [s.loss for s in rec.steps]  # noqa: E731
+    assert losses(rec_a) == losses(rec_b)
+    assert res_a.metrics == res_b.metrics
+    assert losses(rec_a) != losses(rec_c)
+
+
+def test_dropout_runs_are_deterministic_too() -> None:
+    from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
+
+    p = load_problem("iris", seed=0)
+    graph = mlp_graph(parse_model_spec("mlp:dropout=0.3"), p.n_features, p.n_outputs)
+    runs = []
+    for _ in range(2):
+        rec = MemoryRecorder()
+        Trainer(p, graph, TrainConfig(epochs=3, patience=0), recorder=rec).fit()
+        runs.append([s.loss for s in rec.steps])
+    assert runs[0] == runs[1]
+
+
+def test_records_everything_a_warehouse_needs() -> None:
+    p, graph, rec, res = _fit("iris", TrainConfig(epochs=4, patience=0, batch_size=32))
+    (run,) = rec.runs
+    assert run.run_id == res.run_id and run.problem_id == p.problem_id
+    assert run.config["fingerprint"] == fingerprint(graph)
+    (snap,) = rec.snapshots
+    assert snap.reason == "start" and snap.fingerprint == fingerprint(graph)
+    assert snap.param_count == graph.param_count() and snap.patterns["depth"] == 3
+    batches = -(-len(p.train) // 32)
+    assert [s.step for s in rec.steps] == list(range(4 * batches))
+    assert rec.steps[-1].batch_size == len(p.train) - (batches - 1) * 32  # short last batch
+    assert all(s.grad_norm > 0 and 0 < s.update_ratio < 1 and s.lr == 1e-3 for s in rec.steps)
+    per_epoch = [r for r in rec.results if not r.final]
+    assert {(r.epoch, r.split, r.metric) for r in per_epoch} == {
+        (e, s, m) for e in range(4) for s, m in (("train", "loss"), ("val", "loss"),
+                                                   ("val", "accuracy"))}
+    final = {(r.split, r.metric): r.value for r in rec.results if r.final}
+    assert final[("test", "accuracy")] == res.metrics["test_accuracy"]
+    (end,) = rec.run_ends
+    assert end.status == "completed" and end.steps == res.steps == 4 * batches
+
+
+def test_early_stopping_restores_the_best_epoch() -> None:
+    cfg = TrainConfig(epochs=200, patience=3, lr=0.01)
+    *_, res = _fit("breast_cancer", cfg, width=128)
+    assert res.status == "early_stopped"
+    assert res.epochs == res.best_epoch + 4
+    best_val = min(h["val_loss"] for h in res.history)
+    assert res.metrics["val_loss"] == pytest.approx(best_val, rel=1e-12)
+
+
+def test_max_steps_caps_the_run() -> None:
+    _, _, rec, res = _fit("digits", TrainConfig(epochs=50, max_steps=17, patience=0))
+    assert res.steps == 17 and len(rec.steps) == 17
+
+
+def test_regression_reports_r2() -> None:
+    _, _, _, res = _fit("diabetes", TrainConfig(epochs=30, seed=1))
+    assert set(res.metrics) == {f"{s}_{m}" for s in ("train", "val", "test")
+                                for m in ("loss", "r2")}
+    assert res.metrics["train_r2"] > 0.3
+
+
+@pytest.mark.parametrize("bad", [dict(epochs=0), dict(batch_size=0), dict(clip_norm=-1.0),
+                                 dict(patience=-1)])
+def test_bad_config_is_a_config_error(bad: dict) -> None:
+    with pytest.raises(ConfigError):
+        TrainConfig(**bad)
+
+
+def test_unknown_optimizer_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="unknown optimizer 'lbfgs'"):
+        TrainConfig(optimizer="lbfgs").make_optimizer()
+
+
+def test_losses_are_finite_and_decrease() -> None:
+    _, _, rec, _ = _fit("digits", TrainConfig(epochs=5, patience=0, lr=1e-2))
+    losses = np.array([s.loss for s in rec.steps])
+    assert np.isfinite(losses).all() and losses[-20:].mean() < 0.5 * losses[:20].mean()
