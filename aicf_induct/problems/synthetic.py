@@ -1,0 +1,105 @@
+"""Synthetic problem families from scikit-learn's generators, with controlled size, noise,
+informative features and class balance.
+
+Families and options (all optional; defaults in `FAMILIES`):
+
+- `classification` (make_classification): n, features, informative, redundant, classes,
+  clusters (per class), sep (class separation), noise (fraction of labels flipped),
+  weights (class proportions, comma separated, e.g. 0.9,0.1), seed;
+- `regression` (make_regression): n, features, informative, noise, seed;
+- `friedman1` (make_friedman1, 5 informative features): n, features, noise, seed;
+- `moons`, `circles`: n, noise, seed (2 features, 2 classes).
+
+For regression families `noise` is relative: Gaussian noise with `noise` times the standard
+deviation of the noiseless target, so one value means the same signal-to-noise ratio in
+every family. For `moons` and `circles` it is scikit-learn's (absolute) noise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn import datasets
+
+from aicf_induct.errors import ConfigError
+from aicf_induct.problems.preprocess import Table, Task
+
+FAMILIES: dict[str, dict[str, Any]] = {
+    "classification": {"n": 1000, "features": 20, "informative": 5, "redundant": 0,
+                       "classes": 2, "clusters": 2, "sep": 1.0, "noise": 0.01,
+                       "weights": None, "seed": 0},
+    "regression": {"n": 1000, "features": 20, "informative": 5, "noise": 0.1, "seed": 0},
+    "friedman1": {"n": 1000, "features": 10, "noise": 0.1, "seed": 0},
+    "moons": {"n": 1000, "noise": 0.2, "seed": 0},
+    "circles": {"n": 1000, "noise": 0.1, "seed": 0},
+}
+MAX_SYNTHETIC_ROWS = 10_000_000  # a typo guard, not a limit of the generators
+
+
+def _options(family: str, given: Mapping[str, str]) -> dict[str, Any]:
+    defaults = FAMILIES[family]
+    opts = dict(defaults)
+    for key, text in given.items():
+        if key not in defaults:
+            raise ConfigError(f"synthetic:{family}: unknown option '{key}' "
+                              f"(options: {', '.join(defaults)})")
+        try:
+            if key == "weights":
+                opts[key] = [float(w) for w in text.split(",")]
+            elif key in ("noise", "sep"):
+                opts[key] = float(text)
+            else:
+                opts[key] = int(text)
+        except ValueError:
+            raise ConfigError(f"synthetic:{family}: option {key}={text!r} is not a number") \
+                from None
+    if not 20 <= opts["n"] <= MAX_SYNTHETIC_ROWS:
+        raise ConfigError(f"synthetic:{family}: n={opts['n']} must be within 20.."
+                          f"{MAX_SYNTHETIC_ROWS}")
+    if opts["noise"] < 0:
+        raise ConfigError(f"synthetic:{family}: noise must be >= 0")
+    return opts
+
+
+def _relative_noise(y: np.ndarray, noise: float, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return y + noise * float(y.std()) * rng.standard_normal(y.shape)
+
+
+def _generate(family: str, o: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, Task]:
+    n, seed = o["n"], o["seed"]
+    if family == "classification":
+        X, y = datasets.make_classification(
+            n_samples=n, n_features=o["features"], n_informative=o["informative"],
+            n_redundant=o["redundant"], n_classes=o["classes"],
+            n_clusters_per_class=o["clusters"], class_sep=o["sep"], flip_y=o["noise"],
+            weights=o["weights"], random_state=seed)
+        return X, y, "classification"
+    if family == "regression":
+        X, y = datasets.make_regression(n_samples=n, n_features=o["features"],
+                                        n_informative=o["informative"], random_state=seed)
+        return X, _relative_noise(y, o["noise"], seed), "regression"
+    if family == "friedman1":
+        X, y = datasets.make_friedman1(n_samples=n, n_features=o["features"], noise=0.0,
+                                       random_state=seed)
+        return X, _relative_noise(y, o["noise"], seed), "regression"
+    maker = datasets.make_moons if family == "moons" else datasets.make_circles
+    X, y = maker(n_samples=n, noise=o["noise"], random_state=seed)
+    return X, y, "classification"
+
+
+def synthetic_table(name: str, family: str, given: Mapping[str, str]) -> Table:
+    if family not in FAMILIES:
+        raise ConfigError(f"unknown synthetic family '{family}' "
+                          f"(families: {', '.join(FAMILIES)})")
+    opts = _options(family, given)
+    try:
+        X, y, task = _generate(family, opts)
+    except ValueError as err:  # scikit-learn's own check of the option combination
+        raise ConfigError(f"synthetic:{family}: {err}") from None
+    frame = pd.DataFrame(X, columns=[f"x{i}" for i in range(X.shape[1])])
+    return Table(name=name, source="synthetic", frame=frame, y=pd.Series(y), task=task,
+                 target="y")
