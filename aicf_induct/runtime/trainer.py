@@ -200,7 +200,8 @@ class Trainer:
                        "val_loss": val_loss, f"val_{sname}": val_score}
                 history.append(row)
                 self._record_results(epoch, row, final=False)
-                bar.set_postfix(loss=f"{row['train_loss']:.4f}", val=f"{val_score:.4f}")
+                bar.set_postfix(loss=f"{row['train_loss']:.4f}", val=f"{val_score:.4f}",
+                                refresh=False)
                 if val_loss < best[0]:
                     best = (val_loss, epoch, self.store.state_arrays())
                 elif cfg.patience and epoch - best[1] >= cfg.patience:
