@@ -1,0 +1,76 @@
+"""`aicf-induct train` end to end: accuracy targets with the default MLP and a fixed seed,
+logging into a real warehouse, IR files in and out, clear errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aicf_induct.cli.main import main
+
+TARGETS = {"iris": ("test_accuracy", 0.93), "wine": ("test_accuracy", 0.93),
+           "breast_cancer": ("test_accuracy", 0.95), "diabetes": ("test_r2", 0.40)}
+
+
+def _train(capsys, *args: str) -> dict:
+    assert main(["train", "--quiet", "--json", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("dataset", sorted(TARGETS))
+def test_default_mlp_reaches_the_target(dataset: str, capsys) -> None:
+    metric, floor = TARGETS[dataset]
+    out = _train(capsys, "--dataset", dataset, "--epochs", "100", "--seed", "1", "--no-log")
+    assert out[metric] >= floor, f"{dataset}: {metric} {out[metric]:.4f} < {floor}"
+
+
+def test_runs_are_logged_to_the_warehouse_by_default(tmp_path: Path, capsys,
+                                                     monkeypatch) -> None:
+    import warehouse
+
+    monkeypatch.setenv("AICF_WAREHOUSE", str(tmp_path / "wh"))
+    out = _train(capsys, "--dataset", "iris", "--epochs", "3", "--model",
+                 "mlp:depth=1,width=8")
+    conn = warehouse.connect(tmp_path / "wh")
+    runs = conn.execute("SELECT run_id, status FROM runs").fetchall()
+    assert runs == [(out["run_id"], out["status"])]
+    steps = conn.execute("SELECT count(*) FROM steps WHERE run_id = ?",
+                         [out["run_id"]]).fetchone()
+    assert steps == (out["steps"],)
+    snaps = conn.execute("SELECT reason, param_count FROM ir_snapshots").fetchall()
+    assert snaps == [("start", 4 * 8 + 8 + 8 * 3 + 3)]
+
+
+def test_save_ir_then_train_from_it(tmp_path: Path, capsys) -> None:
+    ir = tmp_path / "model.json"
+    a = _train(capsys, "--dataset", "wine", "--epochs", "5", "--seed", "2", "--no-log",
+               "--model", "mlp:depth=1,width=16,act=tanh", "--save-ir", str(ir))
+    b = _train(capsys, "--dataset", "wine", "--epochs", "5", "--seed", "2", "--no-log",
+               "--ir", str(ir))
+    assert a["test_loss"] == b["test_loss"]  # same graph, same seed: the same run
+    assert main(["ir", "show", str(ir)]) == 0
+    assert "fingerprint:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--dataset", "nope"], "unknown dataset|nope"),
+    (["--dataset", "iris", "--model", "mlp:dpth=2"], "dpth"),
+    (["--dataset", "iris", "--model", "mlp:act=swish"], "swish"),
+    (["--dataset", "iris", "--epochs", "0"], "epochs"),
+])
+def test_bad_input_is_one_line(args: list[str], message: str, capsys) -> None:
+    assert main(["train", "--no-log", "--quiet", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    import re
+
+    assert re.search(message, err)
+
+
+def test_ir_of_another_width_is_refused(tmp_path: Path, capsys) -> None:
+    ir = tmp_path / "m.json"
+    _train(capsys, "--dataset", "iris", "--epochs", "1", "--no-log", "--save-ir", str(ir))
+    assert main(["train", "--dataset", "wine", "--ir", str(ir), "--no-log", "--quiet"]) == 2
+    assert "takes 4 features" in capsys.readouterr().err
