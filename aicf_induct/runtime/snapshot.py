@@ -1,0 +1,195 @@
+"""Snapshots of a training run, in memory or on disk.
+
+A snapshot holds everything the next step depends on: the graph, every parameter and
+buffer, the optimizer state (slots and per-parameter step counts), the step count, the seed
+and the data position. RNG state needs nothing more: dropout masks come from a
+counter-based generator keyed by (seed, step, node id) and batch order from (seed, epoch),
+so step, seed and position reproduce them. `meta` carries the caller's JSON-able state (the
+adaptive loop's triggers, guard, policy, learning-rate scale) and `extras` further model
+states (the best one so far).
+
+On disk a snapshot is a directory `ckpt-<serial>/` with `arrays.npz` (every array, keys
+`a0, a1, ...`) and `snapshot.json` (the canonical IR, the index of the arrays, the rest).
+It is written under a temporary name, every file and the directory fsynced, then renamed
+into place: a reader, or a run resumed after a crash, sees a whole checkpoint or none.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from aicf_induct.errors import AicfError
+from aicf_induct.ir.canonical import from_dict, to_dict
+from aicf_induct.runtime.model_state import ModelState, capture, install
+
+if TYPE_CHECKING:
+    from aicf_induct.runtime.trainer import Trainer
+
+FORMAT = "aicf.snapshot/1"
+PREFIX = "ckpt-"
+
+
+class SnapshotError(AicfError):
+    """A checkpoint that cannot be read or does not fit the run."""
+
+
+@dataclass
+class Snapshot:
+    state: ModelState
+    step: int  # optimizer steps taken: keys the next step's dropout masks and learning rate
+    epoch: int  # data position: the next batch is batch `batch` of epoch `epoch`
+    batch: int
+    seed: int
+    meta: dict[str, Any] = field(default_factory=dict)  # JSON-able caller state
+    extras: dict[str, ModelState] = field(default_factory=dict)  # e.g. "best"
+
+    @classmethod
+    def capture(cls, trainer: Trainer, epoch: int, batch: int,
+                meta: dict[str, Any] | None = None) -> Snapshot:
+        return cls(capture(trainer), trainer.step_count, epoch, batch, trainer.config.seed,
+                   json.loads(json.dumps(meta or {})))  # a private, JSON-checked copy
+
+    def restore(self, trainer: Trainer, compile_batch: int = 0) -> None:
+        """Put `trainer` back at this snapshot (its graph, values, optimizer, step)."""
+        if trainer.config.seed != self.seed:
+            raise SnapshotError(f"snapshot was taken with seed {self.seed}, the trainer has "
+                                f"{trainer.config.seed}")
+        install(trainer, self.state.copy(), compile_batch)
+        trainer.step_count = self.step
+
+
+# -- disk ------------------------------------------------------------------------------------
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _state_doc(state: ModelState, prefix: str, arrays: dict[str, np.ndarray],
+               index: dict[str, list[str]]) -> dict[str, Any]:
+    def put(kind: str, name: str, slot: str, arr: np.ndarray) -> None:
+        key = f"a{len(arrays)}"
+        arrays[key] = np.asarray(arr)
+        index[key] = [prefix, kind, name, slot]
+
+    for name, arr in state.values.items():
+        put("value", name, "", arr)
+    opt = None
+    if state.optimizer is not None:
+        for name, slots in state.optimizer.get("slots", {}).items():
+            for slot, arr in slots.items():
+                put("slot", name, slot, arr)
+        opt = {"kind": state.optimizer["kind"], "config": state.optimizer.get("config", {}),
+               "steps": state.optimizer.get("steps", {}),
+               "slot_params": list(state.optimizer.get("slots", {}))}
+    return {"graph": to_dict(state.graph), "optimizer": opt}
+
+
+def save(snap: Snapshot, directory: str | Path, serial: int) -> Path:
+    """Write `snap` atomically as `directory/ckpt-<serial>`; return that path."""
+    root = Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"{PREFIX}{serial:09d}"
+    if final.exists():
+        raise SnapshotError(f"checkpoint {final} exists already")
+    tmp = root / f".tmp-{PREFIX}{serial:09d}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        arrays: dict[str, np.ndarray] = {}
+        index: dict[str, list[str]] = {}
+        doc = {"format": FORMAT, "step": snap.step, "epoch": snap.epoch, "batch": snap.batch,
+               "seed": snap.seed, "meta": snap.meta,
+               "state": _state_doc(snap.state, "state", arrays, index),
+               "extras": {k: _state_doc(s, f"extra:{k}", arrays, index)
+                          for k, s in snap.extras.items()},
+               "arrays": index}
+        with open(tmp / "arrays.npz", "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        with open(tmp / "snapshot.json", "w", encoding="utf-8") as f:
+            f.write(json.dumps(doc))
+            f.flush()
+            os.fsync(f.fileno())
+        _fsync_dir(tmp)
+        os.rename(tmp, final)
+        _fsync_dir(root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def _load_state(doc: dict[str, Any], prefix: str, index: dict[str, list[str]],
+                npz: Any) -> ModelState:
+    graph = from_dict(doc["graph"])
+    values: dict[str, np.ndarray] = {}
+    slots: dict[str, dict[str, np.ndarray]] = {}
+    for key, (pre, kind, name, slot) in index.items():
+        if pre != prefix:
+            continue
+        if kind == "value":
+            values[name] = npz[key]
+        else:
+            slots.setdefault(name, {})[slot] = npz[key]
+    values = {name: values[name] for name in graph.params}  # the graph's order
+    opt = None
+    if doc["optimizer"] is not None:
+        o = doc["optimizer"]
+        opt = {"kind": o["kind"], "config": o["config"], "steps": dict(o["steps"]),
+               "slots": {name: slots.get(name, {}) for name in o["slot_params"]}}
+    state = ModelState(graph, values, opt)
+    state.check()
+    return state
+
+
+def load(path: str | Path) -> Snapshot:
+    """Read a checkpoint directory written by `save`."""
+    path = Path(path)
+    try:
+        doc = json.loads((path / "snapshot.json").read_text(encoding="utf-8"))
+        if doc.get("format") != FORMAT:
+            raise SnapshotError(f"{path}: not a snapshot ({doc.get('format')!r})")
+        with np.load(path / "arrays.npz") as npz:
+            index = doc["arrays"]
+            state = _load_state(doc["state"], "state", index, npz)
+            extras = {k: _load_state(d, f"extra:{k}", index, npz)
+                      for k, d in doc["extras"].items()}
+    except (OSError, ValueError, KeyError) as err:
+        raise SnapshotError(f"cannot read checkpoint {path}: {err}") from None
+    return Snapshot(state, int(doc["step"]), int(doc["epoch"]), int(doc["batch"]),
+                    int(doc["seed"]), doc["meta"], extras)
+
+
+def checkpoints(directory: str | Path) -> list[Path]:
+    """Complete checkpoints in `directory`, oldest first (temporary ones are ignored)."""
+    root = Path(directory)
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir()
+                  if p.is_dir() and p.name.startswith(PREFIX) and p.name[len(PREFIX):].isdigit())
+
+
+def latest(directory: str | Path) -> Path | None:
+    found = checkpoints(directory)
+    return found[-1] if found else None
+
+
+def prune(directory: str | Path, keep: int = 2) -> None:
+    """Delete all but the newest `keep` checkpoints and any leftover temporary ones."""
+    root = Path(directory)
+    for p in checkpoints(root)[:-keep] if keep > 0 else checkpoints(root):
+        shutil.rmtree(p, ignore_errors=True)
+    for p in root.glob(f".tmp-{PREFIX}*"):
+        shutil.rmtree(p, ignore_errors=True)
