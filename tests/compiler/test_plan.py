@@ -133,3 +133,25 @@ def test_a_failing_kernel_names_its_node() -> None:
     ex = Executor(graph, store_for(graph))
     with pytest.raises(ExecutionError, match="node 'loss'"):
         ex.train_step(np.zeros((5, 4)), np.array([0, 1, 2, 3, 9]), 0)  # label out of range
+
+
+def test_whole_graph_gradients_match_finite_differences() -> None:
+    graph = all_ops()
+    store = store_for(graph, seed=2)
+    ex = Executor(graph, store)
+    rng = np.random.default_rng(3)
+    x, y = _batch(rng, 7, 6, 3, "cross_entropy")
+    ex.train_step(x, y, 0)
+    grads = {k: v.copy() for k, v in store.grads.items()}
+    buffers = {k: v.copy() for k, v in store.buffers.items()}
+
+    def loss() -> float:
+        for k, v in buffers.items():  # batchnorm statistics must not drift between probes
+            store.buffers[k][...] = v
+        return ex.train_step(x, y, 0)
+
+    from tests.oracle import finite_difference
+
+    for name in ("linear.weight", "layernorm.bias", "batchnorm.weight", "head.bias"):
+        fd = finite_difference(loss, store.params[name])
+        assert_rel_close(grads[name], fd, rtol=1e-5, atol=1e-8, what=name)
