@@ -22,7 +22,7 @@ import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -115,7 +115,7 @@ def save(snap: Snapshot, directory: str | Path, serial: int) -> Path:
                           for k, s in snap.extras.items()},
                "arrays": index}
         with open(tmp / "arrays.npz", "wb") as f:
-            np.savez(f, **arrays)
+            cast(Any, np.savez)(f, **arrays)  # numpy's stub types **kwds as allow_pickle
             f.flush()
             os.fsync(f.fileno())
         with open(tmp / "snapshot.json", "w", encoding="utf-8") as f:
