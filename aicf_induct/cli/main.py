@@ -20,6 +20,9 @@ COMMAND_MODULES = (
     "aicf_induct.cli.train",
     "aicf_induct.cli.ir",
     "aicf_induct.cli.warehouse_cmds",
+    "aicf_induct.cli.problems",
+    "aicf_induct.cli.sweep",
+    "aicf_induct.cli.space",
 )
 
 

@@ -1,0 +1,46 @@
+"""`aicf-induct space show SPEC`: the candidates of a structure space, with fingerprints."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from aicf_induct.induction.space_io import PRESETS, parse_space
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("space", help="show the candidates of a structure space",
+                       description="Structure spaces: presets, YAML/JSON files and the text "
+                                   "form 'axis=v1,v2;...' that `sweep --space` takes.")
+    cmds = p.add_subparsers(dest="space_command", metavar="COMMAND", required=True)
+    show = cmds.add_parser("show", help="list a space's candidates, keys and fingerprints",
+                           epilog="example: aicf-induct space show "
+                                  "'depth=1,2;width=32,64;act=relu,gelu' --in 10 --out 3")
+    show.add_argument("spec", metavar="SPEC",
+                      help=f"a preset ({', '.join(PRESETS)}), a .yaml/.json file, or "
+                           "'axis=v1,v2;...'")
+    show.add_argument("--in", dest="n_in", type=int, default=8, metavar="N",
+                      help="input features the fingerprints are built for (default 8)")
+    show.add_argument("--out", dest="n_out", type=int, default=2, metavar="N",
+                      help="outputs (classes, or 1 for regression) (default 2)")
+    show.add_argument("--json", action="store_true", help="one JSON object per candidate")
+    show.set_defaults(func=run_show)
+
+
+def run_show(args: argparse.Namespace) -> int:
+    spec = parse_space(args.spec)
+    cands = spec.candidates()
+    if not args.json:
+        print(f"{spec.describe()}: {len(cands)} candidates; fingerprints for {args.n_in} "
+              f"inputs, {args.n_out} outputs")
+        for name, values in spec.space.axes.items():
+            print(f"  {name}: {', '.join(map(str, values))}")
+    for c in cands:
+        g = c.graph(args.n_in, args.n_out)
+        fp = c.fingerprint(args.n_in, args.n_out)
+        if args.json:
+            print(json.dumps({"key": c.key, "fingerprint": fp, "params": g.param_count(),
+                              "structure_key": c.structure_key}))
+        else:
+            print(f"{c.key}  {fp[:12]}  {g.param_count():>8d}  {c.structure_key}")
+    return 0

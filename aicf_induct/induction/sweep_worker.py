@@ -1,0 +1,237 @@
+"""One sweep run, as a worker process executes it: load, build, train under a time budget,
+log into the warehouse through the process's own recorder, never raise.
+
+Local workers and Ray tasks call the same `run_task`. Each process opens one
+`WarehouseRecorder` (one writer per process, no lock) and flushes it after every run, so a
+run's end is on disk before the parent counts it. Whatever goes wrong inside a run ends up
+in the warehouse as a run end with status `failed` (or `timeout`) and its error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from aicf_induct.induction.space import Candidate
+from aicf_induct.problems import load_problem
+from aicf_induct.problems.problem import Problem
+from aicf_induct.runtime.recorder import (
+    EventRecord,
+    ProblemRecord,
+    Recorder,
+    ResultRecord,
+    RunEndRecord,
+    RunStartRecord,
+    SnapshotRecord,
+    StepRecord,
+)
+from aicf_induct.runtime.trainer import TrainConfig, Trainer, library_versions
+
+ORIGIN = "sweep"
+ORPHAN_POLL_S = 0.1  # how often a local worker checks that its parent is alive
+
+
+@dataclass(frozen=True)
+class Task:
+    """One (problem, candidate, seed) triple of a sweep, with what a worker needs to run it."""
+
+    problem: str  # name for load_problem
+    problem_id: str  # content id the parent saw; the triple's identity
+    candidate: Candidate
+    seed: int
+    train: TrainConfig  # epochs, patience, schedule, ...; the candidate's recipe overrides
+    budget_s: float  # wall-clock budget of the run; 0: none
+    root: str  # warehouse directory
+    sweep: dict[str, Any] = field(default_factory=dict)  # sweep_id, protocol
+
+    @property
+    def triple(self) -> tuple[str, str, int]:
+        return (self.problem_id, self.candidate.key, self.seed)
+
+    def config(self) -> TrainConfig:
+        r = self.candidate.recipe
+        return dataclasses.replace(self.train, optimizer=r.optimizer, lr=r.lr,
+                                   weight_decay=r.weight_decay, batch_size=r.batch_size,
+                                   seed=self.seed)
+
+    def run_config(self) -> dict[str, Any]:
+        """What goes under the run config's "sweep" key: the triple and the sweep."""
+        return {**self.sweep, "problem": self.problem, "problem_id": self.problem_id,
+                "candidate": self.candidate.key,
+                "structure_key": self.candidate.structure_key, "seed": self.seed}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    triple: tuple[str, str, int]
+    status: str  # completed | early_stopped | failed | timeout
+    run_id: str
+    wall_s: float
+    error: str | None = None
+
+
+class RunTimeout(Exception):
+    """The run used up its wall-clock budget."""
+
+
+class BudgetTrainer(Trainer):
+    """A Trainer that raises `RunTimeout` at the first step past its wall-clock budget."""
+
+    def __init__(self, *args: Any, budget_s: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.budget_s = budget_s
+        self._t0 = time.perf_counter()
+
+    def start(self) -> None:
+        self._t0 = time.perf_counter()  # the budget counts training, not loading
+        super().start()
+
+    def train_step(self, x: Any, y: Any, epoch: int) -> StepRecord:
+        if self.budget_s and time.perf_counter() - self._t0 > self.budget_s:
+            raise RunTimeout(f"time budget of {self.budget_s:g} s used up after "
+                             f"{self.step_count} steps")
+        return super().train_step(x, y, epoch)
+
+
+class RunLog:
+    """Forwards to the process's recorder; remembers whether the run started and ended, and
+    turns the trainer's `failed` end into `timeout` when the budget was the cause."""
+
+    def __init__(self, inner: Recorder) -> None:
+        self.inner = inner
+        self.started = self.ended = False
+        self.end: RunEndRecord | None = None
+
+    def problem(self, rec: ProblemRecord) -> None:
+        self.inner.problem(rec)
+
+    def run_start(self, rec: RunStartRecord) -> None:
+        self.started = True
+        self.inner.run_start(rec)
+
+    def snapshot(self, rec: SnapshotRecord) -> None:
+        self.inner.snapshot(rec)
+
+    def step(self, rec: StepRecord) -> None:
+        self.inner.step(rec)
+
+    def event(self, rec: EventRecord) -> None:
+        self.inner.event(rec)
+
+    def result(self, rec: ResultRecord) -> None:
+        self.inner.result(rec)
+
+    def run_end(self, rec: RunEndRecord) -> None:
+        if rec.status == "failed" and (rec.error or "").startswith(RunTimeout.__name__):
+            rec = dataclasses.replace(rec, status="timeout")
+        self.ended, self.end = True, rec
+        self.inner.run_end(rec)
+
+    def close(self) -> None:  # the process's recorder outlives the run
+        pass
+
+
+# -- per-process state ---------------------------------------------------------------------------
+_RECORDERS: dict[str, Any] = {}
+
+
+def process_recorder(root: str) -> Any:
+    """This process's WarehouseRecorder for `root`, opened once and closed at exit."""
+    rec = _RECORDERS.get(root)
+    if rec is None:
+        import multiprocessing.util
+
+        import warehouse
+
+        rec = _RECORDERS[root] = warehouse.open_recorder(root)
+        # multiprocessing children skip atexit; their finalizers still run
+        multiprocessing.util.Finalize(rec, rec.close, exitpriority=10)
+    return rec
+
+
+def close_process_recorders() -> None:
+    """Close this process's recorders (tests and in-process callers; workers close at exit)."""
+    while _RECORDERS:
+        _RECORDERS.popitem()[1].close()
+
+
+def _limit_threads() -> None:
+    # W workers on W cores: BLAS threads would oversubscribe them (Ray sets this itself)
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(1)
+    except ImportError:  # pragma: no cover - scikit-learn brings threadpoolctl
+        pass
+
+
+@functools.lru_cache(maxsize=4)
+def _problem(name: str, seed: int) -> Problem:
+    return load_problem(name, seed=seed)
+
+
+def init_local_worker(parent_pid: int) -> None:
+    """Pool initializer: exit as soon as the parent is gone (killed), so that an orphan never
+    finishes a run that a restarted sweep runs again."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(ORPHAN_POLL_S)
+        os._exit(70)
+
+    threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
+    _limit_threads()
+
+
+# -- one run -------------------------------------------------------------------------------------
+def run_task(task: Task) -> Outcome:
+    """Train one triple and log it; every failure becomes a logged `failed` run."""
+    t0 = time.perf_counter()
+    rec = process_recorder(task.root)
+    log = RunLog(rec)
+    run_id = uuid.uuid4().hex
+    kind = ""  # the problem's task, once it is loaded
+    try:
+        problem = _problem(task.problem, task.seed)
+        kind = problem.task
+        if problem.problem_id != task.problem_id:
+            raise RuntimeError(f"problem '{task.problem}' changed: id {problem.problem_id}, "
+                               f"the sweep planned {task.problem_id}")
+        graph = task.candidate.graph(problem.n_features, problem.n_outputs)
+        trainer = BudgetTrainer(problem, graph, task.config(), recorder=log, origin=ORIGIN,
+                                run_id=run_id, budget_s=task.budget_s,
+                                extra_config=_extra(task))
+        trainer.fit()
+    except Exception as err:
+        log_failure(log, task, f"{type(err).__name__}: {err}", run_id, kind,
+                    time.perf_counter() - t0)
+    finally:
+        rec.flush()  # the run's end is on disk before the parent counts it
+    end = log.end
+    assert end is not None
+    return Outcome(task.triple, end.status, run_id, time.perf_counter() - t0, end.error)
+
+
+def _extra(task: Task) -> dict[str, Any]:
+    return {"model": task.candidate.spec.to_string(), "sweep": task.run_config()}
+
+
+def log_failure(log: RunLog, task: Task, error: str, run_id: str | None = None,
+                kind: str = "", wall: float = 0.0) -> str:
+    """Make sure a failed run has a start and an end in the warehouse; returns its run id."""
+    run_id = run_id or uuid.uuid4().hex
+    if not log.started:  # failed before the trainer logged its start
+        config = {"train": dataclasses.asdict(task.train), **_extra(task)}
+        log.run_start(RunStartRecord(
+            run_id=run_id, problem_id=task.problem_id, problem_name=task.problem, task=kind,
+            config=config, seed=task.seed, device="cpu (numpy)",
+            library_versions=library_versions(), origin=ORIGIN))
+    if not log.ended:
+        log.run_end(RunEndRecord(run_id, "failed", 0, wall, error))
+    return run_id

@@ -1,0 +1,127 @@
+"""Sweeps into a temporary warehouse: exact runs, resume, failures, timeouts, Ray."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import warehouse
+from aicf_induct.frontend.specs import MLPSpec
+from aicf_induct.induction.space import Candidate, Recipe
+from aicf_induct.induction.space_io import parse_space
+from aicf_induct.induction.sweep import SweepSpec, finished_triples, run_sweep
+from aicf_induct.induction.sweep_problems import resolve
+from aicf_induct.induction.sweep_worker import Task, close_process_recorders, run_task
+from aicf_induct.problems import load_problem
+from aicf_induct.runtime.trainer import TrainConfig
+from tests.induction.helpers import ended_triples, sweep_runs
+
+PROBLEMS = ("iris", "wine")
+TRAIN = TrainConfig(epochs=2, patience=0)
+
+
+def small_spec() -> SweepSpec:
+    return SweepSpec(PROBLEMS, tuple(parse_space("tiny3").candidates()), (0,), TRAIN, 60.0)
+
+
+def planned(spec: SweepSpec) -> set[tuple[str, str, int]]:
+    ids = [load_problem(p).problem_id for p in spec.problems]
+    return {(pid, c.key, s) for pid in ids for c in spec.candidates for s in spec.seeds}
+
+
+@pytest.fixture(scope="module")
+def local_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SweepSpec]:
+    root = tmp_path_factory.mktemp("sweep") / "wh"
+    spec = small_spec()
+    report = run_sweep(spec, root, workers=2, progress=False)
+    assert (report.planned, report.skipped, report.statuses["completed"]) == (6, 0, 6)
+    return root, spec
+
+
+def test_sweep_logs_exactly_the_planned_runs(local_sweep: tuple[Path, SweepSpec]) -> None:
+    root, spec = local_sweep
+    assert ended_triples(root) == dict.fromkeys(planned(spec), 1)
+    conn = warehouse.connect(root)
+    names = {r[0] for r in conn.execute("SELECT name FROM problems").fetchall()}
+    assert names == set(PROBLEMS)
+    cfg = conn.execute("SELECT config::JSON -> 'sweep' FROM runs LIMIT 1").fetchone()[0]
+    assert {"sweep_id", "protocol", "problem", "problem_id", "candidate", "structure_key",
+            "seed"} <= set(__import__("json").loads(cfg))
+    # every run logged its IR, and the fingerprint is the candidate's
+    rows = conn.execute("""SELECT json_extract_string(r.config, '$.sweep.structure_key'),
+                                  s.fingerprint, r.problem_name
+                           FROM runs r JOIN ir_snapshots s USING (run_id)""").fetchall()
+    by_key = {c.structure_key: c for c in spec.candidates}
+    for skey, fp, pname in rows:
+        p = load_problem(pname)
+        assert by_key[skey].fingerprint(p.n_features, p.n_outputs) == fp
+
+
+def test_a_second_sweep_skips_finished_triples(local_sweep: tuple[Path, SweepSpec]) -> None:
+    root, spec = local_sweep
+    report = run_sweep(spec, root, workers=2, progress=False)
+    assert (report.skipped, report.ran) == (6, 0)
+    # other training settings are another protocol: nothing of it is finished
+    assert not finished_triples(root, SweepSpec(PROBLEMS, spec.candidates, (0,),
+                                                TrainConfig(epochs=3)).protocol)
+
+
+def test_ray_engine_gives_the_same_runs(local_sweep: tuple[Path, SweepSpec],
+                                        tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    root, spec = local_sweep
+    report = run_sweep(spec, tmp_path / "wh", workers=2, engine="ray", progress=False)
+    assert report.statuses["completed"] == 6
+    assert ended_triples(tmp_path / "wh") == ended_triples(root)
+
+
+def task(tmp_path: Path, cand: Candidate, budget: float = 0.0,
+         train: TrainConfig = TRAIN) -> Task:
+    pid = load_problem("iris").problem_id
+    return Task("iris", pid, cand, 0, train, budget, str(tmp_path / "wh"),
+                {"sweep_id": "t", "protocol": "p"})
+
+
+@pytest.mark.parametrize("recipe, words", [
+    (Recipe(lr=-1.0), "ConfigError: adam lr must be in"),
+    (Recipe(batch_size=0), "ConfigError: batch_size must be >= 1"),
+])
+def test_a_failing_run_is_logged_with_its_error(tmp_path: Path, recipe: Recipe,
+                                                words: str) -> None:
+    try:
+        out = run_task(task(tmp_path, Candidate(MLPSpec(depth=1, width=8), recipe)))
+    finally:
+        close_process_recorders()
+    assert out.status == "failed" and words in (out.error or "")
+    [(_, key, seed, status, error)] = sweep_runs(tmp_path / "wh")
+    assert (key, seed, status) == (out.triple[1], 0, "failed") and words in (error or "")
+
+
+def test_a_run_past_its_budget_ends_as_timeout(tmp_path: Path) -> None:
+    cand = Candidate(MLPSpec(depth=2, width=16), Recipe(batch_size=4))
+    try:
+        out = run_task(task(tmp_path, cand, budget=0.2, train=TrainConfig(epochs=500)))
+    finally:
+        close_process_recorders()
+    assert out.status == "timeout" and "time budget of 0.2 s used up" in (out.error or "")
+    assert out.wall_s < 10
+    assert [r[3] for r in sweep_runs(tmp_path / "wh")] == ["timeout"]
+
+
+def test_failures_do_not_stop_a_sweep_and_can_be_retried(tmp_path: Path) -> None:
+    good = Candidate(MLPSpec(depth=1, width=8))
+    bad = Candidate(MLPSpec(depth=1, width=8), Recipe(lr=-1.0))
+    spec = SweepSpec(("iris", "no_such_problem"), (bad, good), (0,), TRAIN, 60.0)
+    report = run_sweep(spec, tmp_path / "wh", workers=1, progress=False)
+    assert dict(report.statuses) == {"failed": 1, "completed": 1}
+    assert list(report.unloadable) == ["no_such_problem"]
+    again = run_sweep(spec, tmp_path / "wh", workers=1, progress=False, retry_failed=True)
+    assert (again.skipped, dict(again.statuses)) == (1, {"failed": 1})
+
+
+def test_problem_specs() -> None:
+    assert resolve("sklearn") == ["iris", "wine", "breast_cancer", "digits", "diabetes"]
+    assert resolve("sklearn:2,digits,iris", exclude=["wine"]) == ["iris", "digits"]
+    with pytest.raises(Exception, match="no problems left"):
+        resolve("iris", exclude=["iris"])
