@@ -172,8 +172,12 @@ class Writer:
         with self._flush_lock:
             with self._lock:
                 bufs, self._buffers = self._buffers, {}
-            work = self._pending + [(name, _to_arrow(name, b)) for name, b in bufs.items()
-                                    if b.n]
+            work = list(self._pending)
+            for name, b in bufs.items():
+                if b.n:  # parts of at most max_rows rows (zero-copy slices)
+                    t = _to_arrow(name, b)
+                    work += [(name, t.slice(i, self.max_rows))
+                             for i in range(0, t.num_rows, self.max_rows)]
             self._pending = []
             for i, (name, t) in enumerate(work):
                 try:

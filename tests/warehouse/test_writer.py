@@ -103,3 +103,10 @@ def test_empty_warehouse_has_every_view_with_columns(root: Path) -> None:
     assert cols[:3] == ["run_id", "step", "epoch"]
     assert conn.execute("SELECT count(*) FROM runs").fetchone() == (0,)
     assert "status" in [r[0] for r in conn.execute("DESCRIBE runs").fetchall()]
+
+
+def test_parts_hold_at_most_max_rows(root: Path) -> None:
+    with Writer(root, flush_interval_s=60, max_rows=300) as w:
+        w.append_batch("steps", _steps_batch("r", 0, 1000))
+    sizes = sorted(pq.ParquetFile(p).metadata.num_rows for p in visible_parts(root, "steps"))
+    assert sizes == [100, 300, 300, 300]
