@@ -110,3 +110,11 @@ def test_parts_hold_at_most_max_rows(root: Path) -> None:
         w.append_batch("steps", _steps_batch("r", 0, 1000))
     sizes = sorted(pq.ParquetFile(p).metadata.num_rows for p in visible_parts(root, "steps"))
     assert sizes == [100, 300, 300, 300]
+
+
+def test_readme_tables_match_the_schema() -> None:
+    from warehouse.schema import markdown
+
+    readme = (Path(__file__).parents[2] / "warehouse" / "README.md").read_text()
+    block = readme.split("<!-- tables:begin -->\n", 1)[1].split("<!-- tables:end -->", 1)[0]
+    assert block.strip() == markdown().strip(), "regenerate from warehouse.schema.markdown()"
