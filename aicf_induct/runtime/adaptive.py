@@ -1,0 +1,566 @@
+"""Adaptive training: observe → decide → rewrite → rebind → resume.
+
+`AdaptiveRun` drives a `Trainer`'s pieces (train_step, evaluate, executor, optimizer) one
+step at a time. Every step feeds the triggers; when one fires, the policy may decide a
+rewrite: pause, snapshot, apply the transform (parameters and optimizer state remapped),
+build a new executor, resume. A guard then watches the next K steps and rolls back a
+rewrite that hurt, blacklisting its transform for a while. A NaN, a loss spike or a
+gradient explosion rolls back to the last good snapshot and backs off the learning rate.
+Every trigger, decision, rewrite, guard verdict, rollback, fork and checkpoint is an
+`EventRecord`; the IR is logged after every rewrite and rollback.
+
+Two counters: `trainer.step_count` is the live trajectory's optimizer step (a rollback
+rewinds it); `work` counts every step executed, discarded ones included (budgets,
+blacklists and fault injections use it). Everything the next step depends on is in the
+snapshots, so a run resumed from its on-disk checkpoint continues bit-exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from aicf_induct.errors import ConfigError
+from aicf_induct.ir.fingerprint import fingerprint
+from aicf_induct.ir.graph import Graph
+from aicf_induct.problems.problem import Problem, Split
+from aicf_induct.runtime import snapshot as disk
+from aicf_induct.runtime.data import BatchStream
+from aicf_induct.runtime.guard import Blacklist, Guard, GuardConfig
+from aicf_induct.runtime.metrics import score_name
+from aicf_induct.runtime.model_state import ModelState, capture, install
+from aicf_induct.runtime.policies import Decision, Policy, PolicyObservation
+from aicf_induct.runtime.recorder import (
+    EventRecord,
+    NullRecorder,
+    Recorder,
+    ResultRecord,
+    RunEndRecord,
+    RunStartRecord,
+)
+from aicf_induct.runtime.schedules import Schedule
+from aicf_induct.runtime.snapshot import Snapshot, SnapshotError
+from aicf_induct.runtime.trainer import TrainConfig, Trainer, library_versions, snapshot_record
+from aicf_induct.runtime.transforms import RewriteError, make_transform
+from aicf_induct.runtime.triggers import (
+    EpochEndTrigger,
+    Fired,
+    InstabilityTrigger,
+    Observation,
+    PlateauTrigger,
+    WarmupTrigger,
+)
+
+TRAIN_EVAL_ROWS = 4096  # the training loss for the gap is measured on at most these rows
+
+
+@dataclass(frozen=True)
+class AdaptConfig:
+    steps: int = 2000  # optimizer steps of the run (its schedule spans them)
+    warmup_steps: int = 100  # the warm-up trigger fires after this many; 0: no trigger
+    epoch_trigger: int = 0  # fire at the end of every k-th epoch; 0: never
+    eval_every: int = 0  # steps between validation evaluations; 0: at each epoch's end
+    plateau_patience: int = 3  # evaluations without improvement before a plateau fires
+    plateau_min_delta: float = 0.01  # relative improvement of the smoothed val loss
+    plateau_smoothing: float = 0.5  # EMA weight of the past
+    spike_k: float = 6.0  # loss spike: above mean + k std of the recent steps
+    grad_factor: float = 20.0  # gradient explosion: above this times the recent median
+    guard: GuardConfig = field(default_factory=GuardConfig)
+    lr_backoff: float = 0.5  # learning-rate factor after an instability rollback
+    max_rollbacks: int = 10  # more than this: the run fails
+    max_rewrites: int = 20
+    early_stop: int = 0  # evaluations without a new best (a kept rewrite resets); 0: off
+    checkpoint_every: int = 1  # epochs between on-disk checkpoints (with a directory)
+    keep_checkpoints: int = 2
+
+    def __post_init__(self) -> None:
+        if self.steps < 1:
+            raise ConfigError(f"steps must be >= 1, got {self.steps}")
+        for name in ("warmup_steps", "epoch_trigger", "eval_every", "max_rollbacks",
+                     "max_rewrites", "early_stop"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not 0 < self.lr_backoff <= 1:
+            raise ConfigError(f"lr_backoff must be in (0, 1], got {self.lr_backoff}")
+        if self.plateau_patience < 1 or self.checkpoint_every < 1 or self.keep_checkpoints < 1:
+            raise ConfigError("plateau_patience, checkpoint_every and keep_checkpoints "
+                              "must be >= 1")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AdaptConfig:
+        return cls(**{**d, "guard": GuardConfig(**d["guard"])})
+
+
+class ScaledSchedule:
+    """A schedule times a factor the loop lowers after instability rollbacks."""
+
+    def __init__(self, inner: Schedule, scale: float = 1.0) -> None:
+        self.inner, self.scale = inner, scale
+
+    def lr(self, step: int) -> float:
+        return self.inner.lr(step) * self.scale
+
+
+class StepHook(Protocol):
+    def before_step(self, run: AdaptiveRun, x: np.ndarray,
+                    y: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+class FaultInjection:
+    """Test hook: once, before executed step `at_work`, set a parameter to NaN
+    (`kind="nan"`) or scale the batch's inputs by `factor` (`kind="spike"`)."""
+
+    def __init__(self, at_work: int, kind: str = "nan", factor: float = 1e3) -> None:
+        if kind not in ("nan", "spike"):
+            raise ConfigError(f"fault kind must be 'nan' or 'spike', got {kind!r}")
+        self.at_work, self.kind, self.factor, self.done = at_work, kind, factor, False
+
+    def before_step(self, run: AdaptiveRun, x: np.ndarray,
+                    y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.done or run.work != self.at_work:
+            return x, y
+        self.done = True
+        if self.kind == "nan":
+            run.trainer.store.data[0] = np.nan
+            return x, y
+        return x * self.factor, y
+
+
+@dataclass
+class AdaptResult:
+    run_id: str
+    status: str  # completed | early_stopped | failed
+    steps: int  # live optimizer steps
+    work: int  # steps executed, rolled-back ones included
+    wall_time_s: float
+    metrics: dict[str, float]  # "<split>_<metric>" of the best model
+    best_step: int
+    best_val_loss: float
+    rewrites: int  # rewrites applied (kept or rolled back)
+    rollbacks: int
+    graph: Graph  # the best model's structure
+    history: list[dict[str, float]]  # every evaluation: work, step, epoch, losses
+    events: list[EventRecord]
+    pause_ms: list[float]  # pause-to-resume time of each rewrite
+
+
+class AdaptiveRun:
+    def __init__(self, problem: Problem, graph: Graph, config: TrainConfig,
+                 adapt: AdaptConfig, policy: Policy, *, recorder: Recorder | None = None,
+                 run_id: str | None = None, parent_run_id: str | None = None,
+                 origin: str = "adapt", checkpoint_dir: str | Path | None = None,
+                 hooks: Sequence[StepHook] = (), values: dict[str, np.ndarray] | None = None,
+                 extra_config: dict[str, Any] | None = None) -> None:
+        bpe = BatchStream(len(problem.train), config.batch_size).batches_per_epoch()
+        self.config = dataclasses.replace(config, max_steps=adapt.steps,
+                                          epochs=math.ceil(adapt.steps / bpe) + 1)
+        self.adapt, self.policy, self.problem = adapt, policy, problem
+        self.recorder: Recorder = recorder or NullRecorder()
+        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
+        self.hooks = list(hooks)
+        extra = {"adapt": asdict(adapt), "policy": policy.name, **(extra_config or {})}
+        self.trainer = Trainer(problem, graph, self.config, recorder=self.recorder,
+                               values=values, origin=origin, run_id=run_id or uuid.uuid4().hex,
+                               parent_run_id=parent_run_id, extra_config=extra)
+        self.schedule = ScaledSchedule(self.trainer.schedule)
+        self.trainer.schedule = self.schedule
+        self.warmup = WarmupTrigger(adapt.warmup_steps) if adapt.warmup_steps else None
+        self.epoch_end = EpochEndTrigger(adapt.epoch_trigger) if adapt.epoch_trigger else None
+        self.plateau = PlateauTrigger(adapt.plateau_patience, adapt.plateau_min_delta,
+                                      adapt.plateau_smoothing)
+        self.instability = InstabilityTrigger(adapt.spike_k, grad_factor=adapt.grad_factor)
+        self.guard = Guard(adapt.guard)
+        self.blacklist = Blacklist()
+        self.position = (0, 0)  # (epoch, batch) of the next batch
+        self.work = 0
+        self.rewrites = self.rollbacks = 0
+        self.recent: list[float] = []  # last K training losses (the guard's pre-window)
+        self.since_best = 0
+        self.last_metrics: dict[str, float] = {}
+        self.best_val_at: dict[str, float] = {}  # transform -> best val loss at its last use
+        self.history: list[dict[str, float]] = []
+        self.best_val, self.best_step = math.inf, -1
+        self.best_state: ModelState | None = None
+        self.events: list[EventRecord] = []
+        self.pause_ms: list[float] = []
+        self.last_good: Snapshot | None = None
+        self._started = False
+        self._order: tuple[int, np.ndarray] | None = None
+        n = min(len(problem.train), TRAIN_EVAL_ROWS)
+        self._train_eval = Split(problem.train.X[:n], problem.train.y[:n])
+
+    @property
+    def run_id(self) -> str:
+        return self.trainer.run_id
+
+    # -- state for snapshots ----------------------------------------------------------------
+    def _controller(self) -> dict[str, Any]:
+        """What a rollback rewinds: trigger and guard state, recent losses, early stopping."""
+        triggers = {t.name: t.state_dict() for t in self._triggers()}
+        return {"triggers": triggers, "guard": self.guard.state_dict(), "recent": self.recent,
+                "since_best": self.since_best, "last_metrics": self.last_metrics,
+                "best_val_at": self.best_val_at}
+
+    def _run_state(self) -> dict[str, Any]:
+        """What a rollback keeps (and a resumed run needs): the run's own history."""
+        return {"run_id": self.run_id, "problem_id": self.problem.problem_id,
+                "train_config": asdict(self.config), "adapt_config": asdict(self.adapt),
+                "lr_scale": self.schedule.scale, "blacklist": self.blacklist.state_dict(),
+                "work": self.work, "rewrites": self.rewrites, "rollbacks": self.rollbacks,
+                "best_val": self.best_val, "best_step": self.best_step,
+                "history": self.history, "pause_ms": self.pause_ms}
+
+    def _triggers(self) -> list[Any]:
+        return [t for t in (self.warmup, self.epoch_end, self.plateau, self.instability) if t]
+
+    def snapshot(self, with_best: bool = False) -> Snapshot:
+        s = Snapshot.capture(self.trainer, *self.position,
+                             meta={"controller": self._controller(), "run": self._run_state()})
+        if with_best and self.best_state is not None:
+            s.extras["best"] = self.best_state
+        return s
+
+    def _load_controller(self, c: dict[str, Any]) -> None:
+        for t in self._triggers():
+            t.load_state_dict(c["triggers"][t.name])
+        self.guard.load_state_dict(c["guard"])
+        self.recent = [float(v) for v in c["recent"]]
+        self.since_best = int(c["since_best"])
+        self.last_metrics = {k: float(v) for k, v in c["last_metrics"].items()}
+        self.best_val_at = {k: float(v) for k, v in c["best_val_at"].items()}
+
+    def load(self, s: Snapshot, keep_run_id: bool = False) -> None:
+        """Take over everything from a snapshot: model, position, controller, run state."""
+        r = s.meta["run"]
+        if r["problem_id"] != self.problem.problem_id:
+            raise SnapshotError(f"the checkpoint is of problem {r['problem_id']}, not "
+                                f"{self.problem.problem_id}")
+        s.restore(self.trainer)
+        self.position = (s.epoch, s.batch)
+        self._load_controller(s.meta["controller"])
+        self.schedule.scale = float(r["lr_scale"])
+        self.blacklist.load_state_dict(r["blacklist"])
+        self.work, self.rewrites, self.rollbacks = r["work"], r["rewrites"], r["rollbacks"]
+        self.best_val, self.best_step = float(r["best_val"]), int(r["best_step"])
+        self.history = [dict(h) for h in r["history"]]
+        self.pause_ms = [float(v) for v in r["pause_ms"]]
+        self.best_state = s.extras.get("best")
+        self.last_good = s
+        if not keep_run_id:
+            self.trainer.run_id = r["run_id"]
+
+    # -- constructors for resumed and forked runs ---------------------------------------------
+    @classmethod
+    def resume(cls, checkpoint_dir: str | Path, problem: Problem, policy: Policy, *,
+               recorder: Recorder | None = None, hooks: Sequence[StepHook] = (),
+               extra_config: dict[str, Any] | None = None) -> AdaptiveRun:
+        """The run whose latest checkpoint is in `checkpoint_dir`, ready to go on."""
+        path = disk.latest(checkpoint_dir)
+        if path is None:
+            raise SnapshotError(f"no checkpoint in {checkpoint_dir}")
+        s = disk.load(path)
+        r = s.meta["run"]
+        run = cls(problem, s.state.graph, TrainConfig(**r["train_config"]),
+                  AdaptConfig.from_dict(r["adapt_config"]), policy, recorder=recorder,
+                  run_id=r["run_id"], checkpoint_dir=checkpoint_dir, hooks=hooks,
+                  extra_config=extra_config)
+        run.load(s)
+        run._started = True
+        run._event("checkpoint", "resume", {"path": str(path), "work": run.work})
+        return run
+
+    def fork(self, snap: Snapshot | None = None, *, policy: Policy | None = None,
+             recorder: Recorder | None = None, hooks: Sequence[StepHook] = ()) -> AdaptiveRun:
+        """A child run (new run id, this run as parent, origin "fork") going on from `snap`
+        (default: now). Run it with `.run()`; it logs as its own run."""
+        s = snap or self.snapshot(with_best=True)
+        child = AdaptiveRun(self.problem, s.state.graph, self.config, self.adapt,
+                            policy or self.policy, recorder=recorder or self.recorder,
+                            parent_run_id=self.run_id, origin="fork", hooks=hooks)
+        child.load(s, keep_run_id=True)
+        self._event("fork", "branch", {"child_run_id": child.run_id, "from_step": s.step})
+        return child
+
+    # -- logging -----------------------------------------------------------------------------
+    def _event(self, kind: str, name: str, detail: dict[str, Any] | None = None,
+               before: dict[str, float] | None = None,
+               after: dict[str, float] | None = None) -> EventRecord:
+        rec = EventRecord(self.run_id, self.trainer.step_count, kind, name,
+                          {**(detail or {}), "work": self.work}, dict(before or {}),
+                          dict(after or {}))
+        self.events.append(rec)
+        self.recorder.event(rec)
+        return rec
+
+    def _start(self) -> None:
+        tr = self.trainer
+        self.recorder.run_start(RunStartRecord(
+            run_id=tr.run_id, problem_id=self.problem.problem_id, problem_name=self.problem.name,
+            task=self.problem.task, config=tr.run_config(), seed=self.config.seed,
+            device="cpu (numpy)", library_versions=library_versions(), origin=tr.origin,
+            parent_run_id=tr.parent_run_id))
+        self.recorder.snapshot(snapshot_record(tr.run_id, tr.step_count, "start", tr.graph))
+        if tr.parent_run_id:
+            self._event("fork", "start", {"parent_run_id": tr.parent_run_id})
+        if self.last_good is None:
+            self.last_good = self.snapshot()
+        self._started = True
+
+    # -- evaluation --------------------------------------------------------------------------
+    def measure(self) -> dict[str, float]:
+        """Losses of the current model: validation, training (<= 4096 rows), their gap."""
+        tr = self.trainer
+        val, val_score = tr.evaluate(self.problem.val)
+        train, _ = tr.evaluate(self._train_eval)
+        gap = (val - train) / train if train > 0 else math.nan
+        return {"val_loss": val, f"val_{score_name(self.problem.task)}": val_score,
+                "train_loss": train, "gap": gap, "param_count": float(tr.graph.param_count()),
+                "step": float(tr.step_count)}
+
+    def _evaluate(self, epoch: int) -> dict[str, float]:
+        m = self.measure()
+        self.last_metrics = m
+        self.history.append({"work": float(self.work), "step": float(self.trainer.step_count),
+                             "epoch": float(epoch), **m})
+        for key in ("train_loss", "val_loss", f"val_{score_name(self.problem.task)}"):
+            split, metric = key.split("_", 1)
+            self.recorder.result(ResultRecord(self.run_id, self.trainer.step_count, epoch, split,
+                                              metric, float(m[key])))
+        if m["val_loss"] < self.best_val:
+            self.best_val, self.best_step = m["val_loss"], self.trainer.step_count
+            self.best_state = capture(self.trainer)
+            self.since_best = 0
+        else:
+            self.since_best += 1
+        return m
+
+    def _metrics(self) -> dict[str, float]:
+        if self.last_metrics.get("step") != self.trainer.step_count:
+            self.last_metrics = self.measure()
+        return self.last_metrics
+
+    # -- the loop ----------------------------------------------------------------------------
+    def _batch(self, epoch: int, batch: int) -> np.ndarray:
+        stream = self.trainer.stream
+        if self._order is None or self._order[0] != epoch:
+            self._order = (epoch, stream.order(epoch))
+        b = stream.batch_size
+        return self._order[1][batch * b:(batch + 1) * b]
+
+    def run(self) -> AdaptResult:
+        t0 = time.perf_counter()
+        if not self._started:
+            self._start()
+        status = "completed"
+        try:
+            while self.trainer.step_count < self.adapt.steps:
+                stop = self.step()
+                if stop:
+                    status = stop
+                    break
+        except BaseException as err:
+            self.recorder.run_end(RunEndRecord(
+                self.run_id, "failed" if isinstance(err, Exception) else "interrupted",
+                self.trainer.step_count, time.perf_counter() - t0,
+                f"{type(err).__name__}: {err}"))
+            raise
+        return self._finish(status, time.perf_counter() - t0)
+
+    def step(self) -> str | None:
+        """One training step and whatever it triggers; a status string to stop the run."""
+        tr, p = self.trainer, self.problem
+        epoch, batch = self.position
+        idx = self._batch(epoch, batch)
+        x, y = p.train.X[idx], p.train.y[idx]
+        for hook in self.hooks:
+            x, y = hook.before_step(self, x, y)
+        rec = tr.train_step(x, y, epoch)
+        self.work += 1
+        batch += 1
+        epoch_end = batch == tr.stream.batches_per_epoch()
+        self.position = (epoch + 1, 0) if epoch_end else (epoch, batch)
+        obs = Observation("step", tr.step_count, epoch, rec.loss, rec.grad_norm)
+        unstable = self.instability.observe(obs)
+        if unstable is not None:
+            return self._on_instability(unstable, rec.loss)
+        self.recent = [*self.recent, rec.loss][-self.adapt.guard.steps:]
+        if self.guard.active:
+            self.guard.observe(rec.loss)
+            if self.guard.done() and self._finish_guard():
+                return None
+        fired = [f for f in [self.warmup.observe(obs) if self.warmup else None] if f]
+        evaluated = False
+        every = self.adapt.eval_every
+        if (every and tr.step_count % every == 0) or (not every and epoch_end):
+            m = self._evaluate(epoch)
+            evaluated = True
+            if f := self.plateau.observe(Observation("eval", tr.step_count, epoch,
+                                                     val_loss=m["val_loss"])):
+                fired.append(f)
+        if epoch_end and self.epoch_end and (f := self.epoch_end.observe(
+                Observation("epoch_end", tr.step_count, epoch))):
+            fired.append(f)
+        for f in fired:
+            self._on_trigger(f)
+        if not self.guard.active:
+            if epoch_end and self.checkpoint_dir is not None \
+                    and (epoch + 1) % self.adapt.checkpoint_every == 0:
+                self._checkpoint()
+            elif evaluated:
+                self.last_good = self.snapshot()
+            if self.adapt.early_stop and self.since_best >= self.adapt.early_stop:
+                self._event("early_stop", "patience", {"evaluations": self.since_best},
+                            {"best_val_loss": self.best_val})
+                return "early_stopped"
+        return None
+
+    def _on_trigger(self, f: Fired) -> None:
+        m = self._metrics()
+        self._event("trigger", f.trigger, {"kind": f.kind, **f.detail}, m)
+        if self.guard.active:
+            self._event("decision", "wait", {"reason": f"guarding the last rewrite "
+                                                       f"({self.guard.transform})"})
+            return
+        if self.rewrites >= self.adapt.max_rewrites:
+            self._event("decision", "none", {"reason": "max_rewrites reached"})
+            return
+        d = self.policy.decide(self._observation(f, m))
+        if d is None:
+            self._event("decision", "none", {"trigger": f.trigger, "policy": self.policy.name})
+            return
+        self._event("decision", d.transform, {"site": d.site, "options": d.options,
+                                              "reason": d.reason, "source": d.source,
+                                              "trigger": f.trigger})
+        self.rewrite(d, m)
+
+    def _observation(self, f: Fired, m: dict[str, float]) -> PolicyObservation:
+        refs = {f"best_val_at.{k}": v for k, v in self.best_val_at.items()}
+        return PolicyObservation(f, self.trainer.step_count, self.trainer.graph,
+                                 {**m, "best_val_loss": self.best_val, **refs},
+                                 self.blacklist.blocked(self.work), self.problem.task,
+                                 self.rewrites, self.rollbacks)
+
+    def rewrite(self, d: Decision, before: dict[str, float] | None = None) -> bool:
+        """Pause, snapshot, rewrite, rebind, resume; the guard then watches. True if applied."""
+        tr = self.trainer
+        before = before or self._metrics()
+        t0 = time.perf_counter()
+        pre = self.snapshot()
+        old_graph = tr.graph
+        try:
+            transform = make_transform(d.transform, **d.options)
+            rng = np.random.default_rng([self.config.seed, tr.step_count, self.work])
+            new = transform.apply(capture(tr, with_grads=True), d.site, rng)
+        except RewriteError as err:
+            self._event("rewrite", d.transform, {"site": d.site, "error": str(err)})
+            return False
+        install(tr, new, compile_batch=self.config.batch_size)
+        pause_ms = (time.perf_counter() - t0) * 1e3
+        self.pause_ms.append(pause_ms)
+        after = self.measure()
+        self.last_metrics = after
+        self._event("rewrite", d.transform, {
+            "site": d.site, "options": d.options, "reason": d.reason,
+            "function_preserving": transform.function_preserving, "pause_ms": pause_ms,
+            "fingerprint_before": fingerprint(old_graph), "fingerprint_after": fingerprint(
+                tr.graph)}, before, after)
+        self.recorder.snapshot(snapshot_record(self.run_id, tr.step_count, "rewrite", tr.graph))
+        self.guard.start(tr.step_count, d.transform, d.site, self.recent, before["val_loss"], pre)
+        self.best_val_at[d.transform] = self.best_val
+        self.instability.reset_history()
+        self.rewrites += 1
+        return True
+
+    def _finish_guard(self) -> bool:
+        """The guard's verdict; True if it rolled the rewrite back."""
+        m = self.measure()
+        self.last_metrics = m
+        v = self.guard.verdict(m["val_loss"])
+        g = self.guard
+        self._event("guard", g.transform, {"verdict": "harm" if v.harm else "keep",
+                                           "reason": v.reason, "site": g.site,
+                                           "rewrite_step": g.step, **v.metrics},
+                    {"train_loss": v.metrics["pre_mean"], "val_loss": g.val_before},
+                    {"train_loss": v.metrics["post_mean"], "val_loss": m["val_loss"]})
+        if v.harm:
+            self._rollback(g.snapshot, "guard", v.reason, blacklist=g.transform,
+                           lr_backoff=False)
+            return True
+        self.since_best = 0  # the new structure gets its own patience
+        g.clear()
+        return False
+
+    def _on_instability(self, f: Fired, loss: float) -> str | None:
+        self._event("trigger", f.trigger, {"kind": f.kind, **f.detail},
+                    {"loss": loss})
+        if self.rollbacks >= self.adapt.max_rollbacks:
+            self._event("rollback", "give_up", {"reason": f"more than "
+                                                          f"{self.adapt.max_rollbacks} rollbacks"})
+            return "failed"
+        guarding = self.guard.active
+        target = self.guard.snapshot if guarding else self.last_good
+        assert target is not None
+        self._rollback(target, f.trigger, f"{f.trigger} at step {f.step}",
+                       blacklist=self.guard.transform if guarding else None, lr_backoff=True)
+        if not guarding and self.rewrites < self.adapt.max_rewrites:
+            d = self.policy.decide(self._observation(f, self._metrics()))
+            if d is not None:
+                self._event("decision", d.transform, {"site": d.site, "options": d.options,
+                                                      "reason": d.reason, "source": d.source,
+                                                      "trigger": f.trigger})
+                self.rewrite(d)
+        return None
+
+    def _rollback(self, target: Snapshot, name: str, reason: str, *, blacklist: str | None,
+                  lr_backoff: bool) -> None:
+        tr = self.trainer
+        before = {"step": float(tr.step_count), "lr_scale": self.schedule.scale}
+        from_step = tr.step_count
+        target.restore(tr)
+        self.position = (target.epoch, target.batch)
+        self._load_controller(target.meta["controller"])
+        if lr_backoff:
+            self.schedule.scale *= self.adapt.lr_backoff
+        if blacklist:
+            self.blacklist.block(blacklist, self.work, self.adapt.guard.blacklist_steps)
+        self.rollbacks += 1
+        after = self.measure()
+        self.last_metrics = after
+        self._event("rollback", name, {"reason": reason, "from_step": from_step,
+                                       "to_step": target.step, "lr_scale": self.schedule.scale,
+                                       "blacklisted": blacklist or ""},
+                    before, {**after, "lr_scale": self.schedule.scale})
+        self.recorder.snapshot(snapshot_record(self.run_id, tr.step_count, "rollback", tr.graph))
+
+    def _checkpoint(self) -> None:
+        assert self.checkpoint_dir is not None
+        s = self.snapshot(with_best=True)
+        path = disk.save(s, self.checkpoint_dir, serial=self.work)
+        disk.prune(self.checkpoint_dir, self.adapt.keep_checkpoints)
+        self.last_good = s
+        self._event("checkpoint", "save", {"path": str(path)})
+
+    def _finish(self, status: str, wall: float) -> AdaptResult:
+        tr = self.trainer
+        if self.best_state is not None:
+            install(tr, self.best_state.copy())
+        metrics = tr.final_metrics()
+        epoch = self.position[0]
+        for key, value in metrics.items():
+            split, metric = key.split("_", 1)
+            self.recorder.result(ResultRecord(self.run_id, tr.step_count, epoch, split, metric,
+                                              float(value), True))
+        self.recorder.snapshot(snapshot_record(self.run_id, tr.step_count, "final", tr.graph))
+        self.recorder.run_end(RunEndRecord(self.run_id, status, tr.step_count, wall))
+        return AdaptResult(self.run_id, status, tr.step_count, self.work, wall, metrics,
+                           self.best_step, self.best_val, self.rewrites, self.rollbacks,
+                           tr.graph, list(self.history), list(self.events),
+                           list(self.pause_ms))

@@ -1,0 +1,126 @@
+"""The adaptive loop: rewrites logged with metrics and IR snapshots, injected NaN and loss
+spikes rolled back with the run completing, harmful rewrites rolled back and blacklisted,
+forks as child runs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from aicf_induct.ir.fingerprint import fingerprint
+from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun, FaultInjection
+from aicf_induct.runtime.guard import GuardConfig
+from aicf_induct.runtime.policies import Proposal, ProposalPolicy, RuleBasedPolicy
+from aicf_induct.runtime.recorder import MemoryRecorder
+from aicf_induct.runtime.trainer import TrainConfig
+from tests.runtime.test_adaptive_fixtures import toy_graph, toy_problem
+
+CONFIG = TrainConfig(lr=1e-2, batch_size=32, seed=0)
+
+
+def _adapt(**kw: object) -> AdaptConfig:
+    base = {"steps": 240, "warmup_steps": 12, "plateau_patience": 2,
+            "plateau_min_delta": 0.02, "guard": GuardConfig(steps=12, blacklist_steps=1000)}
+    return AdaptConfig(**{**base, **kw})  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def problem():  # type: ignore[no-untyped-def]
+    return toy_problem("classification", n=300, seed=2)
+
+
+def _kinds(rec: MemoryRecorder) -> list[str]:
+    return [e.kind for e in rec.events]
+
+
+def test_rule_policy_grows_a_small_model_and_logs_every_step_of_it(problem) -> None:
+    rec = MemoryRecorder()
+    run = AdaptiveRun(problem, toy_graph(problem, "mlp:depth=1,width=2"), CONFIG, _adapt(),
+                      RuleBasedPolicy(), recorder=rec)
+    res = run.run()
+    assert res.status == "completed" and res.steps == 240
+    rewrites = [e for e in rec.events if e.kind == "rewrite"]
+    assert rewrites and rewrites[0].name == "widen"
+    for kind in ("trigger", "decision", "rewrite", "guard"):
+        assert kind in _kinds(rec)
+    for e in rewrites:
+        assert {"val_loss", "train_loss", "param_count"} <= set(e.metrics_before)
+        if e.name == "widen":
+            assert e.metrics_after["param_count"] > e.metrics_before["param_count"]
+        assert e.detail["pause_ms"] > 0 and e.detail["fingerprint_before"] != \
+            e.detail["fingerprint_after"]
+    reasons = [s.reason for s in rec.snapshots]
+    assert reasons[0] == "start" and reasons[-1] == "final"
+    assert reasons.count("rewrite") == len(rewrites)
+    assert res.graph.param_count() > toy_graph(problem, "mlp:depth=1,width=2").param_count()
+    assert len(res.pause_ms) == res.rewrites == len(rewrites)
+    assert rec.run_ends[-1].status == "completed" and rec.runs[0].origin == "adapt"
+    assert all(math.isfinite(v) for v in res.metrics.values())
+
+
+@pytest.mark.parametrize("kind", ["nan", "spike"])
+def test_injected_fault_rolls_back_and_training_completes(problem, kind: str) -> None:
+    rec = MemoryRecorder()
+    run = AdaptiveRun(problem, toy_graph(problem), CONFIG, _adapt(warmup_steps=0),
+                      RuleBasedPolicy(), recorder=rec,
+                      hooks=[FaultInjection(at_work=100, kind=kind, factor=1e3)])
+    res = run.run()
+    assert res.status == "completed" and res.steps == 240 and res.work > 240
+    triggers = [e for e in rec.events if e.kind == "trigger" and e.name == kind]
+    rollbacks = [e for e in rec.events if e.kind == "rollback" and e.name == kind]
+    assert len(triggers) == 1 and len(rollbacks) == 1
+    rb = rollbacks[0]
+    assert rb.detail["to_step"] < rb.detail["from_step"] and rb.detail["lr_scale"] == 0.5
+    assert math.isfinite(rb.metrics_after["val_loss"])
+    assert np.isfinite(rec.steps[-1].loss) and rec.steps[-1].lr == CONFIG.lr / 2
+    assert all(math.isfinite(v) for v in res.metrics.values())
+    assert res.metrics["val_loss"] < 1.0
+    assert [s.reason for s in rec.snapshots].count("rollback") == 1
+
+
+def test_harmful_rewrite_is_rolled_back_and_blacklisted(problem) -> None:
+    asked: list[tuple[str, frozenset[str]]] = []
+
+    def proposer(obs):  # type: ignore[no-untyped-def]
+        asked.append((obs.fired.trigger, obs.blocked))
+        if obs.fired.trigger == "warmup":
+            # a trained model: cutting 7 of 8 units hurts
+            return [Proposal("prune", "blocks.0.linear", {"units": 7}, 1.0, "test")]
+        return []
+
+    rec = MemoryRecorder()
+    start = toy_graph(problem)
+    run = AdaptiveRun(problem, start, CONFIG, _adapt(steps=150, warmup_steps=60),
+                      ProposalPolicy(proposer), recorder=rec)
+    res = run.run()
+    guard = [e for e in rec.events if e.kind == "guard"]
+    assert guard and guard[0].detail["verdict"] == "harm"
+    rb = next(e for e in rec.events if e.kind == "rollback")
+    assert rb.name == "guard" and rb.detail["blacklisted"] == "prune"
+    assert rb.detail["to_step"] == 60
+    assert fingerprint(res.graph) == fingerprint(start)  # the rewrite is gone
+    assert res.rewrites == 1 and res.status == "completed"  # blacklisted: never again
+    later = asked[[t for t, _ in asked].index("warmup") + 1:]
+    assert later and all("prune" in b for _, b in later)
+
+
+def test_fork_continues_as_a_child_run(problem) -> None:
+    rec = MemoryRecorder()
+    run = AdaptiveRun(problem, toy_graph(problem), CONFIG, _adapt(steps=120),
+                      RuleBasedPolicy(), recorder=rec)
+    run._start()
+    for _ in range(50):
+        run.step()
+    child = run.fork()
+    res = child.run()
+    assert child.run_id != run.run_id and res.status == "completed"
+    start = next(r for r in rec.runs if r.run_id == child.run_id)
+    assert start.parent_run_id == run.run_id and start.origin == "fork"
+    assert any(e.kind == "fork" and e.detail["child_run_id"] == child.run_id
+               for e in rec.events if e.run_id == run.run_id)
+    child_steps = [s.step for s in rec.steps if s.run_id == child.run_id]
+    assert child_steps[0] == 50 and child_steps[-1] == 119
+    parent_steps = [s for s in rec.steps if s.run_id == run.run_id]
+    assert len(parent_steps) == 50  # the parent did not move

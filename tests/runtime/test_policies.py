@@ -1,0 +1,121 @@
+"""Policies: the rule-based regimes and the proposal interface."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
+from aicf_induct.ir.graph import Graph
+from aicf_induct.runtime.policies import PolicyObservation as Obs
+from aicf_induct.runtime.policies import (
+    Proposal,
+    ProposalPolicy,
+    RuleBasedPolicy,
+    RuleConfig,
+    make_policy,
+)
+from aicf_induct.runtime.transforms import RewriteError
+from aicf_induct.runtime.triggers import Fired
+
+PLATEAU = Fired("plateau", "plateau", 100)
+SPIKE = Fired("spike", "instability", 100)
+
+
+def _g(spec: str = "mlp:depth=2,width=8") -> Graph:
+    return mlp_graph(parse_model_spec(spec), 5, 3)
+
+
+def _m(val: float = 0.5, train: float = 0.48, best: float = 0.5, **refs: float) -> dict:
+    return {"val_loss": val, "train_loss": train, "gap": (val - train) / train,
+            "best_val_loss": best, **{f"best_val_at.{k}": v for k, v in refs.items()}}
+
+
+def test_grows_on_a_plateau_narrowest_layer_first_then_deeper() -> None:
+    g = mlp_graph(parse_model_spec("mlp:depth=2,width=16,profile=funnel"), 5, 3)
+    d = RuleBasedPolicy().decide(Obs(PLATEAU, 100, g, _m()))
+    assert d is not None and d.transform == "widen" and d.site == "blocks.1.linear"
+    assert d.options["noise"] > 0 and "underfitting" in d.reason
+    capped = RuleBasedPolicy(RuleConfig(max_width=16))
+    d = capped.decide(Obs(PLATEAU, 100, g, _m()))
+    assert d is not None and d.transform == "widen" and d.site == "blocks.1.linear"  # 8 -> 16
+    full = mlp_graph(parse_model_spec("mlp:depth=2,width=16"), 5, 3)
+    d = capped.decide(Obs(PLATEAU, 100, full, _m()))
+    assert d is not None and d.transform == "deepen" and d.site == "blocks.1.act"
+    d = capped.decide(Obs(PLATEAU, 100, full, _m(), blocked=frozenset({"deepen"})))
+    assert d is not None and d.transform == "residual"
+
+
+def test_grows_again_only_when_the_last_growth_paid_off() -> None:
+    p = RuleBasedPolicy(RuleConfig(min_gain=0.02))
+    assert p.decide(Obs(PLATEAU, 100, _g(), _m(best=0.5, widen=0.505))) is None
+    d = p.decide(Obs(PLATEAU, 100, _g(), _m(best=0.5, widen=0.6)))
+    assert d is not None and d.transform == "widen"
+
+
+def test_regularises_when_overfitting() -> None:
+    over = _m(val=0.8, train=0.3, best=0.6)
+    d = RuleBasedPolicy().decide(Obs(PLATEAU, 100, _g(), over))
+    assert d is not None and d.transform == "dropout" and d.options == {"p": 0.1}
+    assert "overfitting" in d.reason
+    dropped = _g("mlp:depth=2,width=8,dropout=0.2")
+    d = RuleBasedPolicy().decide(Obs(PLATEAU, 100, dropped, over))
+    assert d is not None and d.site == "blocks.1.dropout" and d.options == {"p": 0.3}
+    maxed = _g("mlp:depth=2,width=8,dropout=0.5")
+    assert RuleBasedPolicy().decide(Obs(PLATEAU, 100, maxed, over)) is None
+    # a large gap alone, with the validation loss at its best, is not overfitting
+    d = RuleBasedPolicy().decide(Obs(PLATEAU, 100, _g(), _m(val=0.6, train=0.3, best=0.6)))
+    assert d is not None and d.transform == "widen"
+
+
+def test_stabilises_after_repeated_instability() -> None:
+    p = RuleBasedPolicy(RuleConfig(stabilise_after=2))
+    assert p.decide(Obs(SPIKE, 100, _g(), _m(), rollbacks=1)) is None
+    d = p.decide(Obs(SPIKE, 100, _g(), _m(), rollbacks=2))
+    assert d is not None and d.transform == "normalize" and d.site == "blocks.0.linear"
+    normed = _g("mlp:depth=2,width=8,norm=layernorm")
+    assert p.decide(Obs(SPIKE, 100, normed, _m(), rollbacks=3)) is None
+
+
+def test_epoch_end_alone_does_not_grow() -> None:
+    f = Fired("epoch_end", "schedule", 100)
+    assert RuleBasedPolicy().decide(Obs(f, 100, _g(), _m())) is None
+
+
+def test_proposal_policy_takes_the_best_applicable_unblocked_proposal() -> None:
+    seen: list[dict] = []
+
+    def proposer(obs: Obs) -> list:
+        seen.append(json.loads(json.dumps(obs.to_dict())))  # JSON-able for a service
+        return [
+            {"transform": "widen", "site": "head", "score": 0.9, "source": "api"},  # n/a
+            Proposal("deepen", None, {}, 0.8, "induction"),  # blocked below
+            {"transform": "prune", "site": "blocks.0.linear", "options": {"units": 2},
+             "score": 0.7, "source": "induction", "evidence": {"support": 12}},
+            Proposal("residual", "blocks.0.linear", {}, 0.95, "weak"),  # below min_score
+            Proposal("no_such", None, {}, 0.99),
+        ]
+
+    pol = ProposalPolicy(proposer, min_score=0.5)
+    obs = Obs(PLATEAU, 100, _g(), _m(), blocked=frozenset({"deepen"}))
+    pol_low = ProposalPolicy(lambda o: [Proposal("residual", "blocks.0.linear", {}, 0.1)],
+                             min_score=0.5, fallback=RuleBasedPolicy())
+    d = ProposalPolicy(lambda o: [p for p in proposer(o) if p is not None
+                                  and not (isinstance(p, Proposal) and p.source == "weak")],
+                       min_score=0.5).decide(obs)
+    assert d is not None and (d.transform, d.site, d.options) == ("prune", "blocks.0.linear",
+                                                                  {"units": 2})
+    assert d.source == "induction" and "0.7" in d.reason
+    assert seen[0]["trigger"] == "plateau" and seen[0]["ir"]["format"] == "aicf.ir/1"
+    d = pol.decide(obs)
+    assert d is not None and d.transform == "residual"  # 0.95 >= min_score, applies
+    d = pol_low.decide(obs)
+    assert d is not None and d.source == "rules"  # nothing good enough: the fallback
+    assert ProposalPolicy(lambda o: []).decide(obs) is None
+
+
+def test_make_policy() -> None:
+    assert make_policy("rules").name == "rules"
+    with pytest.raises(RewriteError, match="unknown policy"):
+        make_policy("magic")
