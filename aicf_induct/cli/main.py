@@ -18,6 +18,7 @@ from aicf_induct.errors import AicfError
 # Command-group modules, in the order `--help` lists them.
 COMMAND_MODULES = (
     "aicf_induct.cli.train",
+    "aicf_induct.cli.adapt",
     "aicf_induct.cli.ir",
     "aicf_induct.cli.warehouse_cmds",
     "aicf_induct.cli.problems",

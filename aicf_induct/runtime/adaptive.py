@@ -4,8 +4,10 @@
 step at a time. Every step feeds the triggers; when one fires, the policy may decide a
 rewrite: pause, snapshot, apply the transform (parameters and optimizer state remapped),
 build a new executor, resume. A guard then watches the next K steps and rolls back a
-rewrite that hurt, blacklisting its transform for a while. A NaN, a loss spike or a
-gradient explosion rolls back to the last good snapshot and backs off the learning rate.
+rewrite that hurt, blacklisting its transform for a while; meanwhile the other triggers
+wait. A NaN, a loss spike or a gradient explosion rolls back to the last good snapshot
+and backs off the learning rate; during a rewrite's trial the rewrite is blamed too:
+the rollback goes to the pre-rewrite snapshot and blacklists the transform.
 Every trigger, decision, rewrite, guard verdict, rollback, fork and checkpoint is an
 `EventRecord`; the IR is logged after every rewrite and rollback.
 
@@ -396,16 +398,18 @@ class AdaptiveRun:
             self.guard.observe(rec.loss)
             if self.guard.done() and self._finish_guard():
                 return None
-        fired = [f for f in [self.warmup.observe(obs) if self.warmup else None] if f]
+        # While a rewrite is on trial the other triggers wait (their state too).
+        asking = not self.guard.active
+        fired = [f for f in [self.warmup.observe(obs) if self.warmup and asking else None] if f]
         evaluated = False
         every = self.adapt.eval_every
         if (every and tr.step_count % every == 0) or (not every and epoch_end):
             m = self._evaluate(epoch)
             evaluated = True
-            if f := self.plateau.observe(Observation("eval", tr.step_count, epoch,
-                                                     val_loss=m["val_loss"])):
+            if asking and (f := self.plateau.observe(Observation(
+                    "eval", tr.step_count, epoch, val_loss=m["val_loss"]))):
                 fired.append(f)
-        if epoch_end and self.epoch_end and (f := self.epoch_end.observe(
+        if epoch_end and asking and self.epoch_end and (f := self.epoch_end.observe(
                 Observation("epoch_end", tr.step_count, epoch))):
             fired.append(f)
         for f in fired:
@@ -425,7 +429,7 @@ class AdaptiveRun:
     def _on_trigger(self, f: Fired) -> None:
         m = self._metrics()
         self._event("trigger", f.trigger, {"kind": f.kind, **f.detail}, m)
-        if self.guard.active:
+        if self.guard.active:  # a second trigger at the step of a rewrite
             self._event("decision", "wait", {"reason": f"guarding the last rewrite "
                                                        f"({self.guard.transform})"})
             return
@@ -475,7 +479,6 @@ class AdaptiveRun:
         self.recorder.snapshot(snapshot_record(self.run_id, tr.step_count, "rewrite", tr.graph))
         self.guard.start(tr.step_count, d.transform, d.site, self.recent, before["val_loss"], pre)
         self.best_val_at[d.transform] = self.best_val
-        self.instability.reset_history()
         self.rewrites += 1
         return True
 

@@ -1,0 +1,207 @@
+"""`aicf-induct adapt`: adaptive training. The model's structure changes while it trains
+(triggers → policy → live rewrite → guard, rollback on harm or instability); every event
+is logged with the metrics before and after, and the IR after every rewrite."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, TextIO
+
+from aicf_induct.cli.train import (
+    DEFAULT_MODEL,
+    add_log_options,
+    add_train_options,
+    model_graph,
+    open_recorder,
+    train_config,
+)
+from aicf_induct.errors import ConfigError
+from aicf_induct.ir.graph import Graph
+from aicf_induct.problems import load_problem
+from aicf_induct.runtime import snapshot as disk
+from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun, FaultInjection, StepHook
+from aicf_induct.runtime.guard import GuardConfig
+from aicf_induct.runtime.policies import POLICIES, make_policy
+from aicf_induct.runtime.recorder import (
+    EventRecord,
+    FanoutRecorder,
+    NullRecorder,
+    Recorder,
+)
+
+
+class Timeline(NullRecorder):
+    """Prints triggers, decisions, rewrites, guard verdicts and rollbacks as they happen;
+    a trigger the policy answered with nothing takes one line."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stdout
+        self.pending: EventRecord | None = None
+
+    def _say(self, rec: EventRecord, text: str) -> None:
+        print(f"  step {rec.step:6d}  {rec.kind:<9} {text}", file=self.stream)
+
+    def event(self, rec: EventRecord) -> None:
+        if self.pending is not None:
+            trig, self.pending = self.pending, None
+            if rec.kind == "decision" and rec.name in ("none", "wait"):
+                why = "guarding the last rewrite" if rec.name == "wait" else "no action"
+                self._say(trig, f"{trig.name} -> {why}")
+                return
+            self._say(trig, trig.name)
+        d, mb, ma = rec.detail, rec.metrics_before, rec.metrics_after
+        if rec.kind == "trigger":
+            self.pending = rec
+        elif rec.kind == "decision":
+            self._say(rec, f"{rec.name} at {d.get('site')} ({d.get('reason', '')})")
+        elif rec.kind == "rewrite" and "error" in d:
+            self._say(rec, f"{rec.name} failed: {d['error']}")
+        elif rec.kind == "rewrite":
+            self._say(rec, f"{rec.name} {d['site']}: {mb['param_count']:.0f} -> "
+                           f"{ma['param_count']:.0f} parameters, val loss "
+                           f"{mb['val_loss']:.4f} -> {ma['val_loss']:.4f}, paused "
+                           f"{d['pause_ms']:.1f} ms")
+        elif rec.kind == "guard":
+            self._say(rec, f"{rec.name}: {d['verdict']} ({d['reason']})")
+        elif rec.kind == "rollback":
+            extra = f", {d['blacklisted']} blacklisted" if d.get("blacklisted") else ""
+            self._say(rec, f"{rec.name}: back to step {d.get('to_step')}, learning rate "
+                           f"x{d.get('lr_scale', 1.0):g}{extra}")
+        elif rec.kind in ("early_stop", "fork") or (rec.kind, rec.name) == ("checkpoint",
+                                                                            "resume"):
+            self._say(rec, f"{rec.name} {d.get('path', '')}".rstrip())
+
+    def close(self) -> None:
+        self.stream.flush()
+
+
+def add_adapt_options(p: argparse.ArgumentParser) -> None:
+    d, g = AdaptConfig(), GuardConfig()
+    a = p.add_argument_group("adaptation")
+    a.add_argument("--policy", default="rules", choices=POLICIES,
+                   help="what to do at a trigger (default rules)")
+    a.add_argument("--steps", type=int, default=d.steps,
+                   help=f"optimizer steps of the run (default {d.steps})")
+    a.add_argument("--trigger-warmup", type=int, default=d.warmup_steps, metavar="N",
+                   help=f"the warm-up trigger fires after N steps, 0: never "
+                        f"(default {d.warmup_steps})")
+    a.add_argument("--trigger-epochs", type=int, default=d.epoch_trigger, metavar="K",
+                   help="fire at the end of every K-th epoch (default 0: never)")
+    a.add_argument("--eval-every", type=int, default=d.eval_every, metavar="N",
+                   help="steps between validation evaluations (default 0: each epoch)")
+    a.add_argument("--plateau-patience", type=int, default=d.plateau_patience,
+                   help=f"evaluations without improvement (default {d.plateau_patience})")
+    a.add_argument("--plateau-min-delta", type=float, default=d.plateau_min_delta,
+                   help=f"relative improvement that counts (default {d.plateau_min_delta})")
+    a.add_argument("--guard-steps", type=int, default=g.steps,
+                   help=f"steps the guard watches after a rewrite (default {g.steps})")
+    a.add_argument("--max-rewrites", type=int, default=d.max_rewrites,
+                   help=f"(default {d.max_rewrites})")
+    a.add_argument("--checkpoint-dir", metavar="DIR",
+                   help="write a checkpoint there at each epoch's end (atomic)")
+    a.add_argument("--resume", metavar="DIR",
+                   help="go on from the latest checkpoint in DIR (its recipe and settings "
+                        "apply; --dataset must name the same dataset)")
+    a.add_argument("--inject-nan", type=int, metavar="STEP",
+                   help="(testing) set a parameter to NaN before executed step STEP")
+    a.add_argument("--inject-spike", type=int, metavar="STEP",
+                   help="(testing) scale the inputs of executed step STEP by 1000")
+
+
+def adapt_config(args: argparse.Namespace) -> AdaptConfig:
+    return AdaptConfig(steps=args.steps, warmup_steps=args.trigger_warmup,
+                       epoch_trigger=args.trigger_epochs, eval_every=args.eval_every,
+                       plateau_patience=args.plateau_patience,
+                       plateau_min_delta=args.plateau_min_delta,
+                       guard=GuardConfig(steps=args.guard_steps),
+                       max_rewrites=args.max_rewrites, early_stop=args.patience)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "adapt", help="train while rewriting the model's structure (live rewrites)",
+        description="Adaptive training: triggers (warm-up, epoch end, plateau, instability) "
+                    "ask a policy for a rewrite of the running model (widen, deepen, "
+                    "residual, normalize, activation, prune, dropout); parameters and "
+                    "optimizer state carry over; a guard rolls back rewrites that hurt; NaN "
+                    "and loss spikes roll back with a learning-rate back-off. Every event "
+                    "and the IR after every rewrite are logged.",
+        epilog="example: aicf-induct adapt --dataset digits --model mlp:depth=1,width=4 "
+               "--policy rules --steps 3000",
+    )
+    p.add_argument("--dataset", required=True, help="dataset name (see `train --help`)")
+    p.add_argument("--model", default="mlp:depth=1,width=4",
+                   help='starting model spec (default "mlp:depth=1,width=4": small on purpose)')
+    add_train_options(p)
+    add_adapt_options(p)
+    add_log_options(p)
+    p.add_argument("--json", action="store_true", help="print the result as JSON, no timeline")
+    p.set_defaults(func=run)
+
+
+def _describe(graph: Graph) -> str:
+    widths = [int(n.attrs["out_features"]) for n in graph.nodes
+              if n.op == "linear" and n.id not in graph.outputs]
+    ops = sorted({n.op for n in graph.nodes if n.op in ("layernorm", "batchnorm", "dropout",
+                                                        "add")})
+    extra = f", with {', '.join(ops)}" if ops else ""
+    return f"hidden widths {widths}{extra}, {graph.param_count()} parameters"
+
+
+def run(args: argparse.Namespace) -> int:
+    hooks: list[StepHook] = []
+    if args.inject_nan is not None:
+        hooks.append(FaultInjection(args.inject_nan, "nan"))
+    if args.inject_spike is not None:
+        hooks.append(FaultInjection(args.inject_spike, "spike"))
+    policy = make_policy(args.policy)
+    recorder, where = open_recorder(args)
+    timeline = Timeline() if not args.json else None
+    rec: Recorder = FanoutRecorder(recorder, timeline) if timeline else recorder
+    extra: dict[str, Any] = {"model": args.model or DEFAULT_MODEL}
+    try:
+        if args.resume:
+            path = disk.latest(args.resume)
+            if path is None:
+                raise ConfigError(f"no checkpoint in {args.resume}")
+            seed = disk.load(path).seed
+            problem = load_problem(args.dataset, seed=seed)
+            adaptive = AdaptiveRun.resume(args.resume, problem, policy, recorder=rec,
+                                          hooks=hooks, extra_config=extra)
+            head = f"resuming run {adaptive.run_id} at step {adaptive.trainer.step_count}"
+        else:
+            config = train_config(args)
+            problem = load_problem(args.dataset, seed=args.seed)
+            graph = model_graph(problem, args.model, None)
+            adaptive = AdaptiveRun(problem, graph, config, adapt_config(args), policy,
+                                   recorder=rec, checkpoint_dir=args.checkpoint_dir,
+                                   hooks=hooks, extra_config=extra)
+            head = f"start {args.model}: {_describe(graph)}"
+        if timeline:
+            print(f"adapt {problem.name}: {problem.task}, {problem.n_rows} rows, "
+                  f"{problem.n_features} features; policy {policy.name}, "
+                  f"{adaptive.adapt.steps} steps")
+            print(head)
+        result = adaptive.run()
+    finally:
+        rec.close()
+    if args.json:
+        print(json.dumps({"run_id": result.run_id, "status": result.status,
+                          "steps": result.steps, "executed_steps": result.work,
+                          "rewrites": result.rewrites, "rollbacks": result.rollbacks,
+                          "param_count": result.graph.param_count(),
+                          "pause_ms": result.pause_ms, **result.metrics}, indent=1))
+        return 0
+    print(f"run {result.run_id} {result.status} after {result.steps} steps ({result.work} "
+          f"executed), {result.rewrites} rewrites, {result.rollbacks} rollbacks, "
+          f"{result.wall_time_s:.2f} s")
+    print(f"best model (step {result.best_step}): {_describe(result.graph)}")
+    for split in ("train", "val", "test"):
+        cells = [f"{k.split('_', 1)[1]} {v:.4f}" for k, v in result.metrics.items()
+                 if k.startswith(split + "_")]
+        print(f"  {split:5s} " + "  ".join(cells))
+    if where:
+        print(f"logged to {where}")
+    return 0
