@@ -74,4 +74,4 @@ def file_table(name: str, path: str | Path, target: str | None, task: Task | Non
     features = frame.drop(columns=[target, *drop])
     return Table(name=name, source="file", frame=features, y=y,
                  task=task or infer_task(y), target=target,
-                 dropped=tuple((c, "dropped by request") for c in drop))
+                 dropped=tuple((c, "dropped by request") for c in drop), origin=str(path))

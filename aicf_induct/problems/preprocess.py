@@ -58,6 +58,7 @@ class Table:
     target: str
     dropped: tuple[tuple[str, str], ...] = ()  # columns the loader already left out, and why
     notes: tuple[str, ...] = field(default_factory=tuple)
+    origin: str = ""  # how error messages name the data (a file path); default: name
 
 
 def is_numeric(col: pd.Series) -> bool:
@@ -190,7 +191,7 @@ def _subsample(n: int, strata: np.ndarray | None, max_rows: int) -> np.ndarray:
 def prepare(table: Table, seed: int = 0, policy: Policy = "drop",
             max_rows: int | None = None) -> Problem:
     """Clean, encode, split and scale a table into a `Problem` (see the module docstring)."""
-    where = table.name
+    where = table.origin or table.name
     notes = list(table.notes)
     if table.frame.shape[0] == 0:
         raise DataError(f"{where}: the table has no rows")

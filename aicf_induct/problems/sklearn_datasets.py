@@ -25,6 +25,7 @@ _LOADERS: dict[str, tuple[Callable[..., Any], Task]] = {
 }
 
 SKLEARN_NAMES = tuple(_LOADERS)
+SKLEARN_TASKS: dict[str, Task] = {name: task for name, (_, task) in _LOADERS.items()}
 
 
 def sklearn_table(name: str) -> Table:

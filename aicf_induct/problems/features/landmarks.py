@@ -1,0 +1,112 @@
+"""Landmarkers: cross-validated scores of four cheap learners.
+
+Classification (accuracy, mean over folds, as pymfe's landmarking group with its defaults:
+10 stratified folds, not shuffled): `one_nn` (1-nearest neighbour, Euclidean),
+`stump` (pymfe best_node: a depth-1 decision tree), `naive_bayes` (Gaussian), `linear`
+(pymfe linear_discr: linear discriminant analysis). Regression (R², same folds unstratified):
+`one_nn_r2`, `stump_r2`, `linear_r2` (ridge, alpha 1).
+
+1-NN does not refit per fold: one pass over row blocks computes all distances with a
+matrix product and masks each row's own fold, so every row finds its nearest neighbour
+outside its fold, which is exactly the 1-NN prediction of that fold's model (memory:
+one block of `BLOCK_ENTRIES` distances at a time).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator
+
+import numpy as np
+from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+from sklearn.linear_model import Ridge
+from sklearn.metrics import r2_score
+from sklearn.model_selection import KFold, StratifiedKFold
+from sklearn.naive_bayes import GaussianNB
+from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+
+N_FOLDS = 10  # pymfe num_cv_folds
+BLOCK_ENTRIES = 1 << 22  # distances per block (32 MB of float64), whatever the row count
+
+
+def fold_ids(y: np.ndarray, classification: bool, n_folds: int = N_FOLDS) -> np.ndarray:
+    """(n,) fold number of each row: pymfe's StratifiedKFold(10) without shuffling; fewer
+    folds when the smallest class is smaller than that."""
+    n = len(y)
+    if classification:
+        smallest = int(np.bincount(y)[np.bincount(y) > 0].min())
+        k = min(n_folds, smallest)
+        splitter: StratifiedKFold | KFold = StratifiedKFold(k) if k >= 2 else KFold(
+            min(n_folds, n))
+    else:
+        splitter = KFold(min(n_folds, n))
+    folds = np.empty(n, dtype=np.int64)
+    for f, (_, test) in enumerate(splitter.split(np.zeros((n, 1)), y)):
+        folds[test] = f
+    return folds
+
+
+def _folds(folds: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    for f in range(int(folds.max()) + 1):
+        yield np.flatnonzero(folds != f), np.flatnonzero(folds == f)
+
+
+def nearest_out_of_fold(X: np.ndarray, folds: np.ndarray) -> np.ndarray:
+    """(n,) index of each row's nearest neighbour among rows of other folds."""
+    n = len(X)
+    half_sq = 0.5 * np.einsum("ij,ij->i", X, X)
+    nearest = np.empty(n, dtype=np.int64)
+    block = max(1, BLOCK_ENTRIES // n)
+    for start in range(0, n, block):
+        stop = min(start + block, n)
+        # |a-b|^2 / 2 - |a|^2 / 2 = |b|^2 / 2 - a.b: same argmin over b, one (b, n) buffer
+        d = X[start:stop] @ X.T
+        np.subtract(half_sq[None, :], d, out=d)
+        d[folds[start:stop, None] == folds[None, :]] = np.inf
+        nearest[start:stop] = np.argmin(d, axis=1)
+    return nearest
+
+
+def _cv_score(make: Callable[[], object], X: np.ndarray, y: np.ndarray, folds: np.ndarray,
+              score: Callable[[np.ndarray, np.ndarray], float]) -> float:
+    scores = []
+    for train, test in _folds(folds):
+        model = make()
+        model.fit(X[train], y[train])  # type: ignore[attr-defined]
+        scores.append(score(y[test], model.predict(X[test])))  # type: ignore[attr-defined]
+    return float(np.mean(scores))
+
+
+def _accuracy(y: np.ndarray, pred: np.ndarray) -> float:
+    return float(np.mean(y == pred))
+
+
+def _r2(y: np.ndarray, pred: np.ndarray) -> float:
+    return float(r2_score(y, pred)) if np.ptp(y) > 0 else 0.0
+
+
+def landmark_features(X: np.ndarray, y: np.ndarray, classification: bool,
+                      seed: int = 0) -> dict[str, float]:
+    folds = fold_ids(y, classification)
+    nn = nearest_out_of_fold(X, folds)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # collinear columns in LDA, tiny folds
+        if classification:
+            return {
+                "landmark.one_nn": float(np.mean([_accuracy(y[te], y[nn[te]])
+                                                  for _, te in _folds(folds)])),
+                "landmark.stump": _cv_score(
+                    lambda: DecisionTreeClassifier(max_depth=1, random_state=seed),
+                    X, y, folds, _accuracy),
+                "landmark.naive_bayes": _cv_score(GaussianNB, X, y, folds, _accuracy),
+                "landmark.linear": _cv_score(LinearDiscriminantAnalysis, X, y, folds,
+                                             _accuracy),
+            }
+        return {
+            "landmark.one_nn_r2": float(np.mean([_r2(y[te], y[nn[te]])
+                                                 for _, te in _folds(folds)])),
+            "landmark.stump_r2": _cv_score(
+                lambda: DecisionTreeRegressor(max_depth=1, random_state=seed),
+                X, y, folds, _r2),
+            "landmark.linear_r2": _cv_score(lambda: Ridge(alpha=1.0), X, y, folds, _r2),
+        }

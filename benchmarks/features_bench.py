@@ -1,0 +1,159 @@
+"""Problem meta-features: ours vs pymfe, same features, on a 20,000 x 100 dataset.
+
+Each variant runs in a fresh child process (so imports, caches and memory peaks do not
+leak between them) on the same data (make_classification, 3 classes, standardised):
+
+- `ours`: `compute_features` with the default row budget (5,000 rows sampled);
+- `ours-full`: every row (row_budget=None): the exact pymfe definitions on the same rows;
+- `pymfe`: pymfe's MFE restricted to the features both compute (`PYMFE_EQUIVALENTS`),
+  its default fit (precomputation on, as a user runs it).
+
+Every variant runs with the same BLAS thread count (OPENBLAS_NUM_THREADS, default 1).
+
+Reported: wall time, peak memory above the process's state before extraction (peak RSS,
+from getrusage), the speed ratio, and the agreement of values with pymfe.
+
+    .venv/bin/python benchmarks/features_bench.py [--rows 20000] [--cols 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+VARIANTS = ("ours", "ours-full", "pymfe")
+
+
+def make_data(rows: int, cols: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(n_samples=rows, n_features=cols, n_informative=cols // 5,
+                               n_redundant=cols // 10, n_classes=3, random_state=seed)
+    X = (X - X.mean(0)) / X.std(0)
+    return X, y.astype(np.int64)
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def run_child(variant: str, rows: int, cols: int, seed: int) -> dict[str, object]:
+    """Extract in this (fresh) process; return time, memory and values."""
+    from aicf_induct.problems.features import FeatureConfig, compute_features
+    from aicf_induct.problems.features.oracle import pymfe_features
+
+    X, y = make_data(rows, cols, seed)
+    if variant == "pymfe":
+        import pymfe.mfe  # noqa: F401  (import cost outside the timing)
+    else:
+        compute_features(X[:200], y[:200], True)  # warm imports and first-call setup
+    base = peak_rss_mb()
+    t0 = time.perf_counter()
+    if variant == "pymfe":
+        values = pymfe_features(X, y, seed=seed)
+    else:
+        budget = FeatureConfig().row_budget if variant == "ours" else None
+        values = compute_features(X, y, True, FeatureConfig(row_budget=budget, seed=seed))
+    wall = time.perf_counter() - t0
+    return {"variant": variant, "wall_s": wall, "peak_mb": peak_rss_mb() - base,
+            "values": values}
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def compare(ours: dict[str, float], theirs: dict[str, float]) -> tuple[float, str]:
+    """Largest relative difference over the shared features, and which feature."""
+    worst, name = 0.0, ""
+    for key, v in theirs.items():
+        o = ours.get(key, float("nan"))
+        rel = abs(o - v) / max(abs(v), 1e-6) if np.isfinite(v) else 0.0  # sd of equal values: ~0
+        if not np.isfinite(o) or rel > worst:
+            worst, name = (rel if np.isfinite(o) else float("inf")), key
+    return worst, name
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=20_000)
+    ap.add_argument("--cols", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--blas-threads", type=int, default=1,
+                    help="BLAS/OpenMP threads for every variant alike (default 1)")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "features_bench.json"),
+                    help="JSON with every measurement (merged with earlier runs' variants)")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(run_child(args.child, args.rows, args.cols, args.seed)))
+        return 0
+    out = Path(args.out)
+    results: dict[str, dict[str, object]] = {}
+    if out.exists():  # keep earlier variants (pymfe takes long) for the same setup
+        old = json.loads(out.read_text())
+        setup = (args.rows, args.cols, args.seed, args.blas_threads)
+        if (old.get("rows"), old.get("cols"), old.get("seed"), old.get("blas_threads")) == setup:
+            results = old["results"]
+    for variant in args.variants.split(","):
+        print(f"running {variant} on {args.rows} x {args.cols} ...", file=sys.stderr)
+        proc = subprocess.run([sys.executable, __file__, "--child", variant, "--rows",
+                               str(args.rows), "--cols", str(args.cols), "--seed",
+                               str(args.seed)], capture_output=True, text=True, check=False,
+                              env={**os.environ, "PYTHONWARNINGS": "ignore",
+                                   "OPENBLAS_NUM_THREADS": str(args.blas_threads),
+                                   "OMP_NUM_THREADS": str(args.blas_threads)})
+        if proc.returncode:
+            print(proc.stderr, file=sys.stderr)
+            return 1
+        results[variant] = json.loads(proc.stdout.strip().splitlines()[-1])
+    out.write_text(json.dumps({"rows": args.rows, "cols": args.cols, "seed": args.seed,
+                               "blas_threads": args.blas_threads,
+                               "cpu": cpu_model(), "cores": os.cpu_count(),
+                               "results": results}, indent=1))
+    report(results, args.rows, args.cols)
+    return 0
+
+
+def report(results: dict[str, dict[str, object]], rows: int, cols: int) -> None:
+    print(f"{rows} x {cols}, 3 classes; {cpu_model()}, {os.cpu_count()} cores\n")
+    print("| variant | wall time (s) | peak memory above start (MB) | vs pymfe |")
+    print("|---|---:|---:|---:|")
+    ref = results.get("pymfe")
+    for name in VARIANTS:
+        r = results.get(name)
+        if r is None:
+            continue
+        ratio = (f"{float(ref['wall_s']) / float(r['wall_s']):.0f}x faster"  # type: ignore
+                 if ref and name != "pymfe" else "")
+        print(f"| {name} | {float(r['wall_s']):.2f} | {float(r['peak_mb']):.0f} | {ratio} |")
+    if ref:
+        theirs = ref["values"]
+        for name in ("ours-full", "ours"):
+            if name in results:
+                worst, feat = compare(results[name]["values"], theirs)  # type: ignore
+                print(f"\n{name} vs pymfe: {len(theirs)} shared features, "  # type: ignore
+                      f"largest relative difference {worst:.2e} ({feat})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

