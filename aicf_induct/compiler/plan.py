@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from aicf_induct.compiler.autodiff import Instr, backward_program, forward_program
+from aicf_induct.compiler.fusion import check_program, fuse_program
 from aicf_induct.compiler.memory import MemoryPlan, ValueInfo, lifetimes, plan_memory
 from aicf_induct.errors import AicfError
 from aicf_induct.ir.graph import Graph
@@ -43,11 +44,22 @@ class Plan:
     kernel_names: list[str]
     _calls: list[Callable[[], None]] = field(default_factory=list)
     _grad: np.ndarray | None = None  # the flat gradient buffer, zeroed at the start of a step
+    capturable: bool = False  # every kernel may be captured in a CUDA graph
 
     def run(self, feeds: Mapping[str, np.ndarray], step: int = 0) -> None:
+        self.feed(feeds, step)
+        self.launch()
+
+    def feed(self, feeds: Mapping[str, Any], step: int = 0) -> None:
+        """Copy the batch into the static input buffers (host or device arrays)."""
+        xp = self.ctx.xp
         for name, buf in self.inputs.items():
-            np.copyto(buf, feeds[name], casting="same_kind")
+            src = feeds[name] if xp is np else xp.asarray(feeds[name])
+            xp.copyto(buf, src, casting="same_kind")
         self.ctx.step = step
+
+    def launch(self) -> None:
+        """Zero the gradients and call every kernel, in order, on the fed buffers."""
         if self._grad is not None:
             self._grad.fill(0.0)
         for k, call in enumerate(self._calls):
@@ -78,12 +90,14 @@ def _value_infos(graph: Graph, batch: int, program: list[Instr]) -> dict[str, Va
 
 def compile_plan(graph: Graph, batch: int, *, store: Any, training: bool, loss: str | None,
                  roots: list[str], device: str = "cpu", xp: ModuleType = np, seed: int = 0,
-                 registry: KernelRegistry = REGISTRY) -> Plan:
+                 registry: KernelRegistry = REGISTRY, fuse: bool = False,
+                 precision: str = "fp32") -> Plan:
     """Compile `graph` for one batch size.
 
     `roots`: values the caller reads after a run (predictions, the loss); `loss`: when given
     with `training`, the backward program is appended and gradients land in `store.grad`.
-    `store` is a ParamStore (params, grads, buffers by name).
+    `store` is a ParamStore (params, grads, buffers by name). `fuse` runs the fusion pass
+    (compiler.fusion), whose GEMMs compute in `precision` ("fp32" | "tf32" | "bf16").
     """
     program = forward_program(graph, roots)
     if training and loss is not None:
@@ -91,6 +105,9 @@ def compile_plan(graph: Graph, batch: int, *, store: Any, training: bool, loss: 
     by_id = graph.node_map()
     feeds = [n.id for n in graph.nodes if n.op == "input"
              and any(n.id in ins.ins for ins in program)]
+    if fuse:
+        program, _ = fuse_program(program, graph, keep=roots, precision=precision)
+        check_program(program, feeds)
     infos = _value_infos(graph, batch, program)
     life = lifetimes([(i.ins, i.outs) for i in program], feeds, roots)
     memory = plan_memory({v: infos[v] for v in life}, life)
@@ -99,13 +116,15 @@ def compile_plan(graph: Graph, batch: int, *, store: Any, training: bool, loss: 
     ctx = OpContext(xp=xp, training=training, seed=seed)
     calls: list[Callable[[], None]] = []
     names: list[str] = []
+    capturable = True
     for ins in program:
-        call, name = _bind(ins, values, infos, store, by_id, ctx, device, registry)
+        call, name, safe = _bind(ins, values, infos, store, by_id, ctx, device, registry)
         calls.append(call)
         names.append(name)
+        capturable = capturable and safe
     grad = store.grad if training and loss is not None else None
     return Plan(graph, batch, training, program, memory, {f: values[f] for f in feeds}, values,
-                ctx, names, calls, grad)
+                ctx, names, calls, grad, capturable)
 
 
 def _param_views(ins: Instr, store: Any) -> dict[str, Any]:
@@ -117,15 +136,18 @@ def _param_views(ins: Instr, store: Any) -> dict[str, Any]:
 
 def _bind(ins: Instr, values: dict[str, Any], infos: dict[str, ValueInfo], store: Any,
           by_id: dict[str, Any], ctx: OpContext, device: str,
-          registry: KernelRegistry) -> tuple[Callable[[], None], str]:
+          registry: KernelRegistry) -> tuple[Callable[[], None], str, bool]:
+    """The call for one instruction, its kernel's name, and whether it is capturable."""
     if ins.kind == "seed":
         out = values[ins.outs[0]]  # type: ignore[index]
-        return (lambda: out.fill(1.0)), "seed"
+        return (lambda: out.fill(1.0)), "seed", True
     if ins.kind == "acc":
         a, b = (values[v] for v in ins.ins)
         out = values[ins.outs[0]]  # type: ignore[index]
         xp = ctx.xp
-        return (lambda: xp.add(a, b, out=out)), "acc"
+        return (lambda: xp.add(a, b, out=out)), "acc", True
+    if ins.kind == "fused":
+        return _bind_fused(ins, values, infos, store, ctx, device, registry)
     operands = [values[v] for v in ins.ins]
     params = _param_views(ins, store)
     attrs = OPS[ins.op].full_attrs(ins.attrs)
@@ -146,7 +168,7 @@ def _bind(ins: Instr, values: dict[str, Any], infos: dict[str, ValueInfo], store
                     buffers[role][...] = new
                 ctx.state_updates.clear()
 
-        return fwd, kernel.name
+        return fwd, kernel.name, kernel.capturable
     xs, y, gy = operands[:-2], operands[-2], operands[-1]
     gins = [values[v] if v is not None else None for v in ins.outs]
     gparams = {role: store.grads[p] for role, p in ins.params.items() if p in store.grads}
@@ -157,4 +179,25 @@ def _bind(ins: Instr, values: dict[str, Any], infos: dict[str, ValueInfo], store
         fn(ctx, xs, params, y, gy, attrs, needs, gins, gparams)
         ctx.state_updates.clear()
 
-    return vjp, kernel.name
+    return vjp, kernel.name, kernel.capturable
+
+
+def _bind_fused(ins: Instr, values: dict[str, Any], infos: dict[str, ValueInfo], store: Any,
+                ctx: OpContext, device: str,
+                registry: KernelRegistry) -> tuple[Callable[[], None], str, bool]:
+    """A fused instruction (compiler.fusion): fn(ctx, ins, outs, params, gparams, attrs)."""
+    operands = [values[v] for v in ins.ins]
+    outs = [values[v] if v is not None else None for v in ins.outs]
+    params = _param_views(ins, store)
+    gparams = {role: store.grads[p] for role, p in ins.params.items() if p in store.grads}
+    attrs = dict(ins.attrs)
+    q = KernelQuery(ins.op, "fused", device, infos[ins.ins[0]].dtype,
+                    tuple(infos[v].shape for v in ins.ins), attrs)
+    kernel = registry.select(q)
+    fn, node_id = kernel.fn, ins.node_id
+
+    def fused() -> None:
+        ctx.node_id = node_id
+        fn(ctx, operands, outs, params, gparams, attrs)
+
+    return fused, kernel.name, kernel.capturable

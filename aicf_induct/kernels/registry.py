@@ -9,8 +9,11 @@ nothing. Signatures:
 `gins[k]` is the buffer for input k's gradient (None when not needed); `gparams` maps each
 trainable role to its gradient view in the parameter store. Every op has a guaranteed
 fallback: its reference forward/backward from the op table, copied into the buffers.
-Variants carry a priority and an `applies` predicate; the autotuner (later) will reorder
-variants per shape.
+Variants carry a priority and an `applies` predicate; an autotuner
+(`kernels.autotune.TunedRegistry`) picks among the applicable ones per shape. Fused
+instructions (direction "fused", see `kernels.fused`) use one signature for all ops:
+
+    fused(ctx, ins, outs, params, gparams, attrs) -> None
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class Kernel:
     fn: KernelFn
     priority: int = 0
     applies: Callable[[KernelQuery], bool] | None = None
+    capturable: bool = False  # allocates nothing and syncs nothing: safe in a CUDA graph
 
 
 def reference_fwd(op: str) -> KernelFn:

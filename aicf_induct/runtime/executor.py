@@ -16,19 +16,21 @@ from aicf_induct.compiler.training_graph import TrainingGraph, with_loss
 from aicf_induct.errors import ConfigError
 from aicf_induct.ir.graph import Graph
 from aicf_induct.ir.init import initial_values
+from aicf_induct.kernels import REGISTRY, KernelRegistry
 from aicf_induct.runtime.params import ParamStore
 
 
 def store_for(graph: Graph, values: Mapping[str, np.ndarray] | None = None, seed: int = 0,
-              xp: ModuleType = np) -> ParamStore:
-    """A parameter store for `graph`: given values where present, else initializers."""
+              xp: ModuleType = np, dtype: Any = np.float64) -> ParamStore:
+    """A parameter store for `graph`: given values where present, else initializers.
+    `dtype`: of the flat parameter buffer (the GPU backend uses the graph's own dtype)."""
     init = initial_values(graph.params.values(), seed)
     for k, v in (values or {}).items():
         if k in graph.params:
             init[k] = np.asarray(v, dtype=graph.params[k].dtype)
     trainable = {k: v for k, v in init.items() if graph.params[k].trainable}
     buffers = {k: v for k, v in init.items() if not graph.params[k].trainable}
-    return ParamStore.from_arrays(trainable, buffers, xp=xp)
+    return ParamStore.from_arrays(trainable, buffers, xp=xp, dtype=dtype)
 
 
 @dataclass
@@ -40,6 +42,9 @@ class Executor:
     seed: int = 0
     device: str = "cpu"
     xp: ModuleType = np
+    registry: KernelRegistry = REGISTRY  # a TunedRegistry on the GPU (kernels.autotune)
+    fuse: bool = False  # run the fusion pass (compiler.fusion); the GPU backend does
+    precision: str = "fp32"  # GEMM compute of fused kernels: fp32 | tf32 | bf16
     training_graph: TrainingGraph = field(init=False)
     _plans: dict[tuple[str, int], Plan] = field(default_factory=dict, init=False)
 
@@ -64,7 +69,9 @@ class Executor:
             graph = tg.graph if mode != "predict" else self.graph
             self._plans[key] = compile_plan(graph, batch, store=self.store, training=training,
                                             loss=tg.loss if training else None, roots=roots,
-                                            device=self.device, xp=self.xp, seed=self.seed)
+                                            device=self.device, xp=self.xp, seed=self.seed,
+                                            registry=self.registry, fuse=self.fuse,
+                                            precision=self.precision)
         return self._plans[key]
 
     def _feeds(self, x: Any, y: Any | None) -> dict[str, Any]:

@@ -109,13 +109,21 @@ class ModelState:
             slots[slot] = new
 
 
+def _host(tree: Any) -> Any:
+    """NumPy copies of the arrays in a nested dict (device arrays come back from the GPU)."""
+    if isinstance(tree, dict):
+        return {k: _host(v) for k, v in tree.items()}
+    get = getattr(tree, "get", None)  # cupy.ndarray.get() copies to the host
+    return np.asarray(get()) if callable(get) and not isinstance(tree, np.ndarray) else tree
+
+
 def capture(trainer: Trainer, with_grads: bool = False) -> ModelState:
-    """The trainer's current model state (copies)."""
+    """The trainer's current model state (host copies, also on the GPU backend)."""
     grads = None
     if with_grads:
-        grads = {n: g.copy() for n, g in trainer.store.grads.items()}
-    return ModelState(trainer.graph.copy(), trainer.store.state_arrays(),
-                      trainer.optimizer.state_dict(), grads)
+        grads = _host({n: g.copy() for n, g in trainer.store.grads.items()})
+    return ModelState(trainer.graph.copy(), _host(trainer.store.state_arrays()),
+                      _host(trainer.optimizer.state_dict()), grads)
 
 
 def install(trainer: Trainer, state: ModelState, compile_batch: int = 0) -> None:
@@ -124,10 +132,12 @@ def install(trainer: Trainer, state: ModelState, compile_batch: int = 0) -> None
     batch size now, so the next step pays no compile time."""
     state.check()
     old = trainer.executor
-    store = store_for(state.graph, state.values, seed=trainer.config.seed)
+    store = store_for(state.graph, state.values, seed=trainer.config.seed, xp=old.xp,
+                      dtype=old.store.dtype)
     trainer.executor = Executor(state.graph, store, loss=old.loss,
                                 label_smoothing=old.label_smoothing, seed=old.seed,
-                                device=old.device, xp=old.xp)
+                                device=old.device, xp=old.xp, registry=old.registry,
+                                fuse=old.fuse, precision=old.precision)
     trainer.graph = state.graph
     if state.optimizer is not None:
         trainer.optimizer.load_state_dict(state.optimizer, store)

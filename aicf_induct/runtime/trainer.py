@@ -14,12 +14,14 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from aicf_induct import __version__
+from aicf_induct.compiler.fusion import PRECISIONS
 from aicf_induct.errors import ConfigError
 from aicf_induct.ir.canonical import to_json
 from aicf_induct.ir.fingerprint import fingerprint
 from aicf_induct.ir.graph import Graph
 from aicf_induct.ir.patterns import patterns
 from aicf_induct.problems.problem import Problem, Split
+from aicf_induct.runtime.backend import BACKENDS, Backend, select_backend
 from aicf_induct.runtime.clipping import clip_grad_norm_, global_grad_norm
 from aicf_induct.runtime.data import BatchStream
 from aicf_induct.runtime.executor import Executor, store_for
@@ -55,6 +57,8 @@ class TrainConfig:
     label_smoothing: float = 0.0  # cross-entropy only
     seed: int = 0  # init, batch order, dropout
     max_steps: int = 0  # stop after this many steps; 0: no cap
+    backend: str = "auto"  # auto | numpy | cupy; auto: CuPy when a GPU is there
+    precision: str = "fp32"  # GPU GEMM compute: fp32 | tf32 | bf16 (fp32 master weights)
 
     def __post_init__(self) -> None:
         for name in ("epochs", "batch_size"):
@@ -65,6 +69,12 @@ class TrainConfig:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.clip_norm < 0:
             raise ConfigError(f"clip_norm must be >= 0, got {self.clip_norm}")
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got "
+                              f"{self.backend!r}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got "
+                              f"{self.precision!r}")
 
     def make_optimizer(self) -> Optimizer:
         if self.optimizer == "sgd":
@@ -117,8 +127,9 @@ class Trainer:
         self.progress = progress
         self.extra_config = dict(extra_config or {})
         loss = "cross_entropy" if problem.task == "classification" else "mse"
-        self.executor = Executor(graph, store_for(graph, values, seed=config.seed), loss=loss,
-                                 label_smoothing=config.label_smoothing, seed=config.seed)
+        self.backend: Backend = select_backend(config.backend)
+        self.executor = _executor(self.backend, graph, values, loss, config)
+        self._gpu_step: Any = None  # runtime.cuda_step.CudaStep, on the GPU backend
         self.optimizer = config.make_optimizer()
         self.stream = BatchStream(len(problem.train), config.batch_size, seed=config.seed)
         total = config.epochs * self.stream.batches_per_epoch()
@@ -136,19 +147,34 @@ class Trainer:
     # -- one step ----------------------------------------------------------------------------
     def train_step(self, x: np.ndarray, y: np.ndarray, epoch: int) -> StepRecord:
         t0 = time.perf_counter()
-        loss = self.executor.train_step(x, y, self.step_count)
-        if self.config.clip_norm:
-            gnorm = clip_grad_norm_(self.store, self.config.clip_norm)
-        else:
-            gnorm = global_grad_norm(self.store)
         lr = self.schedule.lr(self.step_count)
-        ratio = self.optimizer.step(self.store, lr)
+        if self.backend.is_gpu:
+            loss, gnorm, ratio = self._gpu_train_step(x, y, lr)
+        else:
+            loss = self.executor.train_step(x, y, self.step_count)
+            if self.config.clip_norm:
+                gnorm = clip_grad_norm_(self.store, self.config.clip_norm)
+            else:
+                gnorm = global_grad_norm(self.store)
+            ratio = self.optimizer.step(self.store, lr)
         rec = StepRecord(run_id=self.run_id, step=self.step_count, epoch=epoch, loss=loss,
                          grad_norm=gnorm, update_ratio=ratio, lr=lr,
                          step_time_s=time.perf_counter() - t0, batch_size=int(x.shape[0]))
         self.step_count += 1
         self.recorder.step(rec)
         return rec
+
+    def _gpu_train_step(self, x: np.ndarray, y: np.ndarray, lr: float) -> tuple[float, ...]:
+        """The whole step as one CUDA graph replay; rebuilt after a rewrite swaps the
+        executor or the optimizer."""
+        from aicf_induct.runtime.cuda_step import CudaStep
+
+        g = self._gpu_step
+        if g is None or g.executor is not self.executor or g.optimizer is not self.optimizer:
+            g = self._gpu_step = CudaStep(self.executor, self.optimizer,
+                                          clip_norm=self.config.clip_norm)
+        s = g.run(x, y, self.step_count, lr)
+        return s.loss, s.grad_norm, s.update_ratio
 
     # -- evaluation --------------------------------------------------------------------------
     def evaluate(self, split: Split) -> tuple[float, float]:
@@ -158,7 +184,7 @@ class Trainer:
             x, y = split.X[start:start + EVAL_CHUNK], split.y[start:start + EVAL_CHUNK]
             loss, pred = self.executor.evaluate(x, y)
             total += loss * len(x)
-            preds.append(pred.copy())
+            preds.append(self.backend.to_host(pred))
         pred_all = np.concatenate(preds)
         return total / max(len(split), 1), score(self.problem.task, pred_all, split.y)
 
@@ -176,7 +202,8 @@ class Trainer:
         self.recorder.run_start(RunStartRecord(
             run_id=self.run_id, problem_id=self.problem.problem_id,
             problem_name=self.problem.name, task=self.problem.task, config=self.run_config(),
-            seed=self.config.seed, device="cpu (numpy)", library_versions=library_versions(),
+            seed=self.config.seed, device=self.backend.description,
+            library_versions=library_versions(),
             origin=self.origin, parent_run_id=self.parent_run_id))
         self.recorder.snapshot(snapshot_record(self.run_id, 0, "start", self.graph))
 
@@ -246,4 +273,18 @@ class Trainer:
             target = self.store.params.get(name)
             if target is None:
                 target = self.store.buffers[name]
-            target[...] = value
+            target[...] = self.backend.asarray(value)
+
+
+def _executor(backend: Backend, graph: Graph, values: dict[str, np.ndarray] | None, loss: str,
+              config: TrainConfig) -> Executor:
+    """An executor on `backend`: the NumPy reference path, or fused kernels on the GPU with
+    parameters stored in the graph's own dtype."""
+    dtype: Any = np.float64
+    if backend.is_gpu:
+        dtypes = {p.dtype for p in graph.params.values() if p.trainable}
+        dtype = dtypes.pop() if len(dtypes) == 1 else np.float64
+    store = store_for(graph, values, seed=config.seed, xp=backend.xp, dtype=dtype)
+    return Executor(graph, store, loss=loss, label_smoothing=config.label_smoothing,
+                    seed=config.seed, device=backend.device, xp=backend.xp,
+                    registry=backend.registry, fuse=backend.is_gpu, precision=config.precision)

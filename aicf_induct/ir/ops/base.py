@@ -38,6 +38,9 @@ class OpContext:
     step: int = 0  # the optimizer step this pass belongs to: keys the dropout RNG
     node_id: str = ""
     state_updates: dict[str, Array] = field(default_factory=dict)  # role -> new buffer value
+    # GPU only: a (1,) int64 device array holding `step`, which kernels captured in a CUDA
+    # graph read at replay (a captured launch cannot see the host's `step`)
+    device_step: Array = None
 
     def rng(self) -> np.random.Generator:
         """A counter-based generator keyed by (seed, step, node): the same key gives the same

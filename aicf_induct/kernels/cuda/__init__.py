@@ -1,0 +1,92 @@
+"""CUDA kernels through CuPy. Importing this package registers them for device "cuda" and
+imports nothing from CuPy: sources compile on first use (compile.py), per device.
+
+| op / fused op  | variants (kernel names)                                        |
+|----------------|----------------------------------------------------------------|
+| linear_act     | .cublas (GEMM, then one fused epilogue), .tiled64, .tiled32    |
+|                | (SIMT, epilogue inside), .wmma (tensor cores, tf32 or bf16     |
+|                | operands, epilogue inside)                                     |
+| act_linear_bwd | .cublas (act' + bias-gradient kernel, two GEMMs), .tiled64,    |
+|                | .tiled32 (act' applied on load, bias gradient from the tiles)  |
+| softmax_ce     | .cuda (one pass: loss and gradient)                            |
+| relu, gelu, tanh, sigmoid, silu, add, linear, cross_entropy, mse, layernorm,    |
+| dropout        | .fwd.cuda, .vjp.cuda                                           |
+
+The optimizer kernel (optim.py) is launched by runtime.cuda_step, not through the registry.
+Without a GPU, `available()` is False and nothing here is ever called.
+"""
+
+from __future__ import annotations
+
+from aicf_induct.kernels.cuda import gemm, ops
+from aicf_induct.kernels.registry import REGISTRY, Kernel, KernelFn, KernelQuery
+
+FLOATS = ("float32", "float64")
+SMALL_GEMM = 1 << 27  # M*N*K up to which the tiled SIMT GEMMs apply (launch-bound sizes)
+
+
+def available() -> bool:
+    """Whether CuPy is installed and sees a GPU."""
+    try:
+        import cupy
+
+        return bool(cupy.cuda.runtime.getDeviceCount() > 0)
+    except Exception:
+        return False
+
+
+def _floats(q: KernelQuery) -> bool:
+    return q.dtype in FLOATS
+
+
+def _gemm_size(q: KernelQuery) -> int:
+    m, k = q.shapes[0][0], q.shapes[0][-1]
+    for d in q.shapes[0][1:-1]:
+        m *= d
+    return int(m * k * int(q.attrs.get("out_features", 1)))
+
+
+def _small(q: KernelQuery) -> bool:
+    return _floats(q) and _gemm_size(q) <= SMALL_GEMM
+
+
+def _wmma(q: KernelQuery) -> bool:
+    if q.dtype != "float32" or q.attrs.get("precision") not in ("tf32", "bf16"):
+        return False
+    from aicf_induct.kernels.cuda.compile import device
+
+    return device().capability >= 80
+
+
+def _register() -> None:
+    fused: list[tuple[str, str, KernelFn, int, object]] = [
+        ("linear_act", "cublas", gemm.linear_act_cublas, 3, _floats),
+        ("linear_act", "tiled64", gemm.linear_act_tiled("tiled64"), 2, _small),
+        ("linear_act", "tiled32", gemm.linear_act_tiled("tiled32"), 1, _small),
+        ("linear_act", "wmma", gemm.linear_act_wmma, 0, _wmma),
+        ("act_linear_bwd", "cublas", gemm.act_linear_bwd_cublas, 3, _floats),
+        ("act_linear_bwd", "tiled64", gemm.act_linear_bwd_tiled("tiled64"), 2, _small),
+        ("act_linear_bwd", "tiled32", gemm.act_linear_bwd_tiled("tiled32"), 1, _small),
+        ("softmax_ce", "cuda", ops.softmax_ce, 1, _floats),
+    ]
+    for op, variant, fn, prio, applies in fused:
+        REGISTRY.register(Kernel(f"{op}.{variant}", op, "fused", "cuda", fn, prio,
+                                 applies, capturable=True))  # type: ignore[arg-type]
+    plain: dict[tuple[str, str], KernelFn] = {
+        ("add", "fwd"): ops.add_fwd, ("add", "vjp"): ops.add_vjp,
+        ("linear", "fwd"): ops.linear_fwd, ("linear", "vjp"): ops.linear_vjp,
+        ("cross_entropy", "fwd"): ops.cross_entropy_fwd,
+        ("cross_entropy", "vjp"): ops.cross_entropy_vjp,
+        ("mse", "fwd"): ops.mse_fwd, ("mse", "vjp"): ops.mse_vjp,
+        ("layernorm", "fwd"): ops.layernorm_fwd, ("layernorm", "vjp"): ops.layernorm_vjp,
+        ("dropout", "fwd"): ops.dropout_fwd, ("dropout", "vjp"): ops.dropout_vjp,
+    }
+    for act in ("relu", "gelu", "tanh", "sigmoid", "silu"):
+        plain[(act, "fwd")] = ops.act_fwd_kernel(act)
+        plain[(act, "vjp")] = ops.act_vjp_kernel(act)
+    for (op, direction), fn in plain.items():
+        REGISTRY.register(Kernel(f"{op}.{direction}.cuda", op, direction, "cuda", fn, 1,
+                                 _floats, capturable=True))
+
+
+_register()

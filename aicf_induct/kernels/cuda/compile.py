@@ -1,0 +1,65 @@
+"""The compile cache, the only global state in kernels/: compiled functions and device
+facts, memoised per device (as CuPy's `memoize(for_each_device=True)` does). CuPy is
+imported here, on the first compile, never at import time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from aicf_induct.kernels.cuda import sources
+
+FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {  # family -> (source, NVRTC options)
+    "gemm_tiled": (sources.GEMM_TILED, ()),
+    "gemm_wmma": (sources.GEMM_WMMA, ()),
+    "elementwise": (sources.ELEMENTWISE, ()),
+    "losses": (sources.LOSSES, ()),
+    "layernorm": (sources.LAYERNORM, ()),
+    "dropout": (sources.DROPOUT, ()),
+    # no fused multiply-add: the update rounds as runtime/optimizers.py does
+    "optim": (sources.OPTIM, ("--fmad=false",)),
+}
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    index: int
+    name: str
+    capability: int  # e.g. 90 for sm_90
+    sms: int  # multiprocessors
+
+
+_FUNCTIONS: dict[tuple[int, str, str], Any] = {}
+_DEVICES: dict[int, DeviceInfo] = {}
+
+
+def device() -> DeviceInfo:
+    """Facts about the current CUDA device."""
+    import cupy
+
+    idx = cupy.cuda.runtime.getDevice()
+    info = _DEVICES.get(idx)
+    if info is None:
+        props = cupy.cuda.runtime.getDeviceProperties(idx)
+        name = props["name"]
+        info = DeviceInfo(idx, name.decode() if isinstance(name, bytes) else str(name),
+                          10 * int(props["major"]) + int(props["minor"]),
+                          int(props["multiProcessorCount"]))
+        _DEVICES[idx] = info
+    return info
+
+
+def function(family: str, name: str) -> Any:
+    """The compiled kernel `name` (a template instantiation) of a source family."""
+    import cupy
+
+    idx = cupy.cuda.runtime.getDevice()
+    key = (idx, family, name)
+    fn = _FUNCTIONS.get(key)
+    if fn is None:
+        src, opts = FAMILIES[family]
+        module = cupy.RawModule(code=src, options=("-std=c++17", *opts),
+                                name_expressions=[name])
+        fn = module.get_function(name)
+        _FUNCTIONS[key] = fn
+    return fn

@@ -1,0 +1,231 @@
+"""The fused linear kernels on the GPU, in three variants each:
+
+- `cublas`: cuBLAS GEMMs (compute type from the precision policy: fp32, tf32 or bf16 with
+  fp32 accumulation), then one fused epilogue kernel (bias + activation forward; activation
+  backward + bias-gradient reduction);
+- `tiled64` / `tiled32`: a tiled SIMT GEMM with the epilogue inside (exact fp32/fp64: best
+  where launches, not FLOPs, dominate);
+- `wmma` (forward only): a tiled tensor-core GEMM (tf32 or bf16 operands) with the epilogue
+  inside.
+
+Row-major buffers are handed to column-major cuBLAS as their transposes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from aicf_induct.ir.ops import Array, OpContext
+from aicf_induct.kernels.cuda.compile import function
+from aicf_induct.kernels.cuda.launch import (
+    NULL,
+    act_id,
+    ctype,
+    grid_1d,
+    i32,
+    i64,
+    ptr,
+    row_chunks,
+    rows,
+    scratch,
+)
+
+OP_N, OP_T = 0, 1
+CUDA_R_32F = 0
+COMPUTE = {"fp32": 68, "tf32": 77, "bf16": 75}  # CUBLAS_COMPUTE_32F, _FAST_TF32, _FAST_16BF
+GEMM_DEFAULT = -1
+_ONE = np.ones(1, dtype=np.float32)  # host scalars (pointer mode host)
+_ZERO = np.zeros(1, dtype=np.float32)
+TILES = {"tiled64": (64, 64, 16, 4, 4), "tiled32": (32, 32, 16, 2, 2)}  # BM, BN, BK, TM, TN
+
+
+def cublas_gemm(precision: str, transa: int, transb: int, m: int, n: int, k: int, a: Array,
+                lda: int, b: Array, ldb: int, c: Array, ldc: int) -> None:
+    """Column-major C (m, n) = op(A) op(B) through cuBLAS on the current stream."""
+    import cupy
+    from cupy_backends.cuda.libs import cublas
+
+    h = cupy.cuda.device.get_cublas_handle()
+    cublas.setStream(h, cupy.cuda.get_current_stream().ptr)
+    if c.dtype == np.float64:
+        cublas.dgemm(h, transa, transb, m, n, k, 1.0, a.data.ptr, lda, b.data.ptr, ldb, 0.0,
+                     c.data.ptr, ldc)
+        return
+    cublas.setPointerMode(h, 0)
+    cublas.gemmEx(h, transa, transb, m, n, k, _ONE.ctypes.data, a.data.ptr, CUDA_R_32F, lda,
+                  b.data.ptr, CUDA_R_32F, ldb, _ZERO.ctypes.data, c.data.ptr, CUDA_R_32F, ldc,
+                  COMPUTE[precision], GEMM_DEFAULT)
+
+
+def xwt(precision: str, x: Array, w: Array, out: Array) -> None:
+    """out (M, N) = x (M, K) @ w (N, K)ᵀ."""
+    (m, k), n = x.shape, w.shape[0]
+    cublas_gemm(precision, OP_T, OP_N, n, m, k, w, k, x, k, out, n)
+
+
+def gw(precision: str, g: Array, w: Array, out: Array) -> None:
+    """out (M, K) = g (M, N) @ w (N, K)."""
+    (m, n), k = g.shape, w.shape[1]
+    cublas_gemm(precision, OP_N, OP_N, k, m, n, w, k, g, n, out, k)
+
+
+def gtx(precision: str, g: Array, x: Array, out: Array) -> None:
+    """out (N, K) = g (M, N)ᵀ @ x (M, K)."""
+    (m, n), k = g.shape, x.shape[1]
+    cublas_gemm(precision, OP_N, OP_T, k, n, m, x, k, g, n, out, k)
+
+
+def tiled(tile: str, m: int, n: int, k: int, a: Array, lda: int, a_kc: bool, b: Array,
+          ldb: int, b_nc: bool, c: Array, ldc: int, *, h: Array | None = None, act_a: int = 0,
+          epi: int = 0, act_out: int = 0, bias: Array | None = None, z: Array | None = None,
+          dbias: Array | None = None) -> None:
+    """C = op(A) op(B) with the epilogue inside (sources.GEMM_TILED)."""
+    bm, bn, bk, tm, tn = TILES[tile]
+    flags = f"{'true' if a_kc else 'false'},{'true' if b_nc else 'false'}"
+    name = (f"gemm_tiled<{ctype(c.dtype)},{bm},{bn},{bk},{tm},{tn},{flags},{act_a},{epi},"
+            f"{act_out}>")
+    fn = function("gemm_tiled", name)
+    grid = (math.ceil(n / bn), math.ceil(m / bm))
+    fn(grid, ((bm // tm) * (bn // tn),),
+       (i32(m), i32(n), i32(k), a, i64(lda), ptr(h), b, i64(ldb), c, i64(ldc), ptr(bias),
+        ptr(z), ptr(dbias)))
+
+
+def bias_act(cin: Array, bias: Array | None, z: Array | None, out: Array, act: int) -> None:
+    """out = act(cin + bias); z = cin + bias when given (either may alias cin)."""
+    m, n = cin.shape
+    fn = function("elementwise", f"bias_act<{ctype(out.dtype)},{act}>")
+    fn((grid_1d(m * n),), (256,), (i64(m), i32(n), cin, ptr(bias), ptr(z), out))
+
+
+def act_bwd_bias(attrs: dict[str, Any], g: Array, h: Array | None, gz: Array | None,
+                 db: Array, act: int) -> None:
+    """gz = act'(h)·g (stored when gz is given) and db = Σ_rows gz, in one pass."""
+    m, n = g.shape
+    t = ctype(g.dtype)
+    cols = math.ceil(n / 32)
+    chunks, per = row_chunks(m, cols)
+    out = db if chunks == 1 else scratch(attrs, "colsum", (chunks, n), g.dtype)
+    fn = function("elementwise", f"act_bwd_bias<{t},{act}>")
+    fn((cols, chunks), (32, 32), (i32(m), i32(n), i32(per), g, ptr(h), ptr(gz), out))
+    if chunks > 1:
+        colsum_finalize(out, n, db)
+
+
+def colsum_finalize(partial: Array, stride: int, out: Array) -> None:
+    """out[j] = Σ_r partial[r, j] (rows `stride` apart), in order."""
+    chunks, n = partial.shape[0], out.shape[0]
+    fn = function("elementwise", f"colsum_finalize<{ctype(out.dtype)}>")
+    fn((math.ceil(n / 256),), (256,), (i32(chunks), i32(n), i32(stride), partial, out))
+
+
+def act_bwd(h: Array, g: Array, out: Array, act: int) -> None:
+    n = g.size
+    fn = function("elementwise", f"act_bwd<{ctype(g.dtype)},{act}>")
+    fn((grid_1d(n),), (256,), (i64(n), h, g, out))
+
+
+# -- linear_act --------------------------------------------------------------------------
+
+def _fwd_operands(ins: Sequence[Array], outs: Sequence[Array | None],
+                  params: dict[str, Array]) -> tuple[Array, Array, Array | None, Array,
+                                                     Array | None]:
+    x = rows(ins[0])
+    a = rows(outs[0])
+    z = rows(outs[1]) if len(outs) > 1 and outs[1] is not None else None
+    return x, params["weight"], params.get("bias"), a, z
+
+
+def linear_act_cublas(ctx: OpContext, ins: Sequence[Array], outs: Sequence[Array | None],
+                      params: dict[str, Array], gparams: dict[str, Array],
+                      attrs: dict[str, Any]) -> None:
+    x, w, b, a, z = _fwd_operands(ins, outs, params)
+    act = act_id(attrs.get("act"), attrs.get("act_attrs"))
+    target = z if z is not None else a
+    xwt(attrs.get("precision", "fp32"), x, w, target)
+    if b is not None or act != 0:
+        bias_act(target, b, z, a, act)
+
+
+def linear_act_tiled(tile: str) -> Any:
+    def run(ctx: OpContext, ins: Sequence[Array], outs: Sequence[Array | None],
+            params: dict[str, Array], gparams: dict[str, Array], attrs: dict[str, Any]) -> None:
+        x, w, b, a, z = _fwd_operands(ins, outs, params)
+        (m, k), n = x.shape, w.shape[0]
+        act = act_id(attrs.get("act"), attrs.get("act_attrs"))
+        tiled(tile, m, n, k, x, k, True, w, k, False, a, n, epi=1, act_out=act, bias=b, z=z)
+
+    return run
+
+
+def linear_act_wmma(ctx: OpContext, ins: Sequence[Array], outs: Sequence[Array | None],
+                    params: dict[str, Array], gparams: dict[str, Array],
+                    attrs: dict[str, Any]) -> None:
+    x, w, b, a, z = _fwd_operands(ins, outs, params)
+    (m, k), n = x.shape, w.shape[0]
+    act = act_id(attrs.get("act"), attrs.get("act_attrs"))
+    prec = 1 if attrs.get("precision") == "tf32" else 2
+    fn = function("gemm_wmma", f"gemm_wmma_fwd<{act},{prec}>")
+    fn((math.ceil(n / 64), math.ceil(m / 64)), (128,),
+       (i32(m), i32(n), i32(k), x, w, ptr(b), ptr(z), a))
+
+
+# -- act_linear_bwd ----------------------------------------------------------------------
+
+def _bwd_operands(ins: Sequence[Array], outs: Sequence[Array | None]) -> tuple[
+        Array, Array, Array | None, Array | None, Array | None]:
+    x, g = rows(ins[0]), rows(ins[1])
+    h = rows(ins[2]) if len(ins) > 2 else None
+    gx = rows(outs[0]) if outs[0] is not None else None
+    gz = rows(outs[1]) if len(outs) > 1 and outs[1] is not None else None
+    return x, g, h, gx, gz
+
+
+def act_linear_bwd_cublas(ctx: OpContext, ins: Sequence[Array], outs: Sequence[Array | None],
+                          params: dict[str, Array], gparams: dict[str, Array],
+                          attrs: dict[str, Any]) -> None:
+    x, g, h, gx, gz = _bwd_operands(ins, outs)
+    prec = attrs.get("precision", "fp32")
+    act = act_id(attrs.get("act"), attrs.get("act_attrs"))
+    db = gparams.get("bias")
+    if act != 0:
+        if gz is None:
+            gz = scratch(attrs, "gz", g.shape, g.dtype)
+        if db is not None:
+            act_bwd_bias(attrs, g, h, gz, db, act)
+        else:
+            act_bwd(h, g, gz, act)
+    else:
+        gz = g
+        if db is not None:
+            act_bwd_bias(attrs, g, None, None, db, 0)
+    if "weight" in gparams:
+        gtx(prec, gz, x, gparams["weight"])
+    if gx is not None:
+        gw(prec, gz, params["weight"], gx)
+
+
+def act_linear_bwd_tiled(tile: str) -> Any:
+    def run(ctx: OpContext, ins: Sequence[Array], outs: Sequence[Array | None],
+            params: dict[str, Array], gparams: dict[str, Array], attrs: dict[str, Any]) -> None:
+        x, g, h, gx, _ = _bwd_operands(ins, outs)
+        (m, n), k = g.shape, x.shape[1]
+        act = act_id(attrs.get("act"), attrs.get("act_attrs"))
+        db = gparams.get("bias")
+        if "weight" in gparams:  # gW (n, k) = gzᵀ x, and the bias gradient from gz's tiles
+            tiled(tile, n, k, m, g, n, False, x, k, True, gparams["weight"], k, h=h,
+                  act_a=act, epi=2 if db is not None else 0, dbias=db)
+        elif db is not None:
+            act_bwd_bias(attrs, g, h, None, db, act)
+        if gx is not None:  # gx (m, k) = gz W
+            tiled(tile, m, k, n, g, n, True, params["weight"], k, True, gx, k, h=h, act_a=act)
+
+    return run
+
+
+__all__ = ["NULL", "TILES", "act_linear_bwd_cublas", "act_linear_bwd_tiled",
+           "linear_act_cublas", "linear_act_tiled", "linear_act_wmma"]

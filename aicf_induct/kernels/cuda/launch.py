@@ -1,0 +1,91 @@
+"""Launch helpers shared by the CUDA kernels: argument packing, grid sizes, per-instruction
+scratch. CuPy is imported inside functions only."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from aicf_induct.kernels.cuda.compile import device
+from aicf_induct.kernels.cuda.sources import ACT_IDS
+
+NULL = np.uint64(0)  # a null pointer argument
+THREADS = 256
+
+
+def ctype(dtype: Any) -> str:
+    """The C++ type of a float dtype."""
+    name = np.dtype(dtype).name
+    if name == "float32":
+        return "float"
+    if name == "float64":
+        return "double"
+    raise TypeError(f"CUDA kernels take float32 or float64, got {name}")
+
+
+def ptr(a: Any) -> Any:
+    """A device array, or the null pointer for None (CuPy packs an ndarray as its pointer)."""
+    return NULL if a is None else a
+
+
+def scalar(dtype: Any, v: float) -> Any:
+    return np.dtype(dtype).type(v)
+
+
+def i32(v: int) -> np.int32:
+    return np.int32(v)
+
+
+def i64(v: int) -> np.int64:
+    return np.int64(v)
+
+
+def f64(v: float) -> np.float64:
+    return np.float64(v)
+
+
+def act_id(act: str | None, act_attrs: dict[str, Any] | None = None) -> int:
+    if act == "gelu" and (act_attrs or {}).get("approximate") == "tanh":
+        return ACT_IDS["gelu_tanh"]
+    return ACT_IDS[act]
+
+
+def grid_1d(n: int, threads: int = THREADS, waves: int = 4) -> int:
+    """Blocks for a grid-stride loop over n items: enough to fill the device a few times."""
+    return max(1, min(math.ceil(n / threads), waves * device().sms))
+
+
+def row_chunks(m: int, col_blocks: int) -> tuple[int, int]:
+    """(chunks, rows per chunk) for a column reduction over m rows: enough blocks in all to
+    fill the device, each chunk at least 256 rows."""
+    want = max(1, (2 * device().sms) // max(col_blocks, 1))
+    chunks = max(1, min(want, math.ceil(m / 256)))
+    per = math.ceil(m / chunks)
+    return math.ceil(m / per), per
+
+
+def scratch(attrs: dict[str, Any], key: str, shape: tuple[int, ...], dtype: Any) -> Any:
+    """A device buffer owned by one bound instruction (kept in its attrs under '_scratch',
+    allocated on the first call, which the CUDA step makes before any graph capture)."""
+    import cupy
+
+    store = attrs.setdefault("_scratch", {})
+    buf = store.get(key)
+    if buf is None or buf.shape != shape or buf.dtype != np.dtype(dtype):
+        buf = cupy.empty(shape, dtype=dtype)
+        store[key] = buf
+    return buf
+
+
+def capturing() -> bool:
+    """Whether the current stream is capturing a CUDA graph."""
+    import cupy
+
+    return bool(cupy.cuda.get_current_stream().is_capturing())
+
+
+def rows(a: Any) -> Any:
+    """a as (rows, last axis), a view."""
+    return a.reshape(-1, a.shape[-1])

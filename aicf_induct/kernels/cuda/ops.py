@@ -1,0 +1,196 @@
+"""Op-level CUDA kernels (the registry's fwd/vjp signatures) and the fused softmax +
+cross-entropy. Each computes what the op table's reference computes; tests/kernels checks
+them on fresh random inputs."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+from aicf_induct.ir.ops import Array, OpContext
+from aicf_induct.kernels.cuda import gemm
+from aicf_induct.kernels.cuda.compile import function
+from aicf_induct.kernels.cuda.launch import (
+    NULL,
+    act_id,
+    capturing,
+    ctype,
+    f64,
+    grid_1d,
+    i32,
+    i64,
+    ptr,
+    row_chunks,
+    rows,
+    scalar,
+    scratch,
+)
+from aicf_induct.kernels.fused import ACT_FROM_OUTPUT
+
+# -- activations -------------------------------------------------------------------------
+
+
+def act_fwd_kernel(op: str) -> Any:
+    def fwd(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array],
+            attrs: dict[str, Any], out: Array) -> None:
+        x = ins[0].reshape(-1, 1)
+        gemm.bias_act(x, None, None, out.reshape(-1, 1), act_id(op, attrs))
+
+    return fwd
+
+
+def act_vjp_kernel(op: str) -> Any:
+    from_output = op in ACT_FROM_OUTPUT
+
+    def vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array], y: Array, gy: Array,
+            attrs: dict[str, Any], needs: Sequence[bool], gins: Sequence[Array | None],
+            gparams: dict[str, Array]) -> None:
+        if gins[0] is not None:
+            gemm.act_bwd(y if from_output else ins[0], gy, gins[0], act_id(op, attrs))
+
+    return vjp
+
+
+# -- add ---------------------------------------------------------------------------------
+
+def add_fwd(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array],
+            attrs: dict[str, Any], out: Array) -> None:
+    ctx.xp.add(ins[0], ins[1], out=out)
+
+
+def add_vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array], y: Array, gy: Array,
+            attrs: dict[str, Any], needs: Sequence[bool], gins: Sequence[Array | None],
+            gparams: dict[str, Array]) -> None:
+    for g in gins:
+        if g is not None:
+            ctx.xp.copyto(g, gy)
+
+
+# -- linear (unfused; the fusion pass routes linears through gemm.*) ---------------------
+
+def _fused_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+    fa: dict[str, Any] = attrs.setdefault("_fused", {"act": None, "act_attrs": {},
+                                                     "precision": "fp32"})
+    return fa
+
+
+def linear_fwd(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array],
+               attrs: dict[str, Any], out: Array) -> None:
+    gemm.linear_act_cublas(ctx, ins, [out, None], params, {}, _fused_attrs(attrs))
+
+
+def linear_vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array], y: Array,
+               gy: Array, attrs: dict[str, Any], needs: Sequence[bool],
+               gins: Sequence[Array | None], gparams: dict[str, Array]) -> None:
+    gemm.act_linear_bwd_cublas(ctx, [ins[0], gy], [gins[0], None], params, gparams,
+                               _fused_attrs(attrs))
+
+
+# -- losses ------------------------------------------------------------------------------
+
+def _softmax_ce(logits: Array, labels: Array, gy: Array | None, eps: float,
+                loss: Array | None, glogits: Array | None) -> None:
+    m, c = logits.shape
+    threads = min(1024, 32 * max(1, m))
+    fn = function("losses", f"softmax_ce<{ctype(logits.dtype)}>")
+    fn((1,), (threads,), (i32(m), i32(c), logits, labels, ptr(gy), f64(eps), ptr(loss),
+                          ptr(glogits)))
+
+
+def softmax_ce(ctx: OpContext, ins: Sequence[Array], outs: Sequence[Array | None],
+               params: dict[str, Array], gparams: dict[str, Array],
+               attrs: dict[str, Any]) -> None:
+    logits, labels, gy = ins
+    _softmax_ce(logits, labels, gy, float(attrs.get("label_smoothing", 0.0)), outs[0], outs[1])
+
+
+def cross_entropy_fwd(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array],
+                      attrs: dict[str, Any], out: Array) -> None:
+    _softmax_ce(ins[0], ins[1], None, float(attrs["label_smoothing"]), out, None)
+
+
+def cross_entropy_vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array], y: Array,
+                      gy: Array, attrs: dict[str, Any], needs: Sequence[bool],
+                      gins: Sequence[Array | None], gparams: dict[str, Array]) -> None:
+    if gins[0] is not None:
+        _softmax_ce(ins[0], ins[1], gy, float(attrs["label_smoothing"]), None, gins[0])
+
+
+def mse_fwd(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array],
+            attrs: dict[str, Any], out: Array) -> None:
+    p = ins[0]
+    fn = function("losses", f"mse_fwd<{ctype(p.dtype)}>")
+    fn((1,), (1024,), (i64(p.size), p, ins[1].reshape(p.shape), out))
+
+
+def mse_vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array], y: Array, gy: Array,
+            attrs: dict[str, Any], needs: Sequence[bool], gins: Sequence[Array | None],
+            gparams: dict[str, Array]) -> None:
+    g = gins[0]
+    if g is not None:
+        p = ins[0]
+        fn = function("losses", f"mse_vjp<{ctype(p.dtype)}>")
+        fn((grid_1d(p.size),), (256,), (i64(p.size), p, ins[1].reshape(p.shape), gy, g))
+
+
+# -- layernorm ---------------------------------------------------------------------------
+
+def layernorm_fwd(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array],
+                  attrs: dict[str, Any], out: Array) -> None:
+    x = rows(ins[0])
+    m, d = x.shape
+    fn = function("layernorm", f"layernorm_fwd<{ctype(x.dtype)}>")
+    fn(((m + 7) // 8,), (256,), (i32(m), i32(d), x, ptr(params.get("weight")),
+                                ptr(params.get("bias")), f64(attrs["eps"]), rows(out)))
+
+
+def layernorm_vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array], y: Array,
+                  gy: Array, attrs: dict[str, Any], needs: Sequence[bool],
+                  gins: Sequence[Array | None], gparams: dict[str, Array]) -> None:
+    x, g = rows(ins[0]), rows(gy)
+    m, d = x.shape
+    t = ctype(x.dtype)
+    want_params = "weight" in gparams
+    stats = scratch(attrs, "stats", (m, 2), x.dtype) if want_params else None
+    gx = rows(gins[0]) if gins[0] is not None else None
+    fn = function("layernorm", f"layernorm_bwd<{t}>")
+    fn(((m + 7) // 8,), (256,), (i32(m), i32(d), x, ptr(params.get("weight")), g,
+                                f64(attrs["eps"]), ptr(gx), ptr(stats)))
+    if not want_params:
+        return
+    cols = (d + 31) // 32
+    chunks, per = row_chunks(m, cols)
+    partial = scratch(attrs, "partial", (chunks, 2, d), x.dtype)
+    fn = function("layernorm", f"ln_bwd_params<{t}>")
+    fn((cols, chunks), (32, 32), (i32(m), i32(d), i32(per), x, g, stats, partial))
+    gemm.colsum_finalize(partial[:, 0, :], 2 * d, gparams["weight"])
+    gemm.colsum_finalize(partial[:, 1, :], 2 * d, gparams["bias"])
+
+
+# -- dropout -----------------------------------------------------------------------------
+
+def _dropout(ctx: OpContext, x: Array, out: Array, p: float) -> None:
+    if not ctx.training or p == 0.0:
+        ctx.xp.copyto(out, x)
+        return
+    step_ptr = ctx.device_step if ctx.device_step is not None and capturing() else NULL
+    key_hi = (ctx.seed & 0xFFFFFFFF) << 32
+    k1 = zlib.crc32(ctx.node_id.encode())
+    n = x.size
+    fn = function("dropout", f"dropout_apply<{ctype(x.dtype)}>")
+    fn((grid_1d((n + 3) // 4),), (256,),
+       (i64(n), x, out, f64(p), scalar(x.dtype, 1.0 / (1.0 - p)), scalar("uint64", key_hi),
+        scalar("uint64", k1), step_ptr, i64(ctx.step)))
+
+
+def dropout_fwd(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array],
+                attrs: dict[str, Any], out: Array) -> None:
+    _dropout(ctx, ins[0], out, float(attrs["p"]))
+
+
+def dropout_vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array], y: Array,
+                gy: Array, attrs: dict[str, Any], needs: Sequence[bool],
+                gins: Sequence[Array | None], gparams: dict[str, Array]) -> None:
+    if gins[0] is not None:
+        _dropout(ctx, gy, gins[0], float(attrs["p"]))

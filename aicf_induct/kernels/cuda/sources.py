@@ -1,0 +1,708 @@
+"""CUDA C++ sources, one named constant per family; `compile.function` builds them with
+NVRTC (through CuPy) on first use, one template instantiation at a time.
+
+Activation ids (template parameter ACT), shared by every kernel:
+0 none, 1 relu, 2 gelu (erf), 3 gelu (tanh), 4 tanh, 5 sigmoid, 6 silu. The derivative
+`act_grad<ACT>(h, g)` reads h = the activation's output for relu/tanh/sigmoid and its input
+for gelu/silu (`kernels.fused.ACT_FROM_OUTPUT`). Formulas follow `ir/ops/activations.py`
+operation for operation.
+"""
+
+from __future__ import annotations
+
+ACT_IDS = {None: 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "tanh": 4, "sigmoid": 5, "silu": 6}
+
+COMMON = r"""
+#define AICF_SQRT2 1.4142135623730951
+#define AICF_SQRT_2_OVER_PI 0.7978845608028654
+#define AICF_INV_SQRT_2PI 0.3989422804014327
+
+template <int ACT, typename T>
+__device__ __forceinline__ T act_fwd(T z) {
+  if (ACT == 1) return z > T(0) ? z : T(0);
+  if (ACT == 2) return T(0.5) * z * (T(1) + erf(z / T(AICF_SQRT2)));
+  if (ACT == 3) {
+    T u = T(AICF_SQRT_2_OVER_PI) * (z + T(0.044715) * (z * z * z));
+    return T(0.5) * z * (T(1) + tanh(u));
+  }
+  if (ACT == 4) return tanh(z);
+  if (ACT == 5) return T(1) / (T(1) + exp(-z));
+  if (ACT == 6) return z * (T(1) / (T(1) + exp(-z)));
+  return z;
+}
+
+template <int ACT, typename T>
+__device__ __forceinline__ T act_grad(T h, T g) {
+  if (ACT == 1) return h > T(0) ? g : T(0) * g;
+  if (ACT == 2) {
+    T cdf = T(0.5) * (T(1) + erf(h / T(AICF_SQRT2)));
+    T pdf = T(AICF_INV_SQRT_2PI) * exp(T(-0.5) * h * h);
+    return g * (cdf + h * pdf);
+  }
+  if (ACT == 3) {
+    T u = T(AICF_SQRT_2_OVER_PI) * (h + T(0.044715) * (h * h * h));
+    T t = tanh(u);
+    T du = T(AICF_SQRT_2_OVER_PI) * (T(1) + T(3 * 0.044715) * (h * h));
+    return g * (T(0.5) * (T(1) + t) + T(0.5) * h * (T(1) - t * t) * du);
+  }
+  if (ACT == 4) return g * (T(1) - h * h);
+  if (ACT == 5) return g * h * (T(1) - h);
+  if (ACT == 6) {
+    T s = T(1) / (T(1) + exp(-h));
+    return g * s * (T(1) + h * (T(1) - s));
+  }
+  return g;
+}
+
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
+  #pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+template <typename T>
+__device__ __forceinline__ T warp_max(T v) {
+  #pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+template <typename T> __device__ __forceinline__ T neg_inf();
+template <> __device__ __forceinline__ float neg_inf<float>() { return __int_as_float(0xff800000); }
+template <> __device__ __forceinline__ double neg_inf<double>() {
+  return __longlong_as_double(0xfff0000000000000ll);
+}
+
+template <bool B, class X, class Y> struct pick { typedef X type; };
+template <class X, class Y> struct pick<false, X, Y> { typedef Y type; };
+
+// Sum of v over the block (blockDim.x a multiple of 32, at most 1024); every thread gets it.
+template <typename T>
+__device__ T block_sum(T v) {
+  __shared__ T part[32];
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) part[w] = v;
+  __syncthreads();
+  T t = lane < nw ? part[lane] : T(0);
+  return warp_sum(t);
+}
+"""
+
+# C = op(A) · op(B) with a fused epilogue, SIMT, for any strides. A(i, k) is
+# A[i*lda + k] (A_KC) or A[k*lda + i]; B(k, j) is B[k*ldb + j] (B_NC) or B[j*ldb + k].
+# ACT_A != 0 scales A on load by act'(H) (H laid out like A): the backward's gz = act'·g
+# is never stored. EPI 0: C = acc. EPI 1 (forward): z = acc + bias[j]; Z = z (if given);
+# C = act<ACT_OUT>(z). EPI 2 (weight gradient): C = acc, and blocks of the first column
+# tile write dbias[i] = sum_k A(i, k) (the bias gradient, from the tiles already loaded).
+GEMM_TILED = COMMON + r"""
+template <typename T, int BM, int BN, int BK, int TM, int TN, bool A_KC, bool B_NC,
+          int ACT_A, int EPI, int ACT_OUT>
+__global__ void __launch_bounds__((BM / TM) * (BN / TN))
+gemm_tiled(int M, int N, int K,
+           const T* __restrict__ A, long long lda, const T* __restrict__ H,
+           const T* __restrict__ B, long long ldb,
+           T* __restrict__ C, long long ldc,
+           const T* __restrict__ bias, T* __restrict__ Z, T* __restrict__ dbias) {
+  constexpr int TX = BN / TN, TY = BM / TM, NT = TX * TY;
+  __shared__ T As[BK][BM + 1];
+  __shared__ T Bs[BK][BN + 1];
+  const int tid = threadIdx.x, tx = tid % TX, ty = tid / TX;
+  const int i0 = blockIdx.y * BM, j0 = blockIdx.x * BN;
+  const bool do_bias = (EPI == 2) && dbias != nullptr && blockIdx.x == 0;
+  T acc[TM][TN];
+  #pragma unroll
+  for (int r = 0; r < TM; ++r)
+    #pragma unroll
+    for (int c = 0; c < TN; ++c) acc[r][c] = T(0);
+  T rowsum = T(0);
+  for (int k0 = 0; k0 < K; k0 += BK) {
+    for (int e = tid; e < BM * BK; e += NT) {
+      const int i = A_KC ? e / BK : e % BM;
+      const int k = A_KC ? e % BK : e / BM;
+      const int gi = i0 + i, gk = k0 + k;
+      T v = T(0);
+      if (gi < M && gk < K) {
+        const long long off = A_KC ? (long long)gi * lda + gk : (long long)gk * lda + gi;
+        v = A[off];
+        if (ACT_A != 0) v = act_grad<ACT_A, T>(H[off], v);
+      }
+      As[k][i] = v;
+    }
+    for (int e = tid; e < BK * BN; e += NT) {
+      const int k = B_NC ? e / BN : e % BK;
+      const int j = B_NC ? e % BN : e / BK;
+      const int gk = k0 + k, gj = j0 + j;
+      T v = T(0);
+      if (gk < K && gj < N) v = B_NC ? B[(long long)gk * ldb + gj] : B[(long long)gj * ldb + gk];
+      Bs[k][j] = v;
+    }
+    __syncthreads();
+    if (do_bias && tid < BM) {
+      #pragma unroll
+      for (int k = 0; k < BK; ++k) rowsum += As[k][tid];
+    }
+    #pragma unroll
+    for (int k = 0; k < BK; ++k) {
+      T a[TM], b[TN];
+      #pragma unroll
+      for (int r = 0; r < TM; ++r) a[r] = As[k][ty + r * TY];
+      #pragma unroll
+      for (int c = 0; c < TN; ++c) b[c] = Bs[k][tx + c * TX];
+      #pragma unroll
+      for (int r = 0; r < TM; ++r)
+        #pragma unroll
+        for (int c = 0; c < TN; ++c) acc[r][c] += a[r] * b[c];
+    }
+    __syncthreads();
+  }
+  if (do_bias && tid < BM && i0 + tid < M) dbias[i0 + tid] = rowsum;
+  #pragma unroll
+  for (int r = 0; r < TM; ++r) {
+    const int i = i0 + ty + r * TY;
+    if (i >= M) continue;
+    #pragma unroll
+    for (int c = 0; c < TN; ++c) {
+      const int j = j0 + tx + c * TX;
+      if (j >= N) continue;
+      T v = acc[r][c];
+      if (EPI == 1) {
+        if (bias != nullptr) v += bias[j];
+        if (Z != nullptr) Z[(long long)i * ldc + j] = v;
+        v = act_fwd<ACT_OUT, T>(v);
+      }
+      C[(long long)i * ldc + j] = v;
+    }
+  }
+}
+"""
+
+# Forward linear on tensor cores (WMMA), epilogue inside: C = act(X Wᵀ + b), X (M, K) and
+# W (N, K) row-major fp32. PREC 1: operands rounded to tf32 (m16n16k8); PREC 2: to bf16
+# (m16n16k16); accumulation in fp32. Block tile 64x64x32, four warps of 32x32.
+GEMM_WMMA = COMMON + r"""
+#include <mma.h>
+#include <cuda_bf16.h>
+using namespace nvcuda;
+
+template <int ACT, int PREC>
+__global__ void __launch_bounds__(128)
+gemm_wmma_fwd(int M, int N, int K, const float* __restrict__ X, const float* __restrict__ W,
+              const float* __restrict__ bias, float* __restrict__ Z, float* __restrict__ C) {
+  constexpr int BM = 64, BN = 64, BK = 32;
+  typedef typename pick<PREC == 1, float, __nv_bfloat16>::type S;
+  constexpr int LDS = PREC == 1 ? BK + 4 : BK + 8;
+  constexpr int LDC = BN + 4;
+  constexpr int FK = PREC == 1 ? 8 : 16;
+  typedef typename pick<PREC == 1, wmma::precision::tf32, __nv_bfloat16>::type FT;
+  __shared__ __align__(32) S As[BM * LDS];
+  __shared__ __align__(32) S Bs[BN * LDS];
+  __shared__ __align__(32) float Cs[BM * LDC];
+  const int tid = threadIdx.x, warp = tid >> 5;
+  const int wm = warp >> 1, wn = warp & 1;
+  const int i0 = blockIdx.y * BM, j0 = blockIdx.x * BN;
+  wmma::fragment<wmma::accumulator, 16, 16, FK, float> acc[2][2];
+  #pragma unroll
+  for (int a = 0; a < 2; ++a)
+    #pragma unroll
+    for (int b = 0; b < 2; ++b) wmma::fill_fragment(acc[a][b], 0.0f);
+  for (int k0 = 0; k0 < K; k0 += BK) {
+    for (int e = tid; e < BM * BK; e += 128) {
+      const int r = e / BK, k = e % BK;
+      const int gi = i0 + r, gj = j0 + r, gk = k0 + k;
+      float xa = (gi < M && gk < K) ? X[(long long)gi * K + gk] : 0.0f;
+      float wb = (gj < N && gk < K) ? W[(long long)gj * K + gk] : 0.0f;
+      if constexpr (PREC == 1) {
+        As[r * LDS + k] = wmma::__float_to_tf32(xa);
+        Bs[r * LDS + k] = wmma::__float_to_tf32(wb);
+      } else {
+        As[r * LDS + k] = __float2bfloat16(xa);
+        Bs[r * LDS + k] = __float2bfloat16(wb);
+      }
+    }
+    __syncthreads();
+    #pragma unroll
+    for (int kk = 0; kk < BK; kk += FK) {
+      wmma::fragment<wmma::matrix_a, 16, 16, FK, FT, wmma::row_major> fa[2];
+      wmma::fragment<wmma::matrix_b, 16, 16, FK, FT, wmma::col_major> fb[2];
+      #pragma unroll
+      for (int a = 0; a < 2; ++a)
+        wmma::load_matrix_sync(fa[a], As + (wm * 32 + a * 16) * LDS + kk, LDS);
+      #pragma unroll
+      for (int b = 0; b < 2; ++b)
+        wmma::load_matrix_sync(fb[b], Bs + (wn * 32 + b * 16) * LDS + kk, LDS);
+      #pragma unroll
+      for (int a = 0; a < 2; ++a)
+        #pragma unroll
+        for (int b = 0; b < 2; ++b) wmma::mma_sync(acc[a][b], fa[a], fb[b], acc[a][b]);
+    }
+    __syncthreads();
+  }
+  #pragma unroll
+  for (int a = 0; a < 2; ++a)
+    #pragma unroll
+    for (int b = 0; b < 2; ++b)
+      wmma::store_matrix_sync(Cs + (wm * 32 + a * 16) * LDC + wn * 32 + b * 16, acc[a][b],
+                              LDC, wmma::mem_row_major);
+  __syncthreads();
+  for (int e = tid; e < BM * BN; e += 128) {
+    const int r = e / BN, c = e % BN;
+    const int i = i0 + r, j = j0 + c;
+    if (i < M && j < N) {
+      float v = Cs[r * LDC + c];
+      if (bias != nullptr) v += bias[j];
+      if (Z != nullptr) Z[(long long)i * N + j] = v;
+      C[(long long)i * N + j] = act_fwd<ACT, float>(v);
+    }
+  }
+}
+"""
+
+# Elementwise epilogues and the activation-backward + bias-gradient reduction.
+ELEMENTWISE = COMMON + r"""
+// out = act(cin + bias[j]); Z = cin + bias[j] when given. cin may alias Z or out.
+template <typename T, int ACT>
+__global__ void bias_act(long long M, int N, const T* cin, const T* __restrict__ bias,
+                         T* Z, T* out) {
+  const long long n = M * N;
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n;
+       e += (long long)gridDim.x * blockDim.x) {
+    T v = cin[e];
+    if (bias != nullptr) v += bias[e % N];
+    if (Z != nullptr) Z[e] = v;
+    out[e] = act_fwd<ACT, T>(v);
+  }
+}
+
+// gx = act'(h) * g, elementwise (an activation's own backward).
+template <typename T, int ACT>
+__global__ void act_bwd(long long n, const T* __restrict__ H, const T* __restrict__ G,
+                        T* __restrict__ GX) {
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n;
+       e += (long long)gridDim.x * blockDim.x)
+    GX[e] = act_grad<ACT, T>(H[e], G[e]);
+}
+
+// gz = act'(h) * g (stored in GZ when given) and its column sums, the bias gradient.
+// Block (32, 32): x over 32 columns, y over rows; grid (ceil(N/32), R): R row chunks. With
+// R = 1 the sums go to dbias; else to partial[R][N], summed by colsum_finalize in order.
+template <typename T, int ACT>
+__global__ void act_bwd_bias(int M, int N, int rows_per_chunk, const T* __restrict__ G,
+                             const T* __restrict__ H, T* __restrict__ GZ,
+                             T* __restrict__ out) {
+  __shared__ T red[32][33];
+  const int j = blockIdx.x * 32 + threadIdx.x;
+  const int r0 = blockIdx.y * rows_per_chunk;
+  const int r1 = min(M, r0 + rows_per_chunk);
+  T s = T(0);
+  if (j < N) {
+    for (int i = r0 + threadIdx.y; i < r1; i += 32) {
+      const long long off = (long long)i * N + j;
+      T g = G[off];
+      if (ACT != 0) g = act_grad<ACT, T>(H[off], g);
+      if (GZ != nullptr) GZ[off] = g;
+      s += g;
+    }
+  }
+  red[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < N) {
+    T t = T(0);
+    for (int r = 0; r < 32; ++r) t += red[r][threadIdx.x];
+    out[(long long)blockIdx.y * N + j] = t;
+  }
+}
+
+// out[j] = sum_r partial[r * stride + j], r in order (deterministic).
+template <typename T>
+__global__ void colsum_finalize(int R, int N, int stride, const T* __restrict__ partial,
+                                T* __restrict__ out) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= N) return;
+  T t = T(0);
+  for (int r = 0; r < R; ++r) t += partial[(long long)r * stride + j];
+  out[j] = t;
+}
+"""
+
+# Softmax + cross-entropy over rows, one block: each warp takes rows; the mean loss is
+# summed in double in a fixed order. glogits = (softmax - q) * gy / M, q the (smoothed)
+# one-hot target; either output may be null.
+LOSSES = COMMON + r"""
+template <typename T>
+__global__ void softmax_ce(int M, int C, const T* __restrict__ logits,
+                           const long long* __restrict__ labels, const T* __restrict__ gy,
+                           double eps, T* __restrict__ loss, T* __restrict__ glogits) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const T scale = (gy != nullptr ? gy[0] : T(1)) / T(M);
+  const T q_off = T(eps / C), q_on = T(eps / C) + T(1.0 - eps);
+  double acc = 0.0;
+  for (int row = warp; row < M; row += nw) {
+    const T* z = logits + (long long)row * C;
+    T mx = neg_inf<T>();
+    for (int c = lane; c < C; c += 32) mx = fmax(mx, z[c]);
+    mx = warp_max(mx);
+    T se = T(0);
+    for (int c = lane; c < C; c += 32) se += exp(z[c] - mx);
+    const T lse = log(warp_sum(se));
+    const long long y = labels[row];
+    if (loss != nullptr) {
+      T slp = T(0);
+      if (eps != 0.0)
+        for (int c = lane; c < C; c += 32) slp += (z[c] - mx) - lse;
+      slp = warp_sum(slp);
+      const T lpy = (z[y] - mx) - lse;
+      const T row_loss = -(T(eps / C) * slp + T(1.0 - eps) * lpy);
+      if (lane == 0) acc += (double)row_loss;
+    }
+    if (glogits != nullptr) {
+      T* g = glogits + (long long)row * C;
+      for (int c = lane; c < C; c += 32) {
+        const T p = exp((z[c] - mx) - lse);
+        g[c] = (p - (c == y ? q_on : q_off)) * scale;
+      }
+    }
+  }
+  const double total = block_sum(acc);
+  if (loss != nullptr && threadIdx.x == 0) loss[0] = (T)(total / M);
+}
+
+template <typename T>
+__global__ void mse_fwd(long long n, const T* __restrict__ p, const T* __restrict__ t,
+                        T* __restrict__ loss) {
+  double acc = 0.0;
+  for (long long e = threadIdx.x; e < n; e += blockDim.x) {
+    const T d = p[e] - t[e];
+    acc += (double)(d * d);
+  }
+  const double total = block_sum(acc);
+  if (threadIdx.x == 0) loss[0] = (T)(total / n);
+}
+
+template <typename T>
+__global__ void mse_vjp(long long n, const T* __restrict__ p, const T* __restrict__ t,
+                        const T* __restrict__ gy, T* __restrict__ g) {
+  const T s = (T(2) * gy[0]) / T(n);
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n;
+       e += (long long)gridDim.x * blockDim.x)
+    g[e] = (p[e] - t[e]) * s;
+}
+"""
+
+# Layernorm over the last axis: one warp per row, statistics in two passes (mean, then the
+# mean squared deviation) as the reference does. The backward writes gx and the per-row
+# (mean, rstd) to `stats`; ln_bwd_params then sums g*xhat and g down the columns.
+LAYERNORM = COMMON + r"""
+template <typename T>
+__device__ __forceinline__ void row_stats(const T* x, int D, double eps, T& mu, T& rstd) {
+  const int lane = threadIdx.x & 31;
+  T s = T(0);
+  for (int c = lane; c < D; c += 32) s += x[c];
+  mu = warp_sum(s) / T(D);
+  T v = T(0);
+  for (int c = lane; c < D; c += 32) { const T d = x[c] - mu; v += d * d; }
+  v = warp_sum(v) / T(D);
+  rstd = T(1) / sqrt(v + T(eps));
+}
+
+template <typename T>
+__global__ void layernorm_fwd(int M, int D, const T* __restrict__ X, const T* __restrict__ W,
+                              const T* __restrict__ B, double eps, T* __restrict__ Y) {
+  const int row = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
+  if (row >= M) return;
+  const T* x = X + (long long)row * D;
+  T* y = Y + (long long)row * D;
+  T mu, rstd;
+  row_stats(x, D, eps, mu, rstd);
+  for (int c = lane; c < D; c += 32) {
+    T v = (x[c] - mu) * rstd;
+    if (W != nullptr) v = v * W[c] + B[c];
+    y[c] = v;
+  }
+}
+
+template <typename T>
+__global__ void layernorm_bwd(int M, int D, const T* __restrict__ X, const T* __restrict__ W,
+                              const T* __restrict__ G, double eps, T* __restrict__ GX,
+                              T* __restrict__ stats) {
+  const int row = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
+  if (row >= M) return;
+  const T* x = X + (long long)row * D;
+  const T* g = G + (long long)row * D;
+  T mu, rstd;
+  row_stats(x, D, eps, mu, rstd);
+  if (stats != nullptr && lane == 0) { stats[2 * row] = mu; stats[2 * row + 1] = rstd; }
+  if (GX == nullptr) return;
+  T m1 = T(0), m2 = T(0);
+  for (int c = lane; c < D; c += 32) {
+    const T xh = (x[c] - mu) * rstd;
+    const T gh = W != nullptr ? g[c] * W[c] : g[c];
+    m1 += gh;
+    m2 += gh * xh;
+  }
+  m1 = warp_sum(m1) / T(D);
+  m2 = warp_sum(m2) / T(D);
+  T* gx = GX + (long long)row * D;
+  for (int c = lane; c < D; c += 32) {
+    const T xh = (x[c] - mu) * rstd;
+    const T gh = W != nullptr ? g[c] * W[c] : g[c];
+    gx[c] = rstd * (gh - m1 - xh * m2);
+  }
+}
+
+// partial[r][0][c] = sum g*xhat, partial[r][1][c] = sum g over row chunk r.
+template <typename T>
+__global__ void ln_bwd_params(int M, int D, int rows_per_chunk, const T* __restrict__ X,
+                              const T* __restrict__ G, const T* __restrict__ stats,
+                              T* __restrict__ partial) {
+  __shared__ T red[2][32][33];
+  const int c = blockIdx.x * 32 + threadIdx.x;
+  const int r0 = blockIdx.y * rows_per_chunk;
+  const int r1 = min(M, r0 + rows_per_chunk);
+  T sw = T(0), sb = T(0);
+  if (c < D) {
+    for (int i = r0 + threadIdx.y; i < r1; i += 32) {
+      const long long off = (long long)i * D + c;
+      const T xh = (X[off] - stats[2 * i]) * stats[2 * i + 1];
+      sw += G[off] * xh;
+      sb += G[off];
+    }
+  }
+  red[0][threadIdx.y][threadIdx.x] = sw;
+  red[1][threadIdx.y][threadIdx.x] = sb;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < D) {
+    T tw = T(0), tb = T(0);
+    for (int r = 0; r < 32; ++r) { tw += red[0][r][threadIdx.x]; tb += red[1][r][threadIdx.x]; }
+    partial[(long long)blockIdx.y * 2 * D + c] = tw;
+    partial[(long long)blockIdx.y * 2 * D + D + c] = tb;
+  }
+}
+"""
+
+# Dropout with Philox4x64-10 (see philox.py): element e keeps when the double from word
+# e % 4 of block e / 4 + 1 is >= p; y = x * (keep ? scale : 0). The key's low word is the
+# step: read from device memory inside a CUDA graph (step_ptr), else from step_val.
+DROPOUT = r"""
+__device__ __forceinline__ void philox4x64_10(unsigned long long ctr0, unsigned long long k0,
+                                              unsigned long long k1,
+                                              unsigned long long out[4]) {
+  unsigned long long c0 = ctr0, c1 = 0, c2 = 0, c3 = 0;
+  #pragma unroll
+  for (int r = 0; r < 10; ++r) {
+    if (r) { k0 += 0x9E3779B97F4A7C15ull; k1 += 0xBB67AE8584CAA73Bull; }
+    const unsigned long long lo0 = 0xD2E7470EE14C6C93ull * c0;
+    const unsigned long long hi0 = __umul64hi(0xD2E7470EE14C6C93ull, c0);
+    const unsigned long long lo1 = 0xCA5A826395121157ull * c2;
+    const unsigned long long hi1 = __umul64hi(0xCA5A826395121157ull, c2);
+    const unsigned long long n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+    c0 = n0; c1 = lo1; c2 = n2; c3 = lo0;
+  }
+  out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+}
+
+template <typename T>
+__global__ void dropout_apply(long long n, const T* __restrict__ X, T* __restrict__ Y,
+                              double p, T scale, unsigned long long key_hi,
+                              unsigned long long k1, const long long* __restrict__ step_ptr,
+                              long long step_val) {
+  const long long step = step_ptr != nullptr ? step_ptr[0] : step_val;
+  const unsigned long long k0 = key_hi | ((unsigned long long)step & 0xFFFFFFFFull);
+  const long long nblocks = (n + 3) / 4;
+  for (long long b = blockIdx.x * (long long)blockDim.x + threadIdx.x; b < nblocks;
+       b += (long long)gridDim.x * blockDim.x) {
+    unsigned long long w[4];
+    philox4x64_10((unsigned long long)b + 1ull, k0, k1, w);
+    #pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      const long long e = 4 * b + t;
+      if (e < n) {
+        const double u = (double)(w[t] >> 11) * (1.0 / 9007199254740992.0);
+        Y[e] = X[e] * (u >= p ? scale : T(0));
+      }
+    }
+  }
+}
+"""
+
+# The optimizer over the whole flat buffer, with the gradient norm, clipping and the
+# update ratio's sums. Element order of operations mirrors runtime/optimizers.py (built with
+# --fmad=false so no multiply-add is contracted). Parameters come in segments of equal step
+# count (seg_end, exclusive ends); hyper (double) holds [lr, lr*wd, -, -] then per segment
+# [a, b]: Adam a = -lr/bc1, b = sqrt(bc2); SGD a = 1 on the segment's first step.
+# stats (double): [0] sum g^2 (before clipping), [1] sum theta^2 (before), [2] sum delta^2,
+# [3] the loss. Blocks write partial sums; the last block to finish adds them in order.
+OPTIM = r"""
+__device__ double block_sum_d(double v) {
+  __shared__ double part[32];
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  #pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();
+  if (lane == 0) part[w] = v;
+  __syncthreads();
+  double t = lane < nw ? part[lane] : 0.0;
+  #pragma unroll
+  for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+  return t;
+}
+
+// Each block adds its 3 sums to partials; the last block sums all in block order into
+// stats[0], [1], [2] (stats[0] only when use0), copies the loss, resets the counter.
+__device__ void finish_sums(double s0, double s1, double s2, const bool use0, double* partials,
+                            unsigned int* counter, double* stats, const void* loss,
+                            int loss_double) {
+  __shared__ bool last;
+  s0 = block_sum_d(s0);
+  s1 = block_sum_d(s1);
+  s2 = block_sum_d(s2);
+  if (threadIdx.x == 0) {
+    partials[3 * blockIdx.x] = s0;
+    partials[3 * blockIdx.x + 1] = s1;
+    partials[3 * blockIdx.x + 2] = s2;
+    __threadfence();
+    const unsigned int ticket = atomicAdd(counter, 1u);
+    last = ticket == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (last && threadIdx.x == 0) {
+    __threadfence();
+    double t0 = 0.0, t1 = 0.0, t2 = 0.0;
+    for (unsigned int b = 0; b < gridDim.x; ++b) {
+      t0 += ((volatile double*)partials)[3 * b];
+      t1 += ((volatile double*)partials)[3 * b + 1];
+      t2 += ((volatile double*)partials)[3 * b + 2];
+    }
+    if (use0) stats[0] = t0;
+    stats[1] = t1;
+    stats[2] = t2;
+    if (loss != nullptr)
+      stats[3] = loss_double ? ((const double*)loss)[0] : (double)((const float*)loss)[0];
+    counter[0] = 0u;
+  }
+}
+
+template <typename T>
+__global__ void grad_sumsq(long long n, const T* __restrict__ g, double* partials,
+                           unsigned int* counter, double* stats) {
+  double s = 0.0;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x)
+    s += (double)g[i] * (double)g[i];
+  __shared__ bool last;
+  s = block_sum_d(s);
+  if (threadIdx.x == 0) {
+    partials[3 * blockIdx.x] = s;
+    __threadfence();
+    last = atomicAdd(counter, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (last && threadIdx.x == 0) {
+    __threadfence();
+    double t = 0.0;
+    for (unsigned int b = 0; b < gridDim.x; ++b) t += ((volatile double*)partials)[3 * b];
+    stats[0] = t;
+    counter[0] = 0u;
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ T clip_coef(const double* stats, double max_norm, bool& scale) {
+  const double norm = sqrt(stats[0]);
+  const double c = max_norm / (norm + 1e-6);
+  scale = c < 1.0 && isfinite(norm);
+  return (T)c;
+}
+
+__device__ __forceinline__ int segment_of(long long i, const long long* seg_end, int nseg) {
+  int s = 0;
+  while (s < nseg - 1 && i >= seg_end[s]) ++s;
+  return s;
+}
+
+template <typename T, bool CLIP, bool COUPLED_WD, bool DECOUPLED_WD>
+__global__ void adam_step(long long n, T* __restrict__ theta, T* __restrict__ grad,
+                          T* __restrict__ m, T* __restrict__ v, const double* __restrict__ hyper,
+                          const long long* __restrict__ seg_end, int nseg, double one_m_b1,
+                          double b2, double one_m_b2, double eps, double wd, double max_norm,
+                          double* partials, unsigned int* counter, double* stats,
+                          const void* loss, int loss_double) {
+  bool scale = false;
+  const T coef = CLIP ? clip_coef<T>(stats, max_norm, scale) : T(1);
+  const T t_b1 = (T)one_m_b1, t_b2 = (T)b2, t_1b2 = (T)one_m_b2, t_eps = (T)eps;
+  const T t_wd = (T)wd, t_lrwd = (T)hyper[1];
+  double sg = 0.0, st = 0.0, sd = 0.0;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    const int s = segment_of(i, seg_end, nseg);
+    const T neg_step = (T)hyper[4 + 2 * s], bc2 = (T)hyper[5 + 2 * s];
+    const T th = theta[i];
+    T g = grad[i];
+    if (!CLIP) sg += (double)g * (double)g;
+    if (CLIP && scale) { g = g * coef; grad[i] = g; }
+    if (COUPLED_WD) { const T gw = th * t_wd; g = gw + g; }
+    T mi = m[i];
+    T tmp = g - mi;
+    tmp = tmp * t_b1;
+    mi = mi + tmp;
+    m[i] = mi;
+    T vi = v[i];
+    vi = vi * t_b2;
+    tmp = g * t_1b2;
+    tmp = tmp * g;
+    vi = vi + tmp;
+    v[i] = vi;
+    tmp = sqrt(vi);
+    tmp = tmp / bc2;
+    tmp = tmp + t_eps;
+    T d = mi * neg_step;
+    d = d / tmp;
+    if (DECOUPLED_WD) { const T dw = th * t_lrwd; d = d - dw; }
+    st += (double)th * (double)th;
+    sd += (double)d * (double)d;
+    theta[i] = th + d;
+  }
+  finish_sums(sg, st, sd, !CLIP, partials, counter, stats, loss, loss_double);
+}
+
+template <typename T, bool CLIP, bool COUPLED_WD, bool MOMENTUM, bool NESTEROV>
+__global__ void sgd_step(long long n, T* __restrict__ theta, T* __restrict__ grad,
+                         T* __restrict__ buf, const double* __restrict__ hyper,
+                         const long long* __restrict__ seg_end, int nseg, double momentum,
+                         double one_m_damp, int damp, double wd, double max_norm,
+                         double* partials, unsigned int* counter, double* stats,
+                         const void* loss, int loss_double) {
+  bool scale = false;
+  const T coef = CLIP ? clip_coef<T>(stats, max_norm, scale) : T(1);
+  const T t_mom = (T)momentum, t_1d = (T)one_m_damp, t_wd = (T)wd, neg_lr = (T)(-hyper[0]);
+  double sg = 0.0, st = 0.0, sd = 0.0;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    const T th = theta[i];
+    T g = grad[i];
+    if (!CLIP) sg += (double)g * (double)g;
+    if (CLIP && scale) { g = g * coef; grad[i] = g; }
+    if (COUPLED_WD) { const T gw = th * t_wd; g = gw + g; }
+    T u = g;
+    if (MOMENTUM) {
+      const int s = segment_of(i, seg_end, nseg);
+      T b;
+      if (hyper[4 + 2 * s] != 0.0) {
+        b = g;
+      } else {
+        b = buf[i] * t_mom;
+        if (damp) { const T t = g * t_1d; b = b + t; } else { b = b + g; }
+      }
+      buf[i] = b;
+      if (NESTEROV) { T t = b * t_mom; u = t + g; } else { u = b; }
+    }
+    const T d = u * neg_lr;
+    st += (double)th * (double)th;
+    sd += (double)d * (double)d;
+    theta[i] = th + d;
+  }
+  finish_sums(sg, st, sd, !CLIP, partials, counter, stats, loss, loss_double);
+}
+"""

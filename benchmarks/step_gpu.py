@@ -1,0 +1,215 @@
+"""Training-step time on an NVIDIA GPU: our compiled step (fused kernels, autotuned, the
+whole step replayed from one CUDA graph) against PyTorch's eager step, eager with fused
+Adam, a CUDA-graph step with capturable Adam, and torch.compile, in one run.
+
+    python3 benchmarks/step_gpu.py [--precisions fp32,tf32] [--sizes 0,1,2,3] [--quick]
+                                   [--no-compile] [--json PATH]
+
+A step is forward + cross-entropy + backward + Adam update of an MLP (batch, in →
+hidden × depth → out, ReLU), float32 parameters; "tf32" lets both sides' GEMMs use TF32
+tensor cores. Each side copies its batch into static device buffers every step (as a
+CUDA-graph step must). Time per step: wall time of a block of steps between two device
+synchronisations, median over repeats, after warm-up (compilation, autotuning, capture).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+SIZES = [  # (batch, in, hidden, depth, out)
+    (256, 16, 64, 2, 2),
+    (512, 64, 256, 4, 10),
+    (4096, 256, 1024, 4, 10),
+    (8192, 1024, 4096, 4, 100),
+]
+SMALL = (0, 1)  # goal: <= 0.5x PyTorch's CUDA-graph step; the others <= 1.05x PyTorch's best
+
+
+def block_and_repeats(size: tuple[int, ...], quick: bool) -> tuple[int, int]:
+    b, i, h, d, o = size
+    flops = 6 * b * (i * h + (d - 1) * h * h + h * o)
+    block = int(min(500, max(10, 2e10 / flops)))
+    return (max(5, block // 4), 3) if quick else (block, 7)
+
+
+def timeit(step: Callable[[], None], sync: Callable[[], None], block: int,
+           repeats: int) -> float:
+    """Median seconds per step."""
+    for _ in range(max(3, block // 5)):
+        step()
+    sync()
+    out = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(block):
+            step()
+        sync()
+        out.append((time.perf_counter() - t0) / block)
+    return statistics.median(out)
+
+
+def ours(size: tuple[int, ...], precision: str, block: int, repeats: int) -> dict[str, object]:
+    import cupy as cp
+
+    from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
+    from aicf_induct.kernels.autotune import Autotuner, TunedRegistry
+    from aicf_induct.kernels.cuda.compile import device
+    from aicf_induct.kernels.cuda.timer import cuda_timer
+    from aicf_induct.runtime.cuda_step import CudaStep
+    from aicf_induct.runtime.executor import Executor, store_for
+    from aicf_induct.runtime.optimizers import make_optimizer
+
+    b, i, h, d, o = size
+    graph = mlp_graph(parse_model_spec(f"mlp:depth={d},width={h},act=relu"), i, o,
+                      dtype="float32")
+    store = store_for(graph, seed=0, xp=cp, dtype="float32")
+    tuner = Autotuner(cuda_timer, device().name)
+    ex = Executor(graph, store, loss="cross_entropy", device="cuda", xp=cp, fuse=True,
+                  precision=precision, registry=TunedRegistry(tuner))
+    opt = make_optimizer("adam", lr=1e-3)
+    step = CudaStep(ex, opt)
+    rng = np.random.default_rng(0)
+    x = cp.asarray(rng.normal(size=(b, i)).astype(np.float32))
+    y = cp.asarray(rng.integers(0, o, size=b))
+    t0 = time.perf_counter()
+    first = step.run(x, y, 0, 1e-3)
+    setup = time.perf_counter() - t0
+    k = [0]
+
+    def one() -> None:
+        k[0] += 1
+        step.run(x, y, k[0], 1e-3, fetch=False)
+
+    sec = timeit(one, cp.cuda.Device().synchronize, block, repeats)
+    last = step.stats()
+    names = ex.plan("train", b).kernel_names
+    return {"ms": sec * 1e3, "setup_s": setup, "captured": step.captured,
+            "graph_error": step.graph_error, "kernels": names,
+            "loss_first": first.loss if first else None, "loss_last": last.loss}
+
+
+def pytorch(size: tuple[int, ...], variant: str, block: int, repeats: int) -> float:
+    import torch
+    import torch.nn.functional as F
+
+    b, i, h, d, o = size
+    dev = torch.device("cuda")
+    layers: list[torch.nn.Module] = []
+    w = i
+    for _ in range(d):
+        layers += [torch.nn.Linear(w, h), torch.nn.ReLU()]
+        w = h
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(w, o)).to(dev)
+    gen = torch.Generator(device=dev).manual_seed(0)
+    x = torch.randn(b, i, device=dev, generator=gen)
+    y = torch.randint(0, o, (b,), device=dev, generator=gen)
+    sx, sy = torch.empty_like(x), torch.empty_like(y)
+    if variant == "graph":
+        try:
+            opt = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=True, fused=True)
+        except (RuntimeError, TypeError):
+            opt = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=True,
+                                   foreach=True)
+        sx.copy_(x)
+        sy.copy_(y)
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                opt.zero_grad(set_to_none=True)
+                F.cross_entropy(model(sx), sy).backward()
+                opt.step()
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(g):
+            F.cross_entropy(model(sx), sy).backward()
+            opt.step()
+
+        def step() -> None:
+            sx.copy_(x)
+            sy.copy_(y)
+            g.replay()
+    else:
+        fused = variant in ("fused", "compile")
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=fused or None)
+        fwd = torch.compile(model) if variant == "compile" else model
+
+        def step() -> None:
+            sx.copy_(x)
+            sy.copy_(y)
+            opt.zero_grad(set_to_none=True)
+            F.cross_entropy(fwd(sx), sy).backward()
+            opt.step()
+
+    return timeit(step, torch.cuda.synchronize, block, repeats)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--precisions", default="fp32,tf32")
+    ap.add_argument("--sizes", default="0,1,2,3")
+    ap.add_argument("--quick", action="store_true", help="fewer steps (smoke run)")
+    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    ap.add_argument("--json", default="", help="write every figure here")
+    args = ap.parse_args()
+    import cupy as cp
+    import torch
+
+    from aicf_induct.kernels.cuda.compile import device
+
+    info = device()
+    print(f"# step_gpu: {date.today()}, {info.name} (sm_{info.capability}, {info.sms} SMs), "
+          f"cupy {cp.__version__}, torch {torch.__version__}", flush=True)
+    print("| batch | model | precision | ours ms | eager | fused Adam | CUDA graph | "
+          "compile | ours / graph | ours / best | goal |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
+    rows = []
+    for prec in args.precisions.split(","):
+        torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
+        torch.backends.cudnn.allow_tf32 = prec == "tf32"
+        for idx in (int(s) for s in args.sizes.split(",")):
+            size = SIZES[idx]
+            block, repeats = block_and_repeats(size, args.quick)
+            mine = ours(size, prec, block, repeats)
+            cp.get_default_memory_pool().free_all_blocks()
+            theirs: dict[str, float] = {}
+            for variant in ("eager", "fused", "graph", "compile"):
+                if variant == "compile" and args.no_compile:
+                    continue
+                try:
+                    theirs[variant] = pytorch(size, variant, block, repeats) * 1e3
+                except Exception as err:  # report, go on
+                    print(f"# torch {variant} failed: {type(err).__name__}: {err}",
+                          file=sys.stderr)
+                torch.cuda.empty_cache()
+            best = min(theirs.values())
+            ms = float(mine["ms"])  # type: ignore[arg-type]
+            graph_ms = theirs.get("graph", float("nan"))
+            goal = (ms <= 0.5 * graph_ms) if idx in SMALL else (ms <= 1.05 * best)
+            b, i, h, d, o = size
+            cells = [f"{theirs[v]:.3f}" if v in theirs else "-"
+                     for v in ("eager", "fused", "graph", "compile")]
+            print(f"| {b} | {i}→{h}×{d}→{o} | {prec} | {ms:.3f} | {' | '.join(cells)} | "
+                  f"{ms / graph_ms:.2f}× | {ms / best:.2f}× | "
+                  f"{'met' if goal else 'missed'} |", flush=True)
+            rows.append({"size": size, "precision": prec, "ours": mine, "torch_ms": theirs,
+                         "goal_met": goal})
+    if args.json:
+        Path(args.json).write_text(json.dumps({"device": info.name, "rows": rows}, indent=1,
+                                              default=str))
+
+
+if __name__ == "__main__":
+    main()
