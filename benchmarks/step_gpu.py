@@ -204,6 +204,9 @@ def main() -> None:
             print(f"| {b} | {i}→{h}×{d}→{o} | {prec} | {ms:.3f} | {' | '.join(cells)} | "
                   f"{ms / graph_ms:.2f}× | {ms / best:.2f}× | "
                   f"{'met' if goal else 'missed'} |", flush=True)
+            print(f"#   ours: captured={mine['captured']} error={mine['graph_error']} "
+                  f"setup={mine['setup_s']:.1f}s kernels={','.join(mine['kernels'])}",
+                  file=sys.stderr, flush=True)
             rows.append({"size": size, "precision": prec, "ours": mine, "torch_ms": theirs,
                          "goal_met": goal})
     if args.json:

@@ -144,7 +144,9 @@ class Autotuner:
         self.timed += 1
         try:
             t = float(self.timer(k, q))
-        except Exception:  # a variant that cannot run here is simply never chosen
+        except Exception as err:  # a variant that cannot run here is simply never chosen,
+            if "illegal" in str(err).lower():  # unless it broke the device for everyone
+                raise
             return math.inf
         return t if t >= 0 and math.isfinite(t) else math.inf
 

@@ -17,6 +17,7 @@ fallback) run the same step eagerly; `graph_error` says why a capture failed.
 
 from __future__ import annotations
 
+import ctypes
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -91,11 +92,11 @@ class CudaStep:
                              "remap with load_state_dict(state_dict(), store)")
         _check_number("learning rate", lr)
         entry = self._entry(int(x.shape[0]))
-        feeds = {self.executor.input_id: x, self.executor.training_graph.labels: y}
-        entry.plan.feed(feeds, step)
+        self._feed(entry.plan, x, y, step)
         opt._steps += 1
-        fill_hyper(entry.hyper_host, opt, store, entry.signature[-1], float(lr), step)
-        entry.hyper_dev.set(entry.hyper_host)
+        h = entry.hyper_host
+        fill_hyper(h, opt, store, entry.signature[-1], float(lr), step)
+        entry.hyper_dev.data.copy_from_host_async(h.ctypes.data_as(ctypes.c_void_p), h.nbytes)
         if entry.graph is not None:
             import cupy
 
@@ -103,6 +104,22 @@ class CudaStep:
         else:
             entry.body()
         return self.stats(entry) if fetch else None
+
+    def _feed(self, plan: Plan, x: Any, y: Any, step: int) -> None:
+        """The batch into the plan's static buffers: one device copy each when it is on the
+        GPU already in the right dtype and layout, else through plan.feed."""
+        import cupy
+
+        ex = self.executor
+        pairs: tuple[tuple[Any, Any], ...] = (
+            (plan.inputs[ex.input_id], x), (plan.inputs[ex.training_graph.labels], y))
+        if all(isinstance(src, cupy.ndarray) and src.dtype == buf.dtype
+               and src.shape == buf.shape and src.flags.c_contiguous for buf, src in pairs):
+            for buf, src in pairs:
+                buf.data.copy_from_device_async(src.data, buf.nbytes)
+            plan.ctx.step = step
+        else:
+            plan.feed({ex.input_id: x, ex.training_graph.labels: y}, step)
 
     def stats(self, entry: _Entry | None = None) -> StepStats:
         """The last step's loss, gradient norm and update ratio."""

@@ -4,7 +4,10 @@ imported here, on the first compile, never at import time."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from aicf_induct.kernels.cuda import sources
@@ -58,8 +61,25 @@ def function(family: str, name: str) -> Any:
     fn = _FUNCTIONS.get(key)
     if fn is None:
         src, opts = FAMILIES[family]
+        if family == "gemm_wmma":
+            opts = (*opts, *toolkit_includes())
         module = cupy.RawModule(code=src, options=("-std=c++17", *opts),
                                 name_expressions=[name])
         fn = module.get_function(name)
         _FUNCTIONS[key] = fn
     return fn
+
+
+def toolkit_includes() -> tuple[str, ...]:
+    """-I for a CUDA toolkit's headers: the pip wheels' include folder lacks crt/mma.h,
+    which <mma.h> (WMMA) needs."""
+    roots = [os.environ.get("CUDA_PATH", ""), os.environ.get("CUDA_HOME", "")]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        roots.append(str(Path(nvcc).resolve().parent.parent))
+    roots.append("/usr/local/cuda")
+    for r in roots:
+        inc = Path(r) / "include" if r else None
+        if inc is not None and (inc / "crt" / "mma.h").is_file():
+            return (f"-I{inc}",)
+    return ()

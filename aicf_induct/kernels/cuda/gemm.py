@@ -35,11 +35,14 @@ from aicf_induct.kernels.cuda.launch import (
 )
 
 OP_N, OP_T = 0, 1
-CUDA_R_32F = 0
+CUDA_R_32F, CUDA_R_64F = 0, 1
 COMPUTE = {"fp32": 68, "tf32": 77, "bf16": 75}  # CUBLAS_COMPUTE_32F, _FAST_TF32, _FAST_16BF
+COMPUTE_64F = 70
 GEMM_DEFAULT = -1
-_ONE = np.ones(1, dtype=np.float32)  # host scalars (pointer mode host)
-_ZERO = np.zeros(1, dtype=np.float32)
+# host scalars (pointer mode host), per dtype: (alpha, beta)
+_SCALARS: dict[Any, tuple[np.ndarray, np.ndarray]] = {
+    np.dtype(np.float32): (np.ones(1, np.float32), np.zeros(1, np.float32)),
+            np.dtype(np.float64): (np.ones(1, np.float64), np.zeros(1, np.float64))}
 TILES = {"tiled64": (64, 64, 16, 4, 4), "tiled32": (32, 32, 16, 2, 2)}  # BM, BN, BK, TM, TN
 
 
@@ -51,14 +54,15 @@ def cublas_gemm(precision: str, transa: int, transb: int, m: int, n: int, k: int
 
     h = cupy.cuda.device.get_cublas_handle()
     cublas.setStream(h, cupy.cuda.get_current_stream().ptr)
-    if c.dtype == np.float64:
-        cublas.dgemm(h, transa, transb, m, n, k, 1.0, a.data.ptr, lda, b.data.ptr, ldb, 0.0,
-                     c.data.ptr, ldc)
-        return
     cublas.setPointerMode(h, 0)
-    cublas.gemmEx(h, transa, transb, m, n, k, _ONE.ctypes.data, a.data.ptr, CUDA_R_32F, lda,
-                  b.data.ptr, CUDA_R_32F, ldb, _ZERO.ctypes.data, c.data.ptr, CUDA_R_32F, ldc,
-                  COMPUTE[precision], GEMM_DEFAULT)
+    one, zero = _SCALARS[c.dtype]
+    if c.dtype == np.float64:
+        dt, compute = CUDA_R_64F, COMPUTE_64F
+    else:
+        dt, compute = CUDA_R_32F, COMPUTE[precision]
+    cublas.gemmEx(h, transa, transb, m, n, k, one.ctypes.data, a.data.ptr, dt, lda,
+                  b.data.ptr, dt, ldb, zero.ctypes.data, c.data.ptr, dt, ldc, compute,
+                  GEMM_DEFAULT)
 
 
 def xwt(precision: str, x: Array, w: Array, out: Array) -> None:
