@@ -9,7 +9,7 @@ import pytest
 
 from aicf_induct.cli.main import main
 from aicf_induct.problems import rdatasets_source
-from aicf_induct.problems.rdatasets_source import Candidate
+from aicf_induct.problems.rdatasets_analysis import Candidate
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 
 from aicf_induct.errors import DataError
 from aicf_induct.problems import load_problem, rdatasets_source
-from aicf_induct.problems.rdatasets_source import analyse
+from aicf_induct.problems.rdatasets_analysis import analyse
 
 
 def frame(n: int = 300, seed: int = 0) -> pd.DataFrame:
