@@ -42,6 +42,7 @@ from warehouse.layout import (
     tables_on_disk,
     visible_parts,
 )
+from warehouse.writer import write_parquet
 
 LOCK_FILE = "_compact.lock"
 STALE_S = 3600.0  # temp files and uncommitted cparts older than this are debris of a crash
@@ -121,7 +122,7 @@ def _merge(tdir: Path, group: list[Path]) -> int:
     merged = pa.concat_tables([pq.read_table(p) for p in group], promote_options="permissive")
     cid = uuid.uuid4().hex
     out = group[0].parent / f"cpart-{cid}.parquet"
-    atomic_write(out, lambda p: pq.write_table(merged, p, compression="zstd"))
+    atomic_write(out, lambda p: write_parquet(merged, p))
     marker = Marker(cid, _rel(tdir, out), tuple(_rel(tdir, p) for p in group), time.time())
     ensure_dir(tdir / MARKERS)
     atomic_write(tdir / MARKERS / f"{cid}.json", lambda p: _write_bytes(p, marker.to_json()))
