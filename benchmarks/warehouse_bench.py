@@ -229,15 +229,20 @@ def bench_overhead(tmp: Path, n: int, sqlite_n: int, blocks: int) -> dict[str, f
     return out
 
 
-def call_cost(tmp: Path, n: int = 200_000) -> float:
-    """Time of one `WarehouseRecorder.step` call, back to back (flush thread running)."""
-    log, close = wh_logger(tmp / "calls")
-    t0 = time.perf_counter()
-    for s in range(n):
-        log(s)  # type: ignore[operator]
-    seconds = time.perf_counter() - t0
-    close()  # type: ignore[operator]
-    return seconds / n
+def call_cost(tmp: Path, n: int = 100_000, reps: int = 3) -> float:
+    """Process CPU per logged step, back to back: building the StepRecord, the
+    `WarehouseRecorder.step` call, and the flush thread's conversion, Parquet encoding and
+    commit (close() inside the timing). CPU time is what other load on the machine disturbs
+    least; best of `reps`."""
+    best = float("inf")
+    for r in range(reps):
+        log, close = wh_logger(tmp / f"calls-{r}")
+        c0 = time.process_time()
+        for s in range(n):
+            log(s)  # type: ignore[operator]
+        close()  # type: ignore[operator]
+        best = min(best, (time.process_time() - c0) / n)
+    return best
 
 
 def bench_sqlite_throughput(path: Path, steps: int) -> float:
@@ -308,7 +313,7 @@ def main() -> None:
         print(f"  overhead on a {ovh['step_s'] * 1e3:.3f} ms step: warehouse "
               f"{ovh['wh_overhead']:+.2%} wall, {ovh['wh_overhead_cpu']:+.2%} CPU; SQLite "
               f"{ovh['sqlite_overhead']:+.2%} wall; one "
-              f"recorder.step call {ovh['wh_call_s'] * 1e6:.2f} µs", flush=True)
+              f"logged step costs {ovh['wh_call_s'] * 1e6:.2f} µs CPU", flush=True)
     text = results_section(args, app, rep, sq_rate, ovh)
     print(text)
     if args.write_results:
@@ -340,8 +345,9 @@ def results_section(args: argparse.Namespace, app: dict[str, float],
         f"{ok(ovh['wh_overhead'] <= 0.02)} |",
         f"| same, process CPU time (flush thread included) | {ovh['wh_overhead_cpu']:+.2%} | "
         f"{ovh['sqlite_overhead_cpu']:+.0%} | ≤ 2 % | {ok(ovh['wh_overhead_cpu'] <= 0.02)} |",
-        f"| one `WarehouseRecorder.step` call (µs; share of the step) | "
-        f"{ovh['wh_call_s'] * 1e6:.2f} ({ovh['wh_call_s'] / ovh['step_s']:.2%}) | | | |",
+        f"| CPU cost of logging one step, all included (µs), as a share of a 1 ms step | "
+        f"{ovh['wh_call_s'] * 1e6:.2f} ({ovh['wh_call_s'] / 1e-3:.2%}) | | ≤ 2 % | "
+        f"{ok(ovh['wh_call_s'] <= 2e-5)} |",
         "", f"Report latency over {app['rows']:,.0f} step rows (2 DuckDB threads; "
         "first run, then median of the next runs; each on a fresh `connect`):", "",
         "| report | first (s) | median (s) | rows | goal ≤ 1 s met |", "|---|---|---|---|---|",
@@ -357,8 +363,9 @@ def results_section(args: argparse.Namespace, app: dict[str, float],
               "logged time / total plain time - 1; each logged block opens a recorder and "
               "closes it (final flush, fsync) inside its timing, and builds the StepRecord "
               "too, so the figure charges logging with everything. Wall-clock figures on this "
-              "shared 2-core VM move by a few percent between runs; process CPU time is the "
-              "steadier measure.",
+              "shared 2-core VM move by a few percent between runs (other jobs share the "
+              "cores); the CPU cost per logged step (back to back; record built, flush "
+              "thread and close included) is the steadier measure.",
               ""]
     return "\n".join(lines)
 
