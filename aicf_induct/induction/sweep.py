@@ -233,24 +233,37 @@ def run_local(tasks: Sequence[Task], workers: int, on_done: Callable[[str], None
     crashes: Counter[Triple] = Counter()
     pending = list(tasks)
     while pending:
-        with ProcessPoolExecutor(workers, mp_context=ctx, initializer=init_local_worker,
-                                 initargs=(os.getpid(),)) as pool:
-            futures = {pool.submit(run_task, t): t for t in pending}
-            pending = []
-            finished: set[Triple] = set()
-            try:
-                for fut in as_completed(futures):
-                    on_done(fut.result().status)
-                    finished.add(futures[fut].triple)
-            except BrokenProcessPool:
-                for task in futures.values():
-                    if task.triple in finished:
-                        continue
-                    crashes[task.triple] += 1
-                    if crashes[task.triple] >= MAX_CRASHES:
-                        on_crash(task, "worker process died while running this triple")
-                    else:
-                        pending.append(task)
+        pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=init_local_worker,
+                                   initargs=(os.getpid(),))
+        futures = {pool.submit(run_task, t): t for t in pending}
+        pending = []
+        finished: set[Triple] = set()
+        try:
+            for fut in as_completed(futures):
+                on_done(fut.result().status)
+                finished.add(futures[fut].triple)
+        except BrokenProcessPool:
+            for task in futures.values():
+                if task.triple in finished:
+                    continue
+                crashes[task.triple] += 1
+                if crashes[task.triple] >= MAX_CRASHES:
+                    on_crash(task, "worker process died while running this triple")
+                else:
+                    pending.append(task)
+        except BaseException:
+            # Ctrl-C (workers ignore SIGINT) or an error here: stop the workers now; their
+            # unended runs are run again by the next sweep
+            _stop_workers(pool)
+            raise
+        pool.shutdown(wait=True)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        proc.terminate()
 
 
 def run_ray(tasks: Sequence[Task], workers: int, address: str | None,

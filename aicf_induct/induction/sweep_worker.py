@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import signal
 import threading
 import time
 import uuid
@@ -186,6 +187,7 @@ def init_local_worker(parent_pid: int) -> None:
         os._exit(70)
 
     threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     _limit_threads()
 
 
