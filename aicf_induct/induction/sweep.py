@@ -176,7 +176,9 @@ def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: st
               retry_failed: bool = False, ray_address: str | None = None,
               progress: bool = True, stream: TextIO | None = None) -> SweepReport:
     """Run the triples of `spec` not finished in the warehouse at `root`; see the module
-    docstring."""
+    docstring. Local workers are spawned processes: a script that calls this must do so under
+    `if __name__ == "__main__":`. With Ray on several machines, `root` must be a directory
+    every node sees (a shared file system)."""
     import warehouse
 
     if engine not in ENGINES:
