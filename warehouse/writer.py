@@ -41,7 +41,8 @@ class _Buffer:
 class WriterStats:
     parts: int = 0
     rows: dict[str, int] = field(default_factory=dict)  # committed rows per table
-    failures: int = 0
+    failures: int = 0  # commits that failed (retried at the next flush)
+    dropped: int = 0  # rows that could not be converted to the table's types
 
 
 class Writer:
@@ -174,10 +175,20 @@ class Writer:
                 bufs, self._buffers = self._buffers, {}
             work = list(self._pending)
             for name, b in bufs.items():
-                if b.n:  # parts of at most max_rows rows (zero-copy slices)
+                if not b.n:
+                    continue
+                try:
                     t = _to_arrow(name, b)
-                    work += [(name, t.slice(i, self.max_rows))
-                             for i in range(0, t.num_rows, self.max_rows)]
+                except (pa.ArrowException, TypeError, ValueError) as err:
+                    # rows of the wrong type can never be written: drop them, keep the rest
+                    self._error = err
+                    self.stats.dropped += b.n
+                    print(f"warehouse: dropped {b.n} row(s) of '{name}': {err}",
+                          file=sys.stderr)
+                    continue
+                # parts of at most max_rows rows (zero-copy slices)
+                work += [(name, t.slice(i, self.max_rows))
+                         for i in range(0, t.num_rows, self.max_rows)]
             self._pending = []
             for i, (name, t) in enumerate(work):
                 try:

@@ -118,3 +118,12 @@ def test_readme_tables_match_the_schema() -> None:
     readme = (Path(__file__).parents[2] / "warehouse" / "README.md").read_text()
     block = readme.split("<!-- tables:begin -->\n", 1)[1].split("<!-- tables:end -->", 1)[0]
     assert block.strip() == markdown().strip(), "regenerate from warehouse.schema.markdown()"
+
+
+def test_a_badly_typed_row_is_dropped_alone(root: Path, capsys) -> None:
+    with Writer(root, flush_interval_s=60) as w:
+        w.append_row("results", ("r", 1, 0, "val", "accuracy", "not a float", False))
+        w.append_batch("steps", _steps_batch("r", 0, 10))
+    assert w.stats.dropped == 1
+    assert "dropped 1 row" in capsys.readouterr().err
+    assert connect(root).execute("SELECT count(*) FROM steps").fetchone() == (10,)
