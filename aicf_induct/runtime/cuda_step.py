@@ -91,8 +91,9 @@ class CudaStep:
             raise ValueError("parameter layout changed since the optimizer was bound; "
                              "remap with load_state_dict(state_dict(), store)")
         _check_number("learning rate", lr)
-        entry = self._entry(int(x.shape[0]))
-        self._feed(entry.plan, x, y, step)
+        plan = self.executor.plan("train", int(x.shape[0]))
+        self._feed(plan, x, y, step)  # first: the capture's warm-up runs on this batch
+        entry = self._entry(plan)
         opt._steps += 1
         h = entry.hyper_host
         fill_hyper(h, opt, store, entry.signature[-1], float(lr), step)
@@ -139,13 +140,12 @@ class CudaStep:
         return (id(plan), int(store.data.data.ptr), int(store.grad.data.ptr), slots,
                 segments(opt, store))
 
-    def _entry(self, batch: int) -> _Entry:
-        plan = self.executor.plan("train", batch)
+    def _entry(self, plan: Plan) -> _Entry:
         sig = self._signature(plan)
-        e = self._entries.get(batch)
+        e = self._entries.get(plan.batch)
         if e is None or e.signature != sig:
             e = self._build(plan, sig)
-            self._entries[batch] = e
+            self._entries[plan.batch] = e
         return e
 
     def _build(self, plan: Plan, sig: tuple[Any, ...]) -> _Entry:

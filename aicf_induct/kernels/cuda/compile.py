@@ -34,6 +34,8 @@ class DeviceInfo:
 
 _FUNCTIONS: dict[tuple[int, str, str], Any] = {}
 _DEVICES: dict[int, DeviceInfo] = {}
+_CUBLAS: dict[int, Any] = {}  # device -> (libcublas, handle, workspace)
+WORKSPACE_BYTES = 32 << 20
 
 
 def device() -> DeviceInfo:
@@ -83,3 +85,42 @@ def toolkit_includes() -> tuple[str, ...]:
         if inc is not None and (inc / "crt" / "mma.h").is_file():
             return (f"-I{inc}",)
     return ()
+
+
+def cublas() -> tuple[Any, int]:
+    """(libcublas through ctypes, CuPy's handle for this device), with a workspace of our
+    own set on the handle. CuPy's wrappers refuse any cuBLAS call while a stream captures;
+    cuBLAS itself supports capture when its workspace is fixed, so the GEMMs of a captured
+    step call the library directly."""
+    import ctypes
+
+    import cupy
+    from cupy_backends.cuda.libs import cublas as cupy_cublas  # loads libcublas
+
+    idx = cupy.cuda.runtime.getDevice()
+    got = _CUBLAS.get(idx)
+    if got is None:
+        maps = Path("/proc/self/maps").read_text().splitlines()
+        path = next((line.split()[-1] for line in maps
+                     if "libcublas.so" in line and "libcublasLt" not in line), None)
+        if path is None:
+            raise RuntimeError(f"libcublas is not loaded ({cupy_cublas.__name__})")
+        lib = ctypes.CDLL(path)
+        vp, i = ctypes.c_void_p, ctypes.c_int
+        lib.cublasSetStream_v2.argtypes = [vp, vp]
+        lib.cublasSetPointerMode_v2.argtypes = [vp, i]
+        lib.cublasSetWorkspace_v2.argtypes = [vp, vp, ctypes.c_size_t]
+        lib.cublasGemmEx.argtypes = [vp, i, i, i, i, i, vp, vp, i, i, vp, i, i, vp, vp, i, i,
+                                     i, i]
+        handle = cupy.cuda.device.get_cublas_handle()
+        workspace = cupy.empty(WORKSPACE_BYTES, dtype=cupy.uint8)
+        check_cublas(lib.cublasSetWorkspace_v2(handle, workspace.data.ptr, WORKSPACE_BYTES),
+                     "cublasSetWorkspace")
+        check_cublas(lib.cublasSetPointerMode_v2(handle, 0), "cublasSetPointerMode")
+        got = _CUBLAS[idx] = (lib, handle, workspace)
+    return got[0], got[1]
+
+
+def check_cublas(status: int, what: str) -> None:
+    if status != 0:
+        raise RuntimeError(f"{what} failed: cuBLAS status {status}")

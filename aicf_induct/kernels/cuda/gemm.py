@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from aicf_induct.ir.ops import Array, OpContext
-from aicf_induct.kernels.cuda.compile import function
+from aicf_induct.kernels.cuda.compile import check_cublas, cublas, function
 from aicf_induct.kernels.cuda.launch import (
     NULL,
     act_id,
@@ -48,21 +48,21 @@ TILES = {"tiled64": (64, 64, 16, 4, 4), "tiled32": (32, 32, 16, 2, 2)}  # BM, BN
 
 def cublas_gemm(precision: str, transa: int, transb: int, m: int, n: int, k: int, a: Array,
                 lda: int, b: Array, ldb: int, c: Array, ldc: int) -> None:
-    """Column-major C (m, n) = op(A) op(B) through cuBLAS on the current stream."""
+    """Column-major C (m, n) = op(A) op(B) through cuBLAS on the current stream (callable
+    while the stream captures a CUDA graph)."""
     import cupy
-    from cupy_backends.cuda.libs import cublas
 
-    h = cupy.cuda.device.get_cublas_handle()
-    cublas.setStream(h, cupy.cuda.get_current_stream().ptr)
-    cublas.setPointerMode(h, 0)
+    lib, h = cublas()
+    check_cublas(lib.cublasSetStream_v2(h, cupy.cuda.get_current_stream().ptr),
+                 "cublasSetStream")
     one, zero = _SCALARS[c.dtype]
     if c.dtype == np.float64:
         dt, compute = CUDA_R_64F, COMPUTE_64F
     else:
         dt, compute = CUDA_R_32F, COMPUTE[precision]
-    cublas.gemmEx(h, transa, transb, m, n, k, one.ctypes.data, a.data.ptr, dt, lda,
-                  b.data.ptr, dt, ldb, zero.ctypes.data, c.data.ptr, dt, ldc, compute,
-                  GEMM_DEFAULT)
+    check_cublas(lib.cublasGemmEx(h, transa, transb, m, n, k, one.ctypes.data, a.data.ptr,
+                                  dt, lda, b.data.ptr, dt, ldb, zero.ctypes.data, c.data.ptr,
+                                  dt, ldc, compute, GEMM_DEFAULT), "cublasGemmEx")
 
 
 def xwt(precision: str, x: Array, w: Array, out: Array) -> None:

@@ -118,28 +118,60 @@ gemm_tiled(int M, int N, int K,
     #pragma unroll
     for (int c = 0; c < TN; ++c) acc[r][c] = T(0);
   T rowsum = T(0);
-  for (int k0 = 0; k0 < K; k0 += BK) {
-    for (int e = tid; e < BM * BK; e += NT) {
+  // Register prefetch: the next tile's global loads are in flight while this one computes.
+  constexpr int LA = (BM * BK + NT - 1) / NT, LB = (BK * BN + NT - 1) / NT;
+  T ra[LA], rh[LA], rb[LB];
+  auto fetch = [&](int k0) {
+    #pragma unroll
+    for (int r = 0; r < LA; ++r) {
+      const int e = tid + r * NT;
       const int i = A_KC ? e / BK : e % BM;
       const int k = A_KC ? e % BK : e / BM;
       const int gi = i0 + i, gk = k0 + k;
-      T v = T(0);
-      if (gi < M && gk < K) {
+      ra[r] = T(0);
+      rh[r] = T(0);
+      if (e < BM * BK && gi < M && gk < K) {
         const long long off = A_KC ? (long long)gi * lda + gk : (long long)gk * lda + gi;
-        v = A[off];
-        if (ACT_A != 0) v = act_grad<ACT_A, T>(H[off], v);
+        ra[r] = A[off];
+        if (ACT_A != 0) rh[r] = H[off];
       }
-      As[k][i] = v;
     }
-    for (int e = tid; e < BK * BN; e += NT) {
+    #pragma unroll
+    for (int r = 0; r < LB; ++r) {
+      const int e = tid + r * NT;
       const int k = B_NC ? e / BN : e % BK;
       const int j = B_NC ? e % BN : e / BK;
       const int gk = k0 + k, gj = j0 + j;
-      T v = T(0);
-      if (gk < K && gj < N) v = B_NC ? B[(long long)gk * ldb + gj] : B[(long long)gj * ldb + gk];
-      Bs[k][j] = v;
+      rb[r] = T(0);
+      if (e < BK * BN && gk < K && gj < N)
+        rb[r] = B_NC ? B[(long long)gk * ldb + gj] : B[(long long)gj * ldb + gk];
     }
+  };
+  auto stash = [&]() {
+    #pragma unroll
+    for (int r = 0; r < LA; ++r) {
+      const int e = tid + r * NT;
+      if (e < BM * BK) {
+        const int i = A_KC ? e / BK : e % BM;
+        const int k = A_KC ? e % BK : e / BM;
+        As[k][i] = ACT_A != 0 ? act_grad<ACT_A, T>(rh[r], ra[r]) : ra[r];
+      }
+    }
+    #pragma unroll
+    for (int r = 0; r < LB; ++r) {
+      const int e = tid + r * NT;
+      if (e < BK * BN) {
+        const int k = B_NC ? e / BN : e % BK;
+        const int j = B_NC ? e % BN : e / BK;
+        Bs[k][j] = rb[r];
+      }
+    }
+  };
+  fetch(0);
+  for (int k0 = 0; k0 < K; k0 += BK) {
+    stash();
     __syncthreads();
+    if (k0 + BK < K) fetch(k0 + BK);
     if (do_bias && tid < BM) {
       #pragma unroll
       for (int k = 0; k < BK; ++k) rowsum += As[k][tid];
@@ -347,13 +379,15 @@ __global__ void softmax_ce(int M, int C, const T* __restrict__ logits,
     T se = T(0);
     for (int c = lane; c < C; c += 32) se += exp(z[c] - mx);
     const T lse = log(warp_sum(se));
-    const long long y = labels[row];
+    long long y = labels[row];
+    const bool bad = y < 0 || y >= C;  // never read outside the row: the loss turns NaN
+    if (bad) y = 0;
     if (loss != nullptr) {
       T slp = T(0);
       if (eps != 0.0)
         for (int c = lane; c < C; c += 32) slp += (z[c] - mx) - lse;
       slp = warp_sum(slp);
-      const T lpy = (z[y] - mx) - lse;
+      const T lpy = bad ? neg_inf<T>() * T(0) : (z[y] - mx) - lse;
       const T row_loss = -(T(eps / C) * slp + T(1.0 - eps) * lpy);
       if (lane == 0) acc += (double)row_loss;
     }
@@ -361,7 +395,7 @@ __global__ void softmax_ce(int M, int C, const T* __restrict__ logits,
       T* g = glogits + (long long)row * C;
       for (int c = lane; c < C; c += 32) {
         const T p = exp((z[c] - mx) - lse);
-        g[c] = (p - (c == y ? q_on : q_off)) * scale;
+        g[c] = (p - (c == y && !bad ? q_on : q_off)) * scale;
       }
     }
   }
