@@ -93,7 +93,9 @@ class CudaStep:
         _check_number("learning rate", lr)
         plan = self.executor.plan("train", int(x.shape[0]))
         self._feed(plan, x, y, step)  # first: the capture's warm-up runs on this batch
-        entry = self._entry(plan)
+        entry, fresh = self._entry(plan)
+        if fresh:  # the warm-up reused the inputs' arena bytes for later values: refeed
+            self._feed(plan, x, y, step)
         opt._steps += 1
         h = entry.hyper_host
         fill_hyper(h, opt, store, entry.signature[-1], float(lr), step)
@@ -140,13 +142,15 @@ class CudaStep:
         return (id(plan), int(store.data.data.ptr), int(store.grad.data.ptr), slots,
                 segments(opt, store))
 
-    def _entry(self, plan: Plan) -> _Entry:
+    def _entry(self, plan: Plan) -> tuple[_Entry, bool]:
+        """The entry for this plan's batch shape, and whether it was (re)built just now."""
         sig = self._signature(plan)
         e = self._entries.get(plan.batch)
-        if e is None or e.signature != sig:
-            e = self._build(plan, sig)
-            self._entries[plan.batch] = e
-        return e
+        if e is not None and e.signature == sig:
+            return e, False
+        e = self._build(plan, sig)
+        self._entries[plan.batch] = e
+        return e, True
 
     def _build(self, plan: Plan, sig: tuple[Any, ...]) -> _Entry:
         import cupy
