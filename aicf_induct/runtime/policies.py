@@ -7,9 +7,11 @@ options, the reason) or None.
 - `RuleBasedPolicy`: grow when underfitting (widen the narrowest hidden layer, then
   deepen, then add a residual branch), regularise when overfitting (raise or insert
   dropout), stabilise when unstable again after rollbacks (insert a layer norm).
-  Overfitting: the gap (val - train) / train is over a tolerance and the validation loss
-  has risen from its best; a plateau (or the end of warm-up) without that is underfitting,
-  as long as the last growth paid off (the best validation loss fell by `min_gain` since).
+  Underfitting: the generalisation gap (val - train) / train is within a tolerance (the
+  model fits its training data no better than unseen data): grow, at any trigger, as long
+  as the last growth paid off (the best validation loss fell by `min_gain` since).
+  Overfitting: the gap is over the tolerance and the validation loss has risen from its
+  best: regularise. A wide gap with the validation loss still at its best: wait.
 - `ProposalPolicy`: asks a proposer — any callable from an observation to ranked
   `Proposal`s (the induction layer's ranker and the service's rewrite endpoint plug in
   here) — and takes the best one that applies and is not blacklisted, else defers to a
@@ -73,8 +75,9 @@ class RuleConfig:
     max_width: int = 256  # widen no hidden layer beyond this
     max_depth: int = 4  # deepen up to this many hidden linear layers
     widen_factor: float = 2.0
-    widen_noise: float = 0.3  # symmetry-breaking noise of new units (relative; without it
+    widen_noise: float = 1.0  # symmetry-breaking noise of new units (relative; without it
     # Adam keeps copies tied and widening adds no capacity; the function changes by O(noise²))
+    widen_init: str = "split"  # split (Net2Net) | fresh (new random units, zero outgoing)
     min_gain: float = 0.02  # grow again only if the last growth lowered the best val loss
     # by this fraction
     gap_tolerance: float = 0.10  # (val - train) / train above this, and the val loss
@@ -105,10 +108,9 @@ class RuleBasedPolicy:
         val = obs.metrics.get("val_loss", math.nan)
         best = obs.metrics.get("best_val_loss", math.inf)
         rising = val > best * (1 + self.config.val_rise)
-        if math.isfinite(gap) and gap > self.config.gap_tolerance and rising:
-            return self._regularise(obs, gap)
-        if obs.fired.kind == "plateau" or (obs.fired.trigger == "warmup"
-                                           and self.config.grow_on_warmup):
+        if math.isfinite(gap) and gap > self.config.gap_tolerance:
+            return self._regularise(obs, gap) if rising else None
+        if obs.fired.trigger != "warmup" or self.config.grow_on_warmup:
             return self._grow(obs, gap)
         return None
 
@@ -123,8 +125,9 @@ class RuleBasedPolicy:
         refs = [obs.metrics.get(f"best_val_at.{t}", math.inf) for t in GROWTH]
         if best > min(refs) * (1 - c.min_gain):
             return None  # the last growth has not paid off: more of it would not either
-        why = f"underfitting: {obs.fired.trigger}, validation loss not rising"
-        opts = {"factor": c.widen_factor, "noise": c.widen_noise, "max_width": c.max_width}
+        why = f"underfitting: {obs.fired.trigger}, gap {gap:.3f} <= {c.gap_tolerance}"
+        opts = {"factor": c.widen_factor, "noise": c.widen_noise, "max_width": c.max_width,
+                "init": c.widen_init}
         sites = self._sites(obs, "widen", **opts)
         if sites:
             site = min(sites, key=lambda s: int(g.node(s).attrs["out_features"]))

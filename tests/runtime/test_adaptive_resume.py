@@ -17,13 +17,14 @@ import numpy as np
 from aicf_induct.runtime import snapshot as disk
 from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun, FaultInjection, StepHook
 from aicf_induct.runtime.guard import GuardConfig
-from aicf_induct.runtime.policies import RuleBasedPolicy
+from aicf_induct.runtime.policies import RuleBasedPolicy, RuleConfig
 from aicf_induct.runtime.recorder import MemoryRecorder, Recorder
 from aicf_induct.runtime.trainer import TrainConfig
 from tests.runtime.test_adaptive_fixtures import toy_graph, toy_problem
 
 ROOT = Path(__file__).resolve().parents[2]
 KILL_AT = 150  # executed steps
+POLICY = RuleBasedPolicy(RuleConfig(gap_tolerance=0.5))  # grows on the toy data
 SPIKE_AT = 175  # after the kill: the resumed run must roll it back the same way
 
 
@@ -50,7 +51,7 @@ def build(checkpoint_dir: str, recorder: Recorder,
     adapt = AdaptConfig(steps=240, warmup_steps=12, plateau_patience=2, plateau_min_delta=0.02,
                         guard=GuardConfig(steps=12), checkpoint_every=2)
     return AdaptiveRun(problem, toy_graph(problem, "mlp:depth=1,width=2,dropout=0.1"),
-                       TrainConfig(lr=1e-2, batch_size=32, seed=3), adapt, RuleBasedPolicy(),
+                       TrainConfig(lr=1e-2, batch_size=32, seed=3), adapt, POLICY,
                        recorder=recorder, checkpoint_dir=checkpoint_dir,
                        hooks=[*hooks(), *extra_hooks])
 
@@ -86,7 +87,7 @@ def test_sigkilled_run_resumes_bit_exactly(tmp_path: Path) -> None:
     assert latest is not None
     resumed_rec = MemoryRecorder()
     run = AdaptiveRun.resume(ckpt, toy_problem("classification", n=300, seed=2),
-                             RuleBasedPolicy(), recorder=resumed_rec, hooks=hooks())
+                             POLICY, recorder=resumed_rec, hooks=hooks())
     start = run.work
     assert 0 < start <= KILL_AT and start == int(latest.name.split("-")[1])
     run.run()

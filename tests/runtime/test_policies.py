@@ -64,9 +64,9 @@ def test_regularises_when_overfitting() -> None:
     assert d is not None and d.site == "blocks.1.dropout" and d.options == {"p": 0.3}
     maxed = _g("mlp:depth=2,width=8,dropout=0.5")
     assert RuleBasedPolicy().decide(Obs(PLATEAU, 100, maxed, over)) is None
-    # a large gap alone, with the validation loss at its best, is not overfitting
-    d = RuleBasedPolicy().decide(Obs(PLATEAU, 100, _g(), _m(val=0.6, train=0.3, best=0.6)))
-    assert d is not None and d.transform == "widen"
+    # a wide gap with the validation loss at its best: neither grow nor regularise
+    assert RuleBasedPolicy().decide(Obs(PLATEAU, 100, _g(), _m(val=0.6, train=0.3,
+                                                              best=0.6))) is None
 
 
 def test_stabilises_after_repeated_instability() -> None:
@@ -78,9 +78,12 @@ def test_stabilises_after_repeated_instability() -> None:
     assert p.decide(Obs(SPIKE, 100, normed, _m(), rollbacks=3)) is None
 
 
-def test_epoch_end_alone_does_not_grow() -> None:
-    f = Fired("epoch_end", "schedule", 100)
-    assert RuleBasedPolicy().decide(Obs(f, 100, _g(), _m())) is None
+def test_any_trigger_grows_an_underfitting_model() -> None:
+    for f in (Fired("epoch_end", "schedule", 100), Fired("warmup", "schedule", 100)):
+        d = RuleBasedPolicy().decide(Obs(f, 100, _g(), _m()))
+        assert d is not None and d.transform == "widen"
+    no = RuleBasedPolicy(RuleConfig(grow_on_warmup=False))
+    assert no.decide(Obs(Fired("warmup", "schedule", 100), 100, _g(), _m())) is None
 
 
 def test_proposal_policy_takes_the_best_applicable_unblocked_proposal() -> None:

@@ -33,6 +33,7 @@ SPECS = [
 # every option set of every transform the tests sweep
 VARIANTS = [
     ("widen", {}), ("widen", {"units": 3}), ("widen", {"noise": 0.01}),
+    ("widen", {"init": "fresh", "units": 3}),
     ("deepen", {}), ("deepen", {"residual": True}), ("residual", {}),
     ("normalize", {"kind": "layernorm"}), ("normalize", {"kind": "batchnorm"}),
     ("activation", {"to": "gelu"}), ("activation", {"to": "relu"}),
@@ -122,6 +123,24 @@ def test_widen_remaps_parameters_and_adam_state_by_the_documented_rule(problem) 
     assert new.optimizer["steps"] == st.optimizer["steps"]  # inherited
     assert new.graph.params[out].shape == (8, 13)
     assert new.graph.params[out].init == "uniform:" + repr(1 / math.sqrt(13))
+
+
+def test_fresh_widening_adds_random_units_with_zero_outgoing_weights_and_state(problem) -> None:
+    tr = _trained(problem, "mlp:depth=2,width=8,norm=batchnorm")
+    st = capture(tr)
+    new = Widen(units=4, init="fresh").apply(st, "blocks.0.linear", np.random.default_rng(0))
+    w = new.values["blocks.0.linear.weight"]
+    assert np.array_equal(w[:8], st.values["blocks.0.linear.weight"]) and w.shape == (12, 4 + 4)
+    assert np.abs(w[8:]).max() <= 1 / math.sqrt(8) and np.abs(w[8:]).min() > 0
+    out = new.values["blocks.1.linear.weight"]
+    assert np.array_equal(out[:, :8], st.values["blocks.1.linear.weight"])
+    assert not out[:, 8:].any()
+    assert np.array_equal(new.values["blocks.0.norm.running_var"][8:], np.ones(4))
+    for name, axis in (("blocks.0.linear.weight", 0), ("blocks.1.linear.weight", 1)):
+        for slot in ("m", "v"):
+            fresh = np.take(new.opt_slots(name)[slot], np.arange(8, 12), axis=axis)
+            assert not fresh.any()
+    assert new.optimizer["steps"] == st.optimizer["steps"]
 
 
 def test_widen_with_sgd_momentum_follows_the_gradient_scale(problem) -> None:
