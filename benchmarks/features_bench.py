@@ -72,9 +72,11 @@ def run_child(variant: str, rows: int, cols: int, seed: int) -> dict[str, object
     if variant.startswith("pymfe"):
         try:
             values = pymfe_features(X, y, seed=seed, precompute=variant == "pymfe")
-        except MemoryError:
+        except Exception as err:  # pymfe re-raises MemoryError as a bare Exception
+            cause = err if isinstance(err, MemoryError) else (err.__cause__ or err)
             return {"variant": variant, "wall_s": time.perf_counter() - t0,
-                    "peak_mb": peak_rss_mb() - base, "values": {}, "failed": "MemoryError"}
+                    "peak_mb": peak_rss_mb() - base, "values": {},
+                    "failed": type(cause).__name__}
     else:
         budget = FeatureConfig().row_budget if variant == "ours" else None
         values = compute_features(X, y, True, FeatureConfig(row_budget=budget, seed=seed))
@@ -112,7 +114,7 @@ def main() -> int:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--blas-threads", type=int, default=1,
                     help="BLAS/OpenMP threads for every variant alike (default 1)")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "features_bench.json"),
+    ap.add_argument("--out", default="features_bench.json",
                     help="JSON with every measurement (merged with earlier runs' variants)")
     ap.add_argument("--mem-limit-gb", type=float, default=8.0,
                     help="address-space limit of each child process (default 8)")
@@ -144,11 +146,10 @@ def main() -> int:
             return 1
         results[variant] = json.loads(proc.stdout.strip().splitlines()[-1])
         print(f"  {results[variant]['wall_s']:.1f} s", file=sys.stderr)
-    out.write_text(json.dumps({"rows": args.rows, "cols": args.cols, "seed": args.seed,
-                               "blas_threads": args.blas_threads,
-                               "mem_limit_gb": args.mem_limit_gb,
-                               "cpu": cpu_model(), "cores": os.cpu_count(),
-                               "results": results}, indent=1))
+        out.write_text(json.dumps({  # after each variant: a later failure loses nothing
+            "rows": args.rows, "cols": args.cols, "seed": args.seed,
+            "blas_threads": args.blas_threads, "mem_limit_gb": args.mem_limit_gb,
+            "cpu": cpu_model(), "cores": os.cpu_count(), "results": results}, indent=1))
     report(results, args.rows, args.cols, args.mem_limit_gb)
     return 0
 

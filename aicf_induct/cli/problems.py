@@ -223,10 +223,11 @@ def cmd_features(args: argparse.Namespace) -> int:
             try:
                 problem = registry.load_problem(name, seed=args.seed)
                 feats = extract_features(problem, cfg)
-            except AicfError as err:
+            except Exception as err:  # a batch reports a bad problem and goes on
                 if len(names) == 1:
                     raise
-                failed.append(f"{name}: {err}")
+                kind = "" if isinstance(err, AicfError) else f"{type(err).__name__}: "
+                failed.append(f"{name}: {kind}{err}".splitlines()[0])
                 continue
             if recorder is not None:
                 recorder.problem(problem.record(feats))

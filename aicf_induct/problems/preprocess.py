@@ -145,6 +145,14 @@ def encode_target(y: pd.Series, task: Task, target: str,
     return arr, ()
 
 
+def _without_inf(col: pd.Series) -> pd.Series:
+    """±inf as missing: R tables carry Inf from divisions; imputation then handles them."""
+    if not is_numeric(col):
+        return col
+    values = col.to_numpy(dtype=np.float64)
+    return col.astype(np.float64).mask(np.isinf(values)) if np.isinf(values).any() else col
+
+
 def normalise(frame: pd.DataFrame) -> pd.DataFrame:
     """Numeric columns as float64, the rest as object strings with NaN for missing: one
     representation for hashing and for the encoders, whatever dtypes pandas inferred."""
@@ -195,10 +203,16 @@ def prepare(table: Table, seed: int = 0, policy: Policy = "drop",
     notes = list(table.notes)
     if table.frame.shape[0] == 0:
         raise DataError(f"{where}: the table has no rows")
-    present = table.y.notna().to_numpy()
+    y_all = _without_inf(table.y)
+    present = y_all.notna().to_numpy()
     if not present.all():
         notes.append(f"dropped {int((~present).sum())} rows with a missing target")
-    frame, y_raw = table.frame[present], table.y[present]
+    frame, y_raw = table.frame[present], y_all[present]
+    n_inf = sum(int(np.isinf(frame[c].to_numpy(dtype=np.float64)).sum())
+                for c in frame.columns if is_numeric(frame[c]))
+    if n_inf:
+        notes.append(f"{n_inf} infinite values treated as missing")
+        frame = frame.apply(_without_inf)
     frame, dropped = clean_features(frame, policy, where)
     dropped = list(table.dropped) + dropped
     if frame.shape[1] == 0:

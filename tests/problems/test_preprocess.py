@@ -92,3 +92,15 @@ def test_max_rows_subsamples_deterministically(good_frame: pd.DataFrame) -> None
     b = prepare(table(good_frame, "label"), max_rows=60)
     assert a.n_rows == 60 and a.problem_id == b.problem_id
     assert a.problem_id != prepare(table(good_frame, "label")).problem_id
+
+
+def test_infinite_values_are_treated_as_missing(good_frame: pd.DataFrame) -> None:
+    frame = good_frame.copy()
+    frame.loc[1, "b"] = np.inf
+    frame.loc[2, "b"] = -np.inf
+    p = prepare(table(frame, "label"))
+    assert np.isfinite(np.vstack([p.train.X, p.val.X, p.test.X])).all()
+    assert "2 infinite values treated as missing" in p.notes
+    reg = good_frame.drop(columns=["label"]).assign(t=np.arange(120.0))
+    reg.loc[0, "t"] = np.inf
+    assert prepare(table(reg, "t", "regression")).n_rows == 119
