@@ -69,6 +69,8 @@ class Timeline(NullRecorder):
             extra = f", {d['blacklisted']} blacklisted" if d.get("blacklisted") else ""
             self._say(rec, f"{rec.name}: back to step {d.get('to_step')}, learning rate "
                            f"x{d.get('lr_scale', 1.0):g}{extra}")
+        elif rec.kind == "skip":
+            self._say(rec, f"batch {d['batch']} of epoch {d['epoch']} left out of the replay")
         elif rec.kind in ("early_stop", "fork") or (rec.kind, rec.name) == ("checkpoint",
                                                                             "resume"):
             self._say(rec, f"{rec.name} {d.get('path', '')}".rstrip())

@@ -6,8 +6,11 @@ rewrite: pause, snapshot, apply the transform (parameters and optimizer state re
 build a new executor, resume. A guard then watches the next K steps and rolls back a
 rewrite that hurt, blacklisting its transform for a while; meanwhile the other triggers
 wait. A NaN, a loss spike or a gradient explosion rolls back to the last good snapshot
-and backs off the learning rate; during a rewrite's trial the rewrite is blamed too:
-the rollback goes to the pre-rewrite snapshot and blacklists the transform.
+and backs off the learning rate, and the replay skips the batch it happened on (a replay
+of the same batches would meet the same hard batch again); during a rewrite's trial the
+rewrite is blamed too: the rollback goes to the pre-rewrite snapshot and blacklists the
+transform. (The spike statistics restart after each rewrite: until they have 20 steps
+again, only non-finite values and the guard judge the new structure.)
 Every trigger, decision, rewrite, guard verdict, rollback, fork and checkpoint is an
 `EventRecord`; the IR is logged after every rewrite and rollback.
 
@@ -189,6 +192,7 @@ class AdaptiveRun:
         self.last_metrics: dict[str, float] = {}
         self.best_val_at: dict[str, float] = {}  # transform -> best val loss at its last use
         self.history: list[dict[str, float]] = []
+        self.skip: list[list[int]] = []  # (epoch, batch) positions an instability hit
         self.best_val, self.best_step = math.inf, -1
         self.best_state: ModelState | None = None
         self.events: list[EventRecord] = []
@@ -218,7 +222,7 @@ class AdaptiveRun:
                 "lr_scale": self.schedule.scale, "blacklist": self.blacklist.state_dict(),
                 "work": self.work, "rewrites": self.rewrites, "rollbacks": self.rollbacks,
                 "best_val": self.best_val, "best_step": self.best_step,
-                "history": self.history, "pause_ms": self.pause_ms}
+                "history": self.history, "pause_ms": self.pause_ms, "skip": self.skip}
 
     def _triggers(self) -> list[Any]:
         return [t for t in (self.warmup, self.epoch_end, self.plateau, self.instability) if t]
@@ -254,6 +258,7 @@ class AdaptiveRun:
         self.best_val, self.best_step = float(r["best_val"]), int(r["best_step"])
         self.history = [dict(h) for h in r["history"]]
         self.pause_ms = [float(v) for v in r["pause_ms"]]
+        self.skip = [list(p) for p in r["skip"]]
         self.best_state = s.extras.get("best")
         self.last_good = s
         if not keep_run_id:
@@ -379,6 +384,12 @@ class AdaptiveRun:
     def step(self) -> str | None:
         """One training step and whatever it triggers; a status string to stop the run."""
         tr, p = self.trainer, self.problem
+        bpe = tr.stream.batches_per_epoch()
+        while list(self.position) in self.skip:  # a batch an instability rolled back over
+            self.skip.remove(list(self.position))
+            self._event("skip", "batch", {"epoch": self.position[0], "batch": self.position[1]})
+            e, b = self.position
+            self.position = (e + 1, 0) if b + 1 == bpe else (e, b + 1)
         epoch, batch = self.position
         idx = self._batch(epoch, batch)
         x, y = p.train.X[idx], p.train.y[idx]
@@ -386,13 +397,13 @@ class AdaptiveRun:
             x, y = hook.before_step(self, x, y)
         rec = tr.train_step(x, y, epoch)
         self.work += 1
-        batch += 1
-        epoch_end = batch == tr.stream.batches_per_epoch()
-        self.position = (epoch + 1, 0) if epoch_end else (epoch, batch)
-        obs = Observation("step", tr.step_count, epoch, rec.loss, rec.grad_norm)
+        epoch_end = batch + 1 == bpe
+        self.position = (epoch + 1, 0) if epoch_end else (epoch, batch + 1)
+        obs = Observation("step", tr.step_count, epoch, rec.loss, rec.grad_norm,
+                          partial=len(idx) < self.config.batch_size)
         unstable = self.instability.observe(obs)
         if unstable is not None:
-            return self._on_instability(unstable, rec.loss)
+            return self._on_instability(unstable, rec.loss, (epoch, batch))
         self.recent = [*self.recent, rec.loss][-self.adapt.guard.steps:]
         if self.guard.active:
             self.guard.observe(rec.loss)
@@ -438,11 +449,12 @@ class AdaptiveRun:
             return
         d = self.policy.decide(self._observation(f, m))
         if d is None:
-            self._event("decision", "none", {"trigger": f.trigger, "policy": self.policy.name})
+            self._event("decision", "none", {"trigger": f.trigger, "policy": self.policy.name},
+                        m)
             return
         self._event("decision", d.transform, {"site": d.site, "options": d.options,
                                               "reason": d.reason, "source": d.source,
-                                              "trigger": f.trigger})
+                                              "trigger": f.trigger}, m)
         self.rewrite(d, m)
 
     def _observation(self, f: Fired, m: dict[str, float]) -> PolicyObservation:
@@ -479,6 +491,7 @@ class AdaptiveRun:
         self.recorder.snapshot(snapshot_record(self.run_id, tr.step_count, "rewrite", tr.graph))
         self.guard.start(tr.step_count, d.transform, d.site, self.recent, before["val_loss"], pre)
         self.best_val_at[d.transform] = self.best_val
+        self.instability.reset_history()  # a new loss distribution: the guard judges it
         self.rewrites += 1
         return True
 
@@ -501,7 +514,7 @@ class AdaptiveRun:
         g.clear()
         return False
 
-    def _on_instability(self, f: Fired, loss: float) -> str | None:
+    def _on_instability(self, f: Fired, loss: float, at: tuple[int, int]) -> str | None:
         self._event("trigger", f.trigger, {"kind": f.kind, **f.detail},
                     {"loss": loss})
         if self.rollbacks >= self.adapt.max_rollbacks:
@@ -513,6 +526,7 @@ class AdaptiveRun:
         assert target is not None
         self._rollback(target, f.trigger, f"{f.trigger} at step {f.step}",
                        blacklist=self.guard.transform if guarding else None, lr_backoff=True)
+        self.skip.append(list(at))  # the replay leaves out the batch it happened on
         if not guarding and self.rewrites < self.adapt.max_rewrites:
             d = self.policy.decide(self._observation(f, self._metrics()))
             if d is not None:

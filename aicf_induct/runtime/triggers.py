@@ -9,9 +9,11 @@ each epoch's end (`"epoch_end"`). A trigger answers with a `Fired` or None.
 - `PlateauTrigger(patience, min_delta, smoothing)`: the validation loss, smoothed by an
   exponential moving average, has not improved on its best by a relative `min_delta` for
   `patience` evaluations. It re-arms after firing.
-- `InstabilityTrigger(spike_k, window, grad_factor)`: a non-finite loss or gradient norm
-  (`nan`), a loss above mean + k standard deviations of the last `window` losses
-  (`spike`), or a gradient norm above `grad_factor` times their median (`grad_explosion`).
+- `InstabilityTrigger(spike_k, window, grad_factor, spike_ratio)`: a non-finite loss or
+  gradient norm (`nan`), a loss above mean + k standard deviations of the last `window`
+  losses and above `spike_ratio` times their mean (`spike`), or a gradient norm above
+  `grad_factor` times their median (`grad_explosion`); a short last batch of an epoch is
+  checked for non-finite values only.
 
 Each trigger's state is a JSON-able dict (`state_dict` / `load_state_dict`), so a
 snapshot restores it and a resumed run fires exactly where the uninterrupted one would.
@@ -34,6 +36,7 @@ class Observation:
     loss: float = math.nan  # step: the batch's training loss
     grad_norm: float = math.nan  # step: before clipping
     val_loss: float = math.nan  # eval
+    partial: bool = False  # step: a short (last) batch, too noisy for spike statistics
 
 
 @dataclass(frozen=True)
@@ -130,8 +133,10 @@ class InstabilityTrigger:
     name = "instability"
 
     def __init__(self, spike_k: float = 6.0, window: int = 50, min_history: int = 20,
-                 grad_factor: float = 20.0) -> None:
+                 grad_factor: float = 20.0, spike_ratio: float = 10.0) -> None:
         self.spike_k = spike_k  # a loss this many standard deviations above the mean
+        self.spike_ratio = spike_ratio  # ... and this many times the mean (batch losses of
+        # a well-fit model are heavy-tailed: a hard batch is 5 sigma out, a blow-up 10x)
         self.window = window  # recent steps the statistics cover
         self.min_history = min_history  # no spike or explosion verdict before this many
         self.grad_factor = grad_factor  # gradient norm over this times the median
@@ -148,12 +153,16 @@ class InstabilityTrigger:
         if not (math.isfinite(obs.loss) and math.isfinite(obs.grad_norm)):
             return Fired("nan", "instability", obs.step,
                          {"loss": obs.loss, "grad_norm": obs.grad_norm})
+        if obs.partial:
+            return None
         if len(self.losses) >= self.min_history:
             mean, std = float(np.mean(self.losses)), float(np.std(self.losses))
-            limit = mean + self.spike_k * max(std, 1e-3 * abs(mean))
+            limit = max(mean + self.spike_k * max(std, 1e-3 * abs(mean)),
+                        self.spike_ratio * mean)
             if obs.loss > limit:
                 return Fired("spike", "instability", obs.step,
-                             {"loss": obs.loss, "mean": mean, "std": std, "k": self.spike_k})
+                             {"loss": obs.loss, "mean": mean, "std": std, "k": self.spike_k,
+                              "ratio": self.spike_ratio})
             median = float(np.median(self.grad_norms))
             if median > 0 and obs.grad_norm > self.grad_factor * median:
                 return Fired("grad_explosion", "instability", obs.step,

@@ -28,6 +28,7 @@ def test_timeline_shows_triggers_decisions_rewrites_and_rollbacks(capsys) -> Non
     assert out.startswith("adapt iris: classification, 150 rows, 4 features; policy rules")
     for text in ("trigger   warmup", "decision  widen at blocks.0.linear", "rewrite   widen",
                  "guard     widen: keep", "trigger   nan", "rollback  nan: back to step",
+                 "left out of the replay",
                  "completed after 300 steps", "best model"):
         assert text in out, text
     lines = out.splitlines()

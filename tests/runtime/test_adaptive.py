@@ -65,7 +65,7 @@ def test_rule_policy_grows_a_small_model_and_logs_every_step_of_it(problem) -> N
 def test_injected_fault_rolls_back_and_training_completes(problem, kind: str) -> None:
     rec = MemoryRecorder()
     run = AdaptiveRun(problem, toy_graph(problem), CONFIG, _adapt(warmup_steps=0),
-                      RuleBasedPolicy(), recorder=rec,
+                      ProposalPolicy(lambda obs: []), recorder=rec,  # no rewrites here
                       hooks=[FaultInjection(at_work=100, kind=kind, factor=1e3)])
     res = run.run()
     assert res.status == "completed" and res.steps == 240 and res.work > 240
@@ -79,6 +79,8 @@ def test_injected_fault_rolls_back_and_training_completes(problem, kind: str) ->
     assert all(math.isfinite(v) for v in res.metrics.values())
     assert res.metrics["val_loss"] < 1.0
     assert [s.reason for s in rec.snapshots].count("rollback") == 1
+    skips = [e for e in rec.events if e.kind == "skip"]  # the replay left the batch out
+    assert len(skips) == 1 and res.work == 240 + 101 - rb.detail["to_step"]  # 101 ran
 
 
 def test_harmful_rewrite_is_rolled_back_and_blacklisted(problem) -> None:

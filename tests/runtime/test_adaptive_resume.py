@@ -25,7 +25,7 @@ from tests.runtime.test_adaptive_fixtures import toy_graph, toy_problem
 ROOT = Path(__file__).resolve().parents[2]
 KILL_AT = 150  # executed steps
 POLICY = RuleBasedPolicy(RuleConfig(gap_tolerance=0.5))  # grows on the toy data
-SPIKE_AT = 175  # after the kill: the resumed run must roll it back the same way
+SPIKE_AT = 200  # after the kill: the resumed run must roll it back the same way
 
 
 class Stall:

@@ -54,15 +54,19 @@ def test_instability_nan_spike_and_gradient_explosion() -> None:
     assert t.observe(_step(0, 1.0, math.inf)).trigger == "nan"
     for s in range(30):
         assert t.observe(_step(s, 1.0 + 0.01 * math.sin(s), 1.0 + 0.1 * math.cos(s))) is None
-    assert t.observe(_step(31, 1.5)).trigger == "spike"
+    assert t.observe(_step(31, 1.5)) is None  # far out, but a hard batch: < 10x the mean
+    assert t.observe(_step(31, 15.0)).trigger == "spike"
     assert t.observe(_step(31, 1.02, 50.0)).trigger == "grad_explosion"
     assert t.observe(_step(31, 1.02, 1.0)) is None
+    short = Observation("step", 32, 0, 9.0, 1.0, partial=True)  # a 1-row last batch
+    assert t.observe(short) is None and 9.0 not in t.losses
+    assert t.observe(Observation("step", 33, 0, math.nan, 1.0, partial=True)).trigger == "nan"
     state = json.loads(json.dumps(t.state_dict()))
     t2 = InstabilityTrigger(spike_k=6.0, window=30, min_history=10)
     t2.load_state_dict(state)
-    assert t2.observe(_step(32, 1.5)).trigger == "spike"
+    assert t2.observe(_step(32, 15.0)).trigger == "spike"
     t2.reset_history()
-    assert t2.observe(_step(33, 1.5)) is None  # no history, no verdict (NaN still would be)
+    assert t2.observe(_step(33, 15.0)) is None  # no history, no verdict (NaN still would be)
 
 
 def test_guard_keeps_neutral_rewrites_and_flags_harmful_ones() -> None:
