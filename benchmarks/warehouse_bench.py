@@ -213,22 +213,28 @@ def paired(k: int, log: object, per: int, pairs: int) -> np.ndarray:
     return logged / plain - 1
 
 
-def bench_overhead(tmp: Path, n: int, sqlite_n: int, pairs: int) -> dict[str, float]:
+def bench_overhead(tmp: Path, n: int, sqlite_n: int, pairs: int,
+                   reps: int) -> dict[str, float]:
     """Overhead of logging on a ~1 ms step; the recorder stays open throughout (as in a run),
-    its flushes landing in whichever block is running."""
+    its flushes landing in whichever block is running. Median of `reps` measures, each
+    with its no-op control."""
     k = calibrate()
-    out: dict[str, float] = {}
     t0 = time.perf_counter()
     train_loop(200, k, None)
-    out["step_s"] = (time.perf_counter() - t0) / 200
-    out["null_overhead"], out["null_overhead_cpu"] = paired(
-        k, lambda s: None, max(1, n // pairs), pairs)
-    log, close = wh_logger(tmp / "overhead")
-    for s in range(100):  # warm up: the first Parquet write of a process pays one-time setup
-        log(s)  # type: ignore[operator]
-    time.sleep(1.5)
-    out["wh_overhead"], out["wh_overhead_cpu"] = paired(k, log, max(1, n // pairs), pairs)
-    close()  # type: ignore[operator]
+    out: dict[str, float] = {"step_s": (time.perf_counter() - t0) / 200}
+    per = max(1, n // pairs)
+    runs: dict[str, list[float]] = {}
+    for r in range(reps):
+        log, close = wh_logger(tmp / f"overhead-{r}")
+        for s in range(100):  # warm up: a process's first Parquet write pays one-time setup
+            log(s)  # type: ignore[operator]
+        time.sleep(1.5)
+        for name, fn in (("null", lambda s: None), ("wh", log)):
+            wall, cpu = paired(k, fn, per, pairs)
+            runs.setdefault(f"{name}_overhead", []).append(wall)
+            runs.setdefault(f"{name}_overhead_cpu", []).append(cpu)
+        close()  # type: ignore[operator]
+    out |= {key: statistics.median(v) for key, v in runs.items()}
     log, close = sqlite_logger(tmp / "mlflow.db")
     sq_pairs = min(pairs, sqlite_n)
     out["sqlite_overhead"], out["sqlite_overhead_cpu"] = paired(
@@ -302,7 +308,8 @@ def main() -> None:
                     help="steps logged into SQLite (each commits 5 times: slow)")
     ap.add_argument("--pairs", type=int, default=2000,
                     help="plain/logged block pairs for the overhead")
-    ap.add_argument("--reps", type=int, default=3, help="report runs after the first")
+    ap.add_argument("--reps", type=int, default=3,
+                    help="report runs after the first; overhead measures (median)")
     ap.add_argument("--write-results", action="store_true",
                     help="replace the '## Warehouse' section of benchmarks/RESULTS.md")
     args = ap.parse_args()
@@ -320,7 +327,8 @@ def main() -> None:
             print(f"  {name}: first {first:.3f} s, median {med:.3f} s, {n} rows", flush=True)
         sq_rate = bench_sqlite_throughput(tmp / "mlflow-throughput.db", args.sqlite_steps)
         print(f"  SQLite per-row: {sq_rate:,.0f} step-rows/s", flush=True)
-        ovh = bench_overhead(tmp, args.overhead_steps, args.sqlite_steps, args.pairs)
+        ovh = bench_overhead(tmp, args.overhead_steps, args.sqlite_steps, args.pairs,
+                             args.reps)
         print(f"  overhead on a {ovh['step_s'] * 1e3:.3f} ms step: warehouse "
               f"{ovh['wh_overhead']:+.2%} wall, {ovh['wh_overhead_cpu']:+.2%} CPU; SQLite "
               f"{ovh['sqlite_overhead']:+.2%} wall; one "
@@ -377,7 +385,8 @@ def results_section(args: argparse.Namespace, app: dict[str, float],
               "each). The training step is a fixed amount of pure-Python work (~1 ms of CPU, "
               "holding the GIL: the worst case for the background flush thread, whose work "
               f"lengthens the step). Overhead: {args.pairs} pairs of blocks, plain and logged "
-              "in ABBA order, total logged time / total plain time - 1, the recorder open "
+              "in ABBA order, total logged time / total plain time - 1 (median of "
+              f"{args.reps} such measures), the recorder open "
               "throughout as in a run, the StepRecord built in the logged step. Other jobs "
               "share this VM's 2 cores; short blocks make their drift cancel, and the same "
               "measure of a no-op logger (control row) shows the noise left. The CPU cost per "
