@@ -68,21 +68,21 @@ def run_child(variant: str, rows: int, cols: int, seed: int) -> dict[str, object
     else:
         compute_features(X[:300], y[:300], True)  # warm imports and first-call setup
     base = peak_rss_mb()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if variant.startswith("pymfe"):
         try:
             values = pymfe_features(X, y, seed=seed, precompute=variant == "pymfe")
         except Exception as err:  # pymfe re-raises MemoryError as a bare Exception
             cause = err if isinstance(err, MemoryError) else (err.__cause__ or err)
             return {"variant": variant, "wall_s": time.perf_counter() - t0,
-                    "peak_mb": peak_rss_mb() - base, "values": {},
-                    "failed": type(cause).__name__}
+                    "cpu_s": time.process_time() - c0, "peak_mb": peak_rss_mb() - base,
+                    "values": {}, "failed": type(cause).__name__}
     else:
         budget = FeatureConfig().row_budget if variant == "ours" else None
         values = compute_features(X, y, True, FeatureConfig(row_budget=budget, seed=seed))
-    wall = time.perf_counter() - t0
-    return {"variant": variant, "wall_s": wall, "peak_mb": peak_rss_mb() - base,
-            "values": values}
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"variant": variant, "wall_s": wall, "cpu_s": cpu,
+            "peak_mb": peak_rss_mb() - base, "values": values}
 
 
 def cpu_model() -> str:
@@ -157,27 +157,40 @@ def main() -> int:
 def report(results: dict[str, dict[str, object]], rows: int, cols: int,
            mem_limit: float = 8.0) -> None:
     print(f"{rows} x {cols}, 3 classes; {cpu_model()}, {os.cpu_count()} cores\n")
-    print("| variant | wall time (s) | peak memory above start (MB) | vs pymfe-lean |")
-    print("|---|---:|---:|---:|")
+    print("| variant | wall time (s) | CPU time (s) | peak memory above start (MB) "
+          "| vs pymfe-lean (wall / CPU) |")
+    print("|---|---:|---:|---:|---:|")
     ref = results.get("pymfe-lean")
     for name in VARIANTS:
         r = results.get(name)
         if r is None:
             continue
+        wall, cpu = float(r["wall_s"]), float(r.get("cpu_s", float("nan")))  # type: ignore
         if r.get("failed"):
-            print(f"| {name} | failed after {float(r['wall_s']):.0f} s | {r['failed']} "  # type: ignore
-                  f"(limit {int(float(mem_limit))} GB) | |")
+            print(f"| {name} | failed after {wall:.0f} | {cpu:.0f} | {r['failed']} at "
+                  f"{float(r['peak_mb']):.0f} (limit {mem_limit:g} GB) | |")  # type: ignore
             continue
-        ratio = (f"{float(ref['wall_s']) / float(r['wall_s']):.1f}x faster"  # type: ignore
-                 if ref and name.startswith("ours") else "")
-        print(f"| {name} | {float(r['wall_s']):.2f} | {float(r['peak_mb']):.0f} | {ratio} |")
+        ratio = ""
+        if ref and name.startswith("ours"):
+            ratio = (f"{float(ref['wall_s']) / wall:.1f}x / "  # type: ignore
+                     f"{float(ref.get('cpu_s', float('nan'))) / cpu:.1f}x")  # type: ignore
+        print(f"| {name} | {wall:.2f} | {cpu:.2f} | {float(r['peak_mb']):.0f} "  # type: ignore
+              f"| {ratio} |")
     if ref:
-        theirs = ref["values"]
+        theirs: dict[str, float] = ref["values"]  # type: ignore[assignment]
         for name in ("ours-full", "ours"):
             if name in results:
-                worst, feat = compare(results[name]["values"], theirs)  # type: ignore
-                print(f"\n{name} vs pymfe: {len(theirs)} shared features, "  # type: ignore
+                mine: dict[str, float] = results[name]["values"]  # type: ignore[assignment]
+                worst, feat = compare(mine, theirs)
+                print(f"\n{name} vs pymfe: {len(theirs)} shared features, "
                       f"largest relative difference {worst:.2e} ({feat})")
+        if "ours" in results:  # the row sample's error, feature by feature
+            mine = results["ours"]["values"]  # type: ignore[assignment]
+            diffs = sorted(((abs(mine[k] - v), k, mine[k], v) for k, v in theirs.items()),
+                           reverse=True)[:6]
+            print("\nlargest differences of the sampled run (feature: ours / pymfe):")
+            for _, k, o, v in diffs:
+                print(f"  {k}: {o:.4g} / {v:.4g}")
 
 
 if __name__ == "__main__":

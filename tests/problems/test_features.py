@@ -101,6 +101,11 @@ def test_row_budget_bounds_the_sample() -> None:
     assert small["simple.sampled_rows"] == 500 and full["simple.sampled_rows"] == len(p.train)
     assert small["simple.n_rows"] == full["simple.n_rows"] == 4000
     assert small["landmark.linear"] == pytest.approx(full["landmark.linear"], abs=0.08)
+    # a sample estimates the whole data's features: same bins, ratios over all rows
+    assert small["info.attr_entropy_mean"] == pytest.approx(full["info.attr_entropy_mean"],
+                                                            abs=0.1)
+    assert small["complexity.pca_95_per_row"] == pytest.approx(
+        full["complexity.pca_95"] / len(p.train), rel=0.25)
     wide = compute_features(np.random.default_rng(0).normal(size=(300, 50)),
                             np.arange(300) % 2, True, FeatureConfig(column_budget=20))
     assert wide["simple.n_features"] == 50 and wide["complexity.pca_95_ratio"] <= 1.0

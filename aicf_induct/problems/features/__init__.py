@@ -96,9 +96,10 @@ def _compute(X: np.ndarray, y: np.ndarray, classification: bool,
         Xs = Xs[:, cols]
     out["simple.sampled_rows"] = float(len(Xs))
     out |= statistical_features(Xs)
-    out |= complexity_features(Xs)
-    y_codes = ys if classification else discretise(ys[:, None], n_bins(len(ys)))[:, 0]
-    out |= info_features(Xs, y_codes)
+    out |= complexity_features(Xs, n_rows=n)
+    bins = n_bins(n)  # of the whole dataset: a row sample estimates the same quantities
+    y_codes = ys if classification else discretise(ys[:, None], bins)[:, 0]
+    out |= info_features(Xs, y_codes, bins)
     if not classification:
         out |= target_features(Xs, ys)
     out |= landmark_features(Xs, ys, classification, seed=cfg.seed)

@@ -40,10 +40,12 @@ def _entropy(counts: np.ndarray) -> np.ndarray:
     return -terms.sum(axis=-1)
 
 
-def info_features(X: np.ndarray, y_codes: np.ndarray) -> dict[str, float]:
-    """y_codes: class ids (or target bin codes for regression), 0..k-1."""
+def info_features(X: np.ndarray, y_codes: np.ndarray,
+                  bins: int | None = None) -> dict[str, float]:
+    """y_codes: class ids (or target bin codes for regression), 0..k-1. bins: pymfe's bin
+    count of the whole dataset when X is a row sample (entropies grow with the bins)."""
     n, d = X.shape
-    codes = discretise(X, n_bins(n))
+    codes = discretise(X, bins or n_bins(n))
     B = int(codes.max()) + 1
     _, y = np.unique(y_codes, return_inverse=True)  # present classes only
     K = int(y.max()) + 1

@@ -117,8 +117,9 @@ def target_features(X: np.ndarray, y: np.ndarray) -> dict[str, float]:
             "stat.target_abs_cor_mean": float(cor.mean())}
 
 
-def complexity_features(X: np.ndarray) -> dict[str, float]:
-    """Principal components needed for 95 % of the variance (pymfe t3, t4 use it)."""
+def complexity_features(X: np.ndarray, n_rows: int | None = None) -> dict[str, float]:
+    """Principal components needed for 95 % of the variance (pymfe t3, t4 use it).
+    n_rows: the dataset's row count when X is a row sample (for the per-row ratio)."""
     n, d = X.shape
     xc = X - X.mean(axis=0)
     ev = np.linalg.eigvalsh(xc.T @ xc / max(n - 1, 1))[::-1]  # (d,) descending
@@ -130,4 +131,4 @@ def complexity_features(X: np.ndarray) -> dict[str, float]:
         k = int(np.searchsorted(np.cumsum(ev / total), PCA_VARIANCE, side="right")) + 1
         k = min(k, len(ev))
     return {"complexity.pca_95": float(k), "complexity.pca_95_ratio": k / d,  # pymfe t4
-            "complexity.pca_95_per_row": k / n}  # pymfe t3
+            "complexity.pca_95_per_row": k / (n_rows or n)}  # pymfe t3
