@@ -59,7 +59,7 @@ class Task:
         r = self.candidate.recipe
         return dataclasses.replace(self.train, optimizer=r.optimizer, lr=r.lr,
                                    weight_decay=r.weight_decay, batch_size=r.batch_size,
-                                   seed=self.seed)
+                                   seed=self.seed, max_wall_s=self.budget_s)
 
     def run_config(self) -> dict[str, Any]:
         """What goes under the run config's "sweep" key: the triple and the sweep."""
@@ -77,32 +77,8 @@ class Outcome:
     error: str | None = None
 
 
-class RunTimeout(Exception):
-    """The run used up its wall-clock budget."""
-
-
-class BudgetTrainer(Trainer):
-    """A Trainer that raises `RunTimeout` at the first step past its wall-clock budget."""
-
-    def __init__(self, *args: Any, budget_s: float = 0.0, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.budget_s = budget_s
-        self._t0 = time.perf_counter()
-
-    def start(self) -> None:
-        self._t0 = time.perf_counter()  # the budget counts training, not loading
-        super().start()
-
-    def train_step(self, x: Any, y: Any, epoch: int) -> StepRecord:
-        if self.budget_s and time.perf_counter() - self._t0 > self.budget_s:
-            raise RunTimeout(f"time budget of {self.budget_s:g} s used up after "
-                             f"{self.step_count} steps")
-        return super().train_step(x, y, epoch)
-
-
 class RunLog:
-    """Forwards to the process's recorder; remembers whether the run started and ended, and
-    turns the trainer's `failed` end into `timeout` when the budget was the cause."""
+    """Forwards to the process's recorder; remembers whether the run started and ended."""
 
     def __init__(self, inner: Recorder) -> None:
         self.inner = inner
@@ -129,8 +105,6 @@ class RunLog:
         self.inner.result(rec)
 
     def run_end(self, rec: RunEndRecord) -> None:
-        if rec.status == "failed" and (rec.error or "").startswith(RunTimeout.__name__):
-            rec = dataclasses.replace(rec, status="timeout")
         self.ended, self.end = True, rec
         self.inner.run_end(rec)
 
@@ -206,9 +180,8 @@ def run_task(task: Task) -> Outcome:
             raise RuntimeError(f"problem '{task.problem}' changed: id {problem.problem_id}, "
                                f"the sweep planned {task.problem_id}")
         graph = task.candidate.graph(problem.n_features, problem.n_outputs)
-        trainer = BudgetTrainer(problem, graph, task.config(), recorder=log, origin=ORIGIN,
-                                run_id=run_id, budget_s=task.budget_s,
-                                extra_config=_extra(task))
+        trainer = Trainer(problem, graph, task.config(), recorder=log, origin=ORIGIN,
+                          run_id=run_id, extra_config=_extra(task))
         trainer.fit()
     except Exception as err:
         log_failure(log, task, f"{type(err).__name__}: {err}", run_id, kind,

@@ -108,7 +108,7 @@ class ResultRecord:
 @dataclass(frozen=True)
 class RunEndRecord:
     run_id: str
-    status: str  # "completed" | "failed" | "early_stopped" | "interrupted"
+    status: str  # "completed" | "early_stopped" | "timeout" | "failed" | "interrupted"
     steps: int
     wall_time_s: float
     error: str | None = None

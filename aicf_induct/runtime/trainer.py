@@ -57,6 +57,7 @@ class TrainConfig:
     label_smoothing: float = 0.0  # cross-entropy only
     seed: int = 0  # init, batch order, dropout
     max_steps: int = 0  # stop after this many steps; 0: no cap
+    max_wall_s: float = 0.0  # stop (status "timeout") after this many seconds; 0: no limit
     backend: str = "auto"  # auto | numpy | cupy; auto: CuPy when a GPU is there
     precision: str = "fp32"  # GPU GEMM compute: fp32 | tf32 | bf16 (fp32 master weights)
 
@@ -67,6 +68,8 @@ class TrainConfig:
         for name in ("patience", "max_steps", "warmup_steps"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.max_wall_s < 0:
+            raise ConfigError(f"max_wall_s must be >= 0, got {self.max_wall_s}")
         if self.clip_norm < 0:
             raise ConfigError(f"clip_norm must be >= 0, got {self.clip_norm}")
         if self.backend not in BACKENDS:
@@ -220,8 +223,14 @@ class Trainer:
                    disable=not self.progress, leave=False)
         try:
             for epoch in bar:
-                losses = [self.train_step(p.train.X[idx], p.train.y[idx], epoch).loss
-                          for idx in self._epoch_batches(epoch)]
+                losses = []
+                for idx in self._epoch_batches(epoch):
+                    if cfg.max_wall_s and time.perf_counter() - t_start >= cfg.max_wall_s:
+                        status = "timeout"
+                        break
+                    losses.append(self.train_step(p.train.X[idx], p.train.y[idx], epoch).loss)
+                if status == "timeout" and not losses:
+                    break
                 val_loss, val_score = self.evaluate(p.val)
                 row = {"train_loss": float(np.mean(losses)) if losses else float("nan"),
                        "val_loss": val_loss, f"val_{sname}": val_score}
@@ -231,10 +240,10 @@ class Trainer:
                                 refresh=False)
                 if val_loss < best[0]:
                     best = (val_loss, epoch, self.store.state_arrays())
-                elif cfg.patience and epoch - best[1] >= cfg.patience:
-                    status = "early_stopped"
+                if status == "timeout" or (cfg.max_steps and self.step_count >= cfg.max_steps):
                     break
-                if cfg.max_steps and self.step_count >= cfg.max_steps:
+                if cfg.patience and epoch - best[1] >= cfg.patience:
+                    status = "early_stopped"
                     break
         except BaseException as err:
             self.recorder.run_end(RunEndRecord(self.run_id, "failed" if isinstance(
@@ -249,7 +258,9 @@ class Trainer:
         last_epoch = len(history) - 1
         self._record_results(last_epoch, metrics, final=True)
         wall = time.perf_counter() - t_start
-        self.recorder.run_end(RunEndRecord(self.run_id, status, self.step_count, wall))
+        error = (f"time budget of {cfg.max_wall_s:g} s used up after {self.step_count} steps"
+                 if status == "timeout" else None)
+        self.recorder.run_end(RunEndRecord(self.run_id, status, self.step_count, wall, error))
         return TrainResult(self.run_id, status, self.step_count, len(history), best[1], wall,
                            metrics, history)
 

@@ -104,3 +104,13 @@ def test_losses_are_finite_and_decrease() -> None:
     _, _, rec, _ = _fit("digits", TrainConfig(epochs=5, patience=0, lr=1e-2))
     losses = np.array([s.loss for s in rec.steps])
     assert np.isfinite(losses).all() and losses[-20:].mean() < 0.5 * losses[:20].mean()
+
+
+def test_a_wall_clock_budget_stops_with_timeout_and_keeps_the_best_state() -> None:
+    _, _, rec, res = _fit("digits", TrainConfig(epochs=10_000, patience=0, max_wall_s=0.5))
+    assert res.status == "timeout" and res.wall_time_s < 5
+    (end,) = rec.run_ends
+    assert end.status == "timeout" and "time budget of 0.5 s used up" in (end.error or "")
+    assert res.metrics["val_loss"] == pytest.approx(min(h["val_loss"] for h in res.history),
+                                                    rel=1e-12)
+    assert any(r.final for r in rec.results)
