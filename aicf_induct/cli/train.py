@@ -12,6 +12,7 @@ from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
 from aicf_induct.ir import canonical
 from aicf_induct.ir.graph import Graph
 from aicf_induct.problems import load_problem
+from aicf_induct.problems.features import extract_features
 from aicf_induct.problems.problem import Problem
 from aicf_induct.runtime.recorder import NullRecorder, Recorder
 from aicf_induct.runtime.trainer import TrainConfig, Trainer
@@ -117,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
     if args.save_ir:
         canonical.save(graph, args.save_ir)
     recorder, where = open_recorder(args)
+    if where is not None:  # the warehouse joins runs to their problem's meta-features
+        recorder.problem(problem.record(extract_features(problem)))
     extra: dict[str, Any] = {"model": args.model or (Path(args.ir).name if args.ir
                                                      else DEFAULT_MODEL)}
     try:

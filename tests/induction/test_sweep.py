@@ -101,7 +101,8 @@ def test_a_failing_run_is_logged_with_its_error(tmp_path: Path, recipe: Recipe,
 def test_a_run_past_its_budget_ends_as_timeout(tmp_path: Path) -> None:
     cand = Candidate(MLPSpec(depth=2, width=16), Recipe(batch_size=4))
     try:
-        out = run_task(task(tmp_path, cand, budget=0.2, train=TrainConfig(epochs=500)))
+        out = run_task(task(tmp_path, cand, budget=0.2,
+                            train=TrainConfig(epochs=500, patience=0)))
     finally:
         close_process_recorders()
     assert out.status == "timeout" and "time budget of 0.2 s used up" in (out.error or "")
