@@ -7,7 +7,13 @@ import pandas as pd
 import pytest
 
 from aicf_induct.errors import DataError
-from aicf_induct.problems.preprocess import MAX_CATEGORIES, Table, content_id, prepare
+from aicf_induct.problems.preprocess import (
+    MAX_CATEGORIES,
+    Table,
+    content_id,
+    normalise,
+    prepare,
+)
 
 
 def table(frame: pd.DataFrame, target: str, task: str = "classification") -> Table:
@@ -104,3 +110,11 @@ def test_infinite_values_are_treated_as_missing(good_frame: pd.DataFrame) -> Non
     reg = good_frame.drop(columns=["label"]).assign(t=np.arange(120.0))
     reg.loc[0, "t"] = np.inf
     assert prepare(table(reg, "t", "regression")).n_rows == 119
+
+
+def test_content_id_is_pinned() -> None:
+    """The id is stored in the warehouse: the same content must keep its id across
+    processes, machines and releases (a change here orphans every logged problem)."""
+    f = normalise(pd.DataFrame({"a": [1.0, 2.0, 3.0], "c": ["x", "y", np.nan]}))
+    assert content_id(f, np.array([0.0, 1.0, 0.0]), "classification", "t") == \
+        "10f571ab1d77b532"
