@@ -132,14 +132,19 @@ def main() -> None:
         return
     import torch
 
-    print(f"# step_cpu: {date.today()}, {cpu_name()}, {os.cpu_count()} cores, "
+    load = os.getloadavg()[0]
+    print(f"# step_cpu: {date.today()}, {cpu_name()}, {os.cpu_count()} cores, load {load:.1f}, "
           f"numpy {np.__version__}, torch {torch.__version__} ({torch.get_num_threads()} "
           f"threads), {args.dtype}")
     print("| batch | model (in→width×depth→out) | ours ms | PyTorch ms (best) | ratio |")
     print("|---|---|---|---|---|")
     for k, (batch, n_in, width, depth, classes) in enumerate(SIZES):
-        t_ours = in_subprocess("ours", k, args.dtype, repeats)
-        t_torch = in_subprocess("torch", k, args.dtype, repeats)
+        # ABBA order: a drift in machine load during the pair hits both sides alike
+        ours_a = in_subprocess("ours", k, args.dtype, repeats)
+        torch_a = in_subprocess("torch", k, args.dtype, repeats)
+        torch_b = in_subprocess("torch", k, args.dtype, repeats)
+        ours_b = in_subprocess("ours", k, args.dtype, repeats)
+        t_ours, t_torch = (ours_a + ours_b) / 2, (torch_a + torch_b) / 2
         print(f"| {batch} | {n_in}→{width}×{depth}→{classes} | {t_ours * 1e3:.3f} | "
               f"{t_torch * 1e3:.3f} | {t_ours / t_torch:.2f}× |", flush=True)
 
