@@ -42,6 +42,8 @@ def _fwd_cases():
             out.append((variant, act, "float32", "fp32"))
         for act in (None, "relu", "gelu"):
             out.append((variant, act, "float64", "fp32"))
+    for act in (None, "relu"):
+        out += [("cublaslt", act, "float32", "fp32"), ("cublaslt", act, "float32", "tf32")]
     for variant in ("cublas", "wmma"):
         for act in (None, "relu", "gelu_tanh"):
             out.append((variant, act, "float32", "tf32"))
@@ -50,7 +52,8 @@ def _fwd_cases():
     return out
 
 
-SHAPES = [(37, 19, 23, True), (256, 64, 2, False), (130, 70, 65, True)]  # M, K, N, bias
+SHAPES = [(37, 19, 23, True), (256, 64, 2, False), (130, 70, 65, True),  # M, K, N, bias
+          (512, 64, 128, True)]  # aligned: cuBLASLt's bias epilogues apply
 
 
 @pytest.mark.parametrize("variant,act,dtype,precision", _fwd_cases())
@@ -79,6 +82,25 @@ def test_linear_act(variant: str, act: str | None, dtype: str, precision: str) -
             assert_close(z, ref_z, t, f"{variant} {act} z")
 
 
+@pytest.mark.parametrize("act", [None, "relu"])
+def test_linear_act_cublaslt_with_the_pre_activation_kept(act: str | None) -> None:
+    rng = np.random.default_rng()
+    m, k, n = 300, 40, 24
+    x = rng.normal(size=(m, k)).astype(np.float32)
+    params = {"weight": (rng.normal(size=(n, k)) / np.sqrt(k)).astype(np.float32),
+              "bias": rng.normal(size=n).astype(np.float32)}
+    attrs = {"act": act, "act_attrs": {}, "precision": "fp32", "out_features": n, "bias": True}
+    ref_a, ref_z = np.empty((m, n)), np.empty((m, n))
+    REFERENCES["linear_act"](OpContext(), [x.astype(np.float64)], [ref_a, ref_z],
+                             {r: v.astype(np.float64) for r, v in params.items()}, {}, attrs)
+    kern = _kernel("linear_act", "fused", "linear_act.cublaslt", ((m, k),), "float32", attrs)
+    a, z = poisoned(cp, (m, n), np.float32), poisoned(cp, (m, n), np.float32)
+    kern.fn(OpContext(xp=cp), [cp.asarray(x)], [a, z],
+            {r: cp.asarray(v) for r, v in params.items()}, {}, attrs)
+    assert_close(a, ref_a, 1e-5, "a")
+    assert_close(z, ref_z, 1e-5, "z")
+
+
 def _bwd_cases():
     out = []
     for variant in ("cublas", "tiled64", "tiled32"):
@@ -87,6 +109,9 @@ def _bwd_cases():
         for act in (None, "silu"):
             out.append((variant, act, "float64", "fp32"))
     out += [("cublas", "relu", "float32", "tf32"), ("cublas", "gelu", "float32", "bf16")]
+    for act in (None, "relu", "gelu", "silu"):
+        out.append(("cublaslt", act, "float32", "fp32"))
+    out += [("cublaslt", None, "float32", "tf32"), ("cublaslt", "relu", "float32", "tf32")]
     return out
 
 
@@ -94,7 +119,7 @@ def _bwd_cases():
 def test_act_linear_bwd(variant: str, act: str | None, dtype: str, precision: str) -> None:
     rng = np.random.default_rng()
     name, act_attrs = _act(act)
-    for (m, k, n, bias), need_gx in zip(SHAPES, (True, False, True), strict=True):
+    for (m, k, n, bias), need_gx in zip(SHAPES, (True, False, True, True), strict=True):
         x = rng.normal(size=(m, k)).astype(dtype)
         w = rng.normal(size=(n, k)).astype(dtype)
         g = rng.normal(size=(m, n)).astype(dtype)
@@ -144,6 +169,24 @@ def test_softmax_ce(dtype: str, m: int, c: int, eps: float) -> None:
             [loss, g], {}, {}, {"label_smoothing": eps})
     assert_close(loss, ref_l, tol(dtype), "loss")
     assert_close(g, ref_g, tol(dtype), "glogits")
+
+
+@pytest.mark.parametrize("m,c", [(256, 2), (70000, 3)])
+def test_softmax_ce_as_the_root_reads_no_seed(m: int, c: int) -> None:
+    rng = np.random.default_rng()
+    logits = rng.normal(size=(m, c)).astype(np.float32)
+    labels = rng.integers(0, c, size=m)
+    ref_l, ref_g = np.empty(()), np.empty((m, c))
+    REFERENCES["softmax_ce"](OpContext(), [logits.astype(np.float64), labels, np.ones(())],
+                             [ref_l, ref_g], {}, {}, {"label_smoothing": 0.0})
+    kern = _kernel("softmax_ce", "fused", "softmax_ce.cuda", ((m, c), (m,)), "float32", {})
+    loss, g = poisoned(cp, (), np.float32), poisoned(cp, (m, c), np.float32)
+    attrs: dict = {"label_smoothing": 0.0}
+    for _ in range(2):  # the second call reuses the block counter the first one reset
+        kern.fn(OpContext(xp=cp), [cp.asarray(logits), cp.asarray(labels)], [loss, g], {}, {},
+                attrs)
+        assert_close(loss, ref_l, 1e-5, "loss")
+        assert_close(g, ref_g, 1e-5, "glogits")
 
 
 # -- op-level kernels against the op table ---------------------------------------------------
@@ -261,12 +304,24 @@ OPTIMIZERS = [
 @pytest.mark.parametrize("name,kw,clip", OPTIMIZERS)
 def test_fused_optimizer_matches_the_numpy_optimizer(name: str, kw: dict, clip: float,
                                                      dtype: str) -> None:
+    _check_optimizer(name, kw, clip, dtype,
+                     {"a": (37, 11), "b": (11,), "c": (5, 3), "d": (1000,)})
+
+
+@pytest.mark.parametrize("name,kw,clip", [OPTIMIZERS[0], OPTIMIZERS[1], OPTIMIZERS[4]])
+def test_fused_optimizer_over_many_grid_rounds(name: str, kw: dict, clip: float) -> None:
+    # more elements than one round of the grid covers, and an odd count (the tail)
+    _check_optimizer(name, kw, clip, "float32",
+                     {"a": (1025, 1031), "b": (3,), "c": (999, 7), "d": (1,)})
+
+
+def _check_optimizer(name: str, kw: dict, clip: float, dtype: str,
+                     shapes: dict[str, tuple[int, ...]]) -> None:
     from aicf_induct.kernels.cuda.optim import FusedUpdate
     from aicf_induct.runtime.clipping import clip_grad_norm_, global_grad_norm
     from aicf_induct.runtime.cuda_step import HYPER_FIXED, fill_hyper, segments, update_rule
 
     rng = np.random.default_rng()
-    shapes = {"a": (37, 11), "b": (11,), "c": (5, 3), "d": (1000,)}
     values = {k: rng.normal(size=s) for k, s in shapes.items()}
     ref = ParamStore.from_arrays(values, dtype=dtype)
     dev = ParamStore.from_arrays(values, dtype=dtype, xp=cp)

@@ -47,8 +47,8 @@ def test_several_gemm_variants_for_small_shapes_one_for_huge() -> None:
                        {"out_features": 4096, "precision": "fp32"})
     names = {k.name for k in REGISTRY.candidates(small)}
     assert {"linear_act.cublas", "linear_act.tiled64", "linear_act.tiled32"} <= names
-    assert {k.name for k in REGISTRY.candidates(huge)} == {"linear_act.cublas",
-                                                           "linear_act.fused.reference"}
+    assert {k.name for k in REGISTRY.candidates(huge)} == {
+        "linear_act.cublas", "linear_act.cublaslt", "linear_act.fused.reference"}
 
 
 def _instantiated(source: str) -> set[str]:

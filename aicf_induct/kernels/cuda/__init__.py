@@ -3,10 +3,14 @@ imports nothing from CuPy: sources compile on first use (compile.py), per device
 
 | op / fused op  | variants (kernel names)                                        |
 |----------------|----------------------------------------------------------------|
-| linear_act     | .cublas (GEMM, then one fused epilogue), .tiled64, .tiled32    |
+| linear_act     | .cublas (GEMM, then one fused epilogue), .cublaslt (float32,   |
+|                | no activation or ReLU: bias and ReLU in cuBLASLt's epilogue),  |
+|                | .tiled64, .tiled32                                             |
 |                | (SIMT, epilogue inside), .wmma (tensor cores, tf32 or bf16     |
 |                | operands, epilogue inside)                                     |
-| act_linear_bwd | .cublas (act' + bias-gradient kernel, two GEMMs), .tiled64,    |
+| act_linear_bwd | .cublas (act' + bias-gradient kernel, two GEMMs), .cublaslt    |
+|                | (float32: act' pass, then cuBLASLt GEMMs, the bias gradient in |
+|                | the weight gradient's epilogue), .tiled64,                     |
 |                | .tiled32 (act' applied on load, bias gradient from the tiles)  |
 | softmax_ce     | .cuda (one pass: loss and gradient)                            |
 | relu, gelu, tanh, sigmoid, silu, add, linear, cross_entropy, mse, layernorm,    |
@@ -58,13 +62,23 @@ def _wmma(q: KernelQuery) -> bool:
     return device().capability >= 80
 
 
+def _lt_bwd(q: KernelQuery) -> bool:
+    return q.dtype == "float32" and q.attrs.get("precision", "fp32") in ("fp32", "tf32")
+
+
+def _lt(q: KernelQuery) -> bool:
+    return _lt_bwd(q) and q.attrs.get("act") in (None, "relu")
+
+
 def _register() -> None:
     fused: list[tuple[str, str, KernelFn, int, object]] = [
         ("linear_act", "cublas", gemm.linear_act_cublas, 3, _floats),
+        ("linear_act", "cublaslt", gemm.linear_act_cublaslt, 3, _lt),
         ("linear_act", "tiled64", gemm.linear_act_tiled("tiled64"), 2, _small),
         ("linear_act", "tiled32", gemm.linear_act_tiled("tiled32"), 1, _small),
         ("linear_act", "wmma", gemm.linear_act_wmma, 0, _wmma),
         ("act_linear_bwd", "cublas", gemm.act_linear_bwd_cublas, 3, _floats),
+        ("act_linear_bwd", "cublaslt", gemm.act_linear_bwd_cublaslt, 3, _lt_bwd),
         ("act_linear_bwd", "tiled64", gemm.act_linear_bwd_tiled("tiled64"), 2, _small),
         ("act_linear_bwd", "tiled32", gemm.act_linear_bwd_tiled("tiled32"), 1, _small),
         ("softmax_ce", "cuda", ops.softmax_ce, 1, _floats),

@@ -35,6 +35,7 @@ class DeviceInfo:
 _FUNCTIONS: dict[tuple[int, str, str], Any] = {}
 _DEVICES: dict[int, DeviceInfo] = {}
 _CUBLAS: dict[int, Any] = {}  # device -> (libcublas, handle, workspace)
+_CUBLASLT: dict[int, Any] = {}  # device -> (libcublasLt, handle, workspace)
 WORKSPACE_BYTES = 32 << 20
 
 
@@ -119,6 +120,42 @@ def cublas() -> tuple[Any, int]:
         check_cublas(lib.cublasSetPointerMode_v2(handle, 0), "cublasSetPointerMode")
         got = _CUBLAS[idx] = (lib, handle, workspace)
     return got[0], got[1]
+
+
+def cublaslt() -> tuple[Any, int, Any]:
+    """(libcublasLt through ctypes, a handle of ours, the workspace shared with cuBLAS: the
+    two never run at once, every call is on the current stream). The library is the one
+    libcublas loaded."""
+    import ctypes
+
+    import cupy
+
+    idx = cupy.cuda.runtime.getDevice()
+    got = _CUBLASLT.get(idx)
+    if got is None:
+        cublas()
+        maps = Path("/proc/self/maps").read_text().splitlines()
+        path = next((line.split()[-1] for line in maps if "libcublasLt.so" in line), None)
+        if path is None:
+            raise RuntimeError("libcublasLt is not loaded")
+        lib = ctypes.CDLL(path)
+        vp, i, sz, u64, i64 = (ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t,
+                               ctypes.c_uint64, ctypes.c_int64)
+        pp = ctypes.POINTER(ctypes.c_void_p)
+        lib.cublasLtCreate.argtypes = [pp]
+        lib.cublasLtMatmulDescCreate.argtypes = [pp, i, i]
+        lib.cublasLtMatmulDescSetAttribute.argtypes = [vp, i, vp, sz]
+        lib.cublasLtMatrixLayoutCreate.argtypes = [pp, i, u64, u64, i64]
+        lib.cublasLtMatmulPreferenceCreate.argtypes = [pp]
+        lib.cublasLtMatmulPreferenceSetAttribute.argtypes = [vp, i, vp, sz]
+        lib.cublasLtMatmulAlgoGetHeuristic.argtypes = [vp, vp, vp, vp, vp, vp, vp, i, vp,
+                                                       ctypes.POINTER(ctypes.c_int)]
+        lib.cublasLtMatmul.argtypes = [vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp,
+                                       sz, vp]
+        handle = ctypes.c_void_p()
+        check_cublas(lib.cublasLtCreate(ctypes.byref(handle)), "cublasLtCreate")
+        got = _CUBLASLT[idx] = (lib, int(handle.value or 0), _CUBLAS[idx][2])
+    return got[0], got[1], got[2]
 
 
 def check_cublas(status: int, what: str) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from aicf_induct.ir.ops import Array, OpContext
-from aicf_induct.kernels.cuda.compile import check_cublas, cublas, function
+from aicf_induct.kernels.cuda.compile import check_cublas, cublas, device, function
 from aicf_induct.kernels.cuda.launch import (
     NULL,
     act_id,
@@ -29,7 +29,6 @@ from aicf_induct.kernels.cuda.launch import (
     i32,
     i64,
     ptr,
-    row_chunks,
     rows,
     scratch,
 )
@@ -43,6 +42,7 @@ GEMM_DEFAULT = -1
 _SCALARS: dict[Any, tuple[np.ndarray, np.ndarray]] = {
     np.dtype(np.float32): (np.ones(1, np.float32), np.zeros(1, np.float32)),
             np.dtype(np.float64): (np.ones(1, np.float64), np.zeros(1, np.float64))}
+EW_ILP = 4  # vectors per thread per round in sources.ELEMENTWISE's bias_act
 TILES = {"tiled64": (64, 64, 16, 4, 4), "tiled32": (32, 32, 16, 2, 2)}  # BM, BN, BK, TM, TN
 
 
@@ -102,22 +102,30 @@ def tiled(tile: str, m: int, n: int, k: int, a: Array, lda: int, a_kc: bool, b: 
 def bias_act(cin: Array, bias: Array | None, z: Array | None, out: Array, act: int) -> None:
     """out = act(cin + bias); z = cin + bias when given (either may alias cin)."""
     m, n = cin.shape
-    fn = function("elementwise", f"bias_act<{ctype(out.dtype)},{act}>")
-    fn((grid_1d(m * n),), (256,), (i64(m), i32(n), cin, ptr(bias), ptr(z), out))
+    vec = 4 if cin.dtype == np.float32 and n % 4 == 0 and all(
+        a is None or a.data.ptr % 16 == 0 for a in (cin, z, out)) else 1
+    fn = function("elementwise", f"bias_act<{ctype(out.dtype)},{act},{vec}>")
+    fn((grid_1d(math.ceil(m * n / (vec * EW_ILP))),), (256,),
+       (i64(m), i32(n), cin, ptr(bias), ptr(z), out))
 
 
 def act_bwd_bias(attrs: dict[str, Any], g: Array, h: Array | None, gz: Array | None,
                  db: Array, act: int) -> None:
-    """gz = act'(h)·g (stored when gz is given) and db = Σ_rows gz, in one pass."""
+    """gz = act'(h)·g (stored when gz is given) and db = Σ_rows gz, in one launch: row chunks
+    enough to fill the device (at least 64 rows each), summed by the chunk that ends last."""
+    import cupy
+
     m, n = g.shape
     t = ctype(g.dtype)
     cols = math.ceil(n / 32)
-    chunks, per = row_chunks(m, cols)
-    out = db if chunks == 1 else scratch(attrs, "colsum", (chunks, n), g.dtype)
+    chunks = max(1, min(math.ceil(2 * device().sms / cols), math.ceil(m / 64)))
+    per = math.ceil(m / chunks)
+    chunks = math.ceil(m / per) if m else 1
+    partial = db if chunks == 1 else scratch(attrs, "colsum", (chunks, n), g.dtype)
+    tickets = scratch(attrs, "colsum_tickets", (cols,), cupy.uint32, zero=True)
     fn = function("elementwise", f"act_bwd_bias<{t},{act}>")
-    fn((cols, chunks), (32, 32), (i32(m), i32(n), i32(per), g, ptr(h), ptr(gz), out))
-    if chunks > 1:
-        colsum_finalize(out, n, db)
+    fn((cols, chunks), (32, 32), (i32(m), i32(n), i32(max(per, 1)), g, ptr(h), ptr(gz),
+                                  partial, db, tickets))
 
 
 def colsum_finalize(partial: Array, stride: int, out: Array) -> None:
@@ -130,7 +138,7 @@ def colsum_finalize(partial: Array, stride: int, out: Array) -> None:
 def act_bwd(h: Array, g: Array, out: Array, act: int) -> None:
     n = g.size
     fn = function("elementwise", f"act_bwd<{ctype(g.dtype)},{act}>")
-    fn((grid_1d(n),), (256,), (i64(n), h, g, out))
+    fn((grid_1d(math.ceil(n / EW_ILP)),), (256,), (i64(n), h, g, out))
 
 
 # -- linear_act --------------------------------------------------------------------------
@@ -153,6 +161,26 @@ def linear_act_cublas(ctx: OpContext, ins: Sequence[Array], outs: Sequence[Array
     xwt(attrs.get("precision", "fp32"), x, w, target)
     if b is not None or act != 0:
         bias_act(target, b, z, a, act)
+
+
+def linear_act_cublaslt(ctx: OpContext, ins: Sequence[Array], outs: Sequence[Array | None],
+                        params: dict[str, Array], gparams: dict[str, Array],
+                        attrs: dict[str, Any]) -> None:
+    """The bias and ReLU inside the GEMM (lt.py); with the pre-activation wanted too, the
+    GEMM + bias writes z and one pass applies the activation."""
+    from aicf_induct.kernels.cuda.lt import xwt_epilogue
+
+    x, w, b, a, z = _fwd_operands(ins, outs, params)
+    relu = attrs.get("act") == "relu"
+    prec = attrs.get("precision", "fp32")
+    if z is None:
+        xwt_epilogue(prec, x, w, b, relu, a)
+        return
+    xwt_epilogue(prec, x, w, b, False, z)
+    if relu:
+        bias_act(z, None, None, a, act_id("relu"))
+    else:
+        a[...] = z
 
 
 def linear_act_tiled(tile: str) -> Any:
@@ -213,6 +241,33 @@ def act_linear_bwd_cublas(ctx: OpContext, ins: Sequence[Array], outs: Sequence[A
         gw(prec, gz, params["weight"], gx)
 
 
+def act_linear_bwd_cublaslt(ctx: OpContext, ins: Sequence[Array],
+                            outs: Sequence[Array | None], params: dict[str, Array],
+                            gparams: dict[str, Array], attrs: dict[str, Any]) -> None:
+    """gz = act'(h)·g in one elementwise pass; the weight gradient with the bias gradient in
+    its epilogue, and gx, through cuBLASLt (lt.py), no split-K reduction kernels."""
+    from aicf_induct.kernels.cuda import lt
+
+    x, g, h, gx, gz = _bwd_operands(ins, outs)
+    prec = attrs.get("precision", "fp32")
+    act = act_id(attrs.get("act"), attrs.get("act_attrs"))
+    db = gparams.get("bias")
+    if act != 0:
+        if gz is None:
+            gz = scratch(attrs, "gz", g.shape, g.dtype)
+        assert h is not None
+        act_bwd(h, g, gz, act)
+    else:
+        gz = g
+    done = "weight" in gparams and lt.wgrad_bgrad(prec, gz, x, gparams["weight"], db)
+    if not done and "weight" in gparams:  # no bias-gradient epilogue here: cuBLAS + a pass
+        gtx(prec, gz, x, gparams["weight"])
+    if not done and db is not None:
+        act_bwd_bias(attrs, gz, None, None, db, 0)
+    if gx is not None:
+        lt.dgrad(prec, gz, params["weight"], gx)
+
+
 def act_linear_bwd_tiled(tile: str) -> Any:
     def run(ctx: OpContext, ins: Sequence[Array], outs: Sequence[Array | None],
             params: dict[str, Array], gparams: dict[str, Array], attrs: dict[str, Any]) -> None:
@@ -231,5 +286,6 @@ def act_linear_bwd_tiled(tile: str) -> Any:
     return run
 
 
-__all__ = ["NULL", "TILES", "act_linear_bwd_cublas", "act_linear_bwd_tiled",
-           "linear_act_cublas", "linear_act_tiled", "linear_act_wmma"]
+__all__ = ["NULL", "TILES", "act_linear_bwd_cublas", "act_linear_bwd_cublaslt",
+           "act_linear_bwd_tiled",
+           "linear_act_cublas", "linear_act_cublaslt", "linear_act_tiled", "linear_act_wmma"]

@@ -59,22 +59,27 @@ def grid_1d(n: int, threads: int = THREADS, waves: int = 4) -> int:
 
 def row_chunks(m: int, col_blocks: int) -> tuple[int, int]:
     """(chunks, rows per chunk) for a column reduction over m rows: enough blocks in all to
-    fill the device, each chunk at least 256 rows."""
+    fill the device, each chunk at least 256 rows; up to 1024 rows, one chunk (one launch,
+    no second pass over partial sums: such sizes are bound by launches, not bandwidth)."""
+    if m <= 1024:
+        return 1, max(m, 1)
     want = max(1, (2 * device().sms) // max(col_blocks, 1))
     chunks = max(1, min(want, math.ceil(m / 256)))
     per = math.ceil(m / chunks)
     return math.ceil(m / per), per
 
 
-def scratch(attrs: dict[str, Any], key: str, shape: tuple[int, ...], dtype: Any) -> Any:
+def scratch(attrs: dict[str, Any], key: str, shape: tuple[int, ...], dtype: Any,
+            zero: bool = False) -> Any:
     """A device buffer owned by one bound instruction (kept in its attrs under '_scratch',
-    allocated on the first call, which the CUDA step makes before any graph capture)."""
+    allocated on the first call, which the CUDA step makes before any graph capture);
+    `zero`: zeroed when allocated (a counter that its kernel resets after each use)."""
     import cupy
 
     store = attrs.setdefault("_scratch", {})
     buf = store.get(key)
     if buf is None or buf.shape != shape or buf.dtype != np.dtype(dtype):
-        buf = cupy.empty(shape, dtype=dtype)
+        buf = (cupy.zeros if zero else cupy.empty)(shape, dtype=dtype)
         store[key] = buf
     return buf
 

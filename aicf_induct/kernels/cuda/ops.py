@@ -10,7 +10,7 @@ from typing import Any
 
 from aicf_induct.ir.ops import Array, OpContext
 from aicf_induct.kernels.cuda import gemm
-from aicf_induct.kernels.cuda.compile import function
+from aicf_induct.kernels.cuda.compile import device, function
 from aicf_induct.kernels.cuda.launch import (
     NULL,
     act_id,
@@ -34,8 +34,8 @@ from aicf_induct.kernels.fused import ACT_FROM_OUTPUT
 def act_fwd_kernel(op: str) -> Any:
     def fwd(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array],
             attrs: dict[str, Any], out: Array) -> None:
-        x = ins[0].reshape(-1, 1)
-        gemm.bias_act(x, None, None, out.reshape(-1, 1), act_id(op, attrs))
+        x = ins[0].reshape(1, -1)  # one row: vector loads whenever the size allows
+        gemm.bias_act(x, None, None, out.reshape(1, -1), act_id(op, attrs))
 
     return fwd
 
@@ -89,32 +89,39 @@ def linear_vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array], y
 
 # -- losses ------------------------------------------------------------------------------
 
-def _softmax_ce(logits: Array, labels: Array, gy: Array | None, eps: float,
-                loss: Array | None, glogits: Array | None) -> None:
+CE_WARPS = 8  # rows in flight per block of softmax_ce (a warp per row)
+
+
+def _softmax_ce(attrs: dict[str, Any], logits: Array, labels: Array, gy: Array | None,
+                eps: float, loss: Array | None, glogits: Array | None) -> None:
     m, c = logits.shape
-    threads = min(1024, 32 * max(1, m))
+    blocks = max(1, min(-(-m // CE_WARPS), 4 * device().sms))
+    partials = scratch(attrs, "ce_partials", (blocks,), "float64")
+    counter = scratch(attrs, "ce_counter", (1,), "uint32", zero=True)
     fn = function("losses", f"softmax_ce<{ctype(logits.dtype)}>")
-    fn((1,), (threads,), (i32(m), i32(c), logits, labels, ptr(gy), f64(eps), ptr(loss),
-                          ptr(glogits)))
+    fn((blocks,), (32 * CE_WARPS,), (i32(m), i32(c), logits, labels, ptr(gy), f64(eps),
+                                     ptr(loss), ptr(glogits), partials, counter))
 
 
 def softmax_ce(ctx: OpContext, ins: Sequence[Array], outs: Sequence[Array | None],
                params: dict[str, Array], gparams: dict[str, Array],
                attrs: dict[str, Any]) -> None:
-    logits, labels, gy = ins
-    _softmax_ce(logits, labels, gy, float(attrs.get("label_smoothing", 0.0)), outs[0], outs[1])
+    logits, labels = ins[0], ins[1]
+    gy = ins[2] if len(ins) > 2 else None  # absent: the loss is the root (gradient 1)
+    _softmax_ce(attrs, logits, labels, gy, float(attrs.get("label_smoothing", 0.0)), outs[0],
+                outs[1])
 
 
 def cross_entropy_fwd(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array],
                       attrs: dict[str, Any], out: Array) -> None:
-    _softmax_ce(ins[0], ins[1], None, float(attrs["label_smoothing"]), out, None)
+    _softmax_ce(attrs, ins[0], ins[1], None, float(attrs["label_smoothing"]), out, None)
 
 
 def cross_entropy_vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array], y: Array,
                       gy: Array, attrs: dict[str, Any], needs: Sequence[bool],
                       gins: Sequence[Array | None], gparams: dict[str, Array]) -> None:
     if gins[0] is not None:
-        _softmax_ce(ins[0], ins[1], gy, float(attrs["label_smoothing"]), None, gins[0])
+        _softmax_ce(attrs, ins[0], ins[1], gy, float(attrs["label_smoothing"]), None, gins[0])
 
 
 def mse_fwd(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array],

@@ -18,6 +18,8 @@ from aicf_induct.kernels.cuda.compile import device, function
 from aicf_induct.kernels.cuda.launch import NULL, ctype, f64, i32, i64
 
 THREADS = 256
+ILP = 4  # elements per thread per grid-stride round (sources.OPTIM's OPT_ILP)
+WAVES = 4  # blocks per multiprocessor, at most
 STATS = 4  # sum g^2, sum theta^2 (before), sum delta^2, loss
 
 
@@ -44,7 +46,8 @@ class FusedUpdate:
         self.rule, self.theta, self.grad, self.slots = rule, theta, grad, slots
         self.max_norm = float(max_norm)
         self.n = int(theta.size)
-        self.blocks = max(1, min((self.n + THREADS - 1) // THREADS, 2 * device().sms))
+        per_block = THREADS * ILP
+        self.blocks = max(1, min((self.n + per_block - 1) // per_block, WAVES * device().sms))
         self.partials = cupy.zeros(3 * self.blocks, dtype=np.float64)
         self.counter = cupy.zeros(2, dtype=np.uint32)
         self.stats = cupy.zeros(STATS, dtype=np.float64)

@@ -294,43 +294,100 @@ gemm_wmma_fwd(int M, int N, int K, const float* __restrict__ X, const float* __r
 
 # Elementwise epilogues and the activation-backward + bias-gradient reduction.
 ELEMENTWISE = COMMON + r"""
-// out = act(cin + bias[j]); Z = cin + bias[j] when given. cin may alias Z or out.
-template <typename T, int ACT>
-__global__ void bias_act(long long M, int N, const T* cin, const T* __restrict__ bias,
-                         T* Z, T* out) {
-  const long long n = M * N;
-  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n;
-       e += (long long)gridDim.x * blockDim.x) {
-    T v = cin[e];
-    if (bias != nullptr) v += bias[e % N];
-    if (Z != nullptr) Z[e] = v;
-    out[e] = act_fwd<ACT, T>(v);
+// out = act(cin + bias[j]); Z = cin + bias[j] when given. cin may alias Z or out (each
+// element is read before it is written, by the same thread). VEC: 4 floats a load (N % 4 == 0
+// and 16-byte aligned rows, the host checks); each thread keeps EW_ILP loads in flight.
+#define EW_ILP 4
+template <typename T, int ACT, int VEC>
+__global__ void __launch_bounds__(256)
+bias_act(long long M, int N, const T* cin, const T* __restrict__ bias, T* Z, T* out) {
+  const long long n = M * N / VEC;  // vectors
+  const int nv = N / VEC;  // vectors per row
+  const bool small = n < 2147483647LL;
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  typedef typename pick<VEC == 4, float4, T>::type V;
+  for (long long base = blockIdx.x * (long long)blockDim.x + threadIdx.x; base < n;
+       base += EW_ILP * stride) {
+    V x[EW_ILP];
+    #pragma unroll
+    for (int r = 0; r < EW_ILP; ++r) {
+      const long long e = base + r * stride;
+      if (e < n) x[r] = ((const V*)cin)[e];
+    }
+    #pragma unroll
+    for (int r = 0; r < EW_ILP; ++r) {
+      const long long e = base + r * stride;
+      if (e >= n) break;
+      T* v = (T*)&x[r];
+      if (bias != nullptr) {
+        const int c = VEC * (small ? (int)((unsigned)e % (unsigned)nv) : (int)(e % nv));
+        #pragma unroll
+        for (int q = 0; q < VEC; ++q) v[q] += bias[c + q];
+      }
+      if (Z != nullptr) ((V*)Z)[e] = x[r];
+      #pragma unroll
+      for (int q = 0; q < VEC; ++q) v[q] = act_fwd<ACT, T>(v[q]);
+      ((V*)out)[e] = x[r];
+    }
   }
 }
 
 // gx = act'(h) * g, elementwise (an activation's own backward).
 template <typename T, int ACT>
-__global__ void act_bwd(long long n, const T* __restrict__ H, const T* __restrict__ G,
-                        T* __restrict__ GX) {
-  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n;
-       e += (long long)gridDim.x * blockDim.x)
-    GX[e] = act_grad<ACT, T>(H[e], G[e]);
+__global__ void __launch_bounds__(256)
+act_bwd(long long n, const T* __restrict__ H, const T* __restrict__ G, T* __restrict__ GX) {
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long base = blockIdx.x * (long long)blockDim.x + threadIdx.x; base < n;
+       base += EW_ILP * stride) {
+    T h[EW_ILP], g[EW_ILP];
+    #pragma unroll
+    for (int r = 0; r < EW_ILP; ++r) {
+      const long long e = base + r * stride;
+      h[r] = e < n ? H[e] : T(0);
+      g[r] = e < n ? G[e] : T(0);
+    }
+    #pragma unroll
+    for (int r = 0; r < EW_ILP; ++r) {
+      const long long e = base + r * stride;
+      if (e < n) GX[e] = act_grad<ACT, T>(h[r], g[r]);
+    }
+  }
 }
 
-// gz = act'(h) * g (stored in GZ when given) and its column sums, the bias gradient.
-// Block (32, 32): x over 32 columns, y over rows; grid (ceil(N/32), R): R row chunks. With
-// R = 1 the sums go to dbias; else to partial[R][N], summed by colsum_finalize in order.
+// gz = act'(h) * g (stored in GZ when given) and its column sums, the bias gradient, in one
+// launch. Block (32, 32): x over 32 columns, y over rows; grid (ceil(N/32), R): R row chunks.
+// With R = 1 the sums go to db. Else each chunk writes partial[R][N]; the last chunk block of
+// a column block to finish (a ticket per column block, reset after use) sums the R partials
+// (row thread y takes chunks y, y + 32, ..., then the 32 in order): deterministic.
 template <typename T, int ACT>
-__global__ void act_bwd_bias(int M, int N, int rows_per_chunk, const T* __restrict__ G,
-                             const T* __restrict__ H, T* __restrict__ GZ,
-                             T* __restrict__ out) {
+__global__ void __launch_bounds__(1024)
+act_bwd_bias(int M, int N, int rows_per_chunk, const T* __restrict__ G,
+             const T* __restrict__ H, T* __restrict__ GZ, T* partial, T* __restrict__ db,
+             unsigned int* tickets) {
   __shared__ T red[32][33];
+  __shared__ bool last;
   const int j = blockIdx.x * 32 + threadIdx.x;
   const int r0 = blockIdx.y * rows_per_chunk;
   const int r1 = min(M, r0 + rows_per_chunk);
   T s = T(0);
   if (j < N) {
-    for (int i = r0 + threadIdx.y; i < r1; i += 32) {
+    int i = r0 + threadIdx.y;
+    for (; i + 96 < r1; i += 128) {  // four rows' loads in flight, summed in row order
+      T g[4], h[4];
+      #pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const long long off = (long long)(i + 32 * u) * N + j;
+        g[u] = G[off];
+        h[u] = ACT != 0 ? H[off] : T(0);
+      }
+      #pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const T gz = ACT != 0 ? act_grad<ACT, T>(h[u], g[u]) : g[u];
+        if (GZ != nullptr) GZ[(long long)(i + 32 * u) * N + j] = gz;
+        s += gz;
+      }
+    }
+    for (; i < r1; i += 32) {
       const long long off = (long long)i * N + j;
       T g = G[off];
       if (ACT != 0) g = act_grad<ACT, T>(H[off], g);
@@ -340,11 +397,32 @@ __global__ void act_bwd_bias(int M, int N, int rows_per_chunk, const T* __restri
   }
   red[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
+  T t = T(0);
   if (threadIdx.y == 0 && j < N) {
-    T t = T(0);
     for (int r = 0; r < 32; ++r) t += red[r][threadIdx.x];
-    out[(long long)blockIdx.y * N + j] = t;
+    if (gridDim.y == 1) db[j] = t;
+    else partial[(long long)blockIdx.y * N + j] = t;
   }
+  if (gridDim.y == 1) return;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0)
+    last = atomicAdd(&tickets[blockIdx.x], 1u) == gridDim.y - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  T u = T(0);
+  if (j < N)
+    for (int r = threadIdx.y; r < (int)gridDim.y; r += 32)
+      u += ((volatile T*)partial)[(long long)r * N + j];
+  red[threadIdx.y][threadIdx.x] = u;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < N) {
+    T v = T(0);
+    for (int r = 0; r < 32; ++r) v += red[r][threadIdx.x];
+    db[j] = v;
+  }
+  if (threadIdx.x == 0 && threadIdx.y == 0) tickets[blockIdx.x] = 0u;
 }
 
 // out[j] = sum_r partial[r * stride + j], r in order (deterministic).
@@ -359,19 +437,23 @@ __global__ void colsum_finalize(int R, int N, int stride, const T* __restrict__ 
 }
 """
 
-# Softmax + cross-entropy over rows, one block: each warp takes rows; the mean loss is
-# summed in double in a fixed order. glogits = (softmax - q) * gy / M, q the (smoothed)
-# one-hot target; either output may be null.
+# Softmax + cross-entropy over rows: a warp per row, rows strided over all the grid's warps;
+# glogits = (softmax - q) * gy / M, q the (smoothed) one-hot target; gy may be null (1), and
+# either output may be. The mean loss is summed in double in a fixed order: lane 0 of each
+# warp over its rows, then the block (a fixed tree), then, with several blocks, the last
+# block to finish over the blocks' partials (each thread a fixed set, then the tree).
 LOSSES = COMMON + r"""
 template <typename T>
 __global__ void softmax_ce(int M, int C, const T* __restrict__ logits,
                            const long long* __restrict__ labels, const T* __restrict__ gy,
-                           double eps, T* __restrict__ loss, T* __restrict__ glogits) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+                           double eps, T* __restrict__ loss, T* __restrict__ glogits,
+                           double* partials, unsigned int* counter) {
+  const int lane = threadIdx.x & 31;
+  const int nw = (gridDim.x * blockDim.x) >> 5;
   const T scale = (gy != nullptr ? gy[0] : T(1)) / T(M);
   const T q_off = T(eps / C), q_on = T(eps / C) + T(1.0 - eps);
   double acc = 0.0;
-  for (int row = warp; row < M; row += nw) {
+  for (int row = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < M; row += nw) {
     const T* z = logits + (long long)row * C;
     T mx = neg_inf<T>();
     for (int c = lane; c < C; c += 32) mx = fmax(mx, z[c]);
@@ -399,8 +481,29 @@ __global__ void softmax_ce(int M, int C, const T* __restrict__ logits,
       }
     }
   }
+  if (loss == nullptr) return;
   const double total = block_sum(acc);
-  if (loss != nullptr && threadIdx.x == 0) loss[0] = (T)(total / M);
+  if (gridDim.x == 1) {
+    if (threadIdx.x == 0) loss[0] = (T)(total / M);
+    return;
+  }
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = total;
+    __threadfence();
+    last = atomicAdd(counter, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  double t = 0.0;
+  for (unsigned int b = threadIdx.x; b < gridDim.x; b += blockDim.x)
+    t += ((volatile double*)partials)[b];
+  t = block_sum(t);
+  if (threadIdx.x == 0) {
+    loss[0] = (T)(t / M);
+    counter[0] = 0u;
+  }
 }
 
 template <typename T>
@@ -567,8 +670,13 @@ __global__ void dropout_apply(long long n, const T* __restrict__ X, T* __restric
 # count (seg_end, exclusive ends); hyper (double) holds [lr, lr*wd, -, -] then per segment
 # [a, b]: Adam a = -lr/bc1, b = sqrt(bc2); SGD a = 1 on the segment's first step.
 # stats (double): [0] sum g^2 (before clipping), [1] sum theta^2 (before), [2] sum delta^2,
-# [3] the loss. Blocks write partial sums; the last block to finish adds them in order.
+# [3] the loss. Each thread takes OPT_ILP elements a grid stride apart per round, all loads
+# first (memory-level parallelism: the update is bound by bandwidth). Blocks write partial
+# sums; the last block to finish adds them, each thread a fixed set in order, then a fixed
+# tree: deterministic, and a few loads deep instead of one serial chain over all blocks.
 OPTIM = r"""
+#define OPT_ILP 4
+
 __device__ double block_sum_d(double v) {
   __shared__ double part[32];
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
@@ -583,35 +691,37 @@ __device__ double block_sum_d(double v) {
   return t;
 }
 
-// Each block adds its 3 sums to partials; the last block sums all in block order into
-// stats[0], [1], [2] (stats[0] only when use0), copies the loss, resets the counter.
-__device__ void finish_sums(double s0, double s1, double s2, const bool use0, double* partials,
+// Each block adds its NS sums to partials (stride 3); the last block sums all of them into
+// stats[first + q] (q < NS), copies the loss, resets the counter. Returns in every thread.
+template <int NS>
+__device__ void finish_sums(const double s[NS], int first, double* partials,
                             unsigned int* counter, double* stats, const void* loss,
                             int loss_double) {
   __shared__ bool last;
-  s0 = block_sum_d(s0);
-  s1 = block_sum_d(s1);
-  s2 = block_sum_d(s2);
+  double b[NS];
+  #pragma unroll
+  for (int q = 0; q < NS; ++q) b[q] = block_sum_d(s[q]);
   if (threadIdx.x == 0) {
-    partials[3 * blockIdx.x] = s0;
-    partials[3 * blockIdx.x + 1] = s1;
-    partials[3 * blockIdx.x + 2] = s2;
+    #pragma unroll
+    for (int q = 0; q < NS; ++q) partials[3 * blockIdx.x + q] = b[q];
     __threadfence();
-    const unsigned int ticket = atomicAdd(counter, 1u);
-    last = ticket == gridDim.x - 1;
+    last = atomicAdd(counter, 1u) == gridDim.x - 1;
   }
   __syncthreads();
-  if (last && threadIdx.x == 0) {
-    __threadfence();
-    double t0 = 0.0, t1 = 0.0, t2 = 0.0;
-    for (unsigned int b = 0; b < gridDim.x; ++b) {
-      t0 += ((volatile double*)partials)[3 * b];
-      t1 += ((volatile double*)partials)[3 * b + 1];
-      t2 += ((volatile double*)partials)[3 * b + 2];
-    }
-    if (use0) stats[0] = t0;
-    stats[1] = t1;
-    stats[2] = t2;
+  if (!last) return;
+  __threadfence();
+  double t[NS];
+  #pragma unroll
+  for (int q = 0; q < NS; ++q) t[q] = 0.0;
+  for (unsigned int k = threadIdx.x; k < gridDim.x; k += blockDim.x) {
+    #pragma unroll
+    for (int q = 0; q < NS; ++q) t[q] += ((volatile double*)partials)[3 * k + q];
+  }
+  #pragma unroll
+  for (int q = 0; q < NS; ++q) t[q] = block_sum_d(t[q]);
+  if (threadIdx.x == 0) {
+    #pragma unroll
+    for (int q = 0; q < NS; ++q) stats[first + q] = t[q];
     if (loss != nullptr)
       stats[3] = loss_double ? ((const double*)loss)[0] : (double)((const float*)loss)[0];
     counter[0] = 0u;
@@ -619,27 +729,23 @@ __device__ void finish_sums(double s0, double s1, double s2, const bool use0, do
 }
 
 template <typename T>
-__global__ void grad_sumsq(long long n, const T* __restrict__ g, double* partials,
-                           unsigned int* counter, double* stats) {
-  double s = 0.0;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-       i += (long long)gridDim.x * blockDim.x)
-    s += (double)g[i] * (double)g[i];
-  __shared__ bool last;
-  s = block_sum_d(s);
-  if (threadIdx.x == 0) {
-    partials[3 * blockIdx.x] = s;
-    __threadfence();
-    last = atomicAdd(counter, 1u) == gridDim.x - 1;
+__global__ void __launch_bounds__(256) grad_sumsq(long long n, const T* __restrict__ g,
+                                                  double* partials, unsigned int* counter,
+                                                  double* stats) {
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  double s[1] = {0.0};
+  for (long long base = blockIdx.x * (long long)blockDim.x + threadIdx.x; base < n;
+       base += OPT_ILP * stride) {
+    T x[OPT_ILP];
+    #pragma unroll
+    for (int r = 0; r < OPT_ILP; ++r) {
+      const long long i = base + r * stride;
+      x[r] = i < n ? g[i] : T(0);
+    }
+    #pragma unroll
+    for (int r = 0; r < OPT_ILP; ++r) s[0] += (double)x[r] * (double)x[r];
   }
-  __syncthreads();
-  if (last && threadIdx.x == 0) {
-    __threadfence();
-    double t = 0.0;
-    for (unsigned int b = 0; b < gridDim.x; ++b) t += ((volatile double*)partials)[3 * b];
-    stats[0] = t;
-    counter[0] = 0u;
-  }
+  finish_sums<1>(s, 0, partials, counter, stats, nullptr, 0);
 }
 
 template <typename T>
@@ -657,86 +763,134 @@ __device__ __forceinline__ int segment_of(long long i, const long long* seg_end,
 }
 
 template <typename T, bool CLIP, bool COUPLED_WD, bool DECOUPLED_WD>
-__global__ void adam_step(long long n, T* __restrict__ theta, T* __restrict__ grad,
-                          T* __restrict__ m, T* __restrict__ v, const double* __restrict__ hyper,
-                          const long long* __restrict__ seg_end, int nseg, double one_m_b1,
-                          double b2, double one_m_b2, double eps, double wd, double max_norm,
-                          double* partials, unsigned int* counter, double* stats,
-                          const void* loss, int loss_double) {
+__global__ void __launch_bounds__(256)
+adam_step(long long n, T* __restrict__ theta, T* __restrict__ grad, T* __restrict__ m,
+          T* __restrict__ v, const double* __restrict__ hyper,
+          const long long* __restrict__ seg_end, int nseg, double one_m_b1, double b2,
+          double one_m_b2, double eps, double wd, double max_norm, double* partials,
+          unsigned int* counter, double* stats, const void* loss, int loss_double) {
   bool scale = false;
   const T coef = CLIP ? clip_coef<T>(stats, max_norm, scale) : T(1);
   const T t_b1 = (T)one_m_b1, t_b2 = (T)b2, t_1b2 = (T)one_m_b2, t_eps = (T)eps;
   const T t_wd = (T)wd, t_lrwd = (T)hyper[1];
+  const T step0 = (T)hyper[4], bc2_0 = (T)hyper[5];  // segment 0 (the only one, usually)
+  const long long stride = (long long)gridDim.x * blockDim.x;
   double sg = 0.0, st = 0.0, sd = 0.0;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-       i += (long long)gridDim.x * blockDim.x) {
-    const int s = segment_of(i, seg_end, nseg);
-    const T neg_step = (T)hyper[4 + 2 * s], bc2 = (T)hyper[5 + 2 * s];
-    const T th = theta[i];
-    T g = grad[i];
-    if (!CLIP) sg += (double)g * (double)g;
-    if (CLIP && scale) { g = g * coef; grad[i] = g; }
-    if (COUPLED_WD) { const T gw = th * t_wd; g = gw + g; }
-    T mi = m[i];
-    T tmp = g - mi;
-    tmp = tmp * t_b1;
-    mi = mi + tmp;
-    m[i] = mi;
-    T vi = v[i];
-    vi = vi * t_b2;
-    tmp = g * t_1b2;
-    tmp = tmp * g;
-    vi = vi + tmp;
-    v[i] = vi;
-    tmp = sqrt(vi);
-    tmp = tmp / bc2;
-    tmp = tmp + t_eps;
-    T d = mi * neg_step;
-    d = d / tmp;
-    if (DECOUPLED_WD) { const T dw = th * t_lrwd; d = d - dw; }
-    st += (double)th * (double)th;
-    sd += (double)d * (double)d;
-    theta[i] = th + d;
+  for (long long base = blockIdx.x * (long long)blockDim.x + threadIdx.x; base < n;
+       base += OPT_ILP * stride) {
+    T th_[OPT_ILP], g_[OPT_ILP], m_[OPT_ILP], v_[OPT_ILP];
+    #pragma unroll
+    for (int r = 0; r < OPT_ILP; ++r) {
+      const long long i = base + r * stride;
+      const bool in = i < n;
+      th_[r] = in ? theta[i] : T(0);
+      g_[r] = in ? grad[i] : T(0);
+      m_[r] = in ? m[i] : T(0);
+      v_[r] = in ? v[i] : T(0);
+    }
+    #pragma unroll
+    for (int r = 0; r < OPT_ILP; ++r) {
+      const long long i = base + r * stride;
+      if (i >= n) break;
+      T neg_step = step0, bc2 = bc2_0;
+      if (nseg > 1) {
+        const int s = segment_of(i, seg_end, nseg);
+        neg_step = (T)hyper[4 + 2 * s];
+        bc2 = (T)hyper[5 + 2 * s];
+      }
+      const T th = th_[r];
+      T g = g_[r];
+      if (!CLIP) sg += (double)g * (double)g;
+      if (CLIP && scale) { g = g * coef; grad[i] = g; }
+      if (COUPLED_WD) { const T gw = th * t_wd; g = gw + g; }
+      T mi = m_[r];
+      T tmp = g - mi;
+      tmp = tmp * t_b1;
+      mi = mi + tmp;
+      m[i] = mi;
+      T vi = v_[r];
+      vi = vi * t_b2;
+      tmp = g * t_1b2;
+      tmp = tmp * g;
+      vi = vi + tmp;
+      v[i] = vi;
+      tmp = sqrt(vi);
+      tmp = tmp / bc2;
+      tmp = tmp + t_eps;
+      T d = mi * neg_step;
+      d = d / tmp;
+      if (DECOUPLED_WD) { const T dw = th * t_lrwd; d = d - dw; }
+      st += (double)th * (double)th;
+      sd += (double)d * (double)d;
+      theta[i] = th + d;
+    }
   }
-  finish_sums(sg, st, sd, !CLIP, partials, counter, stats, loss, loss_double);
+  if (CLIP) {
+    const double s[2] = {st, sd};
+    finish_sums<2>(s, 1, partials, counter, stats, loss, loss_double);
+  } else {
+    const double s[3] = {sg, st, sd};
+    finish_sums<3>(s, 0, partials, counter, stats, loss, loss_double);
+  }
 }
 
 template <typename T, bool CLIP, bool COUPLED_WD, bool MOMENTUM, bool NESTEROV>
-__global__ void sgd_step(long long n, T* __restrict__ theta, T* __restrict__ grad,
-                         T* __restrict__ buf, const double* __restrict__ hyper,
-                         const long long* __restrict__ seg_end, int nseg, double momentum,
-                         double one_m_damp, int damp, double wd, double max_norm,
-                         double* partials, unsigned int* counter, double* stats,
-                         const void* loss, int loss_double) {
+__global__ void __launch_bounds__(256)
+sgd_step(long long n, T* __restrict__ theta, T* __restrict__ grad, T* __restrict__ buf,
+         const double* __restrict__ hyper, const long long* __restrict__ seg_end, int nseg,
+         double momentum, double one_m_damp, int damp, double wd, double max_norm,
+         double* partials, unsigned int* counter, double* stats, const void* loss,
+         int loss_double) {
   bool scale = false;
   const T coef = CLIP ? clip_coef<T>(stats, max_norm, scale) : T(1);
   const T t_mom = (T)momentum, t_1d = (T)one_m_damp, t_wd = (T)wd, neg_lr = (T)(-hyper[0]);
+  const long long stride = (long long)gridDim.x * blockDim.x;
   double sg = 0.0, st = 0.0, sd = 0.0;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-       i += (long long)gridDim.x * blockDim.x) {
-    const T th = theta[i];
-    T g = grad[i];
-    if (!CLIP) sg += (double)g * (double)g;
-    if (CLIP && scale) { g = g * coef; grad[i] = g; }
-    if (COUPLED_WD) { const T gw = th * t_wd; g = gw + g; }
-    T u = g;
-    if (MOMENTUM) {
-      const int s = segment_of(i, seg_end, nseg);
-      T b;
-      if (hyper[4 + 2 * s] != 0.0) {
-        b = g;
-      } else {
-        b = buf[i] * t_mom;
-        if (damp) { const T t = g * t_1d; b = b + t; } else { b = b + g; }
-      }
-      buf[i] = b;
-      if (NESTEROV) { T t = b * t_mom; u = t + g; } else { u = b; }
+  for (long long base = blockIdx.x * (long long)blockDim.x + threadIdx.x; base < n;
+       base += OPT_ILP * stride) {
+    T th_[OPT_ILP], g_[OPT_ILP], b_[OPT_ILP];
+    #pragma unroll
+    for (int r = 0; r < OPT_ILP; ++r) {
+      const long long i = base + r * stride;
+      const bool in = i < n;
+      th_[r] = in ? theta[i] : T(0);
+      g_[r] = in ? grad[i] : T(0);
+      b_[r] = (MOMENTUM && in) ? buf[i] : T(0);
     }
-    const T d = u * neg_lr;
-    st += (double)th * (double)th;
-    sd += (double)d * (double)d;
-    theta[i] = th + d;
+    #pragma unroll
+    for (int r = 0; r < OPT_ILP; ++r) {
+      const long long i = base + r * stride;
+      if (i >= n) break;
+      const T th = th_[r];
+      T g = g_[r];
+      if (!CLIP) sg += (double)g * (double)g;
+      if (CLIP && scale) { g = g * coef; grad[i] = g; }
+      if (COUPLED_WD) { const T gw = th * t_wd; g = gw + g; }
+      T u = g;
+      if (MOMENTUM) {
+        const int s = nseg > 1 ? segment_of(i, seg_end, nseg) : 0;
+        T b;
+        if (hyper[4 + 2 * s] != 0.0) {
+          b = g;
+        } else {
+          b = b_[r] * t_mom;
+          if (damp) { const T t = g * t_1d; b = b + t; } else { b = b + g; }
+        }
+        buf[i] = b;
+        if (NESTEROV) { T t = b * t_mom; u = t + g; } else { u = b; }
+      }
+      const T d = u * neg_lr;
+      st += (double)th * (double)th;
+      sd += (double)d * (double)d;
+      theta[i] = th + d;
+    }
   }
-  finish_sums(sg, st, sd, !CLIP, partials, counter, stats, loss, loss_double);
+  if (CLIP) {
+    const double s[2] = {st, sd};
+    finish_sums<2>(s, 1, partials, counter, stats, loss, loss_double);
+  } else {
+    const double s[3] = {sg, st, sd};
+    finish_sums<3>(s, 0, partials, counter, stats, loss, loss_double);
+  }
 }
 """

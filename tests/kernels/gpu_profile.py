@@ -1,0 +1,231 @@
+"""Not a test: where a training step's time goes on the GPU, ours against PyTorch's
+CUDA-graph step, per size and precision of benchmarks/step_gpu.py:
+
+- host µs/step: the Python side of one step (launch only: many steps, no sync between);
+- replay µs: the captured graph alone, timed with events (no host work in between);
+- step µs: as the benchmark times it (steps back to back, one sync at the end);
+- per kernel: torch.profiler (CUPTI sees CuPy's kernels too), count and µs per step;
+- the autotuner's measurements (every variant, per shape).
+
+    python3 tests/kernels/gpu_profile.py [--sizes 0,1,2,3] [--precisions fp32,tf32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from step_gpu import SIZES
+
+
+def per_kernel(fn: Any, steps: int) -> list[tuple[str, float, float]]:
+    """(kernel name, launches per step, µs per step) from torch.profiler, largest first."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            fn()
+        torch.cuda.synchronize()
+    agg: dict[str, list[float]] = defaultdict(list)
+    for ev in prof.events():
+        if ev.device_type.name == "CUDA" and ev.device_time_total > 0:
+            agg[ev.name].append(ev.device_time_total)
+    rows = [(name[:90], len(v) / steps, sum(v) / steps) for name, v in agg.items()]
+    return sorted(rows, key=lambda r: -r[2])
+
+
+def eager_breakdown(step: Any, reps: int = 7) -> list[tuple[str, float]]:
+    """Our step's instructions one at a time (not captured), each between two events:
+    (instruction, median µs), in program order; launch gaps included."""
+    import cupy
+
+    entry = next(iter(step._entries.values()))
+    plan = entry.plan
+    calls = [("zero grads", lambda: plan._grad.fill(0.0))]
+    calls += [(f"{ins.op} {ins.node_id} [{name}]", call) for ins, call, name in
+              zip(plan.program, plan._calls, plan.kernel_names, strict=True)]
+    calls.append(("optimizer", lambda: entry.update.launch(entry.hyper_dev, entry.seg_dev,
+                                                          len(entry.seg_dev), entry.loss)))
+    s = cupy.cuda.get_current_stream()
+    ev = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in calls]
+    got: list[list[float]] = [[] for _ in calls]
+    for _ in range(reps):
+        for (a, b), (_, call) in zip(ev, calls, strict=True):
+            a.record(s)
+            call()
+            b.record(s)
+        s.synchronize()
+        for k, (a, b) in enumerate(ev):
+            got[k].append(cupy.cuda.get_elapsed_time(a, b) * 1e3)
+    return [(name, statistics.median(v)) for (name, _), v in zip(calls, got, strict=True)]
+
+
+def timings(run: Any, replay: Any, sync: Any, steps: int) -> dict[str, float]:
+    import cupy
+
+    for _ in range(10):
+        run()
+    sync()
+    host = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            run()
+        host.append((time.perf_counter() - t0) / steps)
+        sync()
+    step = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            run()
+        sync()
+        step.append((time.perf_counter() - t0) / steps)
+    s = cupy.cuda.get_current_stream()
+    e0, e1 = cupy.cuda.Event(), cupy.cuda.Event()
+    rep = []
+    for _ in range(5):
+        e0.record(s)
+        for _ in range(steps):
+            replay()
+        e1.record(s)
+        e1.synchronize()
+        rep.append(cupy.cuda.get_elapsed_time(e0, e1) * 1e3 / steps)
+    return {"host_us": statistics.median(host) * 1e6, "step_us": statistics.median(step) * 1e6,
+            "replay_us": statistics.median(rep)}
+
+
+def ours(size: tuple[int, ...], precision: str) -> tuple[Any, Any, Any, list[str]]:
+    import cupy as cp
+
+    from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
+    from aicf_induct.kernels.autotune import Autotuner, TunedRegistry
+    from aicf_induct.kernels.cuda.compile import device
+    from aicf_induct.kernels.cuda.timer import cuda_timer
+    from aicf_induct.runtime.cuda_step import CudaStep
+    from aicf_induct.runtime.executor import Executor, store_for
+    from aicf_induct.runtime.optimizers import make_optimizer
+
+    b, i, h, d, o = size
+    graph = mlp_graph(parse_model_spec(f"mlp:depth={d},width={h},act=relu"), i, o,
+                      dtype="float32")
+    store = store_for(graph, seed=0, xp=cp, dtype="float32")
+    tuner = Autotuner(cuda_timer, device().name)
+    ex = Executor(graph, store, loss="cross_entropy", device="cuda", xp=cp, fuse=True,
+                  precision=precision, registry=TunedRegistry(tuner))
+    step = CudaStep(ex, make_optimizer("adam", lr=1e-3))
+    rng = np.random.default_rng(0)
+    x = cp.asarray(rng.normal(size=(b, i)).astype(np.float32))
+    y = cp.asarray(rng.integers(0, o, size=b))
+    step.run(x, y, 0, 1e-3)
+    k = [0]
+
+    def run() -> None:
+        k[0] += 1
+        step.run(x, y, k[0], 1e-3, fetch=False)
+
+    entry = next(iter(step._entries.values()))
+
+    def replay() -> None:
+        entry.graph.launch(cp.cuda.get_current_stream())
+
+    breakdown = eager_breakdown(step)
+    tune = [f"{r.op} {r.shape_key[:60]} {r.kernel}={r.time_us:.1f}{'*' if r.chosen else ''}"
+            for r in tuner.store.rows]  # type: ignore[attr-defined]
+    return run, replay, ex.plan("train", b).kernel_names, tune + [
+        f"eager {us:8.2f} µs  {name}" for name, us in breakdown]
+
+
+def theirs(size: tuple[int, ...]) -> tuple[Any, Any]:
+    import torch
+    import torch.nn.functional as F
+
+    b, i, h, d, o = size
+    dev = torch.device("cuda")
+    layers: list[torch.nn.Module] = []
+    w = i
+    for _ in range(d):
+        layers += [torch.nn.Linear(w, h), torch.nn.ReLU()]
+        w = h
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(w, o)).to(dev)
+    x = torch.randn(b, i, device=dev)
+    y = torch.randint(0, o, (b,), device=dev)
+    sx, sy = x.clone(), y.clone()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=True, fused=True)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            F.cross_entropy(model(sx), sy).backward()
+            opt.step()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(g):
+        F.cross_entropy(model(sx), sy).backward()
+        opt.step()
+
+    def run() -> None:
+        sx.copy_(x)
+        sy.copy_(y)
+        g.replay()
+
+    return run, g.replay
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="0,1,2,3")
+    ap.add_argument("--precisions", default="fp32,tf32")
+    args = ap.parse_args()
+    import cupy as cp
+    import torch
+
+    def sync() -> None:
+        cp.cuda.Device().synchronize()
+
+    for prec in args.precisions.split(","):
+        torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
+        for idx in (int(v) for v in args.sizes.split(",")):
+            size = SIZES[idx]
+            steps = 200 if idx < 2 else (50 if idx == 2 else 5)
+            prof_steps = 20 if idx < 3 else 3
+            print(f"\n#### size {idx} {size} {prec}", flush=True)
+            run, replay, names, tune = ours(size, prec)
+            print("ours kernels:", ",".join(names))
+            for line in tune:
+                print("  tune", line)
+            t = timings(run, replay, sync, steps)
+            print("ours  " + "  ".join(f"{k}={v:.1f}" for k, v in t.items()), flush=True)
+            rows = per_kernel(run, prof_steps)
+            print(f"  ours per kernel ({sum(r[1] for r in rows):.1f} launches, "
+                  f"{sum(r[2] for r in rows):.1f} µs busy per step):")
+            for name, n, us in rows[:25]:
+                print(f"    {us:9.2f} µs  x{n:4.1f}  {name}")
+            cp.get_default_memory_pool().free_all_blocks()
+            trun, treplay = theirs(size)
+            t = timings(trun, treplay, sync, steps)
+            print("torch " + "  ".join(f"{k}={v:.1f}" for k, v in t.items()), flush=True)
+            rows = per_kernel(trun, prof_steps)
+            print(f"  torch per kernel ({sum(r[1] for r in rows):.1f} launches, "
+                  f"{sum(r[2] for r in rows):.1f} µs busy per step):")
+            for name, n, us in rows[:25]:
+                print(f"    {us:9.2f} µs  x{n:4.1f}  {name}")
+            torch.cuda.empty_cache()
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
