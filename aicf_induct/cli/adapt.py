@@ -15,6 +15,7 @@ from aicf_induct.cli.train import (
     add_train_options,
     model_graph,
     open_recorder,
+    print_metrics,
     train_config,
 )
 from aicf_induct.errors import ConfigError
@@ -200,10 +201,7 @@ def run(args: argparse.Namespace) -> int:
           f"executed), {result.rewrites} rewrites, {result.rollbacks} rollbacks, "
           f"{result.wall_time_s:.2f} s")
     print(f"best model (step {result.best_step}): {_describe(result.graph)}")
-    for split in ("train", "val", "test"):
-        cells = [f"{k.split('_', 1)[1]} {v:.4f}" for k, v in result.metrics.items()
-                 if k.startswith(split + "_")]
-        print(f"  {split:5s} " + "  ".join(cells))
+    print_metrics(result.metrics)
     if where:
         print(f"logged to {where}")
     return 0

@@ -86,6 +86,14 @@ def add_log_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-log", action="store_true", help="do not log the run to the warehouse")
 
 
+def print_metrics(metrics: dict[str, float]) -> None:
+    """Final metrics, one line per split: `  test  loss 0.0619  accuracy 0.9667`."""
+    for split in ("train", "val", "test"):
+        cells = [f"{k.split('_', 1)[1]} {v:.4f}" for k, v in metrics.items()
+                 if k.startswith(split + "_")]
+        print(f"  {split:5s} " + "  ".join(cells))
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "train", help="train a model on a dataset and log the run",
@@ -135,10 +143,7 @@ def run(args: argparse.Namespace) -> int:
           f"features; model {graph.name or extra['model']} ({graph.param_count()} parameters)")
     print(f"run {result.run_id} {result.status} after {result.epochs} epochs, {result.steps} "
           f"steps, {result.wall_time_s:.2f} s (best epoch {result.best_epoch})")
-    for split in ("train", "val", "test"):
-        cells = [f"{k.split('_', 1)[1]} {v:.4f}" for k, v in result.metrics.items()
-                 if k.startswith(split + "_")]
-        print(f"  {split:5s} " + "  ".join(cells))
+    print_metrics(result.metrics)
     if where:
         print(f"logged to {where}")
     if args.save_ir:
