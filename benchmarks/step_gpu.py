@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -99,9 +100,9 @@ def ours(size: tuple[int, ...], precision: str, block: int, repeats: int) -> dic
             "loss_first": first.loss if first else None, "loss_last": last.loss}
 
 
-def pytorch(size: tuple[int, ...], variant: str, block: int, repeats: int) -> float:
+def torch_setup(size: tuple[int, ...]) -> tuple[Any, Any, Any, Any, Any]:
+    """PyTorch's side of one size: (model, x, y, static x, static y) on the GPU."""
     import torch
-    import torch.nn.functional as F
 
     b, i, h, d, o = size
     dev = torch.device("cuda")
@@ -114,34 +115,52 @@ def pytorch(size: tuple[int, ...], variant: str, block: int, repeats: int) -> fl
     gen = torch.Generator(device=dev).manual_seed(0)
     x = torch.randn(b, i, device=dev, generator=gen)
     y = torch.randint(0, o, (b,), device=dev, generator=gen)
-    sx, sy = torch.empty_like(x), torch.empty_like(y)
-    if variant == "graph":
-        try:
-            opt = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=True, fused=True)
-        except (RuntimeError, TypeError):
-            opt = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=True,
-                                   foreach=True)
-        sx.copy_(x)
-        sy.copy_(y)
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                opt.zero_grad(set_to_none=True)
-                F.cross_entropy(model(sx), sy).backward()
-                opt.step()
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        opt.zero_grad(set_to_none=True)
-        with torch.cuda.graph(g):
+    return model, x, y, torch.empty_like(x), torch.empty_like(y)
+
+
+def torch_graph_step(size: tuple[int, ...]) -> tuple[Callable[[], None], Callable[[], None]]:
+    """PyTorch's whole step (forward, loss, backward, capturable Adam) as one CUDA graph:
+    (step: copy the batch in and replay, replay alone)."""
+    import torch
+    import torch.nn.functional as F
+
+    model, x, y, sx, sy = torch_setup(size)
+    try:
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=True, fused=True)
+    except (RuntimeError, TypeError):
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=True, foreach=True)
+    sx.copy_(x)
+    sy.copy_(y)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm-up on a side stream, as graph capture requires
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
             F.cross_entropy(model(sx), sy).backward()
             opt.step()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(g):
+        F.cross_entropy(model(sx), sy).backward()
+        opt.step()
 
-        def step() -> None:
-            sx.copy_(x)
-            sy.copy_(y)
-            g.replay()
+    def step() -> None:
+        sx.copy_(x)
+        sy.copy_(y)
+        g.replay()
+
+    return step, g.replay
+
+
+def pytorch(size: tuple[int, ...], variant: str, block: int, repeats: int) -> float:
+    import torch
+    import torch.nn.functional as F
+
+    if variant == "graph":
+        step, _ = torch_graph_step(size)
     else:
+        model, x, y, sx, sy = torch_setup(size)
         fused = variant in ("fused", "compile")
         opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=fused or None)
         fwd = torch.compile(model) if variant == "compile" else model

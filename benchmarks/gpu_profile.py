@@ -7,7 +7,7 @@ CUDA-graph step, per size and precision of benchmarks/step_gpu.py:
 - per kernel: torch.profiler (CUPTI sees CuPy's kernels too), count and µs per step;
 - the autotuner's measurements (every variant, per shape).
 
-    python3 tests/kernels/gpu_profile.py [--sizes 0,1,2,3] [--precisions fp32,tf32]
+    python3 benchmarks/gpu_profile.py [--sizes 0,1,2,3] [--precisions fp32,tf32]
 """
 
 from __future__ import annotations
@@ -22,10 +22,9 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from step_gpu import SIZES
+from step_gpu import SIZES, torch_graph_step
 
 
 def per_kernel(fn: Any, steps: int) -> list[tuple[str, float, float]]:
@@ -147,44 +146,6 @@ def ours(size: tuple[int, ...], precision: str) -> tuple[Any, Any, Any, list[str
         f"eager {us:8.2f} µs  {name}" for name, us in breakdown]
 
 
-def theirs(size: tuple[int, ...]) -> tuple[Any, Any]:
-    import torch
-    import torch.nn.functional as F
-
-    b, i, h, d, o = size
-    dev = torch.device("cuda")
-    layers: list[torch.nn.Module] = []
-    w = i
-    for _ in range(d):
-        layers += [torch.nn.Linear(w, h), torch.nn.ReLU()]
-        w = h
-    model = torch.nn.Sequential(*layers, torch.nn.Linear(w, o)).to(dev)
-    x = torch.randn(b, i, device=dev)
-    y = torch.randint(0, o, (b,), device=dev)
-    sx, sy = x.clone(), y.clone()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=True, fused=True)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            opt.zero_grad(set_to_none=True)
-            F.cross_entropy(model(sx), sy).backward()
-            opt.step()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    opt.zero_grad(set_to_none=True)
-    with torch.cuda.graph(g):
-        F.cross_entropy(model(sx), sy).backward()
-        opt.step()
-
-    def run() -> None:
-        sx.copy_(x)
-        sy.copy_(y)
-        g.replay()
-
-    return run, g.replay
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="0,1,2,3")
@@ -215,7 +176,7 @@ def main() -> None:
             for name, n, us in rows[:25]:
                 print(f"    {us:9.2f} µs  x{n:4.1f}  {name}")
             cp.get_default_memory_pool().free_all_blocks()
-            trun, treplay = theirs(size)
+            trun, treplay = torch_graph_step(size)
             t = timings(trun, treplay, sync, steps)
             print("torch " + "  ".join(f"{k}={v:.1f}" for k, v in t.items()), flush=True)
             rows = per_kernel(trun, prof_steps)
