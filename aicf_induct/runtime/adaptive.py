@@ -462,7 +462,7 @@ class AdaptiveRun:
         return PolicyObservation(f, self.trainer.step_count, self.trainer.graph,
                                  {**m, "best_val_loss": self.best_val, **refs},
                                  self.blacklist.blocked(self.work), self.problem.task,
-                                 self.rewrites, self.rollbacks)
+                                 self.rewrites, self.rollbacks, len(self.problem.train))
 
     def rewrite(self, d: Decision, before: dict[str, float] | None = None) -> bool:
         """Pause, snapshot, rewrite, rebind, resume; the guard then watches. True if applied."""

@@ -14,7 +14,10 @@ from aicf_induct.runtime.policies import (
     ProposalPolicy,
     RuleBasedPolicy,
     RuleConfig,
+    TargetConfig,
+    TargetSizePolicy,
     make_policy,
+    target_width,
 )
 from aicf_induct.runtime.transforms import RewriteError
 from aicf_induct.runtime.triggers import Fired
@@ -118,7 +121,49 @@ def test_proposal_policy_takes_the_best_applicable_unblocked_proposal() -> None:
     assert ProposalPolicy(lambda o: []).decide(obs) is None
 
 
+def test_target_width_from_the_problem_size() -> None:
+    assert target_width(100) == 64 and target_width(1167) == 128  # lo; 146 -> 128
+    assert target_width(1950) == 256 and target_width(10 ** 6) == 256  # hi
+    assert target_width(0) == 256  # unknown size: the upper bound
+    assert target_width(1000, rows_per_unit=4, lo=16, hi=1024) == 256
+
+
+def test_jump_policy_widens_straight_to_the_target_once() -> None:
+    warm = Fired("warmup", "schedule", 25)
+    small = _g("mlp:depth=1,width=4")
+    d = TargetSizePolicy().decide(Obs(warm, 25, small, _m(), n_train=1167))
+    assert d is not None and (d.transform, d.site) == ("widen", "blocks.0.linear")
+    assert d.options["units"] == 124 and d.options["init"] == "fresh"  # 4 -> 128
+    assert "target 128" in d.reason and d.source == "jump"
+    fixed = TargetSizePolicy(TargetConfig(width=32, init="split", noise=0.5))
+    d = fixed.decide(Obs(warm, 25, small, _m(), n_train=1167))
+    assert d is not None and d.options["units"] == 28 and d.options["noise"] == 0.5
+    # narrowest layer first; none below the target: no more growth, even if underfitting
+    funnel = mlp_graph(parse_model_spec("mlp:depth=2,width=64,profile=funnel"), 5, 3)
+    d = TargetSizePolicy(TargetConfig(width=64)).decide(Obs(PLATEAU, 100, funnel, _m()))
+    assert d is not None and d.site == "blocks.1.linear" and d.options["units"] == 32
+    wide = _g("mlp:depth=1,width=64")
+    assert TargetSizePolicy(TargetConfig(width=64)).decide(Obs(PLATEAU, 100, wide, _m())) \
+        is None
+    grows_on = TargetSizePolicy(TargetConfig(width=64, grow_after=True))
+    d = grows_on.decide(Obs(PLATEAU, 100, wide, _m()))
+    assert d is not None and d.transform == "widen" and d.options["factor"] == 2.0  # rules
+    # blocked widening: nothing; overfitting: dropout only if asked; instability: rules
+    assert TargetSizePolicy().decide(Obs(warm, 25, small, _m(),
+                                         blocked=frozenset({"widen"}))) is None
+    over = _m(val=0.8, train=0.3, best=0.6)
+    assert TargetSizePolicy(TargetConfig(width=64)).decide(Obs(PLATEAU, 100, wide, over)) \
+        is None
+    reg = TargetSizePolicy(TargetConfig(width=64, regularise=True))
+    d = reg.decide(Obs(PLATEAU, 100, wide, over))
+    assert d is not None and d.transform == "dropout"
+    assert reg.decide(Obs(PLATEAU, 100, wide, _m())) is None  # regularises, grows no more
+    d = TargetSizePolicy().decide(Obs(SPIKE, 100, small, _m(), rollbacks=2))
+    assert d is not None and d.transform == "normalize"
+
+
 def test_make_policy() -> None:
     assert make_policy("rules").name == "rules"
+    assert make_policy("jump").name == "jump"
     with pytest.raises(RewriteError, match="unknown policy"):
         make_policy("magic")
