@@ -262,6 +262,83 @@ def commit() -> str:
         return "unknown"
 
 
+# Variants measured 2026-11-21 with this benchmark's recipe, stopping rule, static run and
+# control (the rows marked 12 x 3 on all problems, seeds 0-2; the others on iris, digits,
+# diabetes, Boston, OJ, Wage x seeds 0-1). Goal columns: within 5 % and fewer steps to the
+# best checkpoint / to the stop; lenient = A_5% < S_best.
+VARIANT_ROWS = [  # variant, runs, within 5 %, goal to best, to stop, lenient, median
+    # L_a/L_s, control best / stop / lenient
+    ('rules, grow ×2 per trigger, warm-up 100 (before)',
+     '36 | 22 | 1 | 0 | 8 | 1.003 | 10 / 10 / 21'),
+    ('rules tuned to fire sooner: plateau patience 1, min gain 5 %, widen ×4 fresh units, '
+     'warm-up 50', '36 | 27 | 4 | 2 | 18 | 1.000 | 10 / 10 / 22'),
+    ('jump to `target_width` (64–256), warm-up 25 (**table above**)',
+     '36 | 26 | 6 | 6 | 18 | 1.005 | 8 / 8 / 17'),
+    ('jump to `target_width` clipped to 16–256, warm-up 25',
+     '36 | 24 | 6 | 6 | 18 | 1.004 | — / — / 21'),
+    ('jump to 256, warm-up 25',
+     '36 | 29 | 3 | 3 | 20 | 1.001 | 15 / 15 / 24'),
+    ('jump to 256, warm-up 50',
+     '36 | 26 | 5 | 5 | 15 | 1.003 | — / — / 24'),
+    ('jump to 64 at 50, fresh units',
+     '12 | 7 | 2 | 2 | 4 | 1.017 | '),
+    ("… Net2Net split, noise 1.0 (the rules' default)",
+     '12 | 6 | 0 | 0 | 2 | 1.089 | '),
+    ('… split, noise 0.3, at 25',
+     '12 | 4 | 0 | 0 | 2 | 1.102 | '),
+    ('… shrink & perturb at the jump (λ 0.5, 0.1 × init noise)',
+     '12 | 9 | 1 | 1 | 5 | 1.014 | '),
+    ('… same, Adam moments of every parameter reset',
+     '12 | 9 | 2 | 2 | 5 | 1.011 | '),
+    ('… shrink & perturb λ 0.3, 0.3 × init noise',
+     '12 | 7 | 2 | 2 | 5 | 1.026 | '),
+    ('… perturb only (λ 1, 0.3 × init noise)',
+     '12 | 9 | 1 | 1 | 6 | 1.002 | '),
+    ('jump to 256 at 25',
+     '12 | 10 | 2 | 2 | 7 | 0.997 | 6 / 6 / 8'),
+    ('… with a 25-step linear LR re-warm-up after the rewrite',
+     '12 | 10 | 1 | 1 | 7 | 0.998 | 6 / 6 / 8'),
+]
+VARIANTS = "\n".join([
+    "**What we tried** (same recipe, stopping rule, static run and control as above):",
+    "", "| variant | runs | within 5 % | goal to best | to stop | lenient | median "
+    "L_a/L_s | control: best / stop / lenient |", "|---|---|---|---|---|---|---|---|",
+    *(f"| {v} | {rest} |" for v, rest in VARIANT_ROWS)])
+
+
+def verdict(s: dict[str, float]) -> str:
+    return (
+        "**Verdict: the goal is not met, and these measurements say growing cannot meet it "
+        "here.** Within 5 % of L_s *and* in fewer steps: "
+        f"{s['met_best']} of {s['runs']} runs counting to the best checkpoint, "
+        f"{s['met_stop']} counting to the stop — while a second static run of the same "
+        f"structure with another seed does so in {s['ctl_best']} and {s['ctl_stop']}: the "
+        "wins are run-to-run noise, not a speed-up. The same holds for the lenient reading "
+        f"({s['met_lenient']} against the control's {s['ctl_lenient']}): the static run's "
+        "own curve reaches 1.05 L_s well before its best, so any run close to it passes. "
+        "The best policy found (grow once, at the first evaluation, straight to the target "
+        f"width) ties the static run: median A_5% − S_5% = {s['median_a5_minus_s5']:+.0f} "
+        f"steps, control {s['median_c5_minus_s5']:+.0f}. Why growth cannot save steps "
+        "here: (1) a grown model starts from the small model's loss, and a final-size model "
+        "from scratch gets there in about as many steps (under Adam a wide net learns at "
+        "least as fast per step as a narrow one), so the small stage is at best a wash; "
+        "every step spent before growing, and every stage, adds to the total: growing at 50 "
+        "instead of 25 steps lost 5 lenient wins, plateau-driven doubling (the rules) needs "
+        "several stages with a 50-step guard each and loses most; (2) the static runs "
+        "converge in 25–300 steps (1–12 evaluations), leaving no room for a head start to "
+        "matter; (3) warm-starting costs generalisation, the more so the smaller the jump "
+        "relative to the start (wine 4 → 16: L_a/L_s 2.9 and 5.9) and with Net2Net-split "
+        "copies rather than fresh units; shrink & perturb, resetting Adam moments and an LR "
+        "re-warm-up changed nothing beyond noise (variants below). Problems that never meet "
+        "it: those where S_best ≤ 50 (diabetes, biopsy, OJ in some seeds: the static run is "
+        "best after one or two evaluations, so anything that trains a small model first is "
+        "behind), and the tiny validation splits (iris 23 rows, wine 27), where L ratios "
+        "swing by 2–5× between seeds. What growth does buy is compute: to 1.05 L_s it "
+        f"used fewer parameter-steps than the static run to L_s in {s['compute_less']} runs "
+        f"(median ratio {s['compute_median']:.2f}), because the first steps run on a small "
+        "model — a FLOP saving, not a step saving.")
+
+
 def command(args: argparse.Namespace) -> str:
     return "    .venv/bin/python benchmarks/adapt_bench.py" + \
         (" --quick" if args.quick else "") + f" --seeds {' '.join(map(str, args.seeds))}" + \
@@ -321,7 +398,7 @@ def section(args: argparse.Namespace, table: str, s: dict[str, float], wall: flo
         f"{s['total_ratio']:.2f}. Compute (Σ parameters × steps) to 1.05 L_s below the "
         f"static run's to L_s in {s['compute_less']} runs (median ratio "
         f"{s['compute_median']:.2f}).", "",
-        "VERDICT_PLACEHOLDER", "",
+        verdict(s), "", VARIANTS, "",
         f"**Pause-to-resume** over {s['pauses']} rewrites: median "
         f"{s['pause_median_ms']:.2f} ms, p95 {s['pause_p95_ms']:.2f} ms, max "
         f"{s['pause_max_ms']:.2f} ms (from the pause at a step boundary through snapshot, "
