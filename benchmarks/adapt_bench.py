@@ -233,6 +233,8 @@ def report(rows: list[Row]) -> tuple[str, dict[str, float]]:
                                    for r in rows]),
         "median_c5_minus_s5": med([r.first_within(r.control) - r.first_within(r.static)
                                    for r in rows]),
+        "median_s_best": statistics.median(r.static_to_best for r in rows),
+        "s_best_le_100": sum(r.static_to_best <= 100 for r in rows),
         "best_ratio": sum(r.to_best(r.adaptive) for r in rows) / sum(r.static_to_best
                                                                      for r in rows),
         "total_ratio": sum(r.adaptive.work for r in rows) / sum(r.static.work for r in rows),
@@ -325,15 +327,21 @@ def verdict(s: dict[str, float]) -> str:
         "every step spent before growing, and every stage, adds to the total: growing at 50 "
         "instead of 25 steps lost 5 lenient wins, plateau-driven doubling (the rules) needs "
         "several stages with a 50-step guard each and loses most; (2) the static runs "
-        "converge in 25–300 steps (1–12 evaluations), leaving no room for a head start to "
+        "converge in a few evaluations, leaving no room for a head start to "
         "matter; (3) warm-starting costs generalisation, the more so the smaller the jump "
-        "relative to the start (wine 4 → 16: L_a/L_s 2.9 and 5.9) and with Net2Net-split "
-        "copies rather than fresh units; shrink & perturb, resetting Adam moments and an LR "
-        "re-warm-up changed nothing beyond noise (variants below). Problems that never meet "
-        "it: those where S_best ≤ 50 (diabetes, biopsy, OJ in some seeds: the static run is "
-        "best after one or two evaluations, so anything that trains a small model first is "
-        "behind), and the tiny validation splits (iris 23 rows, wine 27), where L ratios "
-        "swing by 2–5× between seeds. What growth does buy is compute: to 1.05 L_s it "
+        "relative to the start (wine with the width heuristic clipped at 16, 4 → 16: "
+        "L_a/L_s 2.9 and 5.9; with 64: 0.45–0.92) and with Net2Net-split copies rather than "
+        "fresh units; shrink & perturb, resetting Adam moments and an LR re-warm-up changed "
+        "nothing beyond noise (variants below). Per problem (to the best checkpoint): "
+        "iris, diabetes, Boston, biopsy, OJ, Hdma and Wage meet it in none of 3 seeds. On "
+        "diabetes and biopsy the static run is best after 25–50 steps, so a run that trains "
+        "a small model first is behind by construction (biopsy also stays 9–21 % worse: "
+        "the warm start); on OJ, Hdma and Wage the adaptive run ends at the static loss "
+        "(L_a/L_s 0.97–1.05) but at the same step or 25–225 steps later; on iris (23 "
+        "validation rows) and Boston, L ratios swing by up to ±40 % between seeds, controls "
+        "included. (Static runs: median S_best "
+        f"{s['median_s_best']:.0f} steps, {s['s_best_le_100']} of {s['runs']} at most 100.) "
+        "What growth does buy is compute: to 1.05 L_s it "
         f"used fewer parameter-steps than the static run to L_s in {s['compute_less']} runs "
         f"(median ratio {s['compute_median']:.2f}), because the first steps run on a small "
         "model — a FLOP saving, not a step saving.")
@@ -356,8 +364,8 @@ def policy_text(args: argparse.Namespace, warmup: int) -> str:
         "of two, clipped to 64–256)"
     return (f"jump policy (`TargetSizePolicy`): at the warm-up trigger ({warmup} steps, the "
             f"first evaluation) widen straight to {width} with fresh units (zero outgoing "
-            "weights: exactly function-preserving), then no further growth (dropout and "
-            "layer norm by the rules if it overfits or is unstable)")
+            "weights: exactly function-preserving), then no further growth and no dropout "
+            "(a layer norm by the rules only after repeated instability)")
 
 
 def section(args: argparse.Namespace, table: str, s: dict[str, float], wall: float,
