@@ -9,6 +9,7 @@ connection is a snapshot: parts committed later appear on the next `connect`.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -75,7 +76,14 @@ def build_views(conn: duckdb.DuckDBPyConnection, root: Path) -> None:
             raise WarehouseError(f"warehouse/sql/{name}: {err}") from None
 
 
-ATTEMPTS = 5  # listings tried before giving up on a warehouse that compacts very fast
+# Listings tried before giving up when parts vanish under a reader (a compaction collected
+# them): only a compaction with no grace period, looping while readers list, gets here, and
+# on a loaded machine one listing can lose that race several times in a row.
+ATTEMPTS = 25
+
+
+def _backoff(attempt: int) -> None:
+    time.sleep(min(0.005 * 2**attempt, 0.2))  # let the compaction that raced us finish
 
 
 def _vanished(err: duckdb.IOException) -> bool:
@@ -99,6 +107,7 @@ def connect(root: str | Path | None = None, read_only: bool = True) -> duckdb.Du
             conn.close()
             if attempt == ATTEMPTS - 1 or not _vanished(err):
                 raise WarehouseError(one_line(err)) from None
+            _backoff(attempt)
             continue
         if read_only:
             conn.execute("SET allowed_directories = ?", [[str(root.resolve())]])
@@ -119,6 +128,7 @@ def with_retry(root: str | Path | None, fn: Callable[[duckdb.DuckDBPyConnection]
         except duckdb.IOException as err:
             if attempt == ATTEMPTS - 1 or not _vanished(err):
                 raise WarehouseError(one_line(err)) from None
+            _backoff(attempt)
         finally:
             conn.close()
     raise AssertionError("unreachable")
