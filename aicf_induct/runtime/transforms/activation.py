@@ -18,7 +18,7 @@ from aicf_induct.ir.graph import Graph
 from aicf_induct.ir.ops import ACTIVATIONS
 from aicf_induct.runtime.model_state import ModelState
 from aicf_induct.runtime.transforms.base import RewriteError, Transform
-from aicf_induct.runtime.transforms.surgery import unit_activations
+from aicf_induct.runtime.transforms.surgery import site_node, unit_activations
 
 
 class SwapActivation(Transform):
@@ -41,12 +41,9 @@ class SwapActivation(Transform):
         return unit_activations(graph)
 
     def applicable(self, graph: Graph, site: str) -> str | None:
-        try:
-            node = graph.node(site)
-        except KeyError:
-            return f"no node '{site}'"
-        if node.op not in ACTIVATIONS:
-            return f"'{site}' is a {node.op}, not an activation"
+        node = site_node(graph, site, ACTIVATIONS, "an activation")
+        if isinstance(node, str):
+            return node
         if node.op == self.to:
             return f"'{site}' is already {self.to}"
         return None

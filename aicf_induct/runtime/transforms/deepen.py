@@ -33,6 +33,7 @@ from aicf_induct.runtime.transforms.surgery import (
     fresh_id,
     insert_after,
     redeclare,
+    site_node,
     unit_activations,
 )
 
@@ -60,12 +61,9 @@ class Deepen(Transform):
         return unit_activations(graph)
 
     def applicable(self, graph: Graph, site: str) -> str | None:
-        try:
-            node = graph.node(site)
-        except KeyError:
-            return f"no node '{site}'"
-        if node.op not in ACTIVATIONS:
-            return f"'{site}' is a {node.op}, not an activation"
+        node = site_node(graph, site, ACTIVATIONS, "an activation")
+        if isinstance(node, str):
+            return node
         if feature_width(graph, site) is None:
             return f"'{site}' is not a (batch, features) value"
         return None

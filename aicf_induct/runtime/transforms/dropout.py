@@ -22,7 +22,12 @@ from aicf_induct.ir.graph import Graph, Node
 from aicf_induct.ir.ops import ACTIVATIONS, OPS
 from aicf_induct.runtime.model_state import ModelState
 from aicf_induct.runtime.transforms.base import RewriteError, Transform
-from aicf_induct.runtime.transforms.surgery import fresh_id, insert_after, remove_node
+from aicf_induct.runtime.transforms.surgery import (
+    fresh_id,
+    insert_after,
+    remove_node,
+    site_node,
+)
 
 
 class ChangeDropout(Transform):
@@ -44,10 +49,9 @@ class ChangeDropout(Transform):
         return [n.id for n in graph.nodes if n.op == "dropout" or n.op in ACTIVATIONS]
 
     def applicable(self, graph: Graph, site: str) -> str | None:
-        try:
-            node = graph.node(site)
-        except KeyError:
-            return f"no node '{site}'"
+        node = site_node(graph, site)
+        if isinstance(node, str):
+            return node
         if node.op == "dropout":
             rate = OPS["dropout"].full_attrs(node.attrs)["p"]
             return f"'{site}' already has rate {self.p}" if rate == self.p else None

@@ -32,6 +32,7 @@ from aicf_induct.runtime.transforms.surgery import (
     hidden_linears,
     insert_after,
     redeclare,
+    site_node,
 )
 
 NORM_KINDS = ("layernorm", "batchnorm")
@@ -58,12 +59,9 @@ class InsertNorm(Transform):
         return hidden_linears(graph)
 
     def applicable(self, graph: Graph, site: str) -> str | None:
-        try:
-            node = graph.node(site)
-        except KeyError:
-            return f"no node '{site}'"
-        if node.op != "linear":
-            return f"'{site}' is a {node.op}, not a linear layer"
+        node = site_node(graph, site, ("linear",), "a linear layer")
+        if isinstance(node, str):
+            return node
         readers = graph.consumers()[site]
         if any(OPS[u.op].kind == "norm" for u in readers):
             return f"'{site}' is already followed by a norm"

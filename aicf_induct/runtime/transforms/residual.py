@@ -25,6 +25,7 @@ from aicf_induct.runtime.transforms.surgery import (
     hidden_linears,
     insert_after,
     redeclare,
+    site_node,
 )
 
 
@@ -41,12 +42,9 @@ class ResidualBranch(Transform):
         return hidden_linears(graph)
 
     def applicable(self, graph: Graph, site: str) -> str | None:
-        try:
-            node = graph.node(site)
-        except KeyError:
-            return f"no node '{site}'"
-        if node.op != "linear":
-            return f"'{site}' is a {node.op}, not a linear layer"
+        node = site_node(graph, site, ("linear",), "a linear layer")
+        if isinstance(node, str):
+            return node
         end = block_end(graph, site)
         if end in graph.outputs:
             return f"the block of '{site}' ends at the graph output"

@@ -3,6 +3,8 @@ value, and re-declaring parameters from the op table after shapes changed."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from aicf_induct.ir.graph import Graph, Node, ParamSpec
 from aicf_induct.ir.ops import ACTIVATIONS, OPS
 from aicf_induct.ir.validate import infer_types
@@ -25,6 +27,19 @@ def fresh_id(graph: Graph, stem: str) -> str:
         k += 1
         cand = f"{stem}_{k}"
     return cand
+
+
+def site_node(graph: Graph, site: str, ops: Collection[str] | None = None,
+              what: str = "") -> Node | str:
+    """The node at `site`, or why it is no site: there is no such node, or its op is not one
+    of `ops` (described as `what`, e.g. "an activation")."""
+    try:
+        node = graph.node(site)
+    except KeyError:
+        return f"no node '{site}'"
+    if ops is not None and node.op not in ops:
+        return f"'{site}' is a {node.op}, not {what}"
+    return node
 
 
 def feature_width(graph: Graph, node_id: str) -> int | None:
