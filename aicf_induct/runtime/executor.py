@@ -21,9 +21,13 @@ from aicf_induct.runtime.params import ParamStore
 
 
 def store_for(graph: Graph, values: Mapping[str, np.ndarray] | None = None, seed: int = 0,
-              xp: ModuleType = np, dtype: Any = np.float64) -> ParamStore:
+              xp: ModuleType = np, dtype: Any = None) -> ParamStore:
     """A parameter store for `graph`: given values where present, else initializers.
-    `dtype`: of the flat parameter buffer (the GPU backend uses the graph's own dtype)."""
+    `dtype`: of the flat parameter buffer; by default the graph's parameter dtype, so a
+    float32 graph computes in float32 (mixed operands would make every GEMM convert)."""
+    if dtype is None:
+        kinds = {p.dtype for p in graph.params.values() if p.trainable}
+        dtype = np.float32 if kinds == {"float32"} else np.float64
     init = initial_values(graph.params.values(), seed)
     for k, v in (values or {}).items():
         if k in graph.params:

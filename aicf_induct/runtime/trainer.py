@@ -289,13 +289,9 @@ class Trainer:
 
 def _executor(backend: Backend, graph: Graph, values: dict[str, np.ndarray] | None, loss: str,
               config: TrainConfig) -> Executor:
-    """An executor on `backend`: the NumPy reference path, or fused kernels on the GPU with
-    parameters stored in the graph's own dtype."""
-    dtype: Any = np.float64
-    if backend.is_gpu:
-        dtypes = {p.dtype for p in graph.params.values() if p.trainable}
-        dtype = dtypes.pop() if len(dtypes) == 1 else np.float64
-    store = store_for(graph, values, seed=config.seed, xp=backend.xp, dtype=dtype)
+    """An executor on `backend`: the NumPy path, or fused kernels on the GPU; parameters are
+    stored in the graph's own dtype either way."""
+    store = store_for(graph, values, seed=config.seed, xp=backend.xp)
     return Executor(graph, store, loss=loss, label_smoothing=config.label_smoothing,
                     seed=config.seed, device=backend.device, xp=backend.xp,
                     registry=backend.registry, fuse=backend.is_gpu, precision=config.precision)

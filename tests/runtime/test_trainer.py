@@ -114,3 +114,21 @@ def test_a_wall_clock_budget_stops_with_timeout_and_keeps_the_best_state() -> No
     assert res.metrics["val_loss"] == pytest.approx(min(h["val_loss"] for h in res.history),
                                                     rel=1e-12)
     assert any(r.final for r in rec.results)
+
+
+def test_a_float32_graph_trains_in_float32_and_tracks_float64() -> None:
+    from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
+
+    p = load_problem("wine", seed=0)
+    spec = parse_model_spec("mlp:depth=2,width=32,act=gelu,norm=layernorm")
+    losses = {}
+    for dtype in ("float32", "float64"):
+        rec = MemoryRecorder()
+        trainer = Trainer(p, mlp_graph(spec, p.n_features, p.n_outputs, dtype=dtype),
+                          TrainConfig(epochs=3, patience=0), recorder=rec)
+        trainer.fit()
+        assert trainer.store.data.dtype == np.dtype(dtype)
+        assert all(a.dtype == np.dtype(dtype) for a in trainer.executor.plan(
+            "train", 32).values.values() if a.dtype.kind == "f")
+        losses[dtype] = np.array([s.loss for s in rec.steps])
+    np.testing.assert_allclose(losses["float32"], losses["float64"], rtol=1e-4)
