@@ -6,9 +6,10 @@ batch, same optimizer (Adam), same dtype, measured in one run.
 A step is forward + cross-entropy + backward + Adam update. Ours runs through the compiled
 plan (`Executor.train_step`) and the flat-buffer optimizer; PyTorch through nn.Sequential,
 F.cross_entropy, autograd and torch.optim.Adam (default and foreach=True, the faster reported).
-Each figure is the median over repeats of the mean step time of a block of steps. Each side
-runs in its own process (so NumPy's BLAS threads and PyTorch's never compete), one after the
-other for each size; run it on an otherwise idle machine.
+Within a process a figure is the median over repeats of the mean step time of a block of
+steps; each measure runs in its own process (so NumPy's BLAS threads and PyTorch's never
+compete), in ABBA rounds, and the table gives the median over processes and their range. Run
+it on an otherwise idle machine.
 """
 
 from __future__ import annotations
@@ -122,6 +123,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--dtype", default="float64", choices=["float64", "float32"])
     ap.add_argument("--quick", action="store_true", help="fewer repeats (smoke run)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="ABBA rounds per size, each side measured in 2 processes a round")
     ap.add_argument("--repeats", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--child", nargs=2, metavar=("SIDE", "SIZE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -136,17 +139,24 @@ def main() -> None:
     print(f"# step_cpu: {date.today()}, {cpu_name()}, {os.cpu_count()} cores, load {load:.1f}, "
           f"numpy {np.__version__}, torch {torch.__version__} ({torch.get_num_threads()} "
           f"threads), {args.dtype}")
-    print("| batch | model (in→width×depth→out) | ours ms | PyTorch ms (best) | ratio |")
-    print("|---|---|---|---|---|")
+    print("| batch | model (in→width×depth→out) | ours ms | PyTorch ms (best) | ratio | "
+          "range over processes, ours | PyTorch |")
+    print("|---|---|---|---|---|---|---|")
     for k, (batch, n_in, width, depth, classes) in enumerate(SIZES):
-        # ABBA order: a drift in machine load during the pair hits both sides alike
-        ours_a = in_subprocess("ours", k, args.dtype, repeats)
-        torch_a = in_subprocess("torch", k, args.dtype, repeats)
-        torch_b = in_subprocess("torch", k, args.dtype, repeats)
-        ours_b = in_subprocess("ours", k, args.dtype, repeats)
-        t_ours, t_torch = (ours_a + ours_b) / 2, (torch_a + torch_b) / 2
+        # ABBA rounds, each measure in a fresh process: a drift in machine load hits both
+        # sides alike, and the median over processes absorbs the per-process spread seen on
+        # this VM (the same step measures ~6.3 ms in some processes, ~10 ms in others)
+        ours_t: list[float] = []
+        torch_t: list[float] = []
+        for _ in range(args.rounds):
+            ours_t.append(in_subprocess("ours", k, args.dtype, repeats))
+            torch_t += [in_subprocess("torch", k, args.dtype, repeats) for _ in range(2)]
+            ours_t.append(in_subprocess("ours", k, args.dtype, repeats))
+        t_ours, t_torch = statistics.median(ours_t), statistics.median(torch_t)
+        spread = (f"{min(ours_t) * 1e3:.2f}–{max(ours_t) * 1e3:.2f} | "
+                  f"{min(torch_t) * 1e3:.2f}–{max(torch_t) * 1e3:.2f}")
         print(f"| {batch} | {n_in}→{width}×{depth}→{classes} | {t_ours * 1e3:.3f} | "
-              f"{t_torch * 1e3:.3f} | {t_ours / t_torch:.2f}× |", flush=True)
+              f"{t_torch * 1e3:.3f} | {t_ours / t_torch:.2f}× | {spread} |", flush=True)
 
 
 if __name__ == "__main__":
