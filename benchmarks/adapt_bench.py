@@ -28,14 +28,13 @@ import dataclasses
 import math
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from datetime import date
-from pathlib import Path
 
 import numpy as np
+from machine import cpu_model, git_commit, write_section
 
 from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
 from aicf_induct.ir.fingerprint import fingerprint
@@ -246,24 +245,6 @@ def report(rows: list[Row]) -> tuple[str, dict[str, float]]:
     return "\n".join(lines), summary
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 # Variants measured 2026-11-21 with this benchmark's recipe, stopping rule, static run and
 # control (the rows marked 12 x 3 on all problems, seeds 0-2; the others on iris, digits,
 # diabetes, Boston, OJ, Wage x seeds 0-1). Goal columns: within 5 % and fewer steps to the
@@ -374,7 +355,7 @@ def section(args: argparse.Namespace, table: str, s: dict[str, float], wall: flo
         SECTION, "",
         f"Measured {date.today().isoformat()} on {cpu_model()}, 2 cores (shared with other "
         f"jobs: steps are counts, only the pause times are timed), Python "
-        f"{platform.python_version()}, NumPy {np.__version__} (commit {commit()}); "
+        f"{platform.python_version()}, NumPy {np.__version__} (commit {git_commit()}); "
         f"{wall / 60:.1f} min for:", "", command(args), "",
         f"**Setup.** Start `{START}`; {policy_text(args, warmup)}. Recipe for every run: Adam "
         "3e-3, batch 32, evaluation every 25 steps, early stop after 12 evaluations without "
@@ -415,20 +396,6 @@ def section(args: argparse.Namespace, table: str, s: dict[str, float], wall: flo
     ])
 
 
-def write_section(path: Path, text: str) -> None:
-    """Replace only this benchmark's section of RESULTS.md."""
-    content = path.read_text() if path.exists() else "# Benchmark results\n"
-    lines = content.splitlines()
-    try:
-        start = lines.index(SECTION)
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")),
-                   len(lines))
-        lines[start:end] = [*text.rstrip("\n").splitlines(), ""]
-    except ValueError:
-        lines += ["", *text.rstrip("\n").splitlines()]
-    path.write_text("\n".join(lines).rstrip("\n") + "\n")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
@@ -464,8 +431,7 @@ def main() -> None:
     print(table)
     print(summary)
     if args.write_results:
-        write_section(Path(__file__).with_name("RESULTS.md"),
-                      section(args, table, summary, time.perf_counter() - t0, warmup))
+        write_section(section(args, table, summary, time.perf_counter() - t0, warmup))
 
 
 if __name__ == "__main__":

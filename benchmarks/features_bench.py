@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -40,6 +39,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from machine import cpu_model  # noqa: E402
 
 VARIANTS = ("ours", "ours-full", "pymfe-lean", "pymfe")
 
@@ -83,16 +84,6 @@ def run_child(variant: str, rows: int, cols: int, seed: int) -> dict[str, object
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {"variant": variant, "wall_s": wall, "cpu_s": cpu,
             "peak_mb": peak_rss_mb() - base, "values": values}
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def compare(ours: dict[str, float], theirs: dict[str, float]) -> tuple[float, str]:

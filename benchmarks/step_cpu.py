@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from collections.abc import Callable
 from datetime import date
 
 import numpy as np
+from machine import cpu_model
 
 from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
 from aicf_induct.runtime.executor import Executor, store_for
@@ -88,17 +88,6 @@ def pytorch(batch: int, n_in: int, width: int, depth: int, classes: int, dtype: 
     return step
 
 
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def measure(side: str, size: tuple[int, int, int, int, int], dtype: str, repeats: int) -> float:
     """Seconds per step of one side, in this process."""
     batch, n_in, width, depth, classes = size
@@ -136,7 +125,7 @@ def main() -> None:
     import torch
 
     load = os.getloadavg()[0]
-    print(f"# step_cpu: {date.today()}, {cpu_name()}, {os.cpu_count()} cores, load {load:.1f}, "
+    print(f"# step_cpu: {date.today()}, {cpu_model()}, {os.cpu_count()} cores, load {load:.1f}, "
           f"numpy {np.__version__}, torch {torch.__version__} ({torch.get_num_threads()} "
           f"threads), {args.dtype}")
     print("| batch | model (in→width×depth→out) | ours ms | PyTorch ms (best) | ratio | "

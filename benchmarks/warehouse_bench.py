@@ -21,7 +21,6 @@ import os
 import platform
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,6 +30,8 @@ import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from machine import cpu_model, git_commit, write_section
 
 import warehouse
 from aicf_induct.runtime.recorder import StepRecord
@@ -292,13 +293,6 @@ def bench_reports(root: Path, reps: int) -> dict[str, tuple[float, float, int]]:
     return out
 
 
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=10_000_000, help="step rows to write")
@@ -337,7 +331,7 @@ def main() -> None:
     text = results_section(args, app, rep, sq_rate, ovh, load)
     print(text)
     if args.write_results:
-        write_section(Path(__file__).with_name("RESULTS.md"), text)
+        write_section(text)
 
 
 def results_section(args: argparse.Namespace, app: dict[str, float],
@@ -345,8 +339,7 @@ def results_section(args: argparse.Namespace, app: dict[str, float],
                     ovh: dict[str, float], load: tuple[float, float]) -> str:
     import duckdb
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, cwd=Path(__file__).parent).stdout.strip()
+    commit = git_commit()
     ok = lambda good: "yes" if good else "**no**"  # noqa: E731
     lines = [
         "## Warehouse", "",
@@ -393,20 +386,6 @@ def results_section(args: argparse.Namespace, app: dict[str, float],
               "logged step (back to back; record, flush thread and close included) is the "
               "steadier measure.", ""]
     return "\n".join(lines)
-
-
-def write_section(path: Path, section: str) -> None:
-    """Replace only the '## Warehouse' section; other sections belong to other benchmarks."""
-    text = path.read_text() if path.exists() else "# Benchmark results\n"
-    lines = text.splitlines()
-    try:
-        start = lines.index("## Warehouse")
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")),
-                   len(lines))
-        lines[start:end] = [*section.rstrip("\n").splitlines(), ""]
-    except ValueError:
-        lines += ["", *section.rstrip("\n").splitlines()]
-    path.write_text("\n".join(lines).rstrip("\n") + "\n")
 
 
 if __name__ == "__main__":
