@@ -20,11 +20,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from step_gpu import SIZES, torch_graph_step
+from step_gpu import SIZES, our_step, torch_graph_step
 
 
 def per_kernel(fn: Any, steps: int) -> list[tuple[str, float, float]]:
@@ -108,25 +106,7 @@ def timings(run: Any, replay: Any, sync: Any, steps: int) -> dict[str, float]:
 def ours(size: tuple[int, ...], precision: str) -> tuple[Any, Any, Any, list[str]]:
     import cupy as cp
 
-    from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
-    from aicf_induct.kernels.autotune import Autotuner, TunedRegistry
-    from aicf_induct.kernels.cuda.compile import device
-    from aicf_induct.kernels.cuda.timer import cuda_timer
-    from aicf_induct.runtime.cuda_step import CudaStep
-    from aicf_induct.runtime.executor import Executor, store_for
-    from aicf_induct.runtime.optimizers import make_optimizer
-
-    b, i, h, d, o = size
-    graph = mlp_graph(parse_model_spec(f"mlp:depth={d},width={h},act=relu"), i, o,
-                      dtype="float32")
-    store = store_for(graph, seed=0, xp=cp, dtype="float32")
-    tuner = Autotuner(cuda_timer, device().name)
-    ex = Executor(graph, store, loss="cross_entropy", device="cuda", xp=cp, fuse=True,
-                  precision=precision, registry=TunedRegistry(tuner))
-    step = CudaStep(ex, make_optimizer("adam", lr=1e-3))
-    rng = np.random.default_rng(0)
-    x = cp.asarray(rng.normal(size=(b, i)).astype(np.float32))
-    y = cp.asarray(rng.integers(0, o, size=b))
+    step, ex, tuner, x, y = our_step(size, precision)
     step.run(x, y, 0, 1e-3)
     k = [0]
 
@@ -142,7 +122,7 @@ def ours(size: tuple[int, ...], precision: str) -> tuple[Any, Any, Any, list[str
     breakdown = eager_breakdown(step)
     tune = [f"{r.op} {r.shape_key[:60]} {r.kernel}={r.time_us:.1f}{'*' if r.chosen else ''}"
             for r in tuner.store.rows]  # type: ignore[attr-defined]
-    return run, replay, ex.plan("train", b).kernel_names, tune + [
+    return run, replay, ex.plan("train", size[0]).kernel_names, tune + [
         f"eager {us:8.2f} µs  {name}" for name, us in breakdown]
 
 

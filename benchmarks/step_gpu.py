@@ -60,7 +60,9 @@ def timeit(step: Callable[[], None], sync: Callable[[], None], block: int,
     return statistics.median(out)
 
 
-def ours(size: tuple[int, ...], precision: str, block: int, repeats: int) -> dict[str, object]:
+def our_step(size: tuple[int, ...], precision: str) -> tuple[Any, Any, Any, Any, Any]:
+    """Our side of one size: (CudaStep, executor, autotuner, x, y), nothing run yet. The ReLU
+    MLP in float32 with fused kernels picked by a fresh autotuner, Adam over the flat buffer."""
     import cupy as cp
 
     from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
@@ -78,11 +80,17 @@ def ours(size: tuple[int, ...], precision: str, block: int, repeats: int) -> dic
     tuner = Autotuner(cuda_timer, device().name)
     ex = Executor(graph, store, loss="cross_entropy", device="cuda", xp=cp, fuse=True,
                   precision=precision, registry=TunedRegistry(tuner))
-    opt = make_optimizer("adam", lr=1e-3)
-    step = CudaStep(ex, opt)
+    step = CudaStep(ex, make_optimizer("adam", lr=1e-3))
     rng = np.random.default_rng(0)
     x = cp.asarray(rng.normal(size=(b, i)).astype(np.float32))
     y = cp.asarray(rng.integers(0, o, size=b))
+    return step, ex, tuner, x, y
+
+
+def ours(size: tuple[int, ...], precision: str, block: int, repeats: int) -> dict[str, object]:
+    import cupy as cp
+
+    step, ex, _, x, y = our_step(size, precision)
     t0 = time.perf_counter()
     first = step.run(x, y, 0, 1e-3)
     setup = time.perf_counter() - t0
@@ -94,7 +102,7 @@ def ours(size: tuple[int, ...], precision: str, block: int, repeats: int) -> dic
 
     sec = timeit(one, cp.cuda.Device().synchronize, block, repeats)
     last = step.stats()
-    names = ex.plan("train", b).kernel_names
+    names = ex.plan("train", size[0]).kernel_names
     return {"ms": sec * 1e3, "setup_s": setup, "captured": step.captured,
             "graph_error": step.graph_error, "kernels": names,
             "loss_first": first.loss if first else None, "loss_last": last.loss}
