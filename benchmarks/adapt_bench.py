@@ -169,6 +169,10 @@ class Row:
         return self.param_steps(self.adaptive, a) / self.param_steps(self.static,
                                                                      self.static_to_best)
 
+    def not_more(self, res: AdaptResult) -> bool:
+        """Within 5 % and not more steps to the best checkpoint (a tie counts)."""
+        return self.ratio(res) <= 1.05 and self.to_best(res) <= self.static_to_best
+
     def goals(self, res: AdaptResult | None = None) -> dict[str, bool]:
         """Within 5 % of L_s and fewer steps: to the best checkpoint, to the stop, and
         (lenient, the earlier reading) first within 5 % before the static run's best."""
@@ -314,7 +318,13 @@ def summarise(rows: list[Row]) -> dict[str, float]:
                                    for r in rows]),
         "median_c5_minus_s5": med([r.first_within(r.control) - r.first_within(r.static)
                                    for r in rows]),
+        "median_s5": med([r.first_within(r.static) for r in rows]),
         "median_s_best": med([r.static_to_best for r in rows]),
+        "ties": sum(r.to_best(r.adaptive) == r.static_to_best for r in rows),
+        "not_more": sum(r.not_more(r.adaptive) for r in rows),
+        "ctl_not_more": sum(r.not_more(r.control) for r in rows),
+        "ctl_ties": sum(r.to_best(r.control) == r.static_to_best for r in rows),
+        "start_ratio": med([r.ratio(r.start) for r in rows]),
         "max_s_best": max(r.static_to_best for r in rows),
         "s_best_le_100": sum(r.static_to_best <= 100 for r in rows),
         "best_ratio": sum(r.to_best(r.adaptive) for r in rows) / sum(r.static_to_best
@@ -336,15 +346,17 @@ def summary_text(s: dict[str, float], label: str) -> str:
         f"{s['within_5pct']} (control {s['ctl_within_5pct']}); median L_a/L_s "
         f"{s['median_ratio']:.3f} (control {s['ctl_median_ratio']:.3f}). Goal met counting "
         f"to the best checkpoint: **{s['met_best']}** (control {s['ctl_best']}), in a "
-        f"majority of seeds on {s['problems_met']} problems (control "
+        f"majority of seeds on {s['problems_met']} of {s['problems']} problems (control "
         f"{s['ctl_problems_met']}); to the stop: **{s['met_stop']}** (control "
         f"{s['ctl_stop']}); lenient: {s['met_lenient']} (control {s['ctl_lenient']}). "
         f"Reached 1.05 L_s earlier than the static run (A_5% < S_5%): {s['a5_faster']} "
         f"(control {s['c5_faster']}); median A_5% − S_5% {s['median_a5_minus_s5']:+.0f} steps "
         f"(control {s['median_c5_minus_s5']:+.0f}). Σ A_best / Σ S_best "
-        f"{s['best_ratio']:.2f}; Σ A_stop / Σ S_stop {s['total_ratio']:.2f}. Static runs: "
-        f"median S_best {s['median_s_best']:.0f} steps (max {s['max_s_best']:,.0f}). The "
-        f"start model trained alone was ahead of the final-size model at a median "
+        f"{s['best_ratio']:.2f}; Σ A_stop / Σ S_stop {s['total_ratio']:.2f}; A_best = S_best "
+        f"(a tie: not fewer) in {s['ties']} runs (control {s['ctl_ties']}). Static runs: "
+        f"median S_5% {s['median_s5']:.0f}, S_best {s['median_s_best']:.0f} steps (max "
+        f"{s['max_s_best']:,.0f}). The start model trained alone: best loss a median "
+        f"{s['start_ratio']:.3f} × L_s; ahead of the final-size model at a median "
         f"{s['start_ahead']:.0%} of the static run's evaluations up to S_best (ahead at any "
         f"in {s['start_ahead_any']} runs; the control: {s['ctl_ahead']:.0%}). Compute "
         f"(Σ parameters × steps) to 1.05 L_s below the static run's to L_s in "
@@ -354,16 +366,17 @@ def summary_text(s: dict[str, float], label: str) -> str:
 
 
 # Variants measured 2026-11-21 with this benchmark's recipe, stopping rule, static run and
-# control (the rows marked 12 x 3 on all problems, seeds 0-2; the others on iris, digits,
-# diabetes, Boston, OJ, Wage x seeds 0-1). Goal columns: within 5 % and fewer steps to the
-# best checkpoint / to the stop; lenient = A_5% < S_best.
+# control (rows of 36 runs: the 12 small problems x seeds 0-2; 66: all 22 x seeds 0-2; 30:
+# the large set; 12: iris, digits, diabetes, Boston, OJ, Wage x seeds 0-1; 6: digits,
+# Boston, Wage, CPS1988, STAR, GSS7402 x seed 0). Goal columns: within 5 % and fewer steps
+# to the best checkpoint / to the stop; lenient = A_5% < S_best.
 VARIANT_ROWS = [  # variant, runs, within 5 %, goal to best, to stop, lenient, median
     # L_a/L_s, control best / stop / lenient
     ('rules, grow ×2 per trigger, warm-up 100 (before)',
      '36 | 22 | 1 | 0 | 8 | 1.003 | 10 / 10 / 21'),
     ('rules tuned to fire sooner: plateau patience 1, min gain 5 %, widen ×4 fresh units, '
      'warm-up 50', '36 | 27 | 4 | 2 | 18 | 1.000 | 10 / 10 / 22'),
-    ('jump to `target_width` (64–256), warm-up 25 (**table above**)',
+    ('jump to `target_width` (64–256), warm-up 25, small set only',
      '36 | 26 | 6 | 6 | 18 | 1.005 | 8 / 8 / 17'),
     ('jump to `target_width` clipped to 16–256, warm-up 25',
      '36 | 24 | 6 | 6 | 18 | 1.004 | — / — / 21'),
@@ -389,6 +402,16 @@ VARIANT_ROWS = [  # variant, runs, within 5 %, goal to best, to stop, lenient, m
      '12 | 10 | 2 | 2 | 7 | 0.997 | 6 / 6 / 8'),
     ('… with a 25-step linear LR re-warm-up after the rewrite',
      '12 | 10 | 1 | 1 | 7 | 0.998 | 6 / 6 / 8'),
+    ('jump to `target_width`, warm-up 25, small and large set (**table above**)',
+     '66 | 54 | 10 | 10 | 45 | 1.000 | 24 / 24 / 45'),
+    ('… large set only (static runs to S_best: median 450, max 2,450 steps)',
+     '30 | 28 | 4 | 4 | 27 | 0.999 | 16 / 16 / 28'),
+    ('`--policy stack --depth 3`: the jump, then an identity ReLU layer on top at each '
+     'plateau up to 3 hidden layers (deeper than 1 at the best checkpoint in 32 runs; '
+     '24 of 118 deepenings rolled back by the guard)',
+     '66 | 58 | 14 | 10 | 41 | 0.998 | 15 / 15 / 42'),
+    ('… large set only', '30 | 30 | 7 | 6 | 26 | 0.997 | 10 / 10 / 27'),
+    ('`--policy stack --depth 6`', '6 | 5 | 2 | 1 | 5 | 1.012 | 2 / 2 / 4'),
 ]
 VARIANTS = "\n".join([
     "**What we tried** (same recipe, stopping rule, static run and control as above):",
@@ -412,6 +435,34 @@ def never(rows: list[Row]) -> list[str]:
             if not any(r.goals()["best"] for r in rows if r.problem == n)]
 
 
+def set_text(name: str, v: dict[str, float]) -> str:
+    """Why growth did not win on one problem set, in its own numbers."""
+    if name == "small":
+        return (f"On the small set the start model is too small (alone its best loss is a "
+                f"median {v['start_ratio']:.2f} × L_s) and behind: it had the lower "
+                f"validation loss after the same number of steps at a median "
+                f"{v['start_ahead']:.0%} of the static run's evaluations up to S_best (at any "
+                f"in {v['start_ahead_any']} of {v['runs']} runs; a re-seeded final-size model: "
+                f"{v['ctl_ahead']:.0%}). A function-preserving "
+                "rewrite starts the grown model where the small one is, so behind; under Adam "
+                "a wide net learns at least as fast per step as a narrow one, so a small "
+                "stage is at best a wash, and every step before growing, every stage and "
+                f"every guard window adds to the total ({v['met_best']} wins, control "
+                f"{v['ctl_best']}).")
+    return (f"On the large set the static runs go on for up to {v['max_s_best']:,.0f} steps "
+            f"(median S_best {v['median_s_best']:.0f}), but only by creeping: they are within "
+            f"5 % of L_s after a median {v['median_s5']:.0f} steps, and the start model alone "
+            f"gets to a median {v['start_ratio']:.3f} × L_s"
+            + (" — these tables (noisy targets, few features) are not too big for 4 units"
+               if v["start_ratio"] <= 1.05 else "")
+            + ", and when the best checkpoint comes is noise. Growing there ties rather than "
+            "wins: with the same seed (the same "
+            f"batch order, so the same noise) A_best = S_best in {v['ties']} of {v['runs']} "
+            f"runs, not fewer, while the re-seeded control falls on either side "
+            f"({v['met_best']} wins, control {v['ctl_best']}); counting ties as wins (within "
+            f"5 % and not more steps): {v['not_more']}, control {v['ctl_not_more']}.")
+
+
 def verdict(s: dict[str, float], parts: dict[str, dict[str, float]], rows: list[Row]) -> str:
     head = (f"Within 5 % of L_s *and* in fewer steps: {s['met_best']} of {s['runs']} runs "
             f"counting to the best checkpoint (in a majority of seeds on {s['problems_met']} "
@@ -420,34 +471,26 @@ def verdict(s: dict[str, float], parts: dict[str, dict[str, float]], rows: list[
             f"and {s['ctl_stop']} ({s['ctl_problems_met']} problems).")
     if goal_met(s):
         return f"**Verdict: the goal is met.** {head}"
-    split = "; ".join(f"{k} set: {v['met_best']} of {v['runs']} (control {v['ctl_best']}), "
-                      f"static runs' median S_best {v['median_s_best']:.0f} steps (max "
-                      f"{v['max_s_best']:,.0f})" for k, v in parts.items())
-    return (
-        f"**Verdict: the goal is not met, and these measurements say growing does not meet "
+    return " ".join([
+        "**Verdict: the goal is not met, and these measurements say growing does not meet "
         f"it here.** {head} The wins are run-to-run noise, not a speed-up; the lenient "
         f"reading ({s['met_lenient']} against the control's {s['ctl_lenient']}) shows the "
         "same: the static run's own curve reaches 1.05 L_s well before its best, so any run "
-        f"close to it passes. By set — {split}: where static training runs for thousands of "
-        "steps growth does no better than where it converges in a few hundred. Why: a "
-        "function-preserving rewrite starts the grown model exactly where the small model "
-        "is, and the small model is behind: trained alone it had a lower validation loss "
-        f"than the final-size model after the same number of steps at a median "
-        f"{s['start_ahead']:.0%} of the evaluations up to S_best (a re-seeded final-size "
-        f"model: {s['ctl_ahead']:.0%}). Under Adam a wide net learns at least as fast per "
-        "step as a narrow one from the first step, so a small stage is at best a wash, and "
-        "every step spent before growing, every stage and every guard window adds to the "
-        "total. Deepening (progressive stacking, variants below) does not change this: a "
-        "ReLU MLP of 2–3 hidden layers trains from scratch as fast as one of 1, and the "
-        "guard rolls back many of the inserted identity layers (the new layer's first Adam "
-        "steps move every weight by about the learning rate). Warm-starting also costs "
-        "generalisation when the jump is small relative to the start, and Net2Net-split "
-        "copies, shrink & perturb, Adam-moment resets and an LR re-warm-up changed nothing "
-        "beyond noise. No seed met the goal on: "
+        "close to it passes.",
+        *(set_text(k, v) for k, v in parts.items()),
+        "Growing in depth (progressive stacking, variants below) does not change this: a "
+        "ReLU MLP of 3 hidden layers trains from scratch as fast as one of 1 here (in the "
+        "stack runs the one-layer final-width model, trained alone, was ahead of the "
+        "3-layer static run at about half of its evaluations and ended at the same loss), "
+        "so a shallow stage buys no head start, and the guard rolls back a fifth of the "
+        "inserted identity layers (the new layer's first Adam steps move every weight by "
+        "about the learning rate). Warm-starting also costs generalisation when the jump is "
+        "small relative to the start; Net2Net-split copies, shrink & perturb, Adam-moment "
+        "resets and an LR re-warm-up changed nothing beyond noise. No seed met the goal on: "
         f"{', '.join(never(rows)) or 'none'}. What growth does buy is compute: to 1.05 L_s "
         f"it used fewer parameter-steps than the static run to L_s in {s['compute_less']} "
-        f"runs (median ratio {s['compute_median']:.2f}), because the first steps run on a "
-        "small model — a FLOP saving, not a step saving.")
+        f"of {s['runs']} runs (median ratio {s['compute_median']:.2f}), because the first "
+        "steps run on a small model — a FLOP saving, not a step saving."])
 
 
 def command(args: argparse.Namespace) -> str:
