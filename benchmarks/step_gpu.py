@@ -104,6 +104,7 @@ def ours(size: tuple[int, ...], precision: str, block: int, repeats: int) -> dic
     last = step.stats()
     names = ex.plan("train", size[0]).kernel_names
     return {"ms": sec * 1e3, "setup_s": setup, "captured": step.captured,
+            "body": step.step_body(size[0]),
             "graph_error": step.graph_error, "kernels": names,
             "loss_first": first.loss if first else None, "loss_last": last.loss}
 
@@ -231,7 +232,8 @@ def main() -> None:
             print(f"| {b} | {i}→{h}×{d}→{o} | {prec} | {ms:.3f} | {' | '.join(cells)} | "
                   f"{ms / graph_ms:.2f}× | {ms / best:.2f}× | "
                   f"{'met' if goal else 'missed'} |", flush=True)
-            print(f"#   ours: captured={mine['captured']} error={mine['graph_error']} "
+            print(f"#   ours: captured={mine['captured']} body={mine['body']} "
+                  f"error={mine['graph_error']} "
                   f"setup={mine['setup_s']:.1f}s kernels={','.join(mine['kernels'])}",
                   file=sys.stderr, flush=True)
             rows.append({"size": size, "precision": prec, "ours": mine, "torch_ms": theirs,

@@ -11,6 +11,7 @@ process on the same device loads the choices and times nothing.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping
@@ -126,24 +127,33 @@ class Autotuner:
         self.timed = 0  # timer calls made (tests check that a restart times nothing)
 
     def choose(self, q: KernelQuery, candidates: list[Kernel]) -> Kernel:
-        key = (q.op, shape_key(q), q.dtype, self.device)
+        by_name = {k.name: k for k in candidates}
+        name = self.pick(q.op, shape_key(q), q.dtype, list(by_name),
+                         lambda n: self.timer(by_name[n], q))
+        return by_name[name]
+
+    def pick(self, op: str, key_text: str, dtype: str, names: list[str],
+             time_us: Callable[[str], float]) -> str:
+        """The fastest of `names` (variants of one computation) for this key: the stored
+        choice when there is one, else each timed once by `time_us(name)` and the choice
+        saved. Kernel variants come through `choose`; whole-step variants call this."""
+        key = (op, key_text, dtype, self.device)
         known = self.choices.get(key)
-        for k in candidates:
-            if k.name == known:
-                return k
-        times = [self._time(k, q) for k in candidates]
-        best = min(range(len(candidates)), key=lambda i: (times[i], i))
-        chosen = candidates[best] if math.isfinite(times[best]) else candidates[0]
-        self.choices[key] = chosen.name
-        self.store.save(Measurement(q.op, key[1], q.dtype, self.device, k.name, t,
-                                    k is chosen, self.variants.get(k.name, "{}"))
-                        for k, t in zip(candidates, times, strict=True))
+        if known in names:
+            return known
+        times = [self._time(functools.partial(time_us, n)) for n in names]
+        best = min(range(len(names)), key=lambda i: (times[i], i))
+        chosen = names[best] if math.isfinite(times[best]) else names[0]
+        self.choices[key] = chosen
+        self.store.save(Measurement(op, key_text, dtype, self.device, n, t, n == chosen,
+                                    self.variants.get(n, "{}"))
+                        for n, t in zip(names, times, strict=True))
         return chosen
 
-    def _time(self, k: Kernel, q: KernelQuery) -> float:
+    def _time(self, measure: Callable[[], float]) -> float:
         self.timed += 1
         try:
-            t = float(self.timer(k, q))
+            t = float(measure())
         except Exception as err:  # a variant that cannot run here is simply never chosen,
             if "illegal" in str(err).lower():  # unless it broke the device for everyone
                 raise

@@ -13,6 +13,12 @@ The optimizer object stays the source of truth: its slots are the buffers the ke
 updates and its per-parameter step counts advance here, so `state_dict`, rewrites and
 snapshots work as on the CPU. Plans with a kernel that cannot be captured (a reference
 fallback) run the same step eagerly; `graph_error` says why a capture failed.
+
+When the program is a plain MLP chain (`compiler.chain`), the forward, loss and backward
+may instead run as one persistent kernel (`kernels.cuda.mlp_step`, two schedules):
+`whole_step="auto"` times the plan and the kernel's schedules once per batch shape (the
+choice is kept by the registry's autotuner, in the warehouse when it has one) and keeps the
+fastest; "plan", "mlp_layers" or "mlp_rows" forces one.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from aicf_induct.runtime.executor import Executor
 from aicf_induct.runtime.optimizers import SGD, Adam, Optimizer, _check_number
 
 HYPER_FIXED = 4  # lr, lr*weight_decay, step (as int64 bits), spare; then 2 per segment
+WHOLE_STEP = ("auto", "plan", "mlp_layers", "mlp_rows")
 
 
 @dataclass
@@ -62,9 +69,22 @@ class _Entry:
     loss: Any
     graph: Any = None
     eager_reason: str = ""
+    step_kernel: Any = None  # kernels.cuda.mlp_step.MlpStepKernel, when chosen over the plan
+    chain_reason: str = ""  # why the one-kernel step was not used
+    flat: Any = None  # the optimizer's slot dict this entry was built for
+    inputs: tuple[Any, Any] = (None, None)  # the plan's static x and label buffers
+    static_feed: tuple[int, int] = (0, 0)  # their addresses
+
+    def stream_of(self) -> Any:
+        import cupy
+
+        return cupy.cuda.get_current_stream()
 
     def body(self) -> None:
-        self.plan.launch()
+        if self.step_kernel is not None:
+            self.step_kernel.launch()
+        else:
+            self.plan.launch()
         self.update.launch(self.hyper_dev, self.seg_dev, len(self.seg_dev), self.loss)
 
 
@@ -72,10 +92,14 @@ class CudaStep:
     """Training steps of `executor` + `optimizer` on the GPU, one graph replay each."""
 
     def __init__(self, executor: Executor, optimizer: Optimizer, *, clip_norm: float = 0.0,
-                 graphs: bool = True) -> None:
+                 graphs: bool = True, whole_step: str = "auto") -> None:
+        if whole_step not in WHOLE_STEP:
+            raise ValueError(f"whole_step must be one of {', '.join(WHOLE_STEP)}, "
+                             f"got {whole_step!r}")
         self.executor, self.optimizer = executor, optimizer
         self.clip_norm = float(clip_norm)
         self.graphs = graphs
+        self.whole_step = whole_step
         self.graph_error: str | None = None
         self._entries: dict[int, _Entry] = {}
 
@@ -84,45 +108,61 @@ class CudaStep:
             ) -> StepStats | None:
         """One step on batch (x, y) at learning rate lr. `fetch`: read the loss, gradient norm
         and update ratio back (one small copy, which waits for the step)."""
+        _check_number("learning rate", lr)
+        opt = self.optimizer
+        e = self._entries.get(int(x.shape[0]))
+        # Fast path, the common case: nothing rebound since this shape's entry was built
+        # (bind and load_state_dict replace opt._flat; a new plan means a new executor).
+        if e is None or e.flat is not opt._flat or e.plan is not self.executor._plans.get(
+                ("train", int(x.shape[0]))):
+            e = self._prepare(x, y, step)
+        else:
+            self._feed(e, x, y, step)
+        opt._steps += 1
+        h = e.hyper_host
+        fill_hyper(h, opt, self.executor.store, e.signature[-1], float(lr), step)
+        e.hyper_dev.data.copy_from_host_async(h.ctypes.data_as(ctypes.c_void_p), h.nbytes)
+        if e.graph is not None:
+            e.graph.launch(e.stream_of())
+        else:
+            e.body()
+        return self.stats(e) if fetch else None
+
+    def _prepare(self, x: Any, y: Any, step: int) -> _Entry:
+        """The entry for x's batch shape, (re)built when its buffers moved, fed with (x, y)."""
         store, opt = self.executor.store, self.optimizer
         if opt._layout is None:
             opt.bind(store)
         elif store.layout != opt._layout:
             raise ValueError("parameter layout changed since the optimizer was bound; "
                              "remap with load_state_dict(state_dict(), store)")
-        _check_number("learning rate", lr)
         plan = self.executor.plan("train", int(x.shape[0]))
-        self._feed(plan, x, y, step)  # first: the capture's warm-up runs on this batch
-        entry, fresh = self._entry(plan)
-        if fresh:  # the warm-up reused the inputs' arena bytes for later values: refeed
-            self._feed(plan, x, y, step)
-        opt._steps += 1
-        h = entry.hyper_host
-        fill_hyper(h, opt, store, entry.signature[-1], float(lr), step)
-        entry.hyper_dev.data.copy_from_host_async(h.ctypes.data_as(ctypes.c_void_p), h.nbytes)
-        if entry.graph is not None:
-            import cupy
+        plan.feed({self.executor.input_id: x, self.executor.training_graph.labels: y}, step)
+        entry, _ = self._entry(plan)  # a capture's warm-up runs on this batch
+        self._feed(entry, x, y, step)  # again: the warm-up reused the inputs' arena bytes
+        return entry
 
-            entry.graph.launch(cupy.cuda.get_current_stream())
-        else:
-            entry.body()
-        return self.stats(entry) if fetch else None
-
-    def _feed(self, plan: Plan, x: Any, y: Any, step: int) -> None:
-        """The batch into the plan's static buffers: one device copy each when it is on the
-        GPU already in the right dtype and layout, else through plan.feed."""
+    def _feed(self, e: _Entry, x: Any, y: Any, step: int) -> None:
+        """The batch to the step: the one-kernel step reads device arrays where they are
+        (their addresses travel with the step's other terms); otherwise one device copy each
+        into the plan's static buffers, or through plan.feed from the host."""
         import cupy
 
-        ex = self.executor
-        pairs: tuple[tuple[Any, Any], ...] = (
-            (plan.inputs[ex.input_id], x), (plan.inputs[ex.training_graph.labels], y))
-        if all(isinstance(src, cupy.ndarray) and src.dtype == buf.dtype
-               and src.shape == buf.shape and src.flags.c_contiguous for buf, src in pairs):
-            for buf, src in pairs:
-                buf.data.copy_from_device_async(src.data, buf.nbytes)
-            plan.ctx.step = step
+        plan = e.plan
+        bx, by = e.inputs
+        on_device = (type(x) is cupy.ndarray and type(y) is cupy.ndarray
+                     and x.dtype == bx.dtype and y.dtype == by.dtype and x.shape == bx.shape
+                     and y.shape == by.shape and x.flags.c_contiguous and y.flags.c_contiguous)
+        if on_device and e.step_kernel is not None:
+            e.hyper_host.view(np.int64)[-2:] = (x.data.ptr, y.data.ptr)
+        elif on_device:
+            bx.data.copy_from_device_async(x.data, bx.nbytes)
+            by.data.copy_from_device_async(y.data, by.nbytes)
+            e.hyper_host.view(np.int64)[-2:] = e.static_feed
         else:
-            plan.feed({ex.input_id: x, ex.training_graph.labels: y}, step)
+            plan.feed({self.executor.input_id: x, self.executor.training_graph.labels: y}, step)
+            e.hyper_host.view(np.int64)[-2:] = e.static_feed
+        plan.ctx.step = step
 
     def stats(self, entry: _Entry | None = None) -> StepStats:
         """The last step's loss, gradient norm and update ratio."""
@@ -134,6 +174,12 @@ class CudaStep:
     @property
     def captured(self) -> bool:
         return any(e.graph is not None for e in self._entries.values())
+
+    def step_body(self, batch: int) -> str:
+        """What runs the forward/backward of batch size `batch`: "plan", "mlp_layers" or
+        "mlp_rows"."""
+        e = self._entries[batch]
+        return "plan" if e.step_kernel is None else "mlp_" + e.step_kernel.schedule
 
     # -- setup -------------------------------------------------------------------------------
     def _signature(self, plan: Plan) -> tuple[Any, ...]:
@@ -161,12 +207,20 @@ class CudaStep:
         segs = sig[-1]
         update = FusedUpdate(update_rule(opt), store.data, store.grad, dict(opt._flat),
                              self.clip_norm)
-        hyper_host = np.zeros(HYPER_FIXED + 2 * len(segs), dtype=np.float64)
+        # the learning-rate terms, then the addresses of the batch (x, labels): see _feed
+        hyper_host = np.zeros(HYPER_FIXED + 2 * len(segs) + 2, dtype=np.float64)
         hyper_dev = cupy.zeros_like(hyper_host)
         plan.ctx.device_step = hyper_dev[2:3].view(cupy.int64)
         loss = plan.value(self.executor.training_graph.loss)
         e = _Entry(plan, sig, update, cupy.asarray(np.array(segs, dtype=np.int64)),
                    hyper_host, hyper_dev, loss)
+        e.flat = opt._flat
+        bx: Any = plan.inputs[self.executor.input_id]
+        by: Any = plan.inputs[self.executor.training_graph.labels]
+        e.inputs, e.static_feed = (bx, by), (int(bx.data.ptr), int(by.data.ptr))
+        hyper_host.view(np.int64)[-2:] = e.static_feed
+        hyper_dev.set(hyper_host)
+        self._pick_step_body(e)
         if not self.graphs:
             e.eager_reason = "graphs off"
         elif not plan.capturable:
@@ -176,6 +230,65 @@ class CudaStep:
             e.graph = self._capture(e)
         return e
 
+    def _pick_step_body(self, e: _Entry) -> None:
+        """Use the one-kernel step where the program is an MLP chain and, unless forced,
+        where one of its schedules is the fastest of all on this device (timed once per
+        shape)."""
+        if self.whole_step == "plan":
+            e.chain_reason = "forced: plan"
+            return
+        from aicf_induct.compiler.chain import match_mlp_chain
+        from aicf_induct.kernels.cuda.mlp_step import schedules_for
+
+        plan, store = e.plan, self.executor.store
+        chain = match_mlp_chain(plan.program, plan.inputs)
+        if isinstance(chain, str):
+            e.chain_reason = chain
+        elif sorted(chain.params) != sorted(store.names):
+            e.chain_reason = "the store holds parameters outside the chain"
+        if e.chain_reason:
+            if self.whole_step != "auto":
+                raise ValueError(f"no one-kernel step for this model: {e.chain_reason}")
+            return
+        assert not isinstance(chain, str)
+        if self.whole_step != "auto":
+            e.step_kernel = self._chain_kernel(e, chain, self.whole_step.removeprefix("mlp_"))
+            return
+        kernels = {f"train_step.mlp_{s}": self._chain_kernel(e, chain, s)
+                   for s in schedules_for(chain)}
+        if not kernels:
+            e.chain_reason = "too large for the one-kernel step"
+            return
+        chosen = self._fastest(e, chain.key(), kernels)
+        if chosen == "train_step.plan":
+            e.chain_reason = "the fused-kernel plan timed faster"
+        else:
+            e.step_kernel = kernels[chosen]
+
+    def _fastest(self, e: _Entry, key: str, kernels: dict[str, Any]) -> str:
+        """The fastest of the plan and `kernels`, by the registry's autotuner (its choice kept
+        across runs) or, without one, timed for this run."""
+        from aicf_induct.kernels.autotune import Autotuner
+        from aicf_induct.kernels.cuda.compile import device
+        from aicf_induct.kernels.cuda.timer import time_kernel
+
+        calls = {"train_step.plan": e.plan.launch} | {n: k.launch for n, k in kernels.items()}
+        tuner = getattr(self.executor.registry, "tuner", None)
+        if not isinstance(tuner, Autotuner):
+            tuner = Autotuner(lambda k, q: math.inf, device().name)
+        return tuner.pick("train_step", key, str(e.loss.dtype), list(calls), lambda n: time_kernel(
+            calls[n], graph_ok=e.plan.capturable or n != "train_step.plan"))
+
+    def _chain_kernel(self, e: _Entry, chain: Any, schedule: str) -> Any:
+        import cupy
+
+        from aicf_induct.kernels.cuda.mlp_step import MlpStepKernel
+
+        store = self.executor.store
+        offsets = {n: int(store.slices[n].start) for n in store.names}
+        feed = e.hyper_dev[-2:].view(cupy.int64)
+        return MlpStepKernel(chain, feed, store.data, store.grad, offsets, e.loss, schedule)
+
     def _capture(self, e: _Entry) -> Any:
         import cupy
 
@@ -183,7 +296,8 @@ class CudaStep:
         stream = cupy.cuda.Stream(non_blocking=True)
         graph = None
         with stream:
-            e.plan.launch()  # warm-up: compiles, sizes scratch; parameters are not touched
+            # warm-up: compiles, sizes scratch; parameters are not touched
+            (e.plan.launch if e.step_kernel is None else e.step_kernel.launch)()
             e.update.compile()
             stream.synchronize()
             try:

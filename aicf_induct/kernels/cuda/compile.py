@@ -21,6 +21,7 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {  # family -> (source, NVRTC
     "dropout": (sources.DROPOUT, ()),
     # no fused multiply-add: the update rounds as runtime/optimizers.py does
     "optim": (sources.OPTIM, ("--fmad=false",)),
+    "mlp_step": (sources.MLP_STEP, ()),
 }
 
 

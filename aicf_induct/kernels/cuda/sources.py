@@ -442,7 +442,48 @@ __global__ void colsum_finalize(int R, int N, int stride, const T* __restrict__ 
 # either output may be. The mean loss is summed in double in a fixed order: lane 0 of each
 # warp over its rows, then the block (a fixed tree), then, with several blocks, the last
 # block to finish over the blocks' partials (each thread a fixed set, then the tree).
-LOSSES = COMMON + r"""
+# One row of softmax + cross-entropy, by one warp: writes the row's gradient (when g is
+# given) and returns its loss (every lane; 0 when !want_loss). Shared by softmax_ce and the
+# whole-step MLP kernel, so both round alike.
+CE_ROW = r"""
+template <typename T>
+__device__ __forceinline__ T ce_row(int C, const T* z, long long y, double eps, T scale,
+                                    bool want_loss, T* g) {
+  const int lane = threadIdx.x & 31;
+  const T q_off = T(eps / C), q_on = T(eps / C) + T(1.0 - eps);
+  T mx = neg_inf<T>();
+  for (int c = lane; c < C; c += 32) mx = fmax(mx, z[c]);
+  mx = warp_max(mx);
+  T se = T(0);
+  for (int c = lane; c < C; c += 32) se += exp(z[c] - mx);
+  const T lse = log(warp_sum(se));
+  const bool bad = y < 0 || y >= C;  // never read outside the row: the loss turns NaN
+  if (bad) y = 0;
+  T row_loss = T(0);
+  if (want_loss) {
+    T slp = T(0);
+    if (eps != 0.0)
+      for (int c = lane; c < C; c += 32) slp += (z[c] - mx) - lse;
+    slp = warp_sum(slp);
+    const T lpy = bad ? neg_inf<T>() * T(0) : (z[y] - mx) - lse;
+    row_loss = -(T(eps / C) * slp + T(1.0 - eps) * lpy);
+  }
+  if (g != nullptr) {
+    for (int c = lane; c < C; c += 32) {
+      const T p = exp((z[c] - mx) - lse);
+      g[c] = (p - (c == y && !bad ? q_on : q_off)) * scale;
+    }
+  }
+  return row_loss;
+}
+"""
+
+# Softmax + cross-entropy over rows: a warp per row, rows strided over all the grid's warps;
+# glogits = (softmax - q) * gy / M, q the (smoothed) one-hot target; gy may be null (1), and
+# either output may be. The mean loss is summed in double in a fixed order: lane 0 of each
+# warp over its rows, then the block (a fixed tree), then, with several blocks, the last
+# block to finish over the blocks' partials (each thread a fixed set, then the tree).
+LOSSES = COMMON + CE_ROW + r"""
 template <typename T>
 __global__ void softmax_ce(int M, int C, const T* __restrict__ logits,
                            const long long* __restrict__ labels, const T* __restrict__ gy,
@@ -451,35 +492,12 @@ __global__ void softmax_ce(int M, int C, const T* __restrict__ logits,
   const int lane = threadIdx.x & 31;
   const int nw = (gridDim.x * blockDim.x) >> 5;
   const T scale = (gy != nullptr ? gy[0] : T(1)) / T(M);
-  const T q_off = T(eps / C), q_on = T(eps / C) + T(1.0 - eps);
   double acc = 0.0;
   for (int row = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < M; row += nw) {
-    const T* z = logits + (long long)row * C;
-    T mx = neg_inf<T>();
-    for (int c = lane; c < C; c += 32) mx = fmax(mx, z[c]);
-    mx = warp_max(mx);
-    T se = T(0);
-    for (int c = lane; c < C; c += 32) se += exp(z[c] - mx);
-    const T lse = log(warp_sum(se));
-    long long y = labels[row];
-    const bool bad = y < 0 || y >= C;  // never read outside the row: the loss turns NaN
-    if (bad) y = 0;
-    if (loss != nullptr) {
-      T slp = T(0);
-      if (eps != 0.0)
-        for (int c = lane; c < C; c += 32) slp += (z[c] - mx) - lse;
-      slp = warp_sum(slp);
-      const T lpy = bad ? neg_inf<T>() * T(0) : (z[y] - mx) - lse;
-      const T row_loss = -(T(eps / C) * slp + T(1.0 - eps) * lpy);
-      if (lane == 0) acc += (double)row_loss;
-    }
-    if (glogits != nullptr) {
-      T* g = glogits + (long long)row * C;
-      for (int c = lane; c < C; c += 32) {
-        const T p = exp((z[c] - mx) - lse);
-        g[c] = (p - (c == y && !bad ? q_on : q_off)) * scale;
-      }
-    }
+    const T row_loss = ce_row<T>(C, logits + (long long)row * C, labels[row], eps, scale,
+                                 loss != nullptr,
+                                 glogits != nullptr ? glogits + (long long)row * C : nullptr);
+    if (lane == 0) acc += (double)row_loss;
   }
   if (loss == nullptr) return;
   const double total = block_sum(acc);
@@ -891,6 +909,423 @@ sgd_step(long long n, T* __restrict__ theta, T* __restrict__ grad, T* __restrict
   } else {
     const double s[3] = {sg, st, sd};
     finish_sums<3>(s, 0, partials, counter, stats, loss, loss_double);
+  }
+}
+"""
+
+# The whole training step of an MLP chain (linear [+ act] ... linear, softmax cross-entropy,
+# backward) in one persistent launch: phases separated by a grid-wide barrier, each phase's
+# work items strided over the blocks. For small models a step is a few dozen latency-bound
+# launches; here it is one. Every gradient is overwritten (no memset); sums are taken in a
+# fixed order (split-K partials included), so results are deterministic.
+#
+# Two schedules. SCHED 0 (layers): one phase per layer forward, one for the loss, one per
+# layer backward (weight and data gradient together). SCHED 1 (rows): rows are independent
+# until the weight gradients, so each block runs the forward, the loss and every data
+# gradient of its 32-row tiles alone; after one barrier, all weight gradients at once. A
+# GEMM whose K is long is split over S blocks; the block that finishes a tile last (a
+# ticket) adds the S partial tiles in order and runs the epilogue.
+#
+# The grid must be co-resident (the host sizes it from the occupancy). Buffers written in
+# one phase are read only in later ones (or, within a block, after a __syncthreads), and
+# every buffer starts on a 256-byte boundary, so no cache line is read before its writes.
+#
+# `feed` holds the addresses of the batch (x, then int64 labels). meta, per layer (16
+# int64): in, out, weight and bias offsets (-1: no bias) in the flat parameter/gradient
+# buffers; offsets in `work` of the layer's output a (logits for the last), pre-activation
+# z (-1 unless the derivative needs it), and g (the loss gradient with respect to a);
+# splits of the forward, weight-gradient and data-gradient GEMMs; their partial-tile
+# offsets in `part` and ticket offsets in `tickets`.
+MLP_STEP = COMMON + CE_ROW + r"""
+#define T_BM 32
+#define T_BK 32
+#define T_PAD 36  // row stride of the operand tiles: float4-aligned, few bank conflicts
+#define T_NT 256
+#define T_PART (T_BM * T_BM + T_BM)  // a partial 32x32 tile and its partial bias sums
+#define MF 16
+#ifndef MLP_MIN_BLOCKS
+#define MLP_MIN_BLOCKS 2  // blocks per multiprocessor the registers must allow
+#endif
+
+// v = p[0..3]; p 16-byte aligned (one vector load for float)
+template <typename T>
+__device__ __forceinline__ void load4(const T* p, T (&v)[4]) {
+  v[0] = p[0]; v[1] = p[1]; v[2] = p[2]; v[3] = p[3];
+}
+template <>
+__device__ __forceinline__ void load4<float>(const float* p, float (&v)[4]) {
+  const float4 q = *reinterpret_cast<const float4*>(p);
+  v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
+}
+
+__device__ __forceinline__ int cdiv(int a, int b) { return (a + b - 1) / b; }
+
+template <typename T, int EPI, int ACT_OUT>
+__device__ __forceinline__ void epilogue(int i, int j, int M, int N, T v, T* C, long long ldc,
+                                         const T* bias, T* Z) {
+  if (i >= M || j >= N) return;
+  if (EPI == 1) {
+    if (bias != nullptr) v += bias[j];
+    if (Z != nullptr) Z[(long long)i * ldc + j] = v;
+    v = act_fwd<ACT_OUT, T>(v);
+  }
+  C[(long long)i * ldc + j] = v;
+}
+
+// Split ks of S of the 32 x (32*NJ) tile (bi, bj) of C = op(A) op(B), by 256 threads in
+// four groups of 64: group g computes 32x32 sub-tile g % NJ over a quarter (NJ 1) or half
+// (NJ 2) of each K chunk, a thread a 4x4 block; the groups of the first K share add the
+// others' sums. A(i, k) is A[i*lda + k] (A_KC) or A[k*lda + i]; B(k, j) is B[k*ldb + j]
+// (B_NC) or B[j*ldb + k]. ACT_A: A scaled by act'(H) on load. EPI 0: C = acc; EPI 1:
+// z = acc + bias, Z = z if given, C = act<ACT_OUT>(z); EPI 2: C = acc, and the tiles of
+// column 0 write dbias[i] = sum_k A(i, k). With S > 1, `part` holds this tile's S partials
+// and `ticket` counts the splits done.
+template <typename T, int NJ, bool A_KC, bool B_NC, int ACT_A, int EPI, int ACT_OUT>
+__device__ void tile32(T* smem, int bi, int bj, int M, int N, int K, int ks, int S,
+                       const T* A, long long lda, const T* H, const T* B, long long ldb,
+                       T* C, long long ldc, const T* bias, T* Z, T* dbias,
+                       T* part, unsigned int* ticket) {
+  constexpr int BN = T_BM * NJ, BPAD = BN + 4, G = 4 / NJ, KG = T_BK / G;
+  constexpr int PART = T_BM * BN + T_BM;  // one partial tile and its partial bias sums
+  T (*As)[T_PAD] = reinterpret_cast<T (*)[T_PAD]>(smem);
+  T (*Bs)[BPAD] = reinterpret_cast<T (*)[BPAD]>(smem + T_BK * T_PAD);
+  T (*red)[T_BM][T_BM + 1] =
+      reinterpret_cast<T (*)[T_BM][T_BM + 1]>(smem + T_BK * T_PAD + T_BK * BPAD);
+  __shared__ int last;
+  const int tid = threadIdx.x, grp = tid >> 6, lt = tid & 63;
+  const int nj = grp % NJ, kg = grp / NJ;
+  const int ti = (lt & 7) * 4, tj = (lt >> 3) * 4 + nj * T_BM;
+  const int i0 = bi * T_BM, j0 = bj * BN;
+  const bool do_bias = EPI == 2 && dbias != nullptr && bj == 0;
+  const int per = cdiv(cdiv(K, T_BK), S) * T_BK;
+  const int kb = ks * per, ke = min(K, kb + per);
+  T acc[4][4];
+  #pragma unroll
+  for (int r = 0; r < 4; ++r)
+    #pragma unroll
+    for (int c = 0; c < 4; ++c) acc[r][c] = T(0);
+  T rowsum = T(0);
+  T ra[4], rh[4], rb[4 * NJ];
+  auto fetch = [&](int k0) {
+    #pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int e = tid + r * T_NT;
+      const int i = A_KC ? e / T_BK : e % T_BM, k = A_KC ? e % T_BK : e / T_BM;
+      const int gi = i0 + i, gk = k0 + k;
+      ra[r] = T(0);
+      rh[r] = T(0);
+      if (gi < M && gk < ke) {
+        const long long off = A_KC ? (long long)gi * lda + gk : (long long)gk * lda + gi;
+        ra[r] = A[off];
+        if (ACT_A != 0) rh[r] = H[off];
+      }
+    }
+    #pragma unroll
+    for (int r = 0; r < 4 * NJ; ++r) {
+      const int e = tid + r * T_NT;
+      const int j = B_NC ? e % BN : e / T_BK, kq = B_NC ? e / BN : e % T_BK;
+      const int gj = j0 + j, gkq = k0 + kq;
+      rb[r] = T(0);
+      if (gj < N && gkq < ke)
+        rb[r] = B_NC ? B[(long long)gkq * ldb + gj] : B[(long long)gj * ldb + gkq];
+    }
+  };
+  auto stash = [&]() {
+    #pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int e = tid + r * T_NT;
+      const int i = A_KC ? e / T_BK : e % T_BM, k = A_KC ? e % T_BK : e / T_BM;
+      As[k][i] = ACT_A != 0 ? act_grad<ACT_A, T>(rh[r], ra[r]) : ra[r];
+    }
+    #pragma unroll
+    for (int r = 0; r < 4 * NJ; ++r) {
+      const int e = tid + r * T_NT;
+      const int j = B_NC ? e % BN : e / T_BK, kq = B_NC ? e / BN : e % T_BK;
+      Bs[kq][j] = rb[r];
+    }
+  };
+  if (kb < ke) fetch(kb);
+  for (int k0 = kb; k0 < ke; k0 += T_BK) {
+    stash();
+    __syncthreads();
+    if (k0 + T_BK < ke) fetch(k0 + T_BK);
+    if (do_bias && tid < T_BM) {
+      #pragma unroll 8
+      for (int k = 0; k < T_BK; ++k) rowsum += As[k][tid];
+    }
+    #pragma unroll
+    for (int kk = 0; kk < KG; ++kk) {
+      const int k = kg * KG + kk;
+      T a[4], b[4];
+      load4<T>(&As[k][ti], a);
+      load4<T>(&Bs[k][tj], b);
+      #pragma unroll
+      for (int r = 0; r < 4; ++r)
+        #pragma unroll
+        for (int c = 0; c < 4; ++c) acc[r][c] += a[r] * b[c];
+    }
+    __syncthreads();
+  }
+  const int tl = tj - nj * T_BM;  // column within the sub-tile
+  if (kg > 0) {
+    #pragma unroll
+    for (int r = 0; r < 4; ++r)
+      #pragma unroll
+      for (int c = 0; c < 4; ++c) red[(kg - 1) * NJ + nj][ti + r][tl + c] = acc[r][c];
+  }
+  __syncthreads();
+  T* mine = part + (long long)ks * PART;
+  if (kg == 0) {
+    #pragma unroll
+    for (int r = 0; r < 4; ++r)
+      #pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        T v = acc[r][c];
+        #pragma unroll
+        for (int q = 1; q < G; ++q) v += red[(q - 1) * NJ + nj][ti + r][tl + c];
+        if (S == 1)
+          epilogue<T, EPI, ACT_OUT>(i0 + ti + r, j0 + tj + c, M, N, v, C, ldc, bias, Z);
+        else
+          mine[(ti + r) * BN + tj + c] = v;
+      }
+  }
+  if (do_bias && tid < T_BM) {
+    if (S == 1) {
+      if (i0 + tid < M) dbias[i0 + tid] = rowsum;
+    } else {
+      mine[T_BM * BN + tid] = rowsum;
+    }
+  }
+  if (S > 1) {  // the last split to finish adds the partials, in split order
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) last = atomicAdd(ticket, 1u) == (unsigned int)(S - 1);
+    __syncthreads();
+    if (last) {
+      __threadfence();
+      #pragma unroll
+      for (int q = 0; q < 4 * NJ; ++q) {
+        const int o = tid + q * T_NT;
+        T v = T(0);
+        for (int s = 0; s < S; ++s) v += __ldcg(part + (long long)s * PART + o);
+        epilogue<T, EPI, ACT_OUT>(i0 + o / BN, j0 + o % BN, M, N, v, C, ldc, bias, Z);
+      }
+      if (do_bias && tid < T_BM) {
+        T v = T(0);
+        for (int s = 0; s < S; ++s) v += __ldcg(part + (long long)s * PART + T_BM * BN + tid);
+        if (i0 + tid < M) dbias[i0 + tid] = v;
+      }
+      if (tid == 0) *ticket = 0u;
+    }
+  }
+  __syncthreads();  // the operand tiles and `red` are reused by the next tile
+}
+
+// All blocks wait here until every block has arrived; bar[0] counts arrivals, bar[1] is
+// the generation (both self-resetting, so a replayed graph finds them ready).
+__device__ __forceinline__ void grid_barrier(unsigned int* bar) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    volatile unsigned int* gen = bar + 1;
+    const unsigned int g = *gen;
+    __threadfence();
+    if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+      atomicExch(bar, 0u);
+      __threadfence();
+      atomicAdd(bar + 1, 1u);
+    } else {
+      while (*gen == g) __nanosleep(20);
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+// The operands of layer l's three GEMMs, read from meta.
+template <typename T, bool H_IS_Z>
+struct Layer {
+  int in, out, sf, sw, sd;
+  const T *a_in, *w, *bias, *h;
+  T *a, *z, *g, *gw, *gb, *g_in, *pf, *pw, *pd;
+  unsigned int *tf, *tw, *td;
+  __device__ Layer(const long long* meta, int l, int L, const T* x, const T* P, T* G, T* work,
+                   T* part, unsigned int* tickets) {
+    const long long* m = meta + MF * l;
+    in = (int)m[0]; out = (int)m[1];
+    a_in = l == 0 ? x : work + meta[MF * (l - 1) + 4];
+    w = P + m[2];
+    bias = m[3] >= 0 ? P + m[3] : nullptr;
+    a = work + m[4];
+    z = m[5] >= 0 ? work + m[5] : nullptr;
+    g = work + m[6];
+    h = l < L - 1 ? work + (H_IS_Z ? m[5] : m[4]) : nullptr;
+    gw = G + m[2];
+    gb = m[3] >= 0 ? G + m[3] : nullptr;
+    g_in = l > 0 ? work + meta[MF * (l - 1) + 6] : nullptr;
+    sf = (int)m[7]; sw = (int)m[8]; sd = (int)m[9];
+    pf = part + m[10]; pw = part + m[11]; pd = part + m[12];
+    tf = tickets + m[13]; tw = tickets + m[14]; td = tickets + m[15];
+  }
+};
+
+template <typename T, int ACT, bool H_IS_Z, int NJ>
+__device__ void fwd_tile(T* smem, const Layer<T, H_IS_Z>& y, bool hidden, int M, int bi, int bj,
+                         int ks, int S) {
+  const int tn = cdiv(y.out, T_BM * NJ);
+  T* pf = y.pf + (long long)(bi * tn + bj) * S * T_PART;
+  unsigned int* tf = y.tf + bi * tn + bj;
+  if (hidden)
+    tile32<T, NJ, true, false, 0, 1, ACT>(smem, bi, bj, M, y.out, y.in, ks, S, y.a_in, y.in,
+                                          nullptr, y.w, y.in, y.a, y.out, y.bias, y.z, nullptr,
+                                          pf, tf);
+  else
+    tile32<T, NJ, true, false, 0, 1, 0>(smem, bi, bj, M, y.out, y.in, ks, S, y.a_in, y.in,
+                                        nullptr, y.w, y.in, y.a, y.out, y.bias, nullptr,
+                                        nullptr, pf, tf);
+}
+
+template <typename T, int ACT, bool H_IS_Z>
+__device__ void wgrad_tile(T* smem, const Layer<T, H_IS_Z>& y, bool hidden, int M, int t,
+                           int S) {
+  const int wn = cdiv(y.in, T_BM), tile = t / S, ks = t % S;
+  T* pw = y.pw + (long long)tile * S * T_PART;
+  if (hidden)
+    tile32<T, 1, false, true, ACT, 2, 0>(smem, tile / wn, tile % wn, y.out, y.in, M, ks, S, y.g,
+                                      y.out, y.h, y.a_in, y.in, y.gw, y.in, nullptr, nullptr,
+                                      y.gb, pw, y.tw + tile);
+  else
+    tile32<T, 1, false, true, 0, 2, 0>(smem, tile / wn, tile % wn, y.out, y.in, M, ks, S, y.g,
+                                    y.out, nullptr, y.a_in, y.in, y.gw, y.in, nullptr, nullptr,
+                                    y.gb, pw, y.tw + tile);
+}
+
+template <typename T, int ACT, bool H_IS_Z, int NJ>
+__device__ void dgrad_tile(T* smem, const Layer<T, H_IS_Z>& y, bool hidden, int M, int bi,
+                           int bj, int ks, int S) {
+  const int wn = cdiv(y.in, T_BM * NJ);
+  T* pd = y.pd + (long long)(bi * wn + bj) * S * T_PART;
+  unsigned int* td = y.td + bi * wn + bj;
+  if (hidden)
+    tile32<T, NJ, true, true, ACT, 0, 0>(smem, bi, bj, M, y.in, y.out, ks, S, y.g, y.out, y.h,
+                                         y.w, y.in, y.g_in, y.in, nullptr, nullptr, nullptr,
+                                         pd, td);
+  else
+    tile32<T, NJ, true, true, 0, 0, 0>(smem, bi, bj, M, y.in, y.out, ks, S, y.g, y.out,
+                                       nullptr, y.w, y.in, y.g_in, y.in, nullptr, nullptr,
+                                       nullptr, pd, td);
+}
+
+// The mean loss from the blocks' partial sums (one block, fixed order).
+template <typename T>
+__device__ void loss_total(const double* partials, int M, T* loss) {
+  double s = 0.0;
+  for (unsigned int b = threadIdx.x; b < gridDim.x; b += blockDim.x)
+    s += ((volatile const double*)partials)[b];
+  s = block_sum(s);
+  if (threadIdx.x == 0) loss[0] = (T)(s / M);
+}
+
+template <typename T, int ACT, bool H_IS_Z, int SCHED>
+__global__ void __launch_bounds__(T_NT, MLP_MIN_BLOCKS)
+mlp_step(int L, int M, const long long* __restrict__ meta, const long long* feed,
+         const T* P, T* G, T* work, double eps, T* loss, double* partials, unsigned int* bar,
+         T* part, unsigned int* tickets) {
+  __shared__ __align__(16) T smem[2 * T_BK * T_PAD + 3 * T_BM * (T_BM + 1)];
+  // the batch where the caller keeps it: its addresses arrive with the step's terms
+  const T* x = reinterpret_cast<const T*>(feed[0]);
+  const long long* labels = reinterpret_cast<const long long*>(feed[1]);
+  typedef Layer<T, H_IS_Z> Ly;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const Ly top(meta, L - 1, L, x, P, G, work, part, tickets);
+  const int C = top.out;
+  double acc = 0.0;
+  if (SCHED == 1) {
+    // each block alone: forward, loss and data gradients of its row tiles
+    for (int r = blockIdx.x; r < cdiv(M, T_BM); r += gridDim.x) {
+      for (int l = 0; l < L; ++l) {
+        const Ly y(meta, l, L, x, P, G, work, part, tickets);
+        for (int j = 0; j < cdiv(y.out, 2 * T_BM); ++j)
+          fwd_tile<T, ACT, H_IS_Z, 2>(smem, y, l < L - 1, M, r, j, 0, 1);
+      }
+      for (int q = warp; q < T_BM; q += T_NT / 32) {
+        const int row = r * T_BM + q;
+        if (row >= M) break;
+        const T rl = ce_row<T>(C, top.a + (long long)row * C, labels[row], eps, T(1) / T(M),
+                               true, top.g + (long long)row * C);
+        if (lane == 0) acc += (double)rl;
+      }
+      __syncthreads();
+      for (int l = L - 1; l > 0; --l) {
+        const Ly y(meta, l, L, x, P, G, work, part, tickets);
+        for (int j = 0; j < cdiv(y.in, 2 * T_BM); ++j)
+          dgrad_tile<T, ACT, H_IS_Z, 2>(smem, y, l < L - 1, M, r, j, 0, 1);
+      }
+    }
+    const double total = block_sum(acc);
+    if (threadIdx.x == 0) partials[blockIdx.x] = total;
+    grid_barrier(bar);
+    // every weight gradient at once, and the loss
+    int items = 1;
+    for (int l = 0; l < L; ++l) {
+      const long long* m = meta + MF * l;
+      items += cdiv((int)m[0], T_BM) * cdiv((int)m[1], T_BM) * (int)m[8];
+    }
+    for (int t = blockIdx.x; t < items; t += gridDim.x) {
+      int u = t, l = 0;
+      for (; l < L; ++l) {
+        const long long* m = meta + MF * l;
+        const int n = cdiv((int)m[0], T_BM) * cdiv((int)m[1], T_BM) * (int)m[8];
+        if (u < n) break;
+        u -= n;
+      }
+      if (l == L) {
+        loss_total<T>(partials, M, loss);
+      } else {
+        const Ly y(meta, l, L, x, P, G, work, part, tickets);
+        wgrad_tile<T, ACT, H_IS_Z>(smem, y, l < L - 1, M, u, y.sw);
+      }
+    }
+    return;
+  }
+  // SCHED 0: forward, one phase per layer
+  for (int l = 0; l < L; ++l) {
+    const Ly y(meta, l, L, x, P, G, work, part, tickets);
+    const int tn = cdiv(y.out, T_BM), items = cdiv(M, T_BM) * tn * y.sf;
+    for (int t = blockIdx.x; t < items; t += gridDim.x) {
+      const int tile = t / y.sf;
+      fwd_tile<T, ACT, H_IS_Z, 1>(smem, y, l < L - 1, M, tile / tn, tile % tn, t % y.sf, y.sf);
+    }
+    grid_barrier(bar);
+  }
+  // the loss: a warp per row
+  for (int row = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < M;
+       row += (gridDim.x * blockDim.x) >> 5) {
+    const T rl = ce_row<T>(C, top.a + (long long)row * C, labels[row], eps, T(1) / T(M), true,
+                           top.g + (long long)row * C);
+    if (lane == 0) acc += (double)rl;
+  }
+  const double total = block_sum(acc);
+  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+  grid_barrier(bar);
+  // backward, last layer first: weight and data gradients of a layer in one phase
+  for (int l = L - 1; l >= 0; --l) {
+    const Ly y(meta, l, L, x, P, G, work, part, tickets);
+    const int wn = cdiv(y.in, T_BM);
+    const int wi = cdiv(y.out, T_BM) * wn * y.sw;
+    const int di = l > 0 ? cdiv(M, T_BM) * wn * y.sd : 0;
+    const int items = wi + di + (l == L - 1 ? 1 : 0);
+    for (int t = blockIdx.x; t < items; t += gridDim.x) {
+      if (t < wi) {
+        wgrad_tile<T, ACT, H_IS_Z>(smem, y, l < L - 1, M, t, y.sw);
+      } else if (t < wi + di) {
+        const int u = t - wi, tile = u / y.sd;
+        dgrad_tile<T, ACT, H_IS_Z, 1>(smem, y, l < L - 1, M, tile / wn, tile % wn, u % y.sd,
+                                      y.sd);
+      } else {
+        loss_total<T>(partials, M, loss);
+      }
+    }
+    if (l > 0) grid_barrier(bar);
   }
 }
 """

@@ -1,0 +1,205 @@
+"""The whole training step of an MLP chain (forward, softmax cross-entropy, backward) in one
+persistent kernel launch (sources.MLP_STEP).
+
+A small model's step is a few dozen launches of a few microseconds each, every one bound
+by latency; one launch whose phases are separated by a grid-wide barrier removes all but
+one. It writes every gradient (no memset) and the loss; the optimizer kernel follows as
+usual. It computes in the parameters' dtype (fp32 or fp64) whatever the GEMM precision
+policy: at these sizes tensor cores do not pay.
+
+Two schedules (see sources.MLP_STEP): "layers", a phase per layer and direction, for
+batches wide enough to fill the device a layer at a time; "rows", where each block runs
+the forward and data gradients of its own rows with no barrier and one phase computes
+every weight gradient, for narrow models. `runtime.cuda_step` times both against the
+fused-kernel plan per batch shape and keeps the fastest (`Autotuner.pick`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from aicf_induct.compiler.chain import MlpChain
+from aicf_induct.kernels.cuda.compile import device, function
+from aicf_induct.kernels.cuda.launch import act_id, ctype, f64, i32
+from aicf_induct.kernels.fused import ACT_FROM_OUTPUT
+
+THREADS = 256
+TILE = 32  # output tile side and K chunk
+PART = TILE * TILE + TILE  # one partial tile and its partial bias sums (sources.MLP_STEP)
+ALIGN_BYTES = 256  # every work buffer starts on its own cache lines
+FIELDS = 16  # per layer, see sources.MLP_STEP
+MIN_CHUNKS = 2  # a K split covers at least this many chunks: a split costs one more round trip
+SCHEDULES = {"layers": 0, "rows": 1}
+MAX_FLOPS = 2e9  # per step: above this, cuBLAS's GEMMs win by far, so nothing is timed
+MAX_ROW_CHUNKS = 64  # "rows": most K chunks one block may run in a row
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def split_counts(gemms: list[tuple[int, int]], grid: int) -> list[int]:
+    """Splits S per GEMM (tiles, K chunks) running in one phase: the fewest chunks per split
+    (at least MIN_CHUNKS) for which all the phase's items fit in one wave of `grid`."""
+    longest = max(ch for _, ch in gemms)
+    for c in range(MIN_CHUNKS, longest + 1):
+        counts = [cdiv(ch, c) for _, ch in gemms]
+        if sum(t * s for (t, _), s in zip(gemms, counts, strict=True)) <= grid:
+            return counts
+    return [1] * len(gemms)
+
+
+def step_flops(chain: MlpChain) -> float:
+    return 6.0 * chain.batch * sum(ly.in_features * ly.out_features for ly in chain.layers)
+
+
+def row_chunks(chain: MlpChain) -> int:
+    """K chunks one block runs in a row under "rows": the forward and data gradients of its
+    rows, in tiles 2 * TILE wide."""
+    fwd = sum(cdiv(ly.out_features, 2 * TILE) * cdiv(ly.in_features, TILE)
+              for ly in chain.layers)
+    back = sum(cdiv(ly.in_features, 2 * TILE) * cdiv(ly.out_features, TILE)
+               for ly in chain.layers[1:])
+    return fwd + back
+
+
+def schedules_for(chain: MlpChain) -> list[str]:
+    """The schedules worth timing for this chain (none for large models)."""
+    if step_flops(chain) > MAX_FLOPS:
+        return []
+    return ["layers"] + (["rows"] if row_chunks(chain) <= MAX_ROW_CHUNKS else [])
+
+
+class MlpStepKernel:
+    """The step of `chain` over the flat `params` / `grads` buffers (`offsets`: each
+    parameter's first element), writing the mean loss into `loss`. The batch is read from
+    the addresses in `feed` (a device int64 pair: x, labels), which the caller writes before
+    each launch (`set_inputs`, or with its own per-step copy). Buffers are bound once; a
+    CUDA graph may capture `launch`."""
+
+    def __init__(self, chain: MlpChain, feed: Any, params: Any, grads: Any,
+                 offsets: dict[str, int], loss: Any, schedule: str = "layers",
+                 grid: int | None = None) -> None:
+        import cupy
+
+        if schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
+        dt = np.dtype(params.dtype)
+        if grads.dtype != dt or loss.dtype != dt:
+            raise TypeError(f"mixed dtypes: params {dt}, grads {grads.dtype}, loss {loss.dtype}")
+        self.dtype = dt
+        self.chain, self.schedule = chain, schedule
+        keep_z = chain.act is not None and chain.act not in ACT_FROM_OUTPUT
+        name = (f"mlp_step<{ctype(dt)},{act_id(chain.act, chain.act_attrs)},"
+                f"{str(keep_z).lower()},{SCHEDULES[schedule]}>")
+        self.fn = function("mlp_step", name)
+        self.grid = grid or self._grid()
+        meta, work, part, tickets = self._layout(offsets, keep_z, ALIGN_BYTES // dt.itemsize)
+        self.meta = cupy.asarray(meta)
+        self.work = cupy.empty(max(work, 1), dtype=dt)
+        self.part = cupy.empty(max(part, 1), dtype=dt)
+        self.tickets = cupy.zeros(max(tickets, 1), dtype=np.uint32)
+        self.partials = cupy.zeros(self.grid, dtype=np.float64)
+        self.barrier = cupy.zeros(2, dtype=np.uint32)
+        self.feed, self.params, self.grads, self.loss = feed, params, grads, loss
+
+    # -- sizing ------------------------------------------------------------------------------
+    def _phases(self, grid: int) -> list[list[tuple[int, str, int, int]]]:
+        """Per phase, its GEMMs as (layer, kind, tiles, splits); kind: f, w or d (r: the
+        "rows" schedule's first phase, a row tile per item)."""
+        m, layers = self.chain.batch, self.chain.layers
+        rows = cdiv(m, TILE)
+
+        def gemms(spec: list[tuple[int, str, int, int]]) -> list[tuple[int, str, int, int]]:
+            counts = split_counts([(t, ch) for _, _, t, ch in spec], grid)
+            return [(k, kind, t, s) for (k, kind, t, _), s in zip(spec, counts, strict=True)]
+
+        def wgrad(k: int) -> tuple[int, str, int, int]:
+            ly = layers[k]
+            return (k, "w", cdiv(ly.out_features, TILE) * cdiv(ly.in_features, TILE),
+                    cdiv(m, TILE))
+
+        if self.schedule == "rows":  # a block per row tile, then every weight gradient
+            return [[(-1, "r", rows, 1)], gemms([wgrad(k) for k in range(len(layers))])]
+        phases = [gemms([(k, "f", rows * cdiv(ly.out_features, TILE),
+                          cdiv(ly.in_features, TILE))]) for k, ly in enumerate(layers)]
+        for k in reversed(range(len(layers))):
+            spec = [wgrad(k)]
+            if k > 0:
+                ly = layers[k]
+                spec.append((k, "d", rows * cdiv(ly.in_features, TILE),
+                             cdiv(ly.out_features, TILE)))
+            phases.append(gemms(spec))
+        return phases
+
+    def _grid(self) -> int:
+        """Blocks: as many as the largest phase has items, at most what the device keeps
+        resident at once (the barrier needs every block running)."""
+        most = device().sms * self.resident()
+        need = max(sum(t * s for _, _, t, s in ph) for ph in self._phases(most))
+        return max(1, min(most, need))
+
+    def resident(self) -> int:
+        """Blocks of this kernel one multiprocessor holds at once (its registers, shared
+        memory and threads against the device's)."""
+        import cupy
+
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
+        regs = cdiv(max(int(self.fn.num_regs), 1), 8) * 8 * THREADS
+        smem = int(self.fn.shared_size_bytes) + 1024  # the runtime reserves 1 KB a block
+        return max(1, min(int(props["regsPerMultiprocessor"]) // regs,
+                          int(props["sharedMemPerMultiprocessor"]) // smem,
+                          int(props["maxThreadsPerMultiProcessor"]) // THREADS))
+
+    def _layout(self, offsets: dict[str, int], keep_z: bool, align: int
+                ) -> tuple[np.ndarray, int, int, int]:
+        """meta (layers, FIELDS) and the sizes of the work, partial-tile and ticket buffers."""
+        layers, m = self.chain.layers, self.chain.batch
+        meta = np.full((len(layers), FIELDS), -1, dtype=np.int64)
+        top = {"work": 0, "part": 0, "tickets": 0}
+
+        def alloc(buf: str, n: int) -> int:
+            at = top[buf]
+            top[buf] += cdiv(n, align) * align if buf != "tickets" else n
+            return at
+
+        for k, ly in enumerate(layers):
+            meta[k, :4] = (ly.in_features, ly.out_features, offsets[ly.weight],
+                           offsets[ly.bias] if ly.bias is not None else -1)
+            meta[k, 4] = alloc("work", m * ly.out_features)
+            if k < len(layers) - 1 and keep_z:
+                meta[k, 5] = alloc("work", m * ly.out_features)
+            meta[k, 6] = alloc("work", m * ly.out_features)
+            meta[k, 7:] = (1, 1, 1, 0, 0, 0, 0, 0, 0)
+        column = {"f": 0, "w": 1, "d": 2}
+        for phase in self._phases(self.grid):
+            for k, kind, tiles, s in phase:
+                if kind not in column:
+                    continue
+                c = column[kind]
+                meta[k, 7 + c] = s
+                if s > 1:
+                    meta[k, 10 + c] = alloc("part", tiles * s * PART)
+                    meta[k, 13 + c] = alloc("tickets", tiles)
+        return meta, top["work"], top["part"], top["tickets"]
+
+    def set_inputs(self, x: Any, labels: Any) -> None:
+        """Point the kernel at a batch: x (batch, in) of the parameters' dtype, int64 labels
+        (batch,), both contiguous device arrays that stay alive while it runs."""
+        m, n_in = self.chain.batch, self.chain.layers[0].in_features
+        if x.dtype != self.dtype or tuple(x.shape) != (m, n_in) or not x.flags.c_contiguous:
+            raise ValueError(f"x must be a contiguous ({m}, {n_in}) {self.dtype} array, "
+                             f"got {tuple(x.shape)} {x.dtype}")
+        if labels.dtype != np.int64 or tuple(labels.shape) != (m,):
+            raise ValueError(f"labels must be ({m},) int64, got {tuple(labels.shape)} "
+                             f"{labels.dtype}")
+        self.feed.set(np.array([x.data.ptr, labels.data.ptr], dtype=np.int64))
+
+    def launch(self) -> None:
+        c = self.chain
+        self.fn((self.grid,), (THREADS,),
+                (i32(len(c.layers)), i32(c.batch), self.meta, self.feed, self.params,
+                 self.grads, self.work, f64(c.label_smoothing), self.loss, self.partials,
+                 self.barrier, self.part, self.tickets))

@@ -1,0 +1,166 @@
+"""cuda tier: the one-kernel MLP step (kernels/cuda/mlp_step.py) against the NumPy plan, on
+fresh random inputs: loss and every gradient, all activations, ragged widths and batches,
+label smoothing, no-bias layers; every gradient written; replays deterministic; and the
+captured whole step (with the optimizer) against NumPy steps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aicf_induct.ir import GraphBuilder
+from aicf_induct.runtime.executor import Executor, store_for
+from aicf_induct.runtime.optimizers import make_optimizer
+from tests.graphs import mlp
+from tests.kernels.cuda_helpers import assert_close, host
+
+pytestmark = pytest.mark.cuda
+cp = pytest.importorskip("cupy")
+
+
+def chain(n_in: int, widths: list[int], n_out: int, act: str = "relu", bias: bool = True,
+          dtype: str = "float64", act_attrs: dict | None = None):
+    b = GraphBuilder("chain")
+    h = b.input([None, n_in], dtype=dtype)
+    for w in widths:
+        h = b.add(act, [b.add("linear", [h], {"out_features": w, "bias": bias})], act_attrs)
+    return b.output(b.add("linear", [h], {"out_features": n_out, "bias": bias}, id="head"))
+
+
+CASES = {  # name: (n_in, widths, n_out, act, bias, act attrs, batch, label smoothing)
+    "relu_small": (16, [64, 64], 2, "relu", True, None, 256, 0.0),
+    "relu_ragged": (13, [50, 50, 50], 10, "relu", True, None, 77, 0.0),
+    "gelu": (7, [40, 24], 5, "gelu", True, None, 33, 0.1),
+    "gelu_tanh": (7, [40], 5, "gelu", True, {"approximate": "tanh"}, 70, 0.0),
+    "silu": (7, [65], 3, "silu", True, None, 1, 0.0),
+    "sigmoid": (64, [96, 96], 40, "sigmoid", True, None, 130, 0.2),
+    "tanh_nobias": (9, [33, 31], 4, "tanh", False, None, 45, 0.0),
+    "head_only": (12, [], 6, "relu", True, None, 64, 0.0),
+    "wide_batch": (64, [256] * 4, 10, "relu", True, None, 512, 0.0),
+}
+
+
+def _gpu_pair(name: str, dtype: str, seed: int):
+    from aicf_induct.kernels import REGISTRY
+
+    n_in, widths, n_out, act, bias, attrs, batch, eps = CASES[name]
+    graph = chain(n_in, widths, n_out, act, bias, dtype, attrs)
+    ref = Executor(graph, store_for(graph, seed=seed, dtype=dtype), label_smoothing=eps)
+    gpu = Executor(graph, store_for(graph, seed=seed, xp=cp, dtype=dtype), label_smoothing=eps,
+                   device="cuda", xp=cp, fuse=True, registry=REGISTRY)
+    return graph, batch, ref, gpu
+
+
+def _batch(rng, graph, n, dtype):
+    n_in = graph.nodes[0].attrs["shape"][1]
+    n_out = next(nd for nd in graph.nodes if nd.id == "head").attrs["out_features"]
+    return (rng.normal(size=(n, n_in)).astype(dtype), rng.integers(0, n_out, size=n))
+
+
+def _kernel(gpu, batch, x, y, schedule="layers"):
+    from aicf_induct.compiler.chain import MlpChain, match_mlp_chain
+    from aicf_induct.kernels.cuda.mlp_step import MlpStepKernel
+
+    plan = gpu.plan("train", batch)
+    plan.feed({gpu.input_id: x, gpu.training_graph.labels: y})
+    chain = match_mlp_chain(plan.program, plan.inputs)
+    assert isinstance(chain, MlpChain), chain
+    store = gpu.store
+    offsets = {n: store.slices[n].start for n in store.names}
+    loss = plan.value(gpu.training_graph.loss)
+    kernel = MlpStepKernel(chain, cp.zeros(2, dtype=np.int64), store.data, store.grad,
+                           offsets, loss, schedule)
+    kernel.set_inputs(plan.inputs[chain.input_id], plan.inputs[chain.labels_id])
+    return kernel, loss
+
+
+@pytest.mark.parametrize("schedule", ["layers", "rows"])
+@pytest.mark.parametrize("dtype,rtol", [("float64", 1e-12), ("float32", 1e-5)])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_one_kernel_step_matches_the_numpy_plan(name: str, dtype: str, rtol: float,
+                                                schedule: str) -> None:
+    graph, batch, ref, gpu = _gpu_pair(name, dtype, seed=3)
+    rng = np.random.default_rng()  # fresh inputs every run
+    x, y = _batch(rng, graph, batch, dtype)
+    kernel, loss = _kernel(gpu, batch, x, y, schedule)
+    gpu.store.grad[...] = cp.nan  # a gradient the kernel fails to write shows up
+    kernel.launch()
+    loss_ref = ref.train_step(x, y, 0)
+    np.testing.assert_allclose(float(loss), loss_ref, rtol=rtol)
+    for n in ref.store.names:
+        assert_close(gpu.store.grads[n], ref.store.grads[n], rtol, f"{name} d{n}")
+
+
+@pytest.mark.parametrize("schedule,barriers", [("layers", 2 * 5), ("rows", 1)])
+def test_replays_are_deterministic_and_the_counters_reset(schedule: str, barriers: int) -> None:
+    """The barrier's and the split tickets' counters reset themselves: 300 launches, each
+    bit-identical (split-K partials are added in a fixed order)."""
+    graph, batch, _, gpu = _gpu_pair("wide_batch", "float32", seed=0)
+    x, y = _batch(np.random.default_rng(), graph, batch, np.float32)
+    kernel, loss = _kernel(gpu, batch, x, y, schedule)
+    if schedule == "layers":
+        assert int(kernel.meta[:, 7:10].max()) > 1  # some GEMM is split
+    kernel.launch()
+    first, first_loss = host(gpu.store.grad).copy(), float(loss)
+    for _ in range(300):
+        kernel.launch()
+    cp.cuda.Device().synchronize()
+    np.testing.assert_array_equal(host(gpu.store.grad), first)
+    assert float(loss) == first_loss
+    np.testing.assert_array_equal(host(kernel.barrier), [0, 301 * barriers])
+    assert not host(kernel.tickets).any()
+
+
+@pytest.mark.parametrize("body", ["mlp_layers", "mlp_rows"])
+@pytest.mark.parametrize("opt,kw", [("adam", {}), ("sgd", {"momentum": 0.9})])
+def test_captured_one_kernel_step_matches_numpy_steps(opt: str, kw: dict, body: str) -> None:
+    from aicf_induct.runtime.cuda_step import CudaStep
+
+    graph, _, ref, gpu = _gpu_pair("relu_ragged", "float64", seed=1)
+    o_ref, o_gpu = make_optimizer(opt, lr=0.01, **kw), make_optimizer(opt, lr=0.01, **kw)
+    step = CudaStep(gpu, o_gpu, whole_step=body)
+    rng = np.random.default_rng()
+    for k in range(6):
+        x, y = _batch(rng, graph, 40 if k < 4 else 17, np.float64)  # two batch shapes
+        loss_ref = ref.train_step(x, y, k)
+        o_ref.step(ref.store, 0.01)
+        # host arrays go through the static buffers, device arrays are read in place
+        s = step.run(x, y, k, 0.01) if k % 2 else step.run(cp.asarray(x), cp.asarray(y), k,
+                                                            0.01)
+        assert s is not None and step.step_body(len(x)) == body
+        np.testing.assert_allclose(s.loss, loss_ref, rtol=1e-10)
+        assert_close(gpu.store.data, ref.store.data, 1e-10, f"theta after step {k}")
+    assert step.captured, step.graph_error
+
+
+def test_auto_choice_runs_and_is_kept_by_the_tuner() -> None:
+    from aicf_induct.kernels.autotune import Autotuner, TunedRegistry
+    from aicf_induct.kernels.cuda.compile import device
+    from aicf_induct.kernels.cuda.timer import cuda_timer
+    from aicf_induct.runtime.cuda_step import CudaStep
+
+    graph = chain(16, [64, 64], 2, dtype="float32")
+    tuner = Autotuner(cuda_timer, device().name)
+    gpu = Executor(graph, store_for(graph, seed=0, xp=cp, dtype="float32"), device="cuda",
+                   xp=cp, fuse=True, registry=TunedRegistry(tuner))
+    step = CudaStep(gpu, make_optimizer("adam", lr=1e-3))
+    x, y = _batch(np.random.default_rng(), graph, 256, np.float32)
+    assert step.run(x, y, 0, 1e-3) is not None
+    keys = [k for k in tuner.choices if k[0] == "train_step"]
+    assert len(keys) == 1 and tuner.choices[keys[0]].endswith(step.step_body(256))
+    timed = tuner.timed
+    again = CudaStep(gpu, make_optimizer("adam", lr=1e-3))
+    again.run(x, y, 0, 1e-3)
+    assert tuner.timed == timed  # the kept choice, nothing timed
+
+
+def test_forcing_the_kernel_on_another_model_says_why_not() -> None:
+    from aicf_induct.kernels import REGISTRY
+    from aicf_induct.runtime.cuda_step import CudaStep
+
+    graph = mlp(4, 2, norm="layernorm")
+    gpu = Executor(graph, store_for(graph, seed=0, xp=cp), device="cuda", xp=cp, fuse=True,
+                   registry=REGISTRY)
+    step = CudaStep(gpu, make_optimizer("adam", lr=1e-3), whole_step="mlp_rows")
+    with pytest.raises(ValueError, match="layernorm"):
+        step.run(np.zeros((8, 4)), np.zeros(8, dtype=np.int64), 0, 1e-3)

@@ -1,0 +1,48 @@
+"""How the one-kernel MLP step splits its GEMMs and which schedules it offers (CPU: pure
+sizing arithmetic; the kernel itself is tested in the cuda tier)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from aicf_induct.compiler.chain import ChainLayer, MlpChain
+from aicf_induct.kernels.cuda.mlp_step import (
+    MIN_CHUNKS,
+    cdiv,
+    schedules_for,
+    split_counts,
+)
+
+
+@pytest.mark.parametrize("gemms,grid", [
+    ([(4, 8)], 32), ([(64, 16), (128, 8)], 264), ([(128, 8)], 132), ([(1, 1)], 8),
+    ([(16, 2), (16, 2), (2, 8)], 32), ([(500, 40)], 100),
+])
+def test_splits_fill_one_wave_with_few_chunks_each(gemms, grid) -> None:
+    counts = split_counts(gemms, grid)
+    items = sum(t * s for (t, _), s in zip(gemms, counts, strict=True))
+    for (_, chunks), s in zip(gemms, counts, strict=True):
+        assert 1 <= s <= chunks
+        if s > 1:  # a split runs at least MIN_CHUNKS chunks (the last may run fewer)
+            assert cdiv(chunks, s) >= MIN_CHUNKS
+    if items > grid:  # only when even unsplit GEMMs overflow the wave
+        assert counts == [1] * len(gemms) and sum(t for t, _ in gemms) > grid
+    # no fewer chunks per split would still fit
+    per = max(cdiv(ch, s) for (_, ch), s in zip(gemms, counts, strict=True))
+    if per > MIN_CHUNKS and items <= grid:
+        tighter = [cdiv(ch, per - 1) for _, ch in gemms]
+        assert sum(t * s for (t, _), s in zip(gemms, tighter, strict=True)) > grid
+
+
+def _chain(batch: int, widths: list[int]) -> MlpChain:
+    layers = tuple(ChainLayer(a, b, f"w{k}", f"b{k}")
+                   for k, (a, b) in enumerate(itertools.pairwise(widths)))
+    return MlpChain(layers, "relu", {}, 0.0, "x", "labels", batch)
+
+
+def test_schedules_offered_by_size() -> None:
+    assert schedules_for(_chain(256, [16, 64, 64, 2])) == ["layers", "rows"]
+    assert schedules_for(_chain(512, [64, 256, 256, 256, 256, 10])) == ["layers"]
+    assert schedules_for(_chain(4096, [256, 1024, 1024, 1024, 1024, 10])) == []
