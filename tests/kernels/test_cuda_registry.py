@@ -69,6 +69,7 @@ def test_every_kernel_the_launchers_name_is_in_its_source() -> None:
         "layernorm": {"layernorm_fwd", "layernorm_bwd", "ln_bwd_params"},
         "dropout": {"dropout_apply"},
         "optim": {"grad_sumsq", "adam_step", "sgd_step"},
+        "mlp_step": {"mlp_step"},
     }
     assert set(launchers) == set(cc.FAMILIES)
     for family, names in launchers.items():

@@ -943,9 +943,6 @@ MLP_STEP = COMMON + CE_ROW + r"""
 #define T_NT 256
 #define T_PART (T_BM * T_BM + T_BM)  // a partial 32x32 tile and its partial bias sums
 #define MF 16
-#ifndef MLP_MIN_BLOCKS
-#define MLP_MIN_BLOCKS 2  // blocks per multiprocessor the registers must allow
-#endif
 
 // v = p[0..3]; p 16-byte aligned (one vector load for float)
 template <typename T>
@@ -979,9 +976,9 @@ __device__ __forceinline__ void epilogue(int i, int j, int M, int N, T v, T* C, 
 // (B_NC) or B[j*ldb + k]. ACT_A: A scaled by act'(H) on load. EPI 0: C = acc; EPI 1:
 // z = acc + bias, Z = z if given, C = act<ACT_OUT>(z); EPI 2: C = acc, and the tiles of
 // column 0 write dbias[i] = sum_k A(i, k). With S > 1, `part` holds this tile's S partials
-// and `ticket` counts the splits done.
+// and `ticket` counts the splits done. Returns whether this block wrote the final values.
 template <typename T, int NJ, bool A_KC, bool B_NC, int ACT_A, int EPI, int ACT_OUT>
-__device__ void tile32(T* smem, int bi, int bj, int M, int N, int K, int ks, int S,
+__device__ bool tile32(T* smem, int bi, int bj, int M, int N, int K, int ks, int S,
                        const T* A, long long lda, const T* H, const T* B, long long ldb,
                        T* C, long long ldc, const T* bias, T* Z, T* dbias,
                        T* part, unsigned int* ticket) {
@@ -1118,7 +1115,9 @@ __device__ void tile32(T* smem, int bi, int bj, int M, int N, int K, int ks, int
       if (tid == 0) *ticket = 0u;
     }
   }
+  const bool wrote = S == 1 || last;
   __syncthreads();  // the operand tiles and `red` are reused by the next tile
+  return wrote;
 }
 
 // All blocks wait here until every block has arrived; bar[0] counts arrivals, bar[1] is
@@ -1169,19 +1168,18 @@ struct Layer {
 };
 
 template <typename T, int ACT, bool H_IS_Z, int NJ>
-__device__ void fwd_tile(T* smem, const Layer<T, H_IS_Z>& y, bool hidden, int M, int bi, int bj,
+__device__ bool fwd_tile(T* smem, const Layer<T, H_IS_Z>& y, bool hidden, int M, int bi, int bj,
                          int ks, int S) {
   const int tn = cdiv(y.out, T_BM * NJ);
   T* pf = y.pf + (long long)(bi * tn + bj) * S * T_PART;
   unsigned int* tf = y.tf + bi * tn + bj;
   if (hidden)
-    tile32<T, NJ, true, false, 0, 1, ACT>(smem, bi, bj, M, y.out, y.in, ks, S, y.a_in, y.in,
-                                          nullptr, y.w, y.in, y.a, y.out, y.bias, y.z, nullptr,
-                                          pf, tf);
-  else
-    tile32<T, NJ, true, false, 0, 1, 0>(smem, bi, bj, M, y.out, y.in, ks, S, y.a_in, y.in,
-                                        nullptr, y.w, y.in, y.a, y.out, y.bias, nullptr,
-                                        nullptr, pf, tf);
+    return tile32<T, NJ, true, false, 0, 1, ACT>(smem, bi, bj, M, y.out, y.in, ks, S, y.a_in,
+                                                 y.in, nullptr, y.w, y.in, y.a, y.out, y.bias,
+                                                 y.z, nullptr, pf, tf);
+  return tile32<T, NJ, true, false, 0, 1, 0>(smem, bi, bj, M, y.out, y.in, ks, S, y.a_in, y.in,
+                                             nullptr, y.w, y.in, y.a, y.out, y.bias, nullptr,
+                                             nullptr, pf, tf);
 }
 
 template <typename T, int ACT, bool H_IS_Z>
@@ -1215,6 +1213,22 @@ __device__ void dgrad_tile(T* smem, const Layer<T, H_IS_Z>& y, bool hidden, int 
                                        nullptr, pd, td);
 }
 
+// Softmax cross-entropy of the 32 rows from r0 by this block's warps: their gradients into
+// top.g; returns this thread's share of the loss sum (lane 0 of each warp).
+template <typename T, bool H_IS_Z>
+__device__ double ce_rows(const Layer<T, H_IS_Z>& top, int r0, int M, const long long* labels,
+                          double eps) {
+  double acc = 0.0;
+  const int C = top.out;
+  for (int q = threadIdx.x >> 5; q < T_BM && r0 + q < M; q += T_NT / 32) {
+    const int row = r0 + q;
+    const T rl = ce_row<T>(C, top.a + (long long)row * C, labels[row], eps, T(1) / T(M), true,
+                           top.g + (long long)row * C);
+    if ((threadIdx.x & 31) == 0) acc += (double)rl;
+  }
+  return acc;
+}
+
 // The mean loss from the blocks' partial sums (one block, fixed order).
 template <typename T>
 __device__ void loss_total(const double* partials, int M, T* loss) {
@@ -1226,7 +1240,9 @@ __device__ void loss_total(const double* partials, int M, T* loss) {
 }
 
 template <typename T, int ACT, bool H_IS_Z, int SCHED>
-__global__ void __launch_bounds__(T_NT, MLP_MIN_BLOCKS)
+// "layers" fills the device with more, smaller items: two blocks a multiprocessor pay
+// (fewer registers); "rows" runs long chains in few blocks: registers pay.
+__global__ void __launch_bounds__(T_NT, SCHED == 0 ? 2 : 1)
 mlp_step(int L, int M, const long long* __restrict__ meta, const long long* feed,
          const T* P, T* G, T* work, double eps, T* loss, double* partials, unsigned int* bar,
          T* part, unsigned int* tickets) {
@@ -1235,7 +1251,7 @@ mlp_step(int L, int M, const long long* __restrict__ meta, const long long* feed
   const T* x = reinterpret_cast<const T*>(feed[0]);
   const long long* labels = reinterpret_cast<const long long*>(feed[1]);
   typedef Layer<T, H_IS_Z> Ly;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int lane = threadIdx.x & 31;
   const Ly top(meta, L - 1, L, x, P, G, work, part, tickets);
   const int C = top.out;
   double acc = 0.0;
@@ -1245,15 +1261,9 @@ mlp_step(int L, int M, const long long* __restrict__ meta, const long long* feed
       for (int l = 0; l < L; ++l) {
         const Ly y(meta, l, L, x, P, G, work, part, tickets);
         for (int j = 0; j < cdiv(y.out, 2 * T_BM); ++j)
-          fwd_tile<T, ACT, H_IS_Z, 2>(smem, y, l < L - 1, M, r, j, 0, 1);
+          (void)fwd_tile<T, ACT, H_IS_Z, 2>(smem, y, l < L - 1, M, r, j, 0, 1);
       }
-      for (int q = warp; q < T_BM; q += T_NT / 32) {
-        const int row = r * T_BM + q;
-        if (row >= M) break;
-        const T rl = ce_row<T>(C, top.a + (long long)row * C, labels[row], eps, T(1) / T(M),
-                               true, top.g + (long long)row * C);
-        if (lane == 0) acc += (double)rl;
-      }
+      acc += ce_rows<T, H_IS_Z>(top, r * T_BM, M, labels, eps);
       __syncthreads();
       for (int l = L - 1; l > 0; --l) {
         const Ly y(meta, l, L, x, P, G, work, part, tickets);
@@ -1287,26 +1297,36 @@ mlp_step(int L, int M, const long long* __restrict__ meta, const long long* feed
     }
     return;
   }
-  // SCHED 0: forward, one phase per layer
+  // SCHED 0: forward, one phase per layer. When one tile spans the logits' columns, the
+  // block that writes a tile of logits runs the loss of its rows at once (no loss phase).
+  const bool loss_in_fwd = C <= T_BM;
   for (int l = 0; l < L; ++l) {
     const Ly y(meta, l, L, x, P, G, work, part, tickets);
     const int tn = cdiv(y.out, T_BM), items = cdiv(M, T_BM) * tn * y.sf;
     for (int t = blockIdx.x; t < items; t += gridDim.x) {
       const int tile = t / y.sf;
-      fwd_tile<T, ACT, H_IS_Z, 1>(smem, y, l < L - 1, M, tile / tn, tile % tn, t % y.sf, y.sf);
+      const bool wrote = fwd_tile<T, ACT, H_IS_Z, 1>(smem, y, l < L - 1, M, tile / tn,
+                                                     tile % tn, t % y.sf, y.sf);
+      if (l == L - 1 && loss_in_fwd && wrote)
+        acc += ce_rows<T, H_IS_Z>(top, (tile / tn) * T_BM, M, labels, eps);
+    }
+    if (l == L - 1 && loss_in_fwd) {
+      const double total = block_sum(acc);
+      if (threadIdx.x == 0) partials[blockIdx.x] = total;
     }
     grid_barrier(bar);
   }
-  // the loss: a warp per row
-  for (int row = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < M;
-       row += (gridDim.x * blockDim.x) >> 5) {
-    const T rl = ce_row<T>(C, top.a + (long long)row * C, labels[row], eps, T(1) / T(M), true,
-                           top.g + (long long)row * C);
-    if (lane == 0) acc += (double)rl;
+  if (!loss_in_fwd) {  // the loss: a warp per row
+    for (int row = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < M;
+         row += (gridDim.x * blockDim.x) >> 5) {
+      const T rl = ce_row<T>(C, top.a + (long long)row * C, labels[row], eps, T(1) / T(M),
+                             true, top.g + (long long)row * C);
+      if (lane == 0) acc += (double)rl;
+    }
+    const double total = block_sum(acc);
+    if (threadIdx.x == 0) partials[blockIdx.x] = total;
+    grid_barrier(bar);
   }
-  const double total = block_sum(acc);
-  if (threadIdx.x == 0) partials[blockIdx.x] = total;
-  grid_barrier(bar);
   // backward, last layer first: weight and data gradients of a layer in one phase
   for (int l = L - 1; l >= 0; --l) {
     const Ly y(meta, l, L, x, P, G, work, part, tickets);
