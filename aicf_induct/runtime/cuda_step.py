@@ -113,8 +113,8 @@ class CudaStep:
         e = self._entries.get(int(x.shape[0]))
         # Fast path, the common case: nothing rebound since this shape's entry was built
         # (bind and load_state_dict replace opt._flat; a new plan means a new executor).
-        if e is None or e.flat is not opt._flat or e.plan is not self.executor._plans.get(
-                ("train", int(x.shape[0]))):
+        if e is None or e.flat is not opt._flat or e.plan is not self.executor.cached_plan(
+                "train", int(x.shape[0])):
             e = self._prepare(x, y, step)
         else:
             self._feed(e, x, y, step)

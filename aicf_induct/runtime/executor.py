@@ -78,6 +78,10 @@ class Executor:
                                             precision=self.precision)
         return self._plans[key]
 
+    def cached_plan(self, mode: str, batch: int) -> Plan | None:
+        """The plan for (mode, batch) if compiled already, else None (compiles nothing)."""
+        return self._plans.get((mode, batch))
+
     def _feeds(self, x: Any, y: Any | None) -> dict[str, Any]:
         feeds = {self.input_id: x}
         if y is not None:

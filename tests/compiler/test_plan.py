@@ -86,6 +86,8 @@ def test_plans_are_cached_per_batch_size_and_a_short_batch_works() -> None:
         ex.train_step(x, y, 0)
     assert sorted(k for k in ex._plans) == [("train", 3), ("train", 8)]
     assert ex.plan("train", 8) is ex.plan("train", 8)
+    assert ex.cached_plan("train", 8) is ex.plan("train", 8)
+    assert ex.cached_plan("train", 5) is None and ("train", 5) not in ex._plans  # no compile
 
 
 def test_memory_plan_reuses_buffers_and_never_overlaps_live_values() -> None:
