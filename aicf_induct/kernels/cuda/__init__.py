@@ -16,7 +16,9 @@ imports nothing from CuPy: sources compile on first use (compile.py), per device
 | relu, gelu, tanh, sigmoid, silu, add, linear, cross_entropy, mse, layernorm,    |
 | dropout        | .fwd.cuda, .vjp.cuda                                           |
 
-The optimizer kernel (optim.py) is launched by runtime.cuda_step, not through the registry.
+The optimizer kernel (optim.py) and the one-kernel MLP step (mlp_step.py: a whole forward,
+loss and backward of an MLP chain in one persistent launch) are launched by
+runtime.cuda_step, not through the registry; it times the latter against the plan per shape.
 Without a GPU, `available()` is False and nothing here is ever called.
 """
 
