@@ -75,16 +75,15 @@ class _Entry:
     inputs: tuple[Any, Any] = (None, None)  # the plan's static x and label buffers
     static_feed: tuple[int, int] = (0, 0)  # their addresses
 
-    def stream_of(self) -> Any:
-        import cupy
-
-        return cupy.cuda.get_current_stream()
-
-    def body(self) -> None:
+    def gradients(self) -> None:
+        """Forward, loss and backward: the one-kernel step or the plan."""
         if self.step_kernel is not None:
             self.step_kernel.launch()
         else:
             self.plan.launch()
+
+    def body(self) -> None:
+        self.gradients()
         self.update.launch(self.hyper_dev, self.seg_dev, len(self.seg_dev), self.loss)
 
 
@@ -123,7 +122,9 @@ class CudaStep:
         fill_hyper(h, opt, self.executor.store, e.signature[-1], float(lr), step)
         e.hyper_dev.data.copy_from_host_async(h.ctypes.data_as(ctypes.c_void_p), h.nbytes)
         if e.graph is not None:
-            e.graph.launch(e.stream_of())
+            import cupy
+
+            e.graph.launch(cupy.cuda.get_current_stream())
         else:
             e.body()
         return self.stats(e) if fetch else None
@@ -153,15 +154,15 @@ class CudaStep:
         on_device = (type(x) is cupy.ndarray and type(y) is cupy.ndarray
                      and x.dtype == bx.dtype and y.dtype == by.dtype and x.shape == bx.shape
                      and y.shape == by.shape and x.flags.c_contiguous and y.flags.c_contiguous)
+        feed = e.static_feed
         if on_device and e.step_kernel is not None:
-            e.hyper_host.view(np.int64)[-2:] = (x.data.ptr, y.data.ptr)
+            feed = (x.data.ptr, y.data.ptr)
         elif on_device:
             bx.data.copy_from_device_async(x.data, bx.nbytes)
             by.data.copy_from_device_async(y.data, by.nbytes)
-            e.hyper_host.view(np.int64)[-2:] = e.static_feed
         else:
             plan.feed({self.executor.input_id: x, self.executor.training_graph.labels: y}, step)
-            e.hyper_host.view(np.int64)[-2:] = e.static_feed
+        e.hyper_host.view(np.int64)[-2:] = feed
         plan.ctx.step = step
 
     def stats(self, entry: _Entry | None = None) -> StepStats:
@@ -296,8 +297,7 @@ class CudaStep:
         stream = cupy.cuda.Stream(non_blocking=True)
         graph = None
         with stream:
-            # warm-up: compiles, sizes scratch; parameters are not touched
-            (e.plan.launch if e.step_kernel is None else e.step_kernel.launch)()
+            e.gradients()  # warm-up: compiles, sizes scratch; parameters are not touched
             e.update.compile()
             stream.synchronize()
             try:
