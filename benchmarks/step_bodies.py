@@ -9,7 +9,11 @@ step_gpu.py times it (steps back to back, one sync at the end). For the one-kern
 its grid, blocks resident a multiprocessor, registers a thread, and the K splits of each
 layer's forward, weight-gradient and data-gradient GEMMs.
 
-    python3 benchmarks/step_bodies.py [--sizes 0,1] [--precision fp32]
+With --phases, each one-kernel body is also run built with its phase timer
+(`MlpStepKernel.profiled`): per phase, µs until the last and the median block finished, and
+the grid barrier after it (medians over 50 launches).
+
+    python3 benchmarks/step_bodies.py [--sizes 0,1] [--precision fp32] [--phases]
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -41,6 +46,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--sizes", default="0,1")
     ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--phases", action="store_true", help="time each phase of the one-kernel "
+                    "step's bodies too")
     args = ap.parse_args()
     import cupy as cp
 
@@ -49,6 +56,7 @@ def main() -> None:
     from aicf_induct.kernels.cuda.timer import time_kernel
 
     sync = cp.cuda.Device().synchronize
+    phases: list[tuple[int, str, list[tuple[str, float, float, float]]]] = []
     print("| size | body | body µs | optimizer µs | replay µs | host µs | step µs | kernel |")
     print("|---|---|---|---|---|---|---|---|")
     for idx in (int(v) for v in args.sizes.split(",")):
@@ -84,6 +92,31 @@ def main() -> None:
                 f"{k.meta[:, 7:10].get().tolist()}")
             print(f"| {idx} | {body} | {t_body:.1f} | {t_opt:.1f} | {replay:.1f} | {host:.1f} "
                   f"| {wall:.1f} | {kernel or '—'} |", flush=True)
+            if k is not None and args.phases:
+                phases.append((idx, body, phase_times(k)))
+    for idx, body, rows in phases:
+        print(f"\nsize {idx}, {body}: µs per phase (last block done, median block done, "
+              "barrier after)")
+        for name, last, median, barrier in rows:
+            print(f"  {name:<38} {last:7.2f} {median:7.2f} {barrier:6.2f}")
+        total = sum(r[1] + r[3] for r in rows)
+        print(f"  {'sum':<38} {total:7.2f}")
+
+
+def phase_times(kernel: Any, launches: int = 50) -> list[tuple[str, float, float, float]]:
+    """Medians over `launches` of MlpStepKernel.phase_profile, with a sync between launches."""
+    import cupy as cp
+    import numpy as np
+
+    timed = kernel.profiled()
+    runs = []
+    for _ in range(launches + 5):
+        timed.launch()
+        cp.cuda.Device().synchronize()
+        runs.append(timed.phase_profile())
+    runs = runs[5:]
+    return [(runs[0][p][0], *(float(np.median([r[p][c] for r in runs])) for c in (1, 2, 3)))
+            for p in range(len(runs[0]))]
 
 
 if __name__ == "__main__":

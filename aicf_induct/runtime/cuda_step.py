@@ -260,7 +260,9 @@ class CudaStep:
         if not kernels:
             e.chain_reason = "too large for the one-kernel step"
             return
-        chosen = self._fastest(e, chain.key(), kernels)
+        # the precision policy changes both the plan's GEMMs and the one-kernel step's
+        chosen = self._fastest(e, f"{chain.key()};precision={self.executor.precision}",
+                               kernels)
         if chosen == "train_step.plan":
             e.chain_reason = "the fused-kernel plan timed faster"
         else:
@@ -283,12 +285,18 @@ class CudaStep:
     def _chain_kernel(self, e: _Entry, chain: Any, schedule: str) -> Any:
         import cupy
 
+        from aicf_induct.kernels.cuda.compile import device
         from aicf_induct.kernels.cuda.mlp_step import MlpStepKernel
 
         store = self.executor.store
         offsets = {n: int(store.slices[n].start) for n in store.names}
         feed = e.hyper_dev[-2:].view(cupy.int64)
-        return MlpStepKernel(chain, feed, store.data, store.grad, offsets, e.loss, schedule)
+        # TF32 tensor cores under the tf32 and bf16 policies (TF32 is the more exact of the
+        # two), where the device has them; SIMT in the parameters' dtype otherwise
+        mma = int(self.executor.precision != "fp32" and store.data.dtype == np.float32
+                  and device().capability >= 80)
+        return MlpStepKernel(chain, feed, store.data, store.grad, offsets, e.loss, schedule,
+                             mma=mma)
 
     def _capture(self, e: _Entry) -> Any:
         import cupy

@@ -57,7 +57,7 @@ def _batch(rng, graph, n, dtype):
     return (rng.normal(size=(n, n_in)).astype(dtype), rng.integers(0, n_out, size=n))
 
 
-def _kernel(gpu, batch, x, y, schedule="layers"):
+def _kernel(gpu, batch, x, y, schedule="layers", mma=0):
     from aicf_induct.compiler.chain import MlpChain, match_mlp_chain
     from aicf_induct.kernels.cuda.mlp_step import MlpStepKernel
 
@@ -69,20 +69,25 @@ def _kernel(gpu, batch, x, y, schedule="layers"):
     offsets = {n: store.slices[n].start for n in store.names}
     loss = plan.value(gpu.training_graph.loss)
     kernel = MlpStepKernel(chain, cp.zeros(2, dtype=np.int64), store.data, store.grad,
-                           offsets, loss, schedule)
+                           offsets, loss, schedule, mma=mma)
     kernel.set_inputs(plan.inputs[chain.input_id], plan.inputs[chain.labels_id])
     return kernel, loss
 
 
 @pytest.mark.parametrize("schedule", ["layers", "rows"])
-@pytest.mark.parametrize("dtype,rtol", [("float64", 1e-12), ("float32", 1e-5)])
+@pytest.mark.parametrize("dtype,mma,rtol", [
+    ("float64", 0, 1e-12), ("float32", 0, 1e-5),
+    # TF32 tensor cores (the tf32 policy): 2^-11 rounding, through four GEMMs and batch sums
+    # that cancel, reaches a few % on a weight gradient (a wrong fragment index gives O(1))
+    ("float32", 1, 5e-2),
+])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_one_kernel_step_matches_the_numpy_plan(name: str, dtype: str, rtol: float,
+def test_one_kernel_step_matches_the_numpy_plan(name: str, dtype: str, mma: int, rtol: float,
                                                 schedule: str) -> None:
     graph, batch, ref, gpu = _gpu_pair(name, dtype, seed=3)
     rng = np.random.default_rng()  # fresh inputs every run
     x, y = _batch(rng, graph, batch, dtype)
-    kernel, loss = _kernel(gpu, batch, x, y, schedule)
+    kernel, loss = _kernel(gpu, batch, x, y, schedule, mma)
     gpu.store.grad[...] = cp.nan  # a gradient the kernel fails to write shows up
     kernel.launch()
     loss_ref = ref.train_step(x, y, 0)
@@ -111,6 +116,33 @@ def test_replays_are_deterministic_and_the_counters_reset(schedule: str, barrier
     assert not host(kernel.tickets).any()
 
 
+@pytest.mark.parametrize("schedule", ["layers", "rows"])
+def test_phase_timer_names_every_phase_and_changes_no_result(schedule: str) -> None:
+    graph, batch, _, gpu = _gpu_pair("sigmoid", "float32", seed=2)  # 40 logits: a loss phase
+    x, y = _batch(np.random.default_rng(), graph, batch, np.float32)
+    kernel, loss = _kernel(gpu, batch, x, y, schedule)
+    kernel.launch()
+    plain, plain_loss = host(gpu.store.grad).copy(), float(loss)
+    timed = kernel.profiled()
+    timed.launch()
+    cp.cuda.Device().synchronize()
+    np.testing.assert_array_equal(host(gpu.store.grad), plain)
+    assert float(loss) == plain_loss
+    rows = timed.phase_profile()
+    names = [r[0] for r in rows]
+    assert names == timed.phase_names()
+    if schedule == "layers":  # 3 forward phases, the loss, 3 backward
+        assert names[3] == "loss" and len(names) == 7
+    else:
+        assert len(names) == 2
+    for name, last, median, barrier in rows:
+        assert 0 <= median <= last < 1e4, (name, last, median)
+        assert barrier >= 0, name
+    assert rows[-1][3] == 0.0
+    with pytest.raises(RuntimeError, match="profile=True"):
+        kernel.phase_profile()
+
+
 @pytest.mark.parametrize("body", ["mlp_layers", "mlp_rows"])
 @pytest.mark.parametrize("opt,kw", [("adam", {}), ("sgd", {"momentum": 0.9})])
 def test_captured_one_kernel_step_matches_numpy_steps(opt: str, kw: dict, body: str) -> None:
@@ -131,6 +163,31 @@ def test_captured_one_kernel_step_matches_numpy_steps(opt: str, kw: dict, body: 
         np.testing.assert_allclose(s.loss, loss_ref, rtol=1e-10)
         assert_close(gpu.store.data, ref.store.data, 1e-10, f"theta after step {k}")
     assert step.captured, step.graph_error
+
+
+@pytest.mark.parametrize("precision,mma", [("fp32", 0), ("tf32", 1), ("bf16", 1)])
+def test_the_precision_policy_picks_the_products(precision: str, mma: int) -> None:
+    """fp32 runs SIMT fp32 products; tf32 and bf16 run TF32 tensor cores; a short run
+    still follows the NumPy runtime's loss curve."""
+    from aicf_induct.kernels import REGISTRY
+    from aicf_induct.runtime.cuda_step import CudaStep
+
+    n_in, widths, n_out, act, bias, attrs, _, _ = CASES["wide_batch"]
+    graph = chain(n_in, widths, n_out, act, bias, "float32", attrs)
+    ref = Executor(graph, store_for(graph, seed=4, dtype="float32"))
+    gpu = Executor(graph, store_for(graph, seed=4, xp=cp, dtype="float32"), device="cuda",
+                   xp=cp, fuse=True, registry=REGISTRY, precision=precision)
+    o_ref, o_gpu = make_optimizer("adam", lr=1e-3), make_optimizer("adam", lr=1e-3)
+    step = CudaStep(gpu, o_gpu, whole_step="mlp_layers")
+    rng = np.random.default_rng()
+    for k in range(5):
+        x, y = _batch(rng, graph, 128, np.float32)
+        loss_ref = ref.train_step(x, y, k)
+        o_ref.step(ref.store, 1e-3)
+        s = step.run(cp.asarray(x), cp.asarray(y), k, 1e-3)
+        assert s is not None
+        np.testing.assert_allclose(s.loss, loss_ref, rtol=1e-5 if mma == 0 else 1e-2)
+    assert step._entries[128].step_kernel.mma == mma
 
 
 def test_auto_choice_runs_and_is_kept_by_the_tuner() -> None:

@@ -9,10 +9,14 @@ import pytest
 
 from aicf_induct.compiler.chain import ChainLayer, MlpChain
 from aicf_induct.kernels.cuda.mlp_step import (
+    MAX_STAGES,
     MIN_CHUNKS,
+    TILE,
     cdiv,
     schedules_for,
+    shared_layout,
     split_counts,
+    stage_elements,
 )
 
 
@@ -46,3 +50,22 @@ def test_schedules_offered_by_size() -> None:
     assert schedules_for(_chain(256, [16, 64, 64, 2])) == ["layers", "rows"]
     assert schedules_for(_chain(512, [64, 256, 256, 256, 256, 10])) == ["layers"]
     assert schedules_for(_chain(4096, [256, 1024, 1024, 1024, 1024, 10])) == []
+
+
+@pytest.mark.parametrize("itemsize", [4, 8])
+@pytest.mark.parametrize("schedule", ["layers", "rows"])
+@pytest.mark.parametrize("budget", [20 << 10, 48 << 10, 96 << 10, 192 << 10])
+def test_stages_fill_the_budget_and_the_reductions_fit(itemsize, schedule, budget) -> None:
+    n1, n2, nbytes = shared_layout(itemsize, budget, schedule)
+    assert stage_elements(1) == 2 * TILE * (TILE + 8)  # the kernel's padded A and B tiles
+    widths = {1: n1, 2: n2} if schedule == "rows" else {1: n1}
+    if schedule == "layers":
+        assert n2 == 1  # no 64-wide tiles: nothing reserved for them
+    for nj, n in widths.items():
+        assert 1 <= n <= MAX_STAGES
+        assert n * stage_elements(nj) * itemsize <= nbytes
+        if n < MAX_STAGES and n > 1:  # one more stage would not fit the budget
+            assert (n + 1) * stage_elements(nj) * itemsize > budget
+    assert nbytes >= (3 * TILE * (TILE + 1) + 4 * TILE) * itemsize
+    assert nbytes <= max(budget, max(stage_elements(nj) for nj in widths) * itemsize,
+                         (3 * TILE * (TILE + 1) + 4 * TILE) * itemsize)

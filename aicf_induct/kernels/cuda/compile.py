@@ -31,9 +31,10 @@ class DeviceInfo:
     name: str
     capability: int  # e.g. 90 for sm_90
     sms: int  # multiprocessors
+    smem_optin: int  # shared memory bytes a block may opt in to
 
 
-_FUNCTIONS: dict[tuple[int, str, str], Any] = {}
+_FUNCTIONS: dict[tuple[Any, ...], Any] = {}
 _DEVICES: dict[int, DeviceInfo] = {}
 _CUBLAS: dict[int, Any] = {}  # device -> (libcublas, handle, workspace)
 _CUBLASLT: dict[int, Any] = {}  # device -> (libcublasLt, handle, workspace)
@@ -51,20 +52,23 @@ def device() -> DeviceInfo:
         name = props["name"]
         info = DeviceInfo(idx, name.decode() if isinstance(name, bytes) else str(name),
                           10 * int(props["major"]) + int(props["minor"]),
-                          int(props["multiProcessorCount"]))
+                          int(props["multiProcessorCount"]),
+                          int(props["sharedMemPerBlockOptin"]))
         _DEVICES[idx] = info
     return info
 
 
-def function(family: str, name: str) -> Any:
-    """The compiled kernel `name` (a template instantiation) of a source family."""
+def function(family: str, name: str, extra: tuple[str, ...] = ()) -> Any:
+    """The compiled kernel `name` (a template instantiation) of a source family; `extra`:
+    further NVRTC options (e.g. a -D switch)."""
     import cupy
 
     idx = cupy.cuda.runtime.getDevice()
-    key = (idx, family, name)
+    key = (idx, family, name, *extra)
     fn = _FUNCTIONS.get(key)
     if fn is None:
         src, opts = FAMILIES[family]
+        opts = (*opts, *extra)
         if family == "gemm_wmma":
             opts = (*opts, *toolkit_includes())
         module = cupy.RawModule(code=src, options=("-std=c++17", *opts),

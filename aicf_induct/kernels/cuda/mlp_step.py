@@ -4,8 +4,10 @@ persistent kernel launch (sources.MLP_STEP).
 A small model's step is a few dozen launches of a few microseconds each, every one bound
 by latency; one launch whose phases are separated by a grid-wide barrier removes all but
 one. It writes every gradient (no memset) and the loss; the optimizer kernel follows as
-usual. It computes in the parameters' dtype (fp32 or fp64) whatever the GEMM precision
-policy: at these sizes tensor cores do not pay.
+usual. Its products are SIMT in the parameters' dtype (fp32 or fp64), or TF32 tensor cores
+(mma.sync) under the tf32 and bf16 policies. Operand tiles stream into shared memory by
+cp.async through a few stages, the layers' meta is read once into shared memory, and with
+-DMLP_PROFILE (`profiled`) the kernel records when each block finished each phase.
 
 Two schedules (see sources.MLP_STEP): "layers", a phase per layer and direction, for
 batches wide enough to fill the device a layer at a time; "rows", where each block runs
@@ -32,6 +34,13 @@ ALIGN_BYTES = 256  # every work buffer starts on its own cache lines
 FIELDS = 16  # per layer, see sources.MLP_STEP
 MIN_CHUNKS = 2  # a K split covers at least this many chunks: a split costs one more round trip
 SCHEDULES = {"layers": 0, "rows": 1}
+# K-chunk stages (sources.MLP_STEP: Stages): a tile's chunks all resident when they fit
+PAD = TILE + 8  # row stride of a stage's operand tiles (sources.MLP_STEP: T_PAD)
+MAX_STAGES = 8
+# products (sources.MLP_STEP): 0 SIMT in the parameters' dtype; 1 TF32 tensor cores
+# (mma.sync, inputs rounded to TF32, fp32 sums), for the tf32 and bf16 policies
+MMA_MODES = {0: "simt", 1: "tf32"}
+STAGE_BUDGET = {"layers": 40 << 10, "rows": 42 << 10}  # bytes a block: 4 and 3 stages in fp32
 MAX_FLOPS = 2e9  # per step: above this, cuBLAS's GEMMs win by far, so nothing is timed
 MAX_ROW_CHUNKS = 64  # "rows": most K chunks one block may run in a row
 
@@ -49,6 +58,23 @@ def split_counts(gemms: list[tuple[int, int]], grid: int) -> list[int]:
         if sum(t * s for (t, _), s in zip(gemms, counts, strict=True)) <= grid:
             return counts
     return [1] * len(gemms)
+
+
+def stage_elements(nj: int) -> int:
+    """Elements of one K-chunk stage of a TILE x (TILE * nj) tile: A (k, i) and B (k, j)."""
+    return TILE * PAD + TILE * (TILE * nj + PAD - TILE)
+
+
+def shared_layout(itemsize: int, budget: int, schedule: str) -> tuple[int, int, int]:
+    """(stages for 32-wide tiles, stages for 64-wide ones, dynamic shared bytes a block): as
+    many stages as fit `budget`, at most MAX_STAGES; the tiles' reductions reuse them. Only
+    "rows" has 64-wide tiles."""
+    widths = (1, 2) if schedule == "rows" else (1,)
+    n = {nj: max(1, min(MAX_STAGES, budget // (stage_elements(nj) * itemsize)))
+         if nj in widths else 1 for nj in (1, 2)}
+    reductions = 3 * TILE * (TILE + 1) + 4 * TILE  # `red` and `rsum` in tile32
+    need = max(reductions, *(n[nj] * stage_elements(nj) for nj in widths))
+    return n[1], n[2], need * itemsize
 
 
 def step_flops(chain: MlpChain) -> float:
@@ -81,21 +107,34 @@ class MlpStepKernel:
 
     def __init__(self, chain: MlpChain, feed: Any, params: Any, grads: Any,
                  offsets: dict[str, int], loss: Any, schedule: str = "layers",
-                 grid: int | None = None) -> None:
+                 grid: int | None = None, profile: bool = False,
+                 stage_budget: int | None = None, mma: int = 0) -> None:
         import cupy
 
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
         dt = np.dtype(params.dtype)
+        if mma not in MMA_MODES:
+            raise ValueError(f"mma must be one of {sorted(MMA_MODES)}, got {mma!r}")
+        if mma and (dt != np.float32 or device().capability < 80):
+            raise ValueError(f"TF32 tensor-core products need float32 parameters and sm_80 or "
+                             f"newer, got {dt} on sm_{device().capability}")
         if grads.dtype != dt or loss.dtype != dt:
             raise TypeError(f"mixed dtypes: params {dt}, grads {grads.dtype}, loss {loss.dtype}")
         self.dtype = dt
         self.chain, self.schedule = chain, schedule
         keep_z = chain.act is not None and chain.act not in ACT_FROM_OUTPUT
+        self.stage_budget = min(stage_budget or STAGE_BUDGET[schedule], device().smem_optin)
+        n1, n2, self.smem_bytes = shared_layout(dt.itemsize, self.stage_budget, schedule)
         name = (f"mlp_step<{ctype(dt)},{act_id(chain.act, chain.act_attrs)},"
-                f"{str(keep_z).lower()},{SCHEDULES[schedule]}>")
-        self.fn = function("mlp_step", name)
+                f"{str(keep_z).lower()},{SCHEDULES[schedule]},{n1},{n2},{mma}>")
+        self.mma = mma
+        self.fn = function("mlp_step", name, ("-DMLP_PROFILE",) if profile else ())
+        self.fn.max_dynamic_shared_size_bytes = self.smem_bytes
         self.grid = grid or self._grid()
+        # timestamps per phase and block (sources.MLP_STEP: MARK), when profiling
+        self.prof = (cupy.zeros((2 * len(self.phase_names()) + 2, self.grid), dtype=np.uint64)
+                     if profile else None)
         meta, work, part, tickets = self._layout(offsets, keep_z, ALIGN_BYTES // dt.itemsize)
         self.meta = cupy.asarray(meta)
         self.work = cupy.empty(max(work, 1), dtype=dt)
@@ -104,6 +143,7 @@ class MlpStepKernel:
         self.partials = cupy.zeros(self.grid, dtype=np.float64)
         self.barrier = cupy.zeros(2, dtype=np.uint32)
         self.feed, self.params, self.grads, self.loss = feed, params, grads, loss
+        self.offsets = offsets
 
     # -- sizing ------------------------------------------------------------------------------
     def _phases(self, grid: int) -> list[list[tuple[int, str, int, int]]]:
@@ -148,7 +188,8 @@ class MlpStepKernel:
 
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
         regs = cdiv(max(int(self.fn.num_regs), 1), 8) * 8 * THREADS
-        smem = int(self.fn.shared_size_bytes) + 1024  # the runtime reserves 1 KB a block
+        # static and dynamic, and the 1 KB a block the runtime reserves
+        smem = int(self.fn.shared_size_bytes) + self.smem_bytes + 1024
         return max(1, min(int(props["regsPerMultiprocessor"]) // regs,
                           int(props["sharedMemPerMultiprocessor"]) // smem,
                           int(props["maxThreadsPerMultiProcessor"]) // THREADS))
@@ -199,7 +240,42 @@ class MlpStepKernel:
 
     def launch(self) -> None:
         c = self.chain
+        prof = self.prof if self.prof is not None else np.uint64(0)
         self.fn((self.grid,), (THREADS,),
                 (i32(len(c.layers)), i32(c.batch), self.meta, self.feed, self.params,
                  self.grads, self.work, f64(c.label_smoothing), self.loss, self.partials,
-                 self.barrier, self.part, self.tickets))
+                 self.barrier, self.part, self.tickets, prof), shared_mem=self.smem_bytes)
+
+    # -- profiling ---------------------------------------------------------------------------
+    def profiled(self) -> MlpStepKernel:
+        """The same step on the same buffers and grid, built to record phase times."""
+        return MlpStepKernel(self.chain, self.feed, self.params, self.grads, self.offsets,
+                             self.loss, self.schedule, self.grid, profile=True,
+                             stage_budget=self.stage_budget, mma=self.mma)
+
+    def phase_names(self) -> list[str]:
+        """The kernel's phases in order (each ends at a grid barrier but the last)."""
+        n = len(self.chain.layers)
+        if self.schedule == "rows":
+            return ["rows: forward, loss, data gradients", "weight gradients"]
+        loss = [] if self.chain.layers[-1].out_features <= TILE else ["loss"]
+        return ([f"forward {k}" for k in range(n)] + loss
+                + [f"backward {k}" for k in reversed(range(n))])
+
+    def phase_profile(self) -> list[tuple[str, float, float, float]]:
+        """Per phase of the last launch (the kernel built with profile=True): its name, the
+        µs until the last block finished its work, until the median block did, and the
+        barrier after it (last arrival to first release; 0 after the last phase)."""
+        if self.prof is None:
+            raise RuntimeError("build the kernel with profile=True to read phase times")
+        t = self.prof.get().astype(np.int64)
+        out, start = [], int(t[0].min())
+        for p, name in enumerate(self.phase_names()):
+            done = t[1 + 2 * p]
+            last = p == len(self.phase_names()) - 1
+            release = start if last else int(t[2 + 2 * p].min())
+            out.append((name, (int(done.max()) - start) / 1e3,
+                        (float(np.median(done)) - start) / 1e3,
+                        0.0 if last else (release - int(done.max())) / 1e3))
+            start = release
+        return out

@@ -939,10 +939,12 @@ sgd_step(long long n, T* __restrict__ theta, T* __restrict__ grad, T* __restrict
 MLP_STEP = COMMON + CE_ROW + r"""
 #define T_BM 32
 #define T_BK 32
-#define T_PAD 36  // row stride of the operand tiles: float4-aligned, few bank conflicts
+#define T_PAD 40  // row stride of the operand tiles: float4-aligned; the MMA fragment
+                  // reads (rows k..k+3, 8 columns each) hit 32 distinct banks
 #define T_NT 256
 #define T_PART (T_BM * T_BM + T_BM)  // a partial 32x32 tile and its partial bias sums
 #define MF 16
+#define MAX_SMEM_LAYERS 32  // chains up to this deep keep their meta in shared memory
 
 // v = p[0..3]; p 16-byte aligned (one vector load for float)
 template <typename T>
@@ -957,37 +959,116 @@ __device__ __forceinline__ void load4<float>(const float* p, float (&v)[4]) {
 
 __device__ __forceinline__ int cdiv(int a, int b) { return (a + b - 1) / b; }
 
-template <typename T, int EPI, int ACT_OUT>
+// EPI 1 (forward): z = v + bias, Z = z if given, C = act<ACT>(z). EPI 0 and 2: C = v, times
+// act'(Hc) at the same place when ACT != 0 (a data gradient becomes the gradient of the layer
+// below's pre-activation, so neither of that layer's GEMMs applies act' on load). The one
+// operand the epilogue reads (bias[j] or Hc[i, j]) is fetched apart, early when it can be.
+template <typename T, int EPI, int ACT>
+__device__ __forceinline__ T epilogue_operand(int i, int j, int M, int N, long long ldc,
+                                              const T* bias, const T* Hc) {
+  if (i >= M || j >= N) return T(0);
+  if (EPI == 1) return bias != nullptr ? bias[j] : T(0);
+  if (EPI == 0 && ACT != 0) return Hc[(long long)i * ldc + j];
+  return T(0);
+}
+template <typename T, int EPI, int ACT>
 __device__ __forceinline__ void epilogue(int i, int j, int M, int N, T v, T* C, long long ldc,
-                                         const T* bias, T* Z) {
+                                         T* Z, T operand) {
   if (i >= M || j >= N) return;
+  const long long o = (long long)i * ldc + j;
   if (EPI == 1) {
-    if (bias != nullptr) v += bias[j];
-    if (Z != nullptr) Z[(long long)i * ldc + j] = v;
-    v = act_fwd<ACT_OUT, T>(v);
+    v += operand;
+    if (Z != nullptr) Z[o] = v;
+    v = act_fwd<ACT, T>(v);
+  } else if (EPI == 0 && ACT != 0) {
+    v = act_grad<ACT, T>(operand, v);
   }
-  C[(long long)i * ldc + j] = v;
+  C[o] = v;
 }
 
-// Split ks of S of the 32 x (32*NJ) tile (bi, bj) of C = op(A) op(B), by 256 threads in
-// four groups of 64: group g computes 32x32 sub-tile g % NJ over a quarter (NJ 1) or half
-// (NJ 2) of each K chunk, a thread a 4x4 block; the groups of the first K share add the
-// others' sums. A(i, k) is A[i*lda + k] (A_KC) or A[k*lda + i]; B(k, j) is B[k*ldb + j]
-// (B_NC) or B[j*ldb + k]. ACT_A: A scaled by act'(H) on load. EPI 0: C = acc; EPI 1:
-// z = acc + bias, Z = z if given, C = act<ACT_OUT>(z); EPI 2: C = acc, and the tiles of
-// column 0 write dbias[i] = sum_k A(i, k). With S > 1, `part` holds this tile's S partials
-// and `ticket` counts the splits done. Returns whether this block wrote the final values.
-template <typename T, int NJ, bool A_KC, bool B_NC, int ACT_A, int EPI, int ACT_OUT>
+// Asynchronous global -> shared copies of one element (sm_80+: cp.async, zero-filled when
+// !ok; before: a plain load and store), committed in groups and waited for by count.
+template <typename T>
+__device__ __forceinline__ void copy_async(T* dst, const T* src, bool ok) {
+#if __CUDA_ARCH__ >= 800
+  const unsigned int d = (unsigned int)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(d), "l"(src),
+               "n"((int)sizeof(T)), "r"(ok ? (int)sizeof(T) : 0));
+#else
+  *dst = ok ? *src : T(0);
+#endif
+}
+__device__ __forceinline__ void copy_commit() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N>
+__device__ __forceinline__ void copy_wait() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+// TF32 tensor-core products (sm_80+; mlp_step.py asks for them only there, for the tf32
+// policy): inputs rounded to TF32, sums in fp32.
+__device__ __forceinline__ unsigned int to_tf32(float x) {
+  unsigned int r = 0;
+#if __CUDA_ARCH__ >= 800
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+#endif
+  return r;
+}
+template <int N>
+__device__ __forceinline__ void to_tf32(const float (&v)[N], unsigned int (&r)[N]) {
+  #pragma unroll
+  for (int q = 0; q < N; ++q) r[q] = to_tf32(v[q]);
+}
+// d += a b for a 16x8 fragment of A, 8x8 of B (PTX mma.m16n8k8 layouts)
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned int (&a)[4],
+                                         const unsigned int (&b)[2]) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// The K-chunk pipeline of a 32 x (32*NJ) tile: a stage holds one chunk's operands; NS
+// stages (chosen by mlp_step.py to fit the shared memory it gives the kernel).
+template <typename T, int NJ, int NS>
+struct Stages {
+  static constexpr int BN = T_BM * NJ, BPAD = BN + 8;  // as T_PAD
+  static constexpr int SIZE = T_BK * T_PAD + T_BK * BPAD;  // elements a stage
+  static constexpr int N = NS;
+};
+
+// Split ks of S of the 32 x (32*NJ) tile (bi, bj) of C = op(A) op(B), by 256 threads. The
+// split's K chunks stream through NS shared-memory stages by cp.async (all at once when they
+// fit). SIMT (MMA 0): four groups of 64 threads; group g computes 32x32 sub-tile g % NJ over
+// a quarter (NJ 1) or half (NJ 2) of each chunk, a thread a 4x4 block, and the groups of the
+// first K share add the others' sums. TF32 (MMA 1): each warp a column of 16x8 mma.sync
+// fragments over whole chunks. A(i, k) is A[i*lda + k] (A_KC) or A[k*lda + i]; B(k, j) is
+// B[k*ldb + j] (B_NC) or B[j*ldb + k]. The values go through epilogue<EPI, ACT> (Hc: act'
+// input for EPI 0); EPI 2 also has the tiles of column 0 write dbias[i] = sum_k A(i, k). With
+// S > 1, `part` holds this tile's S partials and `ticket` counts the splits done. Returns
+// whether this block wrote the final values.
+template <typename T, int NJ, int NS, bool A_KC, bool B_NC, int EPI, int ACT, int MMA>
 __device__ bool tile32(T* smem, int bi, int bj, int M, int N, int K, int ks, int S,
-                       const T* A, long long lda, const T* H, const T* B, long long ldb,
-                       T* C, long long ldc, const T* bias, T* Z, T* dbias,
+                       const T* A, long long lda, const T* B, long long ldb,
+                       T* C, long long ldc, const T* bias, T* Z, const T* Hc, T* dbias,
                        T* part, unsigned int* ticket) {
-  constexpr int BN = T_BM * NJ, BPAD = BN + 4, G = 4 / NJ, KG = T_BK / G;
+  typedef Stages<T, NJ, NS> St;
+  constexpr int BN = St::BN, BPAD = St::BPAD, G = 4 / NJ, KG = T_BK / G;
   constexpr int PART = T_BM * BN + T_BM;  // one partial tile and its partial bias sums
-  T (*As)[T_PAD] = reinterpret_cast<T (*)[T_PAD]>(smem);
-  T (*Bs)[BPAD] = reinterpret_cast<T (*)[BPAD]>(smem + T_BK * T_PAD);
-  T (*red)[T_BM][T_BM + 1] =
-      reinterpret_cast<T (*)[T_BM][T_BM + 1]>(smem + T_BK * T_PAD + T_BK * BPAD);
+  // stage s: As (k, i) then Bs (k, j); `red` reuses the stages once the K loop is done
+  auto As = [&](int s) { return reinterpret_cast<T (*)[T_PAD]>(smem + s * St::SIZE); };
+  auto Bs = [&](int s) {
+    return reinterpret_cast<T (*)[BPAD]>(smem + s * St::SIZE + T_BK * T_PAD);
+  };
+  T (*red)[T_BM][T_BM + 1] = reinterpret_cast<T (*)[T_BM][T_BM + 1]>(smem);
   __shared__ int last;
   const int tid = threadIdx.x, grp = tid >> 6, lt = tid & 63;
   const int nj = grp % NJ, kg = grp / NJ;
@@ -995,76 +1076,159 @@ __device__ bool tile32(T* smem, int bi, int bj, int M, int N, int K, int ks, int
   const int i0 = bi * T_BM, j0 = bj * BN;
   const bool do_bias = EPI == 2 && dbias != nullptr && bj == 0;
   const int per = cdiv(cdiv(K, T_BK), S) * T_BK;
-  const int kb = ks * per, ke = min(K, kb + per);
+  const int kb = ks * per, ke = min(K, kb + per), chunks = max(0, cdiv(ke - kb, T_BK));
   T acc[4][4];
   #pragma unroll
   for (int r = 0; r < 4; ++r)
     #pragma unroll
     for (int c = 0; c < 4; ++c) acc[r][c] = T(0);
-  T rowsum = T(0);
-  T ra[4], rh[4], rb[4 * NJ];
-  auto fetch = [&](int k0) {
+  // Chunk q's operands into stage q % N, straight from global memory (zeros outside). A
+  // thread copies the same places of every chunk: a column c of each operand's run of W
+  // elements contiguous in memory, on rows s0, s0 + T_NT / W, ... (P passes).
+  constexpr int AW = A_KC ? T_BK : T_BM, AP = T_BM * T_BK / T_NT;
+  constexpr int BW = B_NC ? BN : T_BK, BP = T_BK * BN / T_NT;
+  const int ac = tid % AW, as0 = tid / AW, bc = tid % BW, bs0 = tid / BW;
+  const T* a0 = A + (A_KC ? (long long)(i0 + as0) * lda + kb + ac
+                          : (long long)(kb + as0) * lda + i0 + ac);
+  const T* b0 = B + (B_NC ? (long long)(kb + bs0) * ldb + j0 + bc
+                          : (long long)(j0 + bs0) * ldb + kb + bc);
+  const long long a_chunk = A_KC ? T_BK : T_BK * lda, b_chunk = B_NC ? T_BK * ldb : T_BK;
+  auto issue = [&](int q) {
+    const int k0 = kb + q * T_BK, s = q % St::N;
+    T (*as)[T_PAD] = As(s);
+    T (*bs)[BPAD] = Bs(s);
     #pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int e = tid + r * T_NT;
-      const int i = A_KC ? e / T_BK : e % T_BM, k = A_KC ? e % T_BK : e / T_BM;
-      const int gi = i0 + i, gk = k0 + k;
-      ra[r] = T(0);
-      rh[r] = T(0);
-      if (gi < M && gk < ke) {
-        const long long off = A_KC ? (long long)gi * lda + gk : (long long)gk * lda + gi;
-        ra[r] = A[off];
-        if (ACT_A != 0) rh[r] = H[off];
+    for (int p = 0; p < AP; ++p) {
+      const int sp = as0 + p * (T_NT / AW);
+      const int i = A_KC ? sp : ac, k = A_KC ? ac : sp;
+      const bool ok = i0 + i < M && k0 + k < ke;
+      copy_async(&as[k][i], ok ? a0 + q * a_chunk + p * (T_NT / AW) * lda : A, ok);
+    }
+    #pragma unroll
+    for (int p = 0; p < BP; ++p) {
+      const int sp = bs0 + p * (T_NT / BW);
+      const int j = B_NC ? bc : sp, k = B_NC ? sp : bc;
+      const bool ok = j0 + j < N && k0 + k < ke;
+      copy_async(&bs[k][j], ok ? b0 + q * b_chunk + p * (T_NT / BW) * ldb : B, ok);
+    }
+  };
+  // One chunk from stage s. SIMT (MMA 0): a thread a 4x4 block over its group's share of
+  // the chunk. TF32 (MMA 1): warp w the 16x8 fragments at rows m0 + (0..15), columns n0 + 32 t +
+  // (0..7), t < NJ, over the whole chunk. The threads holding column 0's A values also sum
+  // their rows of A (dbias).
+  const int lane = tid & 31, warp = tid >> 5, fg = lane >> 2, ft = lane & 3;
+  const int m0 = (warp & 1) * 16, n0 = (warp >> 1) * 8;
+  const bool sums_rows = do_bias && (MMA == 0 ? tj == 0 : n0 == 0);
+  T rows[4] = {T(0), T(0), T(0), T(0)};
+  float d[NJ][4];
+  #pragma unroll
+  for (int t = 0; t < NJ; ++t)
+    #pragma unroll
+    for (int q = 0; q < 4; ++q) d[t][q] = 0.f;
+  auto compute = [&](int s) {
+    T (*as)[T_PAD] = As(s);
+    T (*bs)[BPAD] = Bs(s);
+    if constexpr (MMA == 0) {
+      #pragma unroll
+      for (int kk = 0; kk < KG; ++kk) {
+        const int k = kg * KG + kk;
+        T a[4], b[4];
+        load4<T>(&as[k][ti], a);
+        load4<T>(&bs[k][tj], b);
+        #pragma unroll
+        for (int r = 0; r < 4; ++r)
+          #pragma unroll
+          for (int c = 0; c < 4; ++c) acc[r][c] += a[r] * b[c];
+        if (sums_rows) {
+          #pragma unroll
+          for (int r = 0; r < 4; ++r) rows[r] += a[r];
+        }
+      }
+    } else {
+      #pragma unroll
+      for (int k = 0; k < T_BK; k += 8) {
+        const float a[4] = {(float)as[k + ft][m0 + fg], (float)as[k + ft][m0 + fg + 8],
+                            (float)as[k + ft + 4][m0 + fg], (float)as[k + ft + 4][m0 + fg + 8]};
+        if (sums_rows) {
+          rows[0] += a[0] + a[2];
+          rows[1] += a[1] + a[3];
+        }
+        unsigned int fa[4];
+        to_tf32<4>(a, fa);
+        #pragma unroll
+        for (int t = 0; t < NJ; ++t) {
+          const float b[2] = {(float)bs[k + ft][n0 + 32 * t + fg],
+                              (float)bs[k + ft + 4][n0 + 32 * t + fg]};
+          unsigned int fb[2];
+          to_tf32<2>(b, fb);
+          mma_tf32(d[t], fa, fb);
+        }
       }
     }
-    #pragma unroll
-    for (int r = 0; r < 4 * NJ; ++r) {
-      const int e = tid + r * T_NT;
-      const int j = B_NC ? e % BN : e / T_BK, kq = B_NC ? e / BN : e % T_BK;
-      const int gj = j0 + j, gkq = k0 + kq;
-      rb[r] = T(0);
-      if (gj < N && gkq < ke)
-        rb[r] = B_NC ? B[(long long)gkq * ldb + gj] : B[(long long)gj * ldb + gkq];
-    }
   };
-  auto stash = [&]() {
-    #pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int e = tid + r * T_NT;
-      const int i = A_KC ? e / T_BK : e % T_BM, k = A_KC ? e % T_BK : e / T_BM;
-      As[k][i] = ACT_A != 0 ? act_grad<ACT_A, T>(rh[r], ra[r]) : ra[r];
-    }
-    #pragma unroll
-    for (int r = 0; r < 4 * NJ; ++r) {
-      const int e = tid + r * T_NT;
-      const int j = B_NC ? e % BN : e / T_BK, kq = B_NC ? e / BN : e % T_BK;
-      Bs[kq][j] = rb[r];
-    }
-  };
-  if (kb < ke) fetch(kb);
-  for (int k0 = kb; k0 < ke; k0 += T_BK) {
-    stash();
-    __syncthreads();
-    if (k0 + T_BK < ke) fetch(k0 + T_BK);
-    if (do_bias && tid < T_BM) {
-      #pragma unroll 8
-      for (int k = 0; k < T_BK; ++k) rowsum += As[k][tid];
-    }
-    #pragma unroll
-    for (int kk = 0; kk < KG; ++kk) {
-      const int k = kg * KG + kk;
-      T a[4], b[4];
-      load4<T>(&As[k][ti], a);
-      load4<T>(&Bs[k][tj], b);
+  // the epilogue's operands at this thread's outputs, fetched now so that their latency
+  // hides behind the K loop (unsplit tiles; a split tile's last block fetches its own)
+  constexpr bool PRE = EPI == 1 || (EPI == 0 && ACT != 0);
+  T pre[MMA == 0 ? 16 : 4 * NJ];
+  if (PRE && S == 1) {
+    if constexpr (MMA == 0) {
       #pragma unroll
       for (int r = 0; r < 4; ++r)
         #pragma unroll
-        for (int c = 0; c < 4; ++c) acc[r][c] += a[r] * b[c];
+        for (int c = 0; c < 4; ++c)
+          pre[4 * r + c] = kg == 0 ? epilogue_operand<T, EPI, ACT>(i0 + ti + r, j0 + tj + c, M,
+                                                                   N, ldc, bias, Hc) : T(0);
+    } else {
+      #pragma unroll
+      for (int t = 0; t < NJ; ++t)
+        #pragma unroll
+        for (int q = 0; q < 4; ++q)
+          pre[4 * t + q] = epilogue_operand<T, EPI, ACT>(
+              i0 + m0 + fg + (q >> 1) * 8, j0 + n0 + 32 * t + 2 * ft + (q & 1), M, N, ldc,
+              bias, Hc);
     }
+  }
+  if (chunks <= St::N) {  // every chunk fits: one wait and one block barrier for them all
+    for (int q = 0; q < chunks; ++q) issue(q);
+    copy_commit();
+    copy_wait<0>();
     __syncthreads();
+    for (int q = 0; q < chunks; ++q) compute(q);
+  } else {  // a ring of N stages, N - 1 chunks in flight
+    #pragma unroll
+    for (int q = 0; q < St::N - 1; ++q) {
+      issue(q);
+      copy_commit();
+    }
+    for (int q = 0; q < chunks; ++q) {
+      // the stage chunk q + N - 1 goes to was last read by chunk q - 1: free since its end
+      if (q + St::N - 1 < chunks) issue(q + St::N - 1);
+      copy_commit();
+      copy_wait<St::N - 1>();  // chunk q's group has landed (this thread's copies)
+      __syncthreads();         // ... and every thread's
+      compute(q % St::N);
+      if (q + 1 < chunks) __syncthreads();
+    }
+  }
+  __syncthreads();  // the stages are free: `red` and `rsum` reuse them
+  T* rsum = smem + 3 * T_BM * (T_BM + 1);  // [RG][T_BM] row sums of A, after `red`
+  constexpr int RG = MMA == 0 ? G : 1;
+  if (MMA != 0 && sums_rows) {  // add the four lanes of a fragment row
+    #pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      rows[r] += __shfl_xor_sync(0xffffffffu, rows[r], 1);
+      rows[r] += __shfl_xor_sync(0xffffffffu, rows[r], 2);
+    }
+    if (ft == 0) {
+      rsum[m0 + fg] = rows[0];
+      rsum[m0 + fg + 8] = rows[1];
+    }
+  } else if (sums_rows) {
+    #pragma unroll
+    for (int r = 0; r < 4; ++r) rsum[kg * T_BM + ti + r] = rows[r];
   }
   const int tl = tj - nj * T_BM;  // column within the sub-tile
-  if (kg > 0) {
+  if (MMA == 0 && kg > 0) {
     #pragma unroll
     for (int r = 0; r < 4; ++r)
       #pragma unroll
@@ -1072,7 +1236,18 @@ __device__ bool tile32(T* smem, int bi, int bj, int M, int N, int K, int ks, int
   }
   __syncthreads();
   T* mine = part + (long long)ks * PART;
-  if (kg == 0) {
+  if (MMA != 0) {
+    #pragma unroll
+    for (int t = 0; t < NJ; ++t)
+      #pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int r = m0 + fg + (q >> 1) * 8, c = n0 + 32 * t + 2 * ft + (q & 1);
+        if (S == 1)
+          epilogue<T, EPI, ACT>(i0 + r, j0 + c, M, N, T(d[t][q]), C, ldc, Z, pre[4 * t + q]);
+        else
+          mine[r * BN + c] = T(d[t][q]);
+      }
+  } else if (kg == 0) {
     #pragma unroll
     for (int r = 0; r < 4; ++r)
       #pragma unroll
@@ -1081,12 +1256,15 @@ __device__ bool tile32(T* smem, int bi, int bj, int M, int N, int K, int ks, int
         #pragma unroll
         for (int q = 1; q < G; ++q) v += red[(q - 1) * NJ + nj][ti + r][tl + c];
         if (S == 1)
-          epilogue<T, EPI, ACT_OUT>(i0 + ti + r, j0 + tj + c, M, N, v, C, ldc, bias, Z);
+          epilogue<T, EPI, ACT>(i0 + ti + r, j0 + tj + c, M, N, v, C, ldc, Z, pre[4 * r + c]);
         else
           mine[(ti + r) * BN + tj + c] = v;
       }
   }
   if (do_bias && tid < T_BM) {
+    T rowsum = T(0);
+    #pragma unroll
+    for (int g = 0; g < RG; ++g) rowsum += rsum[g * T_BM + tid];
     if (S == 1) {
       if (i0 + tid < M) dbias[i0 + tid] = rowsum;
     } else {
@@ -1105,7 +1283,9 @@ __device__ bool tile32(T* smem, int bi, int bj, int M, int N, int K, int ks, int
         const int o = tid + q * T_NT;
         T v = T(0);
         for (int s = 0; s < S; ++s) v += __ldcg(part + (long long)s * PART + o);
-        epilogue<T, EPI, ACT_OUT>(i0 + o / BN, j0 + o % BN, M, N, v, C, ldc, bias, Z);
+        const int i = i0 + o / BN, j = j0 + o % BN;
+        epilogue<T, EPI, ACT>(i, j, M, N, v, C, ldc, Z,
+                              epilogue_operand<T, EPI, ACT>(i, j, M, N, ldc, bias, Hc));
       }
       if (do_bias && tid < T_BM) {
         T v = T(0);
@@ -1140,77 +1320,87 @@ __device__ __forceinline__ void grid_barrier(unsigned int* bar) {
   __syncthreads();
 }
 
-// The operands of layer l's three GEMMs, read from meta.
+// Phase timestamps (benchmarks/step_bodies.py --phases; compiled in with -DMLP_PROFILE
+// only): prof[slot * gridDim.x + block] in ns, slot 0 the kernel's start, then for each
+// phase the time this block finished its work (odd) and left the barrier after it (even).
+#ifdef MLP_PROFILE
+#define MARK(slot)                                                               \
+  do {                                                                           \
+    if (threadIdx.x == 0 && prof != nullptr) {                                   \
+      unsigned long long t_;                                                     \
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                     \
+      prof[(long long)(slot) * gridDim.x + blockIdx.x] = t_;                     \
+    }                                                                            \
+  } while (0)
+#else
+#define MARK(slot) do { (void)prof; } while (0)
+#endif
+#define PHASE_END(bar, nb) \
+  do { MARK(1 + 2 * nb); grid_barrier(bar); MARK(2 + 2 * nb); ++nb; } while (0)
+
+// The operands of layer l's three GEMMs, read from meta. g holds the gradient of the layer's
+// pre-activation (its logits for the top layer), h_in the act' input of the layer below.
 template <typename T, bool H_IS_Z>
 struct Layer {
   int in, out, sf, sw, sd;
-  const T *a_in, *w, *bias, *h;
+  const T *a_in, *w, *bias, *h_in;
   T *a, *z, *g, *gw, *gb, *g_in, *pf, *pw, *pd;
   unsigned int *tf, *tw, *td;
-  __device__ Layer(const long long* meta, int l, int L, const T* x, const T* P, T* G, T* work,
+  __device__ Layer(const long long* meta, int l, const T* x, const T* P, T* G, T* work,
                    T* part, unsigned int* tickets) {
     const long long* m = meta + MF * l;
+    const long long* below = meta + MF * (l > 0 ? l - 1 : 0);
     in = (int)m[0]; out = (int)m[1];
-    a_in = l == 0 ? x : work + meta[MF * (l - 1) + 4];
+    a_in = l == 0 ? x : work + below[4];
     w = P + m[2];
     bias = m[3] >= 0 ? P + m[3] : nullptr;
     a = work + m[4];
     z = m[5] >= 0 ? work + m[5] : nullptr;
     g = work + m[6];
-    h = l < L - 1 ? work + (H_IS_Z ? m[5] : m[4]) : nullptr;
+    h_in = l > 0 ? work + (H_IS_Z ? below[5] : below[4]) : nullptr;
     gw = G + m[2];
     gb = m[3] >= 0 ? G + m[3] : nullptr;
-    g_in = l > 0 ? work + meta[MF * (l - 1) + 6] : nullptr;
+    g_in = l > 0 ? work + below[6] : nullptr;
     sf = (int)m[7]; sw = (int)m[8]; sd = (int)m[9];
     pf = part + m[10]; pw = part + m[11]; pd = part + m[12];
     tf = tickets + m[13]; tw = tickets + m[14]; td = tickets + m[15];
   }
 };
 
-template <typename T, int ACT, bool H_IS_Z, int NJ>
+template <typename T, int ACT, bool H_IS_Z, int NJ, int NS, int MMA>
 __device__ bool fwd_tile(T* smem, const Layer<T, H_IS_Z>& y, bool hidden, int M, int bi, int bj,
                          int ks, int S) {
   const int tn = cdiv(y.out, T_BM * NJ);
   T* pf = y.pf + (long long)(bi * tn + bj) * S * T_PART;
   unsigned int* tf = y.tf + bi * tn + bj;
   if (hidden)
-    return tile32<T, NJ, true, false, 0, 1, ACT>(smem, bi, bj, M, y.out, y.in, ks, S, y.a_in,
-                                                 y.in, nullptr, y.w, y.in, y.a, y.out, y.bias,
-                                                 y.z, nullptr, pf, tf);
-  return tile32<T, NJ, true, false, 0, 1, 0>(smem, bi, bj, M, y.out, y.in, ks, S, y.a_in, y.in,
-                                             nullptr, y.w, y.in, y.a, y.out, y.bias, nullptr,
-                                             nullptr, pf, tf);
+    return tile32<T, NJ, NS, true, false, 1, ACT, MMA>(
+        smem, bi, bj, M, y.out, y.in, ks, S, y.a_in, y.in, y.w, y.in, y.a, y.out, y.bias, y.z,
+        nullptr, nullptr, pf, tf);
+  return tile32<T, NJ, NS, true, false, 1, 0, MMA>(
+      smem, bi, bj, M, y.out, y.in, ks, S, y.a_in, y.in, y.w, y.in, y.a, y.out, y.bias, nullptr,
+      nullptr, nullptr, pf, tf);
 }
 
-template <typename T, int ACT, bool H_IS_Z>
-__device__ void wgrad_tile(T* smem, const Layer<T, H_IS_Z>& y, bool hidden, int M, int t,
-                           int S) {
+template <typename T, bool H_IS_Z, int NS, int MMA>
+__device__ void wgrad_tile(T* smem, const Layer<T, H_IS_Z>& y, int M, int t, int S) {
   const int wn = cdiv(y.in, T_BM), tile = t / S, ks = t % S;
   T* pw = y.pw + (long long)tile * S * T_PART;
-  if (hidden)
-    tile32<T, 1, false, true, ACT, 2, 0>(smem, tile / wn, tile % wn, y.out, y.in, M, ks, S, y.g,
-                                      y.out, y.h, y.a_in, y.in, y.gw, y.in, nullptr, nullptr,
-                                      y.gb, pw, y.tw + tile);
-  else
-    tile32<T, 1, false, true, 0, 2, 0>(smem, tile / wn, tile % wn, y.out, y.in, M, ks, S, y.g,
-                                    y.out, nullptr, y.a_in, y.in, y.gw, y.in, nullptr, nullptr,
-                                    y.gb, pw, y.tw + tile);
+  tile32<T, 1, NS, false, true, 2, 0, MMA>(
+      smem, tile / wn, tile % wn, y.out, y.in, M, ks, S, y.g, y.out, y.a_in, y.in, y.gw, y.in,
+      nullptr, nullptr, nullptr, y.gb, pw, y.tw + tile);
 }
 
-template <typename T, int ACT, bool H_IS_Z, int NJ>
-__device__ void dgrad_tile(T* smem, const Layer<T, H_IS_Z>& y, bool hidden, int M, int bi,
-                           int bj, int ks, int S) {
+// The data gradient of a layer above the first: the layer below's g, act' applied.
+template <typename T, int ACT, bool H_IS_Z, int NJ, int NS, int MMA>
+__device__ void dgrad_tile(T* smem, const Layer<T, H_IS_Z>& y, int M, int bi, int bj, int ks,
+                           int S) {
   const int wn = cdiv(y.in, T_BM * NJ);
   T* pd = y.pd + (long long)(bi * wn + bj) * S * T_PART;
   unsigned int* td = y.td + bi * wn + bj;
-  if (hidden)
-    tile32<T, NJ, true, true, ACT, 0, 0>(smem, bi, bj, M, y.in, y.out, ks, S, y.g, y.out, y.h,
-                                         y.w, y.in, y.g_in, y.in, nullptr, nullptr, nullptr,
-                                         pd, td);
-  else
-    tile32<T, NJ, true, true, 0, 0, 0>(smem, bi, bj, M, y.in, y.out, ks, S, y.g, y.out,
-                                       nullptr, y.w, y.in, y.g_in, y.in, nullptr, nullptr,
-                                       nullptr, pd, td);
+  tile32<T, NJ, NS, true, true, 0, ACT, MMA>(
+      smem, bi, bj, M, y.in, y.out, ks, S, y.g, y.out, y.w, y.in, y.g_in, y.in, nullptr,
+      nullptr, y.h_in, nullptr, pd, td);
 }
 
 // Softmax cross-entropy of the 32 rows from r0 by this block's warps: their gradients into
@@ -1239,41 +1429,53 @@ __device__ void loss_total(const double* partials, int M, T* loss) {
   if (threadIdx.x == 0) loss[0] = (T)(s / M);
 }
 
-template <typename T, int ACT, bool H_IS_Z, int SCHED>
+template <typename T, int ACT, bool H_IS_Z, int SCHED, int N1, int N2, int MMA>
 // "layers" fills the device with more, smaller items: two blocks a multiprocessor pay
 // (fewer registers); "rows" runs long chains in few blocks: registers pay.
 __global__ void __launch_bounds__(T_NT, SCHED == 0 ? 2 : 1)
-mlp_step(int L, int M, const long long* __restrict__ meta, const long long* feed,
+mlp_step(int L, int M, const long long* meta, const long long* feed,
          const T* P, T* G, T* work, double eps, T* loss, double* partials, unsigned int* bar,
-         T* part, unsigned int* tickets) {
-  __shared__ __align__(16) T smem[2 * T_BK * T_PAD + 3 * T_BM * (T_BM + 1)];
+         T* part, unsigned int* tickets, unsigned long long* prof) {
+  int nb = 0;  // phases ended
+  MARK(0);
+  // the K-chunk stages (N1 of them for 32-wide tiles, N2 for 64-wide), then reused by the
+  // tiles' reductions: sized by mlp_step.py
+  extern __shared__ __align__(16) unsigned char dsmem[];
+  T* smem = reinterpret_cast<T*>(dsmem);
   // the batch where the caller keeps it: its addresses arrive with the step's terms
+  // the layers' meta, read once into shared memory (each phase reads it again)
+  __shared__ long long smeta[MF * (MAX_SMEM_LAYERS > 0 ? MAX_SMEM_LAYERS : 1)];
+  if (L <= MAX_SMEM_LAYERS) {
+    for (int q = threadIdx.x; q < MF * L; q += blockDim.x) smeta[q] = meta[q];
+    __syncthreads();
+    meta = smeta;
+  }
   const T* x = reinterpret_cast<const T*>(feed[0]);
   const long long* labels = reinterpret_cast<const long long*>(feed[1]);
   typedef Layer<T, H_IS_Z> Ly;
   const int lane = threadIdx.x & 31;
-  const Ly top(meta, L - 1, L, x, P, G, work, part, tickets);
+  const Ly top(meta, L - 1, x, P, G, work, part, tickets);
   const int C = top.out;
   double acc = 0.0;
   if (SCHED == 1) {
     // each block alone: forward, loss and data gradients of its row tiles
     for (int r = blockIdx.x; r < cdiv(M, T_BM); r += gridDim.x) {
       for (int l = 0; l < L; ++l) {
-        const Ly y(meta, l, L, x, P, G, work, part, tickets);
+        const Ly y(meta, l, x, P, G, work, part, tickets);
         for (int j = 0; j < cdiv(y.out, 2 * T_BM); ++j)
-          (void)fwd_tile<T, ACT, H_IS_Z, 2>(smem, y, l < L - 1, M, r, j, 0, 1);
+          (void)fwd_tile<T, ACT, H_IS_Z, 2, N2, MMA>(smem, y, l < L - 1, M, r, j, 0, 1);
       }
       acc += ce_rows<T, H_IS_Z>(top, r * T_BM, M, labels, eps);
       __syncthreads();
       for (int l = L - 1; l > 0; --l) {
-        const Ly y(meta, l, L, x, P, G, work, part, tickets);
+        const Ly y(meta, l, x, P, G, work, part, tickets);
         for (int j = 0; j < cdiv(y.in, 2 * T_BM); ++j)
-          dgrad_tile<T, ACT, H_IS_Z, 2>(smem, y, l < L - 1, M, r, j, 0, 1);
+          dgrad_tile<T, ACT, H_IS_Z, 2, N2, MMA>(smem, y, M, r, j, 0, 1);
       }
     }
     const double total = block_sum(acc);
     if (threadIdx.x == 0) partials[blockIdx.x] = total;
-    grid_barrier(bar);
+    PHASE_END(bar, nb);
     // every weight gradient at once, and the loss
     int items = 1;
     for (int l = 0; l < L; ++l) {
@@ -1291,21 +1493,22 @@ mlp_step(int L, int M, const long long* __restrict__ meta, const long long* feed
       if (l == L) {
         loss_total<T>(partials, M, loss);
       } else {
-        const Ly y(meta, l, L, x, P, G, work, part, tickets);
-        wgrad_tile<T, ACT, H_IS_Z>(smem, y, l < L - 1, M, u, y.sw);
+        const Ly y(meta, l, x, P, G, work, part, tickets);
+        wgrad_tile<T, H_IS_Z, N1, MMA>(smem, y, M, u, y.sw);
       }
     }
+    MARK(1 + 2 * nb);
     return;
   }
   // SCHED 0: forward, one phase per layer. When one tile spans the logits' columns, the
   // block that writes a tile of logits runs the loss of its rows at once (no loss phase).
   const bool loss_in_fwd = C <= T_BM;
   for (int l = 0; l < L; ++l) {
-    const Ly y(meta, l, L, x, P, G, work, part, tickets);
+    const Ly y(meta, l, x, P, G, work, part, tickets);
     const int tn = cdiv(y.out, T_BM), items = cdiv(M, T_BM) * tn * y.sf;
     for (int t = blockIdx.x; t < items; t += gridDim.x) {
       const int tile = t / y.sf;
-      const bool wrote = fwd_tile<T, ACT, H_IS_Z, 1>(smem, y, l < L - 1, M, tile / tn,
+      const bool wrote = fwd_tile<T, ACT, H_IS_Z, 1, N1, MMA>(smem, y, l < L - 1, M, tile / tn,
                                                      tile % tn, t % y.sf, y.sf);
       if (l == L - 1 && loss_in_fwd && wrote)
         acc += ce_rows<T, H_IS_Z>(top, (tile / tn) * T_BM, M, labels, eps);
@@ -1314,7 +1517,7 @@ mlp_step(int L, int M, const long long* __restrict__ meta, const long long* feed
       const double total = block_sum(acc);
       if (threadIdx.x == 0) partials[blockIdx.x] = total;
     }
-    grid_barrier(bar);
+    PHASE_END(bar, nb);
   }
   if (!loss_in_fwd) {  // the loss: a warp per row
     for (int row = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < M;
@@ -1325,27 +1528,27 @@ mlp_step(int L, int M, const long long* __restrict__ meta, const long long* feed
     }
     const double total = block_sum(acc);
     if (threadIdx.x == 0) partials[blockIdx.x] = total;
-    grid_barrier(bar);
+    PHASE_END(bar, nb);
   }
   // backward, last layer first: weight and data gradients of a layer in one phase
   for (int l = L - 1; l >= 0; --l) {
-    const Ly y(meta, l, L, x, P, G, work, part, tickets);
+    const Ly y(meta, l, x, P, G, work, part, tickets);
     const int wn = cdiv(y.in, T_BM);
     const int wi = cdiv(y.out, T_BM) * wn * y.sw;
     const int di = l > 0 ? cdiv(M, T_BM) * wn * y.sd : 0;
     const int items = wi + di + (l == L - 1 ? 1 : 0);
     for (int t = blockIdx.x; t < items; t += gridDim.x) {
       if (t < wi) {
-        wgrad_tile<T, ACT, H_IS_Z>(smem, y, l < L - 1, M, t, y.sw);
+        wgrad_tile<T, H_IS_Z, N1, MMA>(smem, y, M, t, y.sw);
       } else if (t < wi + di) {
         const int u = t - wi, tile = u / y.sd;
-        dgrad_tile<T, ACT, H_IS_Z, 1>(smem, y, l < L - 1, M, tile / wn, tile % wn, u % y.sd,
-                                      y.sd);
+        dgrad_tile<T, ACT, H_IS_Z, 1, N1, MMA>(smem, y, M, tile / wn, tile % wn, u % y.sd, y.sd);
       } else {
         loss_total<T>(partials, M, loss);
       }
     }
-    if (l > 0) grid_barrier(bar);
+    if (l > 0) PHASE_END(bar, nb);
   }
+  MARK(1 + 2 * nb);
 }
 """
