@@ -64,7 +64,8 @@ COVARIATE_HINTS = frozenset({"year", "month", "day", "week", "date", "time", "ag
                              "study", "site", "trial", "batch", "replicate", "rep", "block",
                              "plot", "treatment", "treat", "trt", "dose", "group", "sample",
                              "race", "ethnicity", "married", "education", "occupation",
-                             "industry", "party", "religion", "weekday", "season"})
+                             "industry", "party", "religion", "weekday", "season", "id",
+                             "identifier"})
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,17 @@ class Candidate:
 
 
 def _tokens(name: str) -> set[str]:
-    return {t for t in re.split(r"[^a-z0-9]+", name.lower()) if t}
+    """A column name's words, also without a trailing wave or grade number (`school1`:
+    `school`), and an identifier suffix split off (`schoolid`: `school`, `id`)."""
+    words = {t for t in re.split(r"[^a-z0-9]+", name.lower()) if t}
+    out = set(words)
+    for word in words:
+        base = word.rstrip("0123456789")
+        if base:
+            out.add(base)
+        if base.endswith("id") and base[:-2] in COVARIATE_HINTS:
+            out |= {base[:-2], "id"}
+    return out
 
 
 def _time_series_reason(frame: pd.DataFrame) -> str | None:

@@ -30,6 +30,24 @@ def test_response_named_target_and_identifier_dropped() -> None:
     assert ("rownames", "row identifier (by name)") in c.dropped
 
 
+def test_wave_numbered_identifiers_are_not_targets() -> None:
+    """A panel's `schoolid3` (an integer code with many values, last column) reads as an
+    identifier, not a continuous response; `math3` stays an ordinary column."""
+    from aicf_induct.problems.rdatasets_analysis import choose_target
+
+    rng = np.random.default_rng(1)
+    n = 400
+    df = pd.DataFrame({"stark": rng.choice(["small", "regular", "aide"], size=n),
+                       "math3": rng.normal(600, 40, size=n).round(),
+                       "school3": rng.integers(1, 80, size=n),
+                       "schoolid3": rng.integers(100000, 300000, size=n)})
+    target, task, _ = choose_target(df)
+    assert target != "schoolid3" and target != "school3"
+    assert (target, task) == ("stark", "classification")
+    without_ids = df.drop(columns=["stark"])
+    assert choose_target(without_ids)[0] == "math3"
+
+
 def test_leaking_columns_are_dropped() -> None:
     f = frame()
     f["outcome_code"] = (f["outcome"] == "good").astype(int)  # a recoding
