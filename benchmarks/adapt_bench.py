@@ -101,8 +101,9 @@ class StackPolicy:
 
     name = "stack"
 
-    def __init__(self, depth: int, width: int = 0) -> None:
+    def __init__(self, depth: int, width: int = 0, deepen_state: str = "fresh") -> None:
         self.depth, self.jump = depth, TargetSizePolicy(TargetConfig(width=width))
+        self.options = {} if deepen_state == "fresh" else {"state": deepen_state}
 
     def decide(self, obs: PolicyObservation) -> Decision | None:
         d = self.jump.decide(obs)
@@ -110,7 +111,7 @@ class StackPolicy:
                 or len(hidden_linears(obs.graph)) >= self.depth:
             return d
         sites = make_transform("deepen").sites(obs.graph)
-        return Decision("deepen", sites[-1], {}, f"plateau: stack a layer on top "
+        return Decision("deepen", sites[-1], dict(self.options), f"plateau: stack a layer on top "
                         f"({len(hidden_linears(obs.graph)) + 1} of {self.depth})", "stack")
 
 
@@ -215,20 +216,22 @@ def fresh(graph: Graph) -> Graph:
     return graph.copy()
 
 
-def make_bench_policy(name: str, width: int = 0, depth: int = 3) -> Policy:
+def make_bench_policy(name: str, width: int = 0, depth: int = 3,
+                      deepen_state: str = "fresh") -> Policy:
     if name == "rules":
         return RuleBasedPolicy()
     if name == "stack":
-        return StackPolicy(depth, width)
+        return StackPolicy(depth, width, deepen_state)
     return TargetSizePolicy(TargetConfig(width=width))
 
 
 def run_pair(problem: Problem, seed: int, steps: int, policy: str = "jump",
-             warmup: int = JUMP_WARMUP, width: int = 0, depth: int = 3) -> Row:
+             warmup: int = JUMP_WARMUP, width: int = 0, depth: int = 3,
+             deepen_state: str = "fresh") -> Row:
     start = mlp_graph(parse_model_spec(START), problem.n_features, problem.n_outputs)
     cfg = adapt_config(steps, problem, warmup)
     adaptive = AdaptiveRun(problem, start, recipe(seed), cfg,
-                           make_bench_policy(policy, width, depth)).run()
+                           make_bench_policy(policy, width, depth, deepen_state)).run()
     static_cfg = dataclasses.replace(cfg, warmup_steps=0)
 
     def static_run(graph: Graph, run_seed: int) -> AdaptResult:
@@ -500,6 +503,8 @@ def command(args: argparse.Namespace) -> str:
         f" --steps {args.steps} --policy {args.policy}" + \
         (f" --width {args.width}" if args.width else "") + \
         (f" --depth {args.depth}" if args.policy == "stack" else "") + \
+        (f" --deepen-state {args.deepen_state}"
+         if args.policy == "stack" and args.deepen_state != "fresh" else "") + \
         (f" --warmup {args.warmup}" if args.warmup is not None else "") + " --write-results"
 
 
@@ -586,7 +591,7 @@ def run_rows(args: argparse.Namespace, warmup: int) -> list[Row]:
             problem = load_problem(name, seed=seed)
             t = time.perf_counter()
             row = run_pair(problem, seed, args.steps, args.policy, warmup, args.width,
-                           args.depth)
+                           args.depth, args.deepen_state)
             row.large, row.wall = name in large, time.perf_counter() - t
             rows.append(row)
             a, s = row.adaptive, row.static
@@ -612,6 +617,8 @@ def main() -> None:
     ap.add_argument("--width", type=int, default=0,
                     help="jump, stack: target width (0: from the problem's size)")
     ap.add_argument("--depth", type=int, default=3, help="stack: target hidden layers")
+    ap.add_argument("--deepen-state", choices=("fresh", "borrow"), default="fresh",
+                    help="stack: the inserted layer's optimizer state (transforms/deepen.py)")
     ap.add_argument("--warmup", type=int, default=None,
                     help=f"warm-up trigger (default {JUMP_WARMUP} for jump and stack, "
                          f"{WARMUP} for rules)")

@@ -13,8 +13,17 @@ function-preserving:
 
 Readers of A (and the graph output, if A is one) read the block's output instead.
 
-Optimizer state: the block's parameters are new: zero slots and step 0 (Adam's bias
-correction then treats them as fresh while every other parameter keeps its count).
+Optimizer state (`state=`):
+
+- "fresh" (default): the block's parameters are new: zero slots and step 0 (Adam's bias
+  correction then treats them as fresh while every other parameter keeps its count). Their
+  first Adam step moves every entry by about the learning rate (m/sqrt(v) = sign(g)).
+- "borrow": each new parameter takes the step count of the linear layer that feeds the
+  site (its weight's for a weight, its bias's for a bias), zero first moments, and as
+  second moments the mean of that parameter's (`MOMENT_POWER` 2 slots: Adam's v). Its
+  steps are then sized like the layer below's from the first one. Without that layer (or
+  its state), fresh.
+
 Nothing else changes.
 """
 
@@ -26,7 +35,7 @@ import numpy as np
 
 from aicf_induct.ir.graph import Graph, Node
 from aicf_induct.ir.ops import ACTIVATIONS
-from aicf_induct.runtime.model_state import ModelState
+from aicf_induct.runtime.model_state import MOMENT_POWER, ModelState
 from aicf_induct.runtime.transforms.base import Transform
 from aicf_induct.runtime.transforms.surgery import (
     feature_width,
@@ -47,15 +56,20 @@ class Deepen(Transform):
 
     name = "deepen"
 
-    def __init__(self, residual: bool = False) -> None:
+    STATES = ("fresh", "borrow")
+
+    def __init__(self, residual: bool = False, state: str = "fresh") -> None:
+        if state not in self.STATES:
+            raise ValueError(f"state must be one of {', '.join(self.STATES)}, got {state!r}")
         self.residual = residual  # True: the residual form even after an idempotent act
+        self.state = state  # the new parameters' optimizer state, see the module doc
 
     @property
     def function_preserving(self) -> bool:
         return True
 
     def options(self) -> dict[str, Any]:
-        return {"residual": self.residual}
+        return {"residual": self.residual, "state": self.state}
 
     def candidates(self, graph: Graph) -> list[str]:
         return unit_activations(graph)
@@ -90,6 +104,32 @@ class Deepen(Transform):
             lin2 = nodes[2]
             values[lin2.params["weight"]] = np.zeros((d, d))
             values[lin2.params["bias"]] = np.zeros(d)
+        source = feeding_linear(graph, site) if self.state == "borrow" else None
         for n in nodes:
-            for p in n.params.values():
-                state.drop_opt(p)  # new: zero moments, step 0
+            for kind, p in n.params.items():
+                state.drop_opt(p)  # new: zero moments, step 0 ...
+                donor = source.params.get(kind) if source is not None else None
+                if donor is not None and state.has_opt(donor):
+                    borrow_opt(state, p, donor, values[p].shape)  # ... or the layer below's
+
+
+def feeding_linear(graph: Graph, site: str) -> Node | None:
+    """The linear layer whose output reaches activation `site` through single-input nodes
+    (a norm, a dropout), if any."""
+    nodes = graph.node_map()
+    node: Node | None = nodes[site]
+    while node is not None and node.inputs and (node.id == site or node.op != "linear"):
+        node = nodes.get(node.inputs[0]) if len(node.inputs) == 1 else None
+    return node if node is not None and node.op == "linear" else None
+
+
+def borrow_opt(state: ModelState, name: str, donor: str, shape: tuple[int, ...]) -> None:
+    """`name` gets `donor`'s step count, zero first moments and the mean of its second
+    moments (see the module doc)."""
+    assert state.optimizer is not None
+    slots = state.opt_slots(donor)
+    state.optimizer["slots"][name] = {
+        slot: np.full(shape, float(np.mean(arr)) if MOMENT_POWER.get(slot, 1) == 2 else 0.0,
+                      dtype=arr.dtype)
+        for slot, arr in slots.items()}
+    state.optimizer["steps"][name] = int(state.optimizer["steps"][donor])
