@@ -414,6 +414,11 @@ VARIANT_ROWS = [  # variant, runs, within 5 %, goal to best, to stop, lenient, m
      '24 of 118 deepenings rolled back by the guard)',
      '66 | 58 | 14 | 10 | 41 | 0.998 | 15 / 15 / 42'),
     ('… large set only', '30 | 30 | 7 | 6 | 26 | 0.997 | 10 / 10 / 27'),
+    ("`--policy stack --depth 3 --deepen-state borrow`: the inserted layer's optimizer "
+     "state borrowed from the layer below (a later run, with AER/STAR's new target: 23 of 124 "
+     "deepenings rolled back; the fresh rule in that run: 24 of 121, goal 14 / 10 / 43, "
+     "control 15 / 15 / 44)",
+     '66 | 58 | 13 | 9 | 43 | 1.000 | 16 / 16 / 44'),
     ('`--policy stack --depth 6`', '6 | 5 | 2 | 1 | 5 | 1.012 | 2 / 2 / 4'),
 ]
 VARIANTS = "\n".join([
@@ -486,8 +491,10 @@ def verdict(s: dict[str, float], parts: dict[str, dict[str, float]], rows: list[
         "stack runs the one-layer final-width model, trained alone, was ahead of the "
         "3-layer static run at about half of its evaluations and ended at the same loss), "
         "so a shallow stage buys no head start, and the guard rolls back a fifth of the "
-        "inserted identity layers (the new layer's first Adam steps move every weight by "
-        "about the learning rate). Warm-starting also costs generalisation when the jump is "
+        "inserted identity layers, whichever optimizer state they start with (fresh "
+        "moments, whose first Adam steps move every weight by about the learning rate, or "
+        "moments borrowed from the layer below, which make those steps about 20 times "
+        "smaller). Warm-starting also costs generalisation when the jump is "
         "small relative to the start; Net2Net-split copies, shrink & perturb, Adam-moment "
         "resets and an LR re-warm-up changed nothing beyond noise. No seed met the goal on: "
         f"{', '.join(never(rows)) or 'none'}. What growth does buy is compute: to 1.05 L_s "
