@@ -135,9 +135,10 @@ def test_phase_timer_names_every_phase_and_changes_no_result(schedule: str) -> N
         assert names[3] == "loss" and len(names) == 7
     else:
         assert len(names) == 2
+    tick = 0.5  # µs: the global timer advances in steps of about a quarter µs on an H100
     for name, last, median, barrier in rows:
-        assert 0 <= median <= last < 1e4, (name, last, median)
-        assert barrier >= 0, name
+        assert -tick <= median <= last < 1e4, (name, last, median)
+        assert barrier >= -tick, (name, barrier)
     assert rows[-1][3] == 0.0
     with pytest.raises(RuntimeError, match="profile=True"):
         kernel.phase_profile()

@@ -10,7 +10,6 @@ import pytest
 from aicf_induct.compiler.chain import ChainLayer, MlpChain
 from aicf_induct.kernels.cuda.mlp_step import (
     MAX_STAGES,
-    MIN_CHUNKS,
     TILE,
     cdiv,
     schedules_for,
@@ -20,24 +19,41 @@ from aicf_induct.kernels.cuda.mlp_step import (
 )
 
 
+def _phase_cost(gemms, counts, split_cost) -> int:
+    """The cost model split_counts minimises: a phase costs its dearest item."""
+    return max(cdiv(ch, s) + (split_cost if s > 1 else 0)
+               for (_, ch), s in zip(gemms, counts, strict=True))
+
+
+@pytest.mark.parametrize("split_cost", [0, 6, 10])
 @pytest.mark.parametrize("gemms,grid", [
-    ([(4, 8)], 32), ([(64, 16), (128, 8)], 264), ([(128, 8)], 132), ([(1, 1)], 8),
-    ([(16, 2), (16, 2), (2, 8)], 32), ([(500, 40)], 100),
+    ([(4, 8)], 32), ([(64, 16), (128, 8)], 256), ([(128, 8)], 132), ([(1, 1)], 8),
+    ([(16, 2), (16, 2), (2, 8)], 32), ([(500, 40)], 100), ([(16, 16)], 256),
+    ([(8, 16), (128, 1)], 256),
 ])
-def test_splits_fill_one_wave_with_few_chunks_each(gemms, grid) -> None:
-    counts = split_counts(gemms, grid)
+def test_splits_are_the_cheapest_that_fill_one_wave(gemms, grid, split_cost) -> None:
+    counts = split_counts(gemms, grid, split_cost)
     items = sum(t * s for (t, _), s in zip(gemms, counts, strict=True))
     for (_, chunks), s in zip(gemms, counts, strict=True):
         assert 1 <= s <= chunks
-        if s > 1:  # a split runs at least MIN_CHUNKS chunks (the last may run fewer)
-            assert cdiv(chunks, s) >= MIN_CHUNKS
     if items > grid:  # only when even unsplit GEMMs overflow the wave
         assert counts == [1] * len(gemms) and sum(t for t, _ in gemms) > grid
-    # no fewer chunks per split would still fit
-    per = max(cdiv(ch, s) for (_, ch), s in zip(gemms, counts, strict=True))
-    if per > MIN_CHUNKS and items <= grid:
-        tighter = [cdiv(ch, per - 1) for _, ch in gemms]
-        assert sum(t * s for (t, _), s in zip(gemms, tighter, strict=True)) > grid
+        return
+    # no other splits that fit the wave are cheaper (brute force over every choice)
+    best = _phase_cost(gemms, counts, split_cost)
+    for alt in itertools.product(*(range(1, ch + 1) for _, ch in gemms)):
+        if sum(t * s for (t, _), s in zip(gemms, alt, strict=True)) <= grid:
+            assert _phase_cost(gemms, list(alt), split_cost) >= best, (alt, counts)
+
+
+def test_a_dear_reduction_keeps_tiles_whole() -> None:
+    """Size 1 of step_gpu.py on 256 blocks: a hidden layer's forward (128 tiles of 8 chunks)
+    is split in two when a reduction is free, kept whole when it costs 6 chunks; a lone
+    16-chunk GEMM of 16 tiles is still split."""
+    assert split_counts([(128, 8)], 256, 0) == [2]
+    assert split_counts([(128, 8)], 256, 6) == [1]
+    assert split_counts([(16, 16)], 256, 6) == [16]
+    assert split_counts([(16, 16)], 256, 20) == [1]  # dearer than the chunks it saves
 
 
 def _chain(batch: int, widths: list[int]) -> MlpChain:

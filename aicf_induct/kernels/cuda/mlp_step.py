@@ -32,7 +32,9 @@ TILE = 32  # output tile side and K chunk
 PART = TILE * TILE + TILE  # one partial tile and its partial bias sums (sources.MLP_STEP)
 ALIGN_BYTES = 256  # every work buffer starts on its own cache lines
 FIELDS = 16  # per layer, see sources.MLP_STEP
-MIN_CHUNKS = 2  # a K split covers at least this many chunks: a split costs one more round trip
+# K chunks' worth of time a split-K reduction costs (split_counts). On an H100 at size 1 of
+# step_gpu.py, 6 timed best of 0, 6, 10 and 14 (benchmarks/RESULTS.md)
+SPLIT_COST = 6
 SCHEDULES = {"layers": 0, "rows": 1}
 # K-chunk stages (sources.MLP_STEP: Stages): a tile's chunks all resident when they fit
 PAD = TILE + 8  # row stride of a stage's operand tiles (sources.MLP_STEP: T_PAD)
@@ -49,12 +51,19 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def split_counts(gemms: list[tuple[int, int]], grid: int) -> list[int]:
-    """Splits S per GEMM (tiles, K chunks) running in one phase: the fewest chunks per split
-    (at least MIN_CHUNKS) for which all the phase's items fit in one wave of `grid`."""
+def split_counts(gemms: list[tuple[int, int]], grid: int,
+                 split_cost: int | None = None) -> list[int]:
+    """Splits S per GEMM (tiles, K chunks) running in one phase, by a cost model in K chunks:
+    an item costs its chunks, plus `split_cost` when its GEMM is split (the partials' store,
+    fence, ticket and reload); a phase costs its dearest item. The cheapest splits whose
+    items fit one wave of `grid`; none when even the unsplit items overflow it."""
+    cost = SPLIT_COST if split_cost is None else split_cost
     longest = max(ch for _, ch in gemms)
-    for c in range(MIN_CHUNKS, longest + 1):
-        counts = [cdiv(ch, c) for _, ch in gemms]
+    for limit in range(1, longest + 1):  # the phase's cost; `longest` is the unsplit plan's
+        per = limit - cost  # chunks a split may run within the limit
+        if limit < longest and per < 1:
+            continue
+        counts = [1 if ch <= limit else cdiv(ch, per) for _, ch in gemms]
         if sum(t * s for (t, _), s in zip(gemms, counts, strict=True)) <= grid:
             return counts
     return [1] * len(gemms)
@@ -265,7 +274,8 @@ class MlpStepKernel:
     def phase_profile(self) -> list[tuple[str, float, float, float]]:
         """Per phase of the last launch (the kernel built with profile=True): its name, the
         µs until the last block finished its work, until the median block did, and the
-        barrier after it (last arrival to first release; 0 after the last phase)."""
+        barrier after it (last arrival to first release; 0 after the last phase). The global
+        timer it reads advances in steps of about 0.25 µs on an H100: so are these figures."""
         if self.prof is None:
             raise RuntimeError("build the kernel with profile=True to read phase times")
         t = self.prof.get().astype(np.int64)
