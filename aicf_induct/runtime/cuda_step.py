@@ -285,7 +285,7 @@ class CudaStep:
     def _chain_kernel(self, e: _Entry, chain: Any, schedule: str) -> Any:
         import cupy
 
-        from aicf_induct.kernels.cuda.compile import device
+        from aicf_induct.kernels.cuda.compile import tensor_cores
         from aicf_induct.kernels.cuda.mlp_step import MlpStepKernel
 
         store = self.executor.store
@@ -293,8 +293,7 @@ class CudaStep:
         feed = e.hyper_dev[-2:].view(cupy.int64)
         # TF32 tensor cores under the tf32 and bf16 policies (TF32 is the more exact of the
         # two), where the device has them; SIMT in the parameters' dtype otherwise
-        mma = int(self.executor.precision != "fp32" and store.data.dtype == np.float32
-                  and device().capability >= 80)
+        mma = int(self.executor.precision != "fp32" and tensor_cores(store.data.dtype))
         return MlpStepKernel(chain, feed, store.data, store.grad, offsets, e.loss, schedule,
                              mma=mma)
 

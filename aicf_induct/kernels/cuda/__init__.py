@@ -57,11 +57,11 @@ def _small(q: KernelQuery) -> bool:
 
 
 def _wmma(q: KernelQuery) -> bool:
-    if q.dtype != "float32" or q.attrs.get("precision") not in ("tf32", "bf16"):
+    if q.attrs.get("precision") not in ("tf32", "bf16"):
         return False
-    from aicf_induct.kernels.cuda.compile import device
+    from aicf_induct.kernels.cuda.compile import tensor_cores
 
-    return device().capability >= 80
+    return tensor_cores(q.dtype)
 
 
 def _lt_bwd(q: KernelQuery) -> bool:

@@ -58,6 +58,14 @@ def device() -> DeviceInfo:
     return info
 
 
+def tensor_cores(dtype: Any) -> bool:
+    """Whether TF32/bf16 tensor-core products apply to `dtype` here: float32 data on sm_80
+    or newer (mma.sync TF32, WMMA bf16)."""
+    import numpy as np
+
+    return np.dtype(dtype) == np.float32 and device().capability >= 80
+
+
 def function(family: str, name: str, extra: tuple[str, ...] = ()) -> Any:
     """The compiled kernel `name` (a template instantiation) of a source family; `extra`:
     further NVRTC options (e.g. a -D switch)."""

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from aicf_induct.compiler.chain import MlpChain
-from aicf_induct.kernels.cuda.compile import device, function
+from aicf_induct.kernels.cuda.compile import device, function, tensor_cores
 from aicf_induct.kernels.cuda.launch import act_id, ctype, f64, i32
 from aicf_induct.kernels.fused import ACT_FROM_OUTPUT
 
@@ -125,7 +125,7 @@ class MlpStepKernel:
         dt = np.dtype(params.dtype)
         if mma not in MMA_MODES:
             raise ValueError(f"mma must be one of {sorted(MMA_MODES)}, got {mma!r}")
-        if mma and (dt != np.float32 or device().capability < 80):
+        if mma and not tensor_cores(dt):
             raise ValueError(f"TF32 tensor-core products need float32 parameters and sm_80 or "
                              f"newer, got {dt} on sm_{device().capability}")
         if grads.dtype != dt or loss.dtype != dt:
@@ -279,10 +279,11 @@ class MlpStepKernel:
         if self.prof is None:
             raise RuntimeError("build the kernel with profile=True to read phase times")
         t = self.prof.get().astype(np.int64)
+        names = self.phase_names()
         out, start = [], int(t[0].min())
-        for p, name in enumerate(self.phase_names()):
+        for p, name in enumerate(names):
             done = t[1 + 2 * p]
-            last = p == len(self.phase_names()) - 1
+            last = p == len(names) - 1
             release = start if last else int(t[2 + 2 * p].min())
             out.append((name, (int(done.max()) - start) / 1e3,
                         (float(np.median(done)) - start) / 1e3,
