@@ -1,6 +1,7 @@
 """Not a test: our GPU step at the small sizes of benchmarks/step_gpu.py with each of its
-bodies forced in turn — the fused-kernel plan, and the one-kernel MLP step's "layers" and
-"rows" schedules (kernels/cuda/mlp_step.py) — to show what the autotuner chooses between.
+bodies forced in turn — the fused-kernel plan, and the one-kernel MLP step's "layers",
+"rows" and (sm_90+) "clusters" schedules (kernels/cuda/mlp_step.py) — to show what the
+autotuner chooses between.
 
 Per body, µs: the body alone and the optimizer kernel alone (each replayed from a CUDA
 graph, timed with events); the whole captured step replayed back to back; the host's side

@@ -15,10 +15,10 @@ snapshots work as on the CPU. Plans with a kernel that cannot be captured (a ref
 fallback) run the same step eagerly; `graph_error` says why a capture failed.
 
 When the program is a plain MLP chain (`compiler.chain`), the forward, loss and backward
-may instead run as one persistent kernel (`kernels.cuda.mlp_step`, two schedules):
-`whole_step="auto"` times the plan and the kernel's schedules once per batch shape (the
-choice is kept by the registry's autotuner, in the warehouse when it has one) and keeps the
-fastest; "plan", "mlp_layers" or "mlp_rows" forces one.
+may instead run as one persistent kernel (`kernels.cuda.mlp_step`, three schedules, the
+third on sm_90+): `whole_step="auto"` times the plan and the kernel's schedules once per
+batch shape (the choice is kept by the registry's autotuner, in the warehouse when it has
+one) and keeps the fastest; "plan", "mlp_layers", "mlp_rows" or "mlp_clusters" forces one.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from aicf_induct.runtime.executor import Executor
 from aicf_induct.runtime.optimizers import SGD, Adam, Optimizer, _check_number
 
 HYPER_FIXED = 4  # lr, lr*weight_decay, step (as int64 bits), spare; then 2 per segment
-WHOLE_STEP = ("auto", "plan", "mlp_layers", "mlp_rows")
+WHOLE_STEP = ("auto", "plan", "mlp_layers", "mlp_rows", "mlp_clusters")
 
 
 @dataclass
@@ -177,8 +177,8 @@ class CudaStep:
         return any(e.graph is not None for e in self._entries.values())
 
     def step_body(self, batch: int) -> str:
-        """What runs the forward/backward of batch size `batch`: "plan", "mlp_layers" or
-        "mlp_rows"."""
+        """What runs the forward/backward of batch size `batch`: "plan", "mlp_layers",
+        "mlp_rows" or "mlp_clusters"."""
         e = self._entries[batch]
         return "plan" if e.step_kernel is None else "mlp_" + e.step_kernel.schedule
 
@@ -260,9 +260,11 @@ class CudaStep:
         if not kernels:
             e.chain_reason = "too large for the one-kernel step"
             return
-        # the precision policy changes both the plan's GEMMs and the one-kernel step's
-        chosen = self._fastest(e, f"{chain.key()};precision={self.executor.precision}",
-                               kernels)
+        # the precision policy changes both the plan's GEMMs and the one-kernel step's; a
+        # choice made before a schedule existed (or on a device without it) is made again
+        bodies = ",".join(s.removeprefix("train_step.") for s in kernels)
+        chosen = self._fastest(
+            e, f"{chain.key()};precision={self.executor.precision};bodies={bodies}", kernels)
         if chosen == "train_step.plan":
             e.chain_reason = "the fused-kernel plan timed faster"
         else:

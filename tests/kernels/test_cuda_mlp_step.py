@@ -57,7 +57,20 @@ def _batch(rng, graph, n, dtype):
     return (rng.normal(size=(n, n_in)).astype(dtype), rng.integers(0, n_out, size=n))
 
 
-def _kernel(gpu, batch, x, y, schedule="layers", mma=0):
+def _schedule(schedule: str) -> str:
+    """`schedule`, skipping the test where this device lacks it (clusters: sm_90+)."""
+    from aicf_induct.kernels.cuda.compile import device
+    from aicf_induct.kernels.cuda.mlp_step import CLUSTERS_FROM
+
+    if schedule == "clusters" and device().capability < CLUSTERS_FROM:
+        pytest.skip(f"thread-block clusters need sm_{CLUSTERS_FROM}+")
+    return schedule
+
+
+SCHEDULES = ["layers", "rows", "clusters"]
+
+
+def _kernel(gpu, batch, x, y, schedule="layers", mma=0, grid=None):
     from aicf_induct.compiler.chain import MlpChain, match_mlp_chain
     from aicf_induct.kernels.cuda.mlp_step import MlpStepKernel
 
@@ -69,12 +82,12 @@ def _kernel(gpu, batch, x, y, schedule="layers", mma=0):
     offsets = {n: store.slices[n].start for n in store.names}
     loss = plan.value(gpu.training_graph.loss)
     kernel = MlpStepKernel(chain, cp.zeros(2, dtype=np.int64), store.data, store.grad,
-                           offsets, loss, schedule, mma=mma)
+                           offsets, loss, _schedule(schedule), grid=grid, mma=mma)
     kernel.set_inputs(plan.inputs[chain.input_id], plan.inputs[chain.labels_id])
     return kernel, loss
 
 
-@pytest.mark.parametrize("schedule", ["layers", "rows"])
+@pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("dtype,mma,rtol", [
     ("float64", 0, 1e-12), ("float32", 0, 1e-5),
     # TF32 tensor cores (the tf32 policy): 2^-11 rounding, through four GEMMs and batch sums
@@ -96,7 +109,34 @@ def test_one_kernel_step_matches_the_numpy_plan(name: str, dtype: str, mma: int,
         assert_close(gpu.store.grads[n], ref.store.grads[n], rtol, f"{name} d{n}")
 
 
-@pytest.mark.parametrize("schedule,barriers", [("layers", 2 * 5 - 1), ("rows", 1)])  # loss in fwd
+@pytest.mark.parametrize("name,dtype", [("sigmoid", "float64"), ("wide_batch", "float32")])
+def test_clusters_with_several_row_tiles_a_cluster(name: str, dtype: str) -> None:
+    """Two clusters for 5 and 16 row tiles: each cluster runs its row tiles one after
+    another (no cluster barrier between them), the sigmoid case with its 40 logits split
+    over the cluster for the loss."""
+    from aicf_induct.kernels.cuda.mlp_step import CLUSTER
+
+    graph, batch, ref, gpu = _gpu_pair(name, dtype, seed=4)
+    x, y = _batch(np.random.default_rng(), graph, batch, dtype)
+    kernel, loss = _kernel(gpu, batch, x, y, "clusters", grid=2 * CLUSTER)
+    assert kernel.grid == 2 * CLUSTER
+    gpu.store.grad[...] = cp.nan
+    kernel.launch()
+    rtol = 1e-12 if dtype == "float64" else 1e-5
+    np.testing.assert_allclose(float(loss), ref.train_step(x, y, 0), rtol=rtol)
+    for n in ref.store.names:
+        assert_close(gpu.store.grads[n], ref.store.grads[n], rtol, f"{name} d{n}")
+
+
+def test_clusters_grid_must_be_whole_clusters() -> None:
+    graph, batch, _, gpu = _gpu_pair("relu_small", "float32", seed=0)
+    x, y = _batch(np.random.default_rng(), graph, batch, np.float32)
+    with pytest.raises(ValueError, match="whole clusters"):
+        _kernel(gpu, batch, x, y, "clusters", grid=12)
+
+
+@pytest.mark.parametrize("schedule,barriers", [("layers", 2 * 5 - 1), ("rows", 1),
+                                               ("clusters", 1)])  # loss in fwd
 def test_replays_are_deterministic_and_the_counters_reset(schedule: str, barriers: int) -> None:
     """The barrier's and the split tickets' counters reset themselves: 300 launches, each
     bit-identical (split-K partials are added in a fixed order)."""
@@ -116,7 +156,7 @@ def test_replays_are_deterministic_and_the_counters_reset(schedule: str, barrier
     assert not host(kernel.tickets).any()
 
 
-@pytest.mark.parametrize("schedule", ["layers", "rows"])
+@pytest.mark.parametrize("schedule", SCHEDULES)
 def test_phase_timer_names_every_phase_and_changes_no_result(schedule: str) -> None:
     graph, batch, _, gpu = _gpu_pair("sigmoid", "float32", seed=2)  # 40 logits: a loss phase
     x, y = _batch(np.random.default_rng(), graph, batch, np.float32)
@@ -144,13 +184,14 @@ def test_phase_timer_names_every_phase_and_changes_no_result(schedule: str) -> N
         kernel.phase_profile()
 
 
-@pytest.mark.parametrize("body", ["mlp_layers", "mlp_rows"])
+@pytest.mark.parametrize("body", ["mlp_layers", "mlp_rows", "mlp_clusters"])
 @pytest.mark.parametrize("opt,kw", [("adam", {}), ("sgd", {"momentum": 0.9})])
 def test_captured_one_kernel_step_matches_numpy_steps(opt: str, kw: dict, body: str) -> None:
     from aicf_induct.runtime.cuda_step import CudaStep
 
     graph, _, ref, gpu = _gpu_pair("relu_ragged", "float64", seed=1)
     o_ref, o_gpu = make_optimizer(opt, lr=0.01, **kw), make_optimizer(opt, lr=0.01, **kw)
+    _schedule(body.removeprefix("mlp_"))
     step = CudaStep(gpu, o_gpu, whole_step=body)
     rng = np.random.default_rng()
     for k in range(6):
@@ -187,7 +228,11 @@ def test_the_precision_policy_picks_the_products(precision: str, mma: int) -> No
         o_ref.step(ref.store, 1e-3)
         s = step.run(cp.asarray(x), cp.asarray(y), k, 1e-3)
         assert s is not None
-        np.testing.assert_allclose(s.loss, loss_ref, rtol=1e-5 if mma == 0 else 1e-2)
+        # fp32: the first loss is the kernels' rounding alone; after it, Adam's near-sign
+        # updates of gradients near zero carry that rounding into the weights (one run in
+        # many went past 1e-5 at the fifth step); a wrong product is off by far more
+        rtol = (1e-5 if k == 0 else 1e-4) if mma == 0 else 1e-2
+        np.testing.assert_allclose(s.loss, loss_ref, rtol=rtol)
     assert step._entries[128].step_kernel.mma == mma
 
 
@@ -206,6 +251,7 @@ def test_auto_choice_runs_and_is_kept_by_the_tuner() -> None:
     assert step.run(x, y, 0, 1e-3) is not None
     keys = [k for k in tuner.choices if k[0] == "train_step"]
     assert len(keys) == 1 and tuner.choices[keys[0]].endswith(step.step_body(256))
+    assert "bodies=mlp_layers,mlp_rows" in keys[0][1]  # a new schedule means a new choice
     timed = tuner.timed
     again = CudaStep(gpu, make_optimizer("adam", lr=1e-3))
     again.run(x, y, 0, 1e-3)

@@ -62,20 +62,24 @@ def _chain(batch: int, widths: list[int]) -> MlpChain:
     return MlpChain(layers, "relu", {}, 0.0, "x", "labels", batch)
 
 
-def test_schedules_offered_by_size() -> None:
-    assert schedules_for(_chain(256, [16, 64, 64, 2])) == ["layers", "rows"]
-    assert schedules_for(_chain(512, [64, 256, 256, 256, 256, 10])) == ["layers"]
-    assert schedules_for(_chain(4096, [256, 1024, 1024, 1024, 1024, 10])) == []
+def test_schedules_offered_by_size_and_device() -> None:
+    small, mid = _chain(256, [16, 64, 64, 2]), _chain(512, [64, 256, 256, 256, 256, 10])
+    assert schedules_for(small, 80) == ["layers", "rows"]
+    assert schedules_for(mid, 80) == ["layers"]
+    # thread-block clusters from sm_90
+    assert schedules_for(small, 90) == ["layers", "rows", "clusters"]
+    assert schedules_for(mid, 90) == ["layers", "clusters"]
+    assert schedules_for(_chain(4096, [256, 1024, 1024, 1024, 1024, 10]), 90) == []
 
 
 @pytest.mark.parametrize("itemsize", [4, 8])
-@pytest.mark.parametrize("schedule", ["layers", "rows"])
+@pytest.mark.parametrize("schedule", ["layers", "rows", "clusters"])
 @pytest.mark.parametrize("budget", [20 << 10, 48 << 10, 96 << 10, 192 << 10])
 def test_stages_fill_the_budget_and_the_reductions_fit(itemsize, schedule, budget) -> None:
     n1, n2, nbytes = shared_layout(itemsize, budget, schedule)
     assert stage_elements(1) == 2 * TILE * (TILE + 8)  # the kernel's padded A and B tiles
     widths = {1: n1, 2: n2} if schedule == "rows" else {1: n1}
-    if schedule == "layers":
+    if schedule != "rows":
         assert n2 == 1  # no 64-wide tiles: nothing reserved for them
     for nj, n in widths.items():
         assert 1 <= n <= MAX_STAGES

@@ -66,6 +66,30 @@ def tensor_cores(dtype: Any) -> bool:
     return np.dtype(dtype) == np.float32 and device().capability >= 80
 
 
+def max_active_clusters(fn: Any, grid: int, threads: int, smem_bytes: int) -> int | None:
+    """How many clusters of `fn` (a RawKernel whose cluster shape is fixed at compile time,
+    `__cluster_dims__`) the device runs at once, by the driver's
+    cuOccupancyMaxActiveClusters; None where the driver cannot say. CuPy does not wrap it."""
+    import ctypes
+
+    class LaunchConfig(ctypes.Structure):  # CUlaunchConfig
+        _fields_ = [("grid_x", ctypes.c_uint), ("grid_y", ctypes.c_uint),
+                    ("grid_z", ctypes.c_uint), ("block_x", ctypes.c_uint),
+                    ("block_y", ctypes.c_uint), ("block_z", ctypes.c_uint),
+                    ("shared_bytes", ctypes.c_uint), ("stream", ctypes.c_void_p),
+                    ("attrs", ctypes.c_void_p), ("num_attrs", ctypes.c_uint)]
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        query = lib.cuOccupancyMaxActiveClusters
+    except (OSError, AttributeError):
+        return None
+    n = ctypes.c_int(0)
+    config = LaunchConfig(grid, 1, 1, threads, 1, 1, smem_bytes, None, None, 0)
+    rc = query(ctypes.byref(n), ctypes.c_void_p(int(fn.kernel.ptr)), ctypes.byref(config))
+    return int(n.value) if rc == 0 and n.value > 0 else None
+
+
 def function(family: str, name: str, extra: tuple[str, ...] = ()) -> Any:
     """The compiled kernel `name` (a template instantiation) of a source family; `extra`:
     further NVRTC options (e.g. a -D switch)."""

@@ -9,10 +9,13 @@ usual. Its products are SIMT in the parameters' dtype (fp32 or fp64), or TF32 te
 cp.async through a few stages, the layers' meta is read once into shared memory, and with
 -DMLP_PROFILE (`profiled`) the kernel records when each block finished each phase.
 
-Two schedules (see sources.MLP_STEP): "layers", a phase per layer and direction, for
+Three schedules (see sources.MLP_STEP): "layers", a phase per layer and direction, for
 batches wide enough to fill the device a layer at a time; "rows", where each block runs
 the forward and data gradients of its own rows with no barrier and one phase computes
-every weight gradient, for narrow models. `runtime.cuda_step` times both against the
+every weight gradient, for narrow models; and "clusters" (sm_90+), "rows" with a row tile's
+columns spread over a thread-block cluster of CLUSTER blocks that meet at the cluster's
+hardware barrier between layers, so a wide layer is not one block's work and only the
+weight gradients wait for the whole grid. `runtime.cuda_step` times both against the
 fused-kernel plan per batch shape and keeps the fastest (`Autotuner.pick`).
 """
 
@@ -23,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from aicf_induct.compiler.chain import MlpChain
-from aicf_induct.kernels.cuda.compile import device, function, tensor_cores
+from aicf_induct.kernels.cuda.compile import device, function, max_active_clusters, tensor_cores
 from aicf_induct.kernels.cuda.launch import act_id, ctype, f64, i32
 from aicf_induct.kernels.fused import ACT_FROM_OUTPUT
 
@@ -35,14 +38,17 @@ FIELDS = 16  # per layer, see sources.MLP_STEP
 # K chunks' worth of time a split-K reduction costs (split_counts). On an H100 at size 1 of
 # step_gpu.py, 6 timed best of 0, 6, 10 and 14 (benchmarks/RESULTS.md)
 SPLIT_COST = 6
-SCHEDULES = {"layers": 0, "rows": 1}
+SCHEDULES = {"layers": 0, "rows": 1, "clusters": 2}
+CLUSTER = 8  # blocks a cluster under "clusters" (sources.MLP_STEP: T_CLUSTER)
+CLUSTERS_FROM = 90  # thread-block clusters: sm_90 and newer
 # K-chunk stages (sources.MLP_STEP: Stages): a tile's chunks all resident when they fit
 PAD = TILE + 8  # row stride of a stage's operand tiles (sources.MLP_STEP: T_PAD)
 MAX_STAGES = 8
 # products (sources.MLP_STEP): 0 SIMT in the parameters' dtype; 1 TF32 tensor cores
 # (mma.sync, inputs rounded to TF32, fp32 sums), for the tf32 and bf16 policies
 MMA_MODES = {0: "simt", 1: "tf32"}
-STAGE_BUDGET = {"layers": 40 << 10, "rows": 42 << 10}  # bytes a block: 4 and 3 stages in fp32
+# bytes a block: 4, 3 and 4 stages in fp32
+STAGE_BUDGET = {"layers": 40 << 10, "rows": 42 << 10, "clusters": 40 << 10}
 MAX_FLOPS = 2e9  # per step: above this, cuBLAS's GEMMs win by far, so nothing is timed
 MAX_ROW_CHUNKS = 64  # "rows": most K chunks one block may run in a row
 
@@ -100,11 +106,14 @@ def row_chunks(chain: MlpChain) -> int:
     return fwd + back
 
 
-def schedules_for(chain: MlpChain) -> list[str]:
-    """The schedules worth timing for this chain (none for large models)."""
+def schedules_for(chain: MlpChain, capability: int | None = None) -> list[str]:
+    """The schedules worth timing for this chain on a device of `capability` (e.g. 90 for
+    sm_90; the current device's by default): none for large models."""
     if step_flops(chain) > MAX_FLOPS:
         return []
-    return ["layers"] + (["rows"] if row_chunks(chain) <= MAX_ROW_CHUNKS else [])
+    cap = device().capability if capability is None else capability
+    return (["layers"] + (["rows"] if row_chunks(chain) <= MAX_ROW_CHUNKS else [])
+            + (["clusters"] if cap >= CLUSTERS_FROM else []))
 
 
 class MlpStepKernel:
@@ -125,6 +134,9 @@ class MlpStepKernel:
         dt = np.dtype(params.dtype)
         if mma not in MMA_MODES:
             raise ValueError(f"mma must be one of {sorted(MMA_MODES)}, got {mma!r}")
+        if schedule == "clusters" and device().capability < CLUSTERS_FROM:
+            raise ValueError(f"the clusters schedule needs sm_{CLUSTERS_FROM} or newer, got "
+                             f"sm_{device().capability}")
         if mma and not tensor_cores(dt):
             raise ValueError(f"TF32 tensor-core products need float32 parameters and sm_80 or "
                              f"newer, got {dt} on sm_{device().capability}")
@@ -135,12 +147,16 @@ class MlpStepKernel:
         keep_z = chain.act is not None and chain.act not in ACT_FROM_OUTPUT
         self.stage_budget = min(stage_budget or STAGE_BUDGET[schedule], device().smem_optin)
         n1, n2, self.smem_bytes = shared_layout(dt.itemsize, self.stage_budget, schedule)
-        name = (f"mlp_step<{ctype(dt)},{act_id(chain.act, chain.act_attrs)},"
-                f"{str(keep_z).lower()},{SCHEDULES[schedule]},{n1},{n2},{mma}>")
+        head = f"{ctype(dt)},{act_id(chain.act, chain.act_attrs)},{str(keep_z).lower()}"
+        name = (f"mlp_step_clusters<{head},{n1},{mma}>" if schedule == "clusters" else
+                f"mlp_step<{head},{SCHEDULES[schedule]},{n1},{n2},{mma}>")
         self.mma = mma
         self.fn = function("mlp_step", name, ("-DMLP_PROFILE",) if profile else ())
         self.fn.max_dynamic_shared_size_bytes = self.smem_bytes
         self.grid = grid or self._grid()
+        if schedule == "clusters" and self.grid % CLUSTER:
+            raise ValueError(f"the clusters schedule runs whole clusters of {CLUSTER} blocks: "
+                             f"grid {self.grid} is not a multiple")
         # timestamps per phase and block (sources.MLP_STEP: MARK), when profiling
         self.prof = (cupy.zeros((2 * len(self.phase_names()) + 2, self.grid), dtype=np.uint64)
                      if profile else None)
@@ -157,7 +173,8 @@ class MlpStepKernel:
     # -- sizing ------------------------------------------------------------------------------
     def _phases(self, grid: int) -> list[list[tuple[int, str, int, int]]]:
         """Per phase, its GEMMs as (layer, kind, tiles, splits); kind: f, w or d (r: the
-        "rows" schedule's first phase, a row tile per item)."""
+        "rows" schedule's first phase, a row tile per item; c: "clusters"', a block per row
+        tile and cluster rank)."""
         m, layers = self.chain.batch, self.chain.layers
         rows = cdiv(m, TILE)
 
@@ -172,6 +189,9 @@ class MlpStepKernel:
 
         if self.schedule == "rows":  # a block per row tile, then every weight gradient
             return [[(-1, "r", rows, 1)], gemms([wgrad(k) for k in range(len(layers))])]
+        if self.schedule == "clusters":  # a cluster per row tile, then the same
+            return [[(-1, "c", rows * CLUSTER, 1)],
+                    gemms([wgrad(k) for k in range(len(layers))])]
         phases = [gemms([(k, "f", rows * cdiv(ly.out_features, TILE),
                           cdiv(ly.in_features, TILE))]) for k, ly in enumerate(layers)]
         for k in reversed(range(len(layers))):
@@ -187,8 +207,18 @@ class MlpStepKernel:
         """Blocks: as many as the largest phase has items, at most what the device keeps
         resident at once (the barrier needs every block running)."""
         most = device().sms * self.resident()
+        if self.schedule == "clusters":  # whole clusters, as many as run at once
+            most = CLUSTER * self._resident_clusters(most)
         need = max(sum(t * s for _, _, t, s in ph) for ph in self._phases(most))
-        return max(1, min(most, need))
+        grid = max(1, min(most, need))
+        return cdiv(grid, CLUSTER) * CLUSTER if self.schedule == "clusters" else grid
+
+    def _resident_clusters(self, blocks: int) -> int:
+        """Clusters the device runs at once: the driver's figure, or, where it cannot say,
+        a cluster per 2 * CLUSTER multiprocessors (GPCs need not divide evenly)."""
+        grid = max(CLUSTER, blocks // CLUSTER * CLUSTER)
+        n = max_active_clusters(self.fn, grid, THREADS, self.smem_bytes)
+        return max(1, n if n is not None else device().sms // (2 * CLUSTER))
 
     def resident(self) -> int:
         """Blocks of this kernel one multiprocessor holds at once (its registers, shared
@@ -265,8 +295,8 @@ class MlpStepKernel:
     def phase_names(self) -> list[str]:
         """The kernel's phases in order (each ends at a grid barrier but the last)."""
         n = len(self.chain.layers)
-        if self.schedule == "rows":
-            return ["rows: forward, loss, data gradients", "weight gradients"]
+        if self.schedule in ("rows", "clusters"):
+            return [f"{self.schedule}: forward, loss, data gradients", "weight gradients"]
         loss = [] if self.chain.layers[-1].out_features <= TILE else ["loss"]
         return ([f"forward {k}" for k in range(n)] + loss
                 + [f"backward {k}" for k in reversed(range(n))])

@@ -1009,6 +1009,39 @@ __device__ __forceinline__ void copy_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 #endif
 }
+// 16 bytes (sm_80+: one cp.async.cg), of which the first `bytes` come from src and the rest
+// are zeros; dst and src 16-byte aligned
+__device__ __forceinline__ void copy_async16(void* dst, const void* src, int bytes) {
+#if __CUDA_ARCH__ >= 800
+  const unsigned int d = (unsigned int)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+               "r"(bytes));
+#else
+  for (int b = 0; b < 16; ++b)
+    ((char*)dst)[b] = b < bytes ? ((const char*)src)[b] : 0;
+#endif
+}
+// Rows r < R of CW contiguous elements, src[r * ld + c] -> dst[r * stride + c], 16 bytes a
+// copy, zeros where r >= r_lim or c >= c_lim. Vectors must not straddle c_lim's
+// alignment: src, ld and stride are multiples of 16 bytes (aligned16).
+template <typename T, int R, int CW>
+__device__ __forceinline__ void copy_rows16(T* dst, int stride, const T* src, long long ld,
+                                            int r_lim, int c_lim) {
+  constexpr int V = 16 / (int)sizeof(T), PER_ROW = CW / V, COPIES = R * PER_ROW;
+  #pragma unroll
+  for (int p = 0; p < (COPIES + T_NT - 1) / T_NT; ++p) {
+    const int v = threadIdx.x + p * T_NT;
+    if (COPIES % T_NT != 0 && v >= COPIES) break;
+    const int r = v / PER_ROW, c = (v % PER_ROW) * V;
+    const int n = r < r_lim ? max(0, min(V, c_lim - c)) : 0;
+    copy_async16(dst + r * stride + c, n > 0 ? src + r * ld + c : src, n * (int)sizeof(T));
+  }
+}
+template <typename T>
+__device__ __forceinline__ bool aligned16(const T* p, long long ld) {
+  return ((reinterpret_cast<unsigned long long>(p) | (unsigned long long)(ld * sizeof(T)))
+          & 15ull) == 0;
+}
 
 // TF32 tensor-core products (sm_80+; mlp_step.py asks for them only there, for the tf32
 // policy): inputs rounded to TF32, sums in fp32.
@@ -1063,10 +1096,22 @@ __device__ bool tile32(T* smem, int bi, int bj, int M, int N, int K, int ks, int
   typedef Stages<T, NJ, NS> St;
   constexpr int BN = St::BN, BPAD = St::BPAD, G = 4 / NJ, KG = T_BK / G;
   constexpr int PART = T_BM * BN + T_BM;  // one partial tile and its partial bias sums
-  // stage s: As (k, i) then Bs (k, j); `red` reuses the stages once the K loop is done
+  // stage s: As (k, i) then Bs (k, j); `red` reuses the stages once the K loop is done.
+  // TF32 products keep an operand whose K is contiguous in memory K-contiguous in the stage
+  // too, (i, k) or (j, k) (AT, BT: same sizes for 32-wide tiles), so that every operand
+  // copies 16 bytes at a time (float, aligned). SIMT reads float4 along i and j and copies
+  // an element at a time: its 16-byte copies, where the order allowed them, cost registers
+  // and time (size 1 of step_gpu.py on an H100: 106 against 101.5 µs).
+  constexpr bool AT = MMA != 0 && A_KC, BT = MMA != 0 && !B_NC && NJ == 1;
   auto As = [&](int s) { return reinterpret_cast<T (*)[T_PAD]>(smem + s * St::SIZE); };
   auto Bs = [&](int s) {
     return reinterpret_cast<T (*)[BPAD]>(smem + s * St::SIZE + T_BK * T_PAD);
+  };
+  auto a_at = [&](int s, int k, int i) -> T* {  // A(i, k)'s place in stage s
+    return smem + s * St::SIZE + (AT ? i * T_PAD + k : k * T_PAD + i);
+  };
+  auto b_at = [&](int s, int k, int j) -> T* {
+    return smem + s * St::SIZE + T_BK * T_PAD + (BT ? j * T_PAD + k : k * BPAD + j);
   };
   T (*red)[T_BM][T_BM + 1] = reinterpret_cast<T (*)[T_BM][T_BM + 1]>(smem);
   __shared__ int last;
@@ -1093,23 +1138,41 @@ __device__ bool tile32(T* smem, int bi, int bj, int M, int N, int K, int ks, int
   const T* b0 = B + (B_NC ? (long long)(kb + bs0) * ldb + j0 + bc
                           : (long long)(j0 + bs0) * ldb + kb + bc);
   const long long a_chunk = A_KC ? T_BK : T_BK * lda, b_chunk = B_NC ? T_BK * ldb : T_BK;
+  // 16-byte copies where the stage keeps the operand's memory order and it is aligned
+  constexpr bool VEC = sizeof(T) == 4 && MMA != 0;
+  const bool va = VEC && A_KC == AT && aligned16(A, lda);
+  const bool vb = VEC && B_NC != BT && aligned16(B, ldb);
   auto issue = [&](int q) {
     const int k0 = kb + q * T_BK, s = q % St::N;
-    T (*as)[T_PAD] = As(s);
-    T (*bs)[BPAD] = Bs(s);
-    #pragma unroll
-    for (int p = 0; p < AP; ++p) {
-      const int sp = as0 + p * (T_NT / AW);
-      const int i = A_KC ? sp : ac, k = A_KC ? ac : sp;
-      const bool ok = i0 + i < M && k0 + k < ke;
-      copy_async(&as[k][i], ok ? a0 + q * a_chunk + p * (T_NT / AW) * lda : A, ok);
+    if (va && A_KC) {
+      copy_rows16<T, T_BM, T_BK>(a_at(s, 0, 0), T_PAD, A + (long long)i0 * lda + k0, lda,
+                                 M - i0, ke - k0);
+    } else if (va) {
+      copy_rows16<T, T_BK, T_BM>(a_at(s, 0, 0), T_PAD, A + (long long)k0 * lda + i0, lda,
+                                 ke - k0, M - i0);
+    } else {
+      #pragma unroll
+      for (int p = 0; p < AP; ++p) {
+        const int sp = as0 + p * (T_NT / AW);
+        const int i = A_KC ? sp : ac, k = A_KC ? ac : sp;
+        const bool ok = i0 + i < M && k0 + k < ke;
+        copy_async(a_at(s, k, i), ok ? a0 + q * a_chunk + p * (T_NT / AW) * lda : A, ok);
+      }
     }
-    #pragma unroll
-    for (int p = 0; p < BP; ++p) {
-      const int sp = bs0 + p * (T_NT / BW);
-      const int j = B_NC ? bc : sp, k = B_NC ? sp : bc;
-      const bool ok = j0 + j < N && k0 + k < ke;
-      copy_async(&bs[k][j], ok ? b0 + q * b_chunk + p * (T_NT / BW) * ldb : B, ok);
+    if (vb && B_NC) {
+      copy_rows16<T, T_BK, BN>(b_at(s, 0, 0), BPAD, B + (long long)k0 * ldb + j0, ldb,
+                               ke - k0, N - j0);
+    } else if (vb) {
+      copy_rows16<T, BN, T_BK>(b_at(s, 0, 0), T_PAD, B + (long long)j0 * ldb + k0, ldb,
+                               N - j0, ke - k0);
+    } else {
+      #pragma unroll
+      for (int p = 0; p < BP; ++p) {
+        const int sp = bs0 + p * (T_NT / BW);
+        const int j = B_NC ? bc : sp, k = B_NC ? sp : bc;
+        const bool ok = j0 + j < N && k0 + k < ke;
+        copy_async(b_at(s, k, j), ok ? b0 + q * b_chunk + p * (T_NT / BW) * ldb : B, ok);
+      }
     }
   };
   // One chunk from stage s. SIMT (MMA 0): a thread a 4x4 block over its group's share of
@@ -1147,8 +1210,9 @@ __device__ bool tile32(T* smem, int bi, int bj, int M, int N, int K, int ks, int
     } else {
       #pragma unroll
       for (int k = 0; k < T_BK; k += 8) {
-        const float a[4] = {(float)as[k + ft][m0 + fg], (float)as[k + ft][m0 + fg + 8],
-                            (float)as[k + ft + 4][m0 + fg], (float)as[k + ft + 4][m0 + fg + 8]};
+        const float a[4] = {(float)*a_at(s, k + ft, m0 + fg), (float)*a_at(s, k + ft, m0 + fg + 8),
+                            (float)*a_at(s, k + ft + 4, m0 + fg),
+                            (float)*a_at(s, k + ft + 4, m0 + fg + 8)};
         if (sums_rows) {
           rows[0] += a[0] + a[2];
           rows[1] += a[1] + a[3];
@@ -1157,8 +1221,8 @@ __device__ bool tile32(T* smem, int bi, int bj, int M, int N, int K, int ks, int
         to_tf32<4>(a, fa);
         #pragma unroll
         for (int t = 0; t < NJ; ++t) {
-          const float b[2] = {(float)bs[k + ft][n0 + 32 * t + fg],
-                              (float)bs[k + ft + 4][n0 + 32 * t + fg]};
+          const float b[2] = {(float)*b_at(s, k + ft, n0 + 32 * t + fg),
+                              (float)*b_at(s, k + ft + 4, n0 + 32 * t + fg)};
           unsigned int fb[2];
           to_tf32<2>(b, fb);
           mma_tf32(d[t], fa, fb);
@@ -1320,6 +1384,17 @@ __device__ __forceinline__ void grid_barrier(unsigned int* bar) {
   __syncthreads();
 }
 
+// The blocks of one thread-block cluster (sm_90+) wait here for each other; release and
+// acquire at cluster scope make each block's earlier global writes visible to the others.
+__device__ __forceinline__ void cluster_barrier() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n"
+               "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#else
+  __trap();  // mlp_step.py builds the cluster schedule only on sm_90 and newer
+#endif
+}
+
 // Phase timestamps (benchmarks/step_bodies.py --phases; compiled in with -DMLP_PROFILE
 // only): prof[slot * gridDim.x + block] in ns, slot 0 the kernel's start, then for each
 // phase the time this block finished its work (odd) and left the barrier after it (even).
@@ -1403,14 +1478,16 @@ __device__ void dgrad_tile(T* smem, const Layer<T, H_IS_Z>& y, int M, int bi, in
       nullptr, y.h_in, nullptr, pd, td);
 }
 
-// Softmax cross-entropy of the 32 rows from r0 by this block's warps: their gradients into
-// top.g; returns this thread's share of the loss sum (lane 0 of each warp).
+// Softmax cross-entropy of the 32 rows from r0 by this block's warps (rows share, share +
+// shares, ... of them when blocks split the tile): their gradients into top.g; returns this
+// thread's share of the loss sum (lane 0 of each warp).
 template <typename T, bool H_IS_Z>
 __device__ double ce_rows(const Layer<T, H_IS_Z>& top, int r0, int M, const long long* labels,
-                          double eps) {
+                          double eps, int share = 0, int shares = 1) {
   double acc = 0.0;
   const int C = top.out;
-  for (int q = threadIdx.x >> 5; q < T_BM && r0 + q < M; q += T_NT / 32) {
+  for (int q = (threadIdx.x >> 5) * shares + share; q < T_BM && r0 + q < M;
+       q += (T_NT / 32) * shares) {
     const int row = r0 + q;
     const T rl = ce_row<T>(C, top.a + (long long)row * C, labels[row], eps, T(1) / T(M), true,
                            top.g + (long long)row * C);
@@ -1429,13 +1506,45 @@ __device__ void loss_total(const double* partials, int M, T* loss) {
   if (threadIdx.x == 0) loss[0] = (T)(s / M);
 }
 
+// Every weight gradient at once (the items of all layers spread over the grid, split as
+// meta says) and the mean loss: the last phase of "rows" and "clusters".
+template <typename T, bool H_IS_Z, int N1, int MMA>
+__device__ void weight_phase(T* smem, int L, int M, const long long* meta, const T* x,
+                             const T* P, T* G, T* work, T* part, unsigned int* tickets,
+                             const double* partials, T* loss) {
+  typedef Layer<T, H_IS_Z> Ly;
+  int items = 1;
+  for (int l = 0; l < L; ++l) {
+    const long long* m = meta + MF * l;
+    items += cdiv((int)m[0], T_BM) * cdiv((int)m[1], T_BM) * (int)m[8];
+  }
+  for (int t = blockIdx.x; t < items; t += gridDim.x) {
+    int u = t, l = 0;
+    for (; l < L; ++l) {
+      const long long* m = meta + MF * l;
+      const int n = cdiv((int)m[0], T_BM) * cdiv((int)m[1], T_BM) * (int)m[8];
+      if (u < n) break;
+      u -= n;
+    }
+    if (l == L) {
+      loss_total<T>(partials, M, loss);
+    } else {
+      const Ly y(meta, l, x, P, G, work, part, tickets);
+      wgrad_tile<T, H_IS_Z, N1, MMA>(smem, y, M, u, y.sw);
+    }
+  }
+}
+
+#define T_CLUSTER 8  // blocks a cluster under "clusters" (mlp_step.py: CLUSTER)
+#define MLP_STEP_PARAMS                                                                    \
+  int L, int M, const long long *meta, const long long *feed, const T *P, T *G, T *work,   \
+      double eps, T *loss, double *partials, unsigned int *bar, T *part,                   \
+      unsigned int *tickets, unsigned long long *prof
+#define MLP_STEP_ARGS \
+  L, M, meta, feed, P, G, work, eps, loss, partials, bar, part, tickets, prof
+
 template <typename T, int ACT, bool H_IS_Z, int SCHED, int N1, int N2, int MMA>
-// "layers" fills the device with more, smaller items: two blocks a multiprocessor pay
-// (fewer registers); "rows" runs long chains in few blocks: registers pay.
-__global__ void __launch_bounds__(T_NT, SCHED == 0 ? 2 : 1)
-mlp_step(int L, int M, const long long* meta, const long long* feed,
-         const T* P, T* G, T* work, double eps, T* loss, double* partials, unsigned int* bar,
-         T* part, unsigned int* tickets, unsigned long long* prof) {
+__device__ __forceinline__ void mlp_body(MLP_STEP_PARAMS) {
   int nb = 0;  // phases ended
   MARK(0);
   // the K-chunk stages (N1 of them for 32-wide tiles, N2 for 64-wide), then reused by the
@@ -1473,30 +1582,39 @@ mlp_step(int L, int M, const long long* meta, const long long* feed,
           dgrad_tile<T, ACT, H_IS_Z, 2, N2, MMA>(smem, y, M, r, j, 0, 1);
       }
     }
+  }
+  if (SCHED == 2) {
+    // a cluster of T_CLUSTER blocks a row tile: they split each layer's column tiles and
+    // meet at the cluster's barrier between layers, the grid's only before the weights
+    const int rank = blockIdx.x % T_CLUSTER, clusters = gridDim.x / T_CLUSTER;
+    for (int r = blockIdx.x / T_CLUSTER; r < cdiv(M, T_BM); r += clusters) {
+      for (int l = 0; l < L; ++l) {
+        const Ly y(meta, l, x, P, G, work, part, tickets);
+        for (int j = rank; j < cdiv(y.out, T_BM); j += T_CLUSTER)
+          (void)fwd_tile<T, ACT, H_IS_Z, 1, N1, MMA>(smem, y, l < L - 1, M, r, j, 0, 1);
+        // one tile of logits: its block runs the loss of its rows at once
+        if (l < L - 1 || C > T_BM) cluster_barrier();
+      }
+      if (C <= T_BM) {
+        if (rank == 0) acc += ce_rows<T, H_IS_Z>(top, r * T_BM, M, labels, eps);
+      } else {
+        acc += ce_rows<T, H_IS_Z>(top, r * T_BM, M, labels, eps, rank, T_CLUSTER);
+      }
+      cluster_barrier();
+      for (int l = L - 1; l > 0; --l) {
+        const Ly y(meta, l, x, P, G, work, part, tickets);
+        for (int j = rank; j < cdiv(y.in, T_BM); j += T_CLUSTER)
+          dgrad_tile<T, ACT, H_IS_Z, 1, N1, MMA>(smem, y, M, r, j, 0, 1);
+        if (l > 1) cluster_barrier();  // the next row tile's rows are apart: none after
+      }
+    }
+  }
+  if (SCHED != 0) {
     const double total = block_sum(acc);
     if (threadIdx.x == 0) partials[blockIdx.x] = total;
     PHASE_END(bar, nb);
-    // every weight gradient at once, and the loss
-    int items = 1;
-    for (int l = 0; l < L; ++l) {
-      const long long* m = meta + MF * l;
-      items += cdiv((int)m[0], T_BM) * cdiv((int)m[1], T_BM) * (int)m[8];
-    }
-    for (int t = blockIdx.x; t < items; t += gridDim.x) {
-      int u = t, l = 0;
-      for (; l < L; ++l) {
-        const long long* m = meta + MF * l;
-        const int n = cdiv((int)m[0], T_BM) * cdiv((int)m[1], T_BM) * (int)m[8];
-        if (u < n) break;
-        u -= n;
-      }
-      if (l == L) {
-        loss_total<T>(partials, M, loss);
-      } else {
-        const Ly y(meta, l, x, P, G, work, part, tickets);
-        wgrad_tile<T, H_IS_Z, N1, MMA>(smem, y, M, u, y.sw);
-      }
-    }
+    weight_phase<T, H_IS_Z, N1, MMA>(smem, L, M, meta, x, P, G, work, part, tickets, partials,
+                                     loss);
     MARK(1 + 2 * nb);
     return;
   }
@@ -1551,4 +1669,20 @@ mlp_step(int L, int M, const long long* meta, const long long* feed,
   }
   MARK(1 + 2 * nb);
 }
+
+// "layers" fills the device with more, smaller items: two blocks a multiprocessor pay
+// (fewer registers); "rows" runs long chains in few blocks: registers pay.
+template <typename T, int ACT, bool H_IS_Z, int SCHED, int N1, int N2, int MMA>
+__global__ void __launch_bounds__(T_NT, SCHED == 0 ? 2 : 1) mlp_step(MLP_STEP_PARAMS) {
+  mlp_body<T, ACT, H_IS_Z, SCHED, N1, N2, MMA>(MLP_STEP_ARGS);
+}
+
+#if __CUDA_ARCH__ >= 900
+// "clusters": its grid in clusters of T_CLUSTER blocks (sm_90+), two blocks a multiprocessor
+template <typename T, int ACT, bool H_IS_Z, int N1, int MMA>
+__global__ void __cluster_dims__(T_CLUSTER, 1, 1) __launch_bounds__(T_NT, 2)
+mlp_step_clusters(MLP_STEP_PARAMS) {
+  mlp_body<T, ACT, H_IS_Z, 2, N1, 1, MMA>(MLP_STEP_ARGS);
+}
+#endif
 """
