@@ -135,6 +135,24 @@ def test_clusters_grid_must_be_whole_clusters() -> None:
         _kernel(gpu, batch, x, y, "clusters", grid=12)
 
 
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_a_grid_the_device_cannot_keep_resident_is_refused(schedule: str) -> None:
+    """More blocks than run at once would hang at the first grid barrier: refused before any
+    launch; the largest resident grid itself runs and is right."""
+    from aicf_induct.kernels.cuda.mlp_step import CLUSTER
+
+    graph, batch, ref, gpu = _gpu_pair("relu_small", "float32", seed=0)
+    x, y = _batch(np.random.default_rng(), graph, batch, np.float32)
+    kernel, loss = _kernel(gpu, batch, x, y, schedule)
+    most = kernel.most_blocks()
+    assert kernel.grid <= most
+    with pytest.raises(ValueError, match="resident"):
+        _kernel(gpu, batch, x, y, schedule, grid=most + CLUSTER)
+    full, loss = _kernel(gpu, batch, x, y, schedule, grid=most)
+    full.launch()
+    np.testing.assert_allclose(float(loss), ref.train_step(x, y, 0), rtol=1e-5)
+
+
 @pytest.mark.parametrize("schedule,barriers", [("layers", 2 * 5 - 1), ("rows", 1),
                                                ("clusters", 1)])  # loss in fwd
 def test_replays_are_deterministic_and_the_counters_reset(schedule: str, barriers: int) -> None:

@@ -157,6 +157,10 @@ class MlpStepKernel:
         if schedule == "clusters" and self.grid % CLUSTER:
             raise ValueError(f"the clusters schedule runs whole clusters of {CLUSTER} blocks: "
                              f"grid {self.grid} is not a multiple")
+        if self.grid > self.most_blocks():  # it would wait at its first barrier for ever
+            raise ValueError(f"grid {self.grid} is more blocks than this device keeps resident "
+                             f"at once for this kernel ({self.most_blocks()}); the grid "
+                             f"barrier needs every block running")
         # timestamps per phase and block (sources.MLP_STEP: MARK), when profiling
         self.prof = (cupy.zeros((2 * len(self.phase_names()) + 2, self.grid), dtype=np.uint64)
                      if profile else None)
@@ -206,12 +210,16 @@ class MlpStepKernel:
     def _grid(self) -> int:
         """Blocks: as many as the largest phase has items, at most what the device keeps
         resident at once (the barrier needs every block running)."""
-        most = device().sms * self.resident()
-        if self.schedule == "clusters":  # whole clusters, as many as run at once
-            most = CLUSTER * self._resident_clusters(most)
+        most = self.most_blocks()
         need = max(sum(t * s for _, _, t, s in ph) for ph in self._phases(most))
         grid = max(1, min(most, need))
         return cdiv(grid, CLUSTER) * CLUSTER if self.schedule == "clusters" else grid
+
+    def most_blocks(self) -> int:
+        """The largest grid the device keeps resident at once: blocks a multiprocessor times
+        multiprocessors, or under "clusters" whole clusters, as many as run at once."""
+        most = device().sms * self.resident()
+        return CLUSTER * self._resident_clusters(most) if self.schedule == "clusters" else most
 
     def _resident_clusters(self, blocks: int) -> int:
         """Clusters the device runs at once: the driver's figure, or, where it cannot say,
