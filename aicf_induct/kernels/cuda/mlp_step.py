@@ -15,8 +15,9 @@ the forward and data gradients of its own rows with no barrier and one phase com
 every weight gradient, for narrow models; and "clusters" (sm_90+), "rows" with a row tile's
 columns spread over a thread-block cluster of CLUSTER blocks that meet at the cluster's
 hardware barrier between layers, so a wide layer is not one block's work and only the
-weight gradients wait for the whole grid. `runtime.cuda_step` times both against the
-fused-kernel plan per batch shape and keeps the fastest (`Autotuner.pick`).
+weight gradients wait for the whole grid. `runtime.cuda_step` times those offered here
+(`schedules_for`) against the fused-kernel plan per batch shape and keeps the fastest
+(`Autotuner.pick`).
 """
 
 from __future__ import annotations
@@ -153,14 +154,15 @@ class MlpStepKernel:
         self.mma = mma
         self.fn = function("mlp_step", name, ("-DMLP_PROFILE",) if profile else ())
         self.fn.max_dynamic_shared_size_bytes = self.smem_bytes
-        self.grid = grid or self._grid()
+        most = self.most_blocks()
+        self.grid = grid or self._grid(most)
         if schedule == "clusters" and self.grid % CLUSTER:
             raise ValueError(f"the clusters schedule runs whole clusters of {CLUSTER} blocks: "
                              f"grid {self.grid} is not a multiple")
-        if self.grid > self.most_blocks():  # it would wait at its first barrier for ever
+        if self.grid > most:  # it would wait at its first grid barrier for ever
             raise ValueError(f"grid {self.grid} is more blocks than this device keeps resident "
-                             f"at once for this kernel ({self.most_blocks()}); the grid "
-                             f"barrier needs every block running")
+                             f"at once for this kernel ({most}); the grid barrier needs every "
+                             f"block running")
         # timestamps per phase and block (sources.MLP_STEP: MARK), when profiling
         self.prof = (cupy.zeros((2 * len(self.phase_names()) + 2, self.grid), dtype=np.uint64)
                      if profile else None)
@@ -177,8 +179,8 @@ class MlpStepKernel:
     # -- sizing ------------------------------------------------------------------------------
     def _phases(self, grid: int) -> list[list[tuple[int, str, int, int]]]:
         """Per phase, its GEMMs as (layer, kind, tiles, splits); kind: f, w or d (r: the
-        "rows" schedule's first phase, a row tile per item; c: "clusters"', a block per row
-        tile and cluster rank)."""
+        "rows" schedule's first phase, a row tile per item; c: the "clusters" schedule's, a
+        block per row tile and cluster rank)."""
         m, layers = self.chain.batch, self.chain.layers
         rows = cdiv(m, TILE)
 
@@ -207,10 +209,9 @@ class MlpStepKernel:
             phases.append(gemms(spec))
         return phases
 
-    def _grid(self) -> int:
-        """Blocks: as many as the largest phase has items, at most what the device keeps
-        resident at once (the barrier needs every block running)."""
-        most = self.most_blocks()
+    def _grid(self, most: int) -> int:
+        """Blocks: as many as the largest phase has items, at most `most`, what the device
+        keeps resident at once (the barrier needs every block running)."""
         need = max(sum(t * s for _, _, t, s in ph) for ph in self._phases(most))
         grid = max(1, min(most, need))
         return cdiv(grid, CLUSTER) * CLUSTER if self.schedule == "clusters" else grid

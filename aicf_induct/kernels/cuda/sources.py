@@ -1189,9 +1189,9 @@ __device__ bool tile32(T* smem, int bi, int bj, int M, int N, int K, int ks, int
     #pragma unroll
     for (int q = 0; q < 4; ++q) d[t][q] = 0.f;
   auto compute = [&](int s) {
-    T (*as)[T_PAD] = As(s);
-    T (*bs)[BPAD] = Bs(s);
     if constexpr (MMA == 0) {
+      T (*as)[T_PAD] = As(s);
+      T (*bs)[BPAD] = Bs(s);
       #pragma unroll
       for (int kk = 0; kk < KG; ++kk) {
         const int k = kg * KG + kk;
