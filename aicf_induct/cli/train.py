@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
+from aicf_induct.compiler.fusion import PRECISIONS
 from aicf_induct.errors import ConfigError
 from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
 from aicf_induct.ir import canonical
@@ -14,6 +16,7 @@ from aicf_induct.ir.graph import Graph
 from aicf_induct.problems import load_problem
 from aicf_induct.problems.features import extract_features
 from aicf_induct.problems.problem import Problem
+from aicf_induct.runtime.backend import BACKENDS, select_backend
 from aicf_induct.runtime.recorder import NullRecorder, Recorder
 from aicf_induct.runtime.trainer import TrainConfig, Trainer
 
@@ -46,14 +49,29 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
                    help="cross-entropy label smoothing (default 0)")
     g.add_argument("--seed", type=int, default=d.seed,
                    help="seed for the data split, initialisation, batch order and dropout")
+    g = p.add_argument_group("device")
+    g.add_argument("--backend", default=d.backend, choices=BACKENDS,
+                   help="auto: CuPy on an NVIDIA GPU when CuPy sees one, else NumPy; cupy "
+                        "and numpy insist (default auto)")
+    g.add_argument("--precision", default=d.precision, choices=PRECISIONS,
+                   help="the GPU's matrix products: fp32, or TF32 / bf16 tensor cores with "
+                        "fp32 master weights and sums (default fp32). The NumPy backend "
+                        "computes in the model's dtype whatever this says")
 
 
 def train_config(args: argparse.Namespace) -> TrainConfig:
-    return TrainConfig(epochs=args.epochs, batch_size=args.batch_size, optimizer=args.optimizer,
-                       lr=args.lr, weight_decay=args.weight_decay, momentum=args.momentum,
-                       schedule=args.schedule, warmup_steps=args.warmup_steps,
-                       clip_norm=args.clip_norm, patience=args.patience,
-                       label_smoothing=args.label_smoothing, seed=args.seed)
+    config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size,
+                         optimizer=args.optimizer, lr=args.lr, weight_decay=args.weight_decay,
+                         momentum=args.momentum, schedule=args.schedule,
+                         warmup_steps=args.warmup_steps, clip_norm=args.clip_norm,
+                         patience=args.patience, label_smoothing=args.label_smoothing,
+                         seed=args.seed, backend=args.backend, precision=args.precision)
+    # a precision policy that will not apply is said, not silently dropped (asking for the
+    # backend also fails early, with its reason, where "cupy" cannot run)
+    if config.precision != "fp32" and not select_backend(config.backend).is_gpu:
+        print(f"note: --precision {config.precision} applies to the GPU backend; this run is "
+              f"on NumPy and computes in the model's dtype", file=sys.stderr)
+    return config
 
 
 def model_graph(problem: Problem, model: str | None, ir_file: str | None) -> Graph:
@@ -97,9 +115,10 @@ def print_metrics(metrics: dict[str, float]) -> None:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "train", help="train a model on a dataset and log the run",
-        description="Train a model on a dataset with the NumPy runtime, log the run (IR "
-                    "snapshot, per-step dynamics, per-epoch metrics, results) to the warehouse, "
-                    "and print the final metrics.",
+        description="Train a model on a dataset (on an NVIDIA GPU through CuPy when there is "
+                    "one, else with NumPy), log the run (IR snapshot, per-step dynamics, "
+                    "per-epoch metrics, results) to the warehouse, and print the final "
+                    "metrics.",
         epilog='example: aicf-induct train --dataset iris '
                '--model "mlp:depth=2,width=64,act=gelu,norm=layernorm" --epochs 50 --seed 0',
     )

@@ -79,3 +79,39 @@ def test_ir_of_another_width_is_refused(tmp_path: Path, capsys) -> None:
     _train(capsys, "--dataset", "iris", "--epochs", "1", "--no-log", "--save-ir", str(ir))
     assert main(["train", "--dataset", "wine", "--ir", str(ir), "--no-log", "--quiet"]) == 2
     assert "takes 4 features" in capsys.readouterr().err
+
+
+def test_backend_and_precision_are_options_and_recorded(tmp_path: Path, capsys,
+                                                        monkeypatch) -> None:
+    """--backend numpy runs on NumPy; a GPU precision policy there is said, not dropped in
+    silence; both land in the run's recorded config."""
+    import warehouse
+
+    monkeypatch.setenv("AICF_WAREHOUSE", str(tmp_path / "wh"))
+    assert main(["train", "--quiet", "--json", "--dataset", "iris", "--epochs", "2",
+                 "--backend", "numpy", "--precision", "tf32"]) == 0
+    out = capsys.readouterr()
+    run_id = json.loads(out.out)["run_id"]
+    assert "note: --precision tf32 applies to the GPU backend" in out.err
+    conn = warehouse.connect(tmp_path / "wh")
+    (config,) = conn.execute("SELECT config FROM runs WHERE run_id = ?", [run_id]).fetchone()
+    train = json.loads(config)["train"]
+    assert (train["backend"], train["precision"]) == ("numpy", "tf32")
+
+
+def test_the_cupy_backend_without_a_gpu_is_one_clear_line(capsys) -> None:
+    from aicf_induct.runtime.backend import gpu_available
+
+    if gpu_available():
+        pytest.skip("this machine has a GPU")
+    assert main(["train", "--no-log", "--quiet", "--dataset", "iris",
+                 "--backend", "cupy"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: backend 'cupy' needs CuPy") and err.count("\n") == 1
+
+
+def test_an_unknown_precision_is_refused_by_the_parser(capsys) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["train", "--dataset", "iris", "--precision", "fp8"])
+    assert stop.value.code == 2
+    assert "invalid choice: 'fp8'" in capsys.readouterr().err
