@@ -14,11 +14,15 @@ from tests.induction.helpers import ended_triples, sweep_runs
 
 PROBLEMS = ("iris", "wine", "breast_cancer")
 SPACE = "depth=1,2;width=8,16,32;act=relu,tanh"
+# Runs long enough that the sweep spans several of the workers' 1 s warehouse flushes: with 3
+# epochs all 36 runs ended within about 0.7 s of the first becoming visible, and the kill
+# sometimes landed after the last (1 run in 12 of this test)
+EPOCHS = "60"
 
 
 def sweep_cmd(root: Path) -> list[str]:
     return [sys.executable, "-m", "aicf_induct", "sweep", "--problems", ",".join(PROBLEMS),
-            "--space", SPACE, "--epochs", "3", "--patience", "0", "--workers", "2",
+            "--space", SPACE, "--epochs", EPOCHS, "--patience", "0", "--workers", "2",
             "--budget", "60", "--warehouse", str(root), "--quiet", "--json"]
 
 
@@ -54,7 +58,7 @@ def test_kill_and_restart_leaves_no_duplicate_and_no_missing_run(tmp_path: Path)
     while len(ended_triples(root)) < 6:  # kill it part-way
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the sweep made no progress"
-        time.sleep(0.3)
+        time.sleep(0.1)
     workers = [c for c in children(proc.pid) if alive(c)]
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
