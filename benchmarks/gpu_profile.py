@@ -126,6 +126,17 @@ def ours(size: tuple[int, ...], precision: str) -> tuple[Any, Any, Any, list[str
         f"eager {us:8.2f} µs  {name}" for name, us in breakdown]
 
 
+def report(side: str, run: Any, replay: Any, sync: Any, steps: int, prof_steps: int) -> None:
+    """One side's timings, then its 25 busiest kernels per step."""
+    t = timings(run, replay, sync, steps)
+    print(f"{side:<6}" + "  ".join(f"{k}={v:.1f}" for k, v in t.items()), flush=True)
+    rows = per_kernel(run, prof_steps)
+    print(f"  {side} per kernel ({sum(r[1] for r in rows):.1f} launches, "
+          f"{sum(r[2] for r in rows):.1f} µs busy per step):")
+    for name, n, us in rows[:25]:
+        print(f"    {us:9.2f} µs  x{n:4.1f}  {name}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="0,1,2,3")
@@ -148,22 +159,10 @@ def main() -> None:
             print("ours kernels:", ",".join(names))
             for line in tune:
                 print("  tune", line)
-            t = timings(run, replay, sync, steps)
-            print("ours  " + "  ".join(f"{k}={v:.1f}" for k, v in t.items()), flush=True)
-            rows = per_kernel(run, prof_steps)
-            print(f"  ours per kernel ({sum(r[1] for r in rows):.1f} launches, "
-                  f"{sum(r[2] for r in rows):.1f} µs busy per step):")
-            for name, n, us in rows[:25]:
-                print(f"    {us:9.2f} µs  x{n:4.1f}  {name}")
+            report("ours", run, replay, sync, steps, prof_steps)
             cp.get_default_memory_pool().free_all_blocks()
             trun, treplay = torch_graph_step(size)
-            t = timings(trun, treplay, sync, steps)
-            print("torch " + "  ".join(f"{k}={v:.1f}" for k, v in t.items()), flush=True)
-            rows = per_kernel(trun, prof_steps)
-            print(f"  torch per kernel ({sum(r[1] for r in rows):.1f} launches, "
-                  f"{sum(r[2] for r in rows):.1f} µs busy per step):")
-            for name, n, us in rows[:25]:
-                print(f"    {us:9.2f} µs  x{n:4.1f}  {name}")
+            report("torch", trun, treplay, sync, steps, prof_steps)
             torch.cuda.empty_cache()
             sys.stdout.flush()
 
