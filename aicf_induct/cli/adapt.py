@@ -17,6 +17,7 @@ from aicf_induct.cli.train import (
     open_recorder,
     print_metrics,
     train_config,
+    tuning_store,
 )
 from aicf_induct.errors import ConfigError
 from aicf_induct.ir.graph import Graph
@@ -172,7 +173,8 @@ def run(args: argparse.Namespace) -> int:
             seed = disk.load(path).seed
             problem = load_problem(args.dataset, seed=seed)
             adaptive = AdaptiveRun.resume(args.resume, problem, policy, recorder=rec,
-                                          hooks=hooks, extra_config=extra)
+                                          hooks=hooks, extra_config=extra,
+                                          tuning=tuning_store(where))
             head = f"resuming run {adaptive.run_id} at step {adaptive.trainer.step_count}"
         else:
             config = train_config(args)
@@ -180,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
             graph = model_graph(problem, args.model, None)
             adaptive = AdaptiveRun(problem, graph, config, adapt_config(args), policy,
                                    recorder=rec, checkpoint_dir=args.checkpoint_dir,
-                                   hooks=hooks, extra_config=extra)
+                                   hooks=hooks, extra_config=extra, tuning=tuning_store(where))
             head = f"start {args.model}: {_describe(graph)}"
         if timeline:
             print(f"adapt {problem.name}: {problem.task}, {problem.n_rows} rows, "

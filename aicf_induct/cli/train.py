@@ -13,6 +13,7 @@ from aicf_induct.errors import ConfigError
 from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
 from aicf_induct.ir import canonical
 from aicf_induct.ir.graph import Graph
+from aicf_induct.kernels.autotune import TuningStore
 from aicf_induct.problems import load_problem
 from aicf_induct.problems.features import extract_features
 from aicf_induct.problems.problem import Problem
@@ -98,6 +99,15 @@ def open_recorder(args: argparse.Namespace) -> tuple[Recorder, str | None]:
     return warehouse.open_recorder(root), str(root)
 
 
+def tuning_store(where: str | None) -> TuningStore | None:
+    """Where the GPU autotuner keeps its choices: the warehouse's kernel_tuning table."""
+    if where is None:
+        return None
+    from warehouse.tuning_store import WarehouseTuningStore
+
+    return WarehouseTuningStore(where)
+
+
 def add_log_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warehouse", metavar="DIR", default=None,
                    help="warehouse directory (default: $AICF_WAREHOUSE, else ./aicf_warehouse)")
@@ -151,7 +161,8 @@ def run(args: argparse.Namespace) -> int:
                                                      else DEFAULT_MODEL)}
     try:
         result = Trainer(problem, graph, config, recorder=recorder, origin="cli",
-                         progress=not args.quiet, extra_config=extra).fit()
+                         progress=not args.quiet, extra_config=extra,
+                         tuning=tuning_store(where)).fit()
     finally:
         recorder.close()
     if args.json:

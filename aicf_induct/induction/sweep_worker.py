@@ -180,8 +180,11 @@ def run_task(task: Task) -> Outcome:
             raise RuntimeError(f"problem '{task.problem}' changed: id {problem.problem_id}, "
                                f"the sweep planned {task.problem_id}")
         graph = task.candidate.graph(problem.n_features, problem.n_outputs)
+        from warehouse.tuning_store import WarehouseTuningStore
+
         trainer = Trainer(problem, graph, task.config(), recorder=log, origin=ORIGIN,
-                          run_id=run_id, extra_config=_extra(task))
+                          run_id=run_id, extra_config=_extra(task),
+                          tuning=WarehouseTuningStore(task.root))
         trainer.fit()
     except Exception as err:
         log_failure(log, task, f"{type(err).__name__}: {err}", run_id, kind,

@@ -1,32 +1,61 @@
-"""The autotuner: time every applicable kernel variant once per problem shape, keep the
-fastest, and remember the choice across restarts.
+"""The autotuner: time the applicable variants of a computation once per problem shape, keep
+the fastest, and remember the choice across restarts, at a bounded cost.
 
 `TunedRegistry` wraps a `KernelRegistry`: `select(q)` asks the tuner when more than one
 variant applies. The tuner keys a choice by (op, direction + shape, dtype, device), asks
 its `timer` for each candidate's time in microseconds (a variant that fails to run gets
-infinity and is never chosen), and writes every measurement to its `store`. A
-`WarehouseTuningStore` keeps them in the warehouse's `kernel_tuning` table, so a later
-process on the same device loads the choices and times nothing.
+infinity and is never chosen), and writes the measurements to its `store`, which the
+caller passes in (`MemoryTuningStore` here; the warehouse's `kernel_tuning` table through
+`warehouse.tuning_store`), so a later process on the same device times nothing.
+
+A tuner never costs more than the work it tunes:
+- a candidate whose `floor` (a lower bound on its time, from a cost model) is not under
+  the best time so far cannot win, and is never run;
+- the timer is told `Limit(us=...)`, ABANDON times the best so far, and stops timing a
+  candidate once it is clearly slower;
+- all tuning of one tuner (one process) shares a budget of `budget_s` seconds (default
+  DEFAULT_BUDGET_S, or $AICF_TUNING_BUDGET_S); once spent, new shapes take their first
+  candidate untimed, and a choice cut short is not stored (a later process finishes it);
+- what it is tuning is said on stderr: one line for a labelled choice (the whole training
+  step), one line per process for kernel variants, one when the budget runs out.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import math
+import os
+import sys
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Protocol
 
 from aicf_induct.kernels.registry import REGISTRY, Kernel, KernelQuery, KernelRegistry
 
-Timer = Callable[[Kernel, KernelQuery], float]  # microseconds per launch
 TuneKey = tuple[str, str, str, str]  # (op, shape_key, dtype, device)
+DEFAULT_BUDGET_S = 10.0  # seconds of tuning a process, in all
+BUDGET_ENV = "AICF_TUNING_BUDGET_S"
+ABANDON = 1.25  # a candidate this many times slower than the best so far is clearly slower
+
+
+@dataclass(frozen=True)
+class Limit:
+    """How far a timer may go with one candidate: stop (returning the time seen so far)
+    once a launch is clearly over `us` microseconds, or after `seconds` in all."""
+
+    us: float = math.inf
+    seconds: float = math.inf
+
+
+class Timer(Protocol):
+    def __call__(self, kernel: Kernel, q: KernelQuery, limit: Limit, /) -> float:
+        """Microseconds per launch of `kernel` on q's shapes."""
+        ...
 
 
 def _attr_text(v: Any) -> str:
+    import json
+
     return json.dumps(v, sort_keys=True, separators=(",", ":")) if isinstance(v, dict) else str(v)
 
 
@@ -56,6 +85,13 @@ class Measurement:
 
 
 class TuningStore(Protocol):
+    """Where choices are kept; the caller passes one in (kernels/ import no storage)."""
+
+    @property
+    def where(self) -> str:
+        """The place, for messages, and to share one tuner per place in a process."""
+        ...
+
     def load(self, device: str) -> dict[TuneKey, str]:
         """The chosen kernel per key, for one device."""
         ...
@@ -70,6 +106,10 @@ class MemoryTuningStore:
     def __init__(self) -> None:
         self.rows: list[Measurement] = []
 
+    @property
+    def where(self) -> str:
+        return "memory, for this process only"
+
     def load(self, device: str) -> dict[TuneKey, str]:
         return {r.key: r.kernel for r in self.rows if r.chosen and r.device == device}
 
@@ -77,83 +117,130 @@ class MemoryTuningStore:
         self.rows.extend(rows)
 
 
-class WarehouseTuningStore:
-    """Measurements as rows of the warehouse's `kernel_tuning` table (Parquet parts; read
-    back with pyarrow alone, so the GPU machine needs no DuckDB)."""
+def default_budget() -> float:
+    """$AICF_TUNING_BUDGET_S when set (seconds, >= 0), else DEFAULT_BUDGET_S."""
+    text = os.environ.get(BUDGET_ENV, "").strip()
+    if not text:
+        return DEFAULT_BUDGET_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # negative or NaN; inf means no cap
+        from aicf_induct.errors import ConfigError
 
-    def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
+        raise ConfigError(f"{BUDGET_ENV}={text!r}: expected seconds, a number >= 0")
+    return value
 
-    def load(self, device: str) -> dict[TuneKey, str]:
-        import pyarrow.parquet as pq
 
-        from warehouse.layout import visible_parts
-
-        best: dict[TuneKey, tuple[Any, str]] = {}
-        for part in visible_parts(self.root, "kernel_tuning"):
-            t = pq.read_table(part, columns=["op", "shape_key", "dtype", "device", "kernel",
-                                             "chosen", "measured_at"]).to_pylist()
-            for r in t:
-                if not r["chosen"] or r["device"] != device:
-                    continue
-                key = (r["op"], r["shape_key"], r["dtype"], r["device"])
-                if key not in best or r["measured_at"] >= best[key][0]:
-                    best[key] = (r["measured_at"], r["kernel"])
-        return {k: v[1] for k, v in best.items()}
-
-    def save(self, rows: Iterable[Measurement]) -> None:
-        from warehouse.writer import Writer
-
-        now = datetime.now(UTC)
-        with Writer(self.root) as w:
-            for r in rows:
-                w.append("kernel_tuning", {
-                    "op": r.op, "shape_key": r.shape_key, "dtype": r.dtype,
-                    "device": r.device, "kernel": r.kernel, "variant": r.variant,
-                    "time_us": r.time_us if math.isfinite(r.time_us) else None,
-                    "chosen": r.chosen, "measured_at": now})
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 class Autotuner:
-    """Picks the fastest of several kernels per shape; asks `timer` at most once per key."""
+    """Picks the fastest of several kernels per shape; asks `timer` at most once per key and
+    candidate, within `budget_s` seconds of `clock` in all."""
 
     def __init__(self, timer: Timer, device: str, store: TuningStore | None = None,
-                 variants: Mapping[str, str] | None = None) -> None:
+                 variants: Mapping[str, str] | None = None, *, budget_s: float | None = None,
+                 clock: Callable[[], float] = time.perf_counter,
+                 say: Callable[[str], None] = _stderr) -> None:
         self.timer = timer
         self.device = device
         self.store: TuningStore = store if store is not None else MemoryTuningStore()
         self.variants = dict(variants or {})  # kernel name -> JSON of its parameters
+        self.budget_s = default_budget() if budget_s is None else float(budget_s)
+        if not self.budget_s >= 0:
+            raise ValueError(f"budget_s must be >= 0, got {budget_s!r}")
+        self.clock, self.say = clock, say
         self.choices: dict[TuneKey, str] = self.store.load(device)
+        self.spent_s = 0.0  # seconds of tuning so far
         self.timed = 0  # timer calls made (tests check that a restart times nothing)
+        self.pruned = 0  # candidates ruled out by their floor, never run
+        self.abandoned = 0  # candidates stopped early as clearly slower
+        self._said_kernels = self._said_spent = False
+
+    @property
+    def budget_left_s(self) -> float:
+        return max(0.0, self.budget_s - self.spent_s)
 
     def choose(self, q: KernelQuery, candidates: list[Kernel]) -> Kernel:
         by_name = {k.name: k for k in candidates}
         name = self.pick(q.op, shape_key(q), q.dtype, list(by_name),
-                         lambda n: self.timer(by_name[n], q))
+                         lambda n, limit: self.timer(by_name[n], q, limit))
         return by_name[name]
 
     def pick(self, op: str, key_text: str, dtype: str, names: list[str],
-             time_us: Callable[[str], float]) -> str:
-        """The fastest of `names` (variants of one computation) for this key: the stored
-        choice when there is one, else each timed once by `time_us(name)` and the choice
-        saved. Kernel variants come through `choose`; whole-step variants call this."""
+             time_us: Callable[[str, Limit], float], *,
+             floors: Mapping[str, float] | None = None, label: str | None = None) -> str:
+        """The fastest of `names` (variants of one computation, the default first) for this
+        key: the stored choice when there is one, else each timed once by
+        `time_us(name, limit)`, and the choice saved when every candidate got its say.
+        `floors`: lower bounds in microseconds (a cost model); candidates are timed in
+        rising floor order and one whose floor is not under the best so far is skipped.
+        `label`: say on stderr what is being tuned (else one line per process)."""
         key = (op, key_text, dtype, self.device)
         known = self.choices.get(key)
         if known in names:
             return known
-        times = [self._time(functools.partial(time_us, n)) for n in names]
-        best = min(range(len(names)), key=lambda i: (times[i], i))
-        chosen = names[best] if math.isfinite(times[best]) else names[0]
+        if len(names) < 2:
+            return names[0]
+        if self.budget_left_s <= 0:  # spent: the default, untimed, kept for this process
+            self._note_spent()
+            self.choices[key] = names[0]
+            return names[0]
+        floor = {n: max(0.0, float((floors or {}).get(n, 0.0))) for n in names}
+        order = sorted(range(len(names)), key=lambda i: (floor[names[i]], i))
+        self._announce(label, names)
+        times: dict[str, float] = {}
+        complete = True
+        start = self.clock()
+        for i in order:
+            n = names[i]
+            best = min(times.values(), default=math.inf)
+            if floor[n] >= best:  # cannot win: never run
+                self.pruned += 1
+                continue
+            left = self.budget_s - self.spent_s - (self.clock() - start)
+            if left <= 0:
+                complete = False
+                break
+            t = self._time(n, time_us, Limit(us=best * ABANDON, seconds=left))
+            if t > best * ABANDON and math.isfinite(t):
+                self.abandoned += 1
+            times[n] = t
+        self.spent_s += self.clock() - start
+        if self.budget_left_s <= 0:  # the last candidate's timing may have been cut short
+            complete = False
+            self._note_spent()
+        finite = [n for n in names if math.isfinite(times.get(n, math.inf))]
+        chosen = min(finite, key=lambda n: (times[n], names.index(n))) if finite else names[0]
         self.choices[key] = chosen
-        self.store.save(Measurement(op, key_text, dtype, self.device, n, t, n == chosen,
-                                    self.variants.get(n, "{}"))
-                        for n, t in zip(names, times, strict=True))
+        if complete:
+            self.store.save(Measurement(op, key_text, dtype, self.device, n, t, n == chosen,
+                                        self.variants.get(n, "{}"))
+                            for n, t in times.items())
         return chosen
 
-    def _time(self, measure: Callable[[], float]) -> float:
+    def _note_spent(self) -> None:
+        if not self._said_spent:
+            self._said_spent = True
+            self.say(f"autotune: the tuning budget of {self.budget_s:g} s is spent; shapes "
+                     f"not yet tuned use their default kernel (set {BUDGET_ENV} for more)")
+
+    def _announce(self, label: str | None, names: list[str]) -> None:
+        budget = f"at most {self.budget_left_s:.3g} s of the tuning budget"
+        if label is not None:
+            self.say(f"autotune: timing {label} ({', '.join(names)}; {budget})")
+        elif not self._said_kernels:
+            self._said_kernels = True
+            self.say(f"autotune: timing kernel variants for new shapes on {self.device} "
+                     f"(once per shape, kept in {self.store.where}; {budget})")
+
+    def _time(self, name: str, time_us: Callable[[str, Limit], float], limit: Limit) -> float:
         self.timed += 1
         try:
-            t = float(measure())
+            t = float(time_us(name, limit))
         except Exception as err:  # a variant that cannot run here is simply never chosen,
             if "illegal" in str(err).lower():  # unless it broke the device for everyone
                 raise

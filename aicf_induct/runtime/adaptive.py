@@ -36,6 +36,7 @@ import numpy as np
 from aicf_induct.errors import ConfigError
 from aicf_induct.ir.fingerprint import fingerprint
 from aicf_induct.ir.graph import Graph
+from aicf_induct.kernels.autotune import TuningStore
 from aicf_induct.problems.problem import Problem, Split
 from aicf_induct.runtime import snapshot as disk
 from aicf_induct.runtime.data import BatchStream
@@ -163,7 +164,8 @@ class AdaptiveRun:
                  run_id: str | None = None, parent_run_id: str | None = None,
                  origin: str = "adapt", checkpoint_dir: str | Path | None = None,
                  hooks: Sequence[StepHook] = (), values: dict[str, np.ndarray] | None = None,
-                 extra_config: dict[str, Any] | None = None) -> None:
+                 extra_config: dict[str, Any] | None = None,
+                 tuning: TuningStore | None = None) -> None:
         bpe = BatchStream(len(problem.train), config.batch_size).batches_per_epoch()
         self.config = dataclasses.replace(config, max_steps=adapt.steps,
                                           epochs=math.ceil(adapt.steps / bpe) + 1)
@@ -174,7 +176,9 @@ class AdaptiveRun:
         extra = {"adapt": asdict(adapt), "policy": policy.name, **(extra_config or {})}
         self.trainer = Trainer(problem, graph, self.config, recorder=self.recorder,
                                values=values, origin=origin, run_id=run_id or uuid.uuid4().hex,
-                               parent_run_id=parent_run_id, extra_config=extra)
+                               parent_run_id=parent_run_id, extra_config=extra,
+                               tuning=tuning)
+        self.tuning = tuning  # the GPU autotuner's store, for forks too
         self.schedule = ScaledSchedule(self.trainer.schedule)
         self.trainer.schedule = self.schedule
         self.warmup = WarmupTrigger(adapt.warmup_steps) if adapt.warmup_steps else None
@@ -268,7 +272,8 @@ class AdaptiveRun:
     @classmethod
     def resume(cls, checkpoint_dir: str | Path, problem: Problem, policy: Policy, *,
                recorder: Recorder | None = None, hooks: Sequence[StepHook] = (),
-               extra_config: dict[str, Any] | None = None) -> AdaptiveRun:
+               extra_config: dict[str, Any] | None = None,
+               tuning: TuningStore | None = None) -> AdaptiveRun:
         """The run whose latest checkpoint is in `checkpoint_dir`, ready to go on."""
         path = disk.latest(checkpoint_dir)
         if path is None:
@@ -278,7 +283,7 @@ class AdaptiveRun:
         run = cls(problem, s.state.graph, TrainConfig(**r["train_config"]),
                   AdaptConfig.from_dict(r["adapt_config"]), policy, recorder=recorder,
                   run_id=r["run_id"], checkpoint_dir=checkpoint_dir, hooks=hooks,
-                  extra_config=extra_config)
+                  extra_config=extra_config, tuning=tuning)
         run.load(s)
         run._started = True
         run._event("checkpoint", "resume", {"path": str(path), "work": run.work})
@@ -291,7 +296,8 @@ class AdaptiveRun:
         s = snap or self.snapshot(with_best=True)
         child = AdaptiveRun(self.problem, s.state.graph, self.config, self.adapt,
                             policy or self.policy, recorder=recorder or self.recorder,
-                            parent_run_id=self.run_id, origin="fork", hooks=hooks)
+                            parent_run_id=self.run_id, origin="fork", hooks=hooks,
+                            tuning=self.tuning)
         child.load(s, keep_run_id=True)
         self._event("fork", "branch", {"child_run_id": child.run_id, "from_step": s.step})
         return child

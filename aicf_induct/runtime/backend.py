@@ -4,14 +4,14 @@
 "numpy" and "cupy" insist (a ConfigError names what is missing). A backend tells the
 runtime its array module, its device name for kernel selection, whether to fuse, and how
 to bring arrays back to the host. On the GPU the kernel registry is wrapped in an
-autotuner (kernels.autotune), persisted in the warehouse when a root is given.
+autotuner (kernels.autotune) whose choices go to the tuning store the caller passes in
+(the warehouse's, `warehouse.tuning_store.WarehouseTuningStore`), else stay in memory.
 """
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -19,6 +19,7 @@ import numpy as np
 
 from aicf_induct.errors import ConfigError
 from aicf_induct.kernels import REGISTRY, KernelRegistry
+from aicf_induct.kernels.autotune import TuningStore
 
 BACKENDS = ("auto", "numpy", "cupy")
 
@@ -50,8 +51,8 @@ class Backend:
 
 
 NUMPY = Backend("numpy", np, "cpu", "cpu (numpy)")
-# GPU backends by (tuning root, autotune): one autotuner per process and warehouse, so the
-# many trainers of a sweep tune each shape once
+# GPU backends by (where the tuning store keeps choices, autotune): one autotuner per process
+# and warehouse, so the many trainers of a sweep tune each shape once, within one budget
 _GPU: dict[tuple[str, bool], Backend] = {}
 
 
@@ -63,10 +64,10 @@ def gpu_available() -> bool:
     return available()
 
 
-def select_backend(kind: str = "auto", *, tuning_root: str | Path | None = None,
+def select_backend(kind: str = "auto", *, tuning: TuningStore | None = None,
                    autotune: bool = True) -> Backend:
-    """The backend for `kind` ("auto" | "numpy" | "cupy"). `tuning_root`: a warehouse whose
-    kernel_tuning table keeps the autotuner's choices across restarts (GPU only)."""
+    """The backend for `kind` ("auto" | "numpy" | "cupy"). `tuning`: where the autotuner
+    keeps its choices across restarts (GPU only; None: in this process's memory)."""
     if kind not in BACKENDS:
         raise ConfigError(f"unknown backend {kind!r} (valid: {', '.join(BACKENDS)})")
     if kind == "numpy" or (kind == "auto" and not gpu_available()):
@@ -74,13 +75,13 @@ def select_backend(kind: str = "auto", *, tuning_root: str | Path | None = None,
     if not gpu_available():
         raise ConfigError("backend 'cupy' needs CuPy and an NVIDIA GPU; neither import nor "
                           "device worked here (try backend 'numpy' or 'auto')")
-    key = (str(tuning_root or ""), autotune)
+    key = (tuning.where if tuning is not None else "", autotune)
     if key not in _GPU:
-        _GPU[key] = _cupy_backend(tuning_root, autotune)
+        _GPU[key] = _cupy_backend(tuning, autotune)
     return _GPU[key]
 
 
-def _cupy_backend(tuning_root: str | Path | None, autotune: bool) -> Backend:
+def _cupy_backend(tuning: TuningStore | None, autotune: bool) -> Backend:
     import cupy
 
     from aicf_induct.kernels.cuda.compile import device
@@ -89,16 +90,8 @@ def _cupy_backend(tuning_root: str | Path | None, autotune: bool) -> Backend:
     desc = f"cuda:{info.index} ({info.name}, sm_{info.capability}, cupy {cupy.__version__})"
     registry: KernelRegistry = REGISTRY
     if autotune:
-        from aicf_induct.kernels.autotune import (
-            Autotuner,
-            TunedRegistry,
-            TuningStore,
-            WarehouseTuningStore,
-        )
+        from aicf_induct.kernels.autotune import Autotuner, TunedRegistry
         from aicf_induct.kernels.cuda.timer import cuda_timer
 
-        store: TuningStore | None = None
-        if tuning_root is not None:
-            store = WarehouseTuningStore(tuning_root)
-        registry = TunedRegistry(Autotuner(cuda_timer, info.name, store))
+        registry = TunedRegistry(Autotuner(cuda_timer, info.name, tuning))
     return Backend("cupy", cupy, "cuda", desc, registry)

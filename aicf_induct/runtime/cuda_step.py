@@ -18,7 +18,9 @@ When the program is a plain MLP chain (`compiler.chain`), the forward, loss and 
 may instead run as one persistent kernel (`kernels.cuda.mlp_step`, three schedules, the
 third on sm_90+): `whole_step="auto"` times the plan and the kernel's schedules once per
 batch shape (the choice is kept by the registry's autotuner, in the warehouse when it has
-one) and keeps the fastest; "plan", "mlp_layers", "mlp_rows" or "mlp_clusters" forces one.
+one) and keeps the fastest; a schedule whose lower bound (kernels.cuda.step_floor) is over
+the plan's time is never compiled or run. "plan", "mlp_layers", "mlp_rows" or
+"mlp_clusters" forces one.
 """
 
 from __future__ import annotations
@@ -255,49 +257,74 @@ class CudaStep:
         if self.whole_step != "auto":
             e.step_kernel = self._chain_kernel(e, chain, self.whole_step.removeprefix("mlp_"))
             return
-        kernels = {f"train_step.mlp_{s}": self._chain_kernel(e, chain, s)
-                   for s in schedules_for(chain)}
-        if not kernels:
+        schedules = schedules_for(chain)
+        if not schedules:
             e.chain_reason = "too large for the one-kernel step"
             return
         # the precision policy changes both the plan's GEMMs and the one-kernel step's; a
         # choice made before a schedule existed (or on a device without it) is made again
-        bodies = ",".join(s.removeprefix("train_step.") for s in kernels)
+        bodies = ",".join(f"mlp_{s}" for s in schedules)
+        built: dict[str, Any] = {}  # schedule -> its kernel, compiled when timed
         chosen = self._fastest(
-            e, f"{chain.key()};precision={self.executor.precision};bodies={bodies}", kernels)
-        if chosen == "train_step.plan":
+            e, f"{chain.key()};precision={self.executor.precision};bodies={bodies}", chain,
+            schedules, built)
+        if chosen == "plan":
             e.chain_reason = "the fused-kernel plan timed faster"
         else:
-            e.step_kernel = kernels[chosen]
+            e.step_kernel = built.get(chosen) or self._chain_kernel(e, chain, chosen)
 
-    def _fastest(self, e: _Entry, key: str, kernels: dict[str, Any]) -> str:
-        """The fastest of the plan and `kernels`, by the registry's autotuner (its choice kept
-        across runs) or, without one, timed for this run."""
-        from aicf_induct.kernels.autotune import Autotuner
+    def _fastest(self, e: _Entry, key: str, spec: Any, schedules: list[str],
+                 built: dict[str, Any]) -> str:
+        """"plan" or the schedule of the one-kernel step that runs fastest, by the registry's
+        autotuner (its choice kept across runs) or, without one, timed for this run. The plan
+        is timed first; a schedule is compiled only when timed, and never where its floor
+        (kernels.cuda.step_floor) says it cannot beat the time measured already."""
+        from aicf_induct.kernels.autotune import Autotuner, Limit
         from aicf_induct.kernels.cuda.compile import device
+        from aicf_induct.kernels.cuda.step_floor import step_floor_us
         from aicf_induct.kernels.cuda.timer import time_kernel
 
-        calls = {"train_step.plan": e.plan.launch} | {n: k.launch for n, k in kernels.items()}
+        def time_us(name: str, limit: Limit) -> float:
+            body = name.removeprefix("train_step.")
+            if body == "plan":
+                return time_kernel(e.plan.launch, graph_ok=e.plan.capturable, limit=limit)
+            schedule = body.removeprefix("mlp_")
+            built[schedule] = k = self._chain_kernel(e, spec, schedule)
+            return time_kernel(k.launch, limit=limit)
+
+        widths = [(ly.in_features, ly.out_features) for ly in spec.layers]
+        floors = {f"train_step.mlp_{s}": step_floor_us(
+            spec.batch, widths, s, str(e.loss.dtype), bool(self._mma()), device().sms)
+            for s in schedules}
         tuner = getattr(self.executor.registry, "tuner", None)
         if not isinstance(tuner, Autotuner):
-            tuner = Autotuner(lambda k, q: math.inf, device().name)
-        return tuner.pick("train_step", key, str(e.loss.dtype), list(calls), lambda n: time_kernel(
-            calls[n], graph_ok=e.plan.capturable or n != "train_step.plan"))
+            tuner = Autotuner(lambda k, q, limit: math.inf, device().name)
+        names = ["train_step.plan", *floors]
+        widest = max(o for _, o in widths)
+        chosen = tuner.pick("train_step", key, str(e.loss.dtype), names, time_us, floors=floors,
+                            label=f"the training step for batch {spec.batch} (widest layer "
+                                  f"{widest}, {e.loss.dtype})")
+        return chosen.removeprefix("train_step.").removeprefix("mlp_")
 
-    def _chain_kernel(self, e: _Entry, chain: Any, schedule: str) -> Any:
+    def _chain_kernel(self, e: _Entry, spec: Any, schedule: str) -> Any:
         import cupy
 
-        from aicf_induct.kernels.cuda.compile import tensor_cores
         from aicf_induct.kernels.cuda.mlp_step import MlpStepKernel
 
         store = self.executor.store
-        offsets = {n: int(store.slices[n].start) for n in store.names}
         feed = e.hyper_dev[-2:].view(cupy.int64)
-        # TF32 tensor cores under the tf32 and bf16 policies (TF32 is the more exact of the
-        # two), where the device has them; SIMT in the parameters' dtype otherwise
-        mma = int(self.executor.precision != "fp32" and tensor_cores(store.data.dtype))
-        return MlpStepKernel(chain, feed, store.data, store.grad, offsets, e.loss, schedule,
-                             mma=mma)
+        offsets = {n: int(store.slices[n].start) for n in store.names}
+        return MlpStepKernel(spec, feed, store.data, store.grad, offsets, e.loss, schedule,
+                             mma=self._mma())
+
+    def _mma(self) -> int:
+        """The one-kernel step's products: TF32 tensor cores (1) under the tf32 and bf16
+        policies (TF32 is the more exact of the two), where the device has them; SIMT in the
+        parameters' dtype (0) otherwise."""
+        from aicf_induct.kernels.cuda.compile import tensor_cores
+
+        return int(self.executor.precision != "fp32"
+                   and tensor_cores(self.executor.store.data.dtype))
 
     def _capture(self, e: _Entry) -> Any:
         import cupy

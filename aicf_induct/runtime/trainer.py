@@ -20,6 +20,7 @@ from aicf_induct.ir.canonical import to_json
 from aicf_induct.ir.fingerprint import fingerprint
 from aicf_induct.ir.graph import Graph
 from aicf_induct.ir.patterns import patterns
+from aicf_induct.kernels.autotune import TuningStore
 from aicf_induct.problems.problem import Problem, Split
 from aicf_induct.runtime.backend import BACKENDS, Backend, select_backend
 from aicf_induct.runtime.clipping import clip_grad_norm_, global_grad_norm
@@ -122,7 +123,8 @@ class Trainer:
                  recorder: Recorder | None = None, values: dict[str, np.ndarray] | None = None,
                  origin: str = "cli", run_id: str | None = None,
                  parent_run_id: str | None = None, progress: bool = False,
-                 extra_config: dict[str, Any] | None = None) -> None:
+                 extra_config: dict[str, Any] | None = None,
+                 tuning: TuningStore | None = None) -> None:
         self.problem, self.graph, self.config = problem, graph, config
         self.recorder: Recorder = recorder or NullRecorder()
         self.origin, self.parent_run_id = origin, parent_run_id
@@ -130,7 +132,8 @@ class Trainer:
         self.progress = progress
         self.extra_config = dict(extra_config or {})
         loss = "cross_entropy" if problem.task == "classification" else "mse"
-        self.backend: Backend = select_backend(config.backend)
+        # tuning: where the GPU autotuner keeps its choices (the warehouse's, from the caller)
+        self.backend: Backend = select_backend(config.backend, tuning=tuning)
         self.executor = _executor(self.backend, graph, values, loss, config)
         self._gpu_step: Any = None  # runtime.cuda_step.CudaStep, on the GPU backend
         self.optimizer = config.make_optimizer()

@@ -150,9 +150,10 @@ def test_live_rewrites_keep_working_on_the_gpu() -> None:
 
 
 def test_autotuned_choices_persist_in_the_warehouse(tmp_path) -> None:
-    from aicf_induct.kernels.autotune import Autotuner, TunedRegistry, WarehouseTuningStore
+    from aicf_induct.kernels.autotune import Autotuner, TunedRegistry
     from aicf_induct.kernels.cuda.compile import device
     from aicf_induct.kernels.cuda.timer import cuda_timer
+    from warehouse.tuning_store import WarehouseTuningStore
 
     graph = mlp(16, 2, depth=2, width=64)
     root = tmp_path / "wh"

@@ -1,0 +1,56 @@
+"""The autotuner's choices in the warehouse: `kernels.autotune.TuningStore` over the
+`kernel_tuning` table (Parquet parts; read back with pyarrow alone, so a GPU machine needs
+no DuckDB). The runtime's caller (the CLI) makes one per warehouse and passes it in."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from warehouse.layout import visible_parts
+from warehouse.writer import Writer
+
+if TYPE_CHECKING:
+    from aicf_induct.kernels.autotune import Measurement, TuneKey
+
+TABLE = "kernel_tuning"
+
+
+class WarehouseTuningStore:
+    """Measurements as rows of `kernel_tuning` under `root`; the latest choice per key wins."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    @property
+    def where(self) -> str:
+        return f"{self.root}/{TABLE}"
+
+    def load(self, device: str) -> dict[TuneKey, str]:
+        import pyarrow.parquet as pq
+
+        best: dict[TuneKey, tuple[Any, str]] = {}
+        for part in visible_parts(self.root, TABLE):
+            t = pq.read_table(part, columns=["op", "shape_key", "dtype", "device", "kernel",
+                                             "chosen", "measured_at"]).to_pylist()
+            for r in t:
+                if not r["chosen"] or r["device"] != device:
+                    continue
+                key = (r["op"], r["shape_key"], r["dtype"], r["device"])
+                if key not in best or r["measured_at"] >= best[key][0]:
+                    best[key] = (r["measured_at"], r["kernel"])
+        return {k: v[1] for k, v in best.items()}
+
+    def save(self, rows: Iterable[Measurement]) -> None:
+        now = datetime.now(UTC)
+        with Writer(self.root) as w:
+            for r in rows:
+                w.append(TABLE, {
+                    "op": r.op, "shape_key": r.shape_key, "dtype": r.dtype,
+                    "device": r.device, "kernel": r.kernel, "variant": r.variant,
+                    "time_us": r.time_us if math.isfinite(r.time_us) else None,
+                    "chosen": r.chosen, "measured_at": now})
+
