@@ -55,6 +55,7 @@ def main() -> None:
     from aicf_induct.compiler.chain import match_mlp_chain
     from aicf_induct.kernels.cuda.mlp_step import schedules_for
     from aicf_induct.kernels.cuda.timer import time_kernel
+    from aicf_induct.runtime.cuda_step import step_spec
 
     sync = cp.cuda.Device().synchronize
     phases: list[tuple[int, str, list[tuple[str, float, float, float]]]] = []
@@ -62,9 +63,10 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for idx in (int(v) for v in args.sizes.split(",")):
         size = SIZES[idx]
-        plan = our_step(size, args.precision)[1].plan("train", size[0])  # nothing run
+        executor = our_step(size, args.precision)[1]
+        plan = executor.plan("train", size[0])  # nothing run
         chain = match_mlp_chain(plan.program, plan.inputs)
-        bodies = ["plan"] + ([f"mlp_{s}" for s in schedules_for(chain)]
+        bodies = ["plan"] + ([f"mlp_{s}" for s in schedules_for(step_spec(chain, executor.store))]
                              if not isinstance(chain, str) else [])
         for body in bodies:
             step, _, _, x, y = our_step(size, args.precision)

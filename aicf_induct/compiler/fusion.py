@@ -25,8 +25,7 @@ from collections.abc import Iterable, Sequence
 from aicf_induct.compiler.autodiff import Instr
 from aicf_induct.errors import AicfError
 from aicf_induct.ir.graph import Graph
-from aicf_induct.ir.ops import ACTIVATIONS, OPS
-from aicf_induct.kernels.fused import ACT_FROM_OUTPUT
+from aicf_induct.ir.ops import ACTIVATIONS, OPS, activation
 
 PRECISIONS = ("fp32", "tf32", "bf16")  # GEMM compute; storage, reductions stay fp32/fp64
 
@@ -97,7 +96,7 @@ def _fuse_linear(prog: list[Instr], k: int, graph: Graph, readers: dict[str, lis
     aid = act.node_id
     act_attrs = OPS[act.op].full_attrs(act.attrs)
     vjp_a = vjp_at.get(aid)
-    from_output = act.op in ACT_FROM_OUTPUT
+    from_output = activation(act.op, act_attrs).from_output
     fuse_bwd = (vjp_a is not None and vjp_l is not None
                 and prog[vjp_a].outs[0] == prog[vjp_l].ins[-1])
     need_z = vjp_a is not None and (not fuse_bwd or not from_output)

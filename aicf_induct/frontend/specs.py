@@ -29,8 +29,9 @@ from aicf_induct.frontend.module import (
 )
 from aicf_induct.frontend.trace import trace
 from aicf_induct.ir.graph import Graph
+from aicf_induct.ir.ops import ACTIVATION_NAMES, ACTIVATION_TABLE
 
-ACTS = ("relu", "gelu", "gelu_tanh", "tanh", "silu", "sigmoid")
+ACTS = ACTIVATION_NAMES  # relu, gelu, gelu_tanh (tanh approximation), ...: the op table's
 NORMS = ("none", "layernorm", "batchnorm")
 NORM_PLACES = ("pre", "post")
 PROFILES = ("constant", "funnel", "bottleneck", "expand")
@@ -46,7 +47,7 @@ class MLPSpec:
 
     depth: int = 2  # hidden layers (0: a linear model, just the head)
     width: int = 64  # widest hidden layer; every hidden layer for profile=constant
-    act: str = "relu"  # relu | gelu | gelu_tanh (tanh approximation) | tanh | silu | sigmoid
+    act: str = "relu"  # one of ACTS
     norm: str = "none"  # none | layernorm | batchnorm, in every hidden block
     norm_place: str = "pre"  # pre: linear → norm → act; post: linear → act → norm
     residual: bool = False  # wrap each hidden block whose input and output widths match
@@ -166,10 +167,14 @@ class MLP(Module):
         return self.head(self.blocks(x))
 
 
+# the module that traces to each activation op; its attrs are the module's arguments
+_ACT_MODULES: dict[str, type[Module]] = {"relu": ReLU, "gelu": GELU, "tanh": Tanh,
+                                         "silu": SiLU, "sigmoid": Sigmoid}
+
+
 def _act(name: str) -> Module:
-    if name == "gelu_tanh":
-        return GELU("tanh")
-    return {"relu": ReLU, "gelu": GELU, "tanh": Tanh, "silu": SiLU, "sigmoid": Sigmoid}[name]()
+    entry = ACTIVATION_TABLE[name]
+    return _ACT_MODULES[entry.op](**entry.attrs)
 
 
 def _block(spec: MLPSpec, n_in: int, n_out: int) -> Sequential:

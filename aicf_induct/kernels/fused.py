@@ -19,9 +19,10 @@ unfused one does.
 | softmax_ce     | logits, labels, gy | loss, glogits             | cross-entropy and its     |
 |                |                    |                           | gradient                  |
 
-`act` is None (no activation) or a name from `ACTIVATIONS`; `h` is what that activation's
-derivative is computed from: its output for relu/tanh/sigmoid, its input for gelu/silu
-(`ACT_FROM_OUTPUT`). In `act_linear_bwd`, `h` is absent when `act` is None.
+`act` is None (no activation) or an activation op (`ACTIVATIONS`) with `act_attrs`; `h`
+is what that activation's derivative is computed from: its output where its op-table entry
+says `from_output` (relu, tanh, sigmoid), its input otherwise (gelu, silu). In
+`act_linear_bwd`, `h` is absent when `act` is None.
 """
 
 from __future__ import annotations
@@ -29,30 +30,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from aicf_induct.ir.ops import ACTIVATIONS, OPS, Array, OpContext
+from aicf_induct.ir.ops import OPS, Array, OpContext, activation
 from aicf_induct.kernels.registry import REGISTRY, Kernel
 
 FUSED_OPS = ("linear_act", "act_linear_bwd", "softmax_ce")
-# activations whose derivative is a function of their output (no need to keep the input)
-ACT_FROM_OUTPUT = frozenset({"relu", "tanh", "sigmoid"})
 
 
 def act_forward(xp: Any, z: Array, act: str | None, act_attrs: dict[str, Any]) -> Array:
     if act is None:
         return z
-    fwd = ACTIVATIONS[act][0]
-    return fwd(xp, z, {**ACTIVATIONS[act][2], **act_attrs})
+    entry = activation(act, act_attrs)
+    return entry.forward(xp, z, {**entry.attrs, **act_attrs})
 
 
 def act_backward(xp: Any, h: Array, g: Array, act: str | None,
                  act_attrs: dict[str, Any]) -> Array:
-    """g · act'(·) with the derivative taken from h (output or input, see ACT_FROM_OUTPUT).
+    """g · act'(·) with the derivative taken from h (output or input: `from_output`).
     The op table's grad rules read only y for tanh/sigmoid, only x for gelu/silu, and
     x > 0 for relu, which equals y > 0: so (h, h) serves both forms."""
     if act is None:
         return g
-    grad = ACTIVATIONS[act][1]
-    return grad(xp, h, h, g, {**ACTIVATIONS[act][2], **act_attrs})
+    entry = activation(act, act_attrs)
+    return entry.grad(xp, h, h, g, {**entry.attrs, **act_attrs})
 
 
 def linear_act_ref(ctx: OpContext, ins: Sequence[Array], outs: Sequence[Array | None],

@@ -254,10 +254,11 @@ class CudaStep:
                 raise ValueError(f"no one-kernel step for this model: {e.chain_reason}")
             return
         assert not isinstance(chain, str)
+        spec = step_spec(chain, self.executor.store)
         if self.whole_step != "auto":
-            e.step_kernel = self._chain_kernel(e, chain, self.whole_step.removeprefix("mlp_"))
+            e.step_kernel = self._chain_kernel(e, spec, self.whole_step.removeprefix("mlp_"))
             return
-        schedules = schedules_for(chain)
+        schedules = schedules_for(spec)
         if not schedules:
             e.chain_reason = "too large for the one-kernel step"
             return
@@ -266,12 +267,12 @@ class CudaStep:
         bodies = ",".join(f"mlp_{s}" for s in schedules)
         built: dict[str, Any] = {}  # schedule -> its kernel, compiled when timed
         chosen = self._fastest(
-            e, f"{chain.key()};precision={self.executor.precision};bodies={bodies}", chain,
+            e, f"{chain.key()};precision={self.executor.precision};bodies={bodies}", spec,
             schedules, built)
         if chosen == "plan":
             e.chain_reason = "the fused-kernel plan timed faster"
         else:
-            e.step_kernel = built.get(chosen) or self._chain_kernel(e, chain, chosen)
+            e.step_kernel = built.get(chosen) or self._chain_kernel(e, spec, chosen)
 
     def _fastest(self, e: _Entry, key: str, spec: Any, schedules: list[str],
                  built: dict[str, Any]) -> str:
@@ -313,8 +314,7 @@ class CudaStep:
 
         store = self.executor.store
         feed = e.hyper_dev[-2:].view(cupy.int64)
-        offsets = {n: int(store.slices[n].start) for n in store.names}
-        return MlpStepKernel(spec, feed, store.data, store.grad, offsets, e.loss, schedule,
+        return MlpStepKernel(spec, feed, store.data, store.grad, e.loss, schedule,
                              mma=self._mma())
 
     def _mma(self) -> int:
@@ -379,3 +379,14 @@ def fill_hyper(h: np.ndarray, opt: Optimizer, store: Any, segs: tuple[int, ...],
             h[HYPER_FIXED + 2 * s] = 1.0 if t == 1 else 0.0
         while first < len(store.names) and store.slices[store.names[first]].stop <= end:
             first += 1
+
+
+def step_spec(chain: Any, store: Any) -> Any:
+    """The one-kernel step's own description (kernels.cuda.mlp_step.StepSpec) of `chain`, a
+    compiler.chain.MlpChain, each parameter as its first element in `store`'s flat buffers."""
+    from aicf_induct.kernels.cuda.mlp_step import StepLayer, StepSpec
+
+    at = {n: int(s.start) for n, s in store.slices.items()}
+    layers = tuple(StepLayer(ly.in_features, ly.out_features, at[ly.weight],
+                             None if ly.bias is None else at[ly.bias]) for ly in chain.layers)
+    return StepSpec(chain.batch, layers, chain.act, chain.act_attrs, chain.label_smoothing)

@@ -9,9 +9,9 @@ import zlib
 import numpy as np
 import pytest
 
-from aicf_induct.ir.ops import OPS, OpContext
+from aicf_induct.ir.ops import OPS, OpContext, activation
 from aicf_induct.kernels import REGISTRY, KernelQuery
-from aicf_induct.kernels.fused import ACT_FROM_OUTPUT, REFERENCES, act_forward
+from aicf_induct.kernels.fused import REFERENCES, act_forward
 from aicf_induct.runtime.optimizers import make_optimizer
 from aicf_induct.runtime.params import ParamStore
 from tests.kernels.cuda_helpers import assert_close, host, poisoned, tol
@@ -124,7 +124,8 @@ def test_act_linear_bwd(variant: str, act: str | None, dtype: str, precision: st
         w = rng.normal(size=(n, k)).astype(dtype)
         g = rng.normal(size=(m, n)).astype(dtype)
         z = rng.normal(size=(m, n))
-        h = (act_forward(np, z, name, act_attrs) if name in ACT_FROM_OUTPUT else z)
+        from_output = name is not None and activation(name, act_attrs).from_output
+        h = act_forward(np, z, name, act_attrs) if from_output else z
         h = h.astype(dtype)
         ins = [x, g] + ([h] if name else [])
         params = {"weight": w} | ({"bias": rng.normal(size=n).astype(dtype)} if bias else {})

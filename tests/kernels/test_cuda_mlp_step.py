@@ -73,16 +73,16 @@ SCHEDULES = ["layers", "rows", "clusters"]
 def _kernel(gpu, batch, x, y, schedule="layers", mma=0, grid=None):
     from aicf_induct.compiler.chain import MlpChain, match_mlp_chain
     from aicf_induct.kernels.cuda.mlp_step import MlpStepKernel
+    from aicf_induct.runtime.cuda_step import step_spec
 
     plan = gpu.plan("train", batch)
     plan.feed({gpu.input_id: x, gpu.training_graph.labels: y})
     chain = match_mlp_chain(plan.program, plan.inputs)
     assert isinstance(chain, MlpChain), chain
     store = gpu.store
-    offsets = {n: store.slices[n].start for n in store.names}
     loss = plan.value(gpu.training_graph.loss)
-    kernel = MlpStepKernel(chain, cp.zeros(2, dtype=np.int64), store.data, store.grad,
-                           offsets, loss, _schedule(schedule), grid=grid, mma=mma)
+    kernel = MlpStepKernel(step_spec(chain, store), cp.zeros(2, dtype=np.int64), store.data,
+                           store.grad, loss, _schedule(schedule), grid=grid, mma=mma)
     kernel.set_inputs(plan.inputs[chain.input_id], plan.inputs[chain.labels_id])
     return kernel, loss
 

@@ -1,18 +1,24 @@
 """CUDA support without a GPU: nothing imports CuPy, the kernels are registered with their
-sources, and the backend falls back to NumPy (or says clearly why it cannot)."""
+sources, the sources and their launchers agree (shared constants, what the sources assume of
+them, the activations' ids and formulas), and the backend falls back to NumPy (or says
+clearly why it cannot)."""
 
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from aicf_induct.errors import ConfigError
+from aicf_induct.ir.ops import ACTIVATION_TABLE, CUDA_NONE
 from aicf_induct.kernels import REGISTRY, KernelQuery
-from aicf_induct.kernels.cuda import compile as cc
-from aicf_induct.kernels.cuda import sources
+from aicf_induct.kernels.cuda import gemm, launch, mlp_step, ops, optim, sources
+from aicf_induct.kernels.cuda.sources import KERNEL_DIR, Family, headers
 from aicf_induct.runtime.backend import NUMPY, gpu_available, select_backend
 from aicf_induct.runtime.trainer import TrainConfig
 
@@ -51,38 +57,175 @@ def test_several_gemm_variants_for_small_shapes_one_for_huge() -> None:
         "linear_act.cublas", "linear_act.cublaslt", "linear_act.fused.reference"}
 
 
+FAMILIES = {f.file: f for mod in (gemm, ops, optim, mlp_step) for f in vars(mod).values()
+            if isinstance(f, Family)}
+
+
+def _text(family: Family) -> str:
+    """What NVRTC sees of `family`: its headers, then its own file."""
+    return "".join((KERNEL_DIR / h).read_text() for h in [*headers(family.file), family.file])
+
+
 def _instantiated(source: str) -> set[str]:
     """Names of the __global__ functions (the first call-like name after the keyword that
-    is not the launch bounds)."""
+    is not the launch bounds or the cluster shape)."""
     out = set()
     for chunk in source.split("__global__ void")[1:]:
-        names = [n for n in re.findall(r"(\w+)\(", chunk) if n != "__launch_bounds__"]
+        names = [n for n in re.findall(r"(\w+)\(", chunk)
+                 if n not in ("__launch_bounds__", "__cluster_dims__")]
         out.add(names[0])
     return out
 
 
+def test_every_cu_file_is_a_family_and_a_launcher_names_it() -> None:
+    assert set(FAMILIES) == {p.name for p in KERNEL_DIR.glob("*.cu")}
+    for h in {h for f in FAMILIES for h in headers(f)}:
+        assert (KERNEL_DIR / h).is_file(), h
+
+
 def test_every_kernel_the_launchers_name_is_in_its_source() -> None:
     launchers = {
-        "gemm_tiled": {"gemm_tiled"}, "gemm_wmma": {"gemm_wmma_fwd"},
-        "elementwise": {"bias_act", "act_bwd", "act_bwd_bias", "colsum_finalize"},
-        "losses": {"softmax_ce", "mse_fwd", "mse_vjp"},
-        "layernorm": {"layernorm_fwd", "layernorm_bwd", "ln_bwd_params"},
-        "dropout": {"dropout_apply"},
-        "optim": {"grad_sumsq", "adam_step", "sgd_step"},
-        "mlp_step": {"mlp_step"},
+        "gemm_tiled.cu": {"gemm_tiled"}, "gemm_wmma.cu": {"gemm_wmma_fwd"},
+        "elementwise.cu": {"bias_act", "act_bwd", "act_bwd_bias", "colsum_finalize"},
+        "losses.cu": {"softmax_ce", "mse_fwd", "mse_vjp"},
+        "layernorm.cu": {"layernorm_fwd", "layernorm_bwd", "ln_bwd_params"},
+        "dropout.cu": {"dropout_apply"},
+        "optim.cu": {"grad_sumsq", "adam_step", "sgd_step"},
+        "mlp_step.cu": {"mlp_step", "mlp_step_clusters"},
     }
-    assert set(launchers) == set(cc.FAMILIES)
-    for family, names in launchers.items():
-        src = cc.FAMILIES[family][0]
-        assert names <= _instantiated(src), family
-        assert src.count("{") == src.count("}"), family
-        assert src.count("(") == src.count(")"), family
+    assert set(launchers) == set(FAMILIES)
+    for file, names in launchers.items():
+        src = _text(FAMILIES[file])
+        assert names <= _instantiated(src), file
+        assert src.count("{") == src.count("}"), file
+        assert src.count("(") == src.count(")"), file
 
 
-def test_activation_ids_are_shared_with_the_sources() -> None:
-    assert sources.ACT_IDS["relu"] == 1 and sources.ACT_IDS["silu"] == 6
-    for k in range(1, 7):
-        assert f"ACT == {k}" in sources.COMMON
+# the names of constants a source may take from its launcher: ACT_*, T_*, MF, *_ILP
+_SHARED = re.compile(r"\b(ACT_[A-Z_]+|T_[A-Z]+|MF|[A-Z]+_ILP)\b")
+
+
+def test_shared_constants_come_from_python_only() -> None:
+    """Every constant a source shares with its launcher is passed as -D (none is defined in
+    a .cu/.cuh file, none is used without being passed), and each one passed is used."""
+    for file, family in FAMILIES.items():
+        src, passed = _text(family), sources.defines(family)
+        defined = set(re.findall(r"^\s*#define\s+(\w+)", src, re.MULTILINE))
+        assert not defined & set(passed), (file, defined & set(passed))
+        params = set(re.findall(r"\b(?:int|bool)\s+([A-Z][A-Z0-9_]*)\b", src))  # template's
+        used = set(_SHARED.findall(re.sub(r"//[^\n]*", "", src))) - defined - params
+        assert used <= set(passed), (file, used - set(passed))
+        assert set(family.defines) <= used, (file, set(family.defines) - used)
+    opts = sources.options(mlp_step.MLP_STEP)
+    assert f"-DT_BM={mlp_step.TILE}" in opts and f"-DT_PAD={mlp_step.PAD}" in opts
+    assert f"-I{KERNEL_DIR}" in opts
+
+
+def _static_asserts(text: str) -> list[tuple[str, str]]:
+    """(condition, message) of each file-scope static_assert."""
+    found = re.findall(r'^static_assert\((.*?),\s*"(.*?)"', text, re.MULTILINE | re.DOTALL)
+    return [(" ".join(c.split()), m) for c, m in found]
+
+
+def _holds(condition: str, values: dict[str, int]) -> bool:
+    """A static_assert's condition over integer macros, evaluated as C would."""
+    def value(m: re.Match[str]) -> str:
+        if m.group(0) not in values:
+            raise KeyError(f"{m.group(0)} in {condition!r} is not passed by the launcher")
+        return str(values[m.group(0)])
+
+    expr = re.sub(r"\b[A-Z_][A-Z0-9_]*\b", value, condition)
+    assert re.fullmatch(r"[\d\s()+\-*/%<>=!&|]*", expr), condition
+    expr = expr.replace("&&", " and ").replace("||", " or ").replace("/", "//")
+    expr = re.sub(r"!(?!=)", " not ", expr)
+    return bool(eval(expr, {"__builtins__": {}}))  # digits and operators only, checked above
+
+
+def test_what_the_sources_assume_of_python_constants_holds() -> None:
+    """The static_asserts NVRTC checks at compile time, checked here with the values the
+    launchers pass: a tile constant changed on either side fails on the CPU, not only on
+    a GPU."""
+    checked = 0
+    for file, family in FAMILIES.items():
+        values = sources.defines(family)
+        for condition, message in _static_asserts(_text(family)):
+            assert _holds(condition, values), f"{file}: {condition} ({message})"
+            checked += 1
+    assert checked >= 6
+    text = _text(mlp_step.MLP_STEP)
+    for key, value in [("T_BM", 64), ("T_BK", 64), ("T_NT", 128), ("T_PAD", 36),
+                       ("T_PART", 32 * 32), ("T_CLUSTER", 16), ("T_REDUCE", 32 * 33)]:
+        values = sources.defines(mlp_step.MLP_STEP) | {key: value}
+        assert not all(_holds(c, values) for c, _ in _static_asserts(text)), key
+
+
+def test_activation_table_gives_distinct_cuda_ids_and_macros() -> None:
+    ids = [a.cuda_id for a in ACTIVATION_TABLE.values()]
+    assert len(set(ids)) == len(ids) and CUDA_NONE not in ids
+    defines = sources.act_defines()
+    assert defines["ACT_NONE"] == CUDA_NONE
+    assert {a.cuda_name: a.cuda_id for a in ACTIVATION_TABLE.values()}.items() <= defines.items()
+    header = (KERNEL_DIR / "activations.cuh").read_text()
+    for a in ACTIVATION_TABLE.values():  # a branch in both act_fwd and act_grad
+        assert header.count(f"if (ACT == {a.cuda_name})") == 2, a.name
+    assert launch.act_id(None) == CUDA_NONE
+    assert launch.act_id("gelu", {"approximate": "tanh"}) == ACTIVATION_TABLE["gelu_tanh"].cuda_id
+    assert launch.act_id("gelu") == ACTIVATION_TABLE["gelu"].cuda_id
+
+
+_HOST = r"""
+#include <cmath>
+#include <cstdio>
+#define __device__
+#define __forceinline__ inline
+using std::erf;
+using std::exp;
+using std::tanh;
+#include "activations.cuh"
+
+template <int ACT>
+void run(const char* name) {
+  const double g = 0.75;
+  for (int i = 0; i <= 40; ++i) {
+    const double x = -4.0 + 0.2 * i;
+    const double y = act_fwd<ACT, double>(x);
+    std::printf("%s %.17g %.17g %.17g %.17g\n", name, x, y, act_grad<ACT, double>(x, g),
+                act_grad<ACT, double>(y, g));
+  }
+}
+int main() {
+"""
+
+
+def test_cuda_activations_compute_the_op_table_on_the_cpu(tmp_path: Path) -> None:
+    """activations.cuh compiled for the host, with the ids the kernels get: for each table
+    entry, act_fwd<cuda_id> is its forward and act_grad<cuda_id>, fed the output where the
+    entry says `from_output` and the input otherwise, its derivative. Two activations'
+    ids, macro names or branches swapped, or a wrong from_output, fail here."""
+    cxx = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    calls = "".join(f'  run<{n}>("{n}");\n' for n in sources.act_defines())
+    (tmp_path / "acts.cpp").write_text(_HOST + calls + "}\n")
+    exe = tmp_path / "acts"
+    defines = [f"-D{k}={v}" for k, v in sources.act_defines().items()]
+    subprocess.run([cxx, "-std=c++17", "-O0", f"-I{KERNEL_DIR}", *defines,
+                    str(tmp_path / "acts.cpp"), "-o", str(exe)], check=True)
+    rows: dict[str, list[list[float]]] = {}
+    for line in subprocess.run([str(exe)], capture_output=True, text=True,
+                               check=True).stdout.splitlines():
+        name, *vals = line.split()
+        rows.setdefault(name, []).append([float(v) for v in vals])
+    none = np.array(rows["ACT_NONE"])
+    np.testing.assert_array_equal(none[:, 1], none[:, 0])
+    np.testing.assert_array_equal(none[:, 2], 0.75)
+    for a in ACTIVATION_TABLE.values():
+        x, y, grad_x, grad_y = np.array(rows[a.cuda_name]).T
+        np.testing.assert_allclose(y, a.forward(np, x, a.attrs), rtol=1e-12, atol=1e-15,
+                                   err_msg=a.name)
+        ref = a.grad(np, x, a.forward(np, x, a.attrs), np.full_like(x, 0.75), a.attrs)
+        got = grad_y if a.from_output else grad_x
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-15, err_msg=a.name)
 
 
 def test_backend_selection_without_a_gpu() -> None:

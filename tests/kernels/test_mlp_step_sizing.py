@@ -7,10 +7,11 @@ import itertools
 
 import pytest
 
-from aicf_induct.compiler.chain import ChainLayer, MlpChain
 from aicf_induct.kernels.cuda.mlp_step import (
     MAX_STAGES,
     TILE,
+    StepLayer,
+    StepSpec,
     cdiv,
     schedules_for,
     shared_layout,
@@ -56,10 +57,12 @@ def test_a_dear_reduction_keeps_tiles_whole() -> None:
     assert split_counts([(16, 16)], 256, 20) == [1]  # dearer than the chunks it saves
 
 
-def _chain(batch: int, widths: list[int]) -> MlpChain:
-    layers = tuple(ChainLayer(a, b, f"w{k}", f"b{k}")
-                   for k, (a, b) in enumerate(itertools.pairwise(widths)))
-    return MlpChain(layers, "relu", {}, 0.0, "x", "labels", batch)
+def _chain(batch: int, widths: list[int]) -> StepSpec:
+    layers, at = [], 0
+    for a, b in itertools.pairwise(widths):
+        layers.append(StepLayer(a, b, at, at + a * b))
+        at += a * b + b
+    return StepSpec(batch, tuple(layers), "relu", {}, 0.0)
 
 
 def test_schedules_offered_by_size_and_device() -> None:

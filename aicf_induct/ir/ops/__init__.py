@@ -12,7 +12,14 @@
 """
 
 from aicf_induct.ir.ops import activations, linear, losses, norm, structural  # noqa: F401
-from aicf_induct.ir.ops.activations import ACTIVATIONS
+from aicf_induct.ir.ops.activations import (
+    ACTIVATION_NAMES,
+    ACTIVATION_TABLE,
+    ACTIVATIONS,
+    CUDA_NONE,
+    Activation,
+    activation,
+)
 from aicf_induct.ir.ops.base import (
     OPS,
     Array,
@@ -22,4 +29,17 @@ from aicf_induct.ir.ops.base import (
     get_op,
 )
 
-__all__ = ["ACTIVATIONS", "OPS", "Array", "OpContext", "OpDef", "ParamInfo", "get_op"]
+__all__ = [
+    "ACTIVATIONS",
+    "ACTIVATION_NAMES",
+    "ACTIVATION_TABLE",
+    "CUDA_NONE",
+    "OPS",
+    "Activation",
+    "Array",
+    "OpContext",
+    "OpDef",
+    "ParamInfo",
+    "activation",
+    "get_op",
+]

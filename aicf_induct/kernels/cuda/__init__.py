@@ -13,17 +13,19 @@ imports nothing from CuPy: sources compile on first use (compile.py), per device
 |                | the weight gradient's epilogue), .tiled64,                     |
 |                | .tiled32 (act' applied on load, bias gradient from the tiles)  |
 | softmax_ce     | .cuda (one pass: loss and gradient)                            |
-| relu, gelu, tanh, sigmoid, silu, add, linear, cross_entropy, mse, layernorm,    |
-| dropout        | .fwd.cuda, .vjp.cuda                                           |
+| each activation op (ir.ops.ACTIVATIONS), add, linear, cross_entropy, mse,       |
+| layernorm, dropout | .fwd.cuda, .vjp.cuda                                       |
 
 The optimizer kernel (optim.py) and the one-kernel MLP step (mlp_step.py: a whole forward,
 loss and backward of an MLP chain in one persistent launch) are launched by
 runtime.cuda_step, not through the registry; it times the latter against the plan per shape.
-Without a GPU, `available()` is False and nothing here is ever called.
+Without a GPU, `available()` is False and nothing here is ever called. The device code is
+in this folder's .cu/.cuh files (sources.py says how each is compiled).
 """
 
 from __future__ import annotations
 
+from aicf_induct.ir.ops import ACTIVATIONS
 from aicf_induct.kernels.cuda import gemm, ops
 from aicf_induct.kernels.registry import REGISTRY, Kernel, KernelFn, KernelQuery
 
@@ -97,7 +99,7 @@ def _register() -> None:
         ("layernorm", "fwd"): ops.layernorm_fwd, ("layernorm", "vjp"): ops.layernorm_vjp,
         ("dropout", "fwd"): ops.dropout_fwd, ("dropout", "vjp"): ops.dropout_vjp,
     }
-    for act in ("relu", "gelu", "tanh", "sigmoid", "silu"):
+    for act in ACTIVATIONS:  # each activation op of the op table
         plain[(act, "fwd")] = ops.act_fwd_kernel(act)
         plain[(act, "vjp")] = ops.act_vjp_kernel(act)
     for (op, direction), fn in plain.items():

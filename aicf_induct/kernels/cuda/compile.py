@@ -10,19 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aicf_induct.kernels.cuda import sources
-
-FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {  # family -> (source, NVRTC options)
-    "gemm_tiled": (sources.GEMM_TILED, ()),
-    "gemm_wmma": (sources.GEMM_WMMA, ()),
-    "elementwise": (sources.ELEMENTWISE, ()),
-    "losses": (sources.LOSSES, ()),
-    "layernorm": (sources.LAYERNORM, ()),
-    "dropout": (sources.DROPOUT, ()),
-    # no fused multiply-add: the update rounds as runtime/optimizers.py does
-    "optim": (sources.OPTIM, ("--fmad=false",)),
-    "mlp_step": (sources.MLP_STEP, ()),
-}
+from aicf_induct.kernels.cuda.sources import Family, code, options
 
 
 @dataclass(frozen=True)
@@ -90,7 +78,7 @@ def max_active_clusters(fn: Any, grid: int, threads: int, smem_bytes: int) -> in
     return int(n.value) if rc == 0 and n.value > 0 else None
 
 
-def function(family: str, name: str, extra: tuple[str, ...] = ()) -> Any:
+def function(family: Family, name: str, extra: tuple[str, ...] = ()) -> Any:
     """The compiled kernel `name` (a template instantiation) of a source family; `extra`:
     further NVRTC options (e.g. a -D switch)."""
     import cupy
@@ -99,11 +87,10 @@ def function(family: str, name: str, extra: tuple[str, ...] = ()) -> Any:
     key = (idx, family, name, *extra)
     fn = _FUNCTIONS.get(key)
     if fn is None:
-        src, opts = FAMILIES[family]
-        opts = (*opts, *extra)
-        if family == "gemm_wmma":
+        opts = (*options(family), *extra)
+        if family.toolkit:
             opts = (*opts, *toolkit_includes())
-        module = cupy.RawModule(code=src, options=("-std=c++17", *opts),
+        module = cupy.RawModule(code=code(family), options=("-std=c++17", *opts),
                                 name_expressions=[name])
         fn = module.get_function(name)
         _FUNCTIONS[key] = fn

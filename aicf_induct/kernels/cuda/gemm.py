@@ -32,6 +32,7 @@ from aicf_induct.kernels.cuda.launch import (
     rows,
     scratch,
 )
+from aicf_induct.kernels.cuda.sources import Family
 
 OP_N, OP_T = 0, 1
 CUDA_R_32F, CUDA_R_64F = 0, 1
@@ -42,8 +43,11 @@ GEMM_DEFAULT = -1
 _SCALARS: dict[Any, tuple[np.ndarray, np.ndarray]] = {
     np.dtype(np.float32): (np.ones(1, np.float32), np.zeros(1, np.float32)),
             np.dtype(np.float64): (np.ones(1, np.float64), np.zeros(1, np.float64))}
-EW_ILP = 4  # vectors per thread per round in sources.ELEMENTWISE's bias_act
+EW_ILP = 4  # vectors per thread per round in elementwise.cu's bias_act and act_bwd
 TILES = {"tiled64": (64, 64, 16, 4, 4), "tiled32": (32, 32, 16, 2, 2)}  # BM, BN, BK, TM, TN
+GEMM_TILED = Family("gemm_tiled.cu")
+GEMM_WMMA = Family("gemm_wmma.cu", toolkit=True)
+ELEMENTWISE = Family("elementwise.cu", defines={"EW_ILP": EW_ILP})
 
 
 def cublas_gemm(precision: str, transa: int, transb: int, m: int, n: int, k: int, a: Array,
@@ -87,12 +91,12 @@ def tiled(tile: str, m: int, n: int, k: int, a: Array, lda: int, a_kc: bool, b: 
           ldb: int, b_nc: bool, c: Array, ldc: int, *, h: Array | None = None, act_a: int = 0,
           epi: int = 0, act_out: int = 0, bias: Array | None = None, z: Array | None = None,
           dbias: Array | None = None) -> None:
-    """C = op(A) op(B) with the epilogue inside (sources.GEMM_TILED)."""
+    """C = op(A) op(B) with the epilogue inside (gemm_tiled.cu)."""
     bm, bn, bk, tm, tn = TILES[tile]
     flags = f"{'true' if a_kc else 'false'},{'true' if b_nc else 'false'}"
     name = (f"gemm_tiled<{ctype(c.dtype)},{bm},{bn},{bk},{tm},{tn},{flags},{act_a},{epi},"
             f"{act_out}>")
-    fn = function("gemm_tiled", name)
+    fn = function(GEMM_TILED, name)
     grid = (math.ceil(n / bn), math.ceil(m / bm))
     fn(grid, ((bm // tm) * (bn // tn),),
        (i32(m), i32(n), i32(k), a, i64(lda), ptr(h), b, i64(ldb), c, i64(ldc), ptr(bias),
@@ -104,7 +108,7 @@ def bias_act(cin: Array, bias: Array | None, z: Array | None, out: Array, act: i
     m, n = cin.shape
     vec = 4 if cin.dtype == np.float32 and n % 4 == 0 and all(
         a is None or a.data.ptr % 16 == 0 for a in (cin, z, out)) else 1
-    fn = function("elementwise", f"bias_act<{ctype(out.dtype)},{act},{vec}>")
+    fn = function(ELEMENTWISE, f"bias_act<{ctype(out.dtype)},{act},{vec}>")
     fn((grid_1d(math.ceil(m * n / (vec * EW_ILP))),), (256,),
        (i64(m), i32(n), cin, ptr(bias), ptr(z), out))
 
@@ -123,7 +127,7 @@ def act_bwd_bias(attrs: dict[str, Any], g: Array, h: Array | None, gz: Array | N
     chunks = math.ceil(m / per) if m else 1
     partial = db if chunks == 1 else scratch(attrs, "colsum", (chunks, n), g.dtype)
     tickets = scratch(attrs, "colsum_tickets", (cols,), cupy.uint32, zero=True)
-    fn = function("elementwise", f"act_bwd_bias<{t},{act}>")
+    fn = function(ELEMENTWISE, f"act_bwd_bias<{t},{act}>")
     fn((cols, chunks), (32, 32), (i32(m), i32(n), i32(max(per, 1)), g, ptr(h), ptr(gz),
                                   partial, db, tickets))
 
@@ -131,13 +135,13 @@ def act_bwd_bias(attrs: dict[str, Any], g: Array, h: Array | None, gz: Array | N
 def colsum_finalize(partial: Array, stride: int, out: Array) -> None:
     """out[j] = Σ_r partial[r, j] (rows `stride` apart), in order."""
     chunks, n = partial.shape[0], out.shape[0]
-    fn = function("elementwise", f"colsum_finalize<{ctype(out.dtype)}>")
+    fn = function(ELEMENTWISE, f"colsum_finalize<{ctype(out.dtype)}>")
     fn((math.ceil(n / 256),), (256,), (i32(chunks), i32(n), i32(stride), partial, out))
 
 
 def act_bwd(h: Array, g: Array, out: Array, act: int) -> None:
     n = g.size
-    fn = function("elementwise", f"act_bwd<{ctype(g.dtype)},{act}>")
+    fn = function(ELEMENTWISE, f"act_bwd<{ctype(g.dtype)},{act}>")
     fn((grid_1d(math.ceil(n / EW_ILP)),), (256,), (i64(n), h, g, out))
 
 
@@ -201,7 +205,7 @@ def linear_act_wmma(ctx: OpContext, ins: Sequence[Array], outs: Sequence[Array |
     (m, k), n = x.shape, w.shape[0]
     act = act_id(attrs.get("act"), attrs.get("act_attrs"))
     prec = 1 if attrs.get("precision") == "tf32" else 2
-    fn = function("gemm_wmma", f"gemm_wmma_fwd<{act},{prec}>")
+    fn = function(GEMM_WMMA, f"gemm_wmma_fwd<{act},{prec}>")
     fn((math.ceil(n / 64), math.ceil(m / 64)), (128,),
        (i32(m), i32(n), i32(k), x, w, ptr(b), ptr(z), a))
 

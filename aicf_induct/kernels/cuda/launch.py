@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from aicf_induct.ir.ops import CUDA_NONE, activation
 from aicf_induct.kernels.cuda.compile import device
-from aicf_induct.kernels.cuda.sources import ACT_IDS
 
 NULL = np.uint64(0)  # a null pointer argument
 THREADS = 256
@@ -47,9 +47,9 @@ def f64(v: float) -> np.float64:
 
 
 def act_id(act: str | None, act_attrs: dict[str, Any] | None = None) -> int:
-    if act == "gelu" and (act_attrs or {}).get("approximate") == "tanh":
-        return ACT_IDS["gelu_tanh"]
-    return ACT_IDS[act]
+    """The CUDA kernels' ACT for activation op `act` with `act_attrs` (None: no activation),
+    from the op table."""
+    return CUDA_NONE if act is None else activation(act, act_attrs).cuda_id
 
 
 def grid_1d(n: int, threads: int = THREADS, waves: int = 4) -> int:

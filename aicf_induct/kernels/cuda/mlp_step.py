@@ -1,5 +1,5 @@
 """The whole training step of an MLP chain (forward, softmax cross-entropy, backward) in one
-persistent kernel launch (sources.MLP_STEP).
+persistent kernel launch (mlp_step.cu, its tiles in mlp_tile.cuh).
 
 A small model's step is a few dozen launches of a few microseconds each, every one bound
 by latency; one launch whose phases are separated by a grid-wide barrier removes all but
@@ -9,7 +9,7 @@ usual. Its products are SIMT in the parameters' dtype (fp32 or fp64), or TF32 te
 cp.async through a few stages, the layers' meta is read once into shared memory, and with
 -DMLP_PROFILE (`profiled`) the kernel records when each block finished each phase.
 
-Three schedules (see sources.MLP_STEP): "layers", a phase per layer and direction, for
+Three schedules (see mlp_step.cu): "layers", a phase per layer and direction, for
 batches wide enough to fill the device a layer at a time; "rows", where each block runs
 the forward and data gradients of its own rows with no barrier and one phase computes
 every weight gradient, for narrow models; and "clusters" (sm_90+), "rows" with a row tile's
@@ -17,41 +17,75 @@ columns spread over a thread-block cluster of CLUSTER blocks that meet at the cl
 hardware barrier between layers, so a wide layer is not one block's work and only the
 weight gradients wait for the whole grid. `runtime.cuda_step` times those offered here
 (`schedules_for`) against the fused-kernel plan per batch shape and keeps the fastest
-(`Autotuner.pick`).
+(`Autotuner.pick`). The kernel takes its own description of the chain (`StepSpec`), which
+the caller builds from the compiler's.
+
+The constants below that the CUDA code shares (tile, padding, threads, meta fields, cluster
+size, reduction space) are defined here only: `MLP_STEP` passes them as -D, and the source
+checks what it assumes of them with static_assert.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from aicf_induct.compiler.chain import MlpChain
+from aicf_induct.ir.ops import activation
 from aicf_induct.kernels.cuda.compile import device, function, max_active_clusters, tensor_cores
 from aicf_induct.kernels.cuda.launch import act_id, ctype, f64, i32
-from aicf_induct.kernels.fused import ACT_FROM_OUTPUT
+from aicf_induct.kernels.cuda.sources import Family
 
 THREADS = 256
 TILE = 32  # output tile side and K chunk
-PART = TILE * TILE + TILE  # one partial tile and its partial bias sums (sources.MLP_STEP)
+PART = TILE * TILE + TILE  # one partial tile and its partial bias sums
 ALIGN_BYTES = 256  # every work buffer starts on its own cache lines
-FIELDS = 16  # per layer, see sources.MLP_STEP
+FIELDS = 16  # meta fields per layer, see mlp_step.cu
 # K chunks' worth of time a split-K reduction costs (split_counts). On an H100 at size 1 of
 # step_gpu.py, 6 timed best of 0, 6, 10 and 14 (benchmarks/RESULTS.md)
 SPLIT_COST = 6
 SCHEDULES = {"layers": 0, "rows": 1, "clusters": 2}
-CLUSTER = 8  # blocks a cluster under "clusters" (sources.MLP_STEP: T_CLUSTER)
+CLUSTER = 8  # blocks a cluster under "clusters"
 CLUSTERS_FROM = 90  # thread-block clusters: sm_90 and newer
-# K-chunk stages (sources.MLP_STEP: Stages): a tile's chunks all resident when they fit
-PAD = TILE + 8  # row stride of a stage's operand tiles (sources.MLP_STEP: T_PAD)
+# K-chunk stages (mlp_tile.cuh: Stages): a tile's chunks all resident when they fit
+PAD = TILE + 8  # row stride of a stage's operand tiles (float4 rows, no bank conflicts)
 MAX_STAGES = 8
-# products (sources.MLP_STEP): 0 SIMT in the parameters' dtype; 1 TF32 tensor cores
+# products (mlp_tile.cuh): 0 SIMT in the parameters' dtype; 1 TF32 tensor cores
 # (mma.sync, inputs rounded to TF32, fp32 sums), for the tf32 and bf16 policies
 MMA_MODES = {0: "simt", 1: "tf32"}
 # bytes a block: 4, 3 and 4 stages in fp32
 STAGE_BUDGET = {"layers": 40 << 10, "rows": 42 << 10, "clusters": 40 << 10}
 MAX_FLOPS = 2e9  # per step: above this, cuBLAS's GEMMs win by far, so nothing is timed
 MAX_ROW_CHUNKS = 64  # "rows": most K chunks one block may run in a row
+REDUCE = 3 * TILE * (TILE + 1) + 4 * TILE  # elements of tile32's `red` and `rsum`
+MLP_STEP = Family("mlp_step.cu", defines={
+    "T_NT": THREADS, "T_BM": TILE, "T_BK": TILE, "T_PAD": PAD, "T_PART": PART, "MF": FIELDS,
+    "T_CLUSTER": CLUSTER, "T_REDUCE": REDUCE})
+
+
+@dataclass(frozen=True)
+class StepLayer:
+    """A linear layer of the chain: its widths, and where its weight (out, in) and bias
+    start in the flat parameter and gradient buffers."""
+
+    in_features: int
+    out_features: int
+    weight: int
+    bias: int | None  # None: no bias
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """The step the kernel runs: `layers` in order, `act` (an activation op with `act_attrs`,
+    or None) after every layer but the last, then softmax cross-entropy with
+    `label_smoothing`, over a batch of `batch` rows."""
+
+    batch: int
+    layers: tuple[StepLayer, ...]
+    act: str | None
+    act_attrs: dict[str, Any]
+    label_smoothing: float
 
 
 def cdiv(a: int, b: int) -> int:
@@ -88,16 +122,15 @@ def shared_layout(itemsize: int, budget: int, schedule: str) -> tuple[int, int, 
     widths = (1, 2) if schedule == "rows" else (1,)
     n = {nj: max(1, min(MAX_STAGES, budget // (stage_elements(nj) * itemsize)))
          if nj in widths else 1 for nj in (1, 2)}
-    reductions = 3 * TILE * (TILE + 1) + 4 * TILE  # `red` and `rsum` in tile32
-    need = max(reductions, *(n[nj] * stage_elements(nj) for nj in widths))
+    need = max(REDUCE, *(n[nj] * stage_elements(nj) for nj in widths))
     return n[1], n[2], need * itemsize
 
 
-def step_flops(chain: MlpChain) -> float:
+def step_flops(chain: StepSpec) -> float:
     return 6.0 * chain.batch * sum(ly.in_features * ly.out_features for ly in chain.layers)
 
 
-def row_chunks(chain: MlpChain) -> int:
+def row_chunks(chain: StepSpec) -> int:
     """K chunks one block runs in a row under "rows": the forward and data gradients of its
     rows, in tiles 2 * TILE wide."""
     fwd = sum(cdiv(ly.out_features, 2 * TILE) * cdiv(ly.in_features, TILE)
@@ -107,7 +140,7 @@ def row_chunks(chain: MlpChain) -> int:
     return fwd + back
 
 
-def schedules_for(chain: MlpChain, capability: int | None = None) -> list[str]:
+def schedules_for(chain: StepSpec, capability: int | None = None) -> list[str]:
     """The schedules worth timing for this chain on a device of `capability` (e.g. 90 for
     sm_90; the current device's by default): none for large models."""
     if step_flops(chain) > MAX_FLOPS:
@@ -118,14 +151,13 @@ def schedules_for(chain: MlpChain, capability: int | None = None) -> list[str]:
 
 
 class MlpStepKernel:
-    """The step of `chain` over the flat `params` / `grads` buffers (`offsets`: each
-    parameter's first element), writing the mean loss into `loss`. The batch is read from
-    the addresses in `feed` (a device int64 pair: x, labels), which the caller writes before
-    each launch (`set_inputs`, or with its own per-step copy). Buffers are bound once; a
-    CUDA graph may capture `launch`."""
+    """The step `chain` describes over the flat `params` / `grads` buffers, writing the mean
+    loss into `loss`. The batch is read from the addresses in `feed` (a device int64 pair:
+    x, labels), which the caller writes before each launch (`set_inputs`, or with its own
+    per-step copy). Buffers are bound once; a CUDA graph may capture `launch`."""
 
-    def __init__(self, chain: MlpChain, feed: Any, params: Any, grads: Any,
-                 offsets: dict[str, int], loss: Any, schedule: str = "layers",
+    def __init__(self, chain: StepSpec, feed: Any, params: Any, grads: Any, loss: Any,
+                 schedule: str = "layers",
                  grid: int | None = None, profile: bool = False,
                  stage_budget: int | None = None, mma: int = 0) -> None:
         import cupy
@@ -145,14 +177,15 @@ class MlpStepKernel:
             raise TypeError(f"mixed dtypes: params {dt}, grads {grads.dtype}, loss {loss.dtype}")
         self.dtype = dt
         self.chain, self.schedule = chain, schedule
-        keep_z = chain.act is not None and chain.act not in ACT_FROM_OUTPUT
+        act = chain.act
+        keep_z = act is not None and not activation(act, chain.act_attrs).from_output
         self.stage_budget = min(stage_budget or STAGE_BUDGET[schedule], device().smem_optin)
         n1, n2, self.smem_bytes = shared_layout(dt.itemsize, self.stage_budget, schedule)
         head = f"{ctype(dt)},{act_id(chain.act, chain.act_attrs)},{str(keep_z).lower()}"
         name = (f"mlp_step_clusters<{head},{n1},{mma}>" if schedule == "clusters" else
                 f"mlp_step<{head},{SCHEDULES[schedule]},{n1},{n2},{mma}>")
         self.mma = mma
-        self.fn = function("mlp_step", name, ("-DMLP_PROFILE",) if profile else ())
+        self.fn = function(MLP_STEP, name, ("-DMLP_PROFILE",) if profile else ())
         self.fn.max_dynamic_shared_size_bytes = self.smem_bytes
         most = self.most_blocks()
         self.grid = grid or self._grid(most)
@@ -163,10 +196,10 @@ class MlpStepKernel:
             raise ValueError(f"grid {self.grid} is more blocks than this device keeps resident "
                              f"at once for this kernel ({most}); the grid barrier needs every "
                              f"block running")
-        # timestamps per phase and block (sources.MLP_STEP: MARK), when profiling
+        # timestamps per phase and block (mlp_step.cu: MARK), when profiling
         self.prof = (cupy.zeros((2 * len(self.phase_names()) + 2, self.grid), dtype=np.uint64)
                      if profile else None)
-        meta, work, part, tickets = self._layout(offsets, keep_z, ALIGN_BYTES // dt.itemsize)
+        meta, work, part, tickets = self._layout(keep_z, ALIGN_BYTES // dt.itemsize)
         self.meta = cupy.asarray(meta)
         self.work = cupy.empty(max(work, 1), dtype=dt)
         self.part = cupy.empty(max(part, 1), dtype=dt)
@@ -174,7 +207,6 @@ class MlpStepKernel:
         self.partials = cupy.zeros(self.grid, dtype=np.float64)
         self.barrier = cupy.zeros(2, dtype=np.uint32)
         self.feed, self.params, self.grads, self.loss = feed, params, grads, loss
-        self.offsets = offsets
 
     # -- sizing ------------------------------------------------------------------------------
     def _phases(self, grid: int) -> list[list[tuple[int, str, int, int]]]:
@@ -242,8 +274,7 @@ class MlpStepKernel:
                           int(props["sharedMemPerMultiprocessor"]) // smem,
                           int(props["maxThreadsPerMultiProcessor"]) // THREADS))
 
-    def _layout(self, offsets: dict[str, int], keep_z: bool, align: int
-                ) -> tuple[np.ndarray, int, int, int]:
+    def _layout(self, keep_z: bool, align: int) -> tuple[np.ndarray, int, int, int]:
         """meta (layers, FIELDS) and the sizes of the work, partial-tile and ticket buffers."""
         layers, m = self.chain.layers, self.chain.batch
         meta = np.full((len(layers), FIELDS), -1, dtype=np.int64)
@@ -255,8 +286,8 @@ class MlpStepKernel:
             return at
 
         for k, ly in enumerate(layers):
-            meta[k, :4] = (ly.in_features, ly.out_features, offsets[ly.weight],
-                           offsets[ly.bias] if ly.bias is not None else -1)
+            meta[k, :4] = (ly.in_features, ly.out_features, ly.weight,
+                           ly.bias if ly.bias is not None else -1)
             meta[k, 4] = alloc("work", m * ly.out_features)
             if k < len(layers) - 1 and keep_z:
                 meta[k, 5] = alloc("work", m * ly.out_features)
@@ -297,8 +328,8 @@ class MlpStepKernel:
     # -- profiling ---------------------------------------------------------------------------
     def profiled(self) -> MlpStepKernel:
         """The same step on the same buffers and grid, built to record phase times."""
-        return MlpStepKernel(self.chain, self.feed, self.params, self.grads, self.offsets,
-                             self.loss, self.schedule, self.grid, profile=True,
+        return MlpStepKernel(self.chain, self.feed, self.params, self.grads, self.loss,
+                             self.schedule, self.grid, profile=True,
                              stage_budget=self.stage_budget, mma=self.mma)
 
     def phase_names(self) -> list[str]:

@@ -8,7 +8,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from aicf_induct.ir.ops import Array, OpContext
+from aicf_induct.ir.ops import Array, OpContext, activation
 from aicf_induct.kernels.cuda import gemm
 from aicf_induct.kernels.cuda.compile import device, function
 from aicf_induct.kernels.cuda.launch import (
@@ -26,7 +26,7 @@ from aicf_induct.kernels.cuda.launch import (
     scalar,
     scratch,
 )
-from aicf_induct.kernels.fused import ACT_FROM_OUTPUT
+from aicf_induct.kernels.cuda.sources import Family
 
 # -- activations -------------------------------------------------------------------------
 
@@ -41,13 +41,12 @@ def act_fwd_kernel(op: str) -> Any:
 
 
 def act_vjp_kernel(op: str) -> Any:
-    from_output = op in ACT_FROM_OUTPUT
-
     def vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array], y: Array, gy: Array,
             attrs: dict[str, Any], needs: Sequence[bool], gins: Sequence[Array | None],
             gparams: dict[str, Array]) -> None:
         if gins[0] is not None:
-            gemm.act_bwd(y if from_output else ins[0], gy, gins[0], act_id(op, attrs))
+            h = y if activation(op, attrs).from_output else ins[0]
+            gemm.act_bwd(h, gy, gins[0], act_id(op, attrs))
 
     return vjp
 
@@ -90,6 +89,9 @@ def linear_vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array], y
 # -- losses ------------------------------------------------------------------------------
 
 CE_WARPS = 8  # rows in flight per block of softmax_ce (a warp per row)
+LOSSES = Family("losses.cu")
+LAYERNORM = Family("layernorm.cu")
+DROPOUT = Family("dropout.cu")
 
 
 def _softmax_ce(attrs: dict[str, Any], logits: Array, labels: Array, gy: Array | None,
@@ -98,7 +100,7 @@ def _softmax_ce(attrs: dict[str, Any], logits: Array, labels: Array, gy: Array |
     blocks = max(1, min(-(-m // CE_WARPS), 4 * device().sms))
     partials = scratch(attrs, "ce_partials", (blocks,), "float64")
     counter = scratch(attrs, "ce_counter", (1,), "uint32", zero=True)
-    fn = function("losses", f"softmax_ce<{ctype(logits.dtype)}>")
+    fn = function(LOSSES, f"softmax_ce<{ctype(logits.dtype)}>")
     fn((blocks,), (32 * CE_WARPS,), (i32(m), i32(c), logits, labels, ptr(gy), f64(eps),
                                      ptr(loss), ptr(glogits), partials, counter))
 
@@ -127,7 +129,7 @@ def cross_entropy_vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Ar
 def mse_fwd(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array],
             attrs: dict[str, Any], out: Array) -> None:
     p = ins[0]
-    fn = function("losses", f"mse_fwd<{ctype(p.dtype)}>")
+    fn = function(LOSSES, f"mse_fwd<{ctype(p.dtype)}>")
     fn((1,), (1024,), (i64(p.size), p, ins[1].reshape(p.shape), out))
 
 
@@ -137,7 +139,7 @@ def mse_vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array], y: A
     g = gins[0]
     if g is not None:
         p = ins[0]
-        fn = function("losses", f"mse_vjp<{ctype(p.dtype)}>")
+        fn = function(LOSSES, f"mse_vjp<{ctype(p.dtype)}>")
         fn((grid_1d(p.size),), (256,), (i64(p.size), p, ins[1].reshape(p.shape), gy, g))
 
 
@@ -147,7 +149,7 @@ def layernorm_fwd(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array]
                   attrs: dict[str, Any], out: Array) -> None:
     x = rows(ins[0])
     m, d = x.shape
-    fn = function("layernorm", f"layernorm_fwd<{ctype(x.dtype)}>")
+    fn = function(LAYERNORM, f"layernorm_fwd<{ctype(x.dtype)}>")
     fn(((m + 7) // 8,), (256,), (i32(m), i32(d), x, ptr(params.get("weight")),
                                 ptr(params.get("bias")), f64(attrs["eps"]), rows(out)))
 
@@ -161,7 +163,7 @@ def layernorm_vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array]
     want_params = "weight" in gparams
     stats = scratch(attrs, "stats", (m, 2), x.dtype) if want_params else None
     gx = rows(gins[0]) if gins[0] is not None else None
-    fn = function("layernorm", f"layernorm_bwd<{t}>")
+    fn = function(LAYERNORM, f"layernorm_bwd<{t}>")
     fn(((m + 7) // 8,), (256,), (i32(m), i32(d), x, ptr(params.get("weight")), g,
                                 f64(attrs["eps"]), ptr(gx), ptr(stats)))
     if not want_params:
@@ -169,7 +171,7 @@ def layernorm_vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array]
     cols = (d + 31) // 32
     chunks, per = row_chunks(m, cols)
     partial = scratch(attrs, "partial", (chunks, 2, d), x.dtype)
-    fn = function("layernorm", f"ln_bwd_params<{t}>")
+    fn = function(LAYERNORM, f"ln_bwd_params<{t}>")
     fn((cols, chunks), (32, 32), (i32(m), i32(d), i32(per), x, g, stats, partial))
     gemm.colsum_finalize(partial[:, 0, :], 2 * d, gparams["weight"])
     gemm.colsum_finalize(partial[:, 1, :], 2 * d, gparams["bias"])
@@ -185,7 +187,7 @@ def _dropout(ctx: OpContext, x: Array, out: Array, p: float) -> None:
     key_hi = (ctx.seed & 0xFFFFFFFF) << 32
     k1 = zlib.crc32(ctx.node_id.encode())
     n = x.size
-    fn = function("dropout", f"dropout_apply<{ctype(x.dtype)}>")
+    fn = function(DROPOUT, f"dropout_apply<{ctype(x.dtype)}>")
     fn((grid_1d((n + 3) // 4),), (256,),
        (i64(n), x, out, f64(p), scalar(x.dtype, 1.0 / (1.0 - p)), scalar("uint64", key_hi),
         scalar("uint64", k1), step_ptr, i64(ctx.step)))

@@ -1,4 +1,4 @@
-"""One optimizer kernel over the whole flat parameter buffer (sources.OPTIM): SGD (momentum,
+"""One optimizer kernel over the whole flat parameter buffer (optim.cu): SGD (momentum,
 dampening, Nesterov), Adam and AdamW, with L2 or decoupled weight decay, the global gradient
 norm, clipping, and the sums behind the update ratio, all on the device.
 
@@ -16,11 +16,14 @@ import numpy as np
 
 from aicf_induct.kernels.cuda.compile import device, function
 from aicf_induct.kernels.cuda.launch import NULL, ctype, f64, i32, i64
+from aicf_induct.kernels.cuda.sources import Family
 
 THREADS = 256
-ILP = 4  # elements per thread per grid-stride round (sources.OPTIM's OPT_ILP)
+ILP = 4  # elements per thread per grid-stride round (optim.cu: OPT_ILP)
 WAVES = 4  # blocks per multiprocessor, at most
 STATS = 4  # sum g^2, sum theta^2 (before), sum delta^2, loss
+# no fused multiply-add: the update rounds as runtime/optimizers.py does
+OPTIM = Family("optim.cu", ("--fmad=false",), {"OPT_ILP": ILP})
 
 
 @dataclass(frozen=True)
@@ -68,9 +71,9 @@ class FusedUpdate:
 
     def compile(self) -> None:
         """Build the kernels now (before any capture)."""
-        function("optim", self._name)
+        function(OPTIM, self._name)
         if self.max_norm > 0:
-            function("optim", self._sumsq)
+            function(OPTIM, self._sumsq)
 
     def launch(self, hyper: Any, seg_end: Any, nseg: int, loss: Any | None) -> None:
         """One update; hyper (float64, device): [lr, lr*wd, -, -, per segment a, b]."""
@@ -79,18 +82,18 @@ class FusedUpdate:
         loss_ptr = NULL if loss is None else loss
         loss_double = i32(1 if loss is not None and loss.dtype == np.float64 else 0)
         if self.max_norm > 0:
-            function("optim", self._sumsq)(grid, block, (i64(self.n), self.grad, self.partials,
+            function(OPTIM, self._sumsq)(grid, block, (i64(self.n), self.grad, self.partials,
                                                          self.counter, self.stats))
         common = (self.partials, self.counter, self.stats, loss_ptr, loss_double)
         if r.kind == "adam":
             b1, b2 = r.betas
-            function("optim", self._name)(grid, block, (
+            function(OPTIM, self._name)(grid, block, (
                 i64(self.n), self.theta, self.grad, self.slots["m"], self.slots["v"], hyper,
                 seg_end, i32(nseg), f64(1 - b1), f64(b2), f64(1 - b2), f64(r.eps),
                 f64(r.weight_decay), f64(self.max_norm), *common))
         else:
             buf = self.slots.get("momentum", self.theta)  # unused without momentum
-            function("optim", self._name)(grid, block, (
+            function(OPTIM, self._name)(grid, block, (
                 i64(self.n), self.theta, self.grad, buf, hyper, seg_end, i32(nseg),
                 f64(r.momentum), f64(1 - r.dampening), i32(1 if r.dampening else 0),
                 f64(r.weight_decay), f64(self.max_norm), *common))

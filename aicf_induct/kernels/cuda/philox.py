@@ -5,7 +5,7 @@ dropout, written out so the CUDA kernel can reproduce it bit for bit.
 e of `random(shape)` is the double made from the (e % 4)-th word of the Philox block with
 counter e // 4 + 1 (NumPy increments the counter before each block), as
 `(word >> 11) * 2**-53`. `uniform(key, n)` computes the same numbers without a Generator,
-and `DROPOUT_SRC` in `sources` computes them on the GPU, one block per thread.
+and dropout.cu computes them on the GPU, one block per thread.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Site: an activation node A (output h, width d). Two constructions, both exactly
 function-preserving:
 
-- A idempotent (relu: f(f(x)) = f(x), the `ACTIVATIONS` table's flag): insert
+- A idempotent (relu: f(f(x)) = f(x), the op table's `idempotent` flag): insert
   `linear(d -> d)` with W = I, b = 0, then the same activation. Its input is A's output,
   already in f's image, so f(I h + 0) = f(h) = h.
 - otherwise (gelu, tanh, silu, sigmoid: f(f(x)) != f(x)): insert the residual block
@@ -48,7 +48,7 @@ from aicf_induct.runtime.transforms.surgery import (
 
 
 def idempotent(op: str) -> bool:
-    return op in ACTIVATIONS and ACTIVATIONS[op][3]
+    return op in ACTIVATIONS and ACTIVATIONS[op].idempotent
 
 
 class Deepen(Transform):
