@@ -344,19 +344,20 @@ class MlpStepKernel:
     def phase_profile(self) -> list[tuple[str, float, float, float]]:
         """Per phase of the last launch (the kernel built with profile=True): its name, the
         µs until the last block finished its work, until the median block did, and the
-        barrier after it (last arrival to first release; 0 after the last phase). The global
-        timer it reads advances in steps of about 0.25 µs on an H100: so are these figures."""
+        barrier after it (last arrival to first release; 0 after the last phase). Stamps
+        are ns since the epoch, ~1.7e18: differences are taken in integers, since a float64
+        holds such a stamp only to 256 ns (a median computed on the stamps themselves came
+        out before the phase's start, or after its last block)."""
         if self.prof is None:
             raise RuntimeError("build the kernel with profile=True to read phase times")
         t = self.prof.get().astype(np.int64)
         names = self.phase_names()
         out, start = [], int(t[0].min())
         for p, name in enumerate(names):
-            done = t[1 + 2 * p]
+            done = t[1 + 2 * p] - start  # ns since the phase began
             last = p == len(names) - 1
             release = start if last else int(t[2 + 2 * p].min())
-            out.append((name, (int(done.max()) - start) / 1e3,
-                        (float(np.median(done)) - start) / 1e3,
-                        0.0 if last else (release - int(done.max())) / 1e3))
+            out.append((name, int(done.max()) / 1e3, float(np.median(done)) / 1e3,
+                        0.0 if last else (release - start - int(done.max())) / 1e3))
             start = release
         return out
