@@ -13,8 +13,11 @@ from collections.abc import Sequence
 from aicf_induct.errors import ConfigError
 from aicf_induct.frontend.parameter import Buffer, Parameter
 from aicf_induct.frontend.tensor import SymbolicTensor
+from aicf_induct.ir.ops import ACTIVATION_TABLE
 
-GELU_APPROXIMATIONS = ("none", "tanh")
+# gelu's variants in the op table: "none" (gelu), "tanh" (gelu_tanh)
+GELU_APPROXIMATIONS = tuple(str(a.attrs["approximate"]) for a in ACTIVATION_TABLE.values()
+                            if a.op == "gelu")
 
 
 def _check(x: object, what: str = "input") -> SymbolicTensor:
