@@ -1,6 +1,7 @@
 """The autotuner's choices in the warehouse: `kernels.autotune.TuningStore` over the
-`kernel_tuning` table (Parquet parts; read back with pyarrow alone, so a GPU machine needs
-no DuckDB). The runtime's caller (the CLI) makes one per warehouse and passes it in."""
+`kernel_tuning` table (Parquet parts, read back with pyarrow, no SQL; importing the
+`warehouse` package still needs DuckDB). The runtime's caller (the CLI) makes one per
+warehouse and passes it in."""
 
 from __future__ import annotations
 
