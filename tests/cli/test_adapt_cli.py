@@ -64,7 +64,8 @@ def test_events_and_rewrite_snapshots_are_logged_to_the_warehouse(tmp_path: Path
 def test_a_run_resumed_from_an_earlier_checkpoint_ends_the_same(tmp_path: Path,
                                                                capsys) -> None:
     ckpt = tmp_path / "ckpt"
-    first = _json(capsys, "--steps", "200", "--no-log", "--checkpoint-dir", str(ckpt))
+    first = _json(capsys, "--steps", "200", "--no-log", "--checkpoint-dir", str(ckpt),
+                  "--checkpoint-steps", "40")
     kept = disk.checkpoints(ckpt)
     assert len(kept) == 2
     shutil.rmtree(kept[-1])  # as if killed before the last one was written

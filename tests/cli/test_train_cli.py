@@ -39,8 +39,9 @@ def test_runs_are_logged_to_the_warehouse_by_default(tmp_path: Path, capsys,
     steps = conn.execute("SELECT count(*) FROM steps WHERE run_id = ?",
                          [out["run_id"]]).fetchone()
     assert steps == (out["steps"],)
-    snaps = conn.execute("SELECT reason, param_count FROM ir_snapshots").fetchall()
-    assert snaps == [("start", 4 * 8 + 8 + 8 * 3 + 3)]
+    snaps = conn.execute("SELECT reason, param_count FROM ir_snapshots ORDER BY step, "
+                         "reason DESC").fetchall()
+    assert snaps == [("start", 4 * 8 + 8 + 8 * 3 + 3), ("final", 4 * 8 + 8 + 8 * 3 + 3)]
     # the problem and its meta-features, joinable to the run
     (n_features,) = conn.execute(
         "SELECT count(*) FROM runs JOIN problem_features USING (problem_id) "

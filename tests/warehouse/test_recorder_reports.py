@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from aicf_induct.runtime.recorder import Recorder, RunEndRecord
+from aicf_induct.records import Recorder, RunEndRecord
 from tests.warehouse.conftest import log_run, problem
 from warehouse import WarehouseError, WarehouseRecorder, connect, open_recorder, run_report
 
