@@ -35,17 +35,19 @@ from aicf_induct.runtime.policies import POLICIES, make_policy
 
 
 class Timeline(BaseRecorder):
-    """Prints triggers, decisions, rewrites, guard verdicts and rollbacks as they happen;
-    a trigger the policy answered with nothing takes one line, and a run of such answers
-    to the same trigger one line with a count (printed when something else happens)."""
+    """Prints triggers, decisions, rewrites, guard verdicts and rollbacks as they happen.
+    A trigger the policy answered with nothing takes one line, and a run of such triggers
+    with nothing else printed between them one line with counts (printed when something
+    else happens or the run ends)."""
 
     keeps_problems = False
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stdout
         self.pending: EventRecord | None = None  # a trigger waiting for its decision
-        self.idle: tuple[EventRecord, str, int, int] | None = None  # trigger, why, count,
-        # last step: "trigger -> no action" lines not printed yet
+        # unprinted "trigger -> why" lines: the first trigger, why, count per trigger name,
+        # the last one's step
+        self.idle: tuple[EventRecord, str, dict[str, int], int] | None = None
 
     def _print(self, step: int, kind: str, text: str) -> None:
         print(f"  step {step:6d}  {kind:<9} {text}", file=self.stream)
@@ -57,18 +59,22 @@ class Timeline(BaseRecorder):
     def _flush_idle(self) -> None:
         if self.idle is None:
             return
-        trig, why, count, last = self.idle
+        first, why, counts, last = self.idle
         self.idle = None
-        times = f" (x{count}, to step {last})" if count > 1 else ""
-        self._print(trig.step, trig.kind, f"{trig.name} -> {why}{times}")
+        if sum(counts.values()) == 1:
+            self._print(first.step, first.kind, f"{first.name} -> {why}")
+            return
+        names = ", ".join(f"{n} x{c}" for n, c in counts.items())
+        self._print(first.step, first.kind, f"{names} -> {why} (to step {last})")
 
     def _no_action(self, trig: EventRecord, why: str) -> None:
-        if self.idle is not None and (self.idle[0].name, self.idle[1]) == (trig.name, why):
-            first, _, count, _ = self.idle
-            self.idle = (first, why, count + 1, trig.step)
-        else:
+        if self.idle is not None and self.idle[1] != why:
             self._flush_idle()
-            self.idle = (trig, why, 1, trig.step)
+        if self.idle is None:
+            self.idle = (trig, why, {}, trig.step)
+        first, _, counts, _ = self.idle
+        counts[trig.name] = counts.get(trig.name, 0) + 1
+        self.idle = (first, why, counts, trig.step)
 
     def event(self, rec: EventRecord) -> None:
         if self.pending is not None:

@@ -44,7 +44,13 @@ from aicf_induct.runtime.guard import Blacklist, Guard, GuardConfig
 from aicf_induct.runtime.metrics import score_name
 from aicf_induct.runtime.model_state import ModelState, capture, install
 from aicf_induct.runtime.policies import Decision, Policy, PolicyObservation
-from aicf_induct.runtime.runs import LoggedRun, resume_run, snapshot_record, start_run
+from aicf_induct.runtime.runs import (
+    LoggedRun,
+    interrupts_deferred,
+    resume_run,
+    snapshot_record,
+    start_run,
+)
 from aicf_induct.runtime.schedules import Schedule
 from aicf_induct.runtime.snapshot import Snapshot, SnapshotError
 from aicf_induct.runtime.trainer import TrainConfig, Trainer
@@ -554,11 +560,12 @@ class AdaptiveRun:
         assert self.checkpoint_dir is not None
         self.checkpoint_work = self.work
         s = self.snapshot(with_best=True)
-        # the log first: a run resumed from this checkpoint logs from it on, so every step
-        # before it must already be on disk
-        self.recorder.flush()
-        path = disk.save(s, self.checkpoint_dir, serial=self.work)
-        disk.prune(self.checkpoint_dir, self.adapt.keep_checkpoints)
+        with interrupts_deferred():  # a Ctrl-C here would lose rows being committed
+            # the log first: a run resumed from this checkpoint logs from it on, so every
+            # step before it must already be on disk
+            self.recorder.flush()
+            path = disk.save(s, self.checkpoint_dir, serial=self.work)
+            disk.prune(self.checkpoint_dir, self.adapt.keep_checkpoints)
         self.last_good = s
         self._event("checkpoint", "save", {"path": str(path)})
 

@@ -14,9 +14,11 @@ and `interrupted` when Ctrl-C (KeyboardInterrupt) or SystemExit does, before eit
 
 from __future__ import annotations
 
+import contextlib
 import platform
+import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +82,21 @@ def run_start_record(run_id: str, problem_id: str, problem_name: str, task: str,
                           task=task, config=config, seed=seed, device=device,
                           library_versions=library_versions(), origin=origin,
                           parent_run_id=parent_run_id)
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait until the block is done (they are delivered right after it):
+    for steps that must not stop half-way, like flushing the log and writing a checkpoint."""
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not on POSIX
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def end_status(err: BaseException) -> str:
