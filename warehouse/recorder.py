@@ -2,17 +2,21 @@
 
 Logs run start, every IR snapshot (start, each rewrite/rollback, final) with its patterns,
 every step, events, results and the run's end. Everything goes through one `Writer`: the
-training thread only appends to memory.
+training thread only appends to memory. Opening one checks first that the warehouse can be
+written, so a run that could not log fails before it trains, naming the warehouse.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from aicf_induct.runtime.recorder import (
+from aicf_induct.records import (
+    BaseRecorder,
     EventRecord,
     ProblemRecord,
     ResultRecord,
@@ -22,6 +26,8 @@ from aicf_induct.runtime.recorder import (
     StepRecord,
     utc_now,
 )
+from warehouse.errors import WarehouseError
+from warehouse.layout import TMP_PREFIX, TMP_SUFFIX, ensure_dir
 from warehouse.writer import Writer
 
 
@@ -35,11 +41,30 @@ def _utc(t: datetime) -> datetime:
     return t if t.tzinfo is not None else t.replace(tzinfo=utc_now().tzinfo)
 
 
-class WarehouseRecorder:
-    """Implements `aicf_induct.runtime.recorder.Recorder` on top of a `Writer`."""
+def check_writable(root: str | Path) -> Path:
+    """Make sure rows can be written under `root` (creating it if need be): a directory in
+    which a file can be created. Raises one `WarehouseError` naming `root` otherwise."""
+    path = Path(root)
+    if path.exists() and not path.is_dir():
+        raise WarehouseError(f"warehouse {path} is not a directory")
+    probe = path / f"{TMP_PREFIX}probe-{uuid.uuid4().hex}{TMP_SUFFIX}"
+    try:
+        ensure_dir(path)
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        probe.unlink()
+    except OSError as err:
+        raise WarehouseError(f"warehouse {path} is not writable: "
+                             f"{err.strerror or err}") from None
+    return path
+
+
+class WarehouseRecorder(BaseRecorder):
+    """Implements `aicf_induct.records.Recorder` on top of a `Writer`."""
 
     def __init__(self, root: str | Path, flush_interval_s: float = 1.0,
                  max_rows: int = 100_000) -> None:
+        check_writable(root)
         self.writer = Writer(root, flush_interval_s=flush_interval_s, max_rows=max_rows)
         self._problems: set[str] = set()  # problems already logged by this writer
         self._fingerprints: set[str] = set()  # patterns already logged by this writer

@@ -22,35 +22,67 @@ from aicf_induct.cli.train import (
 from aicf_induct.errors import ConfigError
 from aicf_induct.ir.graph import Graph
 from aicf_induct.problems import load_problem
+from aicf_induct.records import (
+    BaseRecorder,
+    EventRecord,
+    FanoutRecorder,
+    Recorder,
+    RunEndRecord,
+)
 from aicf_induct.runtime import snapshot as disk
 from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun, FaultInjection, StepHook
 from aicf_induct.runtime.guard import GuardConfig
 from aicf_induct.runtime.policies import POLICIES, make_policy
-from aicf_induct.runtime.recorder import (
-    EventRecord,
-    FanoutRecorder,
-    NullRecorder,
-    Recorder,
-)
 
 
-class Timeline(NullRecorder):
-    """Prints triggers, decisions, rewrites, guard verdicts and rollbacks as they happen;
-    a trigger the policy answered with nothing takes one line."""
+class Timeline(BaseRecorder):
+    """Prints triggers, decisions, rewrites, guard verdicts and rollbacks as they happen.
+    A trigger the policy answered with nothing takes one line, and a run of such triggers
+    with nothing else printed between them one line with counts (printed when something
+    else happens or the run ends)."""
+
+    keeps_problems = False
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stdout
-        self.pending: EventRecord | None = None
+        self.pending: EventRecord | None = None  # a trigger waiting for its decision
+        # unprinted "trigger -> why" lines: the first trigger, why, count per trigger name,
+        # the last one's step
+        self.idle: tuple[EventRecord, str, dict[str, int], int] | None = None
+
+    def _print(self, step: int, kind: str, text: str) -> None:
+        print(f"  step {step:6d}  {kind:<9} {text}", file=self.stream)
 
     def _say(self, rec: EventRecord, text: str) -> None:
-        print(f"  step {rec.step:6d}  {rec.kind:<9} {text}", file=self.stream)
+        self._flush_idle()
+        self._print(rec.step, rec.kind, text)
+
+    def _flush_idle(self) -> None:
+        if self.idle is None:
+            return
+        first, why, counts, last = self.idle
+        self.idle = None
+        if sum(counts.values()) == 1:
+            self._print(first.step, first.kind, f"{first.name} -> {why}")
+            return
+        names = ", ".join(f"{n} x{c}" for n, c in counts.items())
+        self._print(first.step, first.kind, f"{names} -> {why} (to step {last})")
+
+    def _no_action(self, trig: EventRecord, why: str) -> None:
+        if self.idle is not None and self.idle[1] != why:
+            self._flush_idle()
+        if self.idle is None:
+            self.idle = (trig, why, {}, trig.step)
+        first, _, counts, _ = self.idle
+        counts[trig.name] = counts.get(trig.name, 0) + 1
+        self.idle = (first, why, counts, trig.step)
 
     def event(self, rec: EventRecord) -> None:
         if self.pending is not None:
             trig, self.pending = self.pending, None
             if rec.kind == "decision" and rec.name in ("none", "wait"):
-                why = "guarding the last rewrite" if rec.name == "wait" else "no action"
-                self._say(trig, f"{trig.name} -> {why}")
+                self._no_action(trig, "guarding the last rewrite" if rec.name == "wait"
+                                else "no action")
                 return
             self._say(trig, trig.name)
         d, mb, ma = rec.detail, rec.metrics_before, rec.metrics_after
@@ -77,7 +109,17 @@ class Timeline(NullRecorder):
                                                                             "resume"):
             self._say(rec, f"{rec.name} {d.get('path', '')}".rstrip())
 
+    def run_end(self, rec: RunEndRecord) -> None:
+        if self.pending is not None:  # a trigger at the very end, with no decision
+            trig, self.pending = self.pending, None
+            self._say(trig, trig.name)
+        self._flush_idle()
+
+    def flush(self) -> None:
+        self.stream.flush()
+
     def close(self) -> None:
+        self._flush_idle()
         self.stream.flush()
 
 
@@ -104,7 +146,10 @@ def add_adapt_options(p: argparse.ArgumentParser) -> None:
     a.add_argument("--max-rewrites", type=int, default=d.max_rewrites,
                    help=f"(default {d.max_rewrites})")
     a.add_argument("--checkpoint-dir", metavar="DIR",
-                   help="write a checkpoint there at each epoch's end (atomic)")
+                   help="write checkpoints there (atomic; the last two are kept)")
+    a.add_argument("--checkpoint-steps", type=int, default=d.checkpoint_steps, metavar="N",
+                   help=f"executed steps between checkpoints, taken at the first step outside "
+                        f"a rewrite's trial (default {d.checkpoint_steps})")
     a.add_argument("--resume", metavar="DIR",
                    help="go on from the latest checkpoint in DIR (its recipe and settings "
                         "apply; --dataset must name the same dataset)")
@@ -120,7 +165,8 @@ def adapt_config(args: argparse.Namespace) -> AdaptConfig:
                        plateau_patience=args.plateau_patience,
                        plateau_min_delta=args.plateau_min_delta,
                        guard=GuardConfig(steps=args.guard_steps),
-                       max_rewrites=args.max_rewrites, early_stop=args.patience)
+                       max_rewrites=args.max_rewrites, early_stop=args.patience,
+                       checkpoint_steps=args.checkpoint_steps)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -161,34 +207,36 @@ def run(args: argparse.Namespace) -> int:
     if args.inject_spike is not None:
         hooks.append(FaultInjection(args.inject_spike, "spike"))
     policy = make_policy(args.policy)
+    extra: dict[str, Any] = {"model": args.model or DEFAULT_MODEL}
+    # everything that can refuse the command comes before the warehouse is opened
+    if args.resume:
+        path = disk.latest(args.resume)
+        if path is None:
+            raise ConfigError(f"no checkpoint in {args.resume}")
+        problem = load_problem(args.dataset, seed=disk.load(path).seed)
+    else:
+        config, adapt = train_config(args), adapt_config(args)
+        problem = load_problem(args.dataset, seed=args.seed)
+        graph = model_graph(problem, args.model, None)
     recorder, where = open_recorder(args)
     timeline = Timeline() if not args.json else None
     rec: Recorder = FanoutRecorder(recorder, timeline) if timeline else recorder
-    extra: dict[str, Any] = {"model": args.model or DEFAULT_MODEL}
     try:
         if args.resume:
-            path = disk.latest(args.resume)
-            if path is None:
-                raise ConfigError(f"no checkpoint in {args.resume}")
-            seed = disk.load(path).seed
-            problem = load_problem(args.dataset, seed=seed)
             adaptive = AdaptiveRun.resume(args.resume, problem, policy, recorder=rec,
                                           hooks=hooks, extra_config=extra,
                                           tuning=tuning_store(where))
             head = f"resuming run {adaptive.run_id} at step {adaptive.trainer.step_count}"
         else:
-            config = train_config(args)
-            problem = load_problem(args.dataset, seed=args.seed)
-            graph = model_graph(problem, args.model, None)
-            adaptive = AdaptiveRun(problem, graph, config, adapt_config(args), policy,
-                                   recorder=rec, checkpoint_dir=args.checkpoint_dir,
-                                   hooks=hooks, extra_config=extra, tuning=tuning_store(where))
+            adaptive = AdaptiveRun(problem, graph, config, adapt, policy, recorder=rec,
+                                   checkpoint_dir=args.checkpoint_dir, hooks=hooks,
+                                   extra_config=extra, tuning=tuning_store(where))
             head = f"start {args.model}: {_describe(graph)}"
         if timeline:
             print(f"adapt {problem.name}: {problem.task}, {problem.n_rows} rows, "
                   f"{problem.n_features} features; policy {policy.name}, "
-                  f"{adaptive.adapt.steps} steps")
-            print(head)
+                  f"{adaptive.adapt.steps} steps", flush=True)
+            print(head, flush=True)
         result = adaptive.run()
     finally:
         rec.close()

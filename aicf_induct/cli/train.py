@@ -15,10 +15,9 @@ from aicf_induct.ir import canonical
 from aicf_induct.ir.graph import Graph
 from aicf_induct.kernels.autotune import TuningStore
 from aicf_induct.problems import load_problem
-from aicf_induct.problems.features import extract_features
 from aicf_induct.problems.problem import Problem
+from aicf_induct.records import NullRecorder, Recorder
 from aicf_induct.runtime.backend import BACKENDS, select_backend
-from aicf_induct.runtime.recorder import NullRecorder, Recorder
 from aicf_induct.runtime.trainer import TrainConfig, Trainer
 
 DEFAULT_MODEL = "mlp"
@@ -90,7 +89,8 @@ def model_graph(problem: Problem, model: str | None, ir_file: str | None) -> Gra
 
 
 def open_recorder(args: argparse.Namespace) -> tuple[Recorder, str | None]:
-    """The warehouse recorder unless --no-log; returns it and where it writes."""
+    """The warehouse recorder unless --no-log; returns it and where it writes. Opening it
+    checks that the warehouse can be written, before anything trains."""
     if args.no_log:
         return NullRecorder(), None
     import warehouse
@@ -155,8 +155,6 @@ def run(args: argparse.Namespace) -> int:
     if args.save_ir:
         canonical.save(graph, args.save_ir)
     recorder, where = open_recorder(args)
-    if where is not None:  # the warehouse joins runs to their problem's meta-features
-        recorder.problem(problem.record(extract_features(problem)))
     extra: dict[str, Any] = {"model": args.model or (Path(args.ir).name if args.ir
                                                      else DEFAULT_MODEL)}
     try:

@@ -22,17 +22,9 @@ from typing import Any
 from aicf_induct.induction.space import Candidate
 from aicf_induct.problems import load_problem
 from aicf_induct.problems.problem import Problem
-from aicf_induct.runtime.recorder import (
-    EventRecord,
-    ProblemRecord,
-    Recorder,
-    ResultRecord,
-    RunEndRecord,
-    RunStartRecord,
-    SnapshotRecord,
-    StepRecord,
-)
-from aicf_induct.runtime.trainer import TrainConfig, Trainer, library_versions
+from aicf_induct.records import FanoutRecorder, Recorder, RunEndRecord, RunStartRecord
+from aicf_induct.runtime.runs import log_unstarted
+from aicf_induct.runtime.trainer import TrainConfig, Trainer
 
 ORIGIN = "sweep"
 ORPHAN_POLL_S = 0.1  # how often a local worker checks that its parent is alive
@@ -77,36 +69,21 @@ class Outcome:
     error: str | None = None
 
 
-class RunLog:
+class RunLog(FanoutRecorder):
     """Forwards to the process's recorder; remembers whether the run started and ended."""
 
     def __init__(self, inner: Recorder) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.started = self.ended = False
         self.end: RunEndRecord | None = None
 
-    def problem(self, rec: ProblemRecord) -> None:
-        self.inner.problem(rec)
-
     def run_start(self, rec: RunStartRecord) -> None:
         self.started = True
-        self.inner.run_start(rec)
-
-    def snapshot(self, rec: SnapshotRecord) -> None:
-        self.inner.snapshot(rec)
-
-    def step(self, rec: StepRecord) -> None:
-        self.inner.step(rec)
-
-    def event(self, rec: EventRecord) -> None:
-        self.inner.event(rec)
-
-    def result(self, rec: ResultRecord) -> None:
-        self.inner.result(rec)
+        super().run_start(rec)
 
     def run_end(self, rec: RunEndRecord) -> None:
         self.ended, self.end = True, rec
-        self.inner.run_end(rec)
+        super().run_end(rec)
 
     def close(self) -> None:  # the process's recorder outlives the run
         pass
@@ -206,10 +183,8 @@ def log_failure(log: RunLog, task: Task, error: str, run_id: str | None = None,
     run_id = run_id or uuid.uuid4().hex
     if not log.started:  # failed before the trainer logged its start
         config = {"train": dataclasses.asdict(task.train), **_extra(task)}
-        log.run_start(RunStartRecord(
-            run_id=run_id, problem_id=task.problem_id, problem_name=task.problem, task=kind,
-            config=config, seed=task.seed, device="cpu (numpy)",
-            library_versions=library_versions(), origin=ORIGIN))
-    if not log.ended:
+        log_unstarted(log, run_id, task.problem_id, task.problem, kind, config, task.seed,
+                      ORIGIN, error, wall)
+    elif not log.ended:
         log.run_end(RunEndRecord(run_id, "failed", 0, wall, error))
     return run_id

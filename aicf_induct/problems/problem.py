@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from aicf_induct.runtime.recorder import ProblemRecord
+from aicf_induct.records import ProblemRecord
 
 
 @dataclass(frozen=True)

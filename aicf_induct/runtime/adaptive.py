@@ -38,23 +38,23 @@ from aicf_induct.ir.fingerprint import fingerprint
 from aicf_induct.ir.graph import Graph
 from aicf_induct.kernels.autotune import TuningStore
 from aicf_induct.problems.problem import Problem, Split
+from aicf_induct.records import EventRecord, NullRecorder, Recorder
 from aicf_induct.runtime import snapshot as disk
 from aicf_induct.runtime.data import BatchStream
 from aicf_induct.runtime.guard import Blacklist, Guard, GuardConfig
 from aicf_induct.runtime.metrics import score_name
 from aicf_induct.runtime.model_state import ModelState, capture, install
 from aicf_induct.runtime.policies import Decision, Policy, PolicyObservation
-from aicf_induct.runtime.recorder import (
-    EventRecord,
-    NullRecorder,
-    Recorder,
-    ResultRecord,
-    RunEndRecord,
-    RunStartRecord,
+from aicf_induct.runtime.runs import (
+    LoggedRun,
+    interrupts_deferred,
+    resume_run,
+    snapshot_record,
+    start_run,
 )
 from aicf_induct.runtime.schedules import Schedule
 from aicf_induct.runtime.snapshot import Snapshot, SnapshotError
-from aicf_induct.runtime.trainer import TrainConfig, Trainer, library_versions, snapshot_record
+from aicf_induct.runtime.trainer import TrainConfig, Trainer
 from aicf_induct.runtime.transforms import RewriteError, make_transform
 from aicf_induct.runtime.triggers import (
     EpochEndTrigger,
@@ -84,7 +84,8 @@ class AdaptConfig:
     max_rollbacks: int = 10  # more than this: the run fails
     max_rewrites: int = 20
     early_stop: int = 0  # evaluations without a new best (a kept rewrite resets); 0: off
-    checkpoint_every: int = 1  # epochs between on-disk checkpoints (with a directory)
+    checkpoint_steps: int = 500  # executed steps between on-disk checkpoints (with a
+    # directory; at the first step boundary outside a rewrite's trial after that many)
     keep_checkpoints: int = 2
 
     def __post_init__(self) -> None:
@@ -96,13 +97,16 @@ class AdaptConfig:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if not 0 < self.lr_backoff <= 1:
             raise ConfigError(f"lr_backoff must be in (0, 1], got {self.lr_backoff}")
-        if self.plateau_patience < 1 or self.checkpoint_every < 1 or self.keep_checkpoints < 1:
-            raise ConfigError("plateau_patience, checkpoint_every and keep_checkpoints "
-                              "must be >= 1")
+        for name in ("plateau_patience", "checkpoint_steps", "keep_checkpoints"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AdaptConfig:
-        return cls(**{**d, "guard": GuardConfig(**d["guard"])})
+        # settings this version no longer has (checkpoint_every) are dropped
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{**{k: v for k, v in d.items() if k in known},
+                      "guard": GuardConfig(**d["guard"])})
 
 
 class ScaledSchedule:
@@ -202,7 +206,8 @@ class AdaptiveRun:
         self.events: list[EventRecord] = []
         self.pause_ms: list[float] = []
         self.last_good: Snapshot | None = None
-        self._started = False
+        self.checkpoint_work = 0  # `work` at the last on-disk checkpoint
+        self.log: LoggedRun | None = None  # set once the run has started (or resumed)
         self._order: tuple[int, np.ndarray] | None = None
         n = min(len(problem.train), TRAIN_EVAL_ROWS)
         self._train_eval = Split(problem.train.X[:n], problem.train.y[:n])
@@ -226,7 +231,8 @@ class AdaptiveRun:
                 "lr_scale": self.schedule.scale, "blacklist": self.blacklist.state_dict(),
                 "work": self.work, "rewrites": self.rewrites, "rollbacks": self.rollbacks,
                 "best_val": self.best_val, "best_step": self.best_step,
-                "history": self.history, "pause_ms": self.pause_ms, "skip": self.skip}
+                "history": self.history, "pause_ms": self.pause_ms, "skip": self.skip,
+                "checkpoint_work": self.checkpoint_work}
 
     def _triggers(self) -> list[Any]:
         return [t for t in (self.warmup, self.epoch_end, self.plateau, self.instability) if t]
@@ -263,6 +269,7 @@ class AdaptiveRun:
         self.history = [dict(h) for h in r["history"]]
         self.pause_ms = [float(v) for v in r["pause_ms"]]
         self.skip = [list(p) for p in r["skip"]]
+        self.checkpoint_work = int(r.get("checkpoint_work", self.work))
         self.best_state = s.extras.get("best")
         self.last_good = s
         if not keep_run_id:
@@ -285,7 +292,7 @@ class AdaptiveRun:
                   run_id=r["run_id"], checkpoint_dir=checkpoint_dir, hooks=hooks,
                   extra_config=extra_config, tuning=tuning)
         run.load(s)
-        run._started = True
+        run.log = resume_run(run.trainer)
         run._event("checkpoint", "resume", {"path": str(path), "work": run.work})
         return run
 
@@ -313,19 +320,14 @@ class AdaptiveRun:
         self.recorder.event(rec)
         return rec
 
-    def _start(self) -> None:
-        tr = self.trainer
-        self.recorder.run_start(RunStartRecord(
-            run_id=tr.run_id, problem_id=self.problem.problem_id, problem_name=self.problem.name,
-            task=self.problem.task, config=tr.run_config(), seed=self.config.seed,
-            device="cpu (numpy)", library_versions=library_versions(), origin=tr.origin,
-            parent_run_id=tr.parent_run_id))
-        self.recorder.snapshot(snapshot_record(tr.run_id, tr.step_count, "start", tr.graph))
-        if tr.parent_run_id:
-            self._event("fork", "start", {"parent_run_id": tr.parent_run_id})
+    def start(self) -> None:
+        """Log the run's start (through `runtime.runs.start_run`, like every run); `run()`
+        and `step()` call it when nobody has."""
+        self.log = start_run(self.trainer)
+        if self.trainer.parent_run_id:
+            self._event("fork", "start", {"parent_run_id": self.trainer.parent_run_id})
         if self.last_good is None:
             self.last_good = self.snapshot()
-        self._started = True
 
     # -- evaluation --------------------------------------------------------------------------
     def measure(self) -> dict[str, float]:
@@ -343,10 +345,9 @@ class AdaptiveRun:
         self.last_metrics = m
         self.history.append({"work": float(self.work), "step": float(self.trainer.step_count),
                              "epoch": float(epoch), **m})
-        for key in ("train_loss", "val_loss", f"val_{score_name(self.problem.task)}"):
-            split, metric = key.split("_", 1)
-            self.recorder.result(ResultRecord(self.run_id, self.trainer.step_count, epoch, split,
-                                              metric, float(m[key])))
+        assert self.log is not None
+        self.log.results(epoch, {k: m[k] for k in ("train_loss", "val_loss",
+                                                   f"val_{score_name(self.problem.task)}")})
         if m["val_loss"] < self.best_val:
             self.best_val, self.best_step = m["val_loss"], self.trainer.step_count
             self.best_state = capture(self.trainer)
@@ -369,26 +370,24 @@ class AdaptiveRun:
         return self._order[1][batch * b:(batch + 1) * b]
 
     def run(self) -> AdaptResult:
-        t0 = time.perf_counter()
-        if not self._started:
-            self._start()
-        status = "completed"
-        try:
+        """Train to the step budget (or an early stop); an exception or Ctrl-C ends the run
+        `failed` or `interrupted` in the log before it propagates."""
+        if self.log is None:
+            self.start()
+        assert self.log is not None
+        with self.log:
+            status = "completed"
             while self.trainer.step_count < self.adapt.steps:
                 stop = self.step()
                 if stop:
                     status = stop
                     break
-        except BaseException as err:
-            self.recorder.run_end(RunEndRecord(
-                self.run_id, "failed" if isinstance(err, Exception) else "interrupted",
-                self.trainer.step_count, time.perf_counter() - t0,
-                f"{type(err).__name__}: {err}"))
-            raise
-        return self._finish(status, time.perf_counter() - t0)
+            return self._finish(status)
 
     def step(self) -> str | None:
         """One training step and whatever it triggers; a status string to stop the run."""
+        if self.log is None:
+            self.start()
         tr, p = self.trainer, self.problem
         bpe = tr.stream.batches_per_epoch()
         while list(self.position) in self.skip:  # a batch an instability rolled back over
@@ -432,8 +431,8 @@ class AdaptiveRun:
         for f in fired:
             self._on_trigger(f)
         if not self.guard.active:
-            if epoch_end and self.checkpoint_dir is not None \
-                    and (epoch + 1) % self.adapt.checkpoint_every == 0:
+            if self.checkpoint_dir is not None \
+                    and self.work - self.checkpoint_work >= self.adapt.checkpoint_steps:
                 self._checkpoint()
             elif evaluated:
                 self.last_good = self.snapshot()
@@ -565,24 +564,24 @@ class AdaptiveRun:
 
     def _checkpoint(self) -> None:
         assert self.checkpoint_dir is not None
+        self.checkpoint_work = self.work
         s = self.snapshot(with_best=True)
-        path = disk.save(s, self.checkpoint_dir, serial=self.work)
-        disk.prune(self.checkpoint_dir, self.adapt.keep_checkpoints)
+        with interrupts_deferred():  # a Ctrl-C here would lose rows being committed
+            # the log first: a run resumed from this checkpoint logs from it on, so every
+            # step before it must already be on disk
+            self.recorder.flush()
+            path = disk.save(s, self.checkpoint_dir, serial=self.work)
+            disk.prune(self.checkpoint_dir, self.adapt.keep_checkpoints)
         self.last_good = s
         self._event("checkpoint", "save", {"path": str(path)})
 
-    def _finish(self, status: str, wall: float) -> AdaptResult:
+    def _finish(self, status: str) -> AdaptResult:
         tr = self.trainer
+        assert self.log is not None
         if self.best_state is not None:
             install(tr, self.best_state.copy())
         metrics = tr.final_metrics()
-        epoch = self.position[0]
-        for key, value in metrics.items():
-            split, metric = key.split("_", 1)
-            self.recorder.result(ResultRecord(self.run_id, tr.step_count, epoch, split, metric,
-                                              float(value), True))
-        self.recorder.snapshot(snapshot_record(self.run_id, tr.step_count, "final", tr.graph))
-        self.recorder.run_end(RunEndRecord(self.run_id, status, tr.step_count, wall))
+        wall = self.log.finish(status, metrics, self.position[0])
         return AdaptResult(self.run_id, status, tr.step_count, self.work, wall, metrics,
                            self.best_step, self.best_val, self.rewrites, self.rollbacks,
                            tr.graph, list(self.history), list(self.events),

@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from aicf_induct.compiler.plan import Plan
 from aicf_induct.runtime.executor import Executor
 from aicf_induct.runtime.optimizers import SGD, Adam, Optimizer, _check_number
+from aicf_induct.runtime.plan import Plan
 
 HYPER_FIXED = 4  # lr, lr*weight_decay, step (as int64 bits), spare; then 2 per segment
 WHOLE_STEP = ("auto", "plan", "mlp_layers", "mlp_rows", "mlp_clusters")

@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from aicf_induct.compiler.plan import Plan, compile_plan
 from aicf_induct.compiler.training_graph import TrainingGraph, with_loss
 from aicf_induct.errors import ConfigError
 from aicf_induct.ir.graph import Graph
 from aicf_induct.ir.init import initial_values
 from aicf_induct.kernels import REGISTRY, KernelRegistry
 from aicf_induct.runtime.params import ParamStore
+from aicf_induct.runtime.plan import Plan, compile_plan
 
 
 def store_for(graph: Graph, values: Mapping[str, np.ndarray] | None = None, seed: int = 0,

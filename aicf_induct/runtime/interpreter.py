@@ -12,8 +12,7 @@ from typing import Any
 import numpy as np
 
 from aicf_induct.compiler.autodiff import requires_grad
-from aicf_induct.compiler.plan import ExecutionError
-from aicf_induct.errors import AicfError
+from aicf_induct.errors import AicfError, ExecutionError
 from aicf_induct.ir.graph import Graph
 from aicf_induct.ir.ops import OPS, OpContext
 

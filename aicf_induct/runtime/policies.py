@@ -18,6 +18,10 @@ options, the reason) or None.
   of doubling at each plateau; afterwards it only stabilises like the rules (inserts a
   layer norm after repeated instability); `grow_after` / `regularise` let the rules grow
   on or add dropout too.
+- `StackPolicy` ("stack"): progressive stacking: the jump policy's one widening at the
+  warm-up, then at each plateau an identity-initialised ReLU layer on top (`deepen`, exact:
+  relu is idempotent) until the model has `depth` hidden layers; each stage starts from a
+  trained shallower net.
 - `ProposalPolicy`: asks a proposer — any callable from an observation to ranked
   `Proposal`s (the induction layer's ranker and the service's rewrite endpoint plug in
   here) — and takes the best one that applies and is not blacklisted, else defers to a
@@ -241,6 +245,34 @@ class TargetSizePolicy:
         return d if d is None else dataclasses.replace(d, source="jump")
 
 
+class StackPolicy:
+    """The jump, then at each plateau one identity-initialised ReLU layer on top, up to
+    `depth` hidden layers. `width`: the jump's target (0: `target_width(n_train)`);
+    `deepen_state`: the new layer's optimizer state ("fresh" or "borrow", see
+    transforms/deepen.py)."""
+
+    name = "stack"
+
+    def __init__(self, depth: int = 3, width: int = 0, deepen_state: str = "fresh") -> None:
+        if depth < 1:
+            raise RewriteError(f"stack depth must be >= 1, got {depth}")
+        self.depth, self.jump = depth, TargetSizePolicy(TargetConfig(width=width))
+        self.options = {} if deepen_state == "fresh" else {"state": deepen_state}
+
+    def decide(self, obs: PolicyObservation) -> Decision | None:
+        d = self.jump.decide(obs)
+        layers = len(hidden_linears(obs.graph))
+        if d is not None or obs.fired.trigger != "plateau" or "deepen" in obs.blocked \
+                or layers >= self.depth:
+            return d
+        sites = make_transform("deepen", **self.options).sites(obs.graph)
+        if not sites:
+            return None
+        return Decision("deepen", sites[-1], dict(self.options),
+                        f"plateau: stack a layer on top ({layers + 1} of {self.depth})",
+                        "stack")
+
+
 @dataclass(frozen=True)
 class Proposal:
     """A rewrite suggested from elsewhere; `site` None means the first applicable one."""
@@ -290,13 +322,15 @@ class ProposalPolicy:
         return self.fallback.decide(obs) if self.fallback is not None else None
 
 
-POLICIES = ("rules", "jump")
+POLICIES = ("rules", "jump", "stack")
 
 
 def make_policy(name: str) -> Policy:
-    """A built-in policy by name (the CLI's --policy)."""
+    """A built-in policy by name (the CLI's --policy), with its defaults."""
     if name == "rules":
         return RuleBasedPolicy()
     if name == "jump":
         return TargetSizePolicy()
+    if name == "stack":
+        return StackPolicy()
     raise RewriteError(f"unknown policy '{name}' (known: {', '.join(POLICIES)})")

@@ -4,7 +4,6 @@ seed: parameter init, batch order and dropout masks all derive from it."""
 
 from __future__ import annotations
 
-import platform
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -13,30 +12,20 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from aicf_induct import __version__
 from aicf_induct.compiler.fusion import PRECISIONS
 from aicf_induct.errors import ConfigError
-from aicf_induct.ir.canonical import to_json
 from aicf_induct.ir.fingerprint import fingerprint
 from aicf_induct.ir.graph import Graph
-from aicf_induct.ir.patterns import patterns
 from aicf_induct.kernels.autotune import TuningStore
 from aicf_induct.problems.problem import Problem, Split
+from aicf_induct.records import NullRecorder, Recorder, StepRecord
 from aicf_induct.runtime.backend import BACKENDS, Backend, select_backend
 from aicf_induct.runtime.clipping import clip_grad_norm_, global_grad_norm
 from aicf_induct.runtime.data import BatchStream
 from aicf_induct.runtime.executor import Executor, store_for
 from aicf_induct.runtime.metrics import score, score_name
 from aicf_induct.runtime.optimizers import Optimizer, make_optimizer
-from aicf_induct.runtime.recorder import (
-    NullRecorder,
-    Recorder,
-    ResultRecord,
-    RunEndRecord,
-    RunStartRecord,
-    SnapshotRecord,
-    StepRecord,
-)
+from aicf_induct.runtime.runs import start_run
 from aicf_induct.runtime.schedules import Schedule, make_schedule
 
 EVAL_CHUNK = 4096  # rows per evaluation batch: bounds memory on large splits
@@ -102,20 +91,6 @@ class TrainResult:
     wall_time_s: float
     metrics: dict[str, float]  # "<split>_<metric>": final values (best checkpoint)
     history: list[dict[str, float]] = field(default_factory=list)  # per epoch
-
-
-def library_versions() -> dict[str, str]:
-    import scipy
-    import sklearn
-
-    return {"aicf_induct": __version__, "numpy": np.__version__, "scipy": scipy.__version__,
-            "scikit-learn": sklearn.__version__, "python": platform.python_version()}
-
-
-def snapshot_record(run_id: str, step: int, reason: str, graph: Graph) -> SnapshotRecord:
-    return SnapshotRecord(run_id=run_id, step=step, reason=reason, ir_json=to_json(graph),
-                          fingerprint=fingerprint(graph), param_count=graph.param_count(),
-                          patterns=patterns(graph))
 
 
 class Trainer:
@@ -194,76 +169,54 @@ class Trainer:
         pred_all = np.concatenate(preds)
         return total / max(len(split), 1), score(self.problem.task, pred_all, split.y)
 
-    def _record_results(self, epoch: int, metrics: dict[str, float], final: bool) -> None:
-        for key, value in metrics.items():
-            split, metric = key.split("_", 1)
-            self.recorder.result(ResultRecord(self.run_id, self.step_count, epoch, split, metric,
-                                              float(value), final))
-
     def run_config(self) -> dict[str, Any]:
         return {"train": asdict(self.config), "fingerprint": fingerprint(self.graph),
                 **self.extra_config}
-
-    def start(self) -> None:
-        self.recorder.run_start(RunStartRecord(
-            run_id=self.run_id, problem_id=self.problem.problem_id,
-            problem_name=self.problem.name, task=self.problem.task, config=self.run_config(),
-            seed=self.config.seed, device=self.backend.description,
-            library_versions=library_versions(),
-            origin=self.origin, parent_run_id=self.parent_run_id))
-        self.recorder.snapshot(snapshot_record(self.run_id, 0, "start", self.graph))
 
     # -- the loop ----------------------------------------------------------------------------
     def fit(self) -> TrainResult:
         cfg, p = self.config, self.problem
         sname = score_name(p.task)
-        t_start = time.perf_counter()
-        self.start()
-        best = (np.inf, -1, self.store.state_arrays())
-        history: list[dict[str, float]] = []
-        status = "completed"
-        bar = tqdm(range(cfg.epochs), desc=f"train {p.name}", unit="epoch",
-                   disable=not self.progress, leave=False)
-        try:
-            for epoch in bar:
-                losses = []
-                for idx in self._epoch_batches(epoch):
-                    if cfg.max_wall_s and time.perf_counter() - t_start >= cfg.max_wall_s:
-                        status = "timeout"
+        with start_run(self) as run:
+            best = (np.inf, -1, self.store.state_arrays())
+            history: list[dict[str, float]] = []
+            status = "completed"
+            bar = tqdm(range(cfg.epochs), desc=f"train {p.name}", unit="epoch",
+                       disable=not self.progress, leave=False)
+            try:
+                for epoch in bar:
+                    losses = []
+                    for idx in self._epoch_batches(epoch):
+                        if cfg.max_wall_s and run.elapsed() >= cfg.max_wall_s:
+                            status = "timeout"
+                            break
+                        losses.append(self.train_step(p.train.X[idx], p.train.y[idx],
+                                                      epoch).loss)
+                    if status == "timeout" and not losses:
                         break
-                    losses.append(self.train_step(p.train.X[idx], p.train.y[idx], epoch).loss)
-                if status == "timeout" and not losses:
-                    break
-                val_loss, val_score = self.evaluate(p.val)
-                row = {"train_loss": float(np.mean(losses)) if losses else float("nan"),
-                       "val_loss": val_loss, f"val_{sname}": val_score}
-                history.append(row)
-                self._record_results(epoch, row, final=False)
-                bar.set_postfix(loss=f"{row['train_loss']:.4f}", val=f"{val_score:.4f}",
-                                refresh=False)
-                if val_loss < best[0]:
-                    best = (val_loss, epoch, self.store.state_arrays())
-                if status == "timeout" or (cfg.max_steps and self.step_count >= cfg.max_steps):
-                    break
-                if cfg.patience and epoch - best[1] >= cfg.patience:
-                    status = "early_stopped"
-                    break
-        except BaseException as err:
-            self.recorder.run_end(RunEndRecord(self.run_id, "failed" if isinstance(
-                err, Exception) else "interrupted", self.step_count,
-                time.perf_counter() - t_start, f"{type(err).__name__}: {err}"))
-            raise
-        finally:
-            bar.close()
-        if best[1] >= 0:
-            self.load_state(best[2])
-        metrics = self.final_metrics()
-        last_epoch = len(history) - 1
-        self._record_results(last_epoch, metrics, final=True)
-        wall = time.perf_counter() - t_start
-        error = (f"time budget of {cfg.max_wall_s:g} s used up after {self.step_count} steps"
-                 if status == "timeout" else None)
-        self.recorder.run_end(RunEndRecord(self.run_id, status, self.step_count, wall, error))
+                    val_loss, val_score = self.evaluate(p.val)
+                    row = {"train_loss": float(np.mean(losses)) if losses else float("nan"),
+                           "val_loss": val_loss, f"val_{sname}": val_score}
+                    history.append(row)
+                    run.results(epoch, row)
+                    bar.set_postfix(loss=f"{row['train_loss']:.4f}", val=f"{val_score:.4f}",
+                                    refresh=False)
+                    if val_loss < best[0]:
+                        best = (val_loss, epoch, self.store.state_arrays())
+                    if status == "timeout" or (cfg.max_steps
+                                               and self.step_count >= cfg.max_steps):
+                        break
+                    if cfg.patience and epoch - best[1] >= cfg.patience:
+                        status = "early_stopped"
+                        break
+            finally:
+                bar.close()
+            if best[1] >= 0:
+                self.load_state(best[2])
+            metrics = self.final_metrics()
+            error = (f"time budget of {cfg.max_wall_s:g} s used up after {self.step_count} "
+                     f"steps" if status == "timeout" else None)
+            wall = run.finish(status, metrics, len(history) - 1, error)
         return TrainResult(self.run_id, status, self.step_count, len(history), best[1], wall,
                            metrics, history)
 

@@ -4,8 +4,12 @@ result, clear errors."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
+import re
 import shutil
+import statistics
 from pathlib import Path
 
 import pytest
@@ -57,16 +61,69 @@ def test_events_and_rewrite_snapshots_are_logged_to_the_warehouse(tmp_path: Path
         "SELECT metrics_before, metrics_after FROM events WHERE run_id = ? AND kind = "
         "'rewrite' ORDER BY step LIMIT 1", [out["run_id"]]).fetchall()[0]
     assert "val_loss" in json.loads(before) and "val_loss" in json.loads(after)
+    # the report's effects are exactly the logged rewrites' after - before, per transform
+    # and metric
+    changes: dict[tuple[str, str], list[float]] = {}
+    for name, b, a in conn.execute("SELECT name, metrics_before, metrics_after FROM events "
+                                   "WHERE kind = 'rewrite'").fetchall():
+        b, a = json.loads(b), json.loads(a)
+        for m in b:
+            if math.isfinite(b[m]) and math.isfinite(a[m]):
+                changes.setdefault((name, m), []).append(a[m] - b[m])
     effects = warehouse.run_report(conn, "rewrite_effects", {})
-    assert len(effects) > 0
+    got = {(t, m): (n, c) for t, m, n, c in effects[["transform", "metric", "rewrites",
+                                                     "mean_change"]].itertuples(index=False)}
+    assert set(got) == set(changes)
+    assert {m for _, m in got} == {"val_loss", "val_accuracy", "train_loss", "gap",
+                                   "param_count", "step"}
+    for key, diffs in changes.items():
+        assert got[key][0] == len(diffs) and got[key][1] == pytest.approx(statistics.mean(diffs))
+    assert got[("widen", "param_count")][1] > 0 and got[("widen", "step")][1] == 0
+
+
+def test_repeated_triggers_without_action_take_one_line_with_counts(tmp_path: Path,
+                                                                   capsys) -> None:
+    wh = tmp_path / "wh"
+    assert main([*BASE, "--steps", "500", "--patience", "0", "--trigger-epochs", "5",
+                 "--warehouse", str(wh)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    idle = [i for i, line in enumerate(lines) if "-> no action" in line]
+    assert idle and all(b - a > 1 for a, b in itertools.pairwise(idle))  # never
+    # two in a row: a run of them is one line, "plateau x2, epoch_end x5 -> no action (to
+    # step 631)"; their counts add up to the logged triggers the policy let pass
+    counts = [sum(int(c) for c in re.findall(r" x(\d+)", lines[i])) or 1 for i in idle]
+    assert max(counts) > 1
+    import warehouse
+
+    conn = warehouse.connect(wh)
+    (none,) = conn.execute("SELECT count(*) FROM events WHERE kind = 'decision' AND "
+                           "name = 'none'").fetchone()
+    assert sum(counts) == none
+
+
+def test_stack_policy_from_the_command_line(tmp_path: Path, capsys) -> None:
+    import warehouse
+
+    out = _json(capsys, "--policy", "stack", "--steps", "400", "--trigger-warmup", "25",
+                "--warehouse", str(tmp_path / "wh"))
+    conn = warehouse.connect(tmp_path / "wh")
+    rewrites = conn.execute("SELECT name, detail ->> 'site', param_count FROM events JOIN "
+                            "ir_snapshots USING (run_id, step) WHERE kind = 'rewrite' AND "
+                            "reason = 'rewrite' AND run_id = ? ORDER BY step",
+                            [out["run_id"]]).fetchall()
+    # the jump to target_width (64 for iris's 97 training rows), then a layer on top
+    assert rewrites[:2] == [("widen", "blocks.0.linear", 4 * 64 + 64 + 64 * 3 + 3),
+                            ("deepen", "blocks.0.act", 4 * 64 + 64 + 64 * 64 + 64 + 64 * 3 + 3)]
 
 
 def test_a_run_resumed_from_an_earlier_checkpoint_ends_the_same(tmp_path: Path,
                                                                capsys) -> None:
     ckpt = tmp_path / "ckpt"
-    first = _json(capsys, "--steps", "200", "--no-log", "--checkpoint-dir", str(ckpt))
-    kept = disk.checkpoints(ckpt)
-    assert len(kept) == 2
+    first = _json(capsys, "--steps", "200", "--no-log", "--checkpoint-dir", str(ckpt),
+                  "--checkpoint-steps", "40")
+    kept = disk.checkpoints(ckpt)  # the last two kept, 40 or more executed steps apart
+    works = [int(p.name.split("-")[1]) for p in kept]  # (later while a guard watches)
+    assert len(works) == 2 and 40 <= works[1] - works[0] < 80 and works[1] < 200
     shutil.rmtree(kept[-1])  # as if killed before the last one was written
     again = _json(capsys, "--steps", "999", "--no-log", "--resume", str(ckpt))
     assert again["run_id"] == first["run_id"] and again["steps"] == 200  # its own settings

@@ -39,8 +39,9 @@ def test_runs_are_logged_to_the_warehouse_by_default(tmp_path: Path, capsys,
     steps = conn.execute("SELECT count(*) FROM steps WHERE run_id = ?",
                          [out["run_id"]]).fetchone()
     assert steps == (out["steps"],)
-    snaps = conn.execute("SELECT reason, param_count FROM ir_snapshots").fetchall()
-    assert snaps == [("start", 4 * 8 + 8 + 8 * 3 + 3)]
+    snaps = conn.execute("SELECT reason, param_count FROM ir_snapshots ORDER BY step, "
+                         "reason DESC").fetchall()
+    assert snaps == [("start", 4 * 8 + 8 + 8 * 3 + 3), ("final", 4 * 8 + 8 + 8 * 3 + 3)]
     # the problem and its meta-features, joinable to the run
     (n_features,) = conn.execute(
         "SELECT count(*) FROM runs JOIN problem_features USING (problem_id) "
@@ -115,3 +116,21 @@ def test_an_unknown_precision_is_refused_by_the_parser(capsys) -> None:
         main(["train", "--dataset", "iris", "--precision", "fp8"])
     assert stop.value.code == 2
     assert "invalid choice: 'fp8'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [
+    ["train", "--dataset", "iris", "--epochs", "1"],
+    ["adapt", "--dataset", "iris", "--steps", "10"],
+    ["sweep", "--problems", "iris", "--space", "depth=1;width=8", "--epochs", "1",
+     "--workers", "1", "--quiet"],
+])
+def test_a_warehouse_that_is_a_file_is_refused_before_training(command: list[str],
+                                                              tmp_path: Path,
+                                                              capsys) -> None:
+    f = tmp_path / "wh"
+    f.write_text("a file")
+    assert main([*command, "--warehouse", str(f)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"error: warehouse {f} is not a directory\n"
+    assert captured.out == ""  # nothing trained
+    assert f.read_text() == "a file" and list(tmp_path.iterdir()) == [f]

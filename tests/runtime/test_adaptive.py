@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from aicf_induct.ir.fingerprint import fingerprint
+from aicf_induct.records import MemoryRecorder
 from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun, FaultInjection
 from aicf_induct.runtime.guard import GuardConfig
 from aicf_induct.runtime.policies import Proposal, ProposalPolicy, RuleBasedPolicy, RuleConfig
-from aicf_induct.runtime.recorder import MemoryRecorder
 from aicf_induct.runtime.trainer import TrainConfig
 from tests.runtime.test_adaptive_fixtures import toy_graph, toy_problem
 
@@ -113,7 +113,7 @@ def test_fork_continues_as_a_child_run(problem) -> None:
     rec = MemoryRecorder()
     run = AdaptiveRun(problem, toy_graph(problem), CONFIG, _adapt(steps=120),
                       RuleBasedPolicy(), recorder=rec)
-    run._start()
+    run.start()
     for _ in range(50):
         run.step()
     child = run.fork()

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
+from aicf_induct.records import MemoryRecorder, Recorder
 from aicf_induct.runtime import snapshot as disk
 from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun, FaultInjection, StepHook
 from aicf_induct.runtime.guard import GuardConfig
 from aicf_induct.runtime.policies import RuleBasedPolicy, RuleConfig
-from aicf_induct.runtime.recorder import MemoryRecorder, Recorder
 from aicf_induct.runtime.trainer import TrainConfig
 from tests.runtime.test_adaptive_fixtures import toy_graph, toy_problem
 
@@ -49,7 +49,7 @@ def build(checkpoint_dir: str, recorder: Recorder,
           extra_hooks: Sequence[StepHook] = ()) -> AdaptiveRun:
     problem = toy_problem("classification", n=300, seed=2)
     adapt = AdaptConfig(steps=240, warmup_steps=12, plateau_patience=2, plateau_min_delta=0.02,
-                        guard=GuardConfig(steps=12), checkpoint_every=2)
+                        guard=GuardConfig(steps=12), checkpoint_steps=12)
     return AdaptiveRun(problem, toy_graph(problem, "mlp:depth=1,width=2,dropout=0.1"),
                        TrainConfig(lr=1e-2, batch_size=32, seed=3), adapt, POLICY,
                        recorder=recorder, checkpoint_dir=checkpoint_dir,
@@ -59,7 +59,7 @@ def build(checkpoint_dir: str, recorder: Recorder,
 CHILD = """
 import sys
 from tests.runtime.test_adaptive_resume import Stall, build
-from aicf_induct.runtime.recorder import NullRecorder
+from aicf_induct.records import NullRecorder
 build(sys.argv[1], NullRecorder(), [Stall(int(sys.argv[2]), sys.argv[3])]).run()
 """
 

@@ -14,6 +14,7 @@ from aicf_induct.runtime.policies import (
     ProposalPolicy,
     RuleBasedPolicy,
     RuleConfig,
+    StackPolicy,
     TargetConfig,
     TargetSizePolicy,
     make_policy,
@@ -162,8 +163,29 @@ def test_jump_policy_widens_straight_to_the_target_once() -> None:
     assert d is not None and d.transform == "normalize"
 
 
+def test_stack_policy_jumps_then_stacks_a_layer_per_plateau_up_to_its_depth() -> None:
+    warm = Fired("warmup", "schedule", 25)
+    stack = StackPolicy(depth=3, width=32)
+    d = stack.decide(Obs(warm, 25, _g("mlp:depth=1,width=4"), _m()))
+    assert d is not None and (d.transform, d.options["units"]) == ("widen", 28)  # the jump
+    one = _g("mlp:depth=1,width=32")
+    assert stack.decide(Obs(warm, 25, one, _m())) is None  # at the target: no more widening
+    d = stack.decide(Obs(PLATEAU, 100, one, _m()))
+    assert d is not None and (d.transform, d.site, d.source) == ("deepen", "blocks.0.act",
+                                                                 "stack")
+    assert d.options == {} and "2 of 3" in d.reason
+    d = StackPolicy(depth=3, width=32, deepen_state="borrow").decide(
+        Obs(PLATEAU, 100, _g("mlp:depth=2,width=32"), _m()))
+    assert d is not None and d.options == {"state": "borrow"} and "3 of 3" in d.reason
+    three = _g("mlp:depth=3,width=32")
+    assert stack.decide(Obs(PLATEAU, 100, three, _m())) is None  # at its depth
+    assert stack.decide(Obs(PLATEAU, 100, one, _m(), blocked=frozenset({"deepen"}))) is None
+    assert stack.decide(Obs(Fired("epoch_end", "schedule", 100), 100, one, _m())) is None
+
+
 def test_make_policy() -> None:
     assert make_policy("rules").name == "rules"
     assert make_policy("jump").name == "jump"
+    assert isinstance(make_policy("stack"), StackPolicy)
     with pytest.raises(RewriteError, match="unknown policy"):
         make_policy("magic")

@@ -8,7 +8,7 @@ import pytest
 from aicf_induct.errors import ConfigError
 from aicf_induct.ir import fingerprint
 from aicf_induct.problems import load_problem
-from aicf_induct.runtime.recorder import MemoryRecorder
+from aicf_induct.records import MemoryRecorder
 from aicf_induct.runtime.trainer import TrainConfig, Trainer
 from tests.graphs import mlp
 
@@ -50,9 +50,13 @@ def test_records_everything_a_warehouse_needs() -> None:
     (run,) = rec.runs
     assert run.run_id == res.run_id and run.problem_id == p.problem_id
     assert run.config["fingerprint"] == fingerprint(graph)
-    (snap,) = rec.snapshots
+    (problem,) = rec.problems  # with its meta-features, for the warehouse's joins
+    assert problem.problem_id == p.problem_id and problem.features["simple.n_rows"] == p.n_rows
+    assert run.device == "cpu (numpy)"  # the backend the trainer runs on (NumPy here)
+    snap, final_snap = rec.snapshots
     assert snap.reason == "start" and snap.fingerprint == fingerprint(graph)
     assert snap.param_count == graph.param_count() and snap.patterns["depth"] == 3
+    assert (final_snap.reason, final_snap.step) == ("final", res.steps)
     batches = -(-len(p.train) // 32)
     assert [s.step for s in rec.steps] == list(range(4 * batches))
     assert rec.steps[-1].batch_size == len(p.train) - (batches - 1) * 32  # short last batch

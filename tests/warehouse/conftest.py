@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from aicf_induct.runtime.recorder import (
+from aicf_induct.records import (
     EventRecord,
     ProblemRecord,
     ResultRecord,

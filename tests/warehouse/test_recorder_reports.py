@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 
 import pytest
 
-from aicf_induct.runtime.recorder import Recorder, RunEndRecord
+from aicf_induct.records import Recorder, RunEndRecord
 from tests.warehouse.conftest import log_run, problem
 from warehouse import WarehouseError, WarehouseRecorder, connect, open_recorder, run_report
 
@@ -23,6 +24,19 @@ def test_recorder_satisfies_protocol_and_default_root(root: Path, monkeypatch,
     rec = open_recorder(None)
     assert rec.root == tmp_path / "env"
     rec.close()
+
+
+def test_a_warehouse_that_cannot_be_written_is_refused_before_any_row(tmp_path: Path) -> None:
+    f = tmp_path / "file"
+    f.write_text("not a warehouse")
+    with pytest.raises(WarehouseError, match=f"^warehouse {f} is not a directory$"):
+        WarehouseRecorder(f)
+    with pytest.raises(WarehouseError, match=f"^warehouse {f / 'wh'} is not writable: "):
+        WarehouseRecorder(f / "wh")
+    assert f.read_text() == "not a warehouse" and list(tmp_path.iterdir()) == [f]
+    rec = WarehouseRecorder(tmp_path / "new" / "wh")  # created, with no probe left behind
+    rec.close()
+    assert list((tmp_path / "new" / "wh").iterdir()) == []
 
 
 def test_recorder_logs_every_table(root: Path) -> None:
@@ -112,9 +126,32 @@ def test_run_summary_and_feature_correlation(scored: Path) -> None:
     assert len(df) == 3
     row = run_report(conn, "run_summary", {"problem": "p1"}).set_index("run_id").loc["a1"]
     assert (row["logged_steps"], row["rewrites"], row["fingerprint"]) == (10, 1, "big")
+    # p1 alone has 3 scored runs: one problem, so an effect but no correlation yet
     corr = run_report(conn, "feature_pattern_correlation", {"min_problems": 1})
-    assert list(corr.columns) == ["feature", "pattern", "problems", "correlation",
-                                  "mean_effect"]
+    assert corr[["feature", "pattern", "problems"]].values.tolist() == [["size", "width", 1]]
+    assert math.isnan(corr["correlation"][0])
+    # widths 64, 64, 8 against norm scores 1, 0.5, 0: corr 0.866 (x - mean = 18.67,
+    # 18.67, -37.33; y - mean = 0.5, 0, -0.5; cov 28 / sqrt(2090.67 * 0.5))
+    assert corr["mean_effect"][0] == pytest.approx(28 / math.sqrt(2090.6667 * 0.5), rel=1e-4)
+
+
+def test_feature_pattern_correlation_across_problems(root: Path) -> None:
+    # per problem, widths 8, 16, 24 with scores ranked so that the width effect (the
+    # correlation of width and norm score) is +1 (q1), -0.5 (q2: 16 best, 8, 24 worst), -1 (q3)
+    rec = WarehouseRecorder(root)
+    orders = {"q1": (0.1, 0.2, 0.3), "q2": (0.2, 0.3, 0.1), "q3": (0.3, 0.2, 0.1)}
+    for size, (pid, scores) in enumerate(orders.items(), start=1):
+        p = problem(pid, size=float(size))
+        for width, score in zip((8, 16, 24), scores, strict=True):
+            log_run(rec, f"{pid}-{width}", p, score, f"fp{width}", {"width": float(width)})
+    rec.close()
+    corr = run_report(connect(root), "feature_pattern_correlation", {"min_problems": 3})
+    assert corr[["feature", "pattern", "problems"]].values.tolist() == [["size", "width", 3]]
+    effects, sizes = [1.0, -0.5, -1.0], [1.0, 2.0, 3.0]
+    assert corr["mean_effect"][0] == pytest.approx(statistics.mean(effects))
+    assert corr["correlation"][0] == pytest.approx(statistics.correlation(sizes, effects))
+    assert run_report(connect(root), "feature_pattern_correlation",
+                      {"min_problems": 4}).empty
 
 
 def test_report_errors(scored: Path) -> None:

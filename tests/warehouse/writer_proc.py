@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from aicf_induct.runtime.recorder import (
+from aicf_induct.records import (
     ResultRecord,
     RunEndRecord,
     RunStartRecord,

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from aicf_induct.ir.ops import OpContext
+from aicf_induct.ir.ops import OpContext, activation
 from aicf_induct.kernels.autotune import Limit
 from aicf_induct.kernels.registry import Kernel, KernelQuery
 
@@ -44,7 +44,8 @@ def operands(q: KernelQuery) -> Callable[[Kernel], Callable[[], None]]:
         params = {"weight": rand(n, k) * (1.0 / k**0.5)}
         if q.attrs.get("bias", True):
             params["bias"] = rand(n)
-        keep_z = q.attrs.get("act") in ("gelu", "silu")
+        act = q.attrs.get("act")  # the pre-activation is kept where act' needs its input
+        keep_z = act is not None and not activation(act, q.attrs.get("act_attrs")).from_output
         ins, outs = [rand(m, k)], [rand(m, n), rand(m, n) if keep_z else None]
         grads: dict[str, Any] = {}
     elif q.op == "act_linear_bwd":

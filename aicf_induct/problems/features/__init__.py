@@ -47,7 +47,7 @@ from aicf_induct.problems.features.stats import (
 from aicf_induct.problems.problem import Problem
 
 if TYPE_CHECKING:
-    from aicf_induct.runtime.recorder import Recorder
+    from aicf_induct.records import Recorder
 
 
 @dataclass(frozen=True)

@@ -129,7 +129,7 @@ def test_dead_code_is_eliminated_and_frozen_inputs_get_no_gradient() -> None:
 
 
 def test_a_failing_kernel_names_its_node() -> None:
-    from aicf_induct.compiler.plan import ExecutionError
+    from aicf_induct.errors import ExecutionError
 
     graph = mlp(4, 3)
     ex = Executor(graph, store_for(graph))

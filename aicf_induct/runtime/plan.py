@@ -1,11 +1,12 @@
 """The executable plan: "compile once, train many".
 
-`compile_plan` turns a training graph into a straight list of kernel calls with every
-operand bound in advance: shape inference at the concrete batch size, autodiff, dead-code
-elimination, the liveness-based memory plan realised as one arena, and kernel selection
-through the registry. Running the plan copies the batch into its input buffers and calls
-the kernels in order; nothing is allocated by the plan itself and nothing is looked up.
-Plans are specialised to one batch size; the executor caches one per shape.
+`compile_plan` runs the compiler's passes (`compiler.program`: shape inference at the
+concrete batch size, autodiff, fusion, dead-code elimination, the liveness-based memory plan)
+and binds the result: the memory plan realised as one arena, a kernel selected through the
+registry for every instruction, every operand bound in advance. Running the plan copies
+the batch into its input buffers and calls the kernels in order; nothing is allocated by the
+plan itself and nothing is looked up. Plans are specialised to one batch size; the executor
+caches one per shape.
 """
 
 from __future__ import annotations
@@ -17,18 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from aicf_induct.compiler.autodiff import Instr, backward_program, forward_program
-from aicf_induct.compiler.fusion import check_program, fuse_program
-from aicf_induct.compiler.memory import MemoryPlan, ValueInfo, lifetimes, plan_memory
-from aicf_induct.errors import AicfError
+from aicf_induct.compiler.autodiff import Instr
+from aicf_induct.compiler.memory import MemoryPlan, ValueInfo
+from aicf_induct.compiler.program import compile_program
+from aicf_induct.errors import AicfError, ExecutionError
 from aicf_induct.ir.graph import Graph
 from aicf_induct.ir.ops import OPS, OpContext
-from aicf_induct.ir.validate import infer_types
 from aicf_induct.kernels import REGISTRY, KernelQuery, KernelRegistry
-
-
-class ExecutionError(AicfError):
-    """A kernel failed; the message names the IR node it ran for."""
 
 
 @dataclass
@@ -76,18 +72,6 @@ class Plan:
         return self.values[vid]
 
 
-def _value_infos(graph: Graph, batch: int, program: list[Instr]) -> dict[str, ValueInfo]:
-    types = infer_types(graph, batch=batch, check_params=False)
-    infos = {nid: ValueInfo(tuple(int(d) for d in t.shape if d is not None), t.dtype)
-             for nid, t in types.items()}
-    for ins in program:
-        for v in ins.outs:
-            if v is not None and v.startswith("d:"):
-                base = v[2:].split("#")[0].split("~")[0]
-                infos[v] = ValueInfo(infos[base].shape, infos[base].dtype)
-    return infos
-
-
 def compile_plan(graph: Graph, batch: int, *, store: Any, training: bool, loss: str | None,
                  roots: list[str], device: str = "cpu", xp: ModuleType = np, seed: int = 0,
                  registry: KernelRegistry = REGISTRY, fuse: bool = False,
@@ -99,18 +83,11 @@ def compile_plan(graph: Graph, batch: int, *, store: Any, training: bool, loss: 
     `store` is a ParamStore (params, grads, buffers by name). `fuse` runs the fusion pass
     (compiler.fusion), whose GEMMs compute in `precision` ("fp32" | "tf32" | "bf16").
     """
-    program = forward_program(graph, roots)
-    if training and loss is not None:
-        program += backward_program(graph, loss)
+    compiled = compile_program(graph, batch, training=training, loss=loss, roots=roots,
+                               fuse=fuse, precision=precision)
+    program, feeds, infos, memory = (compiled.program, compiled.feeds, compiled.infos,
+                                     compiled.memory)
     by_id = graph.node_map()
-    feeds = [n.id for n in graph.nodes if n.op == "input"
-             and any(n.id in ins.ins for ins in program)]
-    if fuse:
-        program, _ = fuse_program(program, graph, keep=roots, precision=precision)
-        check_program(program, feeds)
-    infos = _value_infos(graph, batch, program)
-    life = lifetimes([(i.ins, i.outs) for i in program], feeds, roots)
-    memory = plan_memory({v: infos[v] for v in life}, life)
     arena = xp.empty(max(memory.arena_bytes, 1), dtype=np.uint8)
     values = memory.views(arena, infos)
     ctx = OpContext(xp=xp, training=training, seed=seed)

@@ -1,9 +1,11 @@
-"""The recorder interface: how the runtime logs a run, and two simple recorders.
+"""Run records and the recorder interface: how a run is logged, whoever logs it.
 
-The runtime never knows where rows go. It calls a `Recorder`; the warehouse package
-implements one that writes Parquet, this module has one that prints and one that keeps
-rows in memory (tests and notebooks). Records are plain dataclasses of JSON-able values so
-that a recorder needs no import of the IR or the runtime.
+A leaf of the package (it imports nothing from aicf_induct): the runtime writes these
+records, `problems` makes the problem record, the warehouse stores them, and none of them
+needs the others to agree on the types. Records are plain dataclasses of JSON-able values.
+A `Recorder` takes one method per kind of record; `BaseRecorder` routes every one of them
+through `record(rec)`, so a recorder that treats all kinds alike (keep them, forward them,
+drop them) overrides one method.
 """
 
 from __future__ import annotations
@@ -115,10 +117,20 @@ class RunEndRecord:
     ended_at: datetime = field(default_factory=utc_now)
 
 
+Record = (ProblemRecord | RunStartRecord | SnapshotRecord | StepRecord | EventRecord
+          | ResultRecord | RunEndRecord)
+
+# the Recorder method that takes each kind of record
+METHODS: dict[type[Any], str] = {
+    ProblemRecord: "problem", RunStartRecord: "run_start", SnapshotRecord: "snapshot",
+    StepRecord: "step", EventRecord: "event", ResultRecord: "result", RunEndRecord: "run_end"}
+
+
 @runtime_checkable
 class Recorder(Protocol):
     """What the runtime calls to log a run. Implementations must not block a training step
-    on I/O for long: buffer and flush in the background."""
+    on I/O for long: buffer and flush in the background; `flush` writes what is buffered
+    (a checkpoint calls it first, so that the log is never behind the checkpoint)."""
 
     def problem(self, rec: ProblemRecord) -> None: ...
     def run_start(self, rec: RunStartRecord) -> None: ...
@@ -127,23 +139,64 @@ class Recorder(Protocol):
     def event(self, rec: EventRecord) -> None: ...
     def result(self, rec: ResultRecord) -> None: ...
     def run_end(self, rec: RunEndRecord) -> None: ...
+    def flush(self) -> None: ...
     def close(self) -> None: ...
 
 
-class NullRecorder:
+def send(recorder: Recorder, rec: Record) -> None:
+    """Give `rec` to the recorder's method for its kind."""
+    getattr(recorder, METHODS[type(rec)])(rec)
+
+
+def keeps_problems(recorder: Recorder) -> bool:
+    """Whether problem records reach storage through `recorder` (worth their features)."""
+    return bool(getattr(recorder, "keeps_problems", True))
+
+
+class BaseRecorder:
+    """Every record method calls `record`; this one drops everything. Subclasses override
+    `record` to treat all kinds alike, or single methods."""
+
+    keeps_problems = True  # False: problem rows go nowhere, so nobody computes features
+
+    def record(self, rec: Record) -> None:
+        pass
+
+    def problem(self, rec: ProblemRecord) -> None:
+        self.record(rec)
+
+    def run_start(self, rec: RunStartRecord) -> None:
+        self.record(rec)
+
+    def snapshot(self, rec: SnapshotRecord) -> None:
+        self.record(rec)
+
+    def step(self, rec: StepRecord) -> None:
+        self.record(rec)
+
+    def event(self, rec: EventRecord) -> None:
+        self.record(rec)
+
+    def result(self, rec: ResultRecord) -> None:
+        self.record(rec)
+
+    def run_end(self, rec: RunEndRecord) -> None:
+        self.record(rec)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class NullRecorder(BaseRecorder):
     """Drops everything."""
 
-    def problem(self, rec: ProblemRecord) -> None: ...
-    def run_start(self, rec: RunStartRecord) -> None: ...
-    def snapshot(self, rec: SnapshotRecord) -> None: ...
-    def step(self, rec: StepRecord) -> None: ...
-    def event(self, rec: EventRecord) -> None: ...
-    def result(self, rec: ResultRecord) -> None: ...
-    def run_end(self, rec: RunEndRecord) -> None: ...
-    def close(self) -> None: ...
+    keeps_problems = False
 
 
-class MemoryRecorder:
+class MemoryRecorder(BaseRecorder):
     """Keeps every record in lists, by kind: for tests, notebooks and the adaptive loop."""
 
     def __init__(self) -> None:
@@ -155,34 +208,42 @@ class MemoryRecorder:
         self.results: list[ResultRecord] = []
         self.run_ends: list[RunEndRecord] = []
         self.closed = False
+        self._lists: dict[type[Any], list[Any]] = {
+            ProblemRecord: self.problems, RunStartRecord: self.runs,
+            SnapshotRecord: self.snapshots, StepRecord: self.steps, EventRecord: self.events,
+            ResultRecord: self.results, RunEndRecord: self.run_ends}
 
-    def problem(self, rec: ProblemRecord) -> None:
-        self.problems.append(rec)
-
-    def run_start(self, rec: RunStartRecord) -> None:
-        self.runs.append(rec)
-
-    def snapshot(self, rec: SnapshotRecord) -> None:
-        self.snapshots.append(rec)
-
-    def step(self, rec: StepRecord) -> None:
-        self.steps.append(rec)
-
-    def event(self, rec: EventRecord) -> None:
-        self.events.append(rec)
-
-    def result(self, rec: ResultRecord) -> None:
-        self.results.append(rec)
-
-    def run_end(self, rec: RunEndRecord) -> None:
-        self.run_ends.append(rec)
+    def record(self, rec: Record) -> None:
+        self._lists[type(rec)].append(rec)
 
     def close(self) -> None:
         self.closed = True
 
 
-class PrintRecorder:
+class FanoutRecorder(BaseRecorder):
+    """Sends every record to several recorders (e.g. the warehouse and the console)."""
+
+    def __init__(self, *recorders: Recorder) -> None:
+        self.recorders = recorders
+        self.keeps_problems = any(keeps_problems(r) for r in recorders)
+
+    def record(self, rec: Record) -> None:
+        for r in self.recorders:
+            send(r, rec)
+
+    def flush(self) -> None:
+        for r in self.recorders:
+            r.flush()
+
+    def close(self) -> None:
+        for r in self.recorders:
+            r.close()
+
+
+class PrintRecorder(BaseRecorder):
     """Prints epoch results, events and the run's end; steps every `every` steps."""
+
+    keeps_problems = False
 
     def __init__(self, stream: TextIO | None = None, every: int = 0) -> None:
         self.stream = stream or sys.stdout
@@ -217,44 +278,11 @@ class PrintRecorder:
         self._say(f"run {rec.run_id[:12]} {rec.status} after {rec.steps} steps "
                   f"in {rec.wall_time_s:.2f} s" + (f": {rec.error}" if rec.error else ""))
 
-    def close(self) -> None:
+    def flush(self) -> None:
         self.stream.flush()
 
-
-class FanoutRecorder:
-    """Sends every record to several recorders (e.g. the warehouse and the console)."""
-
-    def __init__(self, *recorders: Recorder) -> None:
-        self.recorders = recorders
-
-    def _all(self, method: str, rec: object) -> None:
-        for r in self.recorders:
-            getattr(r, method)(rec)
-
-    def problem(self, rec: ProblemRecord) -> None:
-        self._all("problem", rec)
-
-    def run_start(self, rec: RunStartRecord) -> None:
-        self._all("run_start", rec)
-
-    def snapshot(self, rec: SnapshotRecord) -> None:
-        self._all("snapshot", rec)
-
-    def step(self, rec: StepRecord) -> None:
-        self._all("step", rec)
-
-    def event(self, rec: EventRecord) -> None:
-        self._all("event", rec)
-
-    def result(self, rec: ResultRecord) -> None:
-        self._all("result", rec)
-
-    def run_end(self, rec: RunEndRecord) -> None:
-        self._all("run_end", rec)
-
     def close(self) -> None:
-        for r in self.recorders:
-            r.close()
+        self.stream.flush()
 
 
 def as_dict(rec: object) -> dict[str, Any]:

@@ -1,0 +1,93 @@
+"""`aicf-induct adapt` with a warehouse, killed and interrupted, then resumed: the log
+keeps every step up to each checkpoint (a checkpoint flushes the log first), Ctrl-C ends
+the run `interrupted` (no `running` ghost), and the resumed run completes with every step
+of its trajectory in the warehouse."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import warehouse
+from aicf_induct.cli.main import main
+from aicf_induct.runtime import snapshot as disk
+
+ROOT = Path(__file__).resolve().parents[2]
+STEPS, EVERY = 600, 40  # digits: ~2 ms a step, so the kills land long before the end
+ARGS = ["adapt", "--dataset", "digits", "--steps", str(STEPS), "--checkpoint-steps",
+        str(EVERY), "--patience", "0", "--json"]
+
+
+def _start(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "aicf_induct", *ARGS, *args], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _kill_after_checkpoint(proc: subprocess.Popen[str], ckpt: Path, past: int,
+                           sig: signal.Signals) -> tuple[int, str]:
+    """Send `sig` once a checkpoint of more than `past` executed steps exists; the latest
+    checkpoint's steps and the process's stderr."""
+    deadline = time.monotonic() + 120
+    while not (ckpt.is_dir() and disk.checkpoints(ckpt)
+               and _work(disk.checkpoints(ckpt)[-1]) > past):
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        assert time.monotonic() < deadline, "no checkpoint within 120 s"
+        time.sleep(0.02)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    latest = disk.latest(ckpt)
+    assert latest is not None
+    return _work(latest), err
+
+
+def _work(path: Path) -> int:
+    return int(path.name.split("-")[1])
+
+
+def _steps(root: Path) -> list[int]:
+    conn = warehouse.connect(root)
+    return [s for (s,) in conn.execute("SELECT DISTINCT step FROM steps ORDER BY 1").fetchall()]
+
+
+def _runs(root: Path) -> list[tuple[object, ...]]:
+    return warehouse.connect(root).execute(
+        "SELECT run_id, status, error FROM runs").fetchall()
+
+
+def test_killed_then_interrupted_then_resumed_run_logs_every_step(tmp_path: Path,
+                                                                  capsys) -> None:
+    wh, ckpt = tmp_path / "wh", tmp_path / "ckpt"
+    # SIGKILL: nothing flushes at exit, so the steps up to the checkpoint are on disk only
+    # because the checkpoint flushed them first
+    proc = _start("--warehouse", str(wh), "--checkpoint-dir", str(ckpt))
+    killed_at, _ = _kill_after_checkpoint(proc, ckpt, 0, signal.SIGKILL)
+    assert proc.returncode == -signal.SIGKILL
+    assert _steps(wh)[:killed_at] == list(range(killed_at))
+    ((run_id, status, _),) = _runs(wh)
+    assert status == "running"  # killed: no end, the sweep's and check's business
+
+    # Ctrl-C on the resumed run: it ends `interrupted`, with the log flushed at exit
+    proc = _start("--warehouse", str(wh), "--resume", str(ckpt))
+    stopped_at, err = _kill_after_checkpoint(proc, ckpt, killed_at, signal.SIGINT)
+    assert proc.returncode == 130 and err.strip().splitlines()[-1] == "interrupted"
+    assert stopped_at > killed_at
+    assert _runs(wh) == [(run_id, "interrupted", "KeyboardInterrupt")]
+    assert _steps(wh)[:stopped_at] == list(range(stopped_at))
+
+    # resumed to the end: the same run, completed, every step of it logged
+    assert main(["adapt", "--dataset", "digits", "--json", "--warehouse", str(wh),
+                 "--resume", str(ckpt)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["run_id"] == run_id and out["steps"] == STEPS
+    assert _runs(wh) == [(run_id, "completed", None)]
+    assert _steps(wh) == list(range(STEPS))
+    conn = warehouse.connect(wh)
+    resumes = conn.execute("SELECT count(*) FROM events WHERE kind = 'checkpoint' AND "
+                           "name = 'resume'").fetchone()
+    assert resumes == (2,)

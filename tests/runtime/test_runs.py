@@ -1,0 +1,114 @@
+"""One way to start and log a run: `train`, `sweep` and `adapt` write the same problem row,
+meta-features, device label, start and final IR, final results and end for their runs; an
+error ends a run `failed`, Ctrl-C `interrupted`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import warehouse
+from aicf_induct.cli.main import main
+from aicf_induct.problems import load_problem
+from aicf_induct.records import MemoryRecorder
+from aicf_induct.runtime.backend import select_backend
+from aicf_induct.runtime.runs import start_run
+from aicf_induct.runtime.trainer import TrainConfig, Trainer
+from tests.runtime.test_adaptive_fixtures import toy_graph, toy_problem
+
+COMMON = ["--dataset", "iris", "--backend", "numpy", "--seed", "0"]
+
+
+def _logged(conn) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """What a warehouse holding one run says about it, beyond what differs by design."""
+    ((run_id, problem_id, device, status, versions),) = conn.execute(
+        "SELECT run_id, problem_id, device, status, json_keys(library_versions) "
+        "FROM runs").fetchall()
+    q = lambda sql: conn.execute(sql, [run_id]).fetchall()  # noqa: E731
+    reasons = [r for (r,) in q("SELECT reason FROM ir_snapshots WHERE run_id = ? "
+                               "ORDER BY step, recorded_at")]
+    return {
+        "run": (problem_id, device, status, sorted(versions)),
+        "problems": conn.execute("SELECT problem_id, name, task, n_rows FROM problems "
+                                 "WHERE problem_id = ?", [problem_id]).fetchall(),
+        "features": conn.execute("SELECT feature, value FROM problem_features "
+                                 "WHERE problem_id = ? ORDER BY 1", [problem_id]).fetchall(),
+        "final results": q("SELECT split, metric FROM results WHERE run_id = ? AND final "
+                           "ORDER BY 1, 2"),
+        "first and last IR": [reasons[0], reasons[-1]],
+    }
+
+
+def test_every_origin_logs_its_run_the_same_way(tmp_path: Path, capsys) -> None:
+    commands = {
+        "train": ["train", *COMMON, "--epochs", "2", "--quiet"],
+        "adapt": ["adapt", *COMMON, "--steps", "20", "--json"],
+        "sweep": ["sweep", "--problems", "iris", "--space", "depth=1;width=8", "--epochs", "2",
+                  "--workers", "1", "--quiet", "--backend", "numpy"],
+    }
+    logged = {}
+    for origin, command in commands.items():  # each into its own warehouse
+        assert main([*command, "--warehouse", str(tmp_path / origin)]) == 0
+        logged[origin] = _logged(warehouse.connect(tmp_path / origin))
+    capsys.readouterr()
+    iris = load_problem("iris", seed=0)
+    expected = {
+        "run": (iris.problem_id, select_backend("numpy").description, "completed",
+                sorted(logged["train"]["run"][3])),  # type: ignore[index]
+        "problems": [(iris.problem_id, "iris", "classification", 150)],
+        "features": logged["train"]["features"],
+        "final results": [(s, m) for s in ("test", "train", "val")
+                          for m in ("accuracy", "loss")],
+        "first and last IR": ["start", "final"],
+    }
+    assert len(expected["features"]) > 40  # type: ignore[arg-type]
+    for origin in commands:
+        assert logged[origin] == expected, origin
+
+
+def _trainer(rec: MemoryRecorder) -> Trainer:
+    p = toy_problem(n=200)
+    return Trainer(p, toy_graph(p), TrainConfig(epochs=1), recorder=rec)
+
+
+@pytest.mark.parametrize("error,status", [(ValueError("boom"), "failed"),
+                                          (KeyboardInterrupt(), "interrupted"),
+                                          (SystemExit(1), "interrupted")])
+def test_a_run_stopped_by_an_exception_ends_with_its_status(error: BaseException,
+                                                            status: str) -> None:
+    rec = MemoryRecorder()
+    tr = _trainer(rec)
+    with pytest.raises(type(error)), start_run(tr):
+        raise error
+    (end,) = rec.run_ends
+    assert (end.run_id, end.status, end.steps) == (tr.run_id, status, 0)
+    assert end.error == (f"{type(error).__name__}: {error}".rstrip(": "))
+    assert [s.reason for s in rec.snapshots] == ["start"] and not rec.results
+
+
+def test_a_run_left_without_results_is_not_left_running() -> None:
+    rec = MemoryRecorder()
+    with start_run(_trainer(rec)):
+        pass
+    (end,) = rec.run_ends
+    assert end.status == "failed" and "without its final results" in str(end.error)
+
+
+class Console(MemoryRecorder):
+    keeps_problems = False  # like the adapt timeline: problem rows go nowhere that lasts
+
+
+def test_features_are_computed_only_for_a_recorder_that_keeps_problems() -> None:
+    console = Console()
+    tr = _trainer(console)
+    start_run(tr).finish("completed", {}, 0)
+    assert console.problems[0].features == {}
+    rec = MemoryRecorder()
+    tr.recorder = rec
+    with start_run(tr) as run:
+        run.finish("completed", {"val_loss": 0.5}, 0)
+    assert rec.problems[0].features["simple.n_rows"] == 200
+    assert [(r.split, r.metric, r.value, r.final) for r in rec.results] == [
+        ("val", "loss", 0.5, True)]
+    assert [(e.status, e.error) for e in rec.run_ends] == [("completed", None)]
