@@ -129,7 +129,7 @@ class Miner(BaseEstimator):
             ok = np.isfinite(e)
             grow, est = ok & self.grow_, ok & ~self.grow_
             found: list[tuple[list[dict[str, Any]], np.ndarray]] = [([], ok)]
-            found += [(conds, est & _mask(conds, X, self.feature_names_))
+            found += [(conds, est & conditions_mask(conds, X, self.feature_names_))
                       for conds in self._leaves(X[grow], e[grow]) if conds]
             for conds, mask in found:
                 vals = e[mask]
@@ -202,7 +202,7 @@ def _half(groups: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.isin(groups, chosen)
 
 
-def _mask(conds: list[dict[str, Any]], X: np.ndarray, names: list[str]) -> np.ndarray:
+def conditions_mask(conds: list[dict[str, Any]], X: np.ndarray, names: list[str]) -> np.ndarray:
     """Which rows of X (problems) meet every condition (missing values as the tree sent
     them)."""
     m = np.ones(len(X), bool)
