@@ -22,11 +22,34 @@ import numpy as np
 import pandas as pd
 
 from aicf_induct.errors import ConfigError
+from aicf_induct.frontend.specs import MLPSpec
 from aicf_induct.induction.neighbors import Neighbors
 
 
 def _filled(errors: pd.DataFrame) -> np.ndarray:
     return np.nan_to_num(errors.to_numpy(float), nan=1.0, posinf=1.0)
+
+
+def resolve_default(meta: pd.DataFrame, name: str | None = None) -> str:
+    """The default MLP's candidate key: `name` as a key, a structure key or a model spec
+    string; None: the candidate built from `MLPSpec()` and `Recipe()` defaults."""
+    from aicf_induct.induction.space import Candidate
+
+    cands = meta.drop_duplicates("candidate")
+    if name is None:
+        key = Candidate(MLPSpec()).key
+        if key not in set(cands["candidate"]):
+            raise ConfigError(f"the corpus has no default MLP ({Candidate(MLPSpec()).structure_key}"
+                              "); name the default candidate")
+        return key
+    for col in ("candidate", "structure_key", "model"):
+        hit = cands.loc[cands[col] == name, "candidate"]
+        if len(hit) == 1:
+            return str(hit.iloc[0])
+        if len(hit) > 1:
+            raise ConfigError(f"default '{name}' matches {len(hit)} candidates "
+                              "(give a candidate key or a structure key)")
+    raise ConfigError(f"default candidate '{name}' is not in the corpus")
 
 
 def default_choice(candidates: Sequence[str], default: str) -> list[str]:

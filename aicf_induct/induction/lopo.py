@@ -87,7 +87,7 @@ def run_lopo(meta: pd.DataFrame, config: LopoConfig) -> LopoResult:
     cal: list[pd.DataFrame] = []
     level = config.metamodel.level
     for held, train in folds(meta):
-        mm = clone(config.metamodel).fit(train)
+        mm = clone(config.metamodel).set_params(seeds=config.score_seeds).fit(train)
         errors = score_matrix(train, "test_norm_error").reindex(columns=cands)
         knn = Neighbors().fit(problem_table(train))
         for pid in held:

@@ -21,8 +21,9 @@ from aicf_induct.induction.meta_dataset import PATTERN_PREFIX
 
 NUMERIC_RECIPE = ("lr", "weight_decay", "batch_size")
 # Names earlier here win among traits that split the candidates alike.
-PRIORITY = ("depth", "width.", "act.", "norm.", "residual.", "dropout.", "lr", "weight_decay",
-            "batch_size", "optimizer", "params.", "hidden_layers", "op.", "nodes", "motif.")
+PRIORITY = ("depth", "width.max", "width.", "act.", "norm.", "residual.", "dropout.", "lr",
+            "weight_decay", "batch_size", "optimizer", "params.", "hidden_layers", "op.", "nodes",
+            "motif.")
 LATE = ("norm.count", "norm.placement", "act.kinds")  # summaries: the specific name wins
 
 
@@ -68,7 +69,7 @@ def candidate_traits(cands: pd.DataFrame, min_candidates: int = 2) -> list[Trait
         if len(values) >= 3 or values[0] != 0:
             thr = values[values >= np.median(values)][0]
             thr = thr if thr > values[0] else values[1]
-            found.append(Trait(f"{_short(col)} >= {thr:g}", col, ">=", f"{thr:g}"))
+            found.append(Trait(f"{_short(col)} >= {thr:.3g}", col, ">=", repr(float(thr))))
     if "optimizer" in cands.columns and cands["optimizer"].nunique() > 1:
         found += [Trait(f"optimizer = {v}", "optimizer", "=", str(v))
                   for v in sorted(cands["optimizer"].astype(str).unique())]

