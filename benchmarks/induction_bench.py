@@ -2,7 +2,7 @@
 baselines, on the sweep corpus in a warehouse.
 
     .venv/bin/python benchmarks/induction_bench.py --warehouse DIR [--default KEY]
-        [--ks 1,3,5] [--groups groups.json] [--write-results]
+        [--ks 1,3,5] [--groups groups.json] [--jobs N] [--write-results]
 
 Reads the meta-dataset (`aicf_induct.induction.meta_dataset`), halves the corpus's seeds
 (choose on the first half, score on the second), holds out each near-duplicate group in
@@ -80,6 +80,8 @@ def main() -> int:
     ap.add_argument("--groups", help="JSON file: problem name or id -> group")
     ap.add_argument("--n-random", type=int, default=20, help="draws averaged for random-k")
     ap.add_argument("--max-iter", type=int, default=200, help="meta-model boosting rounds")
+    ap.add_argument("--jobs", type=int, default=1, help="processes sharing the LOPO folds "
+                                                        "(-1: one per core)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--write-results", action="store_true",
                     help="replace this benchmark's section of benchmarks/RESULTS.md")
@@ -92,7 +94,8 @@ def main() -> int:
     default = resolve_default(meta, args.default)
     ks = tuple(int(k) for k in args.ks.split(","))
     res = run_lopo(meta, LopoConfig(default, choose, score, ks, args.n_random,
-                                    MetaModel(max_iter=args.max_iter), args.seed))
+                                    MetaModel(max_iter=args.max_iter), args.seed),
+                   n_jobs=args.jobs)
     t_lopo = time.perf_counter() - t0
     miner = Miner(random_state=args.seed)
     rep = rule_replication(meta, miner, seed=args.seed)

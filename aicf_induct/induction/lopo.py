@@ -67,26 +67,66 @@ def split_seeds(meta: pd.DataFrame) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return tuple(seeds[:h]), tuple(seeds[h:])
 
 
-def folds(meta: pd.DataFrame) -> Iterator[tuple[list[str], pd.DataFrame]]:
-    """(held-out problem ids, training rows) per near-duplicate group."""
-    for _, held in meta.groupby("group", sort=True):
-        ids = sorted(held["problem_id"].unique())
-        yield ids, meta[meta["group"] != held["group"].iloc[0]]
+def folds(meta: pd.DataFrame, groups: Sequence[str] | None = None
+          ) -> Iterator[tuple[list[str], pd.DataFrame]]:
+    """(held-out problem ids, training rows) per near-duplicate group (of `groups`: all)."""
+    for name in sorted(meta["group"].unique()) if groups is None else groups:
+        held = meta["group"] == name
+        yield sorted(meta.loc[held, "problem_id"].unique()), meta[~held]
 
 
-def run_lopo(meta: pd.DataFrame, config: LopoConfig) -> LopoResult:
+def run_lopo(meta: pd.DataFrame, config: LopoConfig, n_jobs: int = 1) -> LopoResult:
+    """Every fold of `meta` (see the module docstring); `n_jobs` processes share the folds
+    (joblib; -1: one per core). The result does not depend on `n_jobs`."""
     check_meta(meta)
-    probs = problem_table(meta)
-    fcols = [str(c) for c in probs.columns if str(c).startswith("f.")]
     cands = sorted(str(c) for c in meta["candidate"].unique())
     baselines.default_choice(cands, config.default)
-    val_a = score_matrix(meta, "val_norm_error", config.choose_seeds).reindex(columns=cands)
-    test_b = score_matrix(meta, "test_norm_error", config.score_seeds).reindex(columns=cands)
-    raw_b = score_matrix(meta, "test_score", config.score_seeds).reindex(columns=cands)
+    ctx = _Context(meta, config, cands)
+    groups = sorted(meta["group"].unique())
+    if n_jobs == 1:
+        parts = [_folds(ctx, groups)]
+    else:
+        from joblib import Parallel, delayed, effective_n_jobs
+
+        n = max(1, min(effective_n_jobs(n_jobs), len(groups)))
+        parts = Parallel(n_jobs=n)(delayed(_folds)(ctx, groups[i::n]) for i in range(n))
+    rows = [r for part in parts for r in part[0]]
+    cal = [c for part in parts for c in part[1]]
+    choices = pd.DataFrame(rows)
+    if len(choices):
+        order = {m: i for i, m in enumerate(METHODS)}
+        choices = choices.sort_values(["group", "problem_id", "k", "method"],
+                                      key=lambda c: c.map(order) if c.name == "method" else c,
+                                      kind="stable").reset_index(drop=True)
+    calibration = pd.concat(cal).sort_values(["problem_id", "proposed_rank"]) \
+        .reset_index(drop=True) if cal else pd.DataFrame()
+    return LopoResult(choices, calibration, config.metamodel.level)
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every fold reads: the corpus and the held-out problems' per-candidate means."""
+
+    meta: pd.DataFrame
+    config: LopoConfig
+    cands: list[str]
+
+    def matrix(self, column: str, seeds: tuple[int, ...]) -> pd.DataFrame:
+        return score_matrix(self.meta, column, seeds).reindex(columns=self.cands)
+
+
+def _folds(ctx: _Context, groups: Sequence[str]) -> tuple[list[dict[str, object]],
+                                                             list[pd.DataFrame]]:
+    """The rows of the folds holding out `groups`."""
+    meta, config, cands = ctx.meta, ctx.config, ctx.cands
+    probs = problem_table(meta)
+    fcols = [str(c) for c in probs.columns if str(c).startswith("f.")]
+    val_a = ctx.matrix("val_norm_error", config.choose_seeds)
+    test_b = ctx.matrix("test_norm_error", config.score_seeds)
+    raw_b = ctx.matrix("test_score", config.score_seeds)
     rows: list[dict[str, object]] = []
     cal: list[pd.DataFrame] = []
-    level = config.metamodel.level
-    for held, train in folds(meta):
+    for held, train in folds(meta, groups):
         mm = clone(config.metamodel).set_params(seeds=config.score_seeds).fit(train)
         errors = score_matrix(train, "test_norm_error").reindex(columns=cands)
         knn = Neighbors().fit(problem_table(train))
@@ -127,9 +167,7 @@ def run_lopo(meta: pd.DataFrame, config: LopoConfig) -> LopoResult:
                              "norm_error": float(np.mean([outcome.error(p) for p in picks])),
                              "regret": float(regrets[np.isfinite(regrets)].mean())
                              if np.isfinite(regrets).any() else float("nan")})
-    choices = pd.DataFrame(rows)
-    calibration = pd.concat(cal, ignore_index=True) if cal else pd.DataFrame()
-    return LopoResult(choices, calibration, level)
+    return rows, cal
 
 
 def _row(df: pd.DataFrame, pid: str, cands: list[str]) -> pd.Series:
