@@ -23,6 +23,7 @@ every problem. q-values are BH over all rules together.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -110,7 +111,9 @@ class Miner(BaseEstimator):
             p = 2 * student_t.sf(np.abs(tstat), n - 2)
             r_boot = _boot_corr(zx, ze, bootstrap_indices(n, self.n_bootstrap, rng))
             a = (1 - self.level) / 2
-            lo, hi = np.nanquantile(r_boot, [a, 1 - a], axis=0)
+            with warnings.catch_warnings():  # a trait whose resamples all lack spread: NaN
+                warnings.simplefilter("ignore", RuntimeWarning)
+                lo, hi = np.nanquantile(r_boot, [a, 1 - a], axis=0)
             for t, trait in enumerate(self.traits_):
                 rows.append({"feature": name[len(FEATURE_PREFIX):], "trait": trait.name,
                              "problems": n, "correlation": r[t], "ci_low": lo[t],

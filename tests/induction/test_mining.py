@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from aicf_induct.errors import ConfigError
 from aicf_induct.induction.inference import bh, holm
 from aicf_induct.induction.meta_dataset import candidate_table
 from aicf_induct.induction.mining import (
@@ -75,3 +76,13 @@ def test_holm_and_bh_on_hand_cases() -> None:
     np.testing.assert_allclose(holm(np.array([0.5, np.nan, 0.01])), [0.5, np.nan, 0.02])
     # BH: p * m / rank, then the running minimum from the top
     np.testing.assert_allclose(bh(np.array([0.01, 0.04, 0.03])), [0.03, 0.04, 0.04])
+
+
+def test_bad_input_is_named() -> None:
+    meta = planted(P=12)
+    with pytest.raises(ConfigError, match=r"column\(s\) test_norm_error missing"):
+        Miner().fit(meta.drop(columns="test_norm_error"))
+    with pytest.raises(ConfigError, match="no candidate trait varies"):
+        Miner().fit(meta[meta["candidate"] == "c00"])
+    with pytest.raises(ConfigError, match=r"max_depth must be in 0\.\.3"):
+        Miner(max_depth=5).fit(meta)
