@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, clone
 
+from aicf_induct.frontend.specs import parse_model_spec
 from aicf_induct.induction.meta_dataset import (
     RECIPE_COLUMNS,
     check_meta,
@@ -28,6 +29,8 @@ from aicf_induct.induction.meta_dataset import (
 from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.mining import Miner, rule_applies, trait_of
 from aicf_induct.induction.neighbors import Neighbors
+from aicf_induct.induction.space import Candidate, Recipe
+from aicf_induct.ir.canonical import to_dict
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class Ranked:
     high: float
     on_neighbors: dict[str, float] = field(default_factory=dict)  # problem -> norm. error
     rules: list[str] = field(default_factory=list)  # texts of the rules that fired
+    ir: dict[str, Any] | None = None  # canonical IR for the problem's sizes, when given
 
 
 @dataclass(frozen=True)
@@ -93,9 +97,11 @@ class Proposer(BaseEstimator):
             self.rules_ = rules[rules["q_value"] < self.rules_q].reset_index(drop=True)
         return self
 
-    def propose(self, features: Mapping[str, float], top_k: int = 5) -> Proposal:
+    def propose(self, features: Mapping[str, float], top_k: int = 5,
+                sizes: tuple[int, int] | None = None) -> Proposal:
         """The top_k candidates for a problem with these meta-features (names with or
-        without the `f.` prefix, as `extract_features` gives them)."""
+        without the `f.` prefix, as `extract_features` gives them). `sizes`: the problem's
+        (inputs, outputs), to attach each candidate's canonical IR."""
         mm = self.metamodel_
         pred = mm.predict_problem(features).head(top_k)
         near = self.neighbors_.nearest(features, self.n_neighbors)
@@ -116,10 +122,23 @@ class Proposer(BaseEstimator):
             rules = [str(r["text"]) for r in fired if trait_of(r).holds(c)[0]]
             row = c.iloc[0]
             exp, lo, hi = pred.loc[[key], ["expected", "low", "high"]].to_numpy(float)[0]
-            ranked.append(Ranked(rank, key, str(row["structure_key"]), str(row["model"]),
+            skey = str(row["structure_key"])
+            ir = None if sizes is None else to_dict(candidate_of(skey).graph(*sizes))
+            ranked.append(Ranked(rank, key, skey, str(row["model"]),
                                  {k: _plain(row[k]) for k in RECIPE_COLUMNS},
-                                 float(exp), float(lo), float(hi), on_near, rules))
+                                 float(exp), float(lo), float(hi), on_near, rules, ir))
         return Proposal(mm.level, ranked, neighbors)
+
+
+def candidate_of(structure_key: str) -> Candidate:
+    """The space candidate a structure key (`mlp:...|optimizer=..,lr=..,...`) names."""
+    spec, _, recipe = structure_key.partition("|")
+    f = dict(kv.split("=", 1) for kv in recipe.split(",") if "=" in kv)
+    d = Recipe()
+    return Candidate(parse_model_spec(spec), Recipe(
+        optimizer=f.get("optimizer", d.optimizer), lr=float(f.get("lr", d.lr)),
+        weight_decay=float(f.get("weight_decay", d.weight_decay)),
+        batch_size=int(float(f.get("batch_size", d.batch_size)))))
 
 
 def _fitted(model: MetaModel) -> bool:

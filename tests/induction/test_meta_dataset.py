@@ -24,8 +24,10 @@ from aicf_induct.induction.meta_dataset import (
     score_matrix,
 )
 from aicf_induct.induction.metamodel import MetaModel
+from aicf_induct.induction.proposer import Proposer, candidate_of
 from aicf_induct.induction.space_io import parse_space
 from aicf_induct.induction.sweep import SweepSpec, run_sweep
+from aicf_induct.ir.canonical import to_dict
 from aicf_induct.runtime.trainer import TrainConfig
 
 PROBLEMS = ("iris", "wine", "diabetes")
@@ -134,3 +136,22 @@ def test_the_whole_evaluation_runs_on_the_real_corpus(corpus: tuple[Path, SweepS
     assert len(res.calibration) == 3 * 3  # every candidate of every held-out problem
     s = summary(res, n_boot=100)
     assert set(s["method"]) == set(METHODS)
+
+
+def test_proposals_on_the_real_corpus_carry_canonical_ir(corpus: tuple[Path, SweepSpec]) -> None:
+    root, spec = corpus
+    meta = load_meta_dataset(root)
+    for c in spec.candidates:  # a structure key names its candidate back
+        assert candidate_of(c.structure_key) == c
+    from aicf_induct.problems import load_problem
+    from aicf_induct.problems.features import extract_features
+
+    wine = load_problem("wine")
+    prop = Proposer(metamodel=MetaModel(max_iter=10, min_samples_leaf=2)).fit(meta).propose(
+        extract_features(wine), top_k=2, sizes=(wine.n_features, wine.n_outputs))
+    assert len(prop.candidates) == 2 and prop.neighbors[0].problem == "wine"
+    assert prop.neighbors[0].distance == 0.0  # wine is in the corpus: its own features
+    ir = prop.candidates[0].ir
+    assert ir is not None and ir["format"] == "aicf.ir/1"
+    by_key = {c.structure_key: c for c in spec.candidates}
+    assert ir == to_dict(by_key[prop.candidates[0].structure_key].graph(13, 3))
