@@ -1,0 +1,96 @@
+"""The baselines a proposer is measured against, each a ranked list of candidate keys.
+
+They see only the training problems' errors: `errors` is a (problem × candidate) frame of
+normalized errors (NaN, a candidate never scored there, counts as 1: the worst).
+
+- `default_choice`: one named candidate (the default MLP);
+- `random_choice`: k candidates drawn without replacement;
+- `knn_choice`: auto-sklearn 1.0's warm start: the best candidate of each nearest training
+  problem (MinMax-scaled meta-features, L1), nearest first, repeats skipped;
+- `portfolio_choice`: auto-sklearn 2.0's / TabRepo's greedy portfolio: repeatedly add the
+  candidate that most lowers the mean over training problems of the portfolio's best error;
+- `average_choice`: best on average, by mean error over training problems.
+
+Ties go to the earlier column of `errors`, so every baseline is deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from aicf_induct.errors import ConfigError
+from aicf_induct.frontend.specs import MLPSpec
+from aicf_induct.induction.neighbors import Neighbors
+
+
+def _filled(errors: pd.DataFrame) -> np.ndarray:
+    return np.nan_to_num(errors.to_numpy(float), nan=1.0, posinf=1.0)
+
+
+def resolve_default(meta: pd.DataFrame, name: str | None = None) -> str:
+    """The default MLP's candidate key: `name` as a key, a structure key or a model spec
+    string; None: the candidate built from `MLPSpec()` and `Recipe()` defaults."""
+    from aicf_induct.induction.space import Candidate
+
+    cands = meta.drop_duplicates("candidate")
+    if name is None:
+        key = Candidate(MLPSpec()).key
+        if key not in set(cands["candidate"]):
+            raise ConfigError(f"the corpus has no default MLP ({Candidate(MLPSpec()).structure_key}"
+                              "); name the default candidate")
+        return key
+    for col in ("candidate", "structure_key", "model"):
+        hit = cands.loc[cands[col] == name, "candidate"]
+        if len(hit) == 1:
+            return str(hit.iloc[0])
+        if len(hit) > 1:
+            raise ConfigError(f"default '{name}' matches {len(hit)} candidates "
+                              "(give a candidate key or a structure key)")
+    raise ConfigError(f"default candidate '{name}' is not in the corpus")
+
+
+def default_choice(candidates: Sequence[str], default: str) -> list[str]:
+    if default not in candidates:
+        raise ConfigError(f"default candidate '{default}' is not in the corpus")
+    return [default]
+
+
+def random_choice(candidates: Sequence[str], k: int, rng: np.random.Generator) -> list[str]:
+    idx = rng.permutation(len(candidates))[:k]
+    return [candidates[i] for i in idx]
+
+
+def knn_choice(errors: pd.DataFrame, neighbors: Neighbors, query: np.ndarray,
+               k: int) -> list[str]:
+    """`neighbors` fitted on the problems of `errors` (same index); `query`: the new
+    problem's meta-features in `neighbors.feature_names_` order."""
+    best = np.argmin(_filled(errors.loc[neighbors.index_]), axis=1)
+    out: list[str] = []
+    for pid, _ in neighbors.nearest(query, len(neighbors.index_)):
+        key = str(errors.columns[best[neighbors.index_.index(pid)]])
+        if key not in out:
+            out.append(key)
+        if len(out) == k:
+            break
+    return out
+
+
+def portfolio_choice(errors: pd.DataFrame, k: int) -> list[str]:
+    E = _filled(errors)
+    chosen: list[int] = []
+    current = np.full(len(E), np.inf)  # each problem's best error in the portfolio so far
+    for _ in range(min(k, E.shape[1])):
+        gain = np.minimum(current[:, None], E).mean(axis=0)  # mean best error if c joins
+        gain[chosen] = np.inf
+        c = int(np.argmin(gain))
+        chosen.append(c)
+        current = np.minimum(current, E[:, c])
+    return [str(errors.columns[c]) for c in chosen]
+
+
+def average_choice(errors: pd.DataFrame, k: int) -> list[str]:
+    order = np.argsort(_filled(errors).mean(axis=0), kind="stable")[:k]
+    return [str(errors.columns[c]) for c in order]

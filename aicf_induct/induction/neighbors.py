@@ -1,0 +1,67 @@
+"""Nearest corpus problems by meta-features, as auto-sklearn 1.0's warm start measures them:
+features MinMax-scaled on the corpus problems, L1 distance.
+
+A feature one problem has and the other lacks (class features of a regression problem)
+adds 1, the largest scaled difference; a feature both lack adds 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator
+
+from aicf_induct.induction.meta_dataset import FEATURE_PREFIX
+
+
+class Neighbors(BaseEstimator):
+    """Fit on a problem table (rows: problems; `f.*` columns); `nearest` ranks them."""
+
+    def __init__(self, n_neighbors: int = 5) -> None:
+        self.n_neighbors = n_neighbors
+
+    def fit(self, problems: pd.DataFrame, y: object = None) -> Neighbors:
+        self.feature_names_ = [c for c in problems.columns if c.startswith(FEATURE_PREFIX)]
+        X = problems[self.feature_names_].to_numpy(float)
+        ok = np.isfinite(X)  # a feature no problem has: min inf, max -inf, scaled as 0..1
+        self.min_ = np.min(np.where(ok, X, np.inf), axis=0, initial=np.inf)
+        self.max_ = np.max(np.where(ok, X, -np.inf), axis=0, initial=-np.inf)
+        self.index_ = list(problems.index)
+        self.X_ = self.scale(X)
+        return self
+
+    def scale(self, X: np.ndarray) -> np.ndarray:
+        span = self.max_ - self.min_
+        span = np.where(np.isfinite(span) & (span > 0), span, 1.0)
+        lo = np.where(np.isfinite(self.min_), self.min_, 0.0)
+        return (np.where(np.isfinite(X), X, np.nan) - lo) / span
+
+    def query_vector(self, features: Mapping[str, float]) -> np.ndarray:
+        """A problem's features (names with or without the `f.` prefix) as one row."""
+        def get(name: str) -> float:
+            v = features.get(name, features.get(name[len(FEATURE_PREFIX):], np.nan))
+            return float(v) if v is not None else np.nan
+        return np.array([get(n) for n in self.feature_names_], dtype=float)
+
+    def distances(self, features: Mapping[str, float] | np.ndarray) -> np.ndarray:
+        """L1 distance of one problem to every fitted problem."""
+        q = features if isinstance(features, np.ndarray) else self.query_vector(features)
+        return l1(self.X_, self.scale(q[None, :])[0])
+
+    def nearest(self, features: Mapping[str, float] | np.ndarray,
+                k: int | None = None) -> list[tuple[str, float]]:
+        """(problem index, distance) of the k nearest, nearest first (ties: table order)."""
+        d = self.distances(features)
+        order = np.argsort(d, kind="stable")[: k or self.n_neighbors]
+        return [(self.index_[i], float(d[i])) for i in order]
+
+
+def l1(X: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """L1 distances of the rows of X to q with the missing-value rule above."""
+    both = np.isfinite(X) & np.isfinite(q)[None, :]
+    one = np.isfinite(X) != np.isfinite(q)[None, :]
+    diff = np.where(both, np.abs(np.where(both, X, 0.0) - np.where(both, q, 0.0)), 0.0)
+    return np.asarray(diff.sum(axis=1) + one.sum(axis=1))
+

@@ -1,0 +1,150 @@
+"""The proposer: ranked candidates for a problem, each with its expected normalized error,
+an interval, and the evidence behind it.
+
+`Proposer().fit(meta)` fits a `MetaModel`, the `Neighbors` of the corpus problems and
+(optionally) a `Miner`'s rules; `propose(features, top_k)` returns a `Proposal`:
+candidates ranked by the meta-model, each with the rules that fired (the problem meets the
+rule's conditions and the candidate has its trait; significant rules only) and its
+normalized error on the nearest corpus problems; and those nearest problems (MinMax-scaled
+meta-features, L1 distance) with their distances and winners.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator, clone
+
+from aicf_induct.frontend.specs import parse_model_spec
+from aicf_induct.induction.meta_dataset import (
+    RECIPE_COLUMNS,
+    check_meta,
+    problem_table,
+    score_matrix,
+)
+from aicf_induct.induction.metamodel import MetaModel
+from aicf_induct.induction.mining import Miner, rule_applies, trait_of
+from aicf_induct.induction.neighbors import Neighbors
+from aicf_induct.induction.space import Candidate, Recipe
+from aicf_induct.ir.canonical import to_dict
+
+
+@dataclass(frozen=True)
+class Neighbor:
+    problem: str  # name
+    problem_id: str
+    distance: float  # L1 over MinMax-scaled meta-features
+    winner: str  # candidate key with the lowest mean normalized error there
+    winner_structure: str  # its structure key (spec | recipe)
+
+
+@dataclass(frozen=True)
+class Ranked:
+    rank: int  # 1 = best
+    candidate: str  # candidate key
+    structure_key: str  # spec | recipe
+    model: str  # model spec string, e.g. mlp:depth=2,width=64,...
+    recipe: dict[str, Any]  # optimizer, lr, weight_decay, batch_size
+    expected_norm_error: float  # meta-model mean (0 best .. 1 median or worse)
+    low: float  # interval of the normalized error at `level`
+    high: float
+    on_neighbors: dict[str, float] = field(default_factory=dict)  # problem -> norm. error
+    rules: list[str] = field(default_factory=list)  # texts of the rules that fired
+    ir: dict[str, Any] | None = None  # canonical IR for the problem's sizes, when given
+
+
+@dataclass(frozen=True)
+class Proposal:
+    level: float  # coverage the intervals aim at
+    candidates: list[Ranked]
+    neighbors: list[Neighbor]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Proposer(BaseEstimator):
+    """See the module docstring. `rules_q`: rules with a q-value below it are evidence."""
+
+    def __init__(self, metamodel: MetaModel | None = None, miner: Miner | None = None,
+                 n_neighbors: int = 3, target: str = "test_norm_error",
+                 rules_q: float = 0.05) -> None:
+        self.metamodel = metamodel
+        self.miner = miner
+        self.n_neighbors = n_neighbors
+        self.target = target
+        self.rules_q = rules_q
+
+    def fit(self, meta: pd.DataFrame, y: Any = None) -> Proposer:
+        check_meta(meta)
+        # a fitted meta-model or miner is used as given; an unfitted one is cloned and fitted
+        given = self.metamodel
+        self.metamodel_: MetaModel = given if given is not None and _fitted(given) else \
+            clone(given or MetaModel(target=self.target)).fit(meta)
+        self.problems_ = problem_table(meta)
+        self.neighbors_ = Neighbors(self.n_neighbors).fit(self.problems_)
+        self.errors_ = score_matrix(meta, self.target).reindex(self.problems_.index)
+        self.winners_ = self.errors_.fillna(np.inf).idxmin(axis=1)
+        if self.miner is None:
+            self.rules_ = pd.DataFrame()
+        else:
+            miner = self.miner if hasattr(self.miner, "rules_") else clone(self.miner).fit(meta)
+            rules = miner.rules_
+            self.rules_ = rules[rules["q_value"] < self.rules_q].reset_index(drop=True)
+        return self
+
+    def propose(self, features: Mapping[str, float], top_k: int = 5,
+                sizes: tuple[int, int] | None = None) -> Proposal:
+        """The top_k candidates for a problem with these meta-features (names with or
+        without the `f.` prefix, as `extract_features` gives them). `sizes`: the problem's
+        (inputs, outputs), to attach each candidate's canonical IR."""
+        mm = self.metamodel_
+        pred = mm.predict_problem(features).head(top_k)
+        near = self.neighbors_.nearest(features, self.n_neighbors)
+        cands = mm.candidates_
+        neighbors = [Neighbor(str(self.problems_.at[pid, "problem"]), str(pid), d,
+                              str(self.winners_[pid]),
+                              str(cands.at[self.winners_[pid], "structure_key"]))
+                     for pid, d in near]
+        plain = {k.removeprefix("f."): float(v) for k, v in features.items()}
+        fired = [r for r in self.rules_.to_dict("records") if rule_applies(r, plain)]
+        ranked = []
+        near_ids = [n.problem_id for n in neighbors]
+        for rank, key in enumerate([str(k) for k in pred.index], start=1):
+            c = cands.loc[[key]]
+            errs = self.errors_.loc[near_ids, [key]].to_numpy(float)[:, 0]
+            on_near = {n.problem: float(e) for n, e in zip(neighbors, errs, strict=True)
+                       if np.isfinite(e)}
+            rules = [str(r["text"]) for r in fired if trait_of(r).holds(c)[0]]
+            row = c.iloc[0]
+            exp, lo, hi = pred.loc[[key], ["expected", "low", "high"]].to_numpy(float)[0]
+            skey = str(row["structure_key"])
+            ir = None if sizes is None else to_dict(candidate_of(skey).graph(*sizes))
+            ranked.append(Ranked(rank, key, skey, str(row["model"]),
+                                 {k: _plain(row[k]) for k in RECIPE_COLUMNS},
+                                 float(exp), float(lo), float(hi), on_near, rules, ir))
+        return Proposal(mm.level, ranked, neighbors)
+
+
+def candidate_of(structure_key: str) -> Candidate:
+    """The space candidate a structure key (`mlp:...|optimizer=..,lr=..,...`) names."""
+    spec, _, recipe = structure_key.partition("|")
+    f = dict(kv.split("=", 1) for kv in recipe.split(",") if "=" in kv)
+    d = Recipe()
+    return Candidate(parse_model_spec(spec), Recipe(
+        optimizer=f.get("optimizer", d.optimizer), lr=float(f.get("lr", d.lr)),
+        weight_decay=float(f.get("weight_decay", d.weight_decay)),
+        batch_size=int(float(f.get("batch_size", d.batch_size)))))
+
+
+def _fitted(model: MetaModel) -> bool:
+    return hasattr(model, "mean_model_")
+
+
+def _plain(v: Any) -> Any:
+    """A JSON-ready scalar (numpy numbers to Python)."""
+    return v.item() if isinstance(v, np.generic) else v

@@ -1,0 +1,150 @@
+"""Induction benchmark: leave-one-problem-out evaluation of the proposer against the AutoML
+baselines, on the sweep corpus in a warehouse.
+
+    .venv/bin/python benchmarks/induction_bench.py --warehouse DIR [--default KEY]
+        [--ks 1,3,5] [--groups groups.json] [--jobs N] [--write-results]
+
+Reads the meta-dataset (`aicf_induct.induction.meta_dataset`), halves the corpus's seeds
+(choose on the first half, score on the second), holds out each near-duplicate group in
+turn (`induction.lopo`), and prints: the corpus; the headroom (default vs full search by
+validation, per task and size); per method and k the mean normalized error [95 % bootstrap
+CI], regret and average rank; the proposer against each baseline (win rate, mean
+difference [CI], Wilcoxon p, Holm); the share of the default → full-search gap it closes;
+the calibration of its 80 % intervals; rules mined on half the problems and the share that
+replicate on the other half; the strongest rules on the whole corpus. `--write-results`
+replaces this benchmark's section of RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from machine import cpu_model, git_commit, write_section
+
+from aicf_induct.induction.baselines import resolve_default
+from aicf_induct.induction.evaluate import calibration, compare, gap_closed, summary
+from aicf_induct.induction.lopo import LopoConfig, LopoResult, run_lopo, split_seeds
+from aicf_induct.induction.meta_dataset import load_meta_dataset
+from aicf_induct.induction.metamodel import MetaModel
+from aicf_induct.induction.mining import Miner
+from aicf_induct.induction.replication import rule_replication
+
+HEADING = "## Induction: leave-one-problem-out evaluation"
+
+
+def table(df: pd.DataFrame, digits: int = 3) -> str:
+    """A DataFrame as a Markdown table (numbers to `digits` significant places)."""
+    def cell(v: object) -> str:
+        if isinstance(v, float | np.floating):
+            return "" if np.isnan(v) else f"{v:.{digits}g}"
+        return str(v)
+    head = "| " + " | ".join(map(str, df.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in df.columns) + "|"
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join([head, rule, *body])
+
+
+def headroom(meta: pd.DataFrame, res: LopoResult) -> pd.DataFrame:
+    """Default vs full search by validation, in test-score units (accuracy or R²) on the
+    score seeds, per task and size (rows < 1,000 or more)."""
+    k = int(res.choices["k"].min())
+    ch = res.choices[res.choices["k"] == k].pivot_table(index="problem_id", columns="method",
+                                                        values="regret", aggfunc="first")
+    gain = (ch["default"] - ch["full_search"]).rename("gain")
+    info = meta.drop_duplicates("problem_id").set_index("problem_id")
+    size = np.where(info["f.simple.n_rows"] < 1000, "< 1,000 rows", ">= 1,000 rows")
+    df = pd.DataFrame({"task": info["task"], "size": size}).join(gain, how="inner")
+    out = df.groupby(["task", "size"])["gain"].agg(["count", "mean", "median"]).reset_index()
+    return out.rename(columns={"count": "problems", "mean": "mean gain",
+                               "median": "median gain"})
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--warehouse", required=True, help="warehouse holding the sweep corpus")
+    ap.add_argument("--protocol", help="sweep protocol to read (when it holds several)")
+    ap.add_argument("--default", help="default MLP: candidate key, structure key or model "
+                                      "spec (default: MLPSpec() with the default recipe)")
+    ap.add_argument("--ks", default="1,3,5", help="proposal sizes k")
+    ap.add_argument("--groups", help="JSON file: problem name or id -> group")
+    ap.add_argument("--n-random", type=int, default=20, help="draws averaged for random-k")
+    ap.add_argument("--max-iter", type=int, default=200, help="meta-model boosting rounds")
+    ap.add_argument("--jobs", type=int, default=1, help="processes sharing the LOPO folds "
+                                                        "(-1: one per core)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--write-results", action="store_true",
+                    help="replace this benchmark's section of benchmarks/RESULTS.md")
+    args = ap.parse_args()
+
+    t0 = time.perf_counter()
+    groups = json.loads(Path(args.groups).read_text()) if args.groups else None
+    meta = load_meta_dataset(args.warehouse, protocol=args.protocol, groups=groups)
+    choose, score = split_seeds(meta)
+    default = resolve_default(meta, args.default)
+    ks = tuple(int(k) for k in args.ks.split(","))
+    res = run_lopo(meta, LopoConfig(default, choose, score, ks, args.n_random,
+                                    MetaModel(max_iter=args.max_iter), args.seed),
+                   n_jobs=args.jobs)
+    t_lopo = time.perf_counter() - t0
+    miner = Miner(random_state=args.seed)
+    rep = rule_replication(meta, miner, seed=args.seed)
+    top_rules = miner.fit(meta).rules_.head(8)
+    text = report(args, meta, res, default, choose, score, ks, rep, top_rules, t_lopo,
+                  time.perf_counter() - t0)
+    print(text)
+    if args.write_results:
+        write_section(text)
+    return 0
+
+
+def report(args: argparse.Namespace, meta: pd.DataFrame, res: LopoResult, default: str,
+           choose: tuple[int, ...], score: tuple[int, ...], ks: tuple[int, ...],
+           rep: pd.DataFrame, top_rules: pd.DataFrame, t_lopo: float, t_all: float) -> str:
+    n = {c: meta[c].nunique() for c in ("problem_id", "group", "candidate", "seed")}
+    share = float(rep["replicated"].mean()) if len(rep) else float("nan")
+    gaps = ", ".join(f"k = {k}: {gap_closed(res, k=k):.0%}" for k in ks)
+    comps = pd.concat([compare(res, k=k) for k in ks], ignore_index=True)
+    default_key = meta.loc[meta["candidate"] == default, "structure_key"].iloc[0]
+    lines = [
+        HEADING, "",
+        f"Measured {dt.date.today().isoformat()} on {cpu_model()}, {os.cpu_count()} cores "
+        f"(commit {git_commit()}), in {t_all:.0f} s (LOPO {t_lopo:.0f} s). One run of:", "",
+        "```", " ".join([".venv/bin/python", "benchmarks/induction_bench.py", *sys.argv[1:]]),
+        "```", "",
+        f"Corpus: {n['problem_id']} problems in {n['group']} near-duplicate groups × "
+        f"{n['candidate']} candidates × {n['seed']} seeds ({len(meta)} scored runs). Choice on "
+        f"seeds {list(choose)}, score on seeds {list(score)}. Default: `{default_key}`.",
+        "Normalized error: TabRepo's (err − best) / (median − best) clipped to [0, 1], "
+        "err = 1 − accuracy or 1 − R²; regret in accuracy / R² units.", "",
+        "Headroom (test score of the full search by validation minus the default's):", "",
+        table(headroom(meta, res)), "",
+        "Per method and k (full search and oracle do not depend on k):", "",
+        table(summary(res)), "",
+        "Proposer against each baseline (mean_diff < 0: proposer better; Holm over the "
+        "baselines at each k):", "",
+        table(comps), "",
+        f"Share of the default → full-search gap the proposer closes: {gaps}.", "",
+        f"Calibration of the proposer's {res.level:.0%} intervals (held-out outcomes inside):",
+        "", table(calibration(res, ks)), "",
+        f"Rule replication: {len(rep)} rule(s) with q < 0.05 mined on half of the groups; "
+        f"{share:.0%} replicate on the other half (same sign, 95 % CI excluding 0)." if len(rep)
+        else "Rule replication: no rule with q < 0.05 on half of the groups.", "",
+        "Strongest rules on the whole corpus:", "",
+        *[f"- {t}" for t in top_rules["text"]], "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""The baselines on tiny hand-computed cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from aicf_induct.errors import ConfigError
+from aicf_induct.induction.baselines import (
+    average_choice,
+    default_choice,
+    knn_choice,
+    portfolio_choice,
+    random_choice,
+)
+from aicf_induct.induction.neighbors import Neighbors
+
+IDS = ["P1", "P2", "P3"]
+
+
+def errors(rows: list[list[float]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, index=IDS, columns=["a", "b", "c"])
+
+
+def fitted_neighbors() -> Neighbors:
+    # x scales by 1/10; y by 1/2 and P3 lacks y
+    probs = pd.DataFrame({"f.x": [0.0, 10.0, 4.0], "f.y": [0.0, 2.0, np.nan]}, index=IDS)
+    return Neighbors().fit(probs)
+
+
+def test_neighbors_are_minmax_scaled_l1_with_missing_features() -> None:
+    nb = fitted_neighbors()
+    # query x=1, y=0 -> scaled (0.1, 0): P1 0.1 + 0; P2 0.9 + 1; P3 0.3 + 1 (y missing there)
+    np.testing.assert_allclose(nb.distances({"x": 1.0, "y": 0.0}), [0.1, 1.9, 1.3])
+    assert [p for p, _ in nb.nearest({"f.x": 1.0, "f.y": 0.0}, 3)] == ["P1", "P3", "P2"]
+    # a query lacking y: P3 matches on absence, the others pay 1
+    np.testing.assert_allclose(nb.distances({"x": 4.0}), [1.4, 1.6, 0.0])
+
+
+def test_knn_takes_the_best_candidate_of_each_nearest_problem() -> None:
+    nb = fitted_neighbors()
+    q = nb.query_vector({"x": 1.0, "y": 0.0})  # order P1, P3, P2
+    e = errors([[0.0, 0.5, 1.0], [1.0, 0.0, 0.5], [0.2, 0.9, 0.1]])  # winners a, b, c
+    assert knn_choice(e, nb, q, 1) == ["a"]
+    assert knn_choice(e, nb, q, 2) == ["a", "c"]
+    assert knn_choice(e, nb, q, 3) == ["a", "c", "b"]
+    # P3's winner is a too: the repeat is skipped and P2's winner comes next
+    e2 = errors([[0.0, 0.5, 1.0], [1.0, 0.0, 0.5], [0.0, 0.9, 0.1]])
+    assert knn_choice(e2, nb, q, 2) == ["a", "b"]
+    # a candidate never scored counts as the worst
+    e3 = errors([[np.nan, 0.5, 1.0], [1.0, 0.0, 0.5], [0.2, 0.9, 0.1]])
+    assert knn_choice(e3, nb, q, 1) == ["b"]
+
+
+def test_greedy_portfolio_minimises_mean_best_error() -> None:
+    e = errors([[0.0, 0.6, 0.5], [0.9, 0.1, 0.5], [0.9, 0.7, 0.2]])
+    # step 1 means: a 0.6, b 0.467, c 0.4 -> c; with c the best errors are (.5, .5, .2):
+    # adding a -> (0, .5, .2) = 0.233, adding b -> (.5, .1, .2) = 0.267 -> a; then b
+    assert portfolio_choice(e, 1) == ["c"]
+    assert portfolio_choice(e, 2) == ["c", "a"]
+    assert portfolio_choice(e, 5) == ["c", "a", "b"]
+    # best-on-average differs at k = 2: c (0.4), then b (0.467)
+    assert average_choice(e, 2) == ["c", "b"]
+
+
+def test_default_and_random() -> None:
+    assert default_choice(["a", "b"], "b") == ["b"]
+    with pytest.raises(ConfigError, match="default candidate 'z' is not in the corpus"):
+        default_choice(["a", "b"], "z")
+    got = random_choice(["a", "b", "c", "d"], 3, np.random.default_rng(0))
+    assert len(set(got)) == 3 and set(got) <= {"a", "b", "c", "d"}
+    assert got == random_choice(["a", "b", "c", "d"], 3, np.random.default_rng(0))

@@ -1,0 +1,119 @@
+"""Leave-one-group-out: no problem (or its near-duplicate twin) ever sees itself; choice and
+score on disjoint seeds; the evaluation's numbers on hand cases."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from aicf_induct.errors import ConfigError
+from aicf_induct.induction.evaluate import calibration, compare, gap_closed, summary
+from aicf_induct.induction.lopo import LopoConfig, LopoResult, folds, run_lopo, split_seeds
+from aicf_induct.induction.meta_dataset import assemble
+from aicf_induct.induction.metamodel import MetaModel
+from tests.induction.synthetic_meta import frames
+
+SMALL = MetaModel(max_iter=10, min_samples_leaf=5)
+
+
+def twins(grouped: bool, n_groups: int = 6, seeds: int = 2) -> pd.DataFrame:
+    """n_groups groups of two identical problems (same features, same scores); group i's
+    winner is candidate i, by far. Without the groups mapping, each problem stands alone."""
+    C = n_groups
+    rng = np.random.default_rng(0)
+    scores = np.full((2 * n_groups, C, seeds), 0.5)
+    feats = {"x": np.repeat(rng.random(n_groups), 2), "z": np.repeat(rng.random(n_groups), 2)}
+    for g in range(n_groups):
+        scores[2 * g:2 * g + 2, g] = 0.9
+    pats = [{"width.max": float(16 * (c + 1))} for c in range(C)]
+    names = [f"g{g}{t}" for g, t in itertools.product(range(n_groups), "ab")]
+    groups = {n: n[:-1] for n in names} if grouped else None
+    return assemble(*frames(scores, feats, pats, seeds, names), groups=groups)
+
+
+def test_folds_hold_out_whole_groups() -> None:
+    meta = twins(grouped=True)
+    seen = []
+    for held, train in folds(meta):
+        group = meta.loc[meta["problem_id"].isin(held), "group"].unique()
+        assert len(held) == 2 and len(group) == 1
+        assert not set(held) & set(train["problem_id"])
+        assert group[0] not in set(train["group"])
+        seen += held
+    assert sorted(seen) == sorted(meta["problem_id"].unique())
+
+
+def test_a_twin_never_gives_its_winner_away() -> None:
+    cfg = LopoConfig(default="c00", choose_seeds=(0,), score_seeds=(1,), ks=(1,),
+                     metamodel=SMALL)
+    knn = lambda res: res.choices.query("method == 'knn'")["norm_error"].mean()  # noqa: E731
+    # with the twin in the training set, kNN-1 finds it (distance 0) and its winner
+    assert knn(run_lopo(twins(grouped=False, n_groups=4), cfg)) == 0.0
+    # grouped, the twin is held out with the problem: no method can copy the answer
+    res = run_lopo(twins(grouped=True, n_groups=4), cfg)
+    assert knn(res) == 1.0
+    oracle = res.choices.query("method == 'oracle'")
+    assert (oracle["norm_error"] == 0).all() and (oracle["regret"] == 0).all()
+
+
+def test_choice_uses_validation_seeds_only() -> None:
+    # candidate 1 is best on validation of seed 0 only; candidate 0 is best on test of seed 1
+    scores = np.array([[[0.5, 0.9], [0.8, 0.2]], [[0.5, 0.9], [0.8, 0.2]]])  # (P, C, S)
+    runs, problems, feats, pats = frames(scores, {"x": np.array([0.0, 1.0])},
+                                         [{"depth": 1.0}, {"depth": 2.0}], 2)
+    runs["val_score"] = [0.1, 0.1, 0.9, 0.1] * 2  # (c0 s0, c0 s1, c1 s0, c1 s1) per problem
+    meta = assemble(runs, problems, feats, pats)
+    res = run_lopo(meta, LopoConfig(default="c00", choose_seeds=(0,), score_seeds=(1,),
+                                    ks=(2,), metamodel=SMALL))
+    full = res.choices.query("method == 'full_search'")
+    assert (full["candidate"] == "c01").all()  # picked on seed 0's validation
+    assert (full["norm_error"] == 1.0).all()  # and scored on seed 1's test, where it loses
+    assert np.allclose(full["regret"], 0.7)
+    with pytest.raises(ConfigError, match="overlap"):
+        LopoConfig(default="c00", choose_seeds=(0, 1), score_seeds=(1,))
+    assert split_seeds(twins(True, seeds=4)) == ((0, 1), (2, 3))
+
+
+def hand_result() -> LopoResult:
+    err = {"proposer": [0.1, 0.2, 0.3, 0.0], "default": [0.5, 0.6, 0.2, 0.4],
+           "full_search": [0.0, 0.1, 0.2, 0.1]}
+    rows = [{"problem_id": f"p{i}", "method": m, "k": 1, "norm_error": v[i], "regret": v[i]}
+            for m, v in err.items() for i in range(4)]
+    cal = pd.DataFrame({"low": [0.0, 0.1, 0.5], "high": [0.2, 0.3, 0.6],
+                        "actual": [0.1, 0.4, 0.55], "proposed_rank": [1, 2, 1]})
+    cal["inside"] = (cal["actual"] >= cal["low"]) & (cal["actual"] <= cal["high"])
+    return LopoResult(pd.DataFrame(rows), cal, 0.8)
+
+
+def test_evaluation_numbers_on_a_hand_case() -> None:
+    res = hand_result()
+    s = summary(res, n_boot=200).set_index("method")
+    assert s.loc["proposer", "norm_error"] == pytest.approx(0.15)
+    # ranks per problem (proposer, default, full): p0 2,3,1  p1 2,3,1  p2 3,1.5,1.5  p3 1,3,2
+    assert s.loc["proposer", "avg_rank"] == pytest.approx(2.0)
+    assert s.loc["full_search", "avg_rank"] == pytest.approx(1.375)
+    c = compare(res, n_boot=200).set_index("baseline")
+    assert c.loc["default", "win_rate"] == 0.75 and c.loc["full_search", "win_rate"] == 0.25
+    assert c.loc["default", "mean_diff"] == pytest.approx(-0.275)
+    # Holm over the two baselines: the smaller p doubled, the larger kept (monotone)
+    p = c["p_value"].sort_values()
+    assert c.loc[p.index[0], "p_holm"] == pytest.approx(min(1, 2 * p.iloc[0]))
+    assert c.loc[p.index[1], "p_holm"] == pytest.approx(max(min(1, 2 * p.iloc[0]), p.iloc[1]))
+    # default 0.425, full 0.1, proposer 0.15: (0.425 - 0.15) / (0.425 - 0.1)
+    assert gap_closed(res) == pytest.approx(0.275 / 0.325)
+    cal = calibration(res, ks=(1,)).set_index("candidates")
+    assert cal.loc["all", "coverage"] == pytest.approx(2 / 3)
+    assert cal.loc["top-1", "coverage"] == 1.0 and cal.loc["top-1", "n"] == 2
+
+
+@pytest.mark.slow  # starting joblib's worker processes takes most of its ~15 s
+def test_parallel_folds_give_the_same_result() -> None:
+    meta = twins(grouped=True, n_groups=3)
+    cfg = LopoConfig(default="c00", choose_seeds=(0,), score_seeds=(1,), ks=(1, 2),
+                     metamodel=SMALL)
+    one, two = run_lopo(meta, cfg), run_lopo(meta, cfg, n_jobs=2)
+    pd.testing.assert_frame_equal(one.choices, two.choices)
+    pd.testing.assert_frame_equal(one.calibration, two.calibration)
