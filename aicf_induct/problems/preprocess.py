@@ -155,15 +155,21 @@ def _without_inf(col: pd.Series) -> pd.Series:
 
 def normalise(frame: pd.DataFrame) -> pd.DataFrame:
     """Numeric columns as float64, the rest as object strings with NaN for missing: one
-    representation for hashing and for the encoders, whatever dtypes pandas inferred."""
+    representation for hashing and for the encoders, whatever dtypes pandas inferred.
+
+    Missing is what `isna` says, per cell (None, NaN, pd.NA, NaT), never a value's
+    identity: pandas 3 reads text as its `str` dtype, whose NaN is not `np.nan` once cast
+    to object, and `str()` of it would make a level "nan"."""
     out = {}
     for name in frame.columns:
         col = frame[name]
         if is_numeric(col):
             out[name] = col.astype(np.float64)
         else:
-            out[name] = col.astype(object).where(col.notna(), np.nan).map(
-                lambda v: v if v is np.nan else str(v))
+            cells = col.to_numpy(dtype=object)
+            missing = col.isna().to_numpy()
+            out[name] = pd.Series([np.nan if gone else str(v) for v, gone in zip(
+                cells, missing, strict=True)], index=frame.index, dtype=object)
     return pd.DataFrame(out, index=frame.index)
 
 
