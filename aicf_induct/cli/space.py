@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from aicf_induct.cli import options
 from aicf_induct.induction.space_io import PRESETS, parse_space
 
 
@@ -19,9 +20,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     show.add_argument("spec", metavar="SPEC",
                       help=f"a preset ({', '.join(PRESETS)}), a .yaml/.json file, or "
                            "'axis=v1,v2;...'")
-    show.add_argument("--in", dest="n_in", type=int, default=8, metavar="N",
+    show.add_argument("--in", dest="n_in", type=options.positive_int, default=8, metavar="N",
                       help="input features the fingerprints are built for (default 8)")
-    show.add_argument("--out", dest="n_out", type=int, default=2, metavar="N",
+    show.add_argument("--out", dest="n_out", type=options.positive_int, default=2, metavar="N",
                       help="outputs (classes, or 1 for regression) (default 2)")
     show.add_argument("--json", action="store_true", help="one JSON object per candidate")
     show.set_defaults(func=run_show)

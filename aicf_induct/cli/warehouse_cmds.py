@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import warehouse
+from aicf_induct.cli import options
 from warehouse import WarehouseError
 
 FORMATS = ("table", "csv", "json", "parquet")
@@ -45,7 +46,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "rewrites and score (the run_summary report, abridged).")
     p.add_argument("--problem", help="only runs on this problem (name or id)")
     p.add_argument("--status", help="only runs with this status (running, completed, ...)")
-    p.add_argument("--limit", type=int, default=20, help="at most this many runs (default 20)")
+    p.add_argument("--limit", type=options.positive_int, default=20,
+                   help="at most this many runs (default 20)")
     p.add_argument("--all-columns", action="store_true", help="every run_summary column")
     p.set_defaults(func=cmd_runs)
 
@@ -72,7 +74,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         description="Merge each partition's small parts into one, atomically; "
                                     "readers never see a row twice or miss one. Superseded "
                                     "parts are deleted once --grace seconds old.")
-    p.add_argument("--grace", type=float, default=60.0, metavar="SECONDS",
+    p.add_argument("--grace", type=options.non_negative_float, default=60.0, metavar="SECONDS",
                    help="keep superseded parts this long for readers that already listed "
                         "them (default 60; 0 deletes at once)")
     p.set_defaults(func=cmd_compact)
