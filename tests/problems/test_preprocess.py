@@ -174,3 +174,17 @@ def test_empty_csv_cells_in_a_text_column_are_missing(write_csv, good_frame: pd.
     assert extract_features(p)["simple.missing_fraction"] == pytest.approx(expected)
     assert p.problem_id == prepare(table(_missing_text_frames(good_frame)["str"],
                                          "label")).problem_id
+
+
+def test_too_few_rows_is_said_before_any_column_check(good_frame: pd.DataFrame) -> None:
+    # one row makes every column constant: the row count is the error to give
+    with pytest.raises(DataError, match=r"t: too few rows: 1 with a target; need at least 20"):
+        prepare(table(good_frame.iloc[:1], "label"))
+
+
+def test_a_target_with_a_class_per_row_is_refused(good_frame: pd.DataFrame) -> None:
+    frame = good_frame.assign(label=[f"c{i}" for i in range(120)])
+    with pytest.raises(DataError, match=r"target 'label' has 120 classes in 120 rows"):
+        prepare(table(frame, "label"))
+    halves = good_frame.assign(label=[f"c{i // 2}" for i in range(120)])  # 2 rows a class
+    assert prepare(table(halves, "label")).n_classes == 60
