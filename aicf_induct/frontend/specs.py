@@ -8,6 +8,7 @@ then dropout when its rate is > 0; the output head is one linear layer.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -104,7 +105,7 @@ class MLPSpec:
     def param_count(self, in_features: int, out_features: int) -> int:
         """Trainable parameters of the MLP for these shapes, counted without building it."""
         widths = [in_features, *self.hidden_widths(), out_features]
-        linear = sum(a * b + b for a, b in zip(widths, widths[1:], strict=False))
+        linear = sum(a * b + b for a, b in itertools.pairwise(widths))
         norms = 2 * sum(self.hidden_widths()) if self.norm != "none" else 0
         return linear + norms
 
