@@ -17,7 +17,7 @@ from aicf_induct.ir.graph import Graph
 from aicf_induct.problems import load_problem
 from aicf_induct.problems.features import extract_features
 from aicf_induct.problems.problem import Problem
-from aicf_induct.runtime.backend import BACKENDS, select_backend
+from aicf_induct.runtime.backend import BACKENDS, gpu_available, select_backend
 from aicf_induct.runtime.recorder import NullRecorder, Recorder
 from aicf_induct.runtime.trainer import TrainConfig, Trainer
 
@@ -69,8 +69,10 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
                          warmup_steps=args.warmup_steps, clip_norm=args.clip_norm,
                          patience=args.patience, label_smoothing=args.label_smoothing,
                          seed=args.seed, backend=args.backend, precision=args.precision)
-    # a precision policy that will not apply is said, not silently dropped (asking for the
-    # backend also fails early, with its reason, where "cupy" cannot run)
+    # "cupy" where it cannot run fails here, with its reason, before a row is written
+    if config.backend == "cupy" and not gpu_available():
+        select_backend(config.backend)
+    # a precision policy that will not apply is said, not silently dropped
     if config.precision != "fp32" and not select_backend(config.backend).is_gpu:
         print(f"note: --precision {config.precision} applies to the GPU backend; this run is "
               f"on NumPy and computes in the model's dtype", file=sys.stderr)
