@@ -108,6 +108,8 @@ CASES = [
     ("sweep-no-log", [*SWEEP, "--no-log"], r"--no-log"),
     ("ir-validate-three-problems", ["ir", "validate", f"{F}/three_problems.json"],
      r"three_problems\.json; 3 problems"),
+    ("synthetic-seed", ["problems", "show", "synthetic:moons?seed=-1"],
+     r"synthetic:moons: seed=-1 must be within 0\.\.4294967295"),
     # option values, refused before a problem row is written
     ("train-lr-zero", [*TRAIN, "--lr", "0"], r"--lr: must be > 0"),
     ("train-lr-nan", [*TRAIN, "--lr", "nan"], r"--lr: expected a finite number, got 'nan'"),

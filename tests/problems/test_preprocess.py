@@ -188,3 +188,14 @@ def test_a_target_with_a_class_per_row_is_refused(good_frame: pd.DataFrame) -> N
         prepare(table(frame, "label"))
     halves = good_frame.assign(label=[f"c{i // 2}" for i in range(120)])  # 2 rows a class
     assert prepare(table(halves, "label")).n_classes == 60
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, 5_000_000_000])
+def test_a_seed_outside_what_numpy_and_sklearn_take_is_a_config_error(
+        good_frame: pd.DataFrame, seed: int) -> None:
+    from aicf_induct.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=rf"seed must be an integer in 0..4294967295, "
+                                          rf"got {seed}"):
+        prepare(table(good_frame, "label"), seed=seed)
+    assert prepare(table(good_frame, "label"), seed=2**32 - 1).n_rows == 120
