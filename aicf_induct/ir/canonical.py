@@ -17,7 +17,7 @@ from aicf_induct.ir.validate import problems, validate
 
 T = TypeVar("T")
 FORMAT = "aicf.ir/1"
-MAX_NESTING = 64  # deeper JSON is refused before it reaches the parser's recursion limit
+MAX_NESTING = 64  # an IR nests ~6 levels; deeper JSON is refused, even past the parser's stack
 
 
 def to_dict(graph: Graph) -> dict[str, Any]:

@@ -37,6 +37,8 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (files / "one_row.csv").write_text("x,z,y\n1,2,a\n")
     words = "".join(f"{i},word{i}{'x' * (i % 7)},{'ab'[i % 2]}\n" for i in range(60))
     (files / "text.csv").write_text("x,note,y\n" + words)
+    (files / "constant.csv").write_text("x,k,y\n" + "".join(
+        f"{0.37 * i % 1:.3f},7,{'ab'[i % 2]}\n" for i in range(40)))
     (files / "deep.json").write_text("[" * DEEP + "]" * DEEP)
     (files / "not_json.json").write_text('{"format": "aicf.ir/1", "nodes": [')
     bad = _doc()
@@ -151,7 +153,12 @@ CASES = [
      r"text\.csv: column 'note' is free text"),
     ("features-unknown", ["problems", "features", "nosuch", "--log", *WH],
      r"unknown dataset 'nosuch'"),
+    ("problems-show-constant-column", ["problems", "show", f"file:{F}/constant.csv?target=y"],
+     r"constant\.csv: column 'k' is constant"),
     ("sql-syntax", ["sql", "SELEC 1", *WH], r"SELEC"),
+    ("sql-unknown-column", ["sql", "SELECT nope", *WH], r"nope"),
+    ("sql-parquet-without-output", ["sql", "SELECT 1", "--format", "parquet", *WH],
+     r"--format parquet needs --output"),
     ("sql-write", ["sql", "DELETE FROM steps", *WH], r"DELETE|read-only"),
     ("report-unknown", ["report", "nope", *WH], r"nope"),
     ("sweep-unknown-axis", [*SWEEP[:4], "depth=1;colour=red", *SWEEP[5:]],
