@@ -197,6 +197,10 @@ def _feature_names(args: argparse.Namespace) -> list[str]:
     if args.all == bool(args.names):
         raise ConfigError("give problem names or --all (not both)")
     if args.all:
+        if args.source != "sklearn":  # a first scan says so (list_names would be silent)
+            from aicf_induct.problems import rdatasets_source
+
+            rdatasets_source.discover(progress=_progress(), log=_say)
         return registry.list_names(args.source)
     return list(args.names)
 
