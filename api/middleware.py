@@ -5,18 +5,19 @@ one is not believed). Over the limit: 413 as problem+json."""
 from __future__ import annotations
 
 from starlette.datastructures import Headers
-from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.errors import problem_response
+from api.errors import ApiProblem, problem_response
+
+SLUG = "body-too-large"
 
 
-class BodyTooLarge(HTTPException):
+class BodyTooLarge(ApiProblem):
     """Raised from `receive`: an HTTPException, so a route reading its body turns it into the
     problem response through the app's handlers (FastAPI re-raises HTTPExceptions there)."""
 
     def __init__(self, limit: int) -> None:
-        super().__init__(413, f"the request body is larger than {limit} bytes")
+        super().__init__(413, SLUG, f"the request body is larger than {limit} bytes")
 
 
 class BodyLimit:
@@ -58,6 +59,6 @@ class BodyLimit:
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         response = problem_response(413, f"the request body is larger than {self.max_bytes} "
-                                         "bytes", slug="body-too-large",
+                                         "bytes", slug=SLUG,
                                     headers={"Connection": "close"})
         await response(scope, receive, send)

@@ -97,29 +97,43 @@ def run_sql(root: str | Path, sql: str, limits: Limits | None = None) -> Result:
 
 
 def _run(conn: duckdb.DuckDBPyConnection, sql: str, limits: Limits) -> Result:
-    timer = threading.Timer(limits.time_limit_s, conn.interrupt)
+    fired = threading.Event()
+
+    def interrupt() -> None:
+        fired.set()
+        conn.interrupt()
+
+    timer = threading.Timer(limits.time_limit_s, interrupt)
     t0 = time.perf_counter()
     timer.start()
     try:
         reader = conn.sql(sql).to_arrow_reader(limits.max_rows + 1)
         batches = _read(reader, limits)
         schema = reader.schema
-    except duckdb.InterruptException:
-        raise SandboxError("time_limit", f"the query ran past the time limit of "
-                                         f"{limits.time_limit_s:g} s") from None
-    except duckdb.OutOfMemoryException:
-        raise SandboxError("memory_limit", f"the query needs more than the memory limit of "
-                                           f"{limits.memory_limit}") from None
-    except duckdb.PermissionException as err:
-        raise SandboxError("refused", one_line(err)) from None
-    except duckdb.Error as err:
-        raise SandboxError("invalid", one_line(err)) from None
+    except SandboxError:
+        raise
+    # an interrupt or error while Arrow pulls batches arrives as a pyarrow error (OSError)
+    except (duckdb.Error, pa.ArrowException, OSError) as err:
+        raise _why(err, fired.is_set(), limits) from None
     finally:
         timer.cancel()
     columns = [(f.name, str(f.type)) for f in schema]
     rows = [[json_safe(v) for v in r.values()]
             for b in batches for r in b.to_pylist(maps_as_pydicts="lossy")]
     return Result(columns, rows, time.perf_counter() - t0)
+
+
+def _why(err: BaseException, timed_out: bool, limits: Limits) -> SandboxError:
+    text = one_line(err)
+    if timed_out or isinstance(err, duckdb.InterruptException):
+        return SandboxError("time_limit", f"the query ran past the time limit of "
+                                          f"{limits.time_limit_s:g} s")
+    if isinstance(err, duckdb.OutOfMemoryException) or "Out of Memory" in text:
+        return SandboxError("memory_limit", f"the query needs more than the memory limit of "
+                                            f"{limits.memory_limit}")
+    if isinstance(err, duckdb.PermissionException) or "Permission Error" in text:
+        return SandboxError("refused", text)
+    return SandboxError("invalid", text)
 
 
 def _read(reader: pa.RecordBatchReader, limits: Limits) -> list[pa.RecordBatch]:
