@@ -11,14 +11,15 @@ from fastapi.openapi.utils import get_openapi
 
 from aicf_induct import __version__
 from api import errors
-from api.deps import Warehouse
+from api.deps import Warehouse, read_bearer
 from api.middleware import BodyLimit
 from api.routes import health, reports, runs, sql
 from api.settings import Settings
 from warehouse.keys import KeyStore
 
 # Answers any route may give besides its own (documented so clients and schemathesis know).
-COMMON_ERRORS = {401: "no or unknown API key (when the route needs one)",
+COMMON_ERRORS = {400: "the body is not JSON (routes with a body)",
+                 401: "no or unknown API key (when the route needs one)",
                  413: "request body over the limit",
                  422: "invalid input; `field` names it",
                  500: "unexpected error (logged server-side; no details sent)"}
@@ -51,19 +52,25 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     doc = get_openapi(title=app.title, version=app.version, description=app.description,
                       routes=app.routes)
     problem = {"$ref": "#/components/schemas/Problem"}
+    open_reads = not app.state.settings.read_requires_key
     for path, ops in doc["paths"].items():
         for op in ops.values():
+            if open_reads and read_bearer.scheme_name in str(op.get("security")):
+                del op["security"]  # this server does not look at keys on reads
             answers = op.setdefault("responses", {})
             for code in [c for c in answers if c.startswith(("4", "5"))]:
                 del answers[code]
             for code, text in {**COMMON_ERRORS, **ROUTE_ERRORS.get(path, {})}.items():
-                if code == 401 and path == "/v1/health":
+                if (code == 401 and "security" not in op) or (
+                        code == 400 and "requestBody" not in op):
                     continue
                 answers[str(code)] = {"description": text, "content": {
                     errors.MEDIA_TYPE: {"schema": problem}}}
     schemas = doc.setdefault("components", {}).setdefault("schemas", {})
     for unused in ("HTTPValidationError", "ValidationError"):
         schemas.pop(unused, None)
+    if open_reads:
+        doc["components"].get("securitySchemes", {}).pop(read_bearer.scheme_name, None)
     schemas.update(_problem_schemas())
     app.openapi_schema = doc
     return doc

@@ -58,9 +58,14 @@ def get_keys(request: Request) -> KeyStore:
 
 KeysDep = Annotated[KeyStore, Depends(get_keys)]
 
-bearer = HTTPBearer(auto_error=False, description="an API key from "
-                                                  "`aicf-induct keys create --scope read|write`")
-Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+# Two names for one scheme, so the OpenAPI document says which key each route takes (and
+# the app drops ReadKey from it when reads are open).
+read_bearer = HTTPBearer(scheme_name="ReadKey", auto_error=False,
+                         description="a read or write key (`aicf-induct keys create`)")
+write_bearer = HTTPBearer(scheme_name="WriteKey", auto_error=False,
+                          description="a write key (`aicf-induct keys create --scope write`)")
+ReadCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(read_bearer)]
+WriteCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(write_bearer)]
 
 
 def _scope(keys: KeyStore, cred: HTTPAuthorizationCredentials | None) -> str:
@@ -75,12 +80,12 @@ def _scope(keys: KeyStore, cred: HTTPAuthorizationCredentials | None) -> str:
     return scope
 
 
-def require_read(settings: SettingsDep, keys: KeysDep, cred: Credentials) -> str | None:
+def require_read(settings: SettingsDep, keys: KeysDep, cred: ReadCredentials) -> str | None:
     """The caller's scope on a read route; None when reads are open."""
     return _scope(keys, cred) if settings.read_requires_key else None
 
 
-def require_write(keys: KeysDep, cred: Credentials) -> str:
+def require_write(keys: KeysDep, cred: WriteCredentials) -> str:
     scope = _scope(keys, cred)
     if scope != "write":
         raise ApiProblem(403, "forbidden", "this route needs a write key; this key can only "

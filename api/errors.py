@@ -60,6 +60,10 @@ async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, ApiProblem):
         return problem_response(exc.status_code, str(exc.detail), slug=exc.slug,
                                 field=exc.field, headers=headers)
+    if exc.status_code == 400 and request.method in ("POST", "PUT", "PATCH"):
+        # FastAPI's answer to a body it could not decode (not UTF-8, not JSON)
+        return problem_response(400, f"the request body could not be parsed ({exc.detail})",
+                                slug="invalid-body", field="body", headers=headers)
     return problem_response(exc.status_code, str(exc.detail), headers=headers)
 
 

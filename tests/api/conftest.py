@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -66,17 +67,24 @@ def file_hashes(root: Path) -> dict[str, str]:
 def serve(root: Path, *extra: str, env: dict[str, str] | None = None) -> Iterator[str]:
     """`aicf-induct serve` on a free port until the block ends; yields its base URL."""
     port = free_port()
+    # the log goes to a file: a pipe nobody reads fills up and blocks the server
+    log_file = tempfile.TemporaryFile("w+")
     proc = subprocess.Popen(
         [sys.executable, "-m", "aicf_induct", "serve", "--warehouse", str(root),
          "--port", str(port), *extra],
         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **LIMITS, **(env or {})},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        stdout=log_file, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
+
+    def log() -> str:
+        log_file.seek(0)
+        return log_file.read()
+
     try:
         deadline = time.monotonic() + 60
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"server exited: {proc.stdout.read() if proc.stdout else ''}")
+                raise RuntimeError(f"server exited: {log()}")
             with contextlib.suppress(httpx.TransportError):
                 if httpx.get(url + "/v1/health", timeout=2).status_code == 200:
                     break
@@ -91,9 +99,10 @@ def serve(root: Path, *extra: str, env: dict[str, str] | None = None) -> Iterato
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        log = proc.stdout.read() if proc.stdout else ""
+        text = log()
+        log_file.close()
         # the catch-all handler logs an unexpected error; none may have happened
-        assert "Traceback" not in log and "unhandled error" not in log, log
+        assert "Traceback" not in text and "unhandled error" not in text, text
 
 
 @pytest.fixture(scope="session")
