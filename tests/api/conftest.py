@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import httpx
 import pytest
@@ -68,41 +69,44 @@ def serve(root: Path, *extra: str, env: dict[str, str] | None = None) -> Iterato
     """`aicf-induct serve` on a free port until the block ends; yields its base URL."""
     port = free_port()
     # the log goes to a file: a pipe nobody reads fills up and blocks the server
-    log_file = tempfile.TemporaryFile("w+")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "aicf_induct", "serve", "--warehouse", str(root),
-         "--port", str(port), *extra],
-        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **LIMITS, **(env or {})},
-        stdout=log_file, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-
-    def log() -> str:
-        log_file.seek(0)
-        return log_file.read()
-
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"server exited: {log()}")
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(url + "/v1/health", timeout=2).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError("server did not start within 60 s")
-            time.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "aicf_induct", "serve", "--warehouse", str(root),
+             "--port", str(port), *extra],
+            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **LIMITS, **(env or {})},
+            stdout=log, stderr=subprocess.STDOUT, text=True)
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        text = log()
-        log_file.close()
-        # the catch-all handler logs an unexpected error; none may have happened
-        assert "Traceback" not in text and "unhandled error" not in text, text
+            url = f"http://127.0.0.1:{port}"
+            _wait_until_up(proc, url, log)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        text = _read(log)
+    # the catch-all handler logs an unexpected error; none may have happened
+    assert "Traceback" not in text and "unhandled error" not in text, text
+
+
+def _read(log: IO[str]) -> str:
+    log.seek(0)
+    return log.read()
+
+
+def _wait_until_up(proc: subprocess.Popen, url: str, log: IO[str]) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited: {_read(log)}")
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(url + "/v1/health", timeout=2).status_code == 200:
+                return
+        if time.monotonic() > deadline:
+            raise RuntimeError("server did not start within 60 s")
+        time.sleep(0.1)
 
 
 @pytest.fixture(scope="session")
