@@ -15,6 +15,7 @@ Layers, each enough on its own for what it stops:
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import math
 import threading
@@ -101,7 +102,8 @@ def _run(conn: duckdb.DuckDBPyConnection, sql: str, limits: Limits) -> Result:
 
     def interrupt() -> None:
         fired.set()
-        conn.interrupt()
+        with contextlib.suppress(duckdb.Error):  # the query may just have finished
+            conn.interrupt()
 
     timer = threading.Timer(limits.time_limit_s, interrupt)
     t0 = time.perf_counter()
@@ -117,6 +119,7 @@ def _run(conn: duckdb.DuckDBPyConnection, sql: str, limits: Limits) -> Result:
         raise _why(err, fired.is_set(), limits) from None
     finally:
         timer.cancel()
+        timer.join()  # an interrupt in flight lands before the caller closes the connection
     columns = [(f.name, str(f.type)) for f in schema]
     rows = [[json_safe(v) for v in r.values()]
             for b in batches for r in b.to_pylist(maps_as_pydicts="lossy")]

@@ -13,14 +13,16 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import httpx
 import pytest
+import uvicorn
 
 from aicf_induct.cli.main import main
 
@@ -107,6 +109,24 @@ def _wait_until_up(proc: subprocess.Popen, url: str, log: IO[str]) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError("server did not start within 60 s")
         time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def serve_in_thread(app: Any) -> Iterator[httpx.Client]:
+    """`app` served by uvicorn in a thread of this process (for apps a test builds itself);
+    yields a client on it."""
+    port = free_port()
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    while not srv.started:
+        time.sleep(0.02)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            yield client
+    finally:
+        srv.should_exit = True
+        thread.join(10)
 
 
 @pytest.fixture(scope="session")

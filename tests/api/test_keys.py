@@ -6,20 +6,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
 from aicf_induct.cli.main import main
 from api.app import create_app
 from api.deps import WriteAccess
 from api.settings import Settings
-from tests.api.conftest import Server, cli, free_port, serve
+from tests.api.conftest import Server, cli, serve, serve_in_thread
 from tests.api.test_service import problem
 from warehouse.keys import KEYS_FILE, KeyStore, digest
 
@@ -70,9 +66,8 @@ def test_read_routes_closed_by_option(server: Server) -> None:
         assert server.client().get("/v1/health").status_code == 200  # always open
 
 
-@contextlib.contextmanager
-def _app(root: Path) -> Iterator[httpx.Client]:
-    """The real app plus two probe routes, served by uvicorn in a thread of this process."""
+def _app(root: Path) -> contextlib.AbstractContextManager[httpx.Client]:
+    """The real app plus two probe routes."""
     app = create_app(Settings(warehouse=root))
 
     @app.post("/v1/probe-write")
@@ -83,18 +78,7 @@ def _app(root: Path) -> Iterator[httpx.Client]:
     def crash() -> None:
         raise RuntimeError("secret internals /etc/shadow")
 
-    port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    while not srv.started:
-        time.sleep(0.02)
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
-            yield client
-    finally:
-        srv.should_exit = True
-        thread.join(10)
+    return serve_in_thread(app)
 
 
 def test_write_routes_need_a_write_key(tmp_path: Path) -> None:
