@@ -22,7 +22,8 @@ COMMON_ERRORS = {400: "the body is not JSON (routes with a body)",
                  401: "no or unknown API key (when the route needs one)",
                  413: "request body over the limit",
                  422: "invalid input; `field` names it",
-                 500: "unexpected error (logged server-side; no details sent)"}
+                 500: "unexpected error (logged server-side; no details sent)",
+                 503: "the warehouse cannot be read (an unreadable part file)"}
 ROUTE_ERRORS = {"/v1/runs/{run_id}": {404: "no such run"},
                 "/v1/runs/{run_id}/steps": {404: "no such run"},
                 "/v1/reports/{name}": {404: "no such report"},
@@ -62,7 +63,8 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                 del answers[code]
             for code, text in {**COMMON_ERRORS, **ROUTE_ERRORS.get(path, {})}.items():
                 if (code == 401 and "security" not in op) or (
-                        code == 400 and "requestBody" not in op):
+                        code == 400 and "requestBody" not in op) or (
+                        code == 503 and path == "/v1/health"):
                     continue
                 answers[str(code)] = {"description": text, "content": {
                     errors.MEDIA_TYPE: {"schema": problem}}}

@@ -8,12 +8,15 @@ import logging
 from http import HTTPStatus
 from typing import Any
 
+import duckdb
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.schemas.common import FieldError, Problem
+from warehouse.catalog import one_line
+from warehouse.errors import WarehouseError
 
 log = logging.getLogger("api")
 
@@ -67,6 +70,14 @@ async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
     return problem_response(exc.status_code, str(exc.detail), headers=headers)
 
 
+async def on_warehouse_error(request: Request, exc: Exception) -> JSONResponse:
+    # A WarehouseError or DuckDB error that reaches here is the warehouse's state (an
+    # unreadable part), not the request's: routes turn what a request causes into 4xx.
+    log.warning("warehouse error on %s %s: %s", request.method, request.url.path,
+                one_line(exc))
+    return problem_response(503, one_line(exc), slug="warehouse-unavailable")
+
+
 async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return problem_response(500, "internal error; the server log has the details",
@@ -76,4 +87,6 @@ async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
 def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(StarletteHTTPException, on_http_error)
+    app.add_exception_handler(WarehouseError, on_warehouse_error)
+    app.add_exception_handler(duckdb.Error, on_warehouse_error)
     app.add_exception_handler(Exception, on_unexpected)
