@@ -62,8 +62,6 @@ def _endpoint(report: Report) -> Callable[..., ReportResult]:
     endpoint.__signature__ = sig.replace(parameters=[  # type: ignore[attr-defined]
         *list(sig.parameters.values())[:2],
         sig.parameters["params"].replace(annotation=Annotated[model, Query()])])
-    endpoint.__annotations__ = {**endpoint.__annotations__,
-                                "params": Annotated[model, Query()]}
     endpoint.__name__ = f"report_{report.name}"
     endpoint.__doc__ = report.description
     return endpoint
