@@ -81,6 +81,7 @@ CORPUS: list[tuple[str, str | tuple[str, ...]]] = [
     ("SELECT repeat('x', 100000000) AS big", ("row-limit", "time-limit")),
     ("SELECT list(range) FROM range(100000000)", ("memory-limit", "time-limit")),
     ("SELEKT 1", "invalid"),
+    ("SELECT " + "(" * 20000 + "1" + ")" * 20000, "invalid"),  # parser depth, no crash
 ]
 
 
