@@ -64,6 +64,9 @@ def test_read_routes_closed_by_option(server: Server) -> None:
         assert server.client(server.read_key).post(
             "/v1/sql", json={"sql": "SELECT 1"}).status_code == 200
         assert server.client().get("/v1/health").status_code == 200  # always open
+        doc = server.client().get("/openapi.json").json()  # the document says so too
+        assert doc["paths"]["/v1/runs"]["get"]["security"] == [{"ReadKey": []}]
+        assert "security" not in doc["paths"]["/v1/health"]["get"]
 
 
 def _app(root: Path) -> contextlib.AbstractContextManager[httpx.Client]:

@@ -36,6 +36,7 @@ def test_openapi_and_docs_page(server: Server) -> None:
         assert {"/v1/health", "/v1/runs", "/v1/runs/{run_id}", "/v1/runs/{run_id}/steps",
                 "/v1/reports", "/v1/sql"} <= set(paths)
         assert {f"/v1/reports/{n}" for n in warehouse.reports()} <= set(paths)
+        assert "security" not in paths["/v1/runs"]["get"]  # reads are open on this server
         docs = c.get("/docs")
         assert docs.status_code == 200 and "swagger" in docs.text.lower()
 
