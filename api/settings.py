@@ -33,7 +33,7 @@ class Settings(BaseSettings):
     sql_time_limit_s: float = Field(default=5.0, gt=0)
     sql_max_rows: int = Field(default=10_000, ge=1)
     sql_max_bytes: int = Field(default=16 << 20, ge=1)
-    sql_memory_limit: str = "512MB"
+    sql_memory_limit: str = Field(default="512MB", pattern=r"(?i)^\d+(\.\d+)?\s*[KMGT]i?B$")
     sql_threads: int = Field(default=1, ge=1)
     sql_concurrency: int = Field(default=2, ge=1)
 

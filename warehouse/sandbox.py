@@ -69,14 +69,18 @@ def sandbox_connect(root: str | Path, limits: Limits) -> duckdb.DuckDBPyConnecti
     conn = connect(root, read_only=False)
     # the trailing slash: /wh/steps/ must not also allow /wh/steps_evil/
     allowed = [str(table_dir(root, t)) + "/" for t in TABLES]
-    for stmt, arg in (("SET allowed_directories = ?", allowed),
-                      ("SET enable_external_access = false", None),
-                      ("SET autoinstall_known_extensions = false", None),
-                      ("SET autoload_known_extensions = false", None),
-                      ("SET memory_limit = ?", limits.memory_limit),
-                      ("SET threads = ?", limits.threads),
-                      ("SET lock_configuration = true", None)):
-        conn.execute(stmt, [arg] if arg is not None else None)
+    try:
+        for stmt, arg in (("SET allowed_directories = ?", allowed),
+                          ("SET enable_external_access = false", None),
+                          ("SET autoinstall_known_extensions = false", None),
+                          ("SET autoload_known_extensions = false", None),
+                          ("SET memory_limit = ?", limits.memory_limit),
+                          ("SET threads = ?", limits.threads),
+                          ("SET lock_configuration = true", None)):
+            conn.execute(stmt, [arg] if arg is not None else None)
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
@@ -87,8 +91,6 @@ def run_sql(root: str | Path, sql: str, limits: Limits | None = None) -> Result:
     try:
         try:
             check_sql(conn, sql)
-        except SandboxError:
-            raise
         except WarehouseError as err:
             kind = "invalid" if str(err).startswith("bad SQL") else "refused"
             raise SandboxError(kind, str(err)) from None
