@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "aicf_induct.cli.problems",
     "aicf_induct.cli.sweep",
     "aicf_induct.cli.space",
+    "aicf_induct.cli.serve",
 )
 
 
