@@ -23,11 +23,14 @@ def ftt(n_features: int, n_out: int, d_token: int = 8, heads: int = 2, blocks: i
     return b.output(b.add("linear", [pooled], {"out_features": n_out}, id="head"))
 
 
-def cnn(n_out: int, side: int = 8, channels: int = 4) -> Graph:
+def cnn(n_out: int, side: int = 8, channels: int = 4, flat_input: bool = False) -> Graph:
     """(N, 1, side, side) -> conv 3x3 pad 1 -> relu -> max pool 2 -> conv 3x3 -> relu ->
-    avg pool 2 -> flatten -> linear head."""
+    avg pool 2 -> flatten -> linear head. `flat_input`: the input is (N, side * side), as a
+    tabular problem's rows (digits), reshaped to an image first."""
     b = GraphBuilder("cnn")
-    x = b.input([None, 1, side, side])
+    x = b.input([None, side * side] if flat_input else [None, 1, side, side])
+    if flat_input:
+        x = b.add("reshape", [x], {"shape": [1, side, side]})
     h = b.add("conv2d", [x], {"out_channels": channels, "kernel_size": [3, 3],
                               "padding": [1, 1]})
     h = b.add("pool", [b.add("relu", [h])], {"mode": "max", "kernel_size": [2, 2],
