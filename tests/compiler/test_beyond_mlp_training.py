@@ -124,3 +124,27 @@ def test_trainer_fits_the_new_families(problem_name: str, make_graph: Callable) 
     assert result.status == "completed" and result.steps == trainer.total_steps > 0
     after, acc = trainer.evaluate(problem.val)
     assert after < 0.8 * before and acc > 0.5
+
+
+def test_attention_dropout_in_a_plan_has_exact_gradients() -> None:
+    """The compiled step's forward and backward draw one dropout mask per (seed, step, node):
+    its gradients equal finite differences of its own loss at the same step."""
+    graph = ftt(4, 3, d_token=4, heads=2, dropout=0.3)
+    store = store_for(graph, seed=4)
+    ex = Executor(graph, store, seed=9)
+    x, y = _iris_batches()[0]
+    ex.train_step(x, y, step=7)
+    grad = {k: v.copy() for k, v in store.grads.items()}
+    rng = np.random.default_rng(0)
+    for name in ("attention.in_weight", "attention.out_weight", "numeric_tokenizer.weight"):
+        flat = store.params[name].reshape(-1)
+        for i in rng.choice(flat.size, size=3, replace=False):
+            old = flat[i]
+            flat[i] = old + 1e-6
+            hi = ex.train_step(x, y, step=7)
+            flat[i] = old - 1e-6
+            lo = ex.train_step(x, y, step=7)
+            flat[i] = old
+            assert_rel_close(grad[name].reshape(-1)[i], (hi - lo) / 2e-6, rtol=1e-5,
+                             atol=1e-8, what=f"{name}[{i}]")
+    assert ex.train_step(x, y, step=7) != ex.train_step(x, y, step=8)  # a new mask per step
