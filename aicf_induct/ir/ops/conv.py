@@ -1,7 +1,7 @@
 """Image ops on NCHW tensors: `conv2d` (stride, padding, bias) and `pool` (max or avg).
 
-Both walk the kernel's kh*kw positions, each a strided slice of the padded input, so the
-reference is written once over `xp` and costs kh*kw GEMMs (einsum) rather than an im2col copy.
+Both walk the kernel's kh*kw positions, each a strided slice of the padded input (written once
+over `xp`); conv2d gathers them into columns (im2col) so that it is one GEMM each way.
 Output size per axis: (size + 2 * padding - kernel) // stride + 1, as PyTorch (floor mode).
 """
 
@@ -82,20 +82,30 @@ def _conv_params(ins: Sequence[TensorType], attrs: Attrs) -> dict[str, ParamInfo
     return out
 
 
+def _columns(xp: object, xpad: Array, attrs: Attrs, oh: int, ow: int) -> Array:
+    """im2col: (N * OH * OW, C * kh * kw), one row per output position, ordered as the
+    weight's (C, kh, kw) so that the convolution is one GEMM with weight (O, C * kh * kw)."""
+    kh, kw = attrs["kernel_size"]
+    wins = xp.stack([xpad[_window(attrs, i, j, oh, ow)]  # type: ignore[attr-defined]
+                     for i in range(kh) for j in range(kw)], axis=2)  # (N, C, kh*kw, OH, OW)
+    n, c = xpad.shape[0], xpad.shape[1]
+    return wins.transpose(0, 3, 4, 1, 2).reshape(n * oh * ow, c * kh * kw)
+
+
+def _out_size(xpad: Array, attrs: Attrs) -> tuple[int, int]:
+    (kh, kw), (sh, sw) = attrs["kernel_size"], attrs["stride"]
+    return (xpad.shape[2] - kh) // sh + 1, (xpad.shape[3] - kw) // sw + 1
+
+
 def _conv_forward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array],
                   attrs: Attrs) -> Array:
     xp, w = ctx.xp, params["weight"]
-    (kh, kw), (ph, pw) = attrs["kernel_size"], attrs["padding"]
-    xpad = _pad(xp, ins[0], ph, pw)
-    oh = (xpad.shape[2] - kh) // attrs["stride"][0] + 1
-    ow = (xpad.shape[3] - kw) // attrs["stride"][1] + 1
-    y = xp.zeros((xpad.shape[0], w.shape[0], oh, ow), dtype=xpad.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            y += xp.einsum("bchw,oc->bohw", xpad[_window(attrs, i, j, oh, ow)], w[:, :, i, j])
+    xpad = _pad(xp, ins[0], *attrs["padding"])
+    oh, ow = _out_size(xpad, attrs)
+    y = _columns(xp, xpad, attrs, oh, ow) @ w.reshape(w.shape[0], -1).T  # (N*OH*OW, O)
     if "bias" in params:
-        y += params["bias"][:, None, None]
-    return y
+        y += params["bias"]
+    return y.reshape(xpad.shape[0], oh, ow, w.shape[0]).transpose(0, 3, 1, 2)
 
 
 def _conv_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array],
@@ -103,23 +113,20 @@ def _conv_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Ar
     xp, w = ctx.xp, params["weight"]
     (kh, kw), (ph, pw) = attrs["kernel_size"], attrs["padding"]
     xpad = _pad(xp, ins[0], ph, pw)
+    n, c = xpad.shape[0], xpad.shape[1]
     oh, ow = gout.shape[2], gout.shape[3]
-    gw = xp.zeros_like(w)
-    gxpad = xp.zeros_like(xpad) if needs[0] else None
-    for i in range(kh):
-        for j in range(kw):
-            win = _window(attrs, i, j, oh, ow)
-            gw[:, :, i, j] = xp.einsum("bohw,bchw->oc", gout, xpad[win])
-            if gxpad is not None:
-                gxpad[win] += xp.einsum("bohw,oc->bchw", gout, w[:, :, i, j])
-    grads = {"weight": gw}
+    g2 = gout.transpose(0, 2, 3, 1).reshape(n * oh * ow, w.shape[0])  # (N*OH*OW, O)
+    grads = {"weight": (g2.T @ _columns(xp, xpad, attrs, oh, ow)).reshape(w.shape)}
     if "bias" in params:
-        grads["bias"] = gout.sum(axis=(0, 2, 3))
-    gx = None
-    if gxpad is not None:
-        hgt, wid = ins[0].shape[2], ins[0].shape[3]
-        gx = gxpad[:, :, ph:ph + hgt, pw:pw + wid]
-    return [gx], grads
+        grads["bias"] = g2.sum(axis=0)
+    if not needs[0]:
+        return [None], grads
+    gcols = (g2 @ w.reshape(w.shape[0], -1)).reshape(n, oh, ow, c, kh, kw)
+    gxpad = xp.zeros_like(xpad)
+    for i in range(kh):  # col2im: each kernel position adds back into its strided slice
+        for j in range(kw):
+            gxpad[_window(attrs, i, j, oh, ow)] += gcols[..., i, j].transpose(0, 3, 1, 2)
+    return [gxpad[:, :, ph:ph + ins[0].shape[2], pw:pw + ins[0].shape[3]]], grads
 
 
 register(OpDef(
