@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -85,3 +86,30 @@ def test_cli_warehouse_maintenance(filled: Path, monkeypatch, capsys) -> None:
 
     conn = duckdb.connect(str(filled / "_catalog.duckdb"), read_only=True)
     assert conn.execute("SELECT count(*) FROM steps").fetchone() == (10,)
+
+
+def test_cli_missing_warehouse_is_one_error(tmp_path: Path, monkeypatch, capsys) -> None:
+    typo = tmp_path / "typo"
+    for argv in (["runs"], ["sql", "SELECT 1"], ["report", "leaderboard"],
+                 ["warehouse", "check"], ["warehouse", "compact"], ["warehouse", "rebuild"]):
+        assert _cli(monkeypatch, *argv, "--warehouse", str(typo)) == 2
+        err = capsys.readouterr().err
+        assert err == f"error: no warehouse at {typo} (the directory does not exist)\n", argv
+    assert not typo.exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_cli_maintenance_of_a_read_only_warehouse(filled: Path, monkeypatch, capsys) -> None:
+    files = sorted((p, p.stat().st_mtime_ns) for p in filled.rglob("*"))
+    for d in [filled, *(p for p in filled.rglob("*") if p.is_dir())]:
+        d.chmod(0o555)
+    try:
+        for argv in (["warehouse", "compact"], ["warehouse", "rebuild"],
+                     ["warehouse", "check", "--repair"]):
+            assert _cli(monkeypatch, *argv, "--warehouse", str(filled)) == 2
+            err = capsys.readouterr().err
+            assert err == f"error: warehouse {filled} is not writable\n", argv
+        assert sorted((p, p.stat().st_mtime_ns) for p in filled.rglob("*")) == files
+    finally:
+        for d in [filled, *(p for p in filled.rglob("*") if p.is_dir())]:
+            d.chmod(0o755)
