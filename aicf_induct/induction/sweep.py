@@ -1,16 +1,23 @@
 """Sweeps: train every (problem, candidate, seed) triple into the warehouse, resumably.
 
-The warehouse is the sweep's only state. Each run's config carries its triple under
+The warehouse is the sweep's state. Each run's config carries its triple under
 `config["sweep"]` (problem_id, candidate key, seed, plus the sweep's protocol: a hash of the
 training settings that are not part of the candidate). A triple is *finished* when a run of it
-under the same protocol has a run end with an `END_STATUSES` status; a run that started but
-never ended (its process was killed) does not count and its triple runs again. So a killed
-sweep, restarted with the same command, runs exactly the triples it is missing.
+under the same protocol has a run end with an `END_STATUSES` status; a run that never ended
+(`abandoned`: its process was killed) or was stopped (`interrupted`: Ctrl-C) does not count
+and its triple runs again. So a stopped sweep, restarted with the same command, runs exactly
+the triples it is missing.
+
+Sweeps running at once on one warehouse split the work: a triple is claimed (see
+`warehouse.claims`, held by the sweep's own writer lease) just before it runs, and its claim
+ends with its run's status. A triple another live sweep holds is left to it; a triple whose
+holder died is taken over, after checking the warehouse that its run did not end.
 
 Runs execute in worker processes (`engine="local"`: a process pool on this machine) or as
 Ray tasks (`engine="ray"`: a local Ray instance, or an existing cluster), all through
 `sweep_worker.run_task`, which logs every failure as a `failed` (or `timeout`) run instead
-of raising.
+of raising. Ctrl-C (or SIGTERM) stops the runs in flight, which log their end as
+`interrupted`, and exits with the claims saying so.
 """
 
 from __future__ import annotations
