@@ -44,6 +44,7 @@ class State(Enum):
 
 @dataclass(frozen=True)
 class Claim:
+    key: str
     path: Path
     generation: int
     holder: str  # writer id
@@ -101,17 +102,14 @@ def try_claim(root: Path, namespace: str, key: str, holder: str,
         data = {"key": key, "holder": holder, "status": None, "claimed_at": time.time()}
         path = d / f"{gen + 1:08d}.json"
         if _create(path, data):
-            return State.CLAIMED, Claim(path, gen + 1, holder, None, latest)
+            return State.CLAIMED, Claim(key, path, gen + 1, holder, None, latest)
         # another process took this generation first: look again
 
 
 def end_claim(claim: Claim, status: str) -> None:
     """Record how the claimed item ended; a status the callers count as done closes it."""
-    data = {"key": None, "holder": claim.holder, "status": status, "ended_at": time.time()}
-    try:
-        data["key"] = json.loads(claim.path.read_bytes()).get("key")
-    except (FileNotFoundError, ValueError):
-        pass
+    data = {"key": claim.key, "holder": claim.holder, "status": status,
+            "ended_at": time.time()}
     tmp = claim.path.with_name(f".tmp-{uuid.uuid4().hex}.partial")
     tmp.write_bytes(json.dumps(data).encode())
     os.replace(tmp, claim.path)

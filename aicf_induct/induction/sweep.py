@@ -272,7 +272,7 @@ def dispatch(todo: Sequence[Task], eng: Engine, claims: TripleClaims, parent: An
         bar.set_postfix(failed=report.failed, refresh=False)
 
     try:
-        while queue or inflight:
+        while True:
             while queue and len(inflight) < eng.capacity:
                 task = queue.popleft()
                 state, claim = claims.take(task)
@@ -284,11 +284,11 @@ def dispatch(todo: Sequence[Task], eng: Engine, claims: TripleClaims, parent: An
                 else:
                     report.elsewhere += 1  # another sweep ended it since we planned
                     bar.update(1)
-            if not queue and held and not second_look:
+            if not inflight and not queue:
+                if not held or second_look:
+                    break
                 queue, held, second_look = deque(held), [], True  # did their holder die?
                 continue
-            if not inflight:
-                break
             for task, outcome, error in eng.wait():
                 if outcome is not None:
                     finish(task, outcome.status)

@@ -8,10 +8,18 @@ from pathlib import Path
 
 from aicf_induct.frontend.specs import MLPSpec
 from aicf_induct.induction.space import Candidate
-from aicf_induct.induction.sweep import END_STATUSES, RETRY_STATUSES, TripleClaims
+from aicf_induct.induction.sweep import (
+    END_STATUSES,
+    RETRY_STATUSES,
+    SweepSpec,
+    TripleClaims,
+    run_sweep,
+)
 from aicf_induct.induction.sweep_worker import Task
+from aicf_induct.problems import load_problem
 from aicf_induct.runtime.recorder import RunEndRecord, RunStartRecord
 from aicf_induct.runtime.trainer import TrainConfig
+from tests.induction.helpers import ended_triples
 from warehouse import WarehouseRecorder, Writer
 from warehouse.claims import State, try_claim
 from warehouse.lease import lease_path
@@ -60,3 +68,17 @@ def test_a_dead_holders_triple_is_taken_over_unless_its_run_ended(tmp_path: Path
         retry = TripleClaims(root, PROTOCOL, me.writer_id, RETRY_STATUSES)
         assert retry.take(ended) == (State.DONE, None)
         assert retry.take(failed)[0] is State.CLAIMED
+
+
+def test_a_sweep_leaves_a_triple_held_by_a_live_sweep_to_it(tmp_path: Path) -> None:
+    root = tmp_path / "wh"
+    cands = (Candidate(MLPSpec(depth=1, width=8)), Candidate(MLPSpec(depth=1, width=16)))
+    spec = SweepSpec(("iris",), cands, (0,), TrainConfig(epochs=2, patience=0), 60.0)
+    pid = load_problem("iris").problem_id
+    with Writer(root) as other:  # another sweep, alive, running the first triple
+        triple = json.dumps((pid, cands[0].key, 0))
+        _, claim = try_claim(root, spec.protocol, triple, other.writer_id, END_STATUSES)
+        assert claim is not None
+        report = run_sweep(spec, root, workers=1, progress=False)
+    assert (report.ran, report.held, report.elsewhere) == (1, 1, 0)
+    assert set(ended_triples(root)) == {(pid, cands[1].key, 0)}  # the held one not run

@@ -14,7 +14,15 @@ import pytest
 
 from aicf_induct.cli import main as cli_main
 from tests.warehouse.conftest import log_run, problem
-from warehouse import WarehouseRecorder, check, compact, connect, rebuild, visible_parts
+from warehouse import (
+    WarehouseRecorder,
+    check,
+    compact,
+    connect,
+    read_table,
+    rebuild,
+    visible_parts,
+)
 from warehouse.catalog import with_retry
 from warehouse.check import QUARANTINE
 
@@ -61,6 +69,8 @@ def test_readers_skip_a_damaged_part_with_one_warning(damaged: tuple[Path, Path,
     assert with_retry(root, lambda c: c.execute("SELECT count(*) FROM runs").fetchall()) \
         == [(3,)]
     assert bad not in visible_parts(root, "steps")  # pyarrow/pandas readers listing parts
+    got = read_table(root, "steps", ["run_id", "step"]).to_pandas()  # pyarrow alone
+    assert got.groupby("run_id").size().to_dict() == {"a": 10, "c": 12}
     monkeypatch.setattr(cli_main, "COMMAND_MODULES", ("aicf_induct.cli.warehouse_cmds",))
     assert cli_main.main(["runs", "--warehouse", str(root)]) == 0
     assert cli_main.main(["report", "leaderboard", "--warehouse", str(root)]) == 0
@@ -100,6 +110,7 @@ def test_a_part_damaged_past_its_footer_check_is_skipped_too(root: Path,
     part.write_bytes(bytes(data))
     assert connect(root).execute("SELECT count(*) FROM steps").fetchall() == [(0,)]
     assert connect(root).execute("SELECT count(*) FROM runs").fetchall() == [(1,)]
+    assert read_table(root, "steps").num_rows == 0
     assert len(_warnings(capfd.readouterr().err, part.name)) == 1
     rep = check(root, repair=True)
     assert [b.path for b in rep.quarantined] == [part.relative_to(root).as_posix()]
