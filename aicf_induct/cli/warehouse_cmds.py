@@ -16,6 +16,7 @@ import warehouse
 from warehouse import WarehouseError
 
 FORMATS = ("table", "csv", "json", "parquet")
+ABANDONED_SHOWN = 20  # abandoned runs `warehouse check` lists one by one
 
 RUNS_COLUMNS = ["run_id", "problem_name", "status", "origin", "started_at", "logged_steps",
                 "last_loss", "rewrites", "param_count", "score_metric", "score"]
@@ -45,7 +46,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        description="List runs, newest first, with status, steps, last loss, "
                                    "rewrites and score (the run_summary report, abridged).")
     p.add_argument("--problem", help="only runs on this problem (name or id)")
-    p.add_argument("--status", help="only runs with this status (running, completed, ...)")
+    p.add_argument("--status", help="only runs with this status (running, completed, "
+                                    "early_stopped, timeout, failed, interrupted, abandoned)")
     p.add_argument("--limit", type=int, default=20, help="at most this many runs (default 20)")
     p.add_argument("--all-columns", action="store_true", help="every run_summary column")
     p.set_defaults(func=cmd_runs)
@@ -188,10 +190,13 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"{table:18s} {rep.parts[table]:6d} parts {rep.rows[table]:12d} rows")
     for note in rep.notes:
         print(f"note: {note}")
-    for run in rep.abandoned:
+    for run in rep.abandoned[:ABANDONED_SHOWN]:
         done = "ended as abandoned" if run.run_id in rep.ended else "abandoned"
         print(f"{done}: run {run.run_id} ({run.origin or '?'}, {run.problem_name or '?'}, "
               f"started {run.started_at}): its writer {run.writer_id} is gone")
+    if len(rep.abandoned) > ABANDONED_SHOWN:
+        print(f"... and {len(rep.abandoned) - ABANDONED_SHOWN} more abandoned run(s) "
+              "(`aicf-induct runs --status abandoned` lists them)")
     for bad in rep.quarantined:
         print(f"quarantined: {bad.describe()} -> _quarantine/{bad.path}")
     for problem in rep.problems:

@@ -8,6 +8,9 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
+from aicf_induct.cli import main as cli_main
 from aicf_induct.runtime.recorder import RunStartRecord
 from tests.warehouse.conftest import log_run, problem
 from warehouse import WarehouseRecorder, Writer, check, compact, connect
@@ -18,7 +21,8 @@ def _status(root: Path) -> list[tuple[str, str]]:
     return connect(root).execute("SELECT run_id, status FROM runs ORDER BY 1").fetchall()
 
 
-def test_a_run_is_running_while_its_writer_lives_then_abandoned(root: Path) -> None:
+def test_a_run_is_running_while_its_writer_lives_then_abandoned(
+        root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     rec = WarehouseRecorder(root)
     log_run(rec, "done", problem("p1"), 0.9, "fp", {"depth": 1.0})
     log_run(rec, "open", problem("p1"), 0.8, "fp", {"depth": 1.0}, end=False)
@@ -32,9 +36,16 @@ def test_a_run_is_running_while_its_writer_lives_then_abandoned(root: Path) -> N
     assert _status(root) == [("done", "completed"), ("open", "abandoned")]
     rep = check(root)
     assert rep.ok and [r.run_id for r in rep.abandoned] == ["open"]
-    rep = check(root, repair=True)
-    assert rep.ended == ["open"]
-    assert check(root).abandoned == []  # ended for good, with its reason
+    monkeypatch.setattr(cli_main, "COMMAND_MODULES", ("aicf_induct.cli.warehouse_cmds",))
+    assert cli_main.main(["warehouse", "check", "--warehouse", str(root)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2].startswith("abandoned: run open (test, name-p1, started ") and \
+        out[-2].endswith(f"its writer {wid} is gone")
+    assert out[-1] == "ok; 1 abandoned run(s) (`--repair` ends them)"
+    assert cli_main.main(["warehouse", "check", "--repair", "--warehouse", str(root)]) == 0
+    assert "ended as abandoned: run open" in capsys.readouterr().out
+    rep = check(root)
+    assert rep.ok and rep.abandoned == []  # ended for good, with its reason
     err = connect(root).execute("SELECT status, error FROM runs WHERE run_id = 'open'")
     assert err.fetchall() == [("abandoned", f"its writer {wid} is gone (process killed or "
                                             "closed without ending the run)")]
