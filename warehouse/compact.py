@@ -14,6 +14,7 @@ it listed them. Two compactions exclude each other with a lock file (flock).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import time
@@ -81,7 +82,9 @@ def compact(root: str | Path, *, grace_s: float = 60.0, small_bytes: int = 32 <<
     report = CompactReport()
     try:
         _compact_all(root, report, grace_s, small_bytes, target_rows, tables)
-    except PermissionError as err:
+    except OSError as err:
+        if err.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
         raise WarehouseError(f"warehouse {root} is not writable: {err.strerror}: "
                              f"{err.filename}") from None
     return report
