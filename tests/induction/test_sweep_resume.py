@@ -21,16 +21,16 @@ PROBLEMS = ("iris", "wine")
 SPACE = "depth=1;width=8,16"  # 4 triples
 REPO = Path(__file__).resolve().parents[2]
 # Stopped sweeps run "endless" runs (a 60 s budget), so the signal always finds two runs in
-# flight; the restart gives each run a 1 s budget, after which it ends as `timeout` (a
+# flight; the restart gives each run a 0.5 s budget, after which it ends as `timeout` (a
 # finished status: the budget is not part of the sweep's protocol)
-ENDLESS = ("--epochs", "100000", "--budget", "60")
-RESTART = ("--epochs", "100000", "--budget", "1")
+ENDLESS = ("--epochs", "100000", "--budget", "60", "--workers", "2")
+RESTART = ("--epochs", "100000", "--budget", "0.5", "--workers", "2")
 
 
 def sweep_cmd(root: Path, *opts: str) -> list[str]:
     return [sys.executable, "-m", "aicf_induct", "sweep", "--problems", ",".join(PROBLEMS),
-            "--space", SPACE, "--patience", "0", "--workers", "2", "--warehouse", str(root),
-            "--quiet", "--json", *opts]
+            "--space", SPACE, "--patience", "0", "--warehouse", str(root), "--quiet",
+            "--json", *opts]
 
 
 def start(root: Path, *opts: str) -> subprocess.Popen[str]:
@@ -71,7 +71,7 @@ def wait_running(root: Path, proc: subprocess.Popen[str], n: int) -> None:
     while sum(r[3] == "running" for r in sweep_runs(root)) < n:
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the sweep made no progress"
-        time.sleep(0.1)
+        time.sleep(0.25)  # each look opens the catalog: not too often on a busy machine
 
 
 def statuses(root: Path) -> Counter[str]:
@@ -121,7 +121,7 @@ def test_ctrl_c_logs_runs_in_flight_as_interrupted_then_restart(tmp_path: Path) 
 
 def test_two_identical_sweeps_at_once_split_the_work(tmp_path: Path) -> None:
     root = tmp_path / "wh"
-    procs = [start(root, "--epochs", "30"), start(root, "--epochs", "30")]
+    procs = [start(root, "--epochs", "30", "--workers", "1") for _ in range(2)]
     reports = []
     for p in procs:
         out, err = p.communicate(timeout=300)
