@@ -46,6 +46,7 @@ class LocalEngine:
         self._ctx = multiprocessing.get_context("spawn")  # no fork of the writer thread
         self._pool = self._new_pool()
         self._broken = False
+        self._interrupted = False
         self._futures: dict[Future[Outcome], Task] = {}
 
     def _new_pool(self) -> ProcessPoolExecutor:
@@ -71,7 +72,11 @@ class LocalEngine:
         return out
 
     def interrupt(self) -> None:
-        """SIGTERM every worker: each logs its run as `interrupted`, flushes and exits."""
+        """SIGTERM every worker: each logs its run as `interrupted`, flushes and exits. Once:
+        a second SIGTERM would kill a worker in the middle of its flush."""
+        if self._interrupted:
+            return
+        self._interrupted = True
         procs = list((getattr(self._pool, "_processes", None) or {}).values())
         self._pool.shutdown(wait=False, cancel_futures=True)
         for proc in procs:
@@ -133,6 +138,8 @@ class RayEngine:
         return out
 
     def interrupt(self) -> None:
+        if not self._refs:
+            return  # nothing in flight, or already interrupted
         for ref in self._refs:
             self._ray.cancel(ref)  # KeyboardInterrupt in the task: it logs `interrupted`
         if self._refs:

@@ -113,7 +113,10 @@ def test_ctrl_c_logs_runs_in_flight_as_interrupted_then_restart(tmp_path: Path) 
     wait_running(root, proc, 2)
     os.killpg(proc.pid, signal.SIGINT)  # the terminal's Ctrl-C: the whole process group
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130 and err == "interrupted\n", err
+    # one line from the sweep (multiprocessing's resource tracker may add a warning of its
+    # own, about a semaphore a stopped worker left behind: not ours to print or silence)
+    assert proc.returncode == 130 and err.splitlines()[0] == "interrupted", err
+    assert "Traceback" not in err and "error" not in err.lower(), err
     assert statuses(root) == {"interrupted": 2}  # on the spot: none running, none abandoned
     assert not list((root / "_leases").iterdir())  # every writer closed
     restart_and_check(root)
