@@ -76,10 +76,12 @@ TABLES: dict[str, Table] = {t.name: t for t in (
         _c("started_at", TS, "UTC", "start of the run"),
         _c("writer_id", S, "", "writer (process) that logged the run"),
     )),
-    Table("run_ends", "How a run ended (joined into the `runs` view; no row: still running "
-          "or killed).", (
+    Table("run_ends", "How a run ended (joined into the `runs` view; no row: still running, "
+          "or abandoned when its writer is gone).", (
         _c("run_id", S, "", "run that ended"),
-        _c("status", S, "", "`completed`, `failed`, `early_stopped`, `interrupted`"),
+        _c("status", S, "", "`completed`, `early_stopped`, `timeout`, `failed`, "
+                            "`interrupted` (Ctrl-C, SIGTERM), `abandoned` (its writer died; "
+                            "written by `warehouse check --repair`)"),
         _c("steps", I64, "steps", "optimizer steps taken"),
         _c("wall_time_s", F64, "s", "wall time of the whole run"),
         _c("error", S, "", "error message when failed; NULL otherwise"),

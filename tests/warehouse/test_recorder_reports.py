@@ -52,7 +52,7 @@ def test_recorder_logs_every_table(root: Path) -> None:
     assert _q(root, "SELECT feature, value FROM problem_features ORDER BY 1") == [
         ("class_entropy", 1.1), ("n_rows_log", 4.6)]
     assert _q(root, "SELECT run_id, status, error FROM runs ORDER BY 1") == [
-        ("a", "completed", None), ("b", "failed", "nan loss"), ("c", "running", None)]
+        ("a", "completed", None), ("b", "failed", "nan loss"), ("c", "abandoned", None)]
     # snapshot rows for every snapshot; patterns once per fingerprint
     assert _q(root, "SELECT count(*) FROM ir_snapshots") == [(6,)]
     assert _q(root, "SELECT count(*) FROM raw_ir_patterns") == [(5,)]
