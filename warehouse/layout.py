@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from warehouse.errors import WarehouseError
-from warehouse.parts import readable
+from warehouse.parts import problem_of, readable, relative
 from warehouse.schema import TABLES
 
 MARKERS = "_compactions"
@@ -155,6 +155,22 @@ def visible_parts(root: Path, table: str) -> list[Path]:
     """What readers read: the listed parts less the unreadable ones (each named once on
     stderr; see `parts`)."""
     return readable(Path(root), listed_parts(root, table))
+
+
+def unreadable_parts(root: Path) -> list[tuple[str, str]]:
+    """(path relative to the root, reason) of every listed part that readers skip; the
+    service's health names them. Cheap: the cached frame check, no data read."""
+    root = Path(root)
+    out = []
+    for table in tables_on_disk(root):
+        for p in listed_parts(root, table):
+            try:
+                reason = problem_of(p)
+            except FileNotFoundError:
+                continue  # collected by a compaction after the listing
+            if reason is not None:
+                out.append((relative(root, p), reason))
+    return out
 
 
 def check_root(root: Path) -> Path:
