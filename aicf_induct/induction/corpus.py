@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -193,3 +194,21 @@ def resolve_selection(spec: str, exclude: Sequence[str] = (), progress: bool = F
 
 def selection_names(sel: list[CorpusProblem] | list[str]) -> list[str]:
     return [p.name if isinstance(p, CorpusProblem) else p for p in sel]
+
+
+def corpus_meta(root: str | Path, protocol: str | None = None,
+                exclude: Sequence[str] = ()) -> tuple[pd.DataFrame, list[str]]:
+    """The warehouse's meta-dataset with the corpus's groups (`groups_of`), the `exclude`
+    problems (names with or without options, or ids) left out. Returns it and the exclude
+    names that matched no problem."""
+    from aicf_induct.induction.meta_dataset import load_meta_dataset
+
+    meta = load_meta_dataset(root, protocol=protocol)
+    names = sorted(meta["problem"].astype(str).unique())
+    meta["group"] = meta["problem"].map(groups_of(names)).astype(str)
+    drop = {e.strip() for e in exclude if e.strip()}
+    keys = pd.concat([meta["problem"], meta["problem"].map(_plain_name), meta["problem_id"]],
+                     axis=1)
+    hit = keys.isin(drop).any(axis=1)
+    unmatched = sorted(drop - set(keys.to_numpy().ravel()))
+    return meta[~hit].reset_index(drop=True), unmatched
