@@ -133,12 +133,12 @@ def test_bad_packs_get_one_line_errors(corpus: Path, tmp_path: Path,
                       f"'{FORMAT}'"),
              (no_rows, "holds no problems"), (tmp_path / "absent.parquet", "no knowledge pack at")]
     for path, words in cases:
-        with pytest.raises(ConfigError, match=None) as info:
+        with pytest.raises(ConfigError) as info:
             load_pack(path)
         assert words in str(info.value) and "\n" not in str(info.value), path
     monkeypatch.setattr(pack_mod, "DEFAULT_PACK", tmp_path / "missing" / "kp.parquet")
-    with pytest.raises(ConfigError, match="no knowledge pack is installed .*aicf-induct "
-                                          "corpus build.*induce fit --warehouse DIR"):
+    with pytest.raises(ConfigError, match=r"no knowledge pack is installed .*aicf-induct "
+                                          r"corpus build.*induce fit --warehouse DIR"):
         load_pack(None)
 
 
