@@ -228,12 +228,18 @@ def _propose_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def propose(args: argparse.Namespace) -> int:
-    from aicf_induct.induction.proposals import propose_dataset
+    from aicf_induct.induction.pack import load_pack
+    from aicf_induct.induction.proposals import featurise, propose_problem
 
     if args.top < 1:
         raise ConfigError(f"--top must be >= 1, got {args.top}")
     t0 = time.perf_counter()
-    out = propose_dataset(args.dataset, args.pack, args.top)
+    pack = load_pack(args.pack)  # a bad pack is named before the dataset is read
+    problem, features = featurise(args.dataset)
+    if not pack.proposer_cached():
+        print("note: first use of this pack: fitting its meta-model (cached for later calls)",
+              file=sys.stderr)
+    out = propose_problem(problem, features, pack, args.top)
     took = time.perf_counter() - t0
     if args.json:
         print(json.dumps(out, indent=1))

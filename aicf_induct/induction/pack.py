@@ -90,6 +90,11 @@ class Pack:
         """The Proposer fitted on the pack (cached in this process and on disk by digest)."""
         return _proposer(self)
 
+    def proposer_cached(self) -> bool:
+        """Whether `proposer()` finds its fit cached (else it fits: seconds)."""
+        key = _proposer_key(self)
+        return key in _FITTED or _cache_file(key).is_file()
+
 
 def restored_miner(correlations: pd.DataFrame, rules: pd.DataFrame,
                    params: dict[str, Any] | None = None) -> Miner:
@@ -281,8 +286,12 @@ def load_pack(path: str | Path | None = None) -> Pack:
 
 
 # -- the fitted proposer ---------------------------------------------------------------------------
+def _proposer_key(pack: Pack) -> str:
+    return f"{pack.digest()}-{__version__}-{_sklearn_version()}"
+
+
 def _proposer(pack: Pack) -> Proposer:
-    key = f"{pack.digest()}-{__version__}-{_sklearn_version()}"
+    key = _proposer_key(pack)
     if key in _FITTED:
         return _FITTED[key]
     cache = _cache_file(key)

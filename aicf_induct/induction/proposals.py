@@ -63,11 +63,17 @@ def propose_dataset(dataset: str, pack: Pack | str | Path | None = None,
     a path, or None for the one shipped with the package."""
     p = pack if isinstance(pack, Pack) else load_pack(pack)  # a bad pack fails first
     problem, features = featurise(dataset)
+    return propose_problem(problem, features, p, top_k)
+
+
+def propose_problem(problem: Problem, features: Mapping[str, float], pack: Pack,
+                    top_k: int = 5) -> dict[str, Any]:
+    """The proposal dict for a loaded problem and its meta-features."""
     info = {"name": problem.name, "problem_id": problem.problem_id, "task": problem.task,
             "rows": problem.n_rows, "features": problem.n_features,
             "outputs": problem.n_outputs}
-    return propose_features(features, p, top_k, sizes=(problem.n_features, problem.n_outputs),
-                            dataset=info)
+    return propose_features(features, pack, top_k,
+                            sizes=(problem.n_features, problem.n_outputs), dataset=info)
 
 
 def propose_features(features: Mapping[str, float], pack: Pack | str | Path | None = None,
