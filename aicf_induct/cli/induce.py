@@ -83,7 +83,7 @@ def fit(args: argparse.Namespace) -> int:
 
     root = _root(args.warehouse)
     bar = _steps(4, args.quiet)
-    bar.set_description_str("induce fit: " + "reading the corpus")
+    bar.set_description_str("induce fit: reading the corpus")
     exclude = [e for e in args.exclude.split(",") if e.strip()]
     meta, unmatched = corpus_meta(root, args.protocol, exclude)
     for name in unmatched:
@@ -91,15 +91,11 @@ def fit(args: argparse.Namespace) -> int:
     if meta.empty:
         raise ConfigError("no corpus problem left after --exclude")
     bar.update(1)
-    bar.set_description_str("induce fit: " + f"mining {meta['problem_id'].nunique()} problems")
+    bar.set_description_str(f"induce fit: mining {meta['problem_id'].nunique()} problems")
     miner = Miner(min_problems=args.min_problems, n_bootstrap=args.bootstrap).fit(meta)
     bar.update(1)
-    fit_id = None
-    if not args.no_write:
-        bar.set_description_str("induce fit: " + "writing correlations and rules")
-        fit_id = write_mined(root, miner)
-    bar.update(1)
-    bar.set_description_str("induce fit: " + "writing the pack")
+    # the pack first: a pack that cannot be written leaves the warehouse untouched
+    bar.set_description_str("induce fit: writing the pack")
     pack = build_pack(meta, miner, excluded=sorted(e.strip() for e in exclude))
     command = ["aicf-induct", "induce", "fit", "--warehouse", str(root)]
     if args.protocol:
@@ -109,6 +105,11 @@ def fit(args: argparse.Namespace) -> int:
     command += ["--min-problems", str(args.min_problems), "--bootstrap", str(args.bootstrap),
                 "-o", args.output]
     out = write_pack(pack, args.output, command)
+    bar.update(1)
+    fit_id = None
+    if not args.no_write:
+        bar.set_description_str("induce fit: writing correlations and rules")
+        fit_id = write_mined(root, miner)
     bar.update(1)
     bar.close()
     h = pack.header

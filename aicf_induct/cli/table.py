@@ -16,6 +16,8 @@ def cell(v: object, digits: int = 3) -> str:
 
 def format_table(rows: Sequence[Sequence[object]], headers: Sequence[str],
                  digits: int = 3) -> str:
+    if not rows:
+        return "(none)"
     text = [[cell(v, digits) for v in row] for row in rows]
     widths = [max([len(h), *(len(r[i]) for r in text)]) for i, h in enumerate(headers)]
     numeric = [all(isinstance(row[i], int | float) and not isinstance(row[i], bool)

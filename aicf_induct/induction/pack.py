@@ -174,14 +174,18 @@ def write_pack(pack: Pack, path: str | Path, command: Sequence[str] | None = Non
     from warehouse.writer import write_parquet
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     header = {**pack.header, "rules": _records(pack.rules),
               "correlations": _records(pack.correlations)}
     t = pa.Table.from_pandas(pack.table, preserve_index=False)
     t = t.replace_schema_metadata({META_KEY: json.dumps(header, sort_keys=True).encode()})
-    _atomic(path, lambda p: write_parquet(t, p))
     prov = provenance(pack, command)
-    _atomic(json_path(path), lambda p: p.write_text(json.dumps(prov, indent=1) + "\n"))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _atomic(path, lambda p: write_parquet(t, p))
+        _atomic(json_path(path), lambda p: p.write_text(json.dumps(prov, indent=1) + "\n"))
+    except OSError as err:
+        raise ConfigError(f"cannot write the knowledge pack to {path}: "
+                          f"{err.strerror or err}") from None
     pack.provenance, pack.path = prov, path
     return path
 

@@ -180,6 +180,22 @@ def test_bad_input_is_one_error_line(argv: list[str], words: str, tmp_path: Path
     assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], err
 
 
+def test_a_pack_that_cannot_be_written_leaves_the_warehouse_alone(
+        corpus: Path, pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def fits() -> object:
+        return warehouse.connect(corpus).execute(
+            "SELECT count(DISTINCT fit_id) FROM raw_rules").fetchone()
+
+    before = fits()
+    (tmp_path / "file").write_text("x")
+    rc, _, err = _run(["induce", "fit", "--warehouse", str(corpus), "--min-problems", "2",
+                       "--bootstrap", "50", "-o", str(tmp_path / "file" / "p.parquet"),
+                       "--quiet"], capsys)
+    assert rc == 2 and "error: cannot write the knowledge pack to" in err
+    assert len(err.strip().splitlines()) == 1
+    assert fits() == before
+
+
 def test_propose_without_a_pack_says_how_to_build_one(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
