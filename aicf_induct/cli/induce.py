@@ -158,6 +158,7 @@ def _mine_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                    help="rows per table (default 20; 0: all)")
     m.add_argument("--json", action="store_true",
                    help="print {correlations: [...], rules: [...]} as JSON")
+    m.add_argument("--quiet", action="store_true", help="no progress bar")
     m.set_defaults(func=mine)
 
 
@@ -170,8 +171,14 @@ def mine(args: argparse.Namespace) -> int:
         from aicf_induct.induction.corpus import corpus_meta
         from aicf_induct.induction.mining import Miner
 
+        bar = _steps(2, args.quiet)
+        bar.set_description_str("mine: reading the corpus")
         meta, _ = corpus_meta(_root(args.warehouse), args.protocol)
+        bar.update(1)
+        bar.set_description_str(f"mine: mining {meta['problem_id'].nunique()} problems")
         miner = Miner(min_problems=args.min_problems).fit(meta)
+        bar.update(1)
+        bar.close()
         corr, rules = miner.correlations_, miner.rules_
         source = f"warehouse {args.warehouse}"
     else:
