@@ -9,6 +9,7 @@ import json
 import sys
 from typing import Any, TextIO
 
+from aicf_induct.cli import options
 from aicf_induct.cli.train import (
     DEFAULT_MODEL,
     add_log_options,
@@ -128,22 +129,25 @@ def add_adapt_options(p: argparse.ArgumentParser) -> None:
     a = p.add_argument_group("adaptation")
     a.add_argument("--policy", default="rules", choices=POLICIES,
                    help="what to do at a trigger (default rules)")
-    a.add_argument("--steps", type=int, default=d.steps,
+    a.add_argument("--steps", type=options.positive_int, default=d.steps,
                    help=f"optimizer steps of the run (default {d.steps})")
-    a.add_argument("--trigger-warmup", type=int, default=d.warmup_steps, metavar="N",
+    a.add_argument("--trigger-warmup", type=options.non_negative_int, default=d.warmup_steps,
+                   metavar="N",
                    help=f"the warm-up trigger fires after N steps, 0: never "
                         f"(default {d.warmup_steps})")
-    a.add_argument("--trigger-epochs", type=int, default=d.epoch_trigger, metavar="K",
+    a.add_argument("--trigger-epochs", type=options.non_negative_int, default=d.epoch_trigger,
+                   metavar="K",
                    help="fire at the end of every K-th epoch (default 0: never)")
-    a.add_argument("--eval-every", type=int, default=d.eval_every, metavar="N",
+    a.add_argument("--eval-every", type=options.non_negative_int, default=d.eval_every, metavar="N",
                    help="steps between validation evaluations (default 0: each epoch)")
-    a.add_argument("--plateau-patience", type=int, default=d.plateau_patience,
+    a.add_argument("--plateau-patience", type=options.positive_int, default=d.plateau_patience,
                    help=f"evaluations without improvement (default {d.plateau_patience})")
-    a.add_argument("--plateau-min-delta", type=float, default=d.plateau_min_delta,
+    a.add_argument("--plateau-min-delta", type=options.non_negative_float,
+                   default=d.plateau_min_delta,
                    help=f"relative improvement that counts (default {d.plateau_min_delta})")
-    a.add_argument("--guard-steps", type=int, default=g.steps,
+    a.add_argument("--guard-steps", type=options.positive_int, default=g.steps,
                    help=f"steps the guard watches after a rewrite (default {g.steps})")
-    a.add_argument("--max-rewrites", type=int, default=d.max_rewrites,
+    a.add_argument("--max-rewrites", type=options.non_negative_int, default=d.max_rewrites,
                    help=f"(default {d.max_rewrites})")
     a.add_argument("--checkpoint-dir", metavar="DIR",
                    help="write checkpoints there (atomic; the last two are kept)")
@@ -153,9 +157,9 @@ def add_adapt_options(p: argparse.ArgumentParser) -> None:
     a.add_argument("--resume", metavar="DIR",
                    help="go on from the latest checkpoint in DIR (its recipe and settings "
                         "apply; --dataset must name the same dataset)")
-    a.add_argument("--inject-nan", type=int, metavar="STEP",
+    a.add_argument("--inject-nan", type=options.non_negative_int, metavar="STEP",
                    help="(testing) set a parameter to NaN before executed step STEP")
-    a.add_argument("--inject-spike", type=int, metavar="STEP",
+    a.add_argument("--inject-spike", type=options.non_negative_int, metavar="STEP",
                    help="(testing) scale the inputs of executed step STEP by 1000")
 
 
@@ -182,7 +186,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                "--policy rules --steps 3000",
     )
     p.add_argument("--dataset", required=True, help="dataset name (see `train --help`)")
-    p.add_argument("--model", default="mlp:depth=1,width=4",
+    p.add_argument("--model", default="mlp:depth=1,width=4", type=options.model_spec,
                    help='starting model spec (default "mlp:depth=1,width=4": small on purpose)')
     add_train_options(p)
     add_adapt_options(p)

@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from aicf_induct import __version__
 from aicf_induct.errors import AicfError
@@ -26,11 +27,26 @@ COMMAND_MODULES = (
     "aicf_induct.cli.space",
     "aicf_induct.cli.corpus",
     "aicf_induct.cli.induce",
+    "aicf_induct.cli.serve",
 )
 
 
+class UsageError(AicfError):
+    """A command line argparse refused: an unknown option, a missing or bad value."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one `error:` line naming the argument (exit 2), as
+    every other bad input gets, and `main` returning 2 rather than exiting; `--help` still
+    shows the usage. Sub-command parsers are of this class too (`add_subparsers` makes its
+    parsers of the parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="aicf-induct",
         description="Train models on the aicf_induct runtime, log them to the warehouse, "
                     "mine which structures suit which problems, and apply it live.",
@@ -44,21 +60,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 0
     try:
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 0
         return int(args.func(args) or 0)
     except AicfError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except FileNotFoundError as err:
-        print(f"error: no such file: {err.filename}", file=sys.stderr)
-        return 2
     except BrokenPipeError:  # e.g. piped into `head`: not an error
         sys.stderr.close()
         return 0
+    except FileNotFoundError as err:
+        print(f"error: no such file: {err.filename}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        if err.filename is None:  # not about a path the user gave: a bug to see whole
+            raise
+        print(f"error: {err.filename}: {err.strerror or err}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

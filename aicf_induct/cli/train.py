@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from aicf_induct.cli import options
 from aicf_induct.compiler.fusion import PRECISIONS
 from aicf_induct.errors import ConfigError
 from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
@@ -17,7 +18,7 @@ from aicf_induct.kernels.autotune import TuningStore
 from aicf_induct.problems import load_problem
 from aicf_induct.problems.problem import Problem
 from aicf_induct.records import NullRecorder, Recorder
-from aicf_induct.runtime.backend import BACKENDS, select_backend
+from aicf_induct.runtime.backend import BACKENDS, gpu_available, select_backend
 from aicf_induct.runtime.trainer import TrainConfig, Trainer
 
 DEFAULT_MODEL = "mlp"
@@ -27,27 +28,29 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
     """Recipe options shared by `train` and later commands that train (adapt, sweep)."""
     g = p.add_argument_group("training recipe")
     d = TrainConfig()
-    g.add_argument("--epochs", type=int, default=d.epochs, help=f"(default {d.epochs})")
-    g.add_argument("--batch-size", type=int, default=d.batch_size,
+    g.add_argument("--epochs", type=options.positive_int, default=d.epochs,
+                   help=f"(default {d.epochs})")
+    g.add_argument("--batch-size", type=options.positive_int, default=d.batch_size,
                    help=f"(default {d.batch_size})")
     g.add_argument("--optimizer", default=d.optimizer, choices=["sgd", "adam", "adamw"],
                    help=f"(default {d.optimizer})")
-    g.add_argument("--lr", type=float, default=d.lr, help=f"learning rate (default {d.lr})")
-    g.add_argument("--weight-decay", type=float, default=d.weight_decay,
+    g.add_argument("--lr", type=options.positive_float, default=d.lr,
+                   help=f"learning rate (default {d.lr})")
+    g.add_argument("--weight-decay", type=options.non_negative_float, default=d.weight_decay,
                    help=f"(default {d.weight_decay})")
-    g.add_argument("--momentum", type=float, default=d.momentum,
+    g.add_argument("--momentum", type=options.fraction, default=d.momentum,
                    help=f"SGD momentum (default {d.momentum})")
     g.add_argument("--schedule", default=d.schedule, choices=["constant", "cosine"],
                    help=f"learning-rate schedule (default {d.schedule})")
-    g.add_argument("--warmup-steps", type=int, default=d.warmup_steps,
+    g.add_argument("--warmup-steps", type=options.non_negative_int, default=d.warmup_steps,
                    help="linear warm-up steps (default 0)")
-    g.add_argument("--clip-norm", type=float, default=d.clip_norm,
+    g.add_argument("--clip-norm", type=options.non_negative_float, default=d.clip_norm,
                    help="clip the global gradient norm (default 0: off)")
-    g.add_argument("--patience", type=int, default=d.patience,
+    g.add_argument("--patience", type=options.non_negative_int, default=d.patience,
                    help=f"early stopping patience in epochs, 0 to disable (default {d.patience})")
-    g.add_argument("--label-smoothing", type=float, default=d.label_smoothing,
+    g.add_argument("--label-smoothing", type=options.fraction, default=d.label_smoothing,
                    help="cross-entropy label smoothing (default 0)")
-    g.add_argument("--seed", type=int, default=d.seed,
+    g.add_argument("--seed", type=options.seed, default=d.seed,
                    help="seed for the data split, initialisation, batch order and dropout")
     g = p.add_argument_group("device")
     g.add_argument("--backend", default=d.backend, choices=BACKENDS,
@@ -66,8 +69,10 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
                          warmup_steps=args.warmup_steps, clip_norm=args.clip_norm,
                          patience=args.patience, label_smoothing=args.label_smoothing,
                          seed=args.seed, backend=args.backend, precision=args.precision)
-    # a precision policy that will not apply is said, not silently dropped (asking for the
-    # backend also fails early, with its reason, where "cupy" cannot run)
+    # "cupy" where it cannot run fails here, with its reason, before a row is written
+    if config.backend == "cupy" and not gpu_available():
+        select_backend(config.backend)
+    # a precision policy that will not apply is said, not silently dropped
     if config.precision != "fp32" and not select_backend(config.backend).is_gpu:
         print(f"note: --precision {config.precision} applies to the GPU backend; this run is "
               f"on NumPy and computes in the model's dtype", file=sys.stderr)
@@ -136,11 +141,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="dataset name: iris, wine, breast_cancer, digits, diabetes, or any "
                         "name `aicf-induct problems list` shows")
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--model", default=None,
+    src.add_argument("--model", default=None, type=options.model_spec,
                      help=f'model spec, e.g. "mlp:depth=2,width=64,act=gelu,norm=layernorm" '
                           f'(default "{DEFAULT_MODEL}")')
     src.add_argument("--ir", metavar="FILE", help="train the graph in this canonical IR file")
-    p.add_argument("--save-ir", metavar="FILE", help="write the model's IR (canonical JSON)")
+    p.add_argument("--save-ir", metavar="FILE", type=options.new_file,
+                   help="write the model's IR (canonical JSON)")
     add_train_options(p)
     add_log_options(p)
     p.add_argument("--json", action="store_true", help="print the final metrics as JSON")

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import warehouse
+from aicf_induct.cli import options
 from warehouse import WarehouseError
 
 FORMATS = ("table", "csv", "json", "parquet")
@@ -45,7 +46,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "rewrites and score (the run_summary report, abridged).")
     p.add_argument("--problem", help="only runs on this problem (name or id)")
     p.add_argument("--status", help="only runs with this status (running, completed, ...)")
-    p.add_argument("--limit", type=int, default=20, help="at most this many runs (default 20)")
+    p.add_argument("--limit", type=options.positive_int, default=20,
+                   help="at most this many runs (default 20)")
     p.add_argument("--all-columns", action="store_true", help="every run_summary column")
     p.set_defaults(func=cmd_runs)
 
@@ -64,7 +66,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        description="Maintain the warehouse directory.")
     wsub = w.add_subparsers(dest="warehouse_command", metavar="ACTION", required=True)
     p = wsub.add_parser("check", parents=[common], help="verify every part is readable and "
-                                                        "schemas are compatible")
+                                                        "schemas are compatible",
+                        description="Read every Parquet part of every table (--quick: the "
+                                    "footers only) and check that schemas agree; print parts "
+                                    "and rows per table, notes and problems. Exit 0 when ok, "
+                                    "1 when a problem was found.")
     p.add_argument("--quick", action="store_true", help="read footers only, not every page")
     p.set_defaults(func=cmd_check)
     p = wsub.add_parser("compact", parents=[common],
@@ -72,12 +78,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         description="Merge each partition's small parts into one, atomically; "
                                     "readers never see a row twice or miss one. Superseded "
                                     "parts are deleted once --grace seconds old.")
-    p.add_argument("--grace", type=float, default=60.0, metavar="SECONDS",
+    p.add_argument("--grace", type=options.non_negative_float, default=60.0, metavar="SECONDS",
                    help="keep superseded parts this long for readers that already listed "
                         "them (default 60; 0 deletes at once)")
     p.set_defaults(func=cmd_compact)
     p = wsub.add_parser("rebuild", parents=[common],
-                        help="write _catalog.duckdb (views) for the DuckDB CLI")
+                        help="write _catalog.duckdb (views) for the DuckDB CLI",
+                        description="Write _catalog.duckdb in the warehouse: a DuckDB file "
+                                    "holding only views over the Parquet parts, so the "
+                                    "DuckDB CLI (or any DuckDB client) can query the tables "
+                                    "by name. It can be deleted and rebuilt at any time.")
     p.set_defaults(func=cmd_rebuild)
 
 

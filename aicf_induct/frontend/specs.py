@@ -8,6 +8,7 @@ then dropout when its rate is > 0; the output head is one linear layer.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,11 @@ NORM_PLACES = ("pre", "post")
 PROFILES = ("constant", "funnel", "bottleneck", "expand")
 MIN_WIDTH = 8  # halving profiles stop here (or at `width`, if that is smaller)
 MAX_DEPTH = 64
+# Ceilings that keep a typo (width=100000000) a one-line error rather than an allocation of
+# petabytes: the widest layer, and the trainable parameters a model may have (float64
+# parameters, gradients and Adam's two moments: 32 bytes each, 3.2 GB at the ceiling).
+MAX_WIDTH = 65_536
+MAX_PARAMS = 100_000_000
 
 _CHOICES = {"act": ACTS, "norm": NORMS, "norm_place": NORM_PLACES, "profile": PROFILES}
 
@@ -70,6 +76,9 @@ class MLPSpec:
             raise ConfigError(f"model key 'depth' must be in 0..{MAX_DEPTH}, got {self.depth}")
         if self.width < 1:
             raise ConfigError(f"model key 'width' must be >= 1, got {self.width}")
+        if self.width > MAX_WIDTH:
+            raise ConfigError(f"model key 'width' must be <= {MAX_WIDTH} (the ceiling), got "
+                              f"{self.width}")
         if not isinstance(self.dropout, float) or not 0.0 <= self.dropout < 1.0:
             raise ConfigError(f"model key 'dropout' must be a float in [0, 1), "
                               f"got {self.dropout!r}")
@@ -93,6 +102,13 @@ class MLPSpec:
         if self.profile == "bottleneck":
             return [h(min(i, n - 1 - i)) for i in range(n)]
         return [self.width] * n
+
+    def param_count(self, in_features: int, out_features: int) -> int:
+        """Trainable parameters of the MLP for these shapes, counted without building it."""
+        widths = [in_features, *self.hidden_widths(), out_features]
+        linear = sum(a * b + b for a, b in itertools.pairwise(widths))
+        norms = 2 * sum(self.hidden_widths()) if self.norm != "none" else 0
+        return linear + norms
 
     def to_string(self) -> str:
         """Every key, in field order; `parse_model_spec` reads it back to an equal spec."""
@@ -199,6 +215,10 @@ def build_mlp(spec: MLPSpec, in_features: int, out_features: int) -> MLP:
     if in_features < 1 or out_features < 1:
         raise ConfigError(f"an MLP needs in_features and out_features >= 1, "
                           f"got {in_features} and {out_features}")
+    count = spec.param_count(in_features, out_features)
+    if count > MAX_PARAMS:
+        raise ConfigError(f"model {spec} has {count:,} parameters for {in_features} inputs "
+                          f"and {out_features} outputs; the ceiling is {MAX_PARAMS:,}")
     return MLP(spec, in_features, out_features)
 
 

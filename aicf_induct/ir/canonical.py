@@ -8,13 +8,16 @@ graph. `from_json` validates and reports problems as one-line `IRError`s naming 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from aicf_induct.errors import IRError
+from aicf_induct.errors import ConfigError, IRError
 from aicf_induct.ir.graph import Graph, Node, ParamSpec
-from aicf_induct.ir.validate import validate
+from aicf_induct.ir.validate import problems, validate
 
+T = TypeVar("T")
 FORMAT = "aicf.ir/1"
+MAX_NESTING = 64  # an IR nests ~6 levels; deeper JSON is refused, even past the parser's stack
 
 
 def to_dict(graph: Graph) -> dict[str, Any]:
@@ -83,18 +86,38 @@ def _param(raw: Any, index: int) -> ParamSpec:
                      _field(raw, "trainable", bool, where, owner))
 
 
-def from_dict(doc: Any, check: bool = True) -> Graph:
+def _entries(raw: list[Any], build: Callable[[Any, int], T],
+             found: list[IRError] | None) -> list[T]:
+    """Each entry built; a bad one raises, or with `found` is noted there and left out."""
+    out = []
+    for i, r in enumerate(raw):
+        try:
+            out.append(build(r, i))
+        except IRError as err:
+            if found is None:
+                raise
+            found.append(err)
+    return out
+
+
+def from_dict(doc: Any, check: bool = True, found: list[IRError] | None = None) -> Graph:
+    """The graph of a parsed document. With `found`, problems of single nodes and
+    parameters are appended there instead of raised (the graph then lacks those entries);
+    a malformed document as a whole still raises."""
     if not isinstance(doc, dict):
         raise IRError("the document must be a JSON object")
     fmt = doc.get("format")
     if fmt != FORMAT:
         raise IRError(f"unsupported format {fmt!r}; expected '{FORMAT}'")
-    nodes = [_node(r, i) for i, r in enumerate(_field(doc, "nodes", list, "document"))]
-    plist = [_param(r, i) for i, r in enumerate(_field(doc, "params", list, "document"))]
+    nodes = _entries(_field(doc, "nodes", list, "document"), _node, found)
+    plist = _entries(_field(doc, "params", list, "document"), _param, found)
     params: dict[str, ParamSpec] = {}
     for p in plist:
         if p.name in params:
-            raise IRError(f"parameter '{p.name}' is declared twice", p.owner)
+            err = IRError(f"parameter '{p.name}' is declared twice", p.owner)
+            if found is None:
+                raise err
+            found.append(err)
         params[p.name] = p
     outputs = _field(doc, "outputs", list, "document")
     if not all(isinstance(o, str) for o in outputs):
@@ -106,22 +129,74 @@ def from_dict(doc: Any, check: bool = True) -> Graph:
     return graph
 
 
-def from_json(text: str | bytes, check: bool = True) -> Graph:
+def parse(text: str | bytes) -> Any:
+    """The JSON document, or a one-line `IRError` (bad syntax, or nested so deeply that the
+    parser would run out of stack: no IR comes near `MAX_NESTING` levels)."""
+    too_deep = IRError(f"not an IR document: JSON nested more than {MAX_NESTING} levels deep")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as err:
         raise IRError(f"not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}") \
             from None
-    return from_dict(doc, check=check)
+    except RecursionError:
+        raise too_deep from None
+    if _nesting(doc) > MAX_NESTING:  # what later recursive walks (repr, dumps) would meet
+        raise too_deep
+    return doc
+
+
+def _nesting(doc: Any) -> int:
+    """How deep lists and objects nest (without recursion: the depth is what is checked)."""
+    deepest, stack = 0, [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            deepest = max(deepest, depth)
+            items = value.values() if isinstance(value, dict) else value
+            stack.extend((v, depth + 1) for v in items if isinstance(v, dict | list))
+    return deepest
+
+
+def from_json(text: str | bytes, check: bool = True) -> Graph:
+    return from_dict(parse(text), check=check)
+
+
+def problems_in(text: str | bytes) -> list[IRError]:
+    """Every problem of an IR document, in order; empty if it is a valid graph. Graph-level
+    checks run once every node and parameter entry could be read (else they would report
+    the entries left out a second time)."""
+    found: list[IRError] = []
+    try:
+        graph = from_dict(parse(text), check=False, found=found)
+    except IRError as err:
+        return [*found, err]
+    return found or problems(graph)
+
+
+def read_text(path: str) -> str:
+    """A file's text. A path that is no readable file is a `ConfigError`, one that is not
+    UTF-8 text an `IRError`; both name it."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except UnicodeDecodeError:
+        raise IRError(f"{path} is not a UTF-8 text file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path} is a folder, not an IR file") from None
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read it ({err.strerror or err})") from None
 
 
 def load(path: str) -> Graph:
+    """The graph in a canonical IR file; an error names the file."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except UnicodeDecodeError:
-        raise IRError(f"{path} is not a UTF-8 text file") from None
-    return from_json(text)
+        return from_json(read_text(path))
+    except IRError as err:
+        if path in err.problem:
+            raise
+        raise type(err)(f"{err.problem} (in {path})", err.node) from None
 
 
 def save(graph: Graph, path: str) -> None:
@@ -130,7 +205,15 @@ def save(graph: Graph, path: str) -> None:
     import tempfile
 
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
+    if not os.path.isdir(directory):  # else the error would name the temp file
+        raise ConfigError(f"{path}: the folder {directory} does not exist")
+    if os.path.isdir(path):
+        raise ConfigError(f"{path} is a folder, not a file")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot write in {directory} ({err.strerror or err})") \
+            from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(to_json(graph, indent=1) + "\n")

@@ -3,10 +3,14 @@
 `validate(graph)` checks, in order: node ids (non-empty, unique), ops (known, arity,
 attributes), references (dangling inputs, cycles, topological order, outputs), parameters
 (owned once, present, matching the op's roles and shapes, valid initializers), and finally
-runs every shape/dtype rule. It returns the inferred type of every node.
+runs every shape/dtype rule. It returns the inferred type of every node, or raises the
+first problem; `problems(graph)` lists them all (`aicf-induct ir validate`). Each check is
+a generator of problems, so both walk the same code.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 from aicf_induct.errors import IRError
 from aicf_induct.ir.graph import Graph, Node, TensorType
@@ -14,25 +18,27 @@ from aicf_induct.ir.init import check_init
 from aicf_induct.ir.ops import OPS, OpDef
 
 
-def _check_ops(graph: Graph) -> None:
+def _op_problems(graph: Graph) -> Iterator[IRError]:
     seen: set[str] = set()
     for n in graph.nodes:
         if not isinstance(n.id, str) or not n.id:
-            raise IRError(f"node id must be a non-empty string, got {n.id!r}")
+            yield IRError(f"node id must be a non-empty string, got {n.id!r}")
+            continue
         if n.id in seen:
-            raise IRError("duplicate node id", n.id)
+            yield IRError("duplicate node id", n.id)
         seen.add(n.id)
         if n.op not in OPS:
-            raise IRError(f"unknown op '{n.op}' (known: {', '.join(sorted(OPS))})", n.id)
+            yield IRError(f"unknown op '{n.op}' (known: {', '.join(sorted(OPS))})", n.id)
+            continue
         op = OPS[n.op]
         if op.arity is None:
             if len(n.inputs) < 2:
-                raise IRError(f"{n.op} needs at least 2 inputs, got {len(n.inputs)}", n.id)
+                yield IRError(f"{n.op} needs at least 2 inputs, got {len(n.inputs)}", n.id)
         elif len(n.inputs) != op.arity:
-            raise IRError(f"{n.op} needs {op.arity} input(s), got {len(n.inputs)}", n.id)
+            yield IRError(f"{n.op} needs {op.arity} input(s), got {len(n.inputs)}", n.id)
         unknown = sorted(set(n.attrs) - set(op.attrs))
         if unknown:
-            raise IRError(f"unknown attribute(s) {unknown} for {n.op}", n.id)
+            yield IRError(f"unknown attribute(s) {unknown} for {n.op}", n.id)
 
 
 def _find_cycle(graph: Graph) -> list[str] | None:
@@ -58,54 +64,56 @@ def _find_cycle(graph: Graph) -> list[str] | None:
     return None
 
 
-def _check_references(graph: Graph) -> None:
+def _reference_problems(graph: Graph) -> Iterator[IRError]:
     ids = {n.id for n in graph.nodes}
     for n in graph.nodes:
         for i in n.inputs:
             if i not in ids:
-                raise IRError(f"input '{i}' is not a node of the graph (dangling reference)", n.id)
+                yield IRError(f"input '{i}' is not a node of the graph (dangling reference)", n.id)
     cycle = _find_cycle(graph)
     if cycle:
-        raise IRError(f"cycle: {' -> '.join(reversed(cycle))}", cycle[0])
-    defined: set[str] = set()
-    for n in graph.nodes:
-        for i in n.inputs:
-            if i not in defined:
-                raise IRError(f"input '{i}' is defined after its use; nodes must be listed in "
-                              "topological order", n.id)
-        defined.add(n.id)
+        yield IRError(f"cycle: {' -> '.join(reversed(cycle))}", cycle[0])
+    else:  # in a cycle every node is "defined after its use": said once, above
+        defined: set[str] = set()
+        for n in graph.nodes:
+            for i in n.inputs:
+                if i in ids and i not in defined:
+                    yield IRError(f"input '{i}' is defined after its use; nodes must be "
+                                  "listed in topological order", n.id)
+            defined.add(n.id)
     if not graph.outputs:
-        raise IRError("graph has no outputs")
+        yield IRError("graph has no outputs")
     for o in graph.outputs:
         if o not in ids:
-            raise IRError(f"output '{o}' is not a node of the graph")
+            yield IRError(f"output '{o}' is not a node of the graph")
     if not graph.inputs:
-        raise IRError("graph has no input node")
+        yield IRError("graph has no input node")
 
 
-def _check_param_table(graph: Graph) -> None:
+def _param_table_problems(graph: Graph) -> Iterator[IRError]:
     owner_of: dict[str, str] = {}
     for n in graph.nodes:
         for role, pname in n.params.items():
             if pname in owner_of:
-                raise IRError(f"parameter '{pname}' is owned twice: by '{owner_of[pname]}' and "
+                yield IRError(f"parameter '{pname}' is owned twice: by '{owner_of[pname]}' and "
                               f"by '{n.id}'", n.id)
+                continue
             owner_of[pname] = n.id
             spec = graph.params.get(pname)
             if spec is None:
-                raise IRError(f"parameter '{pname}' (role {role}) is missing from the "
+                yield IRError(f"parameter '{pname}' (role {role}) is missing from the "
                               "parameter table", n.id)
-            if spec.owner != n.id or spec.role != role:
-                raise IRError(f"parameter '{pname}' says it is owned by '{spec.owner}' as "
+            elif spec.owner != n.id or spec.role != role:
+                yield IRError(f"parameter '{pname}' says it is owned by '{spec.owner}' as "
                               f"'{spec.role}', but this node uses it as '{role}'", n.id)
     for pname, spec in graph.params.items():
         if pname != spec.name:
-            raise IRError(f"parameter table key '{pname}' differs from its name '{spec.name}'")
+            yield IRError(f"parameter table key '{pname}' differs from its name '{spec.name}'")
         if pname not in owner_of:
-            raise IRError(f"parameter '{pname}' is owned by no node (claims owner "
+            yield IRError(f"parameter '{pname}' is owned by no node (claims owner "
                           f"'{spec.owner}')", spec.owner)
         if problem := check_init(spec.init):
-            raise IRError(f"parameter '{pname}': {problem}", spec.owner)
+            yield IRError(f"parameter '{pname}': {problem}", spec.owner)
 
 
 def _check_node_params(n: Node, op: OpDef, ins: list[TensorType], graph: Graph) -> None:
@@ -117,7 +125,9 @@ def _check_node_params(n: Node, op: OpDef, ins: list[TensorType], graph: Graph) 
     if extra:
         raise IRError(f"{n.op} does not take parameter role(s) {extra}", n.id)
     for role, info in expected.items():
-        spec = graph.params[n.params[role]]
+        spec = graph.params.get(n.params[role])
+        if spec is None:  # a parameter-table problem, reported there
+            continue
         if tuple(spec.shape) != info.shape:
             raise IRError(f"parameter '{spec.name}' has shape {list(spec.shape)}, {n.op} needs "
                           f"{list(info.shape)} for role {role}", n.id)
@@ -126,32 +136,73 @@ def _check_node_params(n: Node, op: OpDef, ins: list[TensorType], graph: Graph) 
                           f"{'trainable' if info.trainable else 'non-trainable state'}", n.id)
 
 
+def _node_type(n: Node, types: dict[str, TensorType], graph: Graph, batch: int | None,
+               check_params: bool) -> TensorType:
+    """One node's type from its inputs' types; a failure is an IRError naming the node."""
+    op = OPS[n.op]
+    ins = [types[i] for i in n.inputs]
+    attrs = op.full_attrs(n.attrs)
+    try:
+        t = op.infer(ins, attrs)
+        if check_params:
+            _check_node_params(n, op, ins, graph)
+    except IRError as err:
+        if err.node is not None:
+            raise
+        raise type(err)(err.problem, n.id) from None
+    except (TypeError, ValueError, KeyError) as err:
+        raise IRError(f"bad attributes for {n.op}: {err}", n.id) from None
+    return t.with_batch(batch) if batch is not None and n.op == "input" else t
+
+
 def infer_types(graph: Graph, batch: int | None = None,
                 check_params: bool = True) -> dict[str, TensorType]:
     """The type of every node (batch axis None unless `batch` is given); assumes references
     are valid. Shape errors are re-raised naming the node."""
     types: dict[str, TensorType] = {}
     for n in graph.nodes:
-        op = OPS[n.op]
-        ins = [types[i] for i in n.inputs]
-        attrs = op.full_attrs(n.attrs)
-        try:
-            t = op.infer(ins, attrs)
-            if check_params:
-                _check_node_params(n, op, ins, graph)
-        except IRError as err:
-            if err.node is not None:
-                raise
-            raise type(err)(err.problem, n.id) from None
-        except (TypeError, ValueError, KeyError) as err:
-            raise IRError(f"bad attributes for {n.op}: {err}", n.id) from None
-        types[n.id] = t.with_batch(batch) if batch is not None and n.op == "input" else t
+        types[n.id] = _node_type(n, types, graph, batch, check_params)
     return types
+
+
+def _inferable(n: Node) -> bool:
+    """Whether a node's op rule can run: a known op with the inputs it takes."""
+    op = OPS.get(n.op)
+    return op is not None and (len(n.inputs) >= 2 if op.arity is None
+                               else len(n.inputs) == op.arity)
+
+
+def _type_problems(graph: Graph, types: dict[str, TensorType]) -> Iterator[IRError]:
+    """Shape/dtype problems, filling `types`; a node whose op cannot run (reported as an op
+    problem), and every node it feeds, is left out rather than reported twice."""
+    for n in graph.nodes:
+        if n.id in types or not _inferable(n) or any(i not in types for i in n.inputs):
+            continue  # n.id in types: a duplicate id, reported as such
+        try:
+            types[n.id] = _node_type(n, types, graph, None, True)
+        except IRError as err:
+            yield err
+
+
+def _all_problems(graph: Graph, types: dict[str, TensorType]) -> Iterator[IRError]:
+    yield from _op_problems(graph)
+    references_ok = True
+    for err in _reference_problems(graph):
+        references_ok = False
+        yield err
+    yield from _param_table_problems(graph)
+    if references_ok:  # type inference walks the inputs: only over sound references
+        yield from _type_problems(graph, types)
+
+
+def problems(graph: Graph) -> list[IRError]:
+    """Every problem of the graph, in the order `validate` checks; empty if it is valid."""
+    return list(_all_problems(graph, {}))
 
 
 def validate(graph: Graph) -> dict[str, TensorType]:
     """Check a graph; return node types. Raises IRError naming the node and the problem."""
-    _check_ops(graph)
-    _check_references(graph)
-    _check_param_table(graph)
-    return infer_types(graph)
+    types: dict[str, TensorType] = {}
+    for err in _all_problems(graph, types):
+        raise err
+    return types

@@ -16,6 +16,10 @@ from aicf_induct.errors import DataError
 from aicf_induct.problems.preprocess import Table, Task, is_numeric
 
 CLASSIFICATION_MAX_LEVELS = 20  # an integer target with at most this many values is a class
+# The floats written, to the last bit: pandas 2's default CSV parser is off by an ulp at times
+# (a different problem id than the same data from Parquet); pandas 3 is exact and deprecates
+# the option.
+_PANDAS_2 = int(pd.__version__.split(".")[0]) < 3
 
 
 def read_frame(path: str | Path) -> pd.DataFrame:
@@ -30,7 +34,9 @@ def read_frame(path: str | Path) -> pd.DataFrame:
         if suffix in (".parquet", ".pq"):
             frame = pd.read_parquet(p)
         elif suffix in (".csv", ".tsv", ".txt"):
-            frame = pd.read_csv(p, sep="\t" if suffix == ".tsv" else ",")
+            sep = "\t" if suffix == ".tsv" else ","
+            frame = pd.read_csv(p, sep=sep, float_precision="round_trip") if _PANDAS_2 \
+                else pd.read_csv(p, sep=sep)
         else:
             raise DataError(f"{p}: unsupported format '{suffix}' (use .csv, .tsv or .parquet)")
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError,

@@ -39,6 +39,7 @@ Policy = Literal["raise", "drop", "keep"]  # what to do with an unusable feature
 
 MAX_CATEGORIES = 20  # one-hot columns per categorical column, the infrequent one included
 MIN_ROWS = 20  # fewer rows cannot fill three splits meaningfully
+MAX_CLASS_FRACTION = 0.5  # more classes than this fraction of rows: (nearly) one per row
 TEXT_MIN_DISTINCT = 30  # a string column with more distinct values than this ...
 TEXT_DISTINCT_FRAC = 0.5  # ... and more than this fraction of its rows is text, not a category
 MOSTLY_MISSING = 0.9  # a column missing in more than this fraction of rows carries nothing
@@ -133,6 +134,10 @@ def encode_target(y: pd.Series, task: Task, target: str,
         if len(classes) < 2:
             raise DataError(f"{where}: target '{target}' has a single class "
                             f"({classes[0]!r} in all {len(y)} rows); nothing to classify")
+        if len(classes) > len(y) * MAX_CLASS_FRACTION:
+            raise DataError(f"{where}: target '{target}' has {len(classes)} classes in "
+                            f"{len(y)} rows (under 2 rows a class): nothing to learn a class "
+                            f"from; a number to predict is task=regression")
         return codes.astype(np.int64), tuple(str(c) for c in classes)
     values = pd.to_numeric(y, errors="coerce")
     bad = y[values.isna()]
@@ -155,15 +160,21 @@ def _without_inf(col: pd.Series) -> pd.Series:
 
 def normalise(frame: pd.DataFrame) -> pd.DataFrame:
     """Numeric columns as float64, the rest as object strings with NaN for missing: one
-    representation for hashing and for the encoders, whatever dtypes pandas inferred."""
+    representation for hashing and for the encoders, whatever dtypes pandas inferred.
+
+    Missing is what `isna` says, per cell (None, NaN, pd.NA, NaT), never a value's
+    identity: pandas 3 reads text as its `str` dtype, whose NaN is not `np.nan` once cast
+    to object, and `str()` of it would make a level "nan"."""
     out = {}
     for name in frame.columns:
         col = frame[name]
         if is_numeric(col):
             out[name] = col.astype(np.float64)
         else:
-            out[name] = col.astype(object).where(col.notna(), np.nan).map(
-                lambda v: v if v is np.nan else str(v))
+            cells = col.to_numpy(dtype=object)
+            missing = col.isna().to_numpy()
+            out[name] = pd.Series([np.nan if gone else str(v) for v, gone in zip(
+                cells, missing, strict=True)], index=frame.index, dtype=object)
     return pd.DataFrame(out, index=frame.index)
 
 
@@ -208,6 +219,9 @@ def prepare(table: Table, seed: int = 0, policy: Policy = "drop",
     if not present.all():
         notes.append(f"dropped {int((~present).sum())} rows with a missing target")
     frame, y_raw = table.frame[present], y_all[present]
+    if len(frame) < MIN_ROWS:  # before the column checks: one row makes every column constant
+        raise DataError(f"{where}: too few rows: {len(frame)} with a target; need at least "
+                        f"{MIN_ROWS}")
     n_inf = sum(int(np.isinf(frame[c].to_numpy(dtype=np.float64)).sum())
                 for c in frame.columns if is_numeric(frame[c]))
     if n_inf:
@@ -218,8 +232,6 @@ def prepare(table: Table, seed: int = 0, policy: Policy = "drop",
     if frame.shape[1] == 0:
         why = "; ".join(f"{c}: {r}" for c, r in dropped) or "the table has only the target"
         raise DataError(f"{where}: no usable feature columns ({why})")
-    if len(frame) < MIN_ROWS:
-        raise DataError(f"{where}: only {len(frame)} rows with a target; need {MIN_ROWS}")
     y, _classes = encode_target(y_raw, table.task, table.target, where)
     frame = normalise(frame)
     is_clf = table.task == "classification"

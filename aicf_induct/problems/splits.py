@@ -11,9 +11,12 @@ from __future__ import annotations
 import numpy as np
 from sklearn.model_selection import train_test_split
 
+from aicf_induct.errors import ConfigError
+
 VAL_FRAC = 0.15  # of all rows
 TEST_FRAC = 0.20  # of all rows
 MIN_PER_CLASS = 3  # a class needs a row in each of train, val and test to stratify
+MAX_SEED = 2**32 - 1  # seeds are 0 .. 2**32-1: what scikit-learn and NumPy both take
 
 
 def can_stratify(y: np.ndarray) -> bool:
@@ -22,11 +25,18 @@ def can_stratify(y: np.ndarray) -> bool:
     return bool(counts.min() >= MIN_PER_CLASS)
 
 
+def check_seed(seed: int) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) \
+            or not 0 <= seed <= MAX_SEED:
+        raise ConfigError(f"seed must be an integer in 0..{MAX_SEED}, got {seed!r}")
+
+
 def split_indices(
     n: int, strata: np.ndarray | None, seed: int = 0,
     val_frac: float = VAL_FRAC, test_frac: float = TEST_FRAC,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(train, val, test) row indices. `strata`: class labels to stratify on, or None."""
+    check_seed(seed)
     idx = np.arange(n)
     tv, te = train_test_split(idx, test_size=test_frac, random_state=seed, stratify=strata)
     strata_tv = strata[tv] if strata is not None else None

@@ -26,6 +26,7 @@ from sklearn import datasets
 
 from aicf_induct.errors import ConfigError
 from aicf_induct.problems.preprocess import Table, Task
+from aicf_induct.problems.splits import MAX_SEED
 
 FAMILIES: dict[str, dict[str, Any]] = {
     "classification": {"n": 1000, "features": 20, "informative": 5, "redundant": 0,
@@ -61,6 +62,9 @@ def _options(family: str, given: Mapping[str, str]) -> dict[str, Any]:
                           f"{MAX_SYNTHETIC_ROWS}")
     if opts["noise"] < 0:
         raise ConfigError(f"synthetic:{family}: noise must be >= 0")
+    if not 0 <= opts["seed"] <= MAX_SEED:
+        raise ConfigError(f"synthetic:{family}: seed={opts['seed']} must be within "
+                          f"0..{MAX_SEED}")
     return opts
 
 

@@ -113,3 +113,34 @@ def test_zero_depth_is_a_linear_model() -> None:
     assert [n.id for n in g.nodes] == ["x", "head"] and len(list(model.parameters())) == 2
     with pytest.raises(ConfigError, match="in_features"):
         build_mlp(MLPSpec(), 0, 3)
+
+
+@pytest.mark.parametrize("text", [
+    "mlp", "mlp:depth=0", "mlp:depth=3,width=100,norm=batchnorm,profile=funnel",
+    "mlp:depth=4,width=48,norm=layernorm,residual=true,dropout=0.1,profile=bottleneck",
+])
+def test_param_count_is_the_built_graphs(text: str) -> None:
+    spec = parse_model_spec(text)
+    assert spec.param_count(7, 3) == mlp_graph(spec, 7, 3).param_count()
+
+
+def test_width_and_parameter_ceilings_are_one_line_errors() -> None:
+    """A typo must not allocate petabytes: width=100000000 fails at parse time, a model past
+    MAX_PARAMS before anything is built."""
+    from aicf_induct.frontend.specs import MAX_PARAMS, MAX_WIDTH
+
+    assert parse_model_spec(f"mlp:width={MAX_WIDTH}").width == MAX_WIDTH
+    with pytest.raises(ConfigError, match=rf"'width' must be <= {MAX_WIDTH} .*got 100000000"):
+        parse_model_spec("mlp:width=100000000")
+    spec = parse_model_spec(f"mlp:depth=2,width={MAX_WIDTH}")  # 4.3e9 parameters
+    assert spec.param_count(4, 3) > MAX_PARAMS
+    with pytest.raises(ConfigError, match=r"4,295,.* parameters for 4 inputs and 3 outputs; "
+                                          r"the ceiling is 100,000,000"):
+        build_mlp(spec, 4, 3)
+    assert build_mlp(parse_model_spec("mlp:depth=1,width=4096"), 4, 3) is not None
+
+
+@pytest.mark.parametrize("text", ["", "   ", ":", "mlp:width=", "mlp:,=3"])
+def test_empty_specs_are_errors(text: str) -> None:
+    with pytest.raises(ConfigError):
+        parse_model_spec(text)

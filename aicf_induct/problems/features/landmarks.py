@@ -77,6 +77,15 @@ def _cv_score(make: Callable[[], object], X: np.ndarray, y: np.ndarray, folds: n
     return float(np.mean(scores))
 
 
+def _lda_score(X: np.ndarray, y: np.ndarray, folds: np.ndarray) -> float:
+    """LDA's accuracy; NaN (the feature left out) where a fold has no more training rows than
+    classes, which LDA cannot fit (a small row budget over many classes)."""
+    for train, _ in _folds(folds):
+        if len(train) <= len(np.unique(y[train])):
+            return float("nan")
+    return _cv_score(LinearDiscriminantAnalysis, X, y, folds, _accuracy)
+
+
 def _accuracy(y: np.ndarray, pred: np.ndarray) -> float:
     return float(np.mean(y == pred))
 
@@ -99,8 +108,7 @@ def landmark_features(X: np.ndarray, y: np.ndarray, classification: bool,
                     lambda: DecisionTreeClassifier(max_depth=1, random_state=seed),
                     X, y, folds, _accuracy),
                 "landmark.naive_bayes": _cv_score(GaussianNB, X, y, folds, _accuracy),
-                "landmark.linear": _cv_score(LinearDiscriminantAnalysis, X, y, folds,
-                                             _accuracy),
+                "landmark.linear": _lda_score(X, y, folds),
             }
         return {
             "landmark.one_nn_r2": float(np.mean([_r2(y[te], y[nn[te]])

@@ -1,0 +1,107 @@
+"""Option-value checks for argparse's `type=`: a bad value stops the parser, before a command
+reads data or writes a row, with one line naming the option (`main.Parser.error`).
+
+Each checker takes the text the user typed and returns the value, or raises
+`ArgumentTypeError`, whose message argparse prints after "argument --NAME: ".
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from argparse import ArgumentTypeError
+from collections.abc import Callable
+
+from aicf_induct.errors import ConfigError
+from aicf_induct.problems.splits import MAX_SEED
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ArgumentTypeError(f"expected an integer, got '{text}'") from None
+
+
+def _float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ArgumentTypeError(f"expected a number, got '{text}'") from None
+    if not math.isfinite(value):
+        raise ArgumentTypeError(f"expected a finite number, got '{text}'")
+    return value
+
+
+def int_at_least(low: int) -> Callable[[str], int]:
+    """An integer >= low."""
+    def check(text: str) -> int:
+        value = _int(text)
+        if value < low:
+            raise ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+
+    check.__name__ = f"int >= {low}"
+    return check
+
+
+positive_int = int_at_least(1)
+non_negative_int = int_at_least(0)
+
+
+def seed(text: str) -> int:
+    """A seed: what NumPy and scikit-learn both take, 0 .. 2**32-1."""
+    value = _int(text)
+    if not 0 <= value <= MAX_SEED:
+        raise ArgumentTypeError(f"must be in 0..{MAX_SEED}, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (a learning rate)."""
+    value = _float(text)
+    if value <= 0:
+        raise ArgumentTypeError(f"must be > 0, got {value:g}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """A finite number >= 0 (weight decay, a clipping norm, a budget in seconds)."""
+    value = _float(text)
+    if value < 0:
+        raise ArgumentTypeError(f"must be >= 0, got {value:g}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """A number in [0, 1) (momentum, label smoothing)."""
+    value = _float(text)
+    if not 0 <= value < 1:
+        raise ArgumentTypeError(f"must be in [0, 1), got {value:g}")
+    return value
+
+
+def model_spec(text: str) -> str:
+    """A model spec that parses (`mlp:depth=2,width=64`); empty text is not the default."""
+    from aicf_induct.frontend.specs import parse_model_spec
+
+    if not text.strip():
+        raise ArgumentTypeError("empty model spec (e.g. mlp:depth=2,width=64)")
+    try:
+        parse_model_spec(text)
+    except ConfigError as err:
+        raise ArgumentTypeError(str(err)) from None
+    return text.strip()
+
+
+def new_file(text: str) -> str:
+    """A file to write: its folder must exist, and it must not be a folder itself."""
+    if not text:
+        raise ArgumentTypeError("empty file name")
+    folder = os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(folder):
+        raise ArgumentTypeError(f"{text}: the folder {folder} does not exist")
+    if os.path.isdir(text):
+        raise ArgumentTypeError(f"{text} is a folder, not a file")
+    return text
+

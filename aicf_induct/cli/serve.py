@@ -1,0 +1,96 @@
+"""`aicf-induct serve` and `aicf-induct keys create`: run the service, make its API keys.
+
+The CLI does not import the service (`api` sits above it): `serve` hands uvicorn the app
+factory by its import string and passes the options as the service's settings variables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import sys
+from pathlib import Path
+
+import warehouse
+from aicf_induct.errors import ConfigError
+from warehouse.keys import SCOPES, create_key, default_path
+
+APP = "api.app:create_app"
+ENV = "AICF_SERVICE_"
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--warehouse", metavar="DIR", type=Path, default=None,
+                        help=f"warehouse directory (default: ${warehouse.catalog.ENV_VAR}, "
+                             f"else ./{warehouse.catalog.DEFAULT_DIR})")
+    common.add_argument("--keys-file", metavar="FILE", type=Path, default=None,
+                        help="API key file (default: <warehouse>/_service_keys.json)")
+
+    p = sub.add_parser("serve", parents=[common], help="run the HTTP service",
+                       description="Serve runs, pattern reports and read-only SQL over the "
+                                   "warehouse (see docs/service.md). Binds to 127.0.0.1 "
+                                   "unless --host says otherwise.")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument("--read-requires-key", action="store_true",
+                   help="read routes need a read or write key too (default: open)")
+    p.set_defaults(func=cmd_serve)
+
+    k = sub.add_parser("keys", help="manage the service's API keys")
+    ksub = k.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
+    p = ksub.add_parser("create", parents=[common], help="create a key and print it once",
+                        description="Create an API key, print it (the only time it is shown) "
+                                    "and store its SHA-256 in the key file.")
+    p.add_argument("--scope", choices=SCOPES, required=True,
+                   help="write: every route; read: read routes only")
+    p.set_defaults(func=cmd_keys_create)
+
+
+def _root(args: argparse.Namespace) -> Path:
+    root = Path(args.warehouse) if args.warehouse is not None else warehouse.default_root()
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"--warehouse: '{root}' is not a directory")
+    return root
+
+
+def cmd_keys_create(args: argparse.Namespace) -> int:
+    path = args.keys_file or default_path(_root(args))
+    print(create_key(path, args.scope))
+    print(f"{args.scope} key stored (hashed) in {path}; it is not shown again",
+          file=sys.stderr)
+    return 0
+
+
+def _env(args: argparse.Namespace, root: Path) -> dict[str, str]:
+    if not 1 <= args.port <= 65535:
+        raise ConfigError(f"--port: {args.port} is not a port (1-65535)")
+    if args.workers < 1:
+        raise ConfigError(f"--workers: {args.workers} must be at least 1")
+    env = {f"{ENV}WAREHOUSE": str(root.resolve()), f"{ENV}HOST": args.host,
+           f"{ENV}PORT": str(args.port),
+           f"{ENV}READ_REQUIRES_KEY": "true" if args.read_requires_key else "false"}
+    if args.keys_file is not None:
+        env[f"{ENV}KEYS_FILE"] = str(Path(args.keys_file).resolve())
+    return env
+
+
+def _public(host: str) -> bool:
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host != "localhost"
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    os.environ.update(_env(args, _root(args)))  # the factory (and every worker) reads these
+    if _public(args.host) and not args.read_requires_key:
+        print(f"warning: {args.host} is reachable from other machines and read routes are "
+              "open (--read-requires-key closes them)", file=sys.stderr)
+    uvicorn.run(APP, factory=True, host=args.host, port=args.port, workers=args.workers,
+                log_level="info")
+    return 0

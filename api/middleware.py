@@ -1,0 +1,64 @@
+"""A request body limit counted on the stream: the bytes that arrive are counted, whatever
+Content-Length says (a declared length over the limit is refused at once; a small or missing
+one is not believed). Over the limit: 413 as problem+json."""
+
+from __future__ import annotations
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.errors import ApiProblem, problem_response
+
+SLUG = "body-too-large"
+
+
+class BodyTooLarge(ApiProblem):
+    """Raised from `receive`: an HTTPException, so a route reading its body turns it into the
+    problem response through the app's handlers (FastAPI re-raises HTTPExceptions there)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, SLUG, f"the request body is larger than {limit} bytes")
+
+
+class BodyLimit:
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(scope, receive, send)
+            return
+        received = 0
+        started = False
+
+        async def counted() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise BodyTooLarge(self.max_bytes)
+            return message
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, watched)
+        except BodyTooLarge:
+            if started:
+                raise
+            await self._refuse(scope, receive, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = problem_response(413, f"the request body is larger than {self.max_bytes} "
+                                         "bytes", slug=SLUG,
+                                    headers={"Connection": "close"})
+        await response(scope, receive, send)

@@ -1,0 +1,1 @@
+"""Thin routes: validate (schemas), call a library function, shape the answer."""

@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import duckdb
+from fastapi import APIRouter
+
+from aicf_induct import __version__
+from api.deps import WarehouseDep
+from api.schemas.health import Health, WarehouseHealth
+from warehouse.catalog import one_line
+from warehouse.errors import WarehouseError
+
+router = APIRouter(tags=["health"])
+
+
+def _counts(conn: duckdb.DuckDBPyConnection) -> WarehouseHealth:
+    row = conn.execute("SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM steps), "
+                       "(SELECT count(*) FROM problems)").fetchone()
+    assert row is not None
+    return WarehouseHealth(readable=True, runs=row[0], steps=row[1], problems=row[2])
+
+
+@router.get("/health")
+def health(wh: WarehouseDep) -> Health:
+    """Liveness, version, and whether the warehouse reads (with its row counts). Always open."""
+    try:
+        state = wh.read(_counts)
+    except (WarehouseError, duckdb.Error, OSError) as err:
+        state = WarehouseHealth(readable=False, error=one_line(err))
+    return Health(status="ok" if state.readable else "degraded", version=__version__,
+                  warehouse=state)

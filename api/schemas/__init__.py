@@ -1,0 +1,1 @@
+"""Pydantic request and response models of the service, one module per resource."""

@@ -1,0 +1,38 @@
+"""Models shared by every resource: the problem document and a page's bookkeeping."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class FieldError(BaseModel):
+    field: str = Field(description="where: `query.limit`, `body.sql`, `path.run_id`, ...")
+    message: str
+
+
+class Problem(BaseModel):
+    """An error (RFC 9457 problem details)."""
+
+    type: str = Field(description="`urn:aicf-induct:problem:<slug>`, or `about:blank`")
+    title: str
+    status: int
+    detail: str
+    field: str | None = Field(default=None, description="the offending input, when one is")
+    errors: list[FieldError] | None = Field(default=None,
+                                            description="every invalid input (422)")
+
+
+class Page(BaseModel):
+    total: int = Field(description="items matching the filters, over all pages")
+    limit: int
+    offset: int
+    next_offset: int | None = Field(description="offset of the next page; null on the last")
+
+
+def next_offset(offset: int, limit: int, total: int) -> int | None:
+    return offset + limit if offset + limit < total else None
+
+
+class Column(BaseModel):
+    name: str
+    type: str = Field(description="the column's Arrow type, e.g. `int64`, `string`")

@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class WarehouseHealth(BaseModel):
+    readable: bool = Field(description="the views could be built and queried")
+    runs: int | None = None
+    steps: int | None = None
+    problems: int | None = None
+    error: str | None = Field(default=None, description="why it is not readable")
+
+
+class Health(BaseModel):
+    status: Literal["ok", "degraded"] = Field(description="degraded: the warehouse is not "
+                                                          "readable")
+    version: str
+    warehouse: WarehouseHealth

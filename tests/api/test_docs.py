@@ -1,0 +1,108 @@
+"""docs/service.md's examples are tested: every `$ curl ...` line in its console blocks is
+parsed and sent (as the equivalent httpx request) to the live server, and the answer must
+have the documented status and the documented fields."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.api.conftest import REPO, Server
+
+DOC = REPO / "docs" / "service.md"
+DOC_URL = "http://127.0.0.1:8000"
+
+
+@dataclass(frozen=True)
+class Example:
+    command: str
+    status: int
+    body: Any  # the documented JSON
+
+
+def examples(path: Path = DOC) -> list[Example]:
+    blocks = re.findall(r"```console\n(.*?)```", path.read_text(), flags=re.S)
+    out = []
+    for block in blocks:
+        for chunk in re.split(r"^(?=\$ )", block, flags=re.M):
+            if not chunk.startswith("$ curl"):
+                continue
+            command, _, answer = chunk[2:].partition("\n")
+            status = 200
+            if answer.startswith("HTTP/1.1 "):
+                status = int(answer.split()[1])
+                answer = answer.split("\n\n", 1)[1]  # past the headers shown
+            out.append(Example(command, status, json.loads(answer)))
+    return out
+
+
+def to_request(command: str, base: str, env: dict[str, str]) -> httpx.Request:
+    """The httpx request a curl command line sends (the options the doc uses)."""
+    for name, value in env.items():
+        command = command.replace(f"${name}", value)
+    args = shlex.split(command)
+    assert args[0] == "curl"
+    method, headers, data, url = None, {}, None, None
+    it = iter(args[1:])
+    for a in it:
+        if a in ("-s", "-i"):
+            continue
+        if a == "-X":
+            method = next(it)
+        elif a == "-H":
+            k, _, v = next(it).partition(":")
+            headers[k.strip()] = v.strip()
+        elif a == "-d":
+            data = next(it).encode()
+        elif a.startswith("http"):
+            url = a.replace(DOC_URL, base)
+        else:
+            raise AssertionError(f"curl option {a!r} not understood by this test")
+    assert url is not None, command
+    return httpx.Request(method or ("POST" if data is not None else "GET"), url,
+                         headers=headers, content=data)
+
+
+def same_shape(doc: Any, real: Any, top: bool = True) -> None:
+    """Every documented field is there (at the top level: exactly those), nested alike."""
+    if isinstance(doc, dict):
+        assert isinstance(real, dict), real
+        if top:
+            assert set(doc) == set(real), (set(doc) ^ set(real))
+        else:
+            assert set(doc) <= set(real), set(doc) - set(real)
+        for k, v in doc.items():
+            same_shape(v, real[k], top=False)
+    elif isinstance(doc, list) and doc and isinstance(doc[0], dict):
+        assert isinstance(real, list) and real, real
+        same_shape(doc[0], real[0], top)
+
+
+def test_the_doc_has_examples_for_every_route() -> None:
+    text = " ".join(e.command for e in examples())
+    for route in ("/v1/health", "/v1/runs?", "/v1/runs/$RUN_ID", "/steps", "/v1/reports ",
+                  "/v1/reports/leaderboard", "/v1/sql"):
+        assert route in text + " ", route
+
+
+@pytest.mark.parametrize("example", examples(), ids=lambda e: e.command[8:70])
+def test_doc_example(server: Server, example: Example) -> None:
+    iris = next(r for r, v in server.runs.items() if v["dataset"] == "iris")
+    request = to_request(example.command, server.url,
+                         {"RUN_ID": iris, "KEY": server.read_key})
+    with httpx.Client(timeout=30) as client:
+        r = client.send(request)
+    assert r.status_code == example.status, r.text
+    real = r.json()
+    same_shape(example.body, real)
+    if example.status >= 400:
+        assert r.headers["content-type"] == "application/problem+json"
+        for k in ("type", "status", "field"):
+            assert real[k] == example.body[k]

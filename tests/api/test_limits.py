@@ -1,0 +1,35 @@
+"""SQL concurrency: with one slot, a second query waits a second for it, then gets 429."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from api.app import create_app
+from api.settings import Settings
+from tests.api.conftest import serve_in_thread
+from tests.api.test_service import problem
+
+FOREVER = {"sql": "SELECT count(*) FROM range(1000000000000)"}
+
+
+def test_queries_beyond_the_slots_get_429(warehouse_root: tuple[Path, dict]) -> None:
+    app = create_app(Settings(warehouse=warehouse_root[0], sql_concurrency=1,
+                              sql_time_limit_s=4))
+    with serve_in_thread(app) as client:
+        first: list[httpx.Response] = []
+        t = threading.Thread(target=lambda: first.append(client.post("/v1/sql", json=FOREVER)))
+        t.start()
+        # wait until the first holds the slot
+        while app.state.warehouse.sql_slots._value:  # the semaphore's free count
+            time.sleep(0.01)
+        with httpx.Client(base_url=str(client.base_url), timeout=30) as other:
+            busy = other.post("/v1/sql", json={"sql": "SELECT 1"})
+        t.join()
+        body = problem(busy, 429)
+        assert body["type"].endswith("sql-busy") and busy.headers["retry-after"] == "1"
+        assert first[0].json()["type"].endswith("sql-time-limit")
+        assert client.post("/v1/sql", json={"sql": "SELECT 1"}).status_code == 200  # freed

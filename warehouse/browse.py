@@ -1,0 +1,81 @@
+"""Runs and their steps, page by page, for the service (and anyone else): plain functions over a
+connection from `catalog.connect`, values bound with `$name`, rows as JSON-safe dicts."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import duckdb
+
+from warehouse.sandbox import json_safe
+
+RUN_COLUMNS = ("run_id", "problem_id", "problem_name", "task", "origin", "status", "seed",
+               "device", "parent_run_id", "started_at", "ended_at", "steps_taken",
+               "wall_time_s", "error")
+STEP_COLUMNS = ("step", "epoch", "loss", "grad_norm", "update_ratio", "lr", "step_time_s",
+                "batch_size")
+
+# NULL filter: no filter. Newest first; run_id breaks ties so pages never overlap.
+_RUNS_WHERE = """
+WHERE ($problem IS NULL OR problem_name = $problem OR problem_id = $problem)
+  AND ($origin IS NULL OR origin = $origin)
+  AND ($status IS NULL OR status = $status)"""
+
+
+def _rows(conn: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any]) -> list[dict]:
+    # through Arrow: timestamps with time zone need no pytz
+    table = conn.sql(sql, params=params).to_arrow_table()
+    return [{k: json_safe(v) for k, v in r.items()} for r in table.to_pylist()]
+
+
+def _count(conn: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any]) -> int:
+    row = conn.execute(sql, params).fetchone()
+    return int(row[0]) if row else 0
+
+
+def list_runs(conn: duckdb.DuckDBPyConnection, *, problem: str | None = None,
+              origin: str | None = None, status: str | None = None, limit: int = 50,
+              offset: int = 0) -> tuple[list[dict], int]:
+    """One page of runs, newest first, and the number of runs the filters match."""
+    filters = {"problem": problem, "origin": origin, "status": status}
+    cols = ", ".join(RUN_COLUMNS)
+    items = _rows(conn, f"SELECT {cols} FROM runs {_RUNS_WHERE} "
+                        "ORDER BY started_at DESC, run_id LIMIT $limit OFFSET $offset",
+                  {**filters, "limit": limit, "offset": offset})
+    return items, _count(conn, f"SELECT count(*) FROM runs {_RUNS_WHERE}", filters)
+
+
+def get_run(conn: duckdb.DuckDBPyConnection, run_id: str) -> dict | None:
+    """One run with its config and library versions (parsed JSON) and its logged step count;
+    None when there is no such run."""
+    cols = ", ".join(RUN_COLUMNS)
+    rows = _rows(conn, f"SELECT {cols}, config, library_versions, "
+                       "(SELECT count(*) FROM steps s WHERE s.run_id = $run_id) AS logged_steps "
+                       "FROM runs WHERE run_id = $run_id LIMIT 1", {"run_id": run_id})
+    if not rows:
+        return None
+    run = rows[0]
+    for k in ("config", "library_versions"):
+        run[k] = _parse_json(run[k])
+    return run
+
+
+def _parse_json(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json_safe(json.loads(text))
+    except ValueError:
+        return text  # written by another tool: pass it on as it is
+
+
+def run_steps(conn: duckdb.DuckDBPyConnection, run_id: str, *, limit: int = 1000,
+              offset: int = 0) -> tuple[list[dict], int]:
+    """One page of a run's steps in step order, and the run's number of logged steps."""
+    cols = ", ".join(STEP_COLUMNS)
+    params = {"run_id": run_id}
+    items = _rows(conn, f"SELECT {cols} FROM steps WHERE run_id = $run_id "
+                        "ORDER BY step LIMIT $limit OFFSET $offset",
+                  {**params, "limit": limit, "offset": offset})
+    return items, _count(conn, "SELECT count(*) FROM steps WHERE run_id = $run_id", params)

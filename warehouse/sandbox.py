@@ -1,0 +1,177 @@
+"""The SQL sandbox: one read-only SELECT from a user, over the warehouse views, within limits.
+
+    result = run_sql(root, "SELECT count(*) FROM steps", Limits(time_limit_s=5))
+
+Layers, each enough on its own for what it stops:
+  * the statement: DuckDB's parser must find exactly one statement, of type SELECT
+    (`guard.check_sql`): no COPY, ATTACH, INSTALL/LOAD, SET, PRAGMA, CALL, EXPORT, DDL or DML;
+  * the connection: `enable_external_access = false` with only the table directories in
+    `allowed_directories` (not the warehouse root, where the service keeps its key file), no
+    extension auto-loading, a memory limit and a thread count, then the configuration locked;
+  * the run: a timer interrupts the query at the time limit, and rows are read in batches
+    so that a result larger than the row or byte limit is refused without being materialised.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime as dt
+import math
+import threading
+import time
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from warehouse.catalog import connect, one_line
+from warehouse.errors import WarehouseError
+from warehouse.guard import check_sql
+from warehouse.layout import table_dir
+from warehouse.schema import TABLES
+
+
+@dataclass(frozen=True)
+class Limits:
+    time_limit_s: float = 5.0  # wall time of execution and fetch; then the query is interrupted
+    max_rows: int = 10_000  # more rows than this: refused (add a LIMIT), never truncated
+    max_bytes: int = 16 * 2**20  # Arrow size of the result; a few huge values count too
+    memory_limit: str = "512MB"  # DuckDB's memory_limit for the query's connection
+    threads: int = 1  # DuckDB threads per query: a query may not take the whole machine
+
+
+# Why a query was refused; the service maps each to its problem type.
+REASONS = ("refused", "invalid", "time_limit", "row_limit", "memory_limit")
+
+
+class SandboxError(WarehouseError):
+    """A query the sandbox would not run or cut off; `reason` is one of REASONS."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Result:
+    columns: list[tuple[str, str]]  # (name, DuckDB/Arrow type)
+    rows: list[list[Any]]  # JSON-safe values (see `json_safe`)
+    elapsed_s: float
+
+
+def sandbox_connect(root: str | Path, limits: Limits) -> duckdb.DuckDBPyConnection:
+    """The warehouse views (built by `catalog.connect`) on a locked, file-fenced connection."""
+    root = Path(root).resolve()
+    conn = connect(root, read_only=False)
+    # the trailing slash: /wh/steps/ must not also allow /wh/steps_evil/
+    allowed = [str(table_dir(root, t)) + "/" for t in TABLES]
+    try:
+        for stmt, arg in (("SET allowed_directories = ?", allowed),
+                          ("SET enable_external_access = false", None),
+                          ("SET autoinstall_known_extensions = false", None),
+                          ("SET autoload_known_extensions = false", None),
+                          ("SET memory_limit = ?", limits.memory_limit),
+                          ("SET threads = ?", limits.threads),
+                          ("SET lock_configuration = true", None)):
+            conn.execute(stmt, [arg] if arg is not None else None)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def run_sql(root: str | Path, sql: str, limits: Limits | None = None) -> Result:
+    """Run one user SELECT in the sandbox; SandboxError says why when it will not."""
+    limits = limits or Limits()
+    conn = sandbox_connect(root, limits)
+    try:
+        try:
+            check_sql(conn, sql)
+        except WarehouseError as err:
+            kind = "invalid" if str(err).startswith("bad SQL") else "refused"
+            raise SandboxError(kind, str(err)) from None
+        return _run(conn, sql, limits)
+    finally:
+        conn.close()
+
+
+def _run(conn: duckdb.DuckDBPyConnection, sql: str, limits: Limits) -> Result:
+    fired = threading.Event()
+
+    def interrupt() -> None:
+        fired.set()
+        with contextlib.suppress(duckdb.Error):  # the query may just have finished
+            conn.interrupt()
+
+    timer = threading.Timer(limits.time_limit_s, interrupt)
+    t0 = time.perf_counter()
+    timer.start()
+    try:
+        reader = conn.sql(sql).to_arrow_reader(limits.max_rows + 1)
+        batches = _read(reader, limits)
+        schema = reader.schema
+    except SandboxError:
+        raise
+    # an interrupt or error while Arrow pulls batches arrives as a pyarrow error (OSError)
+    except (duckdb.Error, pa.ArrowException, OSError) as err:
+        raise _why(err, fired.is_set(), limits) from None
+    finally:
+        timer.cancel()
+        timer.join()  # an interrupt in flight lands before the caller closes the connection
+    columns = [(f.name, str(f.type)) for f in schema]
+    rows = [[json_safe(v) for v in r.values()]
+            for b in batches for r in b.to_pylist(maps_as_pydicts="lossy")]
+    return Result(columns, rows, time.perf_counter() - t0)
+
+
+def _why(err: BaseException, timed_out: bool, limits: Limits) -> SandboxError:
+    text = one_line(err)
+    if timed_out or isinstance(err, duckdb.InterruptException):
+        return SandboxError("time_limit", f"the query ran past the time limit of "
+                                          f"{limits.time_limit_s:g} s")
+    if isinstance(err, duckdb.OutOfMemoryException) or "Out of Memory" in text:
+        return SandboxError("memory_limit", f"the query needs more than the memory limit of "
+                                            f"{limits.memory_limit}")
+    if isinstance(err, duckdb.PermissionException) or "Permission Error" in text:
+        return SandboxError("refused", text)
+    return SandboxError("invalid", text)
+
+
+def _read(reader: pa.RecordBatchReader, limits: Limits) -> list[pa.RecordBatch]:
+    batches: list[pa.RecordBatch] = []
+    n = size = 0
+    for batch in reader:
+        n += batch.num_rows
+        size += batch.nbytes
+        if n > limits.max_rows:
+            raise SandboxError("row_limit", f"the result has more than {limits.max_rows} "
+                                            "rows; add a LIMIT or aggregate")
+        if size > limits.max_bytes:
+            raise SandboxError("row_limit", f"the result is larger than {limits.max_bytes} "
+                                            "bytes; select fewer columns or rows")
+        batches.append(batch)
+    return batches
+
+
+def json_safe(v: Any) -> Any:
+    """A value JSON can carry: non-finite floats become null, times ISO 8601 strings,
+    decimals floats, bytes base64, and anything else without a JSON form its string."""
+    if v is None or isinstance(v, bool | int | str):
+        return v
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, Decimal):
+        return json_safe(float(v))
+    if isinstance(v, dt.datetime | dt.date | dt.time):
+        return v.isoformat()
+    if isinstance(v, bytes):
+        return base64.b64encode(v).decode("ascii")
+    if isinstance(v, dict):
+        return {str(k): json_safe(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [json_safe(x) for x in v]
+    return str(v)
