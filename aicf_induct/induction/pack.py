@@ -2,7 +2,8 @@
 
 A pack holds the corpus's meta-dataset **averaged over seeds** (one row per problem ×
 candidate: the meta-dataset's id columns, the mean of every score column and `*_std`, its
-standard deviation over seeds, `n_seeds`, the problem's meta-features `f.*` and the
+standard deviation over seeds (a diverged run's infinite error left out; normalized errors
+are always finite), `n_seeds`, the problem's meta-features `f.*` and the
 candidate's patterns `p.*`), and, in the Parquet file's key-value metadata, the mined
 `rules` and `correlations` tables (JSON) and the format and library versions. It holds the
 fitted model's inputs, not the model: `Pack.proposer()` refits the `Proposer` from them
@@ -11,7 +12,8 @@ per-problem mean normalized error the full meta-dataset gives. Beside it, `PACK.
 records the provenance: command, commit, date, problem list, versions.
 
 The Parquet file depends only on the corpus and the build options (no dates inside), so a
-rebuild from the same corpus gives the same bytes. `load_pack` refuses an empty file, a file
+rebuild from the same corpus gives the same bytes (with the same pyarrow, which names itself
+in the file; the same tables with any). `load_pack` refuses an empty file, a file
 that is not a pack, and a pack of another format version, each with a one-line error.
 """
 
