@@ -46,7 +46,8 @@ def _fit_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                     "group near-duplicate problems, mine correlations and rules (written "
                     "back to the warehouse as the `correlations` and `rules` tables) and "
                     "write the knowledge pack (Parquet, with its provenance as JSON beside "
-                    "it). The same corpus gives the same pack, byte for byte.",
+                    "it). The same corpus gives the same pack (byte for byte with the same library "
+                    "versions).",
         epilog="example: aicf-induct induce fit --warehouse corpus_wh --exclude wine "
                "-o pack.parquet")
     f.add_argument("--warehouse", default=None, metavar="DIR", help=WH_HELP)
