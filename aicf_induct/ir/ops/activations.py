@@ -13,6 +13,7 @@ from aicf_induct.ir.graph import TensorType
 from aicf_induct.ir.ops.base import (
     Array,
     Attrs,
+    Grads,
     OpContext,
     OpDef,
     register,
@@ -160,7 +161,7 @@ def _make(op: str) -> OpDef:
 
     def backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array], out: Array,
                  gout: Array, a: Attrs,
-                 needs: Sequence[bool]) -> tuple[list[Array | None], dict[str, Array]]:
+                 needs: Sequence[bool]) -> Grads:
         return [plain.grad(ctx.xp, ins[0], out, gout, a) if needs[0] else None], {}
 
     def infer(ins: Sequence[TensorType], a: Attrs) -> TensorType:

@@ -17,6 +17,7 @@ from aicf_induct.ir.graph import TensorType
 from aicf_induct.ir.ops.base import (
     Array,
     Attrs,
+    Grads,
     OpContext,
     OpDef,
     ParamInfo,
@@ -25,8 +26,6 @@ from aicf_induct.ir.ops.base import (
     require_float,
 )
 from aicf_induct.ir.ops.structural import dropout_mask
-
-Grads = tuple[list[Array | None], dict[str, Array]]
 
 
 def _attn_infer(ins: Sequence[TensorType], attrs: Attrs) -> TensorType:

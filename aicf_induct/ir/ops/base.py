@@ -26,6 +26,8 @@ from aicf_induct.ir.graph import TensorType
 
 Array = Any  # numpy.ndarray or cupy.ndarray
 Attrs = Mapping[str, Any]
+# what a backward rule returns: a gradient per input (None: not needed) and per parameter role
+Grads = tuple[list[Array | None], dict[str, Array]]
 
 
 @dataclass
@@ -61,7 +63,7 @@ ForwardFn = Callable[[OpContext, Sequence[Array], Mapping[str, Array], Attrs], A
 # backward(ctx, inputs, params, out, gout, attrs, needs) -> (input grads, param grads by role)
 BackwardFn = Callable[
     [OpContext, Sequence[Array], Mapping[str, Array], Array, Array, Attrs, Sequence[bool]],
-    tuple[list[Array | None], dict[str, Array]],
+    Grads,
 ]
 InferFn = Callable[[Sequence[TensorType], Attrs], TensorType]
 ParamsFn = Callable[[Sequence[TensorType], Attrs], dict[str, ParamInfo]]

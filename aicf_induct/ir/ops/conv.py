@@ -14,6 +14,7 @@ from aicf_induct.ir.graph import TensorType
 from aicf_induct.ir.ops.base import (
     Array,
     Attrs,
+    Grads,
     OpContext,
     OpDef,
     ParamInfo,
@@ -21,8 +22,6 @@ from aicf_induct.ir.ops.base import (
     require,
     require_float,
 )
-
-Grads = tuple[list[Array | None], dict[str, Array]]
 
 
 def pair(attrs: Attrs, key: str, op: str, minimum: int) -> tuple[int, int]:

@@ -10,6 +10,7 @@ from aicf_induct.ir.graph import TensorType
 from aicf_induct.ir.ops.base import (
     Array,
     Attrs,
+    Grads,
     OpContext,
     OpDef,
     ParamInfo,
@@ -17,8 +18,6 @@ from aicf_induct.ir.ops.base import (
     require,
     require_float,
 )
-
-Grads = tuple[list[Array | None], dict[str, Array]]
 
 
 def _positive(attrs: Attrs, key: str, op: str) -> int:

@@ -9,6 +9,7 @@ from aicf_induct.ir.graph import TensorType
 from aicf_induct.ir.ops.base import (
     Array,
     Attrs,
+    Grads,
     OpContext,
     OpDef,
     ParamInfo,
@@ -71,7 +72,7 @@ def _linear_forward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, A
 
 def _linear_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array],
                      out: Array, gout: Array, attrs: Attrs,
-                     needs: Sequence[bool]) -> tuple[list[Array | None], dict[str, Array]]:
+                     needs: Sequence[bool]) -> Grads:
     x, w = ins[0], params["weight"]
     g2 = gout.reshape(-1, gout.shape[-1])  # (B, out) with all leading axes folded
     x2 = x.reshape(-1, x.shape[-1])

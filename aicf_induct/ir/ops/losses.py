@@ -8,6 +8,7 @@ from aicf_induct.ir.graph import TensorType
 from aicf_induct.ir.ops.base import (
     Array,
     Attrs,
+    Grads,
     OpContext,
     OpDef,
     register,
@@ -29,7 +30,7 @@ def _softmax_forward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, 
 
 def _softmax_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array],
                       out: Array, gout: Array, attrs: Attrs,
-                      needs: Sequence[bool]) -> tuple[list[Array | None], dict[str, Array]]:
+                      needs: Sequence[bool]) -> Grads:
     dot = (gout * out).sum(axis=attrs["axis"], keepdims=True)
     return [out * (gout - dot) if needs[0] else None], {}
 
@@ -74,7 +75,7 @@ def _ce_forward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array
 
 def _ce_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array], out: Array,
                  gout: Array, attrs: Attrs,
-                 needs: Sequence[bool]) -> tuple[list[Array | None], dict[str, Array]]:
+                 needs: Sequence[bool]) -> Grads:
     logits, labels = ins
     n, c = logits.shape
     p = ctx.xp.exp(log_softmax(ctx.xp, logits))
@@ -107,7 +108,7 @@ def _mse_forward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Arra
 
 def _mse_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array], out: Array,
                   gout: Array, attrs: Attrs,
-                  needs: Sequence[bool]) -> tuple[list[Array | None], dict[str, Array]]:
+                  needs: Sequence[bool]) -> Grads:
     pred, target = ins
     d = pred - target.reshape(pred.shape)
     return [d * (2.0 * gout / pred.size) if needs[0] else None, None], {}

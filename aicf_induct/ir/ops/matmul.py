@@ -8,6 +8,7 @@ from aicf_induct.ir.graph import Dim, TensorType
 from aicf_induct.ir.ops.base import (
     Array,
     Attrs,
+    Grads,
     OpContext,
     OpDef,
     register,
@@ -55,7 +56,7 @@ def _matmul_forward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, A
 
 def _matmul_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array],
                      out: Array, gout: Array, attrs: Attrs,
-                     needs: Sequence[bool]) -> tuple[list[Array | None], dict[str, Array]]:
+                     needs: Sequence[bool]) -> Grads:
     a, b = ins
     ga = sum_to(ctx.xp, gout @ b.swapaxes(-1, -2), a.shape) if needs[0] else None
     gb = sum_to(ctx.xp, a.swapaxes(-1, -2) @ gout, b.shape) if needs[1] else None

@@ -8,6 +8,7 @@ from aicf_induct.ir.graph import TensorType
 from aicf_induct.ir.ops.base import (
     Array,
     Attrs,
+    Grads,
     OpContext,
     OpDef,
     ParamInfo,
@@ -26,7 +27,7 @@ def _affine_params(ins: Sequence[TensorType], attrs: Attrs) -> dict[str, ParamIn
 
 
 def _norm_backward(xp: object, xhat: Array, rstd: Array, g: Array, params: Mapping[str, Array],
-                   axis: int, needs: Sequence[bool]) -> tuple[list[Array | None], dict[str, Array]]:
+                   axis: int, needs: Sequence[bool]) -> Grads:
     """Shared VJP of y = xhat * w + b with xhat normalised along `axis` (statistics from x)."""
     grads: dict[str, Array] = {}
     gxhat = g
@@ -57,7 +58,7 @@ def _ln_forward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array
 
 def _ln_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array], out: Array,
                  gout: Array, attrs: Attrs,
-                 needs: Sequence[bool]) -> tuple[list[Array | None], dict[str, Array]]:
+                 needs: Sequence[bool]) -> Grads:
     xhat, rstd = _ln_stats(ctx.xp, ins[0], attrs["eps"])
     return _norm_backward(ctx.xp, xhat, rstd, gout, params, -1, needs)
 
@@ -114,7 +115,7 @@ def _bn_forward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array
 
 def _bn_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array], out: Array,
                  gout: Array, attrs: Attrs,
-                 needs: Sequence[bool]) -> tuple[list[Array | None], dict[str, Array]]:
+                 needs: Sequence[bool]) -> Grads:
     x, eps = ins[0], attrs["eps"]
     if ctx.training:
         xhat, rstd, _, _ = _bn_batch_stats(ctx.xp, x, eps)

@@ -14,14 +14,13 @@ from aicf_induct.ir.graph import Dim, TensorType
 from aicf_induct.ir.ops.base import (
     Array,
     Attrs,
+    Grads,
     OpContext,
     OpDef,
     register,
     require,
     require_float,
 )
-
-Grads = tuple[list[Array | None], dict[str, Array]]
 
 
 def _reshape_target(t: TensorType, shape: object) -> tuple[int, ...]:

@@ -8,6 +8,7 @@ from aicf_induct.ir.graph import TensorType
 from aicf_induct.ir.ops.base import (
     Array,
     Attrs,
+    Grads,
     OpContext,
     OpDef,
     register,
@@ -32,7 +33,7 @@ def _add_forward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Arra
 
 def _add_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array], out: Array,
                   gout: Array, attrs: Attrs,
-                  needs: Sequence[bool]) -> tuple[list[Array | None], dict[str, Array]]:
+                  needs: Sequence[bool]) -> Grads:
     return [gout if n else None for n in needs], {}
 
 
@@ -64,7 +65,7 @@ def _concat_forward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, A
 
 def _concat_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array],
                      out: Array, gout: Array, attrs: Attrs,
-                     needs: Sequence[bool]) -> tuple[list[Array | None], dict[str, Array]]:
+                     needs: Sequence[bool]) -> Grads:
     grads: list[Array | None] = []
     a = attrs["axis"] % gout.ndim
     start = 0
@@ -105,7 +106,7 @@ def _dropout_forward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, 
 
 def _dropout_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array],
                       out: Array, gout: Array, attrs: Attrs,
-                      needs: Sequence[bool]) -> tuple[list[Array | None], dict[str, Array]]:
+                      needs: Sequence[bool]) -> Grads:
     if not needs[0]:
         return [None], {}
     p = attrs["p"]
