@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 
 import warehouse
+from aicf_induct.cli.main import main
 from tests.api.conftest import REPO, cli, serve
 from warehouse.ingest import is_committed
 
@@ -110,14 +111,33 @@ def test_a_run_logged_through_the_service_equals_the_local_run(service: Ingest,
     assert run["status"] == "completed" and run["logged_steps"] == 12
 
 
-def test_a_refused_key_stops_train_before_it_trains(service: Ingest) -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "aicf_induct", "train", "--dataset", "iris", "--epochs", "1",
-         "--quiet", "--log-to", service.url, "--api-key", service.read_key],
-        cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
-        capture_output=True, text=True, timeout=120)
-    assert out.returncode == 2
-    assert out.stderr.startswith("error: ") and "403" in out.stderr, out.stderr
+def test_adapt_logs_through_the_service_with_its_events(service: Ingest) -> None:
+    out = json.loads(cli("adapt", "--dataset", "iris", "--steps", "60", "--seed", "1",
+                         "--inject-nan", "30", "--json", "--log-to", service.url,
+                         "--api-key", service.write_key))
+    kinds = rows(service.root, "SELECT DISTINCT kind FROM events WHERE run_id = ?",
+                 out["run_id"])
+    assert ("rollback",) in kinds, kinds
+    origin = rows(service.root, "SELECT origin, status FROM runs WHERE run_id = ?",
+                  out["run_id"])
+    assert origin == [("adapt", out["status"])]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--api-key", "READ"], "403"), (["--api-key", "aicf_unknown"], "401"),
+    ([], "--log-to needs a write key"), (["--api-key", "K", "--no-log"], "contradict"),
+    (["--api-key", "K", "--warehouse", "x"], "drop --warehouse")])
+def test_a_refused_log_stops_train_before_it_trains(service: Ingest, argv: list[str],
+                                                    message: str,
+                                                    capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AICF_API_KEY", raising=False)
+    argv = [a.replace("READ", service.read_key) for a in argv]
+    code = main(["train", "--dataset", "iris", "--epochs", "1", "--quiet", "--log-to",
+                 service.url, *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and message in err, err
+    assert err.count("\n") == 1
 
 
 def test_create_append_end_in_json_and_arrow(service: Ingest) -> None:
