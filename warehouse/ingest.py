@@ -6,11 +6,12 @@ against the table schemas (`IngestError` names the offending field, e.g. `steps[
 number`), then commits the batch in three steps, all under `<root>/_ingest/` (outside every
 table directory, so no reader ever globs it):
 
-  1. each table's rows are written (atomic_write) as `staging/<key>/<table>.parquet`;
-  2. `staging/<key>/plan.json` is written atomically: the commit point;
+  1. each table's rows are written (and fsynced) as `staging/<key>/<table>.parquet`;
+  2. `staging/<key>/plan.json` is written atomically (its directory fsync also keeps the
+     staged files' entries): the commit point;
   3. roll forward: each staged file is renamed into its table as
-     `date=<day>/part-ingest-<key>-<n>.parquet`, then `batches/<key[:2]>/<key>.json` (the
-     ledger entry) is written and the staging directory removed.
+     `date=<day>/part-ingest-<key>-<n>.parquet`, then the plan is renamed to
+     `batches/<key[:2]>/<key>.json` (the ledger entry) and the staging directory removed.
 
 `<key>` is a hash of the batch id (never a path built from user input). A retried batch whose
 ledger entry exists is not written again, also after a restart; `recover` (run when the service
@@ -293,7 +294,7 @@ def commit(root: str | Path, batch_id: str, tables: Mapping[str, pa.Table],
             day = datetime.now(UTC).strftime("%Y-%m-%d")
             parts: dict[str, str] = {}
             for n, (name, t) in enumerate(sorted(tables.items())):
-                atomic_write(stage / f"{name}.parquet", _writer(t))
+                _write_synced(stage / f"{name}.parquet", t)
                 parts[name] = f"date={day}/part-ingest-{key}-{n:08d}.parquet"
             plan = {"batch_id": batch_id, "rows": rows, "meta": dict(meta or {}),
                     "parts": parts}
@@ -302,8 +303,14 @@ def commit(root: str | Path, batch_id: str, tables: Mapping[str, pa.Table],
     return Committed(batch_id, True, rows)
 
 
-def _writer(t: pa.Table) -> Callable[[Path], None]:
-    return lambda p: write_parquet(t, p)
+def _write_synced(path: Path, t: pa.Table) -> None:
+    # no temp name needed: staging is invisible, and a file the plan does not cover is debris
+    write_parquet(t, path)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _bytes(data: bytes) -> Callable[[Path], None]:
@@ -336,9 +343,8 @@ def _roll_forward(root: Path, key: str) -> None:
             raise WarehouseError(f"ingest batch {key}: part {name} lost from staging")
     ledger = _ledger(root, key)
     ensure_dir(ledger.parent)
-    entry = {"batch_id": plan["batch_id"], "rows": plan["rows"], "meta": plan["meta"],
-             "parts": plan["parts"], "committed_at": datetime.now(UTC).isoformat()}
-    atomic_write(ledger, _bytes(json.dumps(entry).encode()))
+    os.replace(stage / "plan.json", ledger)  # the plan, done, is the ledger entry
+    fsync_dir(ledger.parent)
     shutil.rmtree(stage, ignore_errors=True)
 
 

@@ -27,14 +27,15 @@ from warehouse.ingest import INGEST_DIR, commit, is_committed, recover, tables_o
 from warehouse.keys import create_key
 
 # A child process that commits a batch of 2 tables (steps and runs) and dies (os._exit, no
-# cleanup) at the N-th file operation of the commit named by argv[2].
+# cleanup) at the N-th call of the file operation named by argv[2].
 CHILD = r"""
 import os, sys, json
 import warehouse.ingest as ing
 root, where, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 batch = json.loads(sys.argv[4])
-real = {"replace": os.replace, "atomic_write": ing.atomic_write}
-calls = {"replace": 0, "atomic_write": 0}
+real = {"replace": os.replace, "atomic_write": ing.atomic_write,
+        "write_parquet": ing.write_parquet}
+calls = dict.fromkeys(real, 0)
 def dying(name):
     def f(*a, **k):
         calls[name] += 1
@@ -45,7 +46,7 @@ def dying(name):
 if where == "replace":
     ing.os.replace = dying("replace")
 else:
-    ing.atomic_write = dying("atomic_write")
+    setattr(ing, where, dying(where))
 ing.commit(root, "b-1", ing.tables_of(batch, "w"))
 """
 
@@ -67,11 +68,11 @@ def counts(root: Path) -> tuple[int, int]:
 
 
 # (where the child dies, at which call, what is visible after recovery)
-CRASHES = [("atomic_write", 1, (0, 0)),  # staging the first table
-           ("atomic_write", 2, (0, 0)),  # staging the second
-           ("atomic_write", 3, (0, 0)),  # writing the plan: not committed
+CRASHES = [("write_parquet", 1, (0, 0)),  # staging the first table
+           ("write_parquet", 2, (0, 0)),  # staging the second
+           ("atomic_write", 1, (0, 0)),  # writing the plan: not committed
            ("replace", 2, (1, 30)),  # planned; one table moved in, the other not
-           ("atomic_write", 4, (1, 30))]  # both moved in, the ledger entry not written
+           ("replace", 3, (1, 30))]  # both moved in, the plan not yet the ledger entry
 
 
 @pytest.mark.parametrize("where,n,visible", CRASHES, ids=[f"{c[0]}-{c[1]}" for c in CRASHES])
