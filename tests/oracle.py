@@ -42,12 +42,49 @@ def torch_op(op: str, ins: list[Any], p: Mapping[str, Any], attrs: Mapping[str, 
     if op == "add":
         return ins[0] + ins[1]
     if op == "concat":
-        return torch.cat(ins, dim=-1)
+        return torch.cat(ins, dim=a["axis"])
+    new_ops = _new_ops()
+    if op in new_ops:
+        return new_ops[op](ins, p, a, training)
     if op == "cross_entropy":
         return F.cross_entropy(ins[0], ins[1], label_smoothing=a["label_smoothing"])
     if op == "mse":
         return F.mse_loss(ins[0], ins[1].reshape(ins[0].shape))
     raise NotImplementedError(op)
+
+
+def _attention(ins: list[Any], p: Mapping[str, Any], a: Mapping[str, Any],
+               training: bool) -> Any:
+    import torch.nn.functional as F
+
+    x = ins[0].transpose(0, 1)  # (T, B, d): PyTorch's functional form is sequence-first
+    d = x.shape[-1]
+    y, _ = F.multi_head_attention_forward(
+        x, x, x, d, a["heads"], p["in_weight"], p.get("in_bias"), None, None, False,
+        a["dropout"], p["out_weight"], p.get("out_bias"), training=training, need_weights=False)
+    return y.transpose(0, 1)
+
+
+def _new_ops() -> dict[str, Callable[..., Any]]:
+    """PyTorch forms of the ops beyond the MLP set: (ins, params, full attrs, training)."""
+    import torch
+    import torch.nn.functional as F
+
+    return {
+        "reshape": lambda i, p, a, t: i[0].reshape(i[0].shape[0], *a["shape"]),
+        "transpose": lambda i, p, a, t: i[0].permute(*a["perm"]),
+        "mean": lambda i, p, a, t: i[0].mean(dim=a["axis"], keepdim=a["keepdims"]),
+        "sum": lambda i, p, a, t: i[0].sum(dim=a["axis"], keepdim=a["keepdims"]),
+        "matmul": lambda i, p, a, t: torch.matmul(i[0], i[1]),
+        "embedding": lambda i, p, a, t: F.embedding(i[0], p["weight"]),
+        "numeric_tokenizer": lambda i, p, a, t: (
+            i[0][..., None] * p["weight"] + p.get("bias", 0.0)),
+        "attention": _attention,
+        "conv2d": lambda i, p, a, t: F.conv2d(i[0], p["weight"], p.get("bias"),
+                                              tuple(a["stride"]), tuple(a["padding"])),
+        "pool": lambda i, p, a, t: (F.max_pool2d if a["mode"] == "max" else F.avg_pool2d)(
+            i[0], tuple(a["kernel_size"]), tuple(a["stride"]), tuple(a["padding"])),
+    }
 
 
 def torch_forward(graph: Graph, tensors: Mapping[str, Any], feeds: Mapping[str, np.ndarray],

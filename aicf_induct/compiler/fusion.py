@@ -10,7 +10,8 @@ Three patterns, each on the instruction list that autodiff produced:
 2. **activation backward + linear backward.** `vjp A` followed by `vjp L` becomes one
    `act_linear_bwd`: gz = act'(h)·g, the weight and bias gradients, and gx. Every other
    linear becomes `linear_act`/`act_linear_bwd` with no activation, so all GEMMs go
-   through the fused kernels (and their precision policy).
+   through the fused kernels (and their precision policy). Only linears over (batch,
+   features) are fused; one over tokens (batch, tokens, d) keeps its unfused kernels.
 3. **softmax + cross-entropy.** The loss's forward and backward become one `softmax_ce`
    at the backward's place: one pass over the logits gives the loss and its gradient.
 
@@ -26,6 +27,7 @@ from aicf_induct.compiler.autodiff import Instr
 from aicf_induct.errors import AicfError
 from aicf_induct.ir.graph import Graph
 from aicf_induct.ir.ops import ACTIVATIONS, OPS, activation
+from aicf_induct.ir.validate import infer_types
 
 PRECISIONS = ("fp32", "tf32", "bf16")  # GEMM compute; storage, reductions stay fp32/fp64
 
@@ -62,9 +64,12 @@ def fuse_program(program: Sequence[Instr], graph: Graph, *, keep: Iterable[str] 
     vjp_at = {ins.node_id: k for k, ins in enumerate(prog) if ins.kind == "vjp"}
     new: dict[int, Instr | None] = {}  # index -> replacement (None: dropped)
 
+    types = infer_types(graph, check_params=False)
     for k, ins in enumerate(prog):
         if ins.kind != "fwd" or ins.op != "linear":
             continue
+        if len(types[ins.ins[0]].shape) != 2:  # the fused kernels are (batch, features) GEMMs;
+            continue  # a linear over tokens (N, T, d) keeps its plain kernels
         _fuse_linear(prog, k, graph, readers, fwd_at, vjp_at, keep, precision, new)
     for k, ins in enumerate(prog):
         if ins.kind == "fwd" and ins.op == "cross_entropy" and ins.node_id in vjp_at:

@@ -2,6 +2,15 @@
 of torch models through torch.fx (`from_torch`; torch is optional and imported only there)."""
 
 from aicf_induct.frontend import functional
+from aicf_induct.frontend.layers import (
+    AvgPool2d,
+    Conv2d,
+    Embedding,
+    Flatten,
+    MaxPool2d,
+    MultiheadAttention,
+    NumericTokenizer,
+)
 from aicf_induct.frontend.module import (
     GELU,
     BatchNorm1d,
@@ -26,8 +35,9 @@ from aicf_induct.frontend.torch_import import from_torch
 from aicf_induct.frontend.trace import trace, trace_with_values
 
 __all__ = [
-    "GELU", "MLP", "BatchNorm1d", "Buffer", "Concat", "Dropout", "Identity", "LayerNorm",
-    "Linear", "MLPSpec", "Module", "Parameter", "ReLU", "Residual", "Sequential", "SiLU",
+    "GELU", "MLP", "AvgPool2d", "BatchNorm1d", "Buffer", "Concat", "Conv2d", "Dropout", "Embedding",
+    "Flatten", "Identity", "LayerNorm", "Linear", "MLPSpec", "MaxPool2d", "Module",
+    "MultiheadAttention", "NumericTokenizer", "Parameter", "ReLU", "Residual", "Sequential", "SiLU",
     "Sigmoid", "Softmax", "SymbolicTensor", "Tanh", "Tracer", "build_mlp", "from_torch",
     "functional", "mlp_graph", "parse_model_spec", "trace", "trace_with_values",
 ]

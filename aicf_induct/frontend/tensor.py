@@ -177,10 +177,56 @@ class SymbolicTensor:
 
         return F.softmax(self, dim)
 
+    def __matmul__(self, other: object) -> SymbolicTensor:
+        from aicf_induct.frontend import functional as F
+
+        if not isinstance(other, SymbolicTensor):
+            return NotImplemented
+        return F.matmul(self, other)
+
+    def reshape(self, *shape: int) -> SymbolicTensor:
+        """Per-example shape: the first entry is the batch axis and must be -1 or omitted."""
+        from aicf_induct.frontend import functional as F
+
+        dims = list(shape[0]) if len(shape) == 1 and isinstance(shape[0], list | tuple) \
+            else list(shape)
+        if len(dims) < 2 or dims[0] != -1:
+            raise ConfigError(f"reshape of traced tensor '{self.id}' must keep the batch axis "
+                              f"first as -1, got {dims}")
+        return F.reshape(self, dims[1:])
+
+    view = reshape
+
+    def flatten(self, start_dim: int = 1, end_dim: int = -1) -> SymbolicTensor:
+        from aicf_induct.frontend import functional as F
+
+        return F.flatten(self, start_dim, end_dim)
+
+    def transpose(self, dim0: int, dim1: int) -> SymbolicTensor:
+        from aicf_induct.frontend import functional as F
+
+        return F.transpose(self, dim0, dim1)
+
+    def permute(self, *dims: int) -> SymbolicTensor:
+        from aicf_induct.frontend import functional as F
+
+        return F.permute(self, dims)
+
+    def mean(self, dim: int, keepdim: bool = False) -> SymbolicTensor:
+        from aicf_induct.frontend import functional as F
+
+        return F.mean(self, dim, keepdim)
+
+    def sum(self, dim: int, keepdim: bool = False) -> SymbolicTensor:
+        from aicf_induct.frontend import functional as F
+
+        return F.sum(self, dim, keepdim)
+
     # -- what the IR cannot express: fail at trace time, naming the operation -------------
     def _unsupported(self, what: str) -> ConfigError:
         return ConfigError(f"'{what}' on traced tensor '{self.id}' has no IR op (supported: "
-                           "+, linear, activations, norms, dropout, concat, losses)")
+                           "+, @, linear, conv, pooling, attention, embeddings, activations, "
+                           "norms, dropout, concat, reshape, transpose, mean, sum, losses)")
 
     def __mul__(self, other: object) -> SymbolicTensor:
         raise self._unsupported("*")
@@ -189,9 +235,6 @@ class SymbolicTensor:
 
     def __sub__(self, other: object) -> SymbolicTensor:
         raise self._unsupported("-")
-
-    def __matmul__(self, other: object) -> SymbolicTensor:
-        raise self._unsupported("@")
 
     def __bool__(self) -> bool:
         raise ConfigError(f"traced tensor '{self.id}' has no value: control flow cannot depend "

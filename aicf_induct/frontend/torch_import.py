@@ -19,6 +19,7 @@ from aicf_induct.errors import ConfigError
 from aicf_induct.frontend import functional as F
 from aicf_induct.frontend.parameter import Buffer, Parameter
 from aicf_induct.frontend.tensor import SymbolicTensor, Tracer
+from aicf_induct.frontend.torch_layers import AICF_OP, layer_op
 from aicf_induct.frontend.trace import InputShape, initial_values, input_shape
 from aicf_induct.ir.graph import Graph
 from aicf_induct.ir.validate import validate
@@ -85,9 +86,12 @@ def _tensor(v: Any, what: str) -> SymbolicTensor:
     return v
 
 
-def _module_op(imp: _Importer, path: str, m: Any, x: SymbolicTensor) -> SymbolicTensor | None:
+def _module_op(imp: _Importer, path: str, m: Any, x: SymbolicTensor) -> Any:
     """The node for one call_module of a supported torch.nn layer; None if unsupported."""
     nn = imp.torch.nn
+    beyond = layer_op(imp.torch, path, m, x, imp.sub_param)
+    if beyond is not None:
+        return beyond
     if isinstance(m, nn.Linear):
         return F.linear(x, imp.sub_param(path, m, "weight"),  # type: ignore[arg-type]
                         imp.sub_param(path, m, "bias"))
@@ -158,6 +162,9 @@ def _function_op(imp: _Importer, node: Any, env: dict[Any, Any]) -> Any:
     if t is tf.linear:
         return F.linear(_tensor(x, "input"), imp.attr_param(a(1, "weight"), "weight"),  # type: ignore[arg-type]
                         imp.attr_param(a(2, "bias"), "bias"))
+    beyond = _beyond_function_op(imp, node, env)
+    if beyond is not _UNSUPPORTED:
+        return beyond
     if t is tf.layer_norm:
         shape = a(1, "normalized_shape")
         if len(shape) != 1:
@@ -169,6 +176,42 @@ def _function_op(imp: _Importer, node: Any, env: dict[Any, Any]) -> Any:
 
 
 _UNSUPPORTED = object()
+
+
+def _beyond_function_op(imp: _Importer, node: Any, env: dict[Any, Any]) -> Any:
+    """Shape ops, matmul, reductions and indexing the tuple an attention layer returns."""
+    torch, t, method = imp.torch, node.target, node.op == "call_method"
+
+    def a(i: int, key: str, default: Any = None) -> Any:
+        return _arg(node, i, key, default, env)
+
+    x = a(0, "input")
+    if t is operator.getitem and isinstance(x, tuple):  # (out, weights) of attention
+        v = x[a(1, "index")]
+        if v is None:
+            raise ConfigError(f"fx node '{node.name}' reads attention weights, which the IR "
+                              "does not compute")
+        return v
+    if (method and t == "matmul") or t in (operator.matmul, torch.matmul, torch.bmm):
+        return F.matmul(_tensor(x, "a"), _tensor(a(1, "other"), "b"))
+    if (method and t == "flatten") or t is torch.flatten:
+        return F.flatten(_tensor(x, "input"), a(1, "start_dim", 0), a(2, "end_dim", -1))
+    if (method and t == "transpose") or t is torch.transpose:
+        return F.transpose(_tensor(x, "input"), a(1, "dim0"), a(2, "dim1"))
+    if method and t == "permute":
+        dims = node.args[1:] if len(node.args) > 2 else a(1, "dims")
+        return F.permute(_tensor(x, "input"), list(_resolve(dims, env)))
+    if method and t in ("reshape", "view"):
+        shape = node.args[1:] if len(node.args) > 2 else a(1, "shape")
+        return _tensor(x, "input").reshape(*_resolve(list(shape), env))
+    if (method and t in ("mean", "sum")) or t in (torch.mean, torch.sum):
+        dim = a(1, "dim")
+        if not isinstance(dim, int):
+            raise ConfigError(f"{_target_name(t)} at fx node '{node.name}' needs one int dim, "
+                              f"got {dim!r}")
+        reduce = F.mean if t in ("mean", torch.mean) else F.sum
+        return reduce(_tensor(x, "input"), dim, bool(a(2, "keepdim", False)))
+    return _UNSUPPORTED
 
 
 def _target_name(target: Any) -> str:
@@ -193,6 +236,10 @@ def _import_node(imp: _Importer, gm: Any, node: Any, env: dict[Any, Any],
         x = _tensor(_arg(node, 0, "input", None, env), f"the input of '{node.target}'")
         if isinstance(m, imp.torch.nn.Identity):
             return x
+        if isinstance(m, imp.torch.nn.MultiheadAttention) and any(
+                _arg(node, i, k, x, env) is not x for i, k in ((1, "key"), (2, "value"))):
+            raise ConfigError(f"nn.MultiheadAttention at fx node '{node.name}' supports "
+                              "self-attention only (query, key and value the same tensor)")
         with tracer.path_scope(node.target):
             out = _module_op(imp, node.target, m, x)
         if out is None:
@@ -218,8 +265,12 @@ def from_torch(model: Any, in_features: InputShape, *, name: str = "",
 
     if not isinstance(model, torch.nn.Module):
         raise ConfigError(f"from_torch takes a torch.nn.Module, got {type(model).__name__}")
+    class _Tracer(torch.fx.Tracer):  # a model's own `aicf_op` layers stay one fx node
+        def is_leaf_module(self, m: Any, qualname: str) -> bool:
+            return hasattr(m, AICF_OP) or super().is_leaf_module(m, qualname)
+
     try:
-        gm = torch.fx.symbolic_trace(model)
+        gm = torch.fx.GraphModule(model, _Tracer().trace(model))
     except Exception as err:  # fx raises TraceError, TypeError, ... on untraceable code
         raise ConfigError(f"torch.fx cannot trace {type(model).__name__}: "
                           f"{type(err).__name__}: {err}") from err

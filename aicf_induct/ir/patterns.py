@@ -12,6 +12,16 @@ All values are floats so they fit one `(fingerprint, pattern, value)` table. Nam
 - `residual.count` (add nodes), `concat.count`.
 - `dropout.{count,rate_max,rate_mean}`.
 - `motif.<a>><b>` and `motif.<a>><b>><c>`: op n-grams along paths, counted.
+
+Beyond MLPs, only for graphs that have them (so an MLP's patterns are exactly what they were,
+and the meta-dataset reads a missing pattern as 0):
+
+- `attention.{blocks,heads,head_dim,dropout}`: attention node count; the most heads, the
+  widest head (d / heads) and the highest attention dropout among them.
+- `token.width`: the widest token (embedding_dim, d_token, or an attention node's d);
+  `token.embeddings` (embedding + numeric_tokenizer nodes).
+- `conv.{stages,channels_max,kernel_max,stride_max}`: conv2d node count, the most output
+  channels, the largest kernel side and stride; `pool.{max,avg}`: pooling nodes by mode.
 """
 
 from __future__ import annotations
@@ -65,6 +75,40 @@ def _width_features(widths: list[int]) -> dict[str, float]:
     }
 
 
+def _family_features(graph: Graph) -> dict[str, float]:
+    """Attention, token and convolution patterns; empty for a graph without those ops."""
+    out: dict[str, float] = {}
+    attn = [OPS["attention"].full_attrs(n.attrs) | {"d": _token_width(graph, n.id)}
+            for n in graph.nodes if n.op == "attention"]
+    if attn:
+        out["attention.blocks"] = float(len(attn))
+        out["attention.heads"] = float(max(a["heads"] for a in attn))
+        out["attention.head_dim"] = float(max(a["d"] // a["heads"] for a in attn))
+        out["attention.dropout"] = float(max(a["dropout"] for a in attn))
+    embeds = [n for n in graph.nodes if n.op in ("embedding", "numeric_tokenizer")]
+    widths = [int(n.attrs.get("embedding_dim", n.attrs.get("d_token", 0))) for n in embeds]
+    widths += [int(a["d"]) for a in attn]
+    if widths:
+        out["token.width"] = float(max(widths))
+        out["token.embeddings"] = float(len(embeds))
+    convs = [OPS["conv2d"].full_attrs(n.attrs) for n in graph.nodes if n.op == "conv2d"]
+    if convs:
+        out["conv.stages"] = float(len(convs))
+        out["conv.channels_max"] = float(max(c["out_channels"] for c in convs))
+        out["conv.kernel_max"] = float(max(max(c["kernel_size"]) for c in convs))
+        out["conv.stride_max"] = float(max(max(c["stride"]) for c in convs))
+    pools = Counter(OPS["pool"].full_attrs(n.attrs)["mode"] for n in graph.nodes
+                    if n.op == "pool")
+    out.update({f"pool.{mode}": float(k) for mode, k in sorted(pools.items())})
+    return out
+
+
+def _token_width(graph: Graph, node_id: str) -> int:
+    """An attention node's d: its in_weight is (3d, d)."""
+    pname = graph.node(node_id).params["in_weight"]
+    return int(graph.params[pname].shape[1])
+
+
 def patterns(graph: Graph) -> dict[str, float]:
     nodes = [n for n in graph.nodes if n.op != "input"]
     by_id = graph.node_map()
@@ -113,4 +157,5 @@ def patterns(graph: Graph) -> dict[str, float]:
                 if w.op != "input":
                     motifs[f"motif.{w.op}>{u.op}>{n.op}"] += 1
     out.update({k: float(v) for k, v in sorted(motifs.items())})
+    out.update(_family_features(graph))
     return out

@@ -37,9 +37,10 @@ def test_keys_are_stored_hashed(tmp_path: Path) -> None:
 
 
 def test_keys_create_refuses_a_bad_scope(tmp_path: Path, capsys) -> None:
-    with pytest.raises(SystemExit) as exc:
-        main(["keys", "create", "--scope", "admin", "--warehouse", str(tmp_path)])
-    assert exc.value.code == 2 and "invalid choice" in capsys.readouterr().err
+    assert main(["keys", "create", "--scope", "admin", "--warehouse", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: argument --scope: invalid choice: 'admin'")
+    assert err.count("\n") == 1
     assert not (tmp_path / KEYS_FILE).exists()
 
 

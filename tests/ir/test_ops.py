@@ -24,6 +24,7 @@ class Case:
     training: bool = True
     labels: int = 0  # >0: second input is int64 labels with this many classes
     positive: tuple[str, ...] = ()  # params that must be > 0 (variances)
+    ids: int = 0  # >0: the first input is int64 ids in [0, ids) (embedding)
 
     @property
     def name(self) -> str:
@@ -53,11 +54,46 @@ CASES = [
     Case("cross_entropy", [(7, 4)], {"label_smoothing": 0.1}, labels=4),
     Case("mse", [(6, 2), (6, 2)]),
     Case("mse", [(6, 1), (6,)]),
+    # beyond MLPs (issue 19)
+    Case("concat", [(4, 2, 3), (4, 1, 3)], {"axis": 1}),
+    Case("concat", [(2, 3, 2, 2), (2, 3, 1, 2)], {"axis": -2}),
+    Case("reshape", [(3, 4, 6)], {"shape": [2, -1, 3]}),
+    Case("transpose", [(3, 4, 5, 2)], {"perm": [0, 2, 3, 1]}),
+    Case("mean", [(3, 4, 5)], {"axis": 1}),
+    Case("mean", [(3, 4, 5)], {"axis": -1, "keepdims": True}),
+    Case("sum", [(3, 4, 5)], {"axis": 2}),
+    Case("sum", [(3, 4)], {"axis": 1, "keepdims": True}),
+    Case("matmul", [(3, 4, 5), (3, 5, 2)]),
+    Case("matmul", [(3, 1, 4, 5), (2, 5, 3)]),  # broadcast leading axes both ways
+    Case("matmul", [(3, 4, 5), (5, 2)]),
+    Case("embedding", [(5, 3)], {"num_embeddings": 4, "embedding_dim": 3},
+         {"weight": (4, 3)}, ids=4),
+    Case("numeric_tokenizer", [(5, 3)], {"d_token": 4}, {"weight": (3, 4), "bias": (3, 4)}),
+    Case("numeric_tokenizer", [(5, 3)], {"d_token": 4, "bias": False}, {"weight": (3, 4)}),
+    Case("attention", [(2, 5, 6)], {"heads": 2},
+         {"in_weight": (18, 6), "in_bias": (18,), "out_weight": (6, 6), "out_bias": (6,)}),
+    Case("attention", [(3, 4, 4)], {"heads": 1, "bias": False},
+         {"in_weight": (12, 4), "out_weight": (4, 4)}),
+    Case("attention", [(2, 3, 4)], {"heads": 4, "dropout": 0.3},  # eval: no dropout
+         {"in_weight": (12, 4), "in_bias": (12,), "out_weight": (4, 4), "out_bias": (4,)},
+         training=False),
+    Case("conv2d", [(2, 3, 6, 5)], {"out_channels": 4, "kernel_size": [3, 2]},
+         {"weight": (4, 3, 3, 2), "bias": (4,)}),
+    Case("conv2d", [(2, 2, 7, 7)], {"out_channels": 3, "kernel_size": [3, 3], "stride": [2, 2],
+                                    "padding": [1, 1], "bias": False},
+         {"weight": (3, 2, 3, 3)}),
+    Case("pool", [(2, 3, 6, 6)], {"mode": "max", "kernel_size": [2, 2], "stride": [2, 2]}),
+    Case("pool", [(2, 2, 7, 7)], {"mode": "max", "kernel_size": [3, 3], "stride": [2, 2],
+                                  "padding": [1, 1]}),
+    Case("pool", [(2, 3, 6, 6)], {"mode": "avg", "kernel_size": [2, 2], "stride": [2, 2]}),
+    Case("pool", [(2, 2, 7, 5)], {"mode": "avg", "kernel_size": [3, 3], "stride": [2, 1],
+                                  "padding": [1, 1]}),
 ]
 
 
 def _make(case: Case, rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
-    ins = [rng.normal(size=s) for s in case.shapes]
+    ins = [rng.integers(0, case.ids, size=s) if case.ids and k == 0 else rng.normal(size=s)
+           for k, s in enumerate(case.shapes)]
     if case.labels:
         ins.append(rng.integers(0, case.labels, size=case.shapes[0][0]))
     params = {r: (rng.uniform(0.5, 2.0, size=s) if r in case.positive else rng.normal(size=s))
@@ -164,3 +200,37 @@ def test_batchnorm_updates_running_statistics_like_torch() -> None:
     torch.nn.functional.batch_norm(torch.tensor(x), rm, rv, training=True, momentum=0.1)
     assert_rel_close(ctx.state_updates["running_mean"], rm.numpy())
     assert_rel_close(ctx.state_updates["running_var"], rv.numpy())
+
+
+def test_attention_dropout_backward_matches_finite_differences_of_its_own_mask() -> None:
+    """Training-mode attention dropout: the mask is regenerated from the node's RNG key, so the
+    backward is exact for the same key (PyTorch cannot draw our mask: FD is the oracle)."""
+    rng = np.random.default_rng(4)
+    op = OPS["attention"]
+    attrs = op.full_attrs({"heads": 2, "dropout": 0.4})
+    x = rng.normal(size=(2, 4, 4))
+    params = {"in_weight": rng.normal(size=(12, 4)), "in_bias": rng.normal(size=12),
+              "out_weight": rng.normal(size=(4, 4)), "out_bias": rng.normal(size=4)}
+
+    def ctx() -> OpContext:
+        return OpContext(training=True, seed=3, step=5, node_id="attn")
+
+    out = op.forward(ctx(), [x], params, attrs)
+    assert not np.allclose(out, op.forward(OpContext(training=False), [x], params, attrs))
+    gout = rng.normal(size=out.shape)
+
+    def objective() -> float:
+        return float((op.forward(ctx(), [x], params, attrs) * gout).sum())
+
+    assert op.backward is not None
+    (gx,), gps = op.backward(ctx(), [x], params, out, gout, attrs, [True])
+    assert_rel_close(gx, finite_difference(objective, x), rtol=1e-5, atol=1e-7)
+    for r, g in gps.items():
+        assert_rel_close(g, finite_difference(objective, params[r]), rtol=1e-5, atol=1e-7, what=r)
+
+
+def test_embedding_refuses_ids_out_of_range() -> None:
+    op = OPS["embedding"]
+    with pytest.raises(IndexError, match=r"\[0, 4\)"):
+        op.forward(OpContext(), [np.array([[0, 4]])], {"weight": np.zeros((4, 2))},
+                   op.full_attrs({"num_embeddings": 4, "embedding_dim": 2}))

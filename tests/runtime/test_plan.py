@@ -9,6 +9,7 @@ from aicf_induct.compiler.autodiff import backward_program, forward_program
 from aicf_induct.compiler.memory import lifetimes
 from aicf_induct.runtime.executor import Executor, store_for
 from aicf_induct.runtime.interpreter import interpret
+from tests.compiler.graphs import ftt
 from tests.graphs import all_ops, mlp
 from tests.oracle import assert_rel_close, torch_graph
 
@@ -29,6 +30,8 @@ def _values(store) -> dict[str, np.ndarray]:
     (lambda: all_ops(softmax_head=True), "mse"),
     (lambda: mlp(5, 4, depth=3, act="gelu", norm="layernorm"), "cross_entropy"),
     (lambda: mlp(5, 1, depth=2, act="tanh", norm="batchnorm"), "mse"),
+    (lambda: ftt(5, 3, d_token=4, heads=2), "cross_entropy"),
+    (lambda: ftt(5, 2, d_token=6, heads=3, blocks=2), "mse"),
 ])
 def test_plan_matches_interpreter_and_torch(graph_fn, loss: str) -> None:
     pytest.importorskip("torch")

@@ -3,15 +3,30 @@
 | group        | ops                                             |
 |--------------|-------------------------------------------------|
 | input        | input                                           |
-| layer        | linear                                          |
+| layer        | linear, conv2d, embedding, numeric_tokenizer    |
+| attention    | attention (multi-head self-attention)           |
+| pool         | pool (max / avg)                                |
+| shape        | reshape, transpose                              |
+| reduce       | mean, sum                                       |
 | activation   | relu, gelu, tanh, silu, sigmoid, softmax        |
 | norm         | layernorm, batchnorm                            |
 | regularizer  | dropout                                         |
-| merge        | add, concat                                     |
+| merge        | add, concat, matmul                             |
 | loss         | cross_entropy, mse                              |
 """
 
-from aicf_induct.ir.ops import activations, linear, losses, norm, structural  # noqa: F401
+from aicf_induct.ir.ops import (  # noqa: F401
+    activations,
+    attention,
+    conv,
+    embedding,
+    linear,
+    losses,
+    matmul,
+    norm,
+    shape,
+    structural,
+)
 from aicf_induct.ir.ops.activations import (
     ACTIVATION_NAMES,
     ACTIVATION_TABLE,

@@ -1,4 +1,4 @@
-"""Structure: residual `add`, feature-axis `concat`, and `dropout` (seeded, train/eval)."""
+"""Structure: residual `add`, `concat` (any non-batch axis), `dropout` (seeded, train/eval)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from aicf_induct.ir.ops.base import (
     require_float,
     same_as_input,
 )
+from aicf_induct.ir.ops.shape import norm_axis
 
 
 def _add_infer(ins: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -40,38 +41,44 @@ register(OpDef(name="add", kind="merge", arity=2, attrs={}, infer=_add_infer,
 
 
 def _concat_infer(ins: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    require(attrs.get("axis") == -1, "concat supports only axis -1 (features)")
     first = ins[0]
+    a = norm_axis(first, attrs.get("axis"), "concat")
     total = 0
     for t in ins:
         require_float(t)
-        require(t.dtype == first.dtype and t.shape[:-1] == first.shape[:-1],
-                f"concat inputs must agree except on the last axis, got {first} and {t}")
-        require(t.shape[-1] is not None, f"concat needs known feature sizes, got {t}")
-        total += t.shape[-1] or 0
-    return TensorType((*first.shape[:-1], total), first.dtype)
+        same = len(t.shape) == len(first.shape) and all(
+            u == v for k, (u, v) in enumerate(zip(t.shape, first.shape, strict=True)) if k != a)
+        require(t.dtype == first.dtype and same,
+                f"concat inputs must agree except on axis {attrs['axis']}, got {first} and {t}")
+        require(t.shape[a] is not None, f"concat needs known sizes on its axis, got {t}")
+        total += t.shape[a] or 0
+    shape = list(first.shape)
+    shape[a] = total
+    return TensorType(tuple(shape), first.dtype)
 
 
 def _concat_forward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array],
                     attrs: Attrs) -> Array:
-    return ctx.xp.concatenate(list(ins), axis=-1)
+    return ctx.xp.concatenate(list(ins), axis=attrs["axis"])
 
 
 def _concat_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array],
                      out: Array, gout: Array, attrs: Attrs,
                      needs: Sequence[bool]) -> tuple[list[Array | None], dict[str, Array]]:
     grads: list[Array | None] = []
+    a = attrs["axis"] % gout.ndim
     start = 0
     for x, need in zip(ins, needs, strict=True):
-        stop = start + x.shape[-1]
-        grads.append(gout[..., start:stop].copy() if need else None)
+        stop = start + x.shape[a]
+        index = (slice(None),) * a + (slice(start, stop),)
+        grads.append(gout[index].copy() if need else None)
         start = stop
     return grads, {}
 
 
 register(OpDef(name="concat", kind="merge", arity=None, attrs={"axis": -1}, infer=_concat_infer,
                forward=_concat_forward, backward=_concat_backward,
-               doc="concatenate along the feature axis"))
+               doc="concatenate along attr axis (any but the batch axis)"))
 
 
 def _dropout_infer(ins: Sequence[TensorType], attrs: Attrs) -> TensorType:
