@@ -276,8 +276,7 @@ def _locked(root: Path, key: str) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def commit(root: str | Path, batch_id: str, tables: Mapping[str, pa.Table],
-           meta: Mapping[str, Any] | None = None) -> Committed:
+def commit(root: str | Path, batch_id: str, tables: Mapping[str, pa.Table]) -> Committed:
     """Write the batch's tables into the warehouse once (see the module docstring)."""
     root = Path(root)
     key = batch_key(batch_id)
@@ -296,8 +295,7 @@ def commit(root: str | Path, batch_id: str, tables: Mapping[str, pa.Table],
             for n, (name, t) in enumerate(sorted(tables.items())):
                 _write_synced(stage / f"{name}.parquet", t)
                 parts[name] = f"date={day}/part-ingest-{key}-{n:08d}.parquet"
-            plan = {"batch_id": batch_id, "rows": rows, "meta": dict(meta or {}),
-                    "parts": parts}
+            plan = {"batch_id": batch_id, "rows": rows, "parts": parts}
             atomic_write(stage / "plan.json", _bytes(json.dumps(plan).encode()))
         _roll_forward(root, key)
     return Committed(batch_id, True, rows)

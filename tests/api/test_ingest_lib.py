@@ -5,6 +5,7 @@ refuses a batch."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -19,11 +20,11 @@ import uvicorn
 
 import warehouse
 from aicf_induct.records import RunEndRecord, StepRecord
-from aicf_induct.runtime.remote_recorder import RemoteLogError, RemoteRecorder
+from aicf_induct.runtime.remote_recorder import KEYS, RemoteLogError, RemoteRecorder
 from api.app import create_app
 from api.settings import Settings
 from tests.api.conftest import REPO, free_port
-from warehouse.ingest import INGEST_DIR, commit, is_committed, recover, tables_of
+from warehouse.ingest import INGEST_DIR, KINDS, commit, is_committed, recover, tables_of
 from warehouse.keys import create_key
 
 # A child process that commits a batch of 2 tables (steps and runs) and dies (os._exit, no
@@ -93,6 +94,12 @@ def test_a_commit_killed_anywhere_is_all_or_nothing(tmp_path: Path, where: str, 
     assert done.written == (visible == (0, 0))
     assert counts(root) == (1, 30)
     assert warehouse.check(root).ok
+
+
+def test_the_batch_fields_are_the_records_fields() -> None:
+    # the service checks what the RemoteRecorder sends: one list of fields for both
+    for rtype, key in KEYS.items():
+        assert [f.name for f in KINDS[key]] == [f.name for f in dataclasses.fields(rtype)]
 
 
 def step(i: int, run: str = "rr") -> StepRecord:
