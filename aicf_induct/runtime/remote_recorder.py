@@ -72,7 +72,7 @@ class RemoteRecorder(BaseRecorder):
     def __init__(self, url: str, api_key: str, *, flush_interval_s: float = 0.5,
                  batch_rows: int = 5000, max_buffered: int = 1_000_000,
                  timeout_s: float = 10.0, backoff_s: float = 0.1, max_backoff_s: float = 5.0,
-                 close_timeout_s: float = 30.0, check: bool = True,
+                 close_timeout_s: float = 10.0, check: bool = True,
                  stream: TextIO | None = None) -> None:
         self.url = url.rstrip("/")
         self.api_key = api_key
@@ -94,6 +94,7 @@ class RemoteRecorder(BaseRecorder):
         self._idle = threading.Condition(self._lock)
         self._closed = False
         self._warned = False
+        self._down = False  # the last send failed: flush() does not wait for the server
         self._deadline: float | None = None  # set by close: stop retrying after it
         if check:
             self.check()
@@ -117,11 +118,14 @@ class RemoteRecorder(BaseRecorder):
             self._wake.set()  # a finished run should show up promptly
 
     def flush(self, timeout_s: float | None = None) -> None:
-        """Wait until everything buffered now has been sent (or `timeout_s` passes)."""
+        """Wait until everything buffered now has been sent (or `timeout_s` passes). While
+        the server is unreachable this only asks for a send: a checkpoint must not wait on a
+        server that is down."""
         deadline = time.monotonic() + (self.close_timeout_s if timeout_s is None else timeout_s)
         with self._lock:
             self._wake.set()
-            while (self._n or self._inflight) and self._thread.is_alive():
+            while ((self._n or self._inflight) and self._thread.is_alive()
+                   and (not self._down or timeout_s is not None)):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return
@@ -192,6 +196,7 @@ class RemoteRecorder(BaseRecorder):
         while True:
             try:
                 self._post("/v1/ingest/batches", body)
+                self._down = False
                 self.stats.sent_batches += 1
                 self.stats.sent_records += n
                 return
@@ -202,6 +207,7 @@ class RemoteRecorder(BaseRecorder):
                 self._warn(f"{self.url} answered {err.code}; retrying")
             except (OSError, ValueError) as err:  # refused, reset, timed out, bad answer
                 self._warn(f"cannot reach {self.url} ({_reason(err)}); buffering and retrying")
+            self._down = True
             self.stats.retries += 1
             if self._deadline is not None and time.monotonic() >= self._deadline:
                 self._give_up(n, "server unreachable at close")

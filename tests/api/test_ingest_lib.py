@@ -115,6 +115,10 @@ def test_remote_recorder_with_the_server_down_warns_once_caps_and_counts(tmp_pat
     for i in range(25):
         rec.step(step(i))  # never blocks on the network
     assert time.perf_counter() - t0 < 0.5
+    time.sleep(0.2)  # a few sends failed: the server is known to be down
+    t0 = time.perf_counter()
+    rec.flush()  # what a checkpoint calls: it does not wait on a server that is down
+    assert time.perf_counter() - t0 < 0.3  # (close_timeout_s, what it would wait, is 0.5)
     rec.close()
     text = err.getvalue()
     assert text.count("cannot reach") == 1, text
