@@ -128,11 +128,19 @@ def _columns(kind: str, records: Any) -> dict[str, list[Any]]:
                             if type(x) not in (float, int)), None)
                 if bad is not None:
                     raise IngestError(f"{kind}[{i}].{f.name}.{bad}", "not a number")
-        elif f.kind == "int" and any(abs(v) >= 2**63 for v in col if v is not None):
-            i = next(i for i, v in enumerate(col) if v is not None and abs(v) >= 2**63)
+        elif f.kind == "int" and _outside_int64([v for v in col if v is not None]):
+            i = next(i for i, v in enumerate(col) if v is not None and not _INT64[0] <= v <=
+                     _INT64[1])
             raise IngestError(f"{kind}[{i}].{f.name}", "out of the int64 range")
         cols[f.name] = col
     return cols
+
+
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _outside_int64(col: list[int]) -> bool:
+    return bool(col) and (min(col) < _INT64[0] or max(col) > _INT64[1])
 
 
 def _time(kind: str, i: int, name: str, v: str | None) -> datetime:
