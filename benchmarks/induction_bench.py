@@ -32,9 +32,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from machine import cpu_model, git_commit, write_section
 
-from aicf_induct.induction.baselines import resolve_default
-from aicf_induct.induction.evaluate import calibration, compare, gap_closed, summary
-from aicf_induct.induction.lopo import LopoConfig, LopoResult, run_lopo, split_seeds
+from aicf_induct.induction.corpus import corpus_meta
+from aicf_induct.induction.evaluate import (
+    calibration,
+    compare,
+    evaluate_corpus,
+    gap_closed,
+    summary,
+)
+from aicf_induct.induction.lopo import LopoResult
 from aicf_induct.induction.meta_dataset import load_meta_dataset
 from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.mining import Miner
@@ -77,7 +83,8 @@ def main() -> int:
     ap.add_argument("--default", help="default MLP: candidate key, structure key or model "
                                       "spec (default: MLPSpec() with the default recipe)")
     ap.add_argument("--ks", default="1,3,5", help="proposal sizes k")
-    ap.add_argument("--groups", help="JSON file: problem name or id -> group")
+    ap.add_argument("--groups", help="JSON file: problem name or id -> group (default: the "
+                                     "corpus's groups, aicf_induct.induction.corpus)")
     ap.add_argument("--n-random", type=int, default=20, help="draws averaged for random-k")
     ap.add_argument("--max-iter", type=int, default=200, help="meta-model boosting rounds")
     ap.add_argument("--jobs", type=int, default=1, help="processes sharing the LOPO folds "
@@ -88,14 +95,16 @@ def main() -> int:
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    groups = json.loads(Path(args.groups).read_text()) if args.groups else None
-    meta = load_meta_dataset(args.warehouse, protocol=args.protocol, groups=groups)
-    choose, score = split_seeds(meta)
-    default = resolve_default(meta, args.default)
+    if args.groups:
+        meta = load_meta_dataset(args.warehouse, protocol=args.protocol,
+                                 groups=json.loads(Path(args.groups).read_text()))
+    else:  # the corpus's near-duplicate groups, as `aicf-induct induce evaluate` uses them
+        meta, _ = corpus_meta(args.warehouse, args.protocol)
     ks = tuple(int(k) for k in args.ks.split(","))
-    res = run_lopo(meta, LopoConfig(default, choose, score, ks, args.n_random,
-                                    MetaModel(max_iter=args.max_iter), args.seed),
-                   n_jobs=args.jobs)
+    ev = evaluate_corpus(meta, default=args.default, ks=ks,
+                         metamodel=MetaModel(max_iter=args.max_iter), n_random=args.n_random,
+                         n_jobs=args.jobs, seed=args.seed)
+    res, default, choose, score = ev.result, ev.default, ev.choose_seeds, ev.score_seeds
     t_lopo = time.perf_counter() - t0
     miner = Miner(random_state=args.seed)
     rep = rule_replication(meta, miner, seed=args.seed)

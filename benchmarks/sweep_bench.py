@@ -103,7 +103,10 @@ def main() -> int:
         ("median / max run wall time", f"{walls[len(walls) // 2]:.1f} s / {walls[-1]:.1f} s"),
         ("duplicated triples", sum(1 for n in counts.values() if n > 1)),
         ("missing triples", planned - len(counts)),
-        ("stale runs (started, never ended: the kill)", statuses.get("running", 0)),
+        # a killed worker's run: `abandoned` once its writer's lease lapses, never `running`
+        ("runs cut by the kill (interrupted / abandoned / still running)",
+         f"{statuses.get('interrupted', 0)} / {statuses.get('abandoned', 0)} / "
+         f"{statuses.get('running', 0)}"),
     ]
     print("\n| figure | value |\n|---|---|")
     for k, v in rows:

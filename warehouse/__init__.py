@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from warehouse.arrow import read_table
 from warehouse.catalog import connect, default_root, rebuild, with_retry
 from warehouse.check import CheckReport, check
 from warehouse.compact import CompactReport, compact
@@ -44,6 +45,7 @@ __all__ = [
     "connect",
     "default_root",
     "open_recorder",
+    "read_table",
     "rebuild",
     "reports",
     "run_guarded",

@@ -9,6 +9,7 @@ connection is a snapshot: parts committed later appear on the next `connect`.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
 from importlib import resources
@@ -20,6 +21,8 @@ import pandas as pd
 
 from warehouse.errors import WarehouseError
 from warehouse.layout import check_root, visible_parts
+from warehouse.lease import live_writers
+from warehouse.parts import mark_unreadable, warn_skipped
 from warehouse.schema import TABLES, duckdb_type
 
 ENV_VAR = "AICF_WAREHOUSE"
@@ -64,15 +67,25 @@ def view_files() -> dict[str, str]:
     return {n: s for n, s in sql_files("").items() if n[:1].isdigit()}
 
 
+def live_writers_sql(root: Path) -> str:
+    """The writers whose lease is alive now (see `lease`), as a constant SELECT: the `runs`
+    view tells a run still being written from an abandoned one by it."""
+    ids = sorted(live_writers(root))
+    if not ids:
+        return "SELECT CAST(NULL AS VARCHAR) AS writer_id LIMIT 0"
+    return f"SELECT * FROM (VALUES {', '.join(f'({_lit(w)})' for w in ids)}) t(writer_id)"
+
+
 def build_views(conn: duckdb.DuckDBPyConnection, root: Path) -> None:
+    conn.execute(f"CREATE OR REPLACE VIEW live_writers AS {live_writers_sql(root)}")
     for t in TABLES:
         conn.execute(f"CREATE OR REPLACE VIEW raw_{t} AS {raw_view_sql(root, t)}")
     for name, text in view_files().items():
         try:
             conn.execute(text)
-        except duckdb.IOException:
-            raise  # binding opened a part that has just been collected: caller retries
         except duckdb.Error as err:
+            if part_error(err):
+                raise  # a part was collected or is damaged: the caller lists again
             raise WarehouseError(f"warehouse/sql/{name}: {err}") from None
 
 
@@ -86,9 +99,61 @@ def _backoff(attempt: int) -> None:
     time.sleep(min(0.005 * 2**attempt, 0.2))  # let the compaction that raced us finish
 
 
-def _vanished(err: duckdb.IOException) -> bool:
+def _vanished(err: duckdb.Error) -> bool:
     text = str(err)
-    return any(s in text for s in ("No such file", "not exist", "No files found"))
+    return isinstance(err, duckdb.IOException) and any(
+        s in text for s in ("No such file", "not exist", "No files found"))
+
+
+_QUOTED = re.compile(r"""['"]([^'"]+\.parquet)['"]""")
+
+
+def _named_parts(err: duckdb.Error, root: Path) -> list[Path]:
+    """Warehouse parts the error's message names (not its quote of the statement)."""
+    head = str(err).split("\nLINE ", 1)[0]
+    base = root.resolve()
+    return [p for p in map(Path, _QUOTED.findall(head))
+            if p.is_relative_to(base) and p.exists()]
+
+
+def _footer_failures(root: Path) -> list[tuple[Path, str]]:
+    """Parts whose frame looks whole but whose footer pyarrow cannot parse (DuckDB's error
+    for those does not always name the file)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = []
+    for t in TABLES:
+        for p in visible_parts(root, t):
+            try:
+                pq.read_metadata(p)
+            except FileNotFoundError:
+                continue
+            except (OSError, pa.ArrowException) as err:
+                out.append((p, f"damaged footer: {one_line(err)}"))
+    return out
+
+
+def part_error(err: duckdb.Error) -> bool:
+    """Whether `err` may be about a part file (gone, or damaged) rather than the statement:
+    then `with_retry` lists the parts again, skipping a damaged one."""
+    return isinstance(err, duckdb.IOException | duckdb.InvalidInputException) or \
+        "TProtocolException" in str(err) or bool(_QUOTED.search(str(err).split("\nLINE ")[0]))
+
+
+def _recover(err: duckdb.Error, root: Path, attempt: int) -> bool:
+    """True when listing again may help: a part vanished, or a damaged part is now marked
+    unreadable (and skipped by the next listing)."""
+    if attempt == ATTEMPTS - 1 or not part_error(err):
+        return False
+    if _vanished(err):
+        _backoff(attempt)
+        return True
+    bad = [(p, one_line(err)) for p in _named_parts(err, root)] or _footer_failures(root)
+    for path, reason in bad:
+        mark_unreadable(path, reason)
+        warn_skipped(root, path, reason)
+    return bool(bad)
 
 
 def connect(root: str | Path | None = None, read_only: bool = True) -> duckdb.DuckDBPyConnection:
@@ -103,12 +168,11 @@ def connect(root: str | Path | None = None, read_only: bool = True) -> duckdb.Du
         conn.execute("SET TimeZone = 'UTC'")
         try:
             build_views(conn, root)
-        except duckdb.IOException as err:
+        except duckdb.Error as err:
             conn.close()
-            if attempt == ATTEMPTS - 1 or not _vanished(err):
-                raise WarehouseError(one_line(err)) from None
-            _backoff(attempt)
-            continue
+            if _recover(err, root, attempt):
+                continue
+            raise WarehouseError(one_line(err)) from None
         if read_only:
             conn.execute("SET allowed_directories = ?", [[str(root.resolve())]])
             conn.execute("SET enable_external_access = false")
@@ -120,15 +184,17 @@ def connect(root: str | Path | None = None, read_only: bool = True) -> duckdb.Du
 def with_retry(root: str | Path | None, fn: Callable[[duckdb.DuckDBPyConnection], T],
                read_only: bool = True) -> T:
     """Run `fn` on a fresh connection; if a part vanished under it (a compaction collected it
-    after we listed it), list again and retry."""
+    after we listed it) or turned out damaged, list again and retry."""
+    root = check_root(Path(root) if root is not None else default_root())
     for attempt in range(ATTEMPTS):
         conn = connect(root, read_only=read_only)
         try:
             return fn(conn)
-        except duckdb.IOException as err:
-            if attempt == ATTEMPTS - 1 or not _vanished(err):
+        except duckdb.Error as err:
+            if not part_error(err):
+                raise
+            if not _recover(err, root, attempt):
                 raise WarehouseError(one_line(err)) from None
-            _backoff(attempt)
         finally:
             conn.close()
     raise AssertionError("unreachable")
@@ -141,13 +207,26 @@ def rebuild(root: str | Path | None = None) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     path = root / CATALOG_FILE
     tmp = root / f".tmp-{os.getpid()}{CATALOG_FILE}.partial"
-    tmp.unlink(missing_ok=True)
-    conn = duckdb.connect(str(tmp))
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise WarehouseError(f"warehouse {root} is not writable")
     try:
-        build_views(conn, root)
+        for attempt in range(ATTEMPTS):
+            tmp.unlink(missing_ok=True)
+            conn = duckdb.connect(str(tmp))
+            try:
+                build_views(conn, root)
+                break
+            except duckdb.Error as err:
+                if not _recover(err, root, attempt):
+                    raise
+            finally:
+                conn.close()
+        os.replace(tmp, path)  # readers of the old catalog keep their open file
+    except (duckdb.Error, OSError) as err:
+        tmp.unlink(missing_ok=True)
+        raise WarehouseError(f"cannot write {path}: {one_line(err)}") from None
     finally:
-        conn.close()
-    os.replace(tmp, path)  # readers of the old catalog keep their open file
+        Path(f"{tmp}.wal").unlink(missing_ok=True)
     return path
 
 

@@ -14,6 +14,7 @@ it listed them. Two compactions exclude each other with a lock file (flock).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import time
@@ -42,6 +43,8 @@ from warehouse.layout import (
     tables_on_disk,
     visible_parts,
 )
+from warehouse.lease import collect_dead
+from warehouse.parts import mark_unreadable, warn_skipped
 from warehouse.writer import write_parquet
 
 LOCK_FILE = "_compact.lock"
@@ -77,13 +80,25 @@ def compact(root: str | Path, *, grace_s: float = 60.0, small_bytes: int = 32 <<
     if not root.is_dir():
         raise WarehouseError(f"no warehouse at {root}")
     report = CompactReport()
+    try:
+        _compact_all(root, report, grace_s, small_bytes, target_rows, tables)
+    except OSError as err:
+        if err.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        raise WarehouseError(f"warehouse {root} is not writable: {err.strerror}: "
+                             f"{err.filename}") from None
+    return report
+
+
+def _compact_all(root: Path, report: CompactReport, grace_s: float, small_bytes: int,
+                 target_rows: int, tables: list[str] | None) -> None:
     with _exclusive(root):
         for t in tables or tables_on_disk(root):
             report.deleted_files += collect(root, t, grace_s)
             _compact_table(root, t, grace_s, small_bytes, target_rows, report)
             if grace_s == 0:
                 report.deleted_files += collect(root, t, 0)
-    return report
+        collect_dead(root)  # leases of writers that died: their runs are abandoned anyway
 
 
 def _compact_table(root: Path, table: str, grace_s: float, small_bytes: int,
@@ -94,20 +109,31 @@ def _compact_table(root: Path, table: str, grace_s: float, small_bytes: int,
         if p.stat().st_size < small_bytes:
             by_partition.setdefault(p.parent, []).append(p)
     for parts in by_partition.values():
-        for group in _groups(parts, target_rows):
-            rows = _merge(tdir, group)
+        for group in _groups(root, parts, target_rows):
+            rows = _merge(root, tdir, group)
+            if rows is None:
+                continue  # a part of the group is damaged: left alone, named on stderr
             report.merged_parts += len(group)
             report.new_parts += 1
             report.rows += rows
             report.per_table[table] = report.per_table.get(table, 0) + len(group)
 
 
-def _groups(parts: list[Path], target_rows: int) -> Iterator[list[Path]]:
+def _unreadable(root: Path, p: Path, err: Exception) -> None:
+    mark_unreadable(p, str(err))
+    warn_skipped(root, p, str(err))
+
+
+def _groups(root: Path, parts: list[Path], target_rows: int) -> Iterator[list[Path]]:
     """Consecutive runs of parts up to target_rows rows; only groups of two or more."""
     group: list[Path] = []
     rows = 0
     for p in parts:
-        n = pq.ParquetFile(p).metadata.num_rows
+        try:
+            n = pq.ParquetFile(p).metadata.num_rows
+        except (OSError, pa.ArrowException) as err:
+            _unreadable(root, p, err)
+            continue
         if group and rows + n > target_rows:
             if len(group) > 1:
                 yield group
@@ -118,8 +144,16 @@ def _groups(parts: list[Path], target_rows: int) -> Iterator[list[Path]]:
         yield group
 
 
-def _merge(tdir: Path, group: list[Path]) -> int:
-    merged = pa.concat_tables([pq.read_table(p) for p in group], promote_options="permissive")
+def _merge(root: Path, tdir: Path, group: list[Path]) -> int | None:
+    """Merge `group` into one committed cpart; None (nothing written) if a part fails."""
+    tables = []
+    for p in group:
+        try:
+            tables.append(pq.read_table(p))
+        except (OSError, pa.ArrowException) as err:
+            _unreadable(root, p, err)
+            return None
+    merged = pa.concat_tables(tables, promote_options="permissive")
     cid = uuid.uuid4().hex
     out = group[0].parent / f"cpart-{cid}.parquet"
     atomic_write(out, lambda p: write_parquet(merged, p))

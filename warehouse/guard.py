@@ -10,7 +10,7 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
-from warehouse.catalog import frame, one_line
+from warehouse.catalog import frame, one_line, part_error
 from warehouse.errors import WarehouseError
 
 ALLOWED = {duckdb.StatementType.SELECT}  # SELECT, also DESCRIBE / SHOW / SUMMARIZE
@@ -35,7 +35,7 @@ def run_guarded(conn: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
     check_sql(conn, sql)
     try:
         return frame(conn, sql)
-    except duckdb.IOException:
-        raise  # a part vanished: `catalog.with_retry` lists again
     except duckdb.Error as err:
+        if part_error(err):
+            raise  # a part vanished or is damaged: `catalog.with_retry` lists again
         raise WarehouseError(one_line(err)) from None

@@ -11,9 +11,10 @@ Visibility rule (what every reader in this package applies):
     lists it among its inputs.
 A marker is written atomically, so committing it switches a compaction's inputs off and its
 output on in one step. Readers read the markers, list the files, read the markers again, and
-retry if the set changed (see `visible_parts`). Temporary files start with `.` and end in
-`.partial`, so no `*.parquet` glob, nor pyarrow/Polars datasets (which skip `.`/`_` names),
-ever matches them.
+retry if the set changed (see `listed_parts`). Readers then skip a listed part that is not
+readable Parquet (truncated, empty, not Parquet), naming it once on stderr (`visible_parts`,
+see `parts`). Temporary files start with `.` and end in `.partial`, so no `*.parquet` glob,
+nor pyarrow/Polars datasets (which skip `.`/`_` names), ever matches them.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from warehouse.errors import WarehouseError
+from warehouse.parts import problem_of, readable, relative
 from warehouse.schema import TABLES
 
 MARKERS = "_compactions"
@@ -52,7 +54,7 @@ def ensure_dir(path: Path) -> None:
     fsync_dir(path.parent)
 
 
-def atomic_write(final: Path, write: Callable[[Path], None]) -> None:
+def atomic_write(final: Path, write: Callable[[Path], object]) -> None:
     """Write `final` so that nobody ever sees it half-written: `write` fills a temp path outside
     every glob, then fsync, rename, fsync of the directory."""
     tmp = final.with_name(f"{TMP_PREFIX}{final.name}{TMP_SUFFIX}")
@@ -137,8 +139,9 @@ def select_visible(files: list[str], markers: dict[str, Marker]) -> list[str]:
             and (not f.rsplit("/", 1)[-1].startswith("cpart-") or f in committed)]
 
 
-def visible_parts(root: Path, table: str, attempts: int = 50) -> list[Path]:
-    """The table's visible parts, as a consistent snapshot (absolute paths, sorted)."""
+def listed_parts(root: Path, table: str, attempts: int = 50) -> list[Path]:
+    """The table's parts that the visibility rule selects, as a consistent snapshot (absolute
+    paths, sorted), readable or not: `warehouse check` looks at them all."""
     tdir = table_dir(root, table)
     for _ in range(attempts):
         before = read_markers(tdir)
@@ -146,6 +149,28 @@ def visible_parts(root: Path, table: str, attempts: int = 50) -> list[Path]:
         if _marker_names(tdir) == set(before):
             return [tdir / f for f in select_visible(files, before)]
     raise WarehouseError(f"table '{table}': compactions kept changing while listing; retry")
+
+
+def visible_parts(root: Path, table: str) -> list[Path]:
+    """What readers read: the listed parts less the unreadable ones (each named once on
+    stderr; see `parts`)."""
+    return readable(Path(root), listed_parts(root, table))
+
+
+def unreadable_parts(root: Path) -> list[tuple[str, str]]:
+    """(path relative to the root, reason) of every listed part that readers skip; the
+    service's health names them. Cheap: the cached frame check, no data read."""
+    root = Path(root)
+    out = []
+    for table in tables_on_disk(root):
+        for p in listed_parts(root, table):
+            try:
+                reason = problem_of(p)
+            except FileNotFoundError:
+                continue  # collected by a compaction after the listing
+            if reason is not None:
+                out.append((relative(root, p), reason))
+    return out
 
 
 def check_root(root: Path) -> Path:

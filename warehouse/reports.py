@@ -13,7 +13,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from warehouse.catalog import frame, one_line, sql_files
+from warehouse.catalog import frame, one_line, part_error, sql_files
 from warehouse.errors import WarehouseError
 
 
@@ -93,7 +93,7 @@ def run_report(conn: duckdb.DuckDBPyConnection, name: str,
     report = all_reports[name]
     try:
         return frame(conn, report.sql, bind(report, params))
-    except duckdb.IOException:
-        raise  # a part vanished: `catalog.with_retry` lists again
     except duckdb.Error as err:
+        if part_error(err):
+            raise  # a part vanished or is damaged: `catalog.with_retry` lists again
         raise WarehouseError(f"report '{name}': {one_line(err)}") from None

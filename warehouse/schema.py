@@ -76,10 +76,12 @@ TABLES: dict[str, Table] = {t.name: t for t in (
         _c("started_at", TS, "UTC", "start of the run"),
         _c("writer_id", S, "", "writer (process) that logged the run"),
     )),
-    Table("run_ends", "How a run ended (joined into the `runs` view; no row: still running "
-          "or killed).", (
+    Table("run_ends", "How a run ended (joined into the `runs` view; no row: still running, "
+          "or abandoned when its writer is gone).", (
         _c("run_id", S, "", "run that ended"),
-        _c("status", S, "", "`completed`, `failed`, `early_stopped`, `interrupted`"),
+        _c("status", S, "", "`completed`, `early_stopped`, `timeout`, `failed`, "
+                            "`interrupted` (Ctrl-C, SIGTERM), `abandoned` (its writer died; "
+                            "written by `warehouse check --repair`)"),
         _c("steps", I64, "steps", "optimizer steps taken"),
         _c("wall_time_s", F64, "s", "wall time of the whole run"),
         _c("error", S, "", "error message when failed; NULL otherwise"),
@@ -144,6 +146,43 @@ TABLES: dict[str, Table] = {t.name: t for t in (
         _c("time_us", F64, "µs", "median time of one launch"),
         _c("chosen", B, "", "true when the registry picked this variant"),
         _c("measured_at", TS, "UTC", "when measured"),
+    )),
+    Table("correlations", "Meta-feature × candidate-trait correlations mined by `aicf-induct "
+          "induce fit` (`Miner.correlations_`); each fit appends its rows under a new "
+          "`fit_id`, and the view keeps the latest fit.", (
+        _c("feature", S, "", "problem meta-feature, e.g. `simple.log_n_rows`"),
+        _c("trait", S, "", "candidate trait, e.g. `norm.layernorm > 0`"),
+        _c("problems", I64, "problems", "problems with the feature and the trait's effect"),
+        _c("correlation", F64, "", "Spearman correlation of the feature with the trait's "
+                                   "per-problem effect on normalized score"),
+        _c("ci_low", F64, "", "95 % bootstrap CI of the correlation, lower bound"),
+        _c("ci_high", F64, "", "95 % bootstrap CI of the correlation, upper bound"),
+        _c("p_value", F64, "", "two-sided p-value (Student t approximation)"),
+        _c("q_value", F64, "", "Benjamini–Hochberg q-value over all pairs of the fit"),
+        _c("mean_effect", F64, "normalized score", "mean effect of the trait over the problems"),
+        _c("fit_id", S, "", "the fit that mined this row"),
+        _c("fitted_at", TS, "UTC", "when the fit ran"),
+    )),
+    Table("rules", "Interpretable rules mined by `aicf-induct induce fit` (`Miner.rules_`): "
+          "on problems meeting `condition`, the trait changes normalized score by `effect`; "
+          "each fit appends its rows under a new `fit_id`, and the view keeps the latest fit.", (
+        _c("trait", S, "", "candidate trait, e.g. `norm.layernorm > 0`"),
+        _c("trait_column", S, "", "candidate-table column the trait reads"),
+        _c("trait_op", S, "", "`>`, `>=` or `=`"),
+        _c("trait_value", S, "", "threshold or category, as text"),
+        _c("depth", I64, "conditions", "conditions in the rule (0: all problems)"),
+        _c("condition", S, "", "the conditions as text, `all` for none"),
+        _c("conditions", S, "JSON", "`[{feature, op, value, missing}]`"),
+        _c("problems", I64, "problems", "held-out problems the effect is measured on"),
+        _c("effect", F64, "normalized score", "mean effect of the trait on those problems"),
+        _c("ci_low", F64, "normalized score", "95 % bootstrap CI of the effect, lower bound"),
+        _c("ci_high", F64, "normalized score", "95 % bootstrap CI of the effect, upper bound"),
+        _c("t", F64, "", "one-sample t statistic of the effect"),
+        _c("p_value", F64, "", "two-sided p-value of the t-test"),
+        _c("q_value", F64, "", "Benjamini–Hochberg q-value over all rules of the fit"),
+        _c("text", S, "", "the rule as a sentence"),
+        _c("fit_id", S, "", "the fit that mined this row"),
+        _c("fitted_at", TS, "UTC", "when the fit ran"),
     )),
 )}
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from warehouse.layout import visible_parts
+from warehouse.arrow import read_table
 from warehouse.writer import Writer
 
 if TYPE_CHECKING:
@@ -31,18 +31,15 @@ class WarehouseTuningStore:
         return f"{self.root}/{TABLE}"
 
     def load(self, device: str) -> dict[TuneKey, str]:
-        import pyarrow.parquet as pq
-
         best: dict[TuneKey, tuple[Any, str]] = {}
-        for part in visible_parts(self.root, TABLE):
-            t = pq.read_table(part, columns=["op", "shape_key", "dtype", "device", "kernel",
+        rows = read_table(self.root, TABLE, ["op", "shape_key", "dtype", "device", "kernel",
                                              "chosen", "measured_at"]).to_pylist()
-            for r in t:
-                if not r["chosen"] or r["device"] != device:
-                    continue
-                key = (r["op"], r["shape_key"], r["dtype"], r["device"])
-                if key not in best or r["measured_at"] >= best[key][0]:
-                    best[key] = (r["measured_at"], r["kernel"])
+        for r in rows:  # a damaged part is skipped with one warning, as every reader does
+            if not r["chosen"] or r["device"] != device:
+                continue
+            key = (r["op"], r["shape_key"], r["dtype"], r["device"])
+            if key not in best or r["measured_at"] >= best[key][0]:
+                best[key] = (r["measured_at"], r["kernel"])
         return {k: v[1] for k, v in best.items()}
 
     def save(self, rows: Iterable[Measurement]) -> None:

@@ -9,8 +9,11 @@ in-memory buffer; a background thread commits the buffers as parts every `flush_
 from __future__ import annotations
 
 import atexit
+import json
+import os
 import sys
 import threading
+import time
 import uuid
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
@@ -23,7 +26,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from warehouse.errors import WarehouseError
-from warehouse.layout import atomic_write, ensure_dir, table_dir
+from warehouse.layout import atomic_write, check_root, ensure_dir, table_dir
+from warehouse.lease import HEARTBEAT_S, describe_self, lease_path
 from warehouse.schema import table as table_spec
 
 BatchLike: TypeAlias = pa.Table | pa.RecordBatch | Mapping[str, Sequence[Any]]
@@ -58,7 +62,7 @@ class Writer:
                  writer_id: str | None = None) -> None:
         if flush_interval_s <= 0 or max_rows <= 0:
             raise WarehouseError("flush_interval_s and max_rows must be positive")
-        self.root = Path(root)
+        self.root = check_root(Path(root))
         self.writer_id = writer_id or uuid.uuid4().hex
         self.flush_interval_s = flush_interval_s
         self.max_rows = max_rows
@@ -72,7 +76,14 @@ class Writer:
         self._seq = 0
         self._error: BaseException | None = None
         self._pending: list[tuple[str, pa.Table]] = []  # parts that failed to commit
-        ensure_dir(self.root)
+        self._lease = lease_path(self.root, self.writer_id)
+        try:
+            ensure_dir(self.root)
+            self._take_lease()
+        except OSError as err:
+            raise WarehouseError(f"warehouse {self.root} is not writable: "
+                                 f"{err.strerror or err}") from None
+        self._heartbeat = time.monotonic()
         self._thread = threading.Thread(target=self._run, name=f"warehouse-{self.writer_id[:8]}",
                                         daemon=True)
         self._thread.start()
@@ -141,7 +152,10 @@ class Writer:
         self._wake.set()
         self._thread.join()
         _OPEN.discard(self)
-        self.flush()
+        try:
+            self.flush()
+        finally:
+            self._lease.unlink(missing_ok=True)  # its runs without an end are now abandoned
 
     def __enter__(self) -> Writer:
         return self
@@ -158,16 +172,40 @@ class Writer:
         if self._closed:
             raise WarehouseError("writer is closed")
 
+    def _take_lease(self) -> None:
+        ensure_dir(self._lease.parent)
+        data = json.dumps(describe_self(self.writer_id)).encode()
+        atomic_write(self._lease, lambda p: p.write_bytes(data))
+
+    def _touch_lease(self) -> None:
+        """The heartbeat: readers take a lease untouched for LEASE_TIMEOUT_S as dead."""
+        if time.monotonic() - self._heartbeat < HEARTBEAT_S:
+            return
+        try:
+            os.utime(self._lease)
+        except FileNotFoundError:
+            self._take_lease()  # collected while this process was stopped: take it again
+        self._heartbeat = time.monotonic()
+
     def _run(self) -> None:
+        next_flush = time.monotonic() + self.flush_interval_s
         while not self._closed:
-            self._wake.wait(self.flush_interval_s)
+            due = min(next_flush, self._heartbeat + HEARTBEAT_S) - time.monotonic()
+            woken = self._wake.wait(max(due, 0.0))
             self._wake.clear()
             if self._closed:
                 return  # close() does the last flush in its own thread
             try:
+                self._touch_lease()
+            except OSError as err:
+                self._error = err
+            if not woken and time.monotonic() < next_flush:
+                continue  # woke for the heartbeat only
+            try:
                 self._flush()
             except Exception as err:  # keep the thread alive; close() reports it
                 self._error = err
+            next_flush = time.monotonic() + self.flush_interval_s
 
     def _flush(self) -> None:
         with self._flush_lock:

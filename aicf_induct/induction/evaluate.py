@@ -8,12 +8,17 @@ Problems are the unit everywhere: bootstraps resample problems; Wilcoxon pairs t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 from scipy.stats import wilcoxon
 
+from aicf_induct.errors import ConfigError
+from aicf_induct.induction.baselines import resolve_default
 from aicf_induct.induction.inference import bootstrap_mean_ci, holm
-from aicf_induct.induction.lopo import METHODS, LopoResult
+from aicf_induct.induction.lopo import METHODS, LopoConfig, LopoResult, run_lopo, split_seeds
+from aicf_induct.induction.metamodel import MetaModel
 
 SUMMARY_COLUMNS = ("method", "k", "problems", "norm_error", "ci_low", "ci_high", "regret",
                    "avg_rank")
@@ -94,3 +99,55 @@ def calibration(result: LopoResult, ks: tuple[int, ...] = (1, 3, 5)) -> pd.DataF
     out = pd.DataFrame(rows)
     out.insert(0, "level", result.level)
     return out
+
+
+BASELINES = tuple(m for m in METHODS if m != "proposer")
+
+
+@dataclass
+class Evaluation:
+    """Everything `aicf-induct induce evaluate` prints, for one LOPO run."""
+
+    result: LopoResult
+    default: str  # the default MLP's candidate key
+    choose_seeds: tuple[int, ...]
+    score_seeds: tuple[int, ...]
+    baselines: tuple[str, ...]  # those reported
+    summary: pd.DataFrame
+    comparisons: pd.DataFrame  # the proposer against each baseline, every k
+    gaps: dict[int, float]  # k -> share of the default → full-search gap closed
+    calibration: pd.DataFrame
+
+
+def parse_baselines(text: str | None) -> tuple[str, ...]:
+    """A comma list of baseline names (None or "": all), ConfigError naming an unknown one."""
+    if not text:
+        return BASELINES
+    names = tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
+    for n in names:
+        if n not in BASELINES:
+            raise ConfigError(f"unknown baseline '{n}' (valid: {', '.join(BASELINES)})")
+    return names
+
+
+def evaluate_corpus(meta: pd.DataFrame, *, default: str | None = None,
+                    baselines: tuple[str, ...] = BASELINES, ks: tuple[int, ...] = (1, 3, 5),
+                    metamodel: MetaModel | None = None, n_random: int = 20, n_jobs: int = 1,
+                    n_boot: int = 2000, seed: int = 0, progress: bool = False) -> Evaluation:
+    """Leave-one-group-out evaluation of the proposer on `meta` (choice on the first half of
+    the seeds, score on the rest), reported against `baselines`: the function the CLI and
+    the benchmark call."""
+    default_key = resolve_default(meta, default)
+    choose, score = split_seeds(meta)
+    config = LopoConfig(default_key, choose, score, ks, n_random,
+                        metamodel if metamodel is not None else MetaModel(), seed)
+    res = run_lopo(meta, config, n_jobs=n_jobs, progress=progress)
+    shown = {"proposer", *baselines}
+    s = summary(res, n_boot=n_boot, seed=seed)
+    against = tuple(b for b in baselines if b != "oracle")  # no method beats the oracle
+    comps = pd.concat([compare(res, k=k, baselines=against, n_boot=n_boot, seed=seed)
+                       for k in ks], ignore_index=True) if against else \
+        pd.DataFrame(columns=list(COMPARISON_COLUMNS))
+    return Evaluation(res, default_key, choose, score, baselines,
+                      s[s["method"].isin(shown)].reset_index(drop=True), comps,
+                      {k: gap_closed(res, k=k) for k in ks}, calibration(res, ks))

@@ -75,21 +75,30 @@ def folds(meta: pd.DataFrame, groups: Sequence[str] | None = None
         yield sorted(meta.loc[held, "problem_id"].unique()), meta[~held]
 
 
-def run_lopo(meta: pd.DataFrame, config: LopoConfig, n_jobs: int = 1) -> LopoResult:
+def run_lopo(meta: pd.DataFrame, config: LopoConfig, n_jobs: int = 1,
+             progress: bool = False) -> LopoResult:
     """Every fold of `meta` (see the module docstring); `n_jobs` processes share the folds
-    (joblib; -1: one per core). The result does not depend on `n_jobs`."""
+    (joblib; -1: one per core). The result does not depend on `n_jobs`. `progress`: a bar
+    on stderr (per group; with several jobs, per share of the groups)."""
+    from tqdm.auto import tqdm
+
     check_meta(meta)
     cands = sorted(str(c) for c in meta["candidate"].unique())
     baselines.default_choice(cands, config.default)
     ctx = _Context(meta, config, cands)
     groups = sorted(meta["group"].unique())
     if n_jobs == 1:
-        parts = [_folds(ctx, groups)]
+        parts = [_folds(ctx, [g]) for g in tqdm(groups, desc="LOPO folds", unit="group",
+                                                disable=not progress, leave=False)]
     else:
         from joblib import Parallel, delayed, effective_n_jobs
 
         n = max(1, min(effective_n_jobs(n_jobs), len(groups)))
-        parts = Parallel(n_jobs=n)(delayed(_folds)(ctx, groups[i::n]) for i in range(n))
+        m = min(len(groups), 4 * n) if progress else n  # smaller shares: a moving bar
+        jobs = Parallel(n_jobs=n, return_as="generator")(
+            delayed(_folds)(ctx, groups[i::m]) for i in range(m))
+        parts = list(tqdm(jobs, total=m, desc="LOPO folds", unit="share",
+                          disable=not progress, leave=False))
     rows = [r for part in parts for r in part[0]]
     cal = [c for part in parts for c in part[1]]
     choices = pd.DataFrame(rows)

@@ -74,6 +74,25 @@ PRESETS: dict[str, dict[str, Any]] = {
         },
         "sample": "sobol", "n": 24, "seed": 0,
     },
+    # The induction corpus's 32 candidates (`aicf-induct corpus build`): Sobol-balanced over
+    # depth 1-4, width 16-512, every width profile, activation and norm, residual, dropout,
+    # and the recipe's learning rate and weight decay (adam, batch 32). Seed 1505 is the
+    # first whose 32 draws hold the default MLP with the default recipe, which the default
+    # baseline needs (tests/induction/test_corpus.py checks it).
+    "corpus32": {
+        "axes": {
+            "depth": [1, 2, 3, 4],
+            "width": [16, 32, 64, 128, 256, 512],
+            "profile": ["constant", "funnel", "bottleneck"],
+            "act": ["relu", "gelu", "tanh", "silu"],
+            "norm": ["none", "layernorm", "batchnorm"],
+            "residual": [False, True],
+            "dropout": [0.0, 0.1, 0.3],
+            "lr": [3e-4, 1e-3, 3e-3],
+            "weight_decay": [0.0, 1e-4],
+        },
+        "sample": "sobol", "n": 32, "seed": 1505,
+    },
     # 3 small candidates: smoke tests and demos.
     "tiny3": {"axes": {"depth": [1, 2], "width": [8, 16], "act": ["relu", "tanh"]},
               "sample": "random", "n": 3, "seed": 0},

@@ -1,16 +1,23 @@
 """Sweeps: train every (problem, candidate, seed) triple into the warehouse, resumably.
 
-The warehouse is the sweep's only state. Each run's config carries its triple under
+The warehouse is the sweep's state. Each run's config carries its triple under
 `config["sweep"]` (problem_id, candidate key, seed, plus the sweep's protocol: a hash of the
 training settings that are not part of the candidate). A triple is *finished* when a run of it
-under the same protocol has a run end with an `END_STATUSES` status; a run that started but
-never ended (its process was killed) does not count and its triple runs again. So a killed
-sweep, restarted with the same command, runs exactly the triples it is missing.
+under the same protocol has a run end with an `END_STATUSES` status; a run that never ended
+(`abandoned`: its process was killed) or was stopped (`interrupted`: Ctrl-C) does not count
+and its triple runs again. So a stopped sweep, restarted with the same command, runs exactly
+the triples it is missing.
+
+Sweeps running at once on one warehouse split the work: a triple is claimed (see
+`warehouse.claims`, held by the sweep's own writer lease) just before it runs, and its claim
+ends with its run's status. A triple another live sweep holds is left to it; a triple whose
+holder died is taken over, after checking the warehouse that its run did not end.
 
 Runs execute in worker processes (`engine="local"`: a process pool on this machine) or as
 Ray tasks (`engine="ray"`: a local Ray instance, or an existing cluster), all through
 `sweep_worker.run_task`, which logs every failure as a `failed` (or `timeout`) run instead
-of raising.
+of raising. Ctrl-C (or SIGTERM) stops the runs in flight, which log their end as
+`interrupted`, and exits with the claims saying so.
 """
 
 from __future__ import annotations
@@ -18,14 +25,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import multiprocessing
-import os
+import signal
 import sys
+import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -34,16 +40,12 @@ from tqdm.auto import tqdm
 
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.space import Candidate
+from aicf_induct.induction.sweep_engines import Engine, open_engine
 from aicf_induct.induction.sweep_problems import problem_features
-from aicf_induct.induction.sweep_worker import (
-    RunLog,
-    Task,
-    init_local_worker,
-    log_failure,
-    run_task,
-)
+from aicf_induct.induction.sweep_worker import RunLog, Task, log_failure
 from aicf_induct.problems import load_problem
 from aicf_induct.runtime.trainer import TrainConfig
+from warehouse.claims import Claim, State, end_claim, try_claim
 
 END_STATUSES = ("completed", "early_stopped", "failed", "timeout")
 RETRY_STATUSES = ("completed", "early_stopped")  # finished when failures are retried
@@ -95,6 +97,8 @@ class SweepReport:
     skipped: int  # finished before this invocation
     statuses: Counter[str] = field(default_factory=Counter)  # this invocation's runs
     unloadable: dict[str, str] = field(default_factory=dict)  # problem -> error
+    elsewhere: int = 0  # ended by another sweep on this warehouse while this one ran
+    held: int = 0  # still running in another live sweep when this one ended
     wall_s: float = 0.0
 
     @property
@@ -109,6 +113,9 @@ class SweepReport:
         parts = ", ".join(f"{n} {s}" for s, n in sorted(self.statuses.items()))
         text = (f"sweep {self.sweep_id}: {self.planned} runs planned, {self.skipped} skipped "
                 f"(finished before), {self.ran} ran ({parts or 'none'}) in {self.wall_s:.1f} s")
+        if self.elsewhere or self.held:
+            text += (f"; another sweep on this warehouse ended {self.elsewhere} and is still "
+                     f"running {self.held}")
         if self.unloadable:
             text += f"; {len(self.unloadable)} problem(s) failed to load: " + "; ".join(
                 f"{k}: {v}" for k, v in self.unloadable.items())
@@ -117,14 +124,15 @@ class SweepReport:
     def as_dict(self) -> dict[str, Any]:
         return {"sweep_id": self.sweep_id, "planned": self.planned, "skipped": self.skipped,
                 "ran": self.ran, "failed": self.failed, "statuses": dict(self.statuses),
-                "unloadable": self.unloadable, "wall_s": self.wall_s}
+                "unloadable": self.unloadable, "elsewhere": self.elsewhere,
+                "held": self.held, "wall_s": self.wall_s}
 
 
 # -- the warehouse as the sweep's state ----------------------------------------------------------
 FINISHED_SQL = """
 SELECT json_extract_string(config, '$.sweep.problem_id') AS problem_id,
        json_extract_string(config, '$.sweep.candidate') AS candidate,
-       seed, count(*) AS runs
+       seed, status, count(*) AS runs
 FROM runs
 WHERE origin = 'sweep'
   AND json_extract_string(config, '$.sweep.protocol') = $protocol
@@ -133,17 +141,27 @@ GROUP BY ALL
 """
 
 
+def finished_runs(root: str | Path, protocol: str,
+                  statuses: Sequence[str] = END_STATUSES) -> dict[Triple, Counter[str]]:
+    """Ended runs per triple under `protocol`, by status."""
+    import warehouse
+
+    def query(conn: Any) -> dict[Triple, Counter[str]]:
+        rows = conn.execute(FINISHED_SQL, {"protocol": protocol,
+                                           "statuses": list(statuses)}).fetchall()
+        out: dict[Triple, Counter[str]] = {}
+        for p, c, s, status, n in rows:
+            out.setdefault((str(p), str(c), int(s)), Counter())[str(status)] += int(n)
+        return out
+
+    return warehouse.with_retry(root, query)
+
+
 def finished_triples(root: str | Path, protocol: str,
                      statuses: Sequence[str] = END_STATUSES) -> Counter[Triple]:
     """Ended runs per triple under `protocol` (more than 1: a duplicate)."""
-    import warehouse
-
-    def query(conn: Any) -> Counter[Triple]:
-        rows = conn.execute(FINISHED_SQL, {"protocol": protocol,
-                                           "statuses": list(statuses)}).fetchall()
-        return Counter({(str(p), str(c), int(s)): int(n) for p, c, s, n in rows})
-
-    return warehouse.with_retry(root, query)
+    return Counter({t: sum(c.values()) for t, c in finished_runs(root, protocol,
+                                                                  statuses).items()})
 
 
 # -- the sweep -----------------------------------------------------------------------------------
@@ -189,111 +207,121 @@ def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: st
     t0 = time.perf_counter()
     parent = warehouse.open_recorder(root)
     try:
-        ids, errors = load_problems(spec.problems, spec.seeds[0], parent,
-                                    lambda s: print(s, file=out))
-        parent.flush()
-        if not ids:
-            raise ConfigError("no problem of the sweep could be loaded: " + "; ".join(
-                f"{k}: {v}" for k, v in errors.items()))
-        tasks = plan(spec, ids, root)
-        done = finished_triples(root, spec.protocol,
-                                RETRY_STATUSES if retry_failed else END_STATUSES)
-        todo = [t for t in tasks if t.triple not in done]
-        report = SweepReport(tasks[0].sweep["sweep_id"], len(tasks), len(tasks) - len(todo),
-                             unloadable=errors)
-        bar = tqdm(total=len(tasks), initial=report.skipped, unit="run", desc="sweep",
-                   disable=not progress, file=out, smoothing=0.05)
-
-        def on_done(status: str) -> None:
-            report.statuses[status] += 1
-            bar.update(1)
-            bar.set_postfix(failed=report.failed, refresh=False)
-
-        def record_crash(task: Task, error: str) -> None:
-            log_failure(RunLog(parent), task, error)
+        with _sigterm_as_interrupt():
+            ids, errors = load_problems(spec.problems, spec.seeds[0], parent,
+                                        lambda s: print(s, file=out))
             parent.flush()
-            on_done("failed")
-
-        try:
-            if engine == "local":
-                run_local(todo, workers, on_done, record_crash)
-            else:
-                run_ray(todo, workers, ray_address, on_done, record_crash)
-        finally:
-            bar.close()
+            if not ids:
+                raise ConfigError("no problem of the sweep could be loaded: " + "; ".join(
+                    f"{k}: {v}" for k, v in errors.items()))
+            tasks = plan(spec, ids, root)
+            done_statuses = RETRY_STATUSES if retry_failed else END_STATUSES
+            done = finished_triples(root, spec.protocol, done_statuses)
+            todo = [t for t in tasks if t.triple not in done]
+            report = SweepReport(tasks[0].sweep["sweep_id"], len(tasks), len(tasks) - len(todo),
+                                 unloadable=errors)
+            claims = TripleClaims(Path(root), spec.protocol, parent.writer.writer_id,
+                                  done_statuses)
+            bar = tqdm(total=len(tasks), initial=report.skipped, unit="run", desc="sweep",
+                       disable=not progress, file=out, smoothing=0.05)
+            try:
+                with open_engine(engine, workers, ray_address) as eng:
+                    dispatch(todo, eng, claims, parent, report, bar)
+            finally:
+                bar.close()
         report.wall_s = time.perf_counter() - t0
         return report
     finally:
         parent.close()
 
 
-def run_local(tasks: Sequence[Task], workers: int, on_done: Callable[[str], None],
-              on_crash: Callable[[Task, str], None]) -> None:
-    """A spawn-context process pool; a worker death (segfault, OOM kill) restarts the pool,
-    and a triple present at `MAX_CRASHES` deaths is logged as failed."""
-    ctx = multiprocessing.get_context("spawn")  # no fork of the parent's writer thread
+class TripleClaims:
+    """The sweep's claims on its triples (see `warehouse.claims`), held by the parent's writer:
+    concurrent sweeps on one warehouse split the triples, and a dead sweep's are taken over."""
+
+    def __init__(self, root: Path, protocol: str, holder: str, done: Sequence[str]) -> None:
+        self.root, self.protocol, self.holder, self.done = root, protocol, holder, tuple(done)
+
+    def take(self, task: Task) -> tuple[State, Claim | None]:
+        state, claim = try_claim(self.root, self.protocol, json.dumps(task.triple), self.holder,
+                                 self.done)
+        if claim is not None and claim.previous is not None and \
+                claim.previous.get("status") in (None, "interrupted"):
+            # its holder died or was stopped: maybe just after its run ended, before it could
+            # end the claim with the run's status
+            ended = finished_runs(self.root, self.protocol, self.done).get(task.triple)
+            if ended:
+                end_claim(claim, ended.most_common(1)[0][0])
+                return State.DONE, None
+        return state, claim
+
+
+def dispatch(todo: Sequence[Task], eng: Engine, claims: TripleClaims, parent: Any,
+             report: SweepReport, bar: Any) -> None:
+    """Claim each triple just before it runs, keep the engine full, end each claim with its
+    run's status. A triple another live sweep holds is left to it (looked at again at the
+    end, in case that sweep died meanwhile)."""
+    queue, held, second_look = deque(todo), [], False
+    inflight: dict[Triple, Claim] = {}
     crashes: Counter[Triple] = Counter()
-    pending = list(tasks)
-    while pending:
-        pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=init_local_worker,
-                                   initargs=(os.getpid(),))
-        futures = {pool.submit(run_task, t): t for t in pending}
-        pending = []
-        finished: set[Triple] = set()
-        try:
-            for fut in as_completed(futures):
-                on_done(fut.result().status)
-                finished.add(futures[fut].triple)
-        except BrokenProcessPool:
-            for task in futures.values():
-                if task.triple in finished:
+
+    def finish(task: Task, status: str) -> None:
+        end_claim(inflight.pop(task.triple), status)
+        report.statuses[status] += 1
+        bar.update(1)
+        bar.set_postfix(failed=report.failed, refresh=False)
+
+    try:
+        while True:
+            while queue and len(inflight) < eng.capacity:
+                task = queue.popleft()
+                state, claim = claims.take(task)
+                if claim is not None:
+                    inflight[task.triple] = claim
+                    eng.submit(task)
+                elif state is State.HELD:
+                    held.append(task)
+                else:
+                    report.elsewhere += 1  # another sweep ended it since we planned
+                    bar.update(1)
+            if not inflight and not queue:
+                if not held or second_look:
+                    break
+                queue, held, second_look = deque(held), [], True  # did their holder die?
+                continue
+            for task, outcome, error in eng.wait():
+                if outcome is not None:
+                    finish(task, outcome.status)
                     continue
                 crashes[task.triple] += 1
-                if crashes[task.triple] >= MAX_CRASHES:
-                    on_crash(task, "worker process died while running this triple")
-                else:
-                    pending.append(task)
-        except BaseException:
-            # Ctrl-C (workers ignore SIGINT) or an error here: stop the workers now; their
-            # unended runs are run again by the next sweep
-            _stop_workers(pool)
-            raise
-        pool.shutdown(wait=True)
+                if crashes[task.triple] < MAX_CRASHES:
+                    eng.submit(task)  # the claim stays ours
+                    continue
+                log_failure(RunLog(parent), task, error or "worker died")
+                parent.flush()
+                finish(task, "failed")
+    except BaseException:
+        # Ctrl-C or an error: stop the runs in flight (each logs its end as interrupted),
+        # then say so in their claims: the next sweep takes them over
+        eng.interrupt()
+        for claim in inflight.values():
+            end_claim(claim, "interrupted")
+        raise
+    report.held = len(held)
 
 
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    procs = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for proc in procs:
-        proc.terminate()
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM on the sweep (a scheduler, `kill`) stops it like Ctrl-C: runs end logged."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
 
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
 
-def run_ray(tasks: Sequence[Task], workers: int, address: str | None,
-            on_done: Callable[[str], None], on_crash: Callable[[Task, str], None]) -> None:
-    """One Ray task per triple on a local Ray instance (`address` None: started here with
-    `workers` CPUs) or an existing cluster (`address`: "auto" or "host:port")."""
+    old = signal.signal(signal.SIGTERM, handler)
     try:
-        import ray
-    except ImportError:
-        raise ConfigError("--engine ray needs Ray: pip install 'aicf-induct[ray]'") from None
-    started = not ray.is_initialized()
-    if started:
-        if address is None:
-            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
-        else:
-            ray.init(address=address, log_to_driver=False)
-    try:
-        remote = ray.remote(num_cpus=1, max_retries=0)(run_task)
-        refs = {remote.remote(t): t for t in tasks}
-        while refs:
-            ready, _ = ray.wait(list(refs), num_returns=1)
-            for ref in ready:
-                task = refs.pop(ref)
-                try:
-                    on_done(ray.get(ref).status)
-                except Exception as err:  # the worker died: run_task itself never raises
-                    on_crash(task, f"ray task failed: {type(err).__name__}: "
-                                   f"{str(err).splitlines()[0] if str(err) else ''}")
+        yield
     finally:
-        if started:
-            ray.shutdown()
+        signal.signal(signal.SIGTERM, old)

@@ -4,7 +4,9 @@ log into the warehouse through the process's own recorder, never raise.
 Local workers and Ray tasks call the same `run_task`. Each process opens one
 `WarehouseRecorder` (one writer per process, no lock) and flushes it after every run, so a
 run's end is on disk before the parent counts it. Whatever goes wrong inside a run ends up
-in the warehouse as a run end with status `failed` (or `timeout`) and its error.
+in the warehouse as a run end with status `failed` (or `timeout`) and its error. A local
+worker stopped by SIGTERM (the parent's Ctrl-C, or the parent gone) logs its run's end as
+`interrupted`, flushes and exits.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from aicf_induct.induction.space import Candidate
 from aicf_induct.problems import load_problem
@@ -28,6 +30,7 @@ from aicf_induct.runtime.trainer import TrainConfig, Trainer
 
 ORIGIN = "sweep"
 ORPHAN_POLL_S = 0.1  # how often a local worker checks that its parent is alive
+STOP_GRACE_S = 10.0  # an orphan that has not exited this long after its SIGTERM is killed
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,7 @@ class Task:
 @dataclass(frozen=True)
 class Outcome:
     triple: tuple[str, str, int]
-    status: str  # completed | early_stopped | failed | timeout
+    status: str  # completed | early_stopped | failed | timeout | interrupted
     run_id: str
     wall_s: float
     error: str | None = None
@@ -128,18 +131,75 @@ def _problem(name: str, seed: int) -> Problem:
     return load_problem(name, seed=seed)
 
 
+_IN_RUN = False  # a local worker is inside run_task (SIGTERM interrupts the run)
+_FLUSHING = False  # ... committing the run's rows: an interrupt now would lose them
+_DEFERRED = False  # a SIGTERM came while flushing: exit once the rows are on disk
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """The parent stops this worker (Ctrl-C on the sweep) or the parent is gone: interrupt
+    the run, which logs its end as `interrupted`; idle, exit (finalizers flush)."""
+    global _IN_RUN, _DEFERRED
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM kills outright
+    if not _IN_RUN:
+        raise SystemExit(0)  # idle, in the pool's loop: the process exits through its finalizers
+    _IN_RUN = False
+    if _FLUSHING:
+        _DEFERRED = True
+        return
+    raise KeyboardInterrupt
+
+
+def _flush(rec: Any) -> None:
+    global _FLUSHING
+    _FLUSHING = True
+    try:
+        rec.flush()
+    finally:
+        _FLUSHING = False
+
+
 def init_local_worker(parent_pid: int) -> None:
-    """Pool initializer: exit as soon as the parent is gone (killed), so that an orphan never
-    finishes a run that a restarted sweep runs again."""
+    """Pool initializer: stop (as on SIGTERM) as soon as the parent is gone (killed), so that
+    an orphan never finishes a run that a restarted sweep runs again."""
 
     def watch() -> None:
         while os.getppid() == parent_pid:
             time.sleep(ORPHAN_POLL_S)
+        os.kill(os.getpid(), signal.SIGTERM)  # log the run as interrupted, then exit
+        time.sleep(STOP_GRACE_S)
         os._exit(70)
 
     threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    signal.signal(signal.SIGTERM, _on_sigterm)
     _limit_threads()
+
+
+def run_local_task(task: Task) -> Outcome:
+    """`run_task` in a pool worker: an interrupted worker logs its run's end and exits (the
+    pool must not hand it another task)."""
+    global _IN_RUN
+    _IN_RUN = True
+    try:
+        out = run_task(task)
+    except KeyboardInterrupt:
+        _exit_now()
+    finally:
+        _IN_RUN = False
+    if _DEFERRED:
+        _exit_now()
+    return out
+
+
+def _exit_now() -> NoReturn:
+    """Leave the pool's loop at once, running what a normal exit of a multiprocessing child
+    runs: its finalizers close the recorder (flush, lease) and free semaphores (tqdm's), which
+    the resource tracker would otherwise report as leaked."""
+    import multiprocessing.util
+
+    multiprocessing.util._exit_function()  # type: ignore[attr-defined]
+    os._exit(0)
 
 
 # -- one run -------------------------------------------------------------------------------------
@@ -166,8 +226,12 @@ def run_task(task: Task) -> Outcome:
     except Exception as err:
         log_failure(log, task, f"{type(err).__name__}: {err}", run_id, kind,
                     time.perf_counter() - t0)
+    except KeyboardInterrupt:
+        if log.started and not log.ended:  # the trainer did not log the end itself
+            log.run_end(RunEndRecord(run_id, "interrupted", 0, time.perf_counter() - t0))
+        raise
     finally:
-        rec.flush()  # the run's end is on disk before the parent counts it
+        _flush(rec)  # the run's end is on disk before the parent counts it
     end = log.end
     assert end is not None
     return Outcome(task.triple, end.status, run_id, time.perf_counter() - t0, end.error)

@@ -15,6 +15,7 @@ and `interrupted` when Ctrl-C (KeyboardInterrupt) or SystemExit does, before eit
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import platform
 import signal
 import time
@@ -45,7 +46,10 @@ if TYPE_CHECKING:
 
 NOT_STARTED = "none (failed before training)"  # device label of a run that never trained
 
-_FEATURES: dict[str, dict[str, float]] = {}  # problem_id -> meta-features, once per process
+# (problem_id, training split's digest) -> meta-features, once per process. The id names the
+# prepared table, not its split, and the features are computed on the training split, so a
+# split seed other than the first must not reuse them.
+_FEATURES: dict[tuple[str, str], dict[str, float]] = {}
 
 
 def library_versions() -> dict[str, str]:
@@ -67,12 +71,22 @@ def problem_record(problem: Problem, recorder: Recorder) -> ProblemRecord:
     recorder that keeps problem rows (they take a second or two on a large table)."""
     if not keeps_problems(recorder):
         return problem.record()
-    features = _FEATURES.get(problem.problem_id)
+    key = (problem.problem_id, _split_digest(problem))
+    features = _FEATURES.get(key)
     if features is None:
         from aicf_induct.problems.features import extract_features
 
-        features = _FEATURES[problem.problem_id] = dict(extract_features(problem))
+        features = _FEATURES[key] = dict(extract_features(problem))
     return problem.record(features)
+
+
+def _split_digest(problem: Problem) -> str:
+    train = problem.train
+    h = hashlib.blake2b(digest_size=16)
+    for a in (train.X, train.y):
+        h.update(str(a.shape).encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
 
 
 def run_start_record(run_id: str, problem_id: str, problem_name: str, task: str,

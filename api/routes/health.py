@@ -8,6 +8,7 @@ from api.deps import WarehouseDep
 from api.schemas.health import Health, WarehouseHealth
 from warehouse.catalog import one_line
 from warehouse.errors import WarehouseError
+from warehouse.layout import unreadable_parts
 
 router = APIRouter(tags=["health"])
 
@@ -24,7 +25,8 @@ def health(wh: WarehouseDep) -> Health:
     """Liveness, version, and whether the warehouse reads (with its row counts). Always open."""
     try:
         state = wh.read(_counts)
+        state.skipped_parts = [f"{path}: {why}" for path, why in unreadable_parts(wh.root)]
     except (WarehouseError, duckdb.Error, OSError) as err:
         state = WarehouseHealth(readable=False, error=one_line(err))
-    return Health(status="ok" if state.readable else "degraded", version=__version__,
-                  warehouse=state)
+    ok = state.readable and not state.skipped_parts
+    return Health(status="ok" if ok else "degraded", version=__version__, warehouse=state)

@@ -11,10 +11,15 @@ class WarehouseHealth(BaseModel):
     steps: int | None = None
     problems: int | None = None
     error: str | None = Field(default=None, description="why it is not readable")
+    skipped_parts: list[str] = Field(
+        default_factory=list, description="unreadable part files every read skips "
+                                          "(`aicf-induct warehouse check --repair` quarantines "
+                                          "them): `path: reason`")
 
 
 class Health(BaseModel):
     status: Literal["ok", "degraded"] = Field(description="degraded: the warehouse is not "
-                                                          "readable")
+                                                          "readable, or reads skip damaged "
+                                                          "parts")
     version: str
     warehouse: WarehouseHealth

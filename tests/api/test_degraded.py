@@ -1,5 +1,5 @@
-"""A warehouse with an unreadable part: health says degraded, reads answer 503 problems
-naming the part, and nothing is a 500."""
+"""A warehouse with an unreadable part: every read skips it and answers as usual (the rows of
+the other parts), health says degraded and names the part, and nothing is a 500."""
 
 from __future__ import annotations
 
@@ -9,20 +9,25 @@ from pathlib import Path
 from api.app import create_app
 from api.settings import Settings
 from tests.api.conftest import serve_in_thread
-from tests.api.test_service import problem
 
 
-def test_an_unreadable_part_is_503_not_500(warehouse_root: tuple[Path, dict],
-                                           tmp_path: Path) -> None:
+def test_an_unreadable_part_is_skipped_and_named_by_health(warehouse_root: tuple[Path, dict],
+                                                           tmp_path: Path) -> None:
     root = tmp_path / "wh"
     shutil.copytree(warehouse_root[0], root)
-    part = sorted((root / "runs").rglob("*.parquet"))[0]
+    runs = warehouse_root[1]
+    parts = sorted((root / "runs").rglob("*.parquet"))
+    part = parts[0]
     part.write_bytes(b"not parquet at all")
     with serve_in_thread(create_app(Settings(warehouse=root))) as c:
         health = c.get("/v1/health").json()
-        assert health["status"] == "degraded" and health["warehouse"]["readable"] is False
-        assert part.name in health["warehouse"]["error"]
-        for r in (c.get("/v1/runs"), c.get("/v1/reports/leaderboard"),
-                  c.post("/v1/sql", json={"sql": "SELECT 1"})):
-            body = problem(r, 503)
-            assert body["type"].endswith("warehouse-unavailable") and part.name in body["detail"]
+        assert health["status"] == "degraded" and health["warehouse"]["readable"] is True
+        skipped = health["warehouse"]["skipped_parts"]
+        assert len(skipped) == 1 and part.name in skipped[0] and "not a Parquet file" in skipped[0]
+        listed = c.get("/v1/runs", params={"limit": 100})
+        assert listed.status_code == 200
+        ids = {r["run_id"] for r in listed.json()["items"]}
+        assert ids < set(runs) and len(ids) == len(runs) - 1  # the damaged part's run only
+        assert c.get("/v1/reports/leaderboard").status_code == 200
+        sql = c.post("/v1/sql", json={"sql": "SELECT count(*) AS n FROM runs"})
+        assert sql.status_code == 200 and sql.json()["rows"] == [[len(runs) - 1]]

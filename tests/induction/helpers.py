@@ -25,3 +25,20 @@ def sweep_runs(root: Path) -> list[tuple[str, str, int, str, str | None]]:
 
 def ended_triples(root: Path) -> Counter[tuple[str, str, int]]:
     return Counter((p, c, s) for p, c, s, status, _ in sweep_runs(root) if status in ENDED)
+
+
+# A tiny corpus for the pack and CLI tests: 4 problems × 4 candidates × 2 seeds, 3 epochs,
+# built by the real sweep through `aicf-induct corpus build`. 4 candidates: the miner needs a
+# trait that at least 2 candidates have and 2 lack.
+TINY_PROBLEMS = ("iris", "diabetes", "breast_cancer", "synthetic:moons?n=300&seed=1")
+TINY_SPACE = "depth=1,2;act=relu,tanh;width=8"
+
+
+def build_tiny_corpus(root: Path) -> Path:
+    from aicf_induct.cli.main import main
+
+    argv = ["corpus", "build", "--problems", ",".join(TINY_PROBLEMS), "--space", TINY_SPACE,
+            "--seeds", "2", "--epochs", "3", "--patience", "2", "--workers", "1",
+            "--warehouse", str(root), "--quiet"]
+    assert main(argv) == 0
+    return root

@@ -112,3 +112,18 @@ def test_features_are_computed_only_for_a_recorder_that_keeps_problems() -> None
     assert [(r.split, r.metric, r.value, r.final) for r in rec.results] == [
         ("val", "loss", 0.5, True)]
     assert [(e.status, e.error) for e in rec.run_ends] == [("completed", None)]
+
+
+def test_features_are_cached_per_training_split_not_per_problem_id() -> None:
+    """The problem id names the prepared table, whatever the split seed; the features are the
+    training split's. A process that logs two seeds of one table logs each seed's own."""
+    from aicf_induct.problems.features import extract_features
+    from aicf_induct.runtime.runs import problem_record
+
+    rec = MemoryRecorder()
+    seed0, seed1 = load_problem("iris", seed=0), load_problem("iris", seed=1)
+    assert seed0.problem_id == seed1.problem_id
+    first = problem_record(seed0, rec).features
+    second = problem_record(seed1, rec).features
+    assert first == extract_features(seed0) and second == extract_features(seed1)
+    assert first != second

@@ -105,7 +105,9 @@ def test_sigkill_loses_at_most_the_unflushed_rows(root: Path) -> None:
     # what was reported committed is there, as a gap-free prefix, with nothing twice
     assert n >= committed and (lo, hi) == (0, n - 1)
     assert _no_duplicates(conn) == (n, n)
-    assert conn.execute("SELECT status FROM runs").fetchall() == [("running",)]
+    # the writer is gone without ending its run: abandoned, not running forever
+    assert conn.execute("SELECT status FROM runs").fetchall() == [("abandoned",)]
+    assert [r.run_id for r in rep.abandoned] == ["run-7"]
     assert list(root.rglob("*.parquet"))  # and no temporary file is a visible part
     assert all(p.name.startswith(("part-", "cpart-")) for p in root.rglob("*.parquet"))
 

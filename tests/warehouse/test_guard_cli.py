@@ -1,6 +1,12 @@
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -9,6 +15,8 @@ import pytest
 from aicf_induct.cli import main as cli_main
 from tests.warehouse.conftest import log_run, problem
 from warehouse import WarehouseError, WarehouseRecorder, connect, run_guarded
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -85,3 +93,54 @@ def test_cli_warehouse_maintenance(filled: Path, monkeypatch, capsys) -> None:
 
     conn = duckdb.connect(str(filled / "_catalog.duckdb"), read_only=True)
     assert conn.execute("SELECT count(*) FROM steps").fetchone() == (10,)
+
+
+def test_cli_missing_warehouse_is_one_error(tmp_path: Path, monkeypatch, capsys) -> None:
+    typo = tmp_path / "typo"
+    for argv in (["runs"], ["sql", "SELECT 1"], ["report", "leaderboard"],
+                 ["warehouse", "check"], ["warehouse", "compact"], ["warehouse", "rebuild"]):
+        assert _cli(monkeypatch, *argv, "--warehouse", str(typo)) == 2
+        err = capsys.readouterr().err
+        assert err == f"error: no warehouse at {typo} (the directory does not exist)\n", argv
+    assert not typo.exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_cli_maintenance_of_a_read_only_warehouse(filled: Path, monkeypatch, capsys) -> None:
+    files = sorted((p, p.stat().st_mtime_ns) for p in filled.rglob("*"))
+    for d in [filled, *(p for p in filled.rglob("*") if p.is_dir())]:
+        d.chmod(0o555)
+    try:
+        for argv in (["warehouse", "compact"], ["warehouse", "rebuild"],
+                     ["warehouse", "check", "--repair"]):
+            assert _cli(monkeypatch, *argv, "--warehouse", str(filled)) == 2
+            err = capsys.readouterr().err
+            assert err == f"error: warehouse {filled} is not writable\n", argv
+        assert sorted((p, p.stat().st_mtime_ns) for p in filled.rglob("*")) == files
+    finally:
+        for d in [filled, *(p for p in filled.rglob("*") if p.is_dir())]:
+            d.chmod(0o755)
+
+
+def _tree(root: Path) -> list[tuple[str, str]]:
+    return sorted((p.relative_to(root).as_posix(), hashlib.sha256(p.read_bytes()).hexdigest())
+                  for p in root.rglob("*") if p.is_file())
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="needs root to bind-mount the warehouse read-only")
+def test_cli_maintenance_of_a_read_only_mount(filled: Path) -> None:
+    """As root (where file modes do not stop a write), a read-only mount: one error line
+    each, exit 2, the warehouse unchanged."""
+    before = _tree(filled)
+    cli = f"{shlex.quote(sys.executable)} -m aicf_induct warehouse"
+    script = (f"mount --bind {filled} {filled} && mount -o remount,bind,ro {filled} || exit 99; "
+              + "; ".join(f"{cli} {cmd} --warehouse {filled}; echo rc=$?"
+                          for cmd in ("compact", "rebuild", "check --repair")))
+    got = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    if got.returncode == 99 or "Operation not permitted" in got.stderr:
+        pytest.skip(f"no read-only bind mount here: {got.stderr.strip()}")
+    assert got.stdout.split() == ["rc=2"] * 3, (got.stdout, got.stderr)
+    assert got.stderr == f"error: warehouse {filled} is not writable\n" * 3
+    assert _tree(filled) == before

@@ -36,7 +36,10 @@ def test_a_warehouse_that_cannot_be_written_is_refused_before_any_row(tmp_path: 
     assert f.read_text() == "not a warehouse" and list(tmp_path.iterdir()) == [f]
     rec = WarehouseRecorder(tmp_path / "new" / "wh")  # created, with no probe left behind
     rec.close()
-    assert list((tmp_path / "new" / "wh").iterdir()) == []
+    # only the (empty) folder of writers' leases: the closed writer's lease is gone
+    left = sorted(p.relative_to(tmp_path / "new" / "wh").as_posix()
+                  for p in (tmp_path / "new" / "wh").rglob("*"))
+    assert left == ["_leases"]
 
 
 def test_recorder_logs_every_table(root: Path) -> None:
@@ -52,7 +55,7 @@ def test_recorder_logs_every_table(root: Path) -> None:
     assert _q(root, "SELECT feature, value FROM problem_features ORDER BY 1") == [
         ("class_entropy", 1.1), ("n_rows_log", 4.6)]
     assert _q(root, "SELECT run_id, status, error FROM runs ORDER BY 1") == [
-        ("a", "completed", None), ("b", "failed", "nan loss"), ("c", "running", None)]
+        ("a", "completed", None), ("b", "failed", "nan loss"), ("c", "abandoned", None)]
     # snapshot rows for every snapshot; patterns once per fingerprint
     assert _q(root, "SELECT count(*) FROM ir_snapshots") == [(6,)]
     assert _q(root, "SELECT count(*) FROM raw_ir_patterns") == [(5,)]

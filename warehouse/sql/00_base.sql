@@ -14,11 +14,14 @@ CREATE OR REPLACE VIEW run_ends AS
 SELECT * EXCLUDE (date) FROM raw_run_ends
 QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY ended_at DESC) = 1;
 
--- Runs rows are immutable; status comes from run_ends ('running': no end logged yet, or the
--- process died without one).
+-- Runs rows are immutable; status comes from run_ends. A run with no end is 'running' while
+-- its writer's lease is alive (live_writers, listed when the catalog was built), else
+-- 'abandoned': its process died or closed without ending it, and never will.
 CREATE OR REPLACE VIEW runs AS
 SELECT r.* EXCLUDE (date),
-       coalesce(e.status, 'running') AS status,
+       CASE WHEN e.status IS NOT NULL THEN e.status
+            WHEN r.writer_id IN (SELECT writer_id FROM live_writers) THEN 'running'
+            ELSE 'abandoned' END AS status,
        e.ended_at, e.steps AS steps_taken, e.wall_time_s, e.error
 FROM raw_runs r LEFT JOIN run_ends e USING (run_id);
 

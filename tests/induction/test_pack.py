@@ -1,0 +1,163 @@
+"""The knowledge pack: built from a real (tiny) corpus, written, loaded, refitted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import warehouse
+from aicf_induct.errors import ConfigError
+from aicf_induct.induction import pack as pack_mod
+from aicf_induct.induction.corpus import corpus_meta
+from aicf_induct.induction.metamodel import MetaModel
+from aicf_induct.induction.mined import write_mined
+from aicf_induct.induction.mining import Miner
+from aicf_induct.induction.pack import FORMAT, build_pack, load_pack, write_pack
+from aicf_induct.induction.proposals import propose_dataset
+from aicf_induct.induction.proposer import Proposer
+from tests.induction.helpers import TINY_PROBLEMS, build_tiny_corpus
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_corpus(tmp_path_factory.mktemp("pack") / "wh")
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No fitted proposer from another test, in memory or on disk."""
+    monkeypatch.setenv("AICF_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(pack_mod, "_FITTED", {})
+
+
+def _miner() -> Miner:
+    return Miner(min_problems=2, n_bootstrap=200)
+
+
+def _build(root: Path, out: Path, exclude: tuple[str, ...] = ()) -> Path:
+    meta, _ = corpus_meta(root, exclude=exclude)
+    return write_pack(build_pack(meta, _miner().fit(meta), exclude), out, ["test"])
+
+
+def test_pack_round_trip_with_provenance(corpus: Path, tmp_path: Path) -> None:
+    meta, _ = corpus_meta(corpus)
+    miner = _miner().fit(meta)
+    built = build_pack(meta, miner)
+    path = write_pack(built, tmp_path / "p.parquet", ["aicf-induct", "induce", "fit"])
+    got = load_pack(path)
+    pd.testing.assert_frame_equal(got.table, built.table)
+    pd.testing.assert_frame_equal(got.rules, built.rules)
+    pd.testing.assert_frame_equal(got.correlations, built.correlations, check_dtype=False)
+    assert got.digest() == built.digest()
+    # one row per (problem, candidate) with means and stds over the seeds
+    assert len(got.table) == len(TINY_PROBLEMS) * 4 and (got.table["n_seeds"] == 2).all()
+    mean = meta.groupby(["problem_id", "candidate"])["test_score"].mean()
+    assert got.table.set_index(["problem_id", "candidate"])["test_score"].sort_index() \
+        .to_numpy() == pytest.approx(mean.sort_index().to_numpy())
+    prov = json.loads(path.with_suffix(".json").read_text())
+    assert prov["format"] == FORMAT and prov["command"] == "aicf-induct induce fit"
+    assert prov["commit"] and prov["date"] and prov["library"]
+    assert sorted(p["problem"] for p in prov["problem_list"]) == sorted(TINY_PROBLEMS)
+    assert path.stat().st_size < 10e6
+
+
+def test_rebuilding_from_the_same_corpus_gives_the_same_pack(corpus: Path,
+                                                             tmp_path: Path) -> None:
+    a = _build(corpus, tmp_path / "a.parquet")
+    b = _build(corpus, tmp_path / "b.parquet")
+    assert a.read_bytes() == b.read_bytes()
+    pa_, pb = load_pack(a), load_pack(b)
+    pd.testing.assert_frame_equal(pa_.table, pb.table)
+    pd.testing.assert_frame_equal(pa_.rules, pb.rules)
+
+
+def test_exclude_keeps_problems_out(corpus: Path, tmp_path: Path) -> None:
+    p = load_pack(_build(corpus, tmp_path / "x.parquet", ("iris",)))
+    assert "iris" not in p.problems and len(p.problems) == len(TINY_PROBLEMS) - 1
+    assert p.header["excluded"] == ["iris"]
+
+
+def test_the_pack_proposer_equals_one_fitted_on_the_warehouse(corpus: Path,
+                                                              tmp_path: Path) -> None:
+    """The pack holds the fitted model's inputs: the same proposals as a Proposer fitted on
+    the per-seed meta-dataset, and the same again on a fresh load (no cache)."""
+    meta, _ = corpus_meta(corpus)
+    miner = _miner().fit(meta)
+    path = write_pack(build_pack(meta, miner), tmp_path / "p.parquet", ["t"])
+    first = propose_dataset("wine", path, top_k=4)
+    pack_mod._FITTED.clear()
+    for f in (tmp_path / "cache").glob("proposer-*.pkl"):
+        f.unlink()
+    again = propose_dataset("wine", path, top_k=4)
+    assert again == first
+    direct = Proposer(metamodel=MetaModel(), miner=miner).fit(meta)
+    from aicf_induct.problems import extract_features, load_problem
+
+    wine = load_problem("wine")
+    ref = direct.propose(extract_features(wine), 4).as_dict()
+    assert [c["candidate"] for c in first["candidates"]] == \
+        [c["candidate"] for c in ref["candidates"]]
+    assert [c["expected_norm_error"] for c in first["candidates"]] == pytest.approx(
+        [c["expected_norm_error"] for c in ref["candidates"]])
+    assert [(n["problem"], n["winner"]) for n in first["neighbors"]] == \
+        [(n["problem"], n["winner"]) for n in ref["neighbors"]]
+    assert [n["distance"] for n in first["neighbors"]] == pytest.approx(
+        [n["distance"] for n in ref["neighbors"]])  # summation order: last bits only
+
+
+def test_bad_packs_get_one_line_errors(corpus: Path, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "empty.parquet"
+    empty.write_bytes(b"")
+    text = tmp_path / "text.parquet"
+    text.write_text("not a pack\n")
+    plain = tmp_path / "plain.parquet"
+    pq.write_table(pa.table({"a": [1, 2]}), plain)
+    good = _build(corpus, tmp_path / "good.parquet")
+    t = pq.read_table(good)
+    header = json.loads(t.schema.metadata[b"aicf.pack"])
+    future = tmp_path / "future.parquet"
+    pq.write_table(t.replace_schema_metadata(
+        {b"aicf.pack": json.dumps({**header, "format": "aicf.pack/99",
+                                   "library": "9.0"}).encode()}), future)
+    no_rows = tmp_path / "no_rows.parquet"
+    pq.write_table(t.slice(0, 0), no_rows)
+    cases = [(empty, "is empty"), (text, "not a knowledge pack (not a Parquet file"),
+             (plain, "not a knowledge pack (a Parquet file without"),
+             (future, "format 'aicf.pack/99' (written by aicf-induct 9.0) is not the "
+                      f"'{FORMAT}'"),
+             (no_rows, "holds no problems"), (tmp_path / "absent.parquet", "no knowledge pack at")]
+    for path, words in cases:
+        with pytest.raises(ConfigError) as info:
+            load_pack(path)
+        assert words in str(info.value) and "\n" not in str(info.value), path
+    monkeypatch.setattr(pack_mod, "DEFAULT_PACK", tmp_path / "missing" / "kp.parquet")
+    with pytest.raises(ConfigError, match=r"no knowledge pack is installed .*aicf-induct "
+                                          r"corpus build.*induce fit --warehouse DIR"):
+        load_pack(None)
+
+
+def test_mined_tables_are_readable_by_sql(corpus: Path) -> None:
+    meta, _ = corpus_meta(corpus)
+    miner = _miner().fit(meta)
+    first = write_mined(corpus, miner)
+    second = write_mined(corpus, miner)
+    conn = warehouse.connect(corpus)
+    rows = conn.execute("SELECT DISTINCT fit_id FROM rules").fetchall()
+    assert rows == [(second,)]  # the view: the latest fit
+    n = conn.execute("SELECT count(*) FROM raw_rules WHERE fit_id IN (?, ?)",
+                     [first, second]).fetchone()
+    assert n == (2 * len(miner.rules_),)
+    got = conn.execute("SELECT trait, depth, problems, effect, ci_low, ci_high, q_value, text "
+                       "FROM rules ORDER BY q_value, p_value, trait, depth").df()
+    ref = miner.rules_[list(got.columns)]
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), ref.reset_index(drop=True),
+                                  check_dtype=False)
+    cols = {r[0] for r in conn.execute("DESCRIBE correlations").fetchall()}
+    assert {"feature", "trait", "correlation", "ci_low", "ci_high", "q_value",
+            "fit_id"} <= cols
