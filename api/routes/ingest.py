@@ -5,6 +5,7 @@ carries an id and is written once (warehouse/ingest.py)."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
@@ -18,6 +19,7 @@ from api.errors import ApiProblem
 from api.schemas.ingest import BATCH_ID, IngestBatch, IngestResult, KeyCheck, RunCreate, RunEnd
 from warehouse import ingest
 from warehouse.ingest import IngestError
+from warehouse.writer import Writer
 
 router = APIRouter(prefix="/ingest", tags=["ingest"])
 
@@ -83,7 +85,8 @@ async def batches(_: WriteAccess, wh: WarehouseDep, request: Request) -> IngestR
     """Append records of any kinds to the warehouse, all or nothing, once per batch id."""
     body = await _json(request)
     bid = _batch_id(body)
-    return await _commit(wh.root, bid, lambda: ingest.tables_of(body, _writer(bid)))
+    wid = _writer(request)
+    return await _commit(wh.root, bid, lambda: ingest.tables_of(body, wid))
 
 
 @router.post("/runs", openapi_extra=_body(RunCreate))
@@ -96,8 +99,9 @@ async def create_run(_: WriteAccess, wh: WarehouseDep, request: Request) -> Inge
         raise _invalid(IngestError(unknown[0] if unknown else "run",
                                    "unknown field" if unknown else "missing"))
     batch = {"runs": [body["run"]], "problems": [body["problem"]] if body.get("problem") else []}
+    wid = _writer(request)
     return await _commit(wh.root, bid, lambda: _renamed(
-        batch, {"runs[0]": "run", "problems[0]": "problem"}, bid))
+        batch, {"runs[0]": "run", "problems[0]": "problem"}, wid))
 
 
 @router.post("/runs/{run_id}/end", openapi_extra=_body(RunEnd))
@@ -107,7 +111,7 @@ async def end_run(_: WriteAccess, wh: WarehouseDep, run_id: RunId,
     body = await _json(request)
     bid = _batch_id(body)
     batch = {"run_ends": [{"run_id": run_id, **body}]}
-    return await _commit(wh.root, bid, lambda: _renamed(batch, {"run_ends[0]": ""}, bid))
+    return await _commit(wh.root, bid, lambda: _renamed(batch, {"run_ends[0]": ""}, ""))
 
 
 @router.post("/runs/{run_id}/steps", openapi_extra={"requestBody": {
@@ -132,15 +136,27 @@ async def arrow_steps(_: WriteAccess, wh: WarehouseDep, run_id: RunId, batch_id:
     return await _commit(wh.root, batch_id, make)
 
 
-def _writer(batch_id: str) -> str:
-    return f"ingest-{ingest.batch_key(batch_id)[:12]}"
+_LEASE_LOCK = threading.Lock()
 
 
-def _renamed(batch: dict[str, Any], names: dict[str, str], bid: str) -> Mapping[str, pa.Table]:
+def _writer(request: Request) -> str:
+    """The writer id of the runs this server ingests: that of a `Writer` the app opens on
+    the first ingest and keeps (appending nothing), whose lease says the server is alive, so
+    a run being logged through it reads as `running`, not `abandoned`."""
+    state = request.app.state
+    with _LEASE_LOCK:
+        if getattr(state, "ingest_lease", None) is None:
+            state.ingest_lease = Writer(state.warehouse.root)
+        writer_id: str = state.ingest_lease.writer_id
+    return writer_id
+
+
+def _renamed(batch: dict[str, Any], names: dict[str, str],
+             writer_id: str) -> Mapping[str, pa.Table]:
     """`tables_of`, with errors named after the route's own body (`run.seed`, not
     `runs[0].seed`)."""
     try:
-        return ingest.tables_of(batch, _writer(bid))
+        return ingest.tables_of(batch, writer_id)
     except IngestError as err:
         for old, new in names.items():
             if err.field == old or err.field.startswith(old + "."):

@@ -145,6 +145,7 @@ def test_create_append_end_in_json_and_arrow(service: Ingest) -> None:
         r = c.post("/v1/ingest/runs", json={"batch_id": "run-1", "run": RUN})
         assert r.status_code == 200 and r.json() == {"batch_id": "run-1", "written": True,
                                                      "rows": {"runs": 1}}
+        assert c.get("/v1/runs/remote-1").json()["status"] == "running"  # the server's lease
         r = c.post("/v1/ingest/batches", json={"batch_id": "steps-1",
                                                "steps": step_rows("remote-1", 0, 100)})
         assert r.json()["rows"] == {"steps": 100}
