@@ -13,8 +13,9 @@ from aicf_induct import __version__
 from api import errors
 from api.deps import Warehouse, read_bearer
 from api.middleware import BodyLimit
-from api.routes import health, reports, runs, sql
+from api.routes import health, ingest, reports, runs, sql
 from api.settings import Settings
+from warehouse.ingest import recover
 from warehouse.keys import KeyStore
 
 # Answers any route may give besides its own (documented so clients and schemathesis know).
@@ -27,7 +28,8 @@ COMMON_ERRORS = {400: "the body is not JSON (routes with a body)",
 ROUTE_ERRORS = {"/v1/runs/{run_id}": {404: "no such run"},
                 "/v1/runs/{run_id}/steps": {404: "no such run"},
                 "/v1/reports/{name}": {404: "no such report"},
-                "/v1/sql": {429: "too many queries at once"}}
+                "/v1/sql": {429: "too many queries at once"},
+                "/v1/ingest/runs/{run_id}/steps": {415: "the body is not an Arrow IPC stream"}}
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -38,10 +40,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.warehouse = Warehouse(settings.warehouse, settings.sql_concurrency)
     app.state.keys = KeyStore(settings.key_path())
-    for module in (health, runs, reports, sql):
+    for module in (health, runs, reports, sql, ingest):
         app.include_router(module.router, prefix="/v1")
     errors.install(app)
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes,
+                       prefix_limits={"/v1/ingest/": settings.max_ingest_bytes})
+    if settings.warehouse.is_dir():
+        recover(settings.warehouse)  # batches a killed server committed but did not finish
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

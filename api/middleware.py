@@ -1,6 +1,7 @@
 """A request body limit counted on the stream: the bytes that arrive are counted, whatever
 Content-Length says (a declared length over the limit is refused at once; a small or missing
-one is not believed). Over the limit: 413 as problem+json."""
+one is not believed). Over the limit: 413 as problem+json. Routes under a prefix of
+`prefix_limits` (the ingest routes) have that limit instead."""
 
 from __future__ import annotations
 
@@ -21,17 +22,24 @@ class BodyTooLarge(ApiProblem):
 
 
 class BodyLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int,
+                 prefix_limits: dict[str, int] | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.prefix_limits = prefix_limits or {}
+
+    def _limit(self, path: str) -> int:
+        return next((n for p, n in self.prefix_limits.items() if path.startswith(p)),
+                    self.max_bytes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self._limit(scope.get("path", ""))
         declared = Headers(scope=scope).get("content-length", "")
-        if declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(scope, receive, send)
+        if declared.isdigit() and int(declared) > limit:
+            await self._refuse(scope, receive, send, limit)
             return
         received = 0
         started = False
@@ -41,8 +49,8 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise BodyTooLarge(self.max_bytes)
+                if received > limit:
+                    raise BodyTooLarge(limit)
             return message
 
         async def watched(message: Message) -> None:
@@ -55,10 +63,10 @@ class BodyLimit:
         except BodyTooLarge:
             if started:
                 raise
-            await self._refuse(scope, receive, send)
+            await self._refuse(scope, receive, send, limit)
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = problem_response(413, f"the request body is larger than {self.max_bytes} "
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+        response = problem_response(413, f"the request body is larger than {limit} "
                                          "bytes", slug=SLUG,
                                     headers={"Connection": "close"})
         await response(scope, receive, send)

@@ -28,6 +28,8 @@ class Settings(BaseSettings):
     read_requires_key: bool = False
     # Request bodies larger than this are refused with 413, counted as they arrive.
     max_body_bytes: int = Field(default=1 << 20, ge=1)
+    # ... except on the ingest routes, whose batches are larger (10^5 step rows as JSON).
+    max_ingest_bytes: int = Field(default=64 << 20, ge=1)
     # SQL sandbox: wall time per query, rows and result bytes at most (more: 422, not
     # truncated), DuckDB memory and threads per query, and queries at once (more: 429).
     sql_time_limit_s: float = Field(default=5.0, gt=0)

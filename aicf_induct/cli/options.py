@@ -81,6 +81,16 @@ def fraction(text: str) -> float:
     return value
 
 
+def service_url(text: str) -> str:
+    """`--log-to`: the service's base URL, http(s)://HOST[:PORT]."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ArgumentTypeError(f"expected http://HOST:PORT or https://..., got '{text}'")
+    return text.rstrip("/")
+
+
 def model_spec(text: str) -> str:
     """A model spec that parses (`mlp:depth=2,width=64`); empty text is not the default."""
     from aicf_induct.frontend.specs import parse_model_spec

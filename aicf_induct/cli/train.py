@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from aicf_induct.runtime.backend import BACKENDS, gpu_available, select_backend
 from aicf_induct.runtime.trainer import TrainConfig, Trainer
 
 DEFAULT_MODEL = "mlp"
+API_KEY_ENV = "AICF_API_KEY"
 
 
 def add_train_options(p: argparse.ArgumentParser) -> None:
@@ -94,19 +96,41 @@ def model_graph(problem: Problem, model: str | None, ir_file: str | None) -> Gra
 
 
 def open_recorder(args: argparse.Namespace) -> tuple[Recorder, str | None]:
-    """The warehouse recorder unless --no-log; returns it and where it writes. Opening it
-    checks that the warehouse can be written, before anything trains."""
+    """The warehouse recorder unless --no-log (or the service's with --log-to); returns it and
+    where it writes. Opening it checks that the warehouse can be written (or that the service
+    takes the key), before anything trains."""
+    if args.no_log and args.log_to:
+        raise ConfigError("--no-log and --log-to contradict each other: give one")
     if args.no_log:
         return NullRecorder(), None
+    if args.log_to:
+        return open_remote(args), args.log_to
     import warehouse
 
     root = args.warehouse if args.warehouse is not None else warehouse.default_root()
     return warehouse.open_recorder(root), str(root)
 
 
+def open_remote(args: argparse.Namespace) -> Recorder:
+    """A `RemoteRecorder` into the service at --log-to, with --api-key (or $AICF_API_KEY)."""
+    from aicf_induct.runtime.remote_recorder import RemoteLogError, RemoteRecorder
+
+    if args.warehouse is not None:
+        raise ConfigError("--log-to logs through the service, which has its own warehouse: "
+                          "drop --warehouse")
+    key = args.api_key or os.environ.get(API_KEY_ENV)
+    if not key:
+        raise ConfigError(f"--log-to needs a write key: --api-key KEY or ${API_KEY_ENV}")
+    try:
+        return RemoteRecorder(args.log_to, key)
+    except RemoteLogError as err:
+        raise ConfigError(str(err)) from None
+
+
 def tuning_store(where: str | None) -> TuningStore | None:
-    """Where the GPU autotuner keeps its choices: the warehouse's kernel_tuning table."""
-    if where is None:
+    """Where the GPU autotuner keeps its choices: the warehouse's kernel_tuning table (none
+    for a run logged through the service)."""
+    if where is None or where.startswith(("http://", "https://")):
         return None
     from warehouse.tuning_store import WarehouseTuningStore
 
@@ -117,6 +141,15 @@ def add_log_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warehouse", metavar="DIR", default=None,
                    help="warehouse directory (default: $AICF_WAREHOUSE, else ./aicf_warehouse)")
     p.add_argument("--no-log", action="store_true", help="do not log the run to the warehouse")
+    add_remote_options(p)
+
+
+def add_remote_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--log-to", metavar="URL", type=options.service_url, default=None,
+                   help="log through the service at URL (`aicf-induct serve`) instead of a "
+                        "local warehouse")
+    p.add_argument("--api-key", metavar="KEY", default=None,
+                   help=f"write key for --log-to (default: ${API_KEY_ENV})")
 
 
 def print_metrics(metrics: dict[str, float]) -> None:

@@ -1,0 +1,249 @@
+"""A `Recorder` that logs a run through the service (`aicf-induct serve`) over HTTP.
+
+The training thread only appends the record to an in-memory buffer. A background thread
+sends what is buffered as one batch (`POST /v1/ingest/batches`) every `flush_interval_s`,
+or sooner once `batch_rows` records wait, retrying a failed send with exponential backoff and
+the same batch id, so the server writes a retried batch once. A server that stays down does
+not stop training: the first failure is said once on stderr, records keep buffering up to
+`max_buffered`, records past that are dropped, and `close` says how many were not delivered.
+Standard library only (urllib), so a remote runtime needs nothing more.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TextIO
+
+from aicf_induct.records import (
+    BaseRecorder,
+    EventRecord,
+    ProblemRecord,
+    Record,
+    ResultRecord,
+    RunEndRecord,
+    RunStartRecord,
+    SnapshotRecord,
+    StepRecord,
+    as_dict,
+)
+
+# the batch key of each record type (api/schemas/ingest.py)
+KEYS: dict[type[Any], str] = {
+    ProblemRecord: "problems", RunStartRecord: "runs", SnapshotRecord: "snapshots",
+    StepRecord: "steps", EventRecord: "events", ResultRecord: "results",
+    RunEndRecord: "run_ends"}
+RETRY_STATUSES = {408, 425, 429, 500, 502, 503, 504}  # worth sending again; other 4xx are not
+
+
+class RemoteLogError(Exception):
+    """The service refused this client outright (bad URL, unknown key, read-only key)."""
+
+
+@dataclass
+class RemoteStats:
+    sent_batches: int = 0
+    sent_records: int = 0
+    retries: int = 0
+    dropped: int = 0  # records given up on (buffer full, or refused by the server)
+    errors: list[str] = field(default_factory=list)
+
+
+def _plain(v: Any) -> Any:
+    # JSON has no NaN or infinity: the server reads Python's NaN/Infinity tokens, so floats
+    # stay as they are; datetimes become ISO 8601
+    return v.isoformat() if isinstance(v, datetime) else v
+
+
+def record_json(rec: Record) -> dict[str, Any]:
+    return {k: _plain(v) for k, v in as_dict(rec).items()}
+
+
+class RemoteRecorder(BaseRecorder):
+    """Implements `aicf_induct.records.Recorder` over HTTP (see the module docstring)."""
+
+    def __init__(self, url: str, api_key: str, *, flush_interval_s: float = 0.5,
+                 batch_rows: int = 5000, max_buffered: int = 1_000_000,
+                 timeout_s: float = 10.0, backoff_s: float = 0.1, max_backoff_s: float = 5.0,
+                 close_timeout_s: float = 10.0, check: bool = True,
+                 stream: TextIO | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.api_key = api_key
+        self.flush_interval_s = flush_interval_s
+        self.batch_rows = batch_rows
+        self.max_buffered = max_buffered
+        self.timeout_s = timeout_s
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.close_timeout_s = close_timeout_s
+        self.stream = stream or sys.stderr
+        self.stats = RemoteStats()
+        self._buffer: dict[str, list[dict[str, Any]]] = {}
+        self._n = 0  # records buffered, not yet taken into a batch
+        self._inflight = 0  # records of the batch being sent
+        self._lock = threading.Lock()
+        self._wake = threading.Event()  # send now
+        self._stop = threading.Event()  # closing: cut a backoff wait short
+        self._idle = threading.Condition(self._lock)
+        self._closed = False
+        self._warned = False
+        self._down = False  # the last send failed: flush() does not wait for the server
+        self._deadline: float | None = None  # set by close: stop retrying after it
+        if check:
+            self.check()
+        self._thread = threading.Thread(target=self._run, name="remote-recorder", daemon=True)
+        self._thread.start()
+
+    # -- the Recorder interface (training thread: memory only) ------------------------------
+
+    def record(self, rec: Record) -> None:
+        row = record_json(rec)
+        with self._lock:
+            if self._closed:
+                return
+            if self._n + self._inflight >= self.max_buffered:
+                self.stats.dropped += 1
+                return
+            self._buffer.setdefault(KEYS[type(rec)], []).append(row)
+            self._n += 1
+            full = self._n >= self.batch_rows
+        if full or isinstance(rec, RunEndRecord):
+            self._wake.set()  # a finished run should show up promptly
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Wait until everything buffered now has been sent (or `timeout_s` passes). While
+        the server is unreachable this only asks for a send: a checkpoint must not wait on a
+        server that is down."""
+        deadline = time.monotonic() + (self.close_timeout_s if timeout_s is None else timeout_s)
+        with self._lock:
+            self._wake.set()
+            while ((self._n or self._inflight) and self._thread.is_alive()
+                   and (not self._down or timeout_s is not None)):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._idle.wait(min(left, 0.05))
+                self._wake.set()
+
+    def close(self) -> None:
+        """Send what is buffered (for at most `close_timeout_s`), stop, and say on stderr
+        how many records were not delivered, if any."""
+        with self._lock:
+            if self._closed:
+                return
+        self.flush(self.close_timeout_s)
+        with self._lock:
+            self._closed = True
+            self._deadline = time.monotonic()
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(self.timeout_s + 1)
+        with self._lock:
+            lost = self._n + self._inflight + self.stats.dropped
+        if lost:
+            self._say(f"remote log {self.url}: {lost} record(s) not delivered "
+                      f"({self.stats.dropped} dropped, {lost - self.stats.dropped} unsent)")
+
+    # -- talking to the service --------------------------------------------------------------
+
+    def check(self) -> None:
+        """Ask the service whether this key may write. A refusal (401, 403, 404) raises
+        `RemoteLogError` before anything trains; an unreachable server is only said (the
+        records are buffered until it answers)."""
+        try:
+            self._post("/v1/ingest/check", b"{}")
+        except urllib.error.HTTPError as err:
+            raise RemoteLogError(f"{self.url} refused the key: {_problem(err)}") from None
+        except (OSError, ValueError) as err:
+            if isinstance(err, ValueError):
+                raise RemoteLogError(f"--log-to {self.url}: {err}") from None
+            self._warn(f"cannot reach {self.url} ({_reason(err)}); buffering")
+
+    def _post(self, path: str, body: bytes) -> dict[str, Any]:
+        req = urllib.request.Request(self.url + path, data=body, method="POST", headers={
+            "Content-Type": "application/json", "Authorization": f"Bearer {self.api_key}"})
+        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+            answer: dict[str, Any] = json.loads(resp.read())
+            return answer
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait(self.flush_interval_s)
+            self._wake.clear()
+            with self._lock:
+                batch, n = self._buffer, self._n
+                self._buffer, self._n, self._inflight = {}, 0, n
+                stop = self._closed
+            if n:
+                self._send(batch, n)
+            with self._lock:
+                self._inflight = 0
+                self._idle.notify_all()
+            if stop:
+                return
+
+    def _send(self, batch: dict[str, list[dict[str, Any]]], n: int) -> None:
+        """POST one batch until it is written, refused, or the recorder gives up at close."""
+        body = json.dumps({"batch_id": uuid.uuid4().hex, **batch}, default=_default).encode()
+        delay = self.backoff_s
+        while True:
+            try:
+                self._post("/v1/ingest/batches", body)
+                self._down = False
+                self.stats.sent_batches += 1
+                self.stats.sent_records += n
+                return
+            except urllib.error.HTTPError as err:
+                if err.code not in RETRY_STATUSES:  # sending it again cannot help
+                    self._give_up(n, f"batch refused: {_problem(err)}")
+                    return
+                self._warn(f"{self.url} answered {err.code}; retrying")
+            except (OSError, ValueError) as err:  # refused, reset, timed out, bad answer
+                self._warn(f"cannot reach {self.url} ({_reason(err)}); buffering and retrying")
+            self._down = True
+            self.stats.retries += 1
+            if self._deadline is not None and time.monotonic() >= self._deadline:
+                self._give_up(n, "server unreachable at close")
+                return
+            self._stop.wait(delay)
+            delay = min(delay * 2, self.max_backoff_s)
+
+    def _give_up(self, n: int, why: str) -> None:
+        with self._lock:
+            self.stats.dropped += n
+        self.stats.errors.append(why)
+        self._say(f"remote log: dropped {n} record(s): {why}")
+
+    def _warn(self, text: str) -> None:
+        if not self._warned:  # once: a server that stays down must not flood the log
+            self._warned = True
+            self._say(f"remote log: {text}")
+
+    def _say(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+
+def _reason(err: BaseException) -> str:
+    return str(getattr(err, "reason", None) or err)
+
+
+def _problem(err: urllib.error.HTTPError) -> str:
+    try:
+        detail = json.loads(err.read()).get("detail")
+    except (OSError, ValueError, AttributeError):
+        detail = None
+    return f"{err.code} {detail or err.reason}"
+
+
+def _default(v: Any) -> Any:
+    # NumPy scalars (a metric computed by NumPy) as the Python numbers they hold
+    if hasattr(v, "item"):
+        return v.item()
+    raise TypeError(f"{type(v).__name__} is not JSON serializable")

@@ -1,0 +1,165 @@
+"""Ingest for remote runtimes (`RemoteRecorder`): create a run, append batches of records
+(JSON, or Arrow IPC for bulk steps), end the run. Every route needs a write key; every batch
+carries an id and is written once (warehouse/ingest.py)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any
+
+import pyarrow as pa
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel
+
+from api.deps import WarehouseDep, WriteAccess
+from api.errors import ApiProblem
+from api.schemas.ingest import BATCH_ID, IngestBatch, IngestResult, KeyCheck, RunCreate, RunEnd
+from warehouse import ingest
+from warehouse.ingest import IngestError
+from warehouse.writer import Writer
+
+router = APIRouter(prefix="/ingest", tags=["ingest"])
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+RunId = Annotated[str, Path(min_length=1, max_length=200)]
+BatchId = Annotated[str, Query(min_length=1, max_length=128, description=BATCH_ID.description)]
+
+
+def _body(model: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAPI request body of a route that parses its JSON itself."""
+    return {"requestBody": {"required": True, "content": {"application/json": {
+        "schema": model.model_json_schema(ref_template="#/components/schemas/{model}")}}}}
+
+
+def _invalid(err: IngestError) -> ApiProblem:
+    return ApiProblem(422, "invalid-input", str(err), field=f"body.{err.field}")
+
+
+async def _json(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    try:
+        body = await run_in_threadpool(json.loads, raw)  # megabytes: not on the event loop
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ApiProblem(400, "invalid-body", f"the request body is not JSON ({err})",
+                         field="body") from None
+    if not isinstance(body, dict):
+        raise ApiProblem(422, "invalid-input", "the body must be a JSON object", field="body")
+    return body
+
+
+def _batch_id(body: dict[str, Any]) -> str:
+    bid = body.pop("batch_id", None)
+    if not isinstance(bid, str):
+        raise _invalid(IngestError("batch_id", "missing" if bid is None else "not a string"))
+    return bid
+
+
+async def _commit(wh_root: Any, batch_id: str,
+                  make: Callable[[], Mapping[str, pa.Table]]) -> IngestResult:
+    def work() -> IngestResult:
+        ingest.batch_key(batch_id)  # a bad id is refused before the records are converted
+        if ingest.is_committed(wh_root, batch_id):
+            tables: Mapping[str, pa.Table] = {}
+        else:
+            tables = make()
+        done = ingest.commit(wh_root, batch_id, tables)
+        return IngestResult(batch_id=batch_id, written=done.written, rows=done.rows)
+
+    try:
+        return await run_in_threadpool(work)
+    except IngestError as err:
+        raise _invalid(err) from None
+
+
+@router.post("/check")
+def check(scope: WriteAccess) -> KeyCheck:
+    """Whether this key may write (a remote runtime asks before it trains)."""
+    return KeyCheck(scope=scope)
+
+
+@router.post("/batches", openapi_extra=_body(IngestBatch))
+async def batches(_: WriteAccess, wh: WarehouseDep, request: Request) -> IngestResult:
+    """Append records of any kinds to the warehouse, all or nothing, once per batch id."""
+    body = await _json(request)
+    bid = _batch_id(body)
+    wid = _writer(request)
+    return await _commit(wh.root, bid, lambda: ingest.tables_of(body, wid))
+
+
+@router.post("/runs", openapi_extra=_body(RunCreate))
+async def create_run(_: WriteAccess, wh: WarehouseDep, request: Request) -> IngestResult:
+    """Start a run: its row, and its problem's when given."""
+    body = await _json(request)
+    bid = _batch_id(body)
+    unknown = sorted(set(body) - {"run", "problem"})
+    if unknown or "run" not in body:
+        raise _invalid(IngestError(unknown[0] if unknown else "run",
+                                   "unknown field" if unknown else "missing"))
+    batch = {"runs": [body["run"]], "problems": [body["problem"]] if body.get("problem") else []}
+    wid = _writer(request)
+    return await _commit(wh.root, bid, lambda: _renamed(
+        batch, {"runs[0]": "run", "problems[0]": "problem"}, wid))
+
+
+@router.post("/runs/{run_id}/end", openapi_extra=_body(RunEnd))
+async def end_run(_: WriteAccess, wh: WarehouseDep, run_id: RunId,
+                  request: Request) -> IngestResult:
+    """End a run: its status, steps taken, wall time and error."""
+    body = await _json(request)
+    bid = _batch_id(body)
+    batch = {"run_ends": [{"run_id": run_id, **body}]}
+    return await _commit(wh.root, bid, lambda: _renamed(batch, {"run_ends[0]": ""}, ""))
+
+
+@router.post("/runs/{run_id}/steps", openapi_extra={"requestBody": {
+    "required": True, "content": {ARROW_STREAM: {"schema": {"type": "string",
+                                                            "format": "binary"}}}}})
+async def arrow_steps(_: WriteAccess, wh: WarehouseDep, run_id: RunId, batch_id: BatchId,
+                      request: Request) -> IngestResult:
+    """Append a run's steps as an Arrow IPC stream (columns of the `steps` table)."""
+    ctype = request.headers.get("content-type", "").split(";")[0].strip()
+    if ctype != ARROW_STREAM:
+        raise ApiProblem(415, "unsupported-media-type",
+                         f"send the steps as {ARROW_STREAM}", field="header.Content-Type")
+    raw = await request.body()
+
+    def make() -> Mapping[str, pa.Table]:
+        try:
+            t = pa.ipc.open_stream(raw).read_all()
+        except (pa.ArrowInvalid, OSError) as err:
+            raise IngestError("body", f"not an Arrow IPC stream ({err})") from None
+        return {"steps": ingest.steps_table(t, run_id)} if t.num_rows else {}
+
+    return await _commit(wh.root, batch_id, make)
+
+
+_LEASE_LOCK = threading.Lock()
+
+
+def _writer(request: Request) -> str:
+    """The writer id of the runs this server ingests: that of a `Writer` the app opens on
+    the first ingest and keeps (appending nothing), whose lease says the server is alive, so
+    a run being logged through it reads as `running`, not `abandoned`."""
+    state = request.app.state
+    with _LEASE_LOCK:
+        if getattr(state, "ingest_lease", None) is None:
+            state.ingest_lease = Writer(state.warehouse.root)
+        writer_id: str = state.ingest_lease.writer_id
+    return writer_id
+
+
+def _renamed(batch: dict[str, Any], names: dict[str, str],
+             writer_id: str) -> Mapping[str, pa.Table]:
+    """`tables_of`, with errors named after the route's own body (`run.seed`, not
+    `runs[0].seed`)."""
+    try:
+        return ingest.tables_of(batch, writer_id)
+    except IngestError as err:
+        for old, new in names.items():
+            if err.field == old or err.field.startswith(old + "."):
+                field = (new + err.field[len(old):]).lstrip(".") or "body"
+                raise IngestError(field, err.message) from None
+        raise

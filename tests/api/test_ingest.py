@@ -1,0 +1,275 @@
+"""Ingest through the real service: a run trained in another process with `--log-to` lands in
+the warehouse with the steps of the same run logged locally; retried batches are written once,
+also across a restart; bad batches are 4xx naming the field; keys are checked."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pyarrow as pa
+import pytest
+
+import warehouse
+from aicf_induct.cli.main import main
+from tests.api.conftest import REPO, cli, serve
+from warehouse.ingest import is_committed
+
+ARROW = "application/vnd.apache.arrow.stream"
+INGEST_ENV = {"AICF_SERVICE_MAX_INGEST_BYTES": str(8 << 20)}
+
+
+def step_rows(run_id: str, start: int, n: int) -> list[dict[str, Any]]:
+    return [{"run_id": run_id, "step": s, "epoch": s // 100, "loss": 1.0 / (s + 1),
+             "grad_norm": 0.5, "update_ratio": 1e-3, "lr": 0.01, "step_time_s": 1e-4,
+             "batch_size": 32} for s in range(start, start + n)]
+
+
+def arrow_body(t: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, t.schema) as w:
+        w.write_table(t)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def rows(root: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    conn = warehouse.connect(root)
+    try:
+        return conn.execute(sql, list(params)).fetchall()
+    finally:
+        conn.close()
+
+
+RUN = {"run_id": "remote-1", "problem_id": "p1", "problem_name": "toy", "task": "regression",
+       "config": {"model": "mlp"}, "seed": 0, "device": "cpu", "library_versions": {},
+       "origin": "api"}
+
+
+class Ingest:
+    def __init__(self, url: str, root: Path, write_key: str, read_key: str) -> None:
+        self.url, self.root, self.write_key, self.read_key = url, root, write_key, read_key
+
+    def client(self, key: str | None = "write") -> httpx.Client:
+        key = {"write": self.write_key, "read": self.read_key}.get(key or "", key)
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    root = tmp_path_factory.mktemp("ingest") / "wh"
+    write = cli("keys", "create", "--scope", "write", "--warehouse", str(root)).strip()
+    read = cli("keys", "create", "--scope", "read", "--warehouse", str(root)).strip()
+    return root, write, read
+
+
+@pytest.fixture(scope="module")
+def service(keys: tuple[Path, str, str]) -> Iterator[Ingest]:
+    root, write, read = keys
+    with serve(root, env=INGEST_ENV) as url:
+        yield Ingest(url, root, write, read)
+
+
+def train(*extra: str) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-m", "aicf_induct", "train", "--dataset", "iris", "--epochs", "3",
+         "--seed", "3", "--quiet", "--json", *extra],
+        cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "remote log" not in out.stderr, out.stderr  # nothing dropped, nothing retried
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
+
+
+def test_a_run_logged_through_the_service_equals_the_local_run(service: Ingest,
+                                                               tmp_path: Path) -> None:
+    remote = train("--log-to", service.url, "--api-key", service.write_key)
+    local = train("--warehouse", str(tmp_path / "local"))
+    listed = cli("runs", "--warehouse", str(service.root), "--problem", "iris")
+    assert remote["run_id"][:12] in listed and "completed" in listed
+    sql = "SELECT step, epoch, loss, grad_norm, lr, batch_size FROM steps WHERE run_id = ? " \
+          "ORDER BY step"
+    got = rows(service.root, sql, remote["run_id"])
+    want = rows(tmp_path / "local", sql, local["run_id"])
+    assert len(got) == remote["steps"] == 12
+    assert got == want  # the same floats, step by step
+    # and every other kind of row made it too
+    for table, n in (("runs", 1), ("run_ends", 1), ("ir_snapshots", 2), ("results", 13)):
+        count = rows(service.root, f"SELECT count(*) FROM {table} WHERE run_id = ?",
+                     remote["run_id"])[0][0]
+        local_n = rows(tmp_path / "local", f"SELECT count(*) FROM {table} WHERE run_id = ?",
+                       local["run_id"])[0][0]
+        assert count == local_n >= n, table
+    with service.client(None) as c:
+        run = c.get(f"/v1/runs/{remote['run_id']}").json()
+    assert run["status"] == "completed" and run["logged_steps"] == 12
+
+
+def test_adapt_logs_through_the_service_with_its_events(service: Ingest) -> None:
+    out = json.loads(cli("adapt", "--dataset", "iris", "--steps", "60", "--seed", "1",
+                         "--inject-nan", "30", "--json", "--log-to", service.url,
+                         "--api-key", service.write_key))
+    kinds = rows(service.root, "SELECT DISTINCT kind FROM events WHERE run_id = ?",
+                 out["run_id"])
+    assert ("rollback",) in kinds, kinds
+    origin = rows(service.root, "SELECT origin, status FROM runs WHERE run_id = ?",
+                  out["run_id"])
+    assert origin == [("adapt", out["status"])]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--api-key", "READ"], "403"), (["--api-key", "aicf_unknown"], "401"),
+    ([], "--log-to needs a write key"), (["--api-key", "K", "--no-log"], "contradict"),
+    (["--api-key", "K", "--warehouse", "x"], "drop --warehouse")])
+def test_a_refused_log_stops_train_before_it_trains(service: Ingest, argv: list[str],
+                                                    message: str,
+                                                    capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AICF_API_KEY", raising=False)
+    argv = [a.replace("READ", service.read_key) for a in argv]
+    code = main(["train", "--dataset", "iris", "--epochs", "1", "--quiet", "--log-to",
+                 service.url, *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and message in err, err
+    assert err.count("\n") == 1
+
+
+def test_create_append_end_in_json_and_arrow(service: Ingest) -> None:
+    with service.client() as c:
+        r = c.post("/v1/ingest/runs", json={"batch_id": "run-1", "run": RUN})
+        assert r.status_code == 200 and r.json() == {"batch_id": "run-1", "written": True,
+                                                     "rows": {"runs": 1}}
+        assert c.get("/v1/runs/remote-1").json()["status"] == "running"  # the server's lease
+        r = c.post("/v1/ingest/batches", json={"batch_id": "steps-1",
+                                               "steps": step_rows("remote-1", 0, 100)})
+        assert r.json()["rows"] == {"steps": 100}
+        t = pa.Table.from_pylist(step_rows("remote-1", 100, 50)).drop_columns(["run_id"])
+        r = c.post("/v1/ingest/runs/remote-1/steps", params={"batch_id": "steps-2"},
+                   content=arrow_body(t), headers={"Content-Type": ARROW})
+        assert r.status_code == 200 and r.json()["rows"] == {"steps": 50}, r.text
+        r = c.post("/v1/ingest/runs/remote-1/end", json={
+            "batch_id": "end-1", "status": "completed", "steps": 150, "wall_time_s": 1.5})
+        assert r.json()["written"]
+        run = c.get("/v1/runs/remote-1").json()
+    assert run["status"] == "completed" and run["logged_steps"] == 150
+    got = rows(service.root, "SELECT loss FROM steps WHERE run_id = 'remote-1' ORDER BY step")
+    assert [x[0] for x in got] == [1.0 / (s + 1) for s in range(150)]
+
+
+def count_steps(root: Path, run_id: str) -> int:
+    return int(rows(root, "SELECT count(*) FROM steps WHERE run_id = ?", run_id)[0][0])
+
+
+def test_a_retried_batch_is_written_once(service: Ingest) -> None:
+    # across a server restart: test_ingest_crash.py re-sends acknowledged batches after one
+    batch = {"batch_id": "retry-me", "steps": step_rows("retried", 0, 40)}
+    arrow = arrow_body(pa.Table.from_pylist(step_rows("retried", 40, 10)))
+    answers = []
+    with service.client() as c:
+        for _ in range(3):
+            answers.append(c.post("/v1/ingest/batches", json=batch).json()["written"])
+            answers.append(c.post("/v1/ingest/runs/retried/steps",
+                                  params={"batch_id": "retry-arrow"}, content=arrow,
+                                  headers={"Content-Type": ARROW}).json()["written"])
+    assert answers == [True, True] + [False] * 4
+    assert count_steps(service.root, "retried") == 50
+    assert is_committed(service.root, "retry-me") and is_committed(service.root, "retry-arrow")
+
+
+BAD: list[tuple[dict[str, Any], str, str]] = [
+    ({"steps": [*step_rows("r", 0, 3), {**step_rows("r", 3, 1)[0], "loss": "low"}]},
+     "body.steps[3].loss", "not a number"),
+    ({"steps": [{**step_rows("r", 0, 1)[0], "step": 1.5}]}, "body.steps[0].step",
+     "not an integer"),
+    ({"steps": [{**step_rows("r", 0, 1)[0], "step": True}]}, "body.steps[0].step",
+     "not an integer"),
+    ({"steps": [{k: v for k, v in step_rows("r", 0, 1)[0].items() if k != "lr"}]},
+     "body.steps[0].lr", "missing"),
+    ({"steps": [{**step_rows("r", 0, 1)[0], "lrr": 1}]}, "body.steps[0].lrr", "unknown field"),
+    ({"steps": [{**step_rows("r", 0, 1)[0], "step": 2**70}]}, "body.steps[0].step",
+     "out of the int64 range"),
+    ({"steps": {"step": 1}}, "body.steps", "not a list"),
+    ({"steps": [3]}, "body.steps[0]", "not an object"),
+    ({"metrics": []}, "body.metrics", "unknown record kind"),
+    ({"runs": [{**RUN, "started_at": "yesterday"}]}, "body.runs[0].started_at", "ISO 8601"),
+    ({"runs": [{**RUN, "seed": None}]}, "body.runs[0].seed", "missing"),
+    ({"problems": [{"problem_id": "p", "name": "n", "source": "s", "task": "t", "n_rows": 1,
+                    "n_features": 1, "n_classes": 0, "target": "y",
+                    "features": {"skew": "big"}}]}, "body.problems[0].features.skew",
+     "not a number"),
+    ({"results": [{"run_id": "r", "step": 0, "epoch": 0, "split": "val", "metric": "loss",
+                   "value": 1.0, "final": "yes"}]}, "body.results[0].final", "not a boolean"),
+]
+
+
+@pytest.mark.parametrize("body,field,message", BAD, ids=[b[1] + ":" + b[2] for b in BAD])
+def test_a_bad_batch_is_a_422_naming_the_field(service: Ingest, body: dict[str, Any],
+                                               field: str, message: str) -> None:
+    with service.client() as c:
+        r = c.post("/v1/ingest/batches", json={"batch_id": f"bad-{field}-{message}", **body})
+    assert r.status_code == 422, r.text
+    problem = r.json()
+    assert r.headers["content-type"] == "application/problem+json"
+    assert problem["field"] == field and message in problem["detail"], problem
+    assert problem["detail"].startswith(field.removeprefix("body.") + ": ")
+    assert not is_committed(service.root, f"bad-{field}-{message}")  # nothing half-written
+
+
+def test_bad_bodies_on_the_other_routes(service: Ingest) -> None:
+    good = pa.Table.from_pylist(step_rows("arrow-bad", 0, 5))
+    with service.client() as c:
+        def arrow(t: pa.Table | bytes, ctype: str = ARROW) -> httpx.Response:
+            body = t if isinstance(t, bytes) else arrow_body(t)
+            return c.post("/v1/ingest/runs/arrow-bad/steps", params={"batch_id": "ab"},
+                          content=body, headers={"Content-Type": ctype})
+
+        cases = [
+            (arrow(good.set_column(3, "loss", pa.array(["x"] * 5))), 422, "body.steps.loss"),
+            (arrow(good.drop_columns(["epoch"])), 422, "body.steps.epoch"),
+            (arrow(good.append_column("color", pa.array([1] * 5))), 422, "body.steps.color"),
+            (arrow(good.set_column(0, "run_id", pa.array(["other"] * 5))), 422,
+             "body.steps[0].run_id"),
+            (arrow(good.set_column(3, "loss", pa.array([1.0, None, 1.0, 1.0, 1.0]))), 422,
+             "body.steps[1].loss"),
+            (arrow(b"not arrow at all"), 422, "body.body"),
+            (arrow(good, "application/json"), 415, "header.Content-Type"),
+            (c.post("/v1/ingest/batches", content=b"{not json",
+                    headers={"Content-Type": "application/json"}), 400, "body"),
+            (c.post("/v1/ingest/batches", json={"steps": []}), 422, "body.batch_id"),
+            (c.post("/v1/ingest/batches", json={"batch_id": "x" * 129}), 422, "body.batch_id"),
+            (c.post("/v1/ingest/runs", json={"batch_id": "r", "run": {**RUN, "seed": "one"}}),
+             422, "body.run.seed"),
+            (c.post("/v1/ingest/runs", json={"batch_id": "r", "runs": [RUN]}), 422,
+             "body.runs"),
+            (c.post("/v1/ingest/runs/x/end", json={"batch_id": "e", "status": "completed",
+                                                   "steps": "many", "wall_time_s": 1.0}),
+             422, "body.steps"),
+        ]
+        for r, status, field in cases:
+            assert r.status_code == status, (field, r.text)
+            assert r.json()["field"] == field, r.text
+        assert count_steps(service.root, "arrow-bad") == 0
+
+
+ROUTES = [("/v1/ingest/check", {}), ("/v1/ingest/batches", {"batch_id": "k"}),
+          ("/v1/ingest/runs", {"batch_id": "k", "run": RUN}),
+          ("/v1/ingest/runs/x/end", {"batch_id": "k", "status": "completed", "steps": 1,
+                                     "wall_time_s": 1.0}),
+          ("/v1/ingest/runs/x/steps?batch_id=k", None)]
+
+
+@pytest.mark.parametrize("path,body", ROUTES, ids=[r[0] for r in ROUTES])
+def test_writes_need_a_write_key(service: Ingest, path: str, body: Any) -> None:
+    for key, status in ((None, 401), ("aicf_not-a-key", 401), ("read", 403)):
+        with service.client(key) as c:
+            r = c.post(path, json=body) if body is not None else c.post(
+                path, content=b"", headers={"Content-Type": ARROW})
+        assert r.status_code == status, (key, r.text)
+        assert r.json()["field"] == "header.Authorization"
+    assert not is_committed(service.root, "k")

@@ -1,0 +1,191 @@
+"""warehouse/ingest.py without HTTP: a process killed at each step of a commit leaves a batch
+that `recover` makes wholly visible (planned) or wholly absent (not planned), and a retry
+writes it once. And the RemoteRecorder against a server that is down, comes up late, or
+refuses a batch."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+import warehouse
+from aicf_induct.records import RunEndRecord, StepRecord
+from aicf_induct.runtime.remote_recorder import KEYS, RemoteLogError, RemoteRecorder
+from api.app import create_app
+from api.settings import Settings
+from tests.api.conftest import REPO, free_port
+from warehouse.ingest import INGEST_DIR, KINDS, commit, is_committed, recover, tables_of
+from warehouse.keys import create_key
+
+# A child process that commits a batch of 2 tables (steps and runs) and dies (os._exit, no
+# cleanup) at the N-th call of the file operation named by argv[2].
+CHILD = r"""
+import os, sys, json
+import warehouse.ingest as ing
+root, where, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+batch = json.loads(sys.argv[4])
+real = {"replace": os.replace, "atomic_write": ing.atomic_write,
+        "write_parquet": ing.write_parquet}
+calls = dict.fromkeys(real, 0)
+def dying(name):
+    def f(*a, **k):
+        calls[name] += 1
+        if calls[name] == n:
+            os._exit(9)
+        return real[name](*a, **k)
+    return f
+if where == "replace":
+    ing.os.replace = dying("replace")
+else:
+    setattr(ing, where, dying(where))
+ing.commit(root, "b-1", ing.tables_of(batch, "w"))
+"""
+
+BATCH = {"runs": [{"run_id": "r", "problem_id": "p", "problem_name": "n", "task": "t",
+                   "config": {}, "seed": 0, "device": "cpu", "library_versions": {},
+                   "origin": "test"}],
+         "steps": [{"run_id": "r", "step": s, "epoch": 0, "loss": 0.5, "grad_norm": 1.0,
+                    "update_ratio": 0.1, "lr": 0.1, "step_time_s": 0.0, "batch_size": 8}
+                   for s in range(30)]}
+
+
+def counts(root: Path) -> tuple[int, int]:
+    conn = warehouse.connect(root)
+    try:
+        return (conn.execute("SELECT count(*) FROM runs").fetchone()[0],  # type: ignore[index]
+                conn.execute("SELECT count(*) FROM steps").fetchone()[0])  # type: ignore[index]
+    finally:
+        conn.close()
+
+
+# (where the child dies, at which call, what is visible after recovery)
+CRASHES = [("write_parquet", 1, (0, 0)),  # staging the first table
+           ("write_parquet", 2, (0, 0)),  # staging the second
+           ("atomic_write", 1, (0, 0)),  # writing the plan: not committed
+           ("replace", 2, (1, 30)),  # planned; one table moved in, the other not
+           ("replace", 3, (1, 30))]  # both moved in, the plan not yet the ledger entry
+
+
+@pytest.mark.parametrize("where,n,visible", CRASHES, ids=[f"{c[0]}-{c[1]}" for c in CRASHES])
+def test_a_commit_killed_anywhere_is_all_or_nothing(tmp_path: Path, where: str, n: int,
+                                                    visible: tuple[int, int]) -> None:
+    root = tmp_path / "wh"
+    child = subprocess.run([sys.executable, "-c", CHILD, str(root), where, str(n),
+                            json.dumps(BATCH)], cwd=REPO, env={"PYTHONPATH": str(REPO)},
+                           capture_output=True, text=True, timeout=60)
+    assert child.returncode == 9, child.stderr
+    assert not is_committed(root, "b-1")
+    recover(root)  # what the service does as it starts
+    assert counts(root) == visible
+    assert list((root / INGEST_DIR / "staging").iterdir()) == []
+    assert is_committed(root, "b-1") == (visible != (0, 0))
+    # the client retries: written now if it was not, never twice
+    done = commit(root, "b-1", tables_of(BATCH, "w"))
+    assert done.written == (visible == (0, 0))
+    assert counts(root) == (1, 30)
+    assert warehouse.check(root).ok
+
+
+def test_the_batch_fields_are_the_records_fields() -> None:
+    # the service checks what the RemoteRecorder sends: one list of fields for both
+    for rtype, key in KEYS.items():
+        assert [f.name for f in KINDS[key]] == [f.name for f in dataclasses.fields(rtype)]
+
+
+def step(i: int, run: str = "rr") -> StepRecord:
+    return StepRecord(run, i, 0, 1.0 / (i + 1), 0.5, 1e-3, 0.01, 1e-4, 16)
+
+
+def test_remote_recorder_with_the_server_down_warns_once_caps_and_counts(tmp_path: Path) -> None:
+    err = io.StringIO()
+    rec = RemoteRecorder(f"http://127.0.0.1:{free_port()}", "k", max_buffered=10,
+                         flush_interval_s=0.05, backoff_s=0.01, close_timeout_s=0.5,
+                         stream=err)
+    t0 = time.perf_counter()
+    for i in range(25):
+        rec.step(step(i))  # never blocks on the network
+    assert time.perf_counter() - t0 < 0.5
+    time.sleep(0.2)  # a few sends failed: the server is known to be down
+    t0 = time.perf_counter()
+    rec.flush()  # what a checkpoint calls: it does not wait on a server that is down
+    assert time.perf_counter() - t0 < 0.3  # (close_timeout_s, what it would wait, is 0.5)
+    rec.close()
+    text = err.getvalue()
+    assert text.count("cannot reach") == 1, text
+    assert rec.stats.dropped == 25 and rec.stats.retries > 1
+    assert "25 record(s) not delivered" in text
+
+
+def test_remote_recorder_buffers_until_the_server_comes_up(tmp_path: Path) -> None:
+    root = tmp_path / "wh"
+    settings = Settings(warehouse=root)
+    key = create_key(settings.key_path(), "write")
+    port = free_port()
+    err = io.StringIO()
+    rec = RemoteRecorder(f"http://127.0.0.1:{port}", key, flush_interval_s=0.05,
+                         backoff_s=0.02, max_backoff_s=0.1, stream=err)
+    for i in range(100):
+        rec.step(step(i))
+    time.sleep(0.2)  # a few failed sends, retried with the same batch id
+    srv = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
+                                        log_level="error"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    try:
+        for i in range(100, 150):
+            rec.step(step(i))
+        rec.run_end(RunEndRecord("rr", "completed", 150, 1.0))
+        rec.flush()
+        rec.close()
+    finally:
+        srv.should_exit = True
+        thread.join(10)
+    assert rec.stats.retries >= 1 and rec.stats.dropped == 0
+    assert "not delivered" not in err.getvalue()
+    conn = warehouse.connect(root)
+    try:
+        got = conn.execute("SELECT step, loss FROM steps ORDER BY step").fetchall()
+        ends = conn.execute("SELECT status FROM run_ends").fetchall()
+    finally:
+        conn.close()
+    assert got == [(i, 1.0 / (i + 1)) for i in range(150)] and ends == [("completed",)]
+
+
+def test_remote_recorder_refusals(tmp_path: Path) -> None:
+    root = tmp_path / "wh"
+    settings = Settings(warehouse=root)
+    write = create_key(settings.key_path(), "write")
+    read = create_key(settings.key_path(), "read")
+    port = free_port()
+    srv = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
+                                        log_level="error"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    while not srv.started:
+        time.sleep(0.02)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        with pytest.raises(RemoteLogError, match="403"):
+            RemoteRecorder(url, read)
+        with pytest.raises(RemoteLogError, match="401"):
+            RemoteRecorder(url, "aicf_wrong")
+        err = io.StringIO()
+        rec = RemoteRecorder(url, write, stream=err)
+        rec.step(StepRecord("rr", 0, 0, "low", 0.5, 1e-3, 0.01, 1e-4, 16))  # type: ignore[arg-type]
+        rec.close()  # a batch the server refuses is not retried forever
+    finally:
+        srv.should_exit = True
+        thread.join(10)
+    assert rec.stats.dropped == 1
+    assert "422 steps[0].loss: not a number" in err.getvalue()
+    assert not os.path.exists(root / "steps")

@@ -1,0 +1,371 @@
+"""Ingest for remote runtimes: batches of records in, each written exactly once, atomically.
+
+A batch carries records of any kinds (the fields of `aicf_induct.records`' record types, as
+JSON) or an Arrow table of steps, and a client-chosen id. `commit` validates every value
+against the table schemas (`IngestError` names the offending field, e.g. `steps[3].loss: not a
+number`), then commits the batch in three steps, all under `<root>/_ingest/` (outside every
+table directory, so no reader ever globs it):
+
+  1. each table's rows are written (and fsynced) as `staging/<key>/<table>.parquet`;
+  2. `staging/<key>/plan.json` is written atomically (its directory fsync also keeps the
+     staged files' entries): the commit point;
+  3. roll forward: each staged file is renamed into its table as
+     `date=<day>/part-ingest-<key>-<n>.parquet`, then the plan is renamed to
+     `batches/<key[:2]>/<key>.json` (the ledger entry) and the staging directory removed.
+
+`<key>` is a hash of the batch id (never a path built from user input). A retried batch whose
+ledger entry exists is not written again, also after a restart; `recover` (run when the service
+starts) rolls forward every planned batch a killed server left and deletes unplanned staging,
+so after a crash a batch is either wholly in the warehouse or not at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from warehouse.errors import WarehouseError
+from warehouse.layout import atomic_write, ensure_dir, fsync_dir, table_dir
+from warehouse.schema import TABLES
+from warehouse.writer import write_parquet
+
+INGEST_DIR = "_ingest"
+MAX_BATCH_ID = 128
+
+
+class IngestError(WarehouseError):
+    """A batch that cannot be written as sent; `field` names the offending value."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Committed:
+    batch_id: str
+    written: bool  # False: the batch was committed before (a retry), nothing written now
+    rows: dict[str, int] = field(default_factory=dict)  # table -> rows in the batch
+
+
+# -- validation: JSON records -> typed columns --------------------------------------------------
+
+# A field's kind: "str", "int", "float", "bool", "ts" (ISO 8601), "json" (object or string),
+# "map" (object of name -> number). Optional fields may be null or absent.
+@dataclass(frozen=True)
+class F:
+    name: str
+    kind: str
+    optional: bool = False
+
+
+KINDS: dict[str, tuple[F, ...]] = {  # the record types' fields, by batch key
+    "problems": (F("problem_id", "str"), F("name", "str"), F("source", "str"), F("task", "str"),
+                 F("n_rows", "int"), F("n_features", "int"), F("n_classes", "int"),
+                 F("target", "str"), F("features", "map", True)),
+    "runs": (F("run_id", "str"), F("problem_id", "str"), F("problem_name", "str"),
+             F("task", "str"), F("config", "json"), F("seed", "int"), F("device", "str"),
+             F("library_versions", "json"), F("origin", "str"), F("parent_run_id", "str", True),
+             F("started_at", "ts", True)),
+    "snapshots": (F("run_id", "str"), F("step", "int"), F("reason", "str"),
+                  F("ir_json", "str"), F("fingerprint", "str"), F("param_count", "int"),
+                  F("patterns", "map", True)),
+    "steps": (F("run_id", "str"), F("step", "int"), F("epoch", "int"), F("loss", "float"),
+              F("grad_norm", "float"), F("update_ratio", "float"), F("lr", "float"),
+              F("step_time_s", "float"), F("batch_size", "int")),
+    "events": (F("run_id", "str"), F("step", "int"), F("kind", "str"), F("name", "str"),
+               F("detail", "json", True), F("metrics_before", "json", True),
+               F("metrics_after", "json", True), F("at", "ts", True)),
+    "results": (F("run_id", "str"), F("step", "int"), F("epoch", "int"), F("split", "str"),
+                F("metric", "str"), F("value", "float"), F("final", "bool", True)),
+    "run_ends": (F("run_id", "str"), F("status", "str"), F("steps", "int"),
+                 F("wall_time_s", "float"), F("error", "str", True), F("ended_at", "ts", True)),
+}
+
+_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (float, int),
+                                       "bool": (bool,), "ts": (str,), "json": (dict, list, str),
+                                       "map": (dict,)}
+_SAY = {"str": "not a string", "int": "not an integer", "float": "not a number",
+        "bool": "not a boolean", "ts": "not an ISO 8601 time", "json": "not a JSON object",
+        "map": "not an object of numbers"}
+
+
+def _columns(kind: str, records: Any) -> dict[str, list[Any]]:
+    """`records` (a list of objects) as checked columns, one list per field."""
+    fields = KINDS[kind]
+    if not isinstance(records, list):
+        raise IngestError(kind, "not a list of records")
+    names = {f.name for f in fields}
+    for i, r in enumerate(records):
+        if not isinstance(r, dict):
+            raise IngestError(f"{kind}[{i}]", "not an object")
+        if r.keys() - names:
+            raise IngestError(f"{kind}[{i}].{sorted(r.keys() - names)[0]}", "unknown field")
+    cols: dict[str, list[Any]] = {}
+    for f in fields:
+        col = [r.get(f.name) for r in records]
+        ok = _TYPES[f.kind] + ((type(None),) if f.optional else ())
+        if not {type(v) for v in col} <= set(ok):  # one pass in C; the slow scan only on error
+            i, v = next((i, v) for i, v in enumerate(col) if type(v) not in ok)
+            raise IngestError(f"{kind}[{i}].{f.name}", "missing" if v is None else _SAY[f.kind])
+        if f.kind == "ts":
+            col = [_time(kind, i, f.name, v) for i, v in enumerate(col)]
+        elif f.kind == "map":
+            for i, v in enumerate(col):
+                bad = next((k for k, x in (v or {}).items()
+                            if type(x) not in (float, int)), None)
+                if bad is not None:
+                    raise IngestError(f"{kind}[{i}].{f.name}.{bad}", "not a number")
+        elif f.kind == "int" and _outside_int64([v for v in col if v is not None]):
+            i = next(i for i, v in enumerate(col) if v is not None and not _INT64[0] <= v <=
+                     _INT64[1])
+            raise IngestError(f"{kind}[{i}].{f.name}", "out of the int64 range")
+        cols[f.name] = col
+    return cols
+
+
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _outside_int64(col: list[int]) -> bool:
+    return bool(col) and (min(col) < _INT64[0] or max(col) > _INT64[1])
+
+
+def _time(kind: str, i: int, name: str, v: str | None) -> datetime:
+    if v is None:
+        return datetime.now(UTC)
+    try:
+        t = datetime.fromisoformat(v)
+    except ValueError:
+        raise IngestError(f"{kind}[{i}].{name}", _SAY["ts"]) from None
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+
+
+def _json(v: Any) -> str:
+    return v if isinstance(v, str) else json.dumps(v if v is not None else {}, sort_keys=True)
+
+
+def _table(name: str, cols: Mapping[str, list[Any]]) -> pa.Table:
+    schema = TABLES[name].schema
+    return pa.Table.from_arrays([pa.array(cols[f.name], type=f.type) for f in schema],
+                                schema=schema)
+
+
+def tables_of(batch: Mapping[str, Any], writer_id: str) -> dict[str, pa.Table]:
+    """The warehouse rows of a JSON batch (keys: `KINDS`), as Arrow tables by table name.
+    Raises `IngestError` naming the first invalid value."""
+    unknown = sorted(set(batch) - set(KINDS))
+    if unknown:
+        raise IngestError(unknown[0], f"unknown record kind (kinds: {', '.join(KINDS)})")
+    out: dict[str, pa.Table] = {}
+    now = datetime.now(UTC)
+    for kind, records in batch.items():
+        c = _columns(kind, records)
+        n = len(records)
+        if not n:
+            continue
+        if kind == "problems":
+            out["problems"] = _table("problems", {**c, "recorded_at": [now] * n})
+            feats = [(p, k, float(v)) for p, fs in zip(c["problem_id"], c["features"],
+                                                       strict=True)
+                     for k, v in (fs or {}).items()]
+            out["problem_features"] = _table("problem_features", {
+                "problem_id": [f[0] for f in feats], "feature": [f[1] for f in feats],
+                "value": [f[2] for f in feats], "recorded_at": [now] * len(feats)})
+        elif kind == "runs":
+            out["runs"] = _table("runs", {
+                **c, "config": [_json(v) for v in c["config"]],
+                "library_versions": [_json(v) for v in c["library_versions"]],
+                "writer_id": [writer_id] * n})
+        elif kind == "snapshots":
+            out["ir_snapshots"] = _table("ir_snapshots", {**c, "recorded_at": [now] * n})
+            seen: dict[str, dict[str, Any]] = {}
+            for fp, pats in zip(c["fingerprint"], c["patterns"], strict=True):
+                seen.setdefault(fp, pats or {})
+            pats = [(fp, k, float(v)) for fp, ps in seen.items() for k, v in ps.items()]
+            out["ir_patterns"] = _table("ir_patterns", {
+                "fingerprint": [p[0] for p in pats], "pattern": [p[1] for p in pats],
+                "value": [p[2] for p in pats]})
+        elif kind == "events":
+            out["events"] = _table("events", {**c, **{k: [_json(v) for v in c[k]] for k in (
+                "detail", "metrics_before", "metrics_after")}})
+        elif kind == "results":
+            out["results"] = _table("results", {**c, "final": [bool(v) for v in c["final"]]})
+        else:  # steps, run_ends: the fields are the columns
+            out[kind] = _table(kind, c)
+    return {k: t for k, t in out.items() if t.num_rows}
+
+
+def steps_table(t: pa.Table, run_id: str) -> pa.Table:
+    """An Arrow table of steps (one run's; a `run_id` column, if sent, must say `run_id`)
+    cast to the `steps` schema. Raises `IngestError` naming the offending column or row."""
+    schema = TABLES["steps"].schema
+    extra = [c for c in t.column_names if c not in schema.names]
+    if extra:
+        raise IngestError(f"steps.{extra[0]}", "unknown column")
+    cols = []
+    for f in schema:
+        if f.name == "run_id" and f.name not in t.column_names:
+            cols.append(pa.array([run_id] * t.num_rows, type=f.type))
+            continue
+        if f.name not in t.column_names:
+            raise IngestError(f"steps.{f.name}", "missing column")
+        col = t.column(f.name)
+        ok = (pa.types.is_floating(col.type) or pa.types.is_integer(col.type)
+              if pa.types.is_floating(f.type) else pa.types.is_integer(col.type)
+              if pa.types.is_integer(f.type) else pa.types.is_string(col.type)
+              or pa.types.is_large_string(col.type))
+        if not ok:
+            raise IngestError(f"steps.{f.name}", f"column of type {col.type}, expected {f.type}")
+        try:
+            col = col.cast(f.type)  # safe cast: an int64 overflow is an error, not a wrap
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+            raise IngestError(f"steps.{f.name}", str(err).splitlines()[0]) from None
+        if col.null_count:
+            i = next(i for i, v in enumerate(col.is_null().to_pylist()) if v)
+            raise IngestError(f"steps[{i}].{f.name}", "missing")
+        cols.append(col)
+    out = pa.Table.from_arrays(cols, schema=schema)
+    if "run_id" in t.column_names:
+        wrong = [i for i, v in enumerate(out.column("run_id").to_pylist()) if v != run_id]
+        if wrong:
+            raise IngestError(f"steps[{wrong[0]}].run_id", f"not the run '{run_id}' of the path")
+    return out
+
+
+# -- committing ---------------------------------------------------------------------------------
+
+def batch_key(batch_id: str) -> str:
+    """The file-name key of a batch id (a hash: no path is ever built from the id)."""
+    if not batch_id or len(batch_id) > MAX_BATCH_ID or not batch_id.isprintable():
+        raise IngestError("batch_id", f"1 to {MAX_BATCH_ID} printable characters")
+    return hashlib.sha256(batch_id.encode()).hexdigest()[:32]
+
+
+def _idir(root: Path) -> Path:
+    return Path(root) / INGEST_DIR
+
+
+def _ledger(root: Path, key: str) -> Path:
+    return _idir(root) / "batches" / key[:2] / f"{key}.json"
+
+
+def _staging(root: Path, key: str) -> Path:
+    return _idir(root) / "staging" / key
+
+
+def is_committed(root: Path, batch_id: str) -> bool:
+    return _ledger(root, batch_key(batch_id)).is_file()
+
+
+@contextlib.contextmanager
+def _locked(root: Path, key: str) -> Iterator[None]:
+    """One commit of a key at a time, across threads and server workers (flock on one of
+    256 stripe files, so the lock files do not grow with the batches)."""
+    ldir = _idir(root) / "locks"
+    ensure_dir(ldir)
+    with open(ldir / f"{key[:2]}.lock", "a+b") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def commit(root: str | Path, batch_id: str, tables: Mapping[str, pa.Table]) -> Committed:
+    """Write the batch's tables into the warehouse once (see the module docstring)."""
+    root = Path(root)
+    key = batch_key(batch_id)
+    rows = {name: t.num_rows for name, t in tables.items()}
+    if _ledger(root, key).is_file():
+        return Committed(batch_id, False, _ledger_rows(root, key))
+    with _locked(root, key):
+        if _ledger(root, key).is_file():  # committed by a concurrent request meanwhile
+            return Committed(batch_id, False, _ledger_rows(root, key))
+        stage = _staging(root, key)
+        if not (stage / "plan.json").is_file():
+            shutil.rmtree(stage, ignore_errors=True)  # an unplanned attempt's debris
+            ensure_dir(stage)
+            day = datetime.now(UTC).strftime("%Y-%m-%d")
+            parts: dict[str, str] = {}
+            for n, (name, t) in enumerate(sorted(tables.items())):
+                _write_synced(stage / f"{name}.parquet", t)
+                parts[name] = f"date={day}/part-ingest-{key}-{n:08d}.parquet"
+            plan = {"batch_id": batch_id, "rows": rows, "parts": parts}
+            atomic_write(stage / "plan.json", _bytes(json.dumps(plan).encode()))
+        _roll_forward(root, key)
+    return Committed(batch_id, True, rows)
+
+
+def _write_synced(path: Path, t: pa.Table) -> None:
+    # no temp name needed: staging is invisible, and a file the plan does not cover is debris
+    write_parquet(t, path)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _bytes(data: bytes) -> Callable[[Path], None]:
+    def write(p: Path) -> None:
+        p.write_bytes(data)
+    return write
+
+
+def _ledger_rows(root: Path, key: str) -> dict[str, int]:
+    try:
+        rows: dict[str, int] = json.loads(_ledger(root, key).read_bytes())["rows"]
+        return rows
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
+def _roll_forward(root: Path, key: str) -> None:
+    """Move a planned batch's staged parts into their tables, then record it in the ledger.
+    Idempotent: a part already moved (by an attempt that died half-way) is skipped."""
+    stage = _staging(root, key)
+    plan = json.loads((stage / "plan.json").read_bytes())
+    for name, rel in plan["parts"].items():
+        final = table_dir(root, name) / rel
+        staged = stage / f"{name}.parquet"
+        if staged.exists():
+            ensure_dir(final.parent)
+            os.replace(staged, final)
+            fsync_dir(final.parent)
+        elif not final.exists():
+            raise WarehouseError(f"ingest batch {key}: part {name} lost from staging")
+    ledger = _ledger(root, key)
+    ensure_dir(ledger.parent)
+    os.replace(stage / "plan.json", ledger)  # the plan, done, is the ledger entry
+    fsync_dir(ledger.parent)
+    shutil.rmtree(stage, ignore_errors=True)
+
+
+def recover(root: str | Path) -> int:
+    """Finish what a killed server left: roll forward every planned batch, delete unplanned
+    staging. Returns how many batches were rolled forward."""
+    sdir = _idir(Path(root)) / "staging"
+    done = 0
+    if not sdir.is_dir():
+        return 0
+    for stage in sorted(sdir.iterdir()):
+        with _locked(Path(root), stage.name):
+            if (stage / "plan.json").is_file():
+                _roll_forward(Path(root), stage.name)
+                done += 1
+            else:
+                shutil.rmtree(stage, ignore_errors=True)
+    return done
