@@ -16,6 +16,7 @@ from pathlib import Path
 import warehouse
 from aicf_induct.cli.main import main
 from aicf_induct.runtime import snapshot as disk
+from tests.signals import default_sigint
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS, EVERY = 600, 40  # digits: ~2 ms a step, so the kills land long before the end
@@ -26,7 +27,8 @@ ARGS = ["adapt", "--dataset", "digits", "--steps", str(STEPS), "--checkpoint-ste
 def _start(*args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen([sys.executable, "-m", "aicf_induct", *ARGS, *args], cwd=ROOT,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)
 
 
 def _kill_after_checkpoint(proc: subprocess.Popen[str], ckpt: Path, past: int,

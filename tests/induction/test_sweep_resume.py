@@ -16,6 +16,7 @@ from pathlib import Path
 from aicf_induct.induction.space_io import parse_space
 from aicf_induct.problems import load_problem
 from tests.induction.helpers import ended_triples, sweep_runs
+from tests.signals import default_sigint
 
 PROBLEMS = ("iris", "wine")
 SPACE = "depth=1;width=8,16"  # 4 triples
@@ -37,7 +38,8 @@ def start(root: Path, *opts: str) -> subprocess.Popen[str]:
     # a session of its own: a signal to its group is what a terminal's Ctrl-C sends
     return subprocess.Popen(sweep_cmd(root, *opts), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+                            env={**os.environ, "PYTHONPATH": str(REPO)},
+                            preexec_fn=default_sigint)
 
 
 def planned() -> set[tuple[str, str, int]]:
