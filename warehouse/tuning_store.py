@@ -1,7 +1,8 @@
 """The autotuner's choices in the warehouse: `kernels.autotune.TuningStore` over the
 `kernel_tuning` table (Parquet parts, read back with pyarrow, no SQL; importing the
 `warehouse` package still needs DuckDB). The runtime's caller (the CLI) makes one per
-warehouse and passes it in."""
+warehouse and passes it in. The warehouse knows table schemas, not training: it imports
+nothing of the kernels, and a measurement is anything with the row's fields."""
 
 from __future__ import annotations
 
@@ -9,15 +10,34 @@ import math
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from warehouse.arrow import read_table
 from warehouse.writer import Writer
 
-if TYPE_CHECKING:
-    from aicf_induct.kernels.autotune import Measurement, TuneKey
-
 TABLE = "kernel_tuning"
+TuneKey = tuple[str, str, str, str]  # (op, shape_key, dtype, device), as the autotuner keys
+
+
+class Measurement(Protocol):
+    """One timed candidate (the autotuner's `Measurement`)."""
+
+    @property
+    def op(self) -> str: ...
+    @property
+    def shape_key(self) -> str: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def kernel(self) -> str: ...
+    @property
+    def variant(self) -> str: ...
+    @property
+    def time_us(self) -> float: ...
+    @property
+    def chosen(self) -> bool: ...
 
 
 class WarehouseTuningStore:
