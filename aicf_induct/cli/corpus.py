@@ -123,6 +123,7 @@ def _facts(names: list[str]) -> list[CorpusProblem]:
 
 def build(args: argparse.Namespace) -> int:
     import warehouse
+    from aicf_induct.cli.sweep import print_report
     from aicf_induct.induction.space_io import parse_space
     from aicf_induct.induction.sweep import SweepSpec, run_sweep
     from aicf_induct.runtime.trainer import TrainConfig
@@ -143,9 +144,5 @@ def build(args: argparse.Namespace) -> int:
         return 0
     root = args.warehouse if args.warehouse is not None else warehouse.default_root()
     report = run_sweep(spec, root, workers=args.workers, progress=not args.quiet)
-    if args.json:
-        print(json.dumps({**report.as_dict(), "warehouse": str(root)}, indent=1))
-    else:
-        print(report.summary())
-        print(f"logged to {root}; next: aicf-induct induce fit --warehouse {root}")
+    print_report(report, root, args.json, f"aicf-induct induce fit --warehouse {root}")
     return 0

@@ -6,13 +6,14 @@ import argparse
 import dataclasses
 import json
 import os
+from pathlib import Path
 
 from aicf_induct.cli import options
 from aicf_induct.cli.train import add_train_options, train_config
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.space import RECIPE_AXES, Candidate
 from aicf_induct.induction.space_io import PRESETS, parse_space
-from aicf_induct.induction.sweep import ENGINES, SweepSpec, run_sweep
+from aicf_induct.induction.sweep import ENGINES, SweepReport, SweepSpec, run_sweep
 from aicf_induct.induction.sweep_problems import resolve, with_max_rows
 from aicf_induct.problems.preprocess import MIN_ROWS
 from aicf_induct.problems.splits import MAX_SEED
@@ -108,9 +109,14 @@ def run(args: argparse.Namespace) -> int:
     report = run_sweep(spec, root, workers=args.workers, engine=args.engine,
                        retry_failed=args.retry_failed, ray_address=args.ray_address,
                        progress=not args.quiet)
-    if args.json:
-        print(json.dumps({**report.as_dict(), "warehouse": str(root)}, indent=1))
-    else:
-        print(report.summary())
-        print(f"logged to {root}")
+    print_report(report, root, args.json)
     return 0
+
+
+def print_report(report: SweepReport, root: Path, as_json: bool, next_step: str = "") -> None:
+    """A finished sweep on stdout: the report as JSON, or its summary and where it went."""
+    if as_json:
+        print(json.dumps({**report.as_dict(), "warehouse": str(root)}, indent=1))
+        return
+    print(report.summary())
+    print(f"logged to {root}" + (f"; next: {next_step}" if next_step else ""))
