@@ -337,7 +337,7 @@ def _evaluate_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def evaluate(args: argparse.Namespace) -> int:
     from aicf_induct.induction.corpus import corpus_meta
-    from aicf_induct.induction.evaluate import evaluate_corpus, parse_baselines
+    from aicf_induct.induction.evaluate import evaluate_corpus, gap_text, parse_baselines
 
     baselines = parse_baselines(args.baselines)
     try:
@@ -356,7 +356,9 @@ def evaluate(args: argparse.Namespace) -> int:
                           "score_seeds": ev.score_seeds,
                           "summary": ev.summary.to_dict("records"),
                           "comparisons": ev.comparisons.to_dict("records"),
-                          "gap_closed": {str(k): v for k, v in ev.gaps.items()},
+                          # null: no gap (the full search no better than the default)
+                          "gap_closed": {str(k): v if v == v else None
+                                         for k, v in ev.gaps.items()},
                           "calibration": ev.calibration.to_dict("records")}, default=float))
         return 0
     n = meta["problem_id"].nunique()
@@ -375,7 +377,7 @@ def evaluate(args: argparse.Namespace) -> int:
                      for r in ev.comparisons.itertuples()],
                     ["baseline", "k", "win_rate", "mean_diff", "95% CI", "p", "p_holm"])
     print("\nShare of the default -> full-search gap closed: " + ", ".join(
-        f"k = {k}: {v:.0%}" for k, v in ev.gaps.items()))
+        f"k = {k}: {gap_text(v)}" for k, v in ev.gaps.items()))
     print(f"\nCalibration of the {ev.result.level:.0%} intervals:")
     print_table([[r.candidates, r.n, r.coverage, r.width]
                  for r in ev.calibration.itertuples()],
