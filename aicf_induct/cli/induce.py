@@ -80,7 +80,7 @@ def fit(args: argparse.Namespace) -> int:
     from aicf_induct.induction.corpus import corpus_meta
     from aicf_induct.induction.mined import write_mined
     from aicf_induct.induction.mining import Miner
-    from aicf_induct.induction.pack import build_pack, write_pack
+    from aicf_induct.induction.pack import DEFAULT_PACK, build_pack, write_pack
 
     root = _root(args.warehouse)
     bar = _steps(4, args.quiet)
@@ -103,8 +103,9 @@ def fit(args: argparse.Namespace) -> int:
         command += ["--protocol", args.protocol]
     if exclude:
         command += ["--exclude", ",".join(e.strip() for e in exclude)]
-    command += ["--min-problems", str(args.min_problems), "--bootstrap", str(args.bootstrap),
-                "-o", args.output]
+    command += ["--min-problems", str(args.min_problems), "--bootstrap", str(args.bootstrap)]
+    if Path(args.output).resolve() != DEFAULT_PACK:  # the package's own path is this machine's
+        command += ["-o", args.output]
     out = write_pack(pack, args.output, command)
     bar.update(1)
     fit_id = None

@@ -117,7 +117,8 @@ def aggregate(meta: pd.DataFrame) -> pd.DataFrame:
         means, stds = g.mean(), g.std(ddof=1).add_suffix("_std")
     n = grouped.size().rename("n_seeds")
     extra = grouped[[*feature_columns(meta), *pattern_columns(meta)]].first()
-    out = pd.concat([first, means, stds, n, extra], axis=1).reset_index()
+    # copy(): one block per dtype before reset_index inserts the keys (pandas warns otherwise)
+    out = pd.concat([first, means, stds, n, extra], axis=1).copy().reset_index()
     cols = [*PAIR_COLUMNS, *SCORE_COLUMNS, *stds.columns, "n_seeds",
             *feature_columns(meta), *pattern_columns(meta)]
     out = out[cols].sort_values(["problem", "candidate"]).reset_index(drop=True)
