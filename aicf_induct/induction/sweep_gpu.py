@@ -1,0 +1,157 @@
+"""The GPU sweep engine: many (problem, candidate, seed) runs trained at once in this
+process, interleaved on one GPU (`runtime.many`).
+
+It serves the sweep (`sweep.dispatch`) through the same small interface as the process pool
+and Ray (`sweep_engines.Engine`): `submit` starts a claimed triple's run (its problem loaded
+once per process, its splits put on the device once and shared by its runs), `wait` turns the
+round robin (each run in flight: read its last epoch back, log it, queue its next) until runs
+end, flushes their rows and hands their outcomes back, so each claim ends with its run's
+status after the run's end is on disk. A run that raises (when it starts or later) is
+logged as `failed` and dropped, the others go on; `interrupt` logs every run in flight as
+`interrupted`. Runs are logged as a solo sweep run is (`sweep_worker`: origin, config, the
+same recorder machinery), through this process's recorder.
+
+One engine uses the current GPU; a machine with several runs one sweep per GPU
+(CUDA_VISIBLE_DEVICES) on the same warehouse, and their claims split the triples. On the CPU
+(backend numpy) the engine runs its runs one epoch at a time each, interleaved, in this
+process: no faster than the process pool, but the same bookkeeping without a GPU.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from aicf_induct.induction.sweep_worker import (
+    ORIGIN,
+    Outcome,
+    RunLog,
+    Task,
+    log_failure,
+    process_recorder,
+    run_extra,
+)
+from aicf_induct.problems import load_problem
+from aicf_induct.problems.problem import Problem
+
+Ended = tuple[Task, Outcome | None, str | None]
+MODELS = 128  # runs in flight on one GPU by default: small models leave most of it idle
+
+
+class _Live:
+    """A run in flight: its task, its run (runtime.many.ModelRun), its log, its start."""
+
+    def __init__(self, task: Task, run: Any, log: RunLog, t0: float) -> None:
+        self.task, self.run, self.log, self.t0 = task, run, log, t0
+
+
+class GpuEngine:
+    """Runs of many triples at once in this process, `capacity` at most (see the module
+    docstring)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._live: list[_Live] = []
+        self._ended: list[Ended] = []
+        self._problems: dict[tuple[str, int], tuple[Problem, Any]] = {}
+        self._recorder: Any = None
+
+    # -- the Engine interface ----------------------------------------------------------------
+    def submit(self, task: Task) -> None:
+        """Start the triple's run and queue its first epoch; a run that cannot start is
+        logged as failed and ends at once."""
+        t0 = time.perf_counter()
+        rec = self._recorder = self._recorder or process_recorder(task.root)
+        log, run_id, run = RunLog(rec), uuid.uuid4().hex, None
+        try:
+            run = self._start(task, log, run_id)
+            if not run.launch():
+                run.finish()
+                self._end(_Live(task, run, log, t0))
+                return
+        except Exception as err:
+            if run is not None:
+                run.abort(err)
+            else:  # logs a start too where the run did not log one
+                loaded = self._problems.get((task.problem, task.seed))
+                log_failure(log, task, f"{type(err).__name__}: {err}", run_id,
+                            loaded[0].task if loaded else "", time.perf_counter() - t0)
+            self._end(_Live(task, run, log, t0))
+            return
+        self._live.append(_Live(task, run, log, t0))
+
+    def wait(self) -> list[Ended]:
+        """Turn the round robin until runs end; their rows are on disk when this returns."""
+        while not self._ended and self._live:
+            self._round()
+        if self._recorder is not None:
+            self._recorder.flush()
+        out, self._ended = self._ended, []
+        return out
+
+    def interrupt(self) -> None:
+        """Log every run in flight as `interrupted` (once) and flush."""
+        live, self._live = self._live, []
+        for item in live:
+            item.run.abort(KeyboardInterrupt())
+        if self._recorder is not None:
+            self._recorder.flush()
+
+    def close(self) -> None:
+        if self._recorder is not None:
+            self._recorder.flush()
+
+    # -- inside ------------------------------------------------------------------------------
+    def _round(self) -> None:
+        """Each run in flight: read back its epoch, log it, queue the next or end the run.
+        While the host reads one run, the GPU runs the epochs queued for the others."""
+        still = []
+        for item in self._live:
+            try:
+                if not item.run.advance():
+                    still.append(item)
+                    continue
+                item.run.finish()
+            except Exception as err:  # this run only: logged failed, the others go on
+                item.run.abort(err)
+            self._end(item)
+        self._live = still
+
+    def _end(self, item: _Live) -> None:
+        end = item.log.end
+        assert end is not None, "a run left the engine without its end"
+        self._ended.append((item.task, Outcome(item.task.triple, end.status, end.run_id,
+                                               time.perf_counter() - item.t0, end.error),
+                            None))
+
+    def _problem(self, task: Task) -> tuple[Problem, Any]:
+        """The problem (its split by the seed) and its splits on the device, once each."""
+        key = (task.problem, task.seed)
+        got = self._problems.get(key)
+        if got is None:
+            problem = load_problem(task.problem, seed=task.seed)
+            got = self._problems[key] = (problem, None)
+        return got
+
+    def _start(self, task: Task, log: RunLog, run_id: str) -> Any:
+        from aicf_induct.runtime.many import model_run
+        from aicf_induct.runtime.trainer import Trainer
+        from warehouse.tuning_store import WarehouseTuningStore
+
+        problem, data = self._problem(task)
+        if problem.problem_id != task.problem_id:
+            raise RuntimeError(f"problem '{task.problem}' changed: id {problem.problem_id}, "
+                               f"the sweep planned {task.problem_id}")
+        graph = task.candidate.graph(problem.n_features, problem.n_outputs)
+        # one tuning store, so one autotuner (runtime.backend caches the backend by it): a
+        # shape's step body is timed once in this process, its choice shared by every run
+        trainer = Trainer(problem, graph, task.config(), recorder=log, origin=ORIGIN,
+                          run_id=run_id, extra_config=run_extra(task),
+                          tuning=WarehouseTuningStore(task.root))
+        if trainer.backend.is_gpu and data is None:
+            from aicf_induct.runtime.epoch_gpu import DeviceData
+
+            data = DeviceData(problem)
+            self._problems[(task.problem, task.seed)] = (problem, data)
+        return model_run(trainer, data)
