@@ -44,7 +44,8 @@ from aicf_induct.runtime.runs import remember_features
 
 Ended = tuple[Task, Outcome | None, str | None]
 MODELS = 128  # runs in flight on one GPU by default: small models leave most of it idle
-PREPARERS = min(4, os.cpu_count() or 1)  # processes loading problems (and their meta-features) while the GPU trains
+# processes loading problems (and their meta-features) while the GPU trains
+PREPARERS = min(4, os.cpu_count() or 1)
 Loaded = tuple[Problem, Any]  # a problem split by a seed, its splits on the device (or None)
 
 
