@@ -115,30 +115,31 @@ class DeviceEpochs:
 
     # -- setup -------------------------------------------------------------------------------
     def _build(self) -> None:
-        """One entry (plan, update, step body) per batch size, each with its step graph."""
+        """One entry (plan, update, step body) per batch size, each captured with its step
+        graph before the next is built: building an entry points the plan context's device
+        step (the dropout key) at the entry's own term array, and a captured launch keeps
+        the pointer it saw."""
         import cupy
 
         tr = self.trainer
         train = tr.problem.train
         self.entries: dict[int, Any] = {}
-        for size in sorted(set(self.sizes), reverse=True):
-            self.entries[size] = self.cuda_step.prepare(train.X[:size], train.y[:size],
-                                                        tr.step_count)
-        first = self.entries[self.sizes[0]]
-        bx, by = first.inputs
-        self.x = self.data.array("train", "X", bx.dtype)
-        self.y = self.data.array("train", "y", by.dtype)
-        self.width = len(first.hyper_host)
-        self.table = cupy.zeros((self.n_batches, self.width), dtype=np.float64)
         self.graphs: dict[int, Any] = {}
         self.eager: dict[int, str] = {}  # batch size -> why its steps are not one replay
         gather, terms, stats = _kernels()
-        for size, e in self.entries.items():
+        for size in sorted(set(self.sizes), reverse=True):
+            e = self.entries[size] = self.cuda_step.prepare(train.X[:size], train.y[:size],
+                                                            tr.step_count)
+            bx, by = e.inputs
+            if size == self.sizes[0]:
+                self.x = self.data.array("train", "X", bx.dtype)
+                self.y = self.data.array("train", "y", by.dtype)
+                self.width = len(e.hyper_host)
+                self.table = cupy.zeros((self.n_batches, self.width), dtype=np.float64)
             with kept_buffers(tr.store):
                 warm_up(e)
             # compile the small kernels before a capture (not the body: its update would
             # move the parameters)
-            bx, by = e.inputs
             gather(self.x, self.order, self.counter, self.batch, bx.size // bx.shape[0], bx)
             gather(self.y, self.order, self.counter, self.batch, by.size // by.shape[0], by)
             terms(self.table, self.counter, self.width, e.hyper_dev)
@@ -199,8 +200,10 @@ class DeviceEpochs:
                 graph = self.graphs.get(size)
                 if graph is not None:
                     graph.launch(self.stream)
-                else:
-                    self._body(self.entries[size])()
+                else:  # eager: kernels read the dropout key's step from the host
+                    e = self.entries[size]
+                    e.plan.ctx.step = first + k
+                    self._body(e)()
             tr.step_count += n
             evals = self._evaluate()
         # the host copies are staged at the call; held anyway until the epoch is read
