@@ -25,7 +25,10 @@ SPECS = (
 
 
 def trainer(problem: Problem, spec: str, config: TrainConfig, rec: MemoryRecorder) -> Trainer:
-    graph = mlp_graph(parse_model_spec(spec), problem.n_features, problem.n_outputs)
+    """`spec` ending in "|float32": the model in float32 (sweeps train float64 models)."""
+    spec, _, dtype = spec.partition("|")
+    graph = mlp_graph(parse_model_spec(spec), problem.n_features, problem.n_outputs,
+                      dtype=dtype or "float64")
     return Trainer(problem, graph, config, recorder=rec, run_id=f"{spec}|{config.seed}")
 
 

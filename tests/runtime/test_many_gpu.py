@@ -1,8 +1,10 @@
 """The cuda tier of `runtime.many`: runs trained together on the GPU (each epoch queued on the
 run's own stream, batches drawn on the device, one graph replay a step) log the losses,
 results and ends each logs trained alone on the GPU (`Trainer.fit`, one step at a time), to
-fp32 tolerance (relative 1e-5), for every act/norm/residual/dropout option of the corpus
-space; a diverging or failing run does not disturb the others."""
+relative 1e-5 (the same kernels in the same order: equal unless the autotuner's choice of a
+step body differs between the two, which moves fp32 sums in their last bits), for every
+act/norm/residual/dropout option of the corpus space, in float64 (what sweeps train) and
+float32; a diverging or failing run does not disturb the others."""
 
 from __future__ import annotations
 
@@ -45,6 +47,8 @@ def cases() -> list:
         cfg = dataclasses.replace(CONFIG, seed=i % 3, lr=0.003 if i % 2 else 0.001)
         out.append((clf, spec, cfg))
         out.append((reg, spec, dataclasses.replace(cfg, seed=cfg.seed + 1)))
+    for spec in (SPECS[0], SPECS[4]):  # float32 models too: the same kernels, in fp32
+        out.append((clf, spec + "|float32", CONFIG))
     out.append((clf, SPECS[1], dataclasses.replace(CONFIG, epochs=40, patience=1, lr=0.05)))
     out.append((reg, SPECS[0], dataclasses.replace(CONFIG, max_steps=11)))
     return out
