@@ -99,8 +99,10 @@ def main() -> int:
         spec, workers = {"cpu": (sample, args.cpu_workers), "gpu_solo": (sample, 1),
                          "gpu_engine": (full, args.gpu_models)}[mode]
         row = measure(mode, spec, Path(args.warehouse_dir) / mode, workers)
-        print(json.dumps(row), file=sys.stderr, flush=True)
+        print(json.dumps(row), flush=True)
         out.append(row)
+        if args.json:  # after each mode: a later one cut short keeps the earlier figures
+            Path(args.json).write_text(json.dumps({"rows": out}, indent=1))
     gpu, cpu = gpu_name(), f"{cpu_model()}, {os.cpu_count()} cores"
     rate = {r["mode"]: float(r["runs_per_hour"]) for r in out}  # type: ignore[arg-type]
     lines = [

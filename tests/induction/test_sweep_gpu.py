@@ -121,3 +121,18 @@ def test_ctrl_c_logs_the_runs_in_flight_as_interrupted(tmp_path: Path) -> None:
     assert statuses(root) == {"interrupted": 2}
     restart(root)
     assert statuses(root) == {"timeout": len(planned()), "interrupted": 2}
+
+
+def test_corpus_build_takes_the_engine(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                       ) -> None:
+    from aicf_induct.cli.main import main
+
+    argv = ["corpus", "build", "--problems", "iris", "--space", "depth=1;width=8", "--seeds",
+            "2", "--epochs", "2", "--engine", "gpu", "--backend", "numpy", "--warehouse",
+            str(tmp_path / "wh"), "--quiet", "--json"]
+    try:
+        assert main(argv) == 0
+    finally:
+        close_process_recorders()
+    report = json.loads(capsys.readouterr().out)
+    assert (report["ran"], report["statuses"]) == (2, {"completed": 2})
