@@ -147,6 +147,7 @@ class GpuEngine:
             self._start_ready(block=not self._live)
             if self._live:
                 self._round()
+        self._evict()
         if self._recorder is not None:
             self._recorder.flush()
         out, self._ended = self._ended, []
@@ -187,6 +188,14 @@ class GpuEngine:
                 item.run.abort(err)
             self._end(item)
         self._live = still
+
+    def _evict(self) -> None:
+        """Drop the problems (host and device copies) no run in flight or waiting needs: a
+        sweep goes problem by problem, and a corpus's would not all fit at once."""
+        needed = {(i.task.problem, i.task.seed) for i in self._live}
+        needed |= {(t.problem, t.seed) for t, _ in self._waiting}
+        for key in [k for k in self._problems if k not in needed]:
+            del self._problems[key]
 
     def _end(self, item: _Live) -> None:
         end = item.log.end
