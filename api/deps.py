@@ -17,7 +17,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.errors import ApiProblem
 from api.settings import Settings
-from warehouse.catalog import with_retry
+from warehouse.cached import CachedCatalog
 from warehouse.keys import KeyStore
 
 T = TypeVar("T")
@@ -32,15 +32,17 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 
 class Warehouse:
-    """The served warehouse: `read(fn)` runs `fn` on a fresh read-only snapshot connection
-    (retried if a compaction collects a part under it)."""
+    """The served warehouse: `read(fn)` runs `fn` on a cursor of a kept read-only connection,
+    rebuilt when parts change (`warehouse.cached`; retried if a compaction collects a part
+    under it)."""
 
     def __init__(self, root: Path, sql_slots: int) -> None:
         self.root = root
         self.sql_slots = threading.BoundedSemaphore(sql_slots)  # sandbox queries at once
+        self.catalog = CachedCatalog(root)
 
     def read(self, fn: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
-        return with_retry(self.root, fn)
+        return self.catalog.read(fn)
 
 
 def get_warehouse(request: Request) -> Warehouse:
