@@ -9,6 +9,7 @@ as its JSON bytes; meta-features and uploads are ranked on every request.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -51,6 +52,8 @@ class Proposals:
         self._pack: Pack | None = None
         self._lock = threading.Lock()
         self._answers: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        # answers being computed (the event loop's: only the route touches it)
+        self.computing: dict[tuple[str, int], asyncio.Future[bytes]] = {}
 
     def pack(self) -> Pack:
         """The loaded pack with its fitted proposer (fitted on first use, under the lock)."""

@@ -7,6 +7,7 @@ temporary directory that is gone when the answer is."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import tempfile
@@ -78,10 +79,30 @@ async def propose(request: Request, _: ReadAccess, props: ProposalsDep,
     req = _parse(DatasetProposalRequest, body)
     cached = props.cached(req.dataset, req.top)
     if cached is None:
-        answer = await _compute(props, lambda: props.for_dataset(req.dataset, req.top))
-        cached = _json(answer)
-        props.remember(req.dataset, req.top, cached)
+        cached = await _once(props, (req.dataset, req.top))
     return Response(cached, media_type=JSON)
+
+
+async def _once(props: Proposals, key: tuple[str, int]) -> bytes:
+    """The answer for a known problem, computed by the first request that asks; the
+    requests that ask meanwhile wait for it (not one computation each)."""
+    waiting = props.computing.get(key)
+    if waiting is not None:
+        return await asyncio.shield(waiting)
+    fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+    props.computing[key] = fut
+    try:
+        answer = await _compute(props, lambda: props.for_dataset(*key))
+        body = _json(answer)
+        props.remember(*key, body)
+        fut.set_result(body)
+        return body
+    except BaseException as err:
+        fut.set_exception(err)
+        fut.exception()  # retrieved: no warning when nobody else waited
+        raise
+    finally:
+        del props.computing[key]
 
 
 @router.get("/proposals/features")
