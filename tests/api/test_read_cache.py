@@ -7,13 +7,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from api.app import create_app
 from api.settings import Settings
 from tests.api.conftest import TRAIN, Server, cli, serve_in_thread
 from tests.api.test_ingest import RUN
 from tests.warehouse.conftest import log_run, problem
 from warehouse import WarehouseRecorder, compact
-from warehouse.cached import SETTLE_S, CachedCatalog
+from warehouse.cached import MEMORY_ROWS, SETTLE_S, CachedCatalog
 
 
 def _runs(cat: CachedCatalog) -> list[tuple[str, str]]:
@@ -21,7 +23,9 @@ def _runs(cat: CachedCatalog) -> list[tuple[str, str]]:
                     .fetchall())
 
 
-def test_kept_until_the_parts_or_the_live_writers_change(tmp_path: Path) -> None:
+@pytest.mark.parametrize("memory_rows", [MEMORY_ROWS, 0], ids=["in-memory", "on-files"])
+def test_kept_until_the_parts_or_the_live_writers_change(tmp_path: Path,
+                                                         memory_rows: int) -> None:
     import time
 
     root = tmp_path / "wh"
@@ -29,7 +33,7 @@ def test_kept_until_the_parts_or_the_live_writers_change(tmp_path: Path) -> None
     log_run(rec, "a", problem("p1"), 0.9, "fp", {"depth": 1.0})
     log_run(rec, "open", problem("p1"), 0.8, "fp", {"depth": 1.0}, end=False)
     rec.flush()
-    cat = CachedCatalog(root)
+    cat = CachedCatalog(root, memory_rows=memory_rows)
     assert _runs(cat) == [("a", "completed"), ("open", "running")]
     time.sleep(SETTLE_S)  # past the coarse clock: the stamp alone is trusted
     for _ in range(5):
@@ -38,9 +42,14 @@ def test_kept_until_the_parts_or_the_live_writers_change(tmp_path: Path) -> None
     log_run(rec, "b", problem("p2"), 0.7, "fp", {"depth": 2.0})
     rec.flush()
     assert [r for r, _ in _runs(cat)] == ["a", "b", "open"]  # at once
+    steps = cat.read(lambda c: c.execute("SELECT count(*) FROM steps").fetchone())
+    assert steps == (30,)  # each part once
+    # new parts are appended to the copies in memory; tables on files are listed again
+    assert (cat.rebuilds, cat.appends > 0) == ((1, True) if memory_rows else (2, False))
     rec.close()  # its writer is gone without ending "open"
-    assert dict(_runs(cat))["open"] == "abandoned"
     before = cat.rebuilds
+    assert dict(_runs(cat))["open"] == "abandoned"
+    assert cat.rebuilds == before  # the live writers' view replaced, nothing rebuilt
     compact(root, grace_s=0)  # parts merged, inputs collected
     assert [r for r, _ in _runs(cat)] == ["a", "b", "open"]
     assert cat.rebuilds == before + 1
