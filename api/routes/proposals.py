@@ -44,7 +44,7 @@ SUFFIXES = {".csv": ".csv", ".tsv": ".tsv", ".txt": ".csv", ".parquet": ".parque
 JSON = "application/json"
 
 
-def get_proposals(request: Request) -> Proposals:
+async def get_proposals(request: Request) -> Proposals:
     props: Proposals = request.app.state.proposals
     return props
 

@@ -51,6 +51,8 @@ def to_request(command: str, base: str, env: dict[str, str]) -> httpx.Request:
     args = shlex.split(command)
     assert args[0] == "curl"
     method, headers, data, url = None, {}, None, None
+    fields: dict[str, str] = {}
+    files: dict[str, tuple[str, bytes]] = {}
     it = iter(args[1:])
     for a in it:
         if a in ("-s", "-i"):
@@ -62,11 +64,20 @@ def to_request(command: str, base: str, env: dict[str, str]) -> httpx.Request:
             headers[k.strip()] = v.strip()
         elif a == "-d":
             data = next(it).encode()
+        elif a == "-F":  # multipart: name=value, or name=@path (from the repository root)
+            k, _, v = next(it).partition("=")
+            if v.startswith("@"):
+                files[k] = (Path(v[1:]).name, (REPO / v[1:]).read_bytes())
+            else:
+                fields[k] = v
         elif a.startswith("http"):
             url = a.replace(DOC_URL, base)
         else:
             raise AssertionError(f"curl option {a!r} not understood by this test")
     assert url is not None, command
+    if files or fields:
+        return httpx.Request(method or "POST", url, headers=headers, files=files or None,
+                             data=fields)
     return httpx.Request(method or ("POST" if data is not None else "GET"), url,
                          headers=headers, content=data)
 
@@ -90,7 +101,7 @@ def test_the_doc_has_examples_for_every_route() -> None:
     text = " ".join(e.command for e in examples())
     for route in ("/v1/health", "/v1/runs?", "/v1/runs/$RUN_ID", "/steps", "/v1/reports ",
                   "/v1/reports/leaderboard", "/v1/sql", "/v1/ingest/runs ", "/v1/ingest/batches",
-                  "/end "):
+                  "/end ", "/v1/proposals -d", "/v1/proposals -F", "/v1/proposals/features"):
         assert route in text + " ", route
 
 
