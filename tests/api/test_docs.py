@@ -1,6 +1,7 @@
-"""docs/service.md's examples are tested: every `$ curl ...` line in its console blocks is
-parsed and sent (as the equivalent httpx request) to the live server, and the answer must
-have the documented status and the documented fields."""
+"""docs/service.md's examples (and those of the README's service section) are tested: every
+`$ curl ...` line in their console blocks is parsed and sent (as the equivalent httpx request)
+to the live server, and the answer must have the documented status and the documented
+fields."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 from tests.api.conftest import REPO, Server, cli, serve
 
 DOC = REPO / "docs" / "service.md"
+README = REPO / "README.md"  # its service section has examples too
 DOC_URL = "http://127.0.0.1:8000"
 
 
@@ -115,7 +117,8 @@ def ingest_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield Server(url, root, {}, write_key, read_key)
 
 
-@pytest.mark.parametrize("example", examples(), ids=lambda e: e.command[8:70])
+@pytest.mark.parametrize("example", examples() + examples(README),
+                         ids=lambda e: e.command[8:70])
 def test_doc_example(request: pytest.FixtureRequest, example: Example) -> None:
     ingest = "/v1/ingest/" in example.command
     server: Server = request.getfixturevalue("ingest_server" if ingest else "server")
