@@ -159,5 +159,5 @@ def server(warehouse_root: tuple[Path, dict[str, dict]], pack_path: Path) -> Ite
     root, runs = warehouse_root
     write_key = cli("keys", "create", "--scope", "write", "--warehouse", str(root)).strip()
     read_key = cli("keys", "create", "--scope", "read", "--warehouse", str(root)).strip()
-    with serve(root, env={"AICF_SERVICE_PACK": str(pack_path)}) as url:
+    with serve(root, "--pack", str(pack_path)) as url:
         yield Server(url, root, runs, write_key, read_key, pack_path)

@@ -184,3 +184,13 @@ def test_concurrent_clients_get_one_answer(server: Server) -> None:
     for t in threads:
         t.join()
     assert len(answers) == 16 and len(set(answers)) == 1
+
+
+def test_serve_refuses_a_pack_that_is_not_there(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from aicf_induct.cli.main import main
+
+    assert main(["serve", "--warehouse", str(tmp_path / "wh"), "--pack",
+                 str(tmp_path / "none.parquet")]) == 2
+    err = capsys.readouterr().err
+    assert "--pack: no knowledge pack at" in err and "Traceback" not in err
