@@ -10,10 +10,11 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from aicf_induct import __version__
-from api import errors
+from api import docs_page, errors
 from api.deps import Warehouse, read_bearer
 from api.middleware import BodyLimit
-from api.routes import health, ingest, reports, runs, sql
+from api.proposing import Proposals
+from api.routes import health, ingest, proposals, reports, runs, sql
 from api.settings import Settings
 from warehouse.ingest import recover
 from warehouse.keys import KeyStore
@@ -29,22 +30,28 @@ ROUTE_ERRORS = {"/v1/runs/{run_id}": {404: "no such run"},
                 "/v1/runs/{run_id}/steps": {404: "no such run"},
                 "/v1/reports/{name}": {404: "no such report"},
                 "/v1/sql": {429: "too many queries at once"},
-                "/v1/ingest/runs/{run_id}/steps": {415: "the body is not an Arrow IPC stream"}}
+                "/v1/ingest/runs/{run_id}/steps": {415: "the body is not an Arrow IPC stream"},
+                "/v1/proposals": {429: "too many proposals being computed at once",
+                                  503: "no knowledge pack at the configured path"},
+                "/v1/proposals/features": {503: "no knowledge pack at the configured path"}}
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
-    app = FastAPI(title="aicf-induct", version=__version__,
+    app = FastAPI(title="aicf-induct", version=__version__, docs_url=None, redoc_url=None,
                   description="Runs, pattern reports and read-only SQL over the aicf_induct "
                               "warehouse. Errors are RFC 9457 problem details.")
     app.state.settings = settings
     app.state.warehouse = Warehouse(settings.warehouse, settings.sql_concurrency)
     app.state.keys = KeyStore(settings.key_path())
-    for module in (health, runs, reports, sql, ingest):
+    app.state.proposals = Proposals(settings.pack, settings.proposal_concurrency)
+    for module in (health, runs, reports, sql, ingest, proposals):
         app.include_router(module.router, prefix="/v1")
+    docs_page.install(app)
     errors.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes,
-                       prefix_limits={"/v1/ingest/": settings.max_ingest_bytes})
+                       prefix_limits={"/v1/ingest/": settings.max_ingest_bytes,
+                                      "/v1/proposals": settings.max_upload_bytes})
     if settings.warehouse.is_dir():
         recover(settings.warehouse)  # batches a killed server committed but did not finish
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

@@ -1,4 +1,6 @@
 """Everything a route depends on, as `Annotated` aliases: settings, the warehouse, API keys.
+The dependencies are coroutines: they do not block, and FastAPI would run a plain function
+in its thread pool, a hop that costs more than the work on every request.
 
 Keys come as `Authorization: Bearer <key>`. Write routes need a write key; read routes need a
 read or write key when `read_requires_key` is set, and look at no key otherwise.
@@ -17,13 +19,13 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.errors import ApiProblem
 from api.settings import Settings
-from warehouse.catalog import with_retry
+from warehouse.cached import CachedCatalog
 from warehouse.keys import KeyStore
 
 T = TypeVar("T")
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
@@ -32,18 +34,20 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 
 class Warehouse:
-    """The served warehouse: `read(fn)` runs `fn` on a fresh read-only snapshot connection
-    (retried if a compaction collects a part under it)."""
+    """The served warehouse: `read(fn)` runs `fn` on a cursor of a kept read-only connection,
+    rebuilt when parts change (`warehouse.cached`; retried if a compaction collects a part
+    under it)."""
 
     def __init__(self, root: Path, sql_slots: int) -> None:
         self.root = root
         self.sql_slots = threading.BoundedSemaphore(sql_slots)  # sandbox queries at once
+        self.catalog = CachedCatalog(root)
 
     def read(self, fn: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
-        return with_retry(self.root, fn)
+        return self.catalog.read(fn)
 
 
-def get_warehouse(request: Request) -> Warehouse:
+async def get_warehouse(request: Request) -> Warehouse:
     wh: Warehouse = request.app.state.warehouse
     return wh
 
@@ -51,7 +55,7 @@ def get_warehouse(request: Request) -> Warehouse:
 WarehouseDep = Annotated[Warehouse, Depends(get_warehouse)]
 
 
-def get_keys(request: Request) -> KeyStore:
+async def get_keys(request: Request) -> KeyStore:
     keys: KeyStore = request.app.state.keys
     return keys
 
@@ -80,12 +84,12 @@ def _scope(keys: KeyStore, cred: HTTPAuthorizationCredentials | None) -> str:
     return scope
 
 
-def require_read(settings: SettingsDep, keys: KeysDep, cred: ReadCredentials) -> str | None:
+async def require_read(settings: SettingsDep, keys: KeysDep, cred: ReadCredentials) -> str | None:
     """The caller's scope on a read route; None when reads are open."""
     return _scope(keys, cred) if settings.read_requires_key else None
 
 
-def require_write(keys: KeysDep, cred: WriteCredentials) -> str:
+async def require_write(keys: KeysDep, cred: WriteCredentials) -> str:
     scope = _scope(keys, cred)
     if scope != "write":
         raise ApiProblem(403, "forbidden", "this route needs a write key; this key can only "

@@ -8,6 +8,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from aicf_induct.induction.pack import DEFAULT_PACK
 from warehouse.catalog import default_root
 from warehouse.keys import default_path
 from warehouse.sandbox import Limits
@@ -38,6 +39,13 @@ class Settings(BaseSettings):
     sql_memory_limit: str = Field(default="512MB", pattern=r"(?i)^\d+(\.\d+)?\s*[KMGT]i?B$")
     sql_threads: int = Field(default=1, ge=1)
     sql_concurrency: int = Field(default=2, ge=1)
+    # Proposals: the knowledge pack they rank from (loaded once per worker, on first use), the
+    # uploads (CSV/Parquet) it featurises, at most this large, and how many proposals that
+    # need work (featurising a dataset, an upload, meta-features) run at once (more wait
+    # PROPOSAL_WAIT_S, then 429); answers for known problems are cached and need no slot.
+    pack: Path = DEFAULT_PACK
+    max_upload_bytes: int = Field(default=64 << 20, ge=1)
+    proposal_concurrency: int = Field(default=2, ge=1)
 
     def key_path(self) -> Path:
         return self.keys_file or default_path(self.warehouse)

@@ -29,14 +29,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         help="API key file (default: <warehouse>/_service_keys.json)")
 
     p = sub.add_parser("serve", parents=[common], help="run the HTTP service",
-                       description="Serve runs, pattern reports and read-only SQL over the "
-                                   "warehouse (see docs/service.md). Binds to 127.0.0.1 "
-                                   "unless --host says otherwise.")
+                       description="Serve runs, pattern reports, read-only SQL and proposals "
+                                   "over the warehouse (see docs/service.md). Binds to "
+                                   "127.0.0.1 unless --host says otherwise.")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     p.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     p.add_argument("--read-requires-key", action="store_true",
                    help="read routes need a read or write key too (default: open)")
+    p.add_argument("--pack", metavar="PACK", type=Path, default=None,
+                   help="knowledge pack the proposals rank from (default: the one installed "
+                        "with the package)")
     p.set_defaults(func=cmd_serve)
 
     k = sub.add_parser("keys", help="manage the service's API keys")
@@ -74,6 +77,10 @@ def _env(args: argparse.Namespace, root: Path) -> dict[str, str]:
            f"{ENV}READ_REQUIRES_KEY": "true" if args.read_requires_key else "false"}
     if args.keys_file is not None:
         env[f"{ENV}KEYS_FILE"] = str(Path(args.keys_file).resolve())
+    if args.pack is not None:
+        if not Path(args.pack).is_file():
+            raise ConfigError(f"--pack: no knowledge pack at {args.pack}")
+        env[f"{ENV}PACK"] = str(Path(args.pack).resolve())
     return env
 
 

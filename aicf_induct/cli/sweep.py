@@ -9,7 +9,12 @@ import os
 from pathlib import Path
 
 from aicf_induct.cli import options
-from aicf_induct.cli.train import add_train_options, train_config
+from aicf_induct.cli.train import (
+    API_KEY_ENV,
+    add_remote_options,
+    add_train_options,
+    train_config,
+)
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.space import RECIPE_AXES, Candidate
 from aicf_induct.induction.space_io import PRESETS, parse_space
@@ -82,6 +87,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="warehouse the sweep logs to and resumes from (default: "
                         "$AICF_WAREHOUSE, else ./aicf_warehouse)")
     p.add_argument("--no-log", action="store_true", help=argparse.SUPPRESS)  # refused in run
+    add_remote_options(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -114,17 +120,33 @@ def run(args: argparse.Namespace) -> int:
         for c in cands:
             print(f"  {c.key}  {c.structure_key}")
         return 0
-    import warehouse
-
-    root = args.warehouse if args.warehouse is not None else warehouse.default_root()
+    root, key = sweep_target(args)
     report = run_sweep(spec, root, workers=workers(args), engine=args.engine,
                        retry_failed=args.retry_failed, ray_address=args.ray_address,
-                       progress=not args.quiet)
+                       progress=not args.quiet, api_key=key)
     print_report(report, root, args.json)
     return 0
 
 
-def print_report(report: SweepReport, root: Path, as_json: bool, next_step: str = "") -> None:
+def sweep_target(args: argparse.Namespace) -> tuple[str, str | None]:
+    """Where the sweep logs and resumes from: the warehouse, or the service at --log-to
+    (with --api-key or $AICF_API_KEY), and the key."""
+    if args.log_to is None:
+        import warehouse
+
+        return str(args.warehouse if args.warehouse is not None
+                   else warehouse.default_root()), None
+    if args.warehouse is not None:
+        raise ConfigError("--log-to logs through the service, which has its own warehouse: "
+                          "drop --warehouse")
+    key = args.api_key or os.environ.get(API_KEY_ENV)
+    if not key:
+        raise ConfigError(f"--log-to needs a write key: --api-key KEY or ${API_KEY_ENV}")
+    return str(args.log_to), key
+
+
+def print_report(report: SweepReport, root: str | Path, as_json: bool,
+                 next_step: str = "") -> None:
     """A finished sweep on stdout: the report as JSON, or its summary and where it went."""
     if as_json:
         print(json.dumps({**report.as_dict(), "warehouse": str(root)}, indent=1))

@@ -16,13 +16,14 @@ problems, digest, build date and commit).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from aicf_induct.errors import AicfError, ConfigError, DataError
 from aicf_induct.induction.pack import Pack, load_pack
+from aicf_induct.problems.preprocess import Task
 from aicf_induct.problems.problem import Problem
 
 SCORE_MEANING = ("expected normalized error of the candidate on this problem: 0 = as good "
@@ -34,10 +35,29 @@ SCORE_MEANING = ("expected normalized error of the candidate on this problem: 0 
 def featurise(dataset: str) -> tuple[Problem, dict[str, float]]:
     """The problem a name stands for and its meta-features; DataError naming the dataset
     when it cannot be loaded or featurised."""
-    from aicf_induct.problems import extract_features, load_problem
+    from aicf_induct.problems import load_problem
+
+    return _featurised(dataset, lambda: load_problem(dataset, seed=0))
+
+
+def featurise_file(path: str | Path, target: str, name: str,
+                   task: Task | None = None) -> tuple[Problem, dict[str, float]]:
+    """A CSV/Parquet file's problem (called `name`: the service's upload is a temporary file
+    whose path means nothing to its sender) and its meta-features, as `featurise` gives
+    them for `file:PATH?target=TARGET`; no option of the name grammar can ride along in
+    `target`."""
+    from aicf_induct.problems.files import file_table
+    from aicf_induct.problems.preprocess import prepare
+
+    return _featurised(name, lambda: prepare(file_table(name, path, target, task), seed=0,
+                                             policy="raise"))
+
+
+def _featurised(dataset: str, load: Callable[[], Problem]) -> tuple[Problem, dict[str, float]]:
+    from aicf_induct.problems import extract_features
 
     try:
-        problem = load_problem(dataset, seed=0)
+        problem = load()
     except AicfError:
         raise
     except FileNotFoundError as err:

@@ -19,6 +19,12 @@ Ray tasks (`engine="ray"`: a local Ray instance, or an existing cluster), all th
 of raising; or many at once in this process on its GPU (`engine="gpu"`: `sweep_gpu`,
 `workers` runs in flight), logged the same way. Ctrl-C (or SIGTERM) stops the runs in flight,
 which log their end as `interrupted`, and exits with the claims saying so.
+
+A sweep may log through the service instead (`root` a URL, `http(s)://HOST:PORT`, with a write
+key): the parent and every worker log with a `RemoteRecorder`, and the finished triples are
+read with the service's SQL, so a restarted sweep runs what is missing as it does on a local
+warehouse. Claims live in a warehouse's directory, so sweeps through a service do not split
+triples between them: run one at a time per service (or a second one on the warehouse).
 """
 
 from __future__ import annotations
@@ -42,7 +48,13 @@ from tqdm.auto import tqdm
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.space import Candidate
 from aicf_induct.induction.sweep_engines import Engine, open_engine
-from aicf_induct.induction.sweep_worker import RunLog, Task, log_failure
+from aicf_induct.induction.sweep_worker import (
+    RunLog,
+    Task,
+    is_remote,
+    log_failure,
+    open_recorder,
+)
 from aicf_induct.problems import load_problem
 from aicf_induct.runtime.trainer import TrainConfig
 from warehouse.claims import Claim, State, end_claim, try_claim
@@ -141,27 +153,57 @@ GROUP BY ALL
 """
 
 
-def finished_runs(root: str | Path, protocol: str,
-                  statuses: Sequence[str] = END_STATUSES) -> dict[Triple, Counter[str]]:
-    """Ended runs per triple under `protocol`, by status."""
+REMOTE_PAGE = 500  # rows per SQL request to the service (under its row limit)
+
+
+def finished_runs(root: str | Path, protocol: str, statuses: Sequence[str] = END_STATUSES,
+                  api_key: str | None = None) -> dict[Triple, Counter[str]]:
+    """Ended runs per triple under `protocol`, by status (`root`: a warehouse, or the
+    service's URL read with `api_key`)."""
     import warehouse
 
-    def query(conn: Any) -> dict[Triple, Counter[str]]:
-        rows = conn.execute(FINISHED_SQL, {"protocol": protocol,
-                                           "statuses": list(statuses)}).fetchall()
-        out: dict[Triple, Counter[str]] = {}
-        for p, c, s, status, n in rows:
-            out.setdefault((str(p), str(c), int(s)), Counter())[str(status)] += int(n)
-        return out
+    def query(conn: Any) -> list[tuple[Any, ...]]:
+        return list(conn.execute(FINISHED_SQL, {"protocol": protocol,
+                                                "statuses": list(statuses)}).fetchall())
 
-    return warehouse.with_retry(root, query)
+    rows = _remote_finished(str(root), api_key or "", protocol, statuses) \
+        if is_remote(root) else warehouse.with_retry(root, query)
+    out: dict[Triple, Counter[str]] = {}
+    for p, c, s, status, n in rows:
+        out.setdefault((str(p), str(c), int(s)), Counter())[str(status)] += int(n)
+    return out
 
 
-def finished_triples(root: str | Path, protocol: str,
-                     statuses: Sequence[str] = END_STATUSES) -> Counter[Triple]:
+def _remote_finished(url: str, api_key: str, protocol: str,
+                     statuses: Sequence[str]) -> list[tuple[Any, ...]]:
+    """FINISHED_SQL through the service's SQL sandbox (which binds no parameters: the
+    protocol is our own hex digest and the statuses our constants, checked here), a page
+    at a time."""
+    from aicf_induct.runtime.remote_recorder import RemoteLogError
+    from aicf_induct.runtime.remote_sql import remote_sql
+
+    if not protocol.isalnum() or not all(s.isidentifier() for s in statuses):
+        raise ConfigError(f"protocol {protocol!r} or statuses {statuses!r} cannot be sent")
+    listed = ", ".join(f"'{s}'" for s in statuses)
+    sql = FINISHED_SQL.replace("$protocol", f"'{protocol}'").replace("$statuses",
+                                                                     f"[{listed}]")
+    rows: list[tuple[Any, ...]] = []
+    while True:
+        try:
+            page = remote_sql(url, api_key, f"SELECT * FROM ({sql}) ORDER BY ALL "
+                                            f"LIMIT {REMOTE_PAGE} OFFSET {len(rows)}")
+        except RemoteLogError as err:
+            raise ConfigError(f"cannot read the sweep's finished runs: {err}") from None
+        rows += [tuple(r) for r in page]
+        if len(page) < REMOTE_PAGE:
+            return rows
+
+
+def finished_triples(root: str | Path, protocol: str, statuses: Sequence[str] = END_STATUSES,
+                     api_key: str | None = None) -> Counter[Triple]:
     """Ended runs per triple under `protocol` (more than 1: a duplicate)."""
-    return Counter({t: sum(c.values()) for t, c in finished_runs(root, protocol,
-                                                                  statuses).items()})
+    return Counter({t: sum(c.values()) for t, c in finished_runs(root, protocol, statuses,
+                                                                  api_key).items()})
 
 
 # -- the sweep -----------------------------------------------------------------------------------
@@ -183,23 +225,24 @@ def load_problems(names: Sequence[str], seed: int, recorder: Any,
     return ids, errors
 
 
-def plan(spec: SweepSpec, problem_ids: dict[str, str], root: str | Path) -> list[Task]:
+def plan(spec: SweepSpec, problem_ids: dict[str, str], root: str | Path,
+         api_key: str | None = None) -> list[Task]:
     protocol = spec.protocol
     sweep = {"sweep_id": spec.sweep_id(problem_ids.values()), "protocol": protocol}
-    return [Task(name, pid, cand, seed, spec.train, spec.budget_s, str(root), sweep)
+    return [Task(name, pid, cand, seed, spec.train, spec.budget_s, str(root), sweep, api_key)
             for name, pid in problem_ids.items() for cand in spec.candidates
             for seed in spec.seeds]
 
 
 def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: str = "local",
               retry_failed: bool = False, ray_address: str | None = None,
-              progress: bool = True, stream: TextIO | None = None) -> SweepReport:
-    """Run the triples of `spec` not finished in the warehouse at `root`; see the module
-    docstring. Local workers are spawned processes: a script that calls this must do so under
+              progress: bool = True, stream: TextIO | None = None,
+              api_key: str | None = None) -> SweepReport:
+    """Run the triples of `spec` not finished in the warehouse at `root` (or logged through
+    the service at the URL `root`, with the write key `api_key`); see the module docstring.
+    Local workers are spawned processes: a script that calls this must do so under
     `if __name__ == "__main__":`. With Ray on several machines, `root` must be a directory
-    every node sees (a shared file system)."""
-    import warehouse
-
+    every node sees (a shared file system), or the service's URL."""
     if engine not in ENGINES:
         raise ConfigError(f"unknown engine '{engine}' (valid: {', '.join(ENGINES)})")
     if workers < 1:
@@ -213,7 +256,7 @@ def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: st
                               "process)")
     out = stream or sys.stderr
     t0 = time.perf_counter()
-    parent = warehouse.open_recorder(root)
+    parent = open_recorder(root, api_key)
     try:
         with _sigterm_as_interrupt():
             ids, errors = load_problems(spec.problems, spec.seeds[0], parent,
@@ -222,14 +265,14 @@ def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: st
             if not ids:
                 raise ConfigError("no problem of the sweep could be loaded: " + "; ".join(
                     f"{k}: {v}" for k, v in errors.items()))
-            tasks = plan(spec, ids, root)
+            tasks = plan(spec, ids, root, api_key)
             done_statuses = RETRY_STATUSES if retry_failed else END_STATUSES
-            done = finished_triples(root, spec.protocol, done_statuses)
+            done = finished_triples(root, spec.protocol, done_statuses, api_key)
             todo = [t for t in tasks if t.triple not in done]
             report = SweepReport(tasks[0].sweep["sweep_id"], len(tasks), len(tasks) - len(todo),
                                  unloadable=errors)
-            claims = TripleClaims(Path(root), spec.protocol, parent.writer.writer_id,
-                                  done_statuses)
+            claims: TripleClaims | NoClaims = NoClaims() if is_remote(root) else TripleClaims(
+                Path(root), spec.protocol, parent.writer.writer_id, done_statuses)
             bar = tqdm(total=len(tasks), initial=report.skipped, unit="run", desc="sweep",
                        disable=not progress, file=out, smoothing=0.05)
             try:
@@ -241,6 +284,17 @@ def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: st
         return report
     finally:
         parent.close()
+
+
+class NoClaims:
+    """A sweep through the service claims nothing (claims are files in a warehouse): every
+    triple it did not find finished is its own."""
+
+    def take(self, task: Task) -> tuple[State, Claim | None]:
+        return State.CLAIMED, None
+
+    def end(self, claim: Claim | None, status: str) -> None:
+        pass
 
 
 class TripleClaims:
@@ -263,18 +317,22 @@ class TripleClaims:
                 return State.DONE, None
         return state, claim
 
+    def end(self, claim: Claim | None, status: str) -> None:
+        if claim is not None:
+            end_claim(claim, status)
 
-def dispatch(todo: Sequence[Task], eng: Engine, claims: TripleClaims, parent: Any,
+
+def dispatch(todo: Sequence[Task], eng: Engine, claims: TripleClaims | NoClaims, parent: Any,
              report: SweepReport, bar: Any) -> None:
     """Claim each triple just before it runs, keep the engine full, end each claim with its
     run's status. A triple another live sweep holds is left to it (looked at again at the
     end, in case that sweep died meanwhile)."""
     queue, held, second_look = deque(todo), [], False
-    inflight: dict[Triple, Claim] = {}
+    inflight: dict[Triple, Claim | None] = {}
     crashes: Counter[Triple] = Counter()
 
     def finish(task: Task, status: str) -> None:
-        end_claim(inflight.pop(task.triple), status)
+        claims.end(inflight.pop(task.triple), status)
         report.statuses[status] += 1
         bar.update(1)
         bar.set_postfix(failed=report.failed, refresh=False)
@@ -284,7 +342,7 @@ def dispatch(todo: Sequence[Task], eng: Engine, claims: TripleClaims, parent: An
             while queue and len(inflight) < eng.capacity:
                 task = queue.popleft()
                 state, claim = claims.take(task)
-                if claim is not None:
+                if state is State.CLAIMED:
                     inflight[task.triple] = claim
                     eng.submit(task)
                 elif state is State.HELD:
@@ -313,7 +371,7 @@ def dispatch(todo: Sequence[Task], eng: Engine, claims: TripleClaims, parent: An
         # then say so in their claims: the next sweep takes them over
         eng.interrupt()
         for claim in inflight.values():
-            end_claim(claim, "interrupted")
+            claims.end(claim, "interrupted")
         raise
     report.held = len(held)
 

@@ -37,6 +37,7 @@ from aicf_induct.induction.sweep_worker import (
     log_failure,
     process_recorder,
     run_extra,
+    tuning_store,
 )
 from aicf_induct.problems import load_problem
 from aicf_induct.problems.problem import Problem
@@ -87,7 +88,7 @@ class GpuEngine:
     def submit(self, task: Task) -> None:
         """Start the triple's run and queue its first epoch, or, when its problem is not
         loaded yet, have a helper process load it and start the run once it is."""
-        self._recorder = self._recorder or process_recorder(task.root)
+        self._recorder = self._recorder or process_recorder(task.root, task.api_key)
         key = (task.problem, task.seed)
         if key not in self._problems and key not in self._loading:
             if self._pool is None:
@@ -207,7 +208,6 @@ class GpuEngine:
     def _start(self, task: Task, log: RunLog, run_id: str) -> Any:
         from aicf_induct.runtime.many import model_run
         from aicf_induct.runtime.trainer import Trainer
-        from warehouse.tuning_store import WarehouseTuningStore
 
         loaded = self._problems[(task.problem, task.seed)]
         if isinstance(loaded, BaseException):
@@ -221,7 +221,7 @@ class GpuEngine:
         # shape's step body is timed once in this process, its choice shared by every run
         trainer = Trainer(problem, graph, task.config(), recorder=log, origin=ORIGIN,
                           run_id=run_id, extra_config=run_extra(task),
-                          tuning=WarehouseTuningStore(task.root))
+                          tuning=tuning_store(task.root))
         if trainer.backend.is_gpu and data is None:
             from aicf_induct.runtime.epoch_gpu import DeviceData
 

@@ -19,8 +19,10 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NoReturn
 
+from aicf_induct.errors import ConfigError
 from aicf_induct.induction.space import Candidate
 from aicf_induct.problems import load_problem
 from aicf_induct.problems.problem import Problem
@@ -43,8 +45,9 @@ class Task:
     seed: int
     train: TrainConfig  # epochs, patience, schedule, ...; the candidate's recipe overrides
     budget_s: float  # wall-clock budget of the run; 0: none
-    root: str  # warehouse directory
+    root: str  # warehouse directory, or the service's URL
     sweep: dict[str, Any] = field(default_factory=dict)  # sweep_id, protocol
+    api_key: str | None = field(default=None, repr=False)  # write key, with a URL root
 
     @property
     def triple(self) -> tuple[str, str, int]:
@@ -92,19 +95,39 @@ class RunLog(FanoutRecorder):
         pass
 
 
+def is_remote(root: str | Path) -> bool:
+    """Whether a sweep's `root` is the service's URL rather than a warehouse directory."""
+    return str(root).startswith(("http://", "https://"))
+
+
+def open_recorder(root: str | Path, api_key: str | None = None) -> Any:
+    """The recorder a sweep process logs with: the warehouse's, or the service's at a URL."""
+    if not is_remote(root):
+        import warehouse
+
+        return warehouse.open_recorder(root)
+    from aicf_induct.runtime.remote_recorder import RemoteLogError, RemoteRecorder
+
+    if not api_key:
+        raise ConfigError(f"logging through {root} needs a write key")
+    try:
+        return RemoteRecorder(str(root), api_key)
+    except RemoteLogError as err:
+        raise ConfigError(str(err)) from None
+
+
 # -- per-process state ---------------------------------------------------------------------------
 _RECORDERS: dict[str, Any] = {}
 
 
-def process_recorder(root: str) -> Any:
-    """This process's WarehouseRecorder for `root`, opened once and closed at exit."""
+def process_recorder(root: str, api_key: str | None = None) -> Any:
+    """This process's recorder for `root` (a WarehouseRecorder, or a RemoteRecorder for the
+    service's URL), opened once and closed at exit."""
     rec = _RECORDERS.get(root)
     if rec is None:
         import multiprocessing.util
 
-        import warehouse
-
-        rec = _RECORDERS[root] = warehouse.open_recorder(root)
+        rec = _RECORDERS[root] = open_recorder(root, api_key)
         # multiprocessing children skip atexit; their finalizers still run
         multiprocessing.util.Finalize(rec, rec.close, exitpriority=10)
     return rec
@@ -206,7 +229,7 @@ def _exit_now() -> NoReturn:
 def run_task(task: Task) -> Outcome:
     """Train one triple and log it; every failure becomes a logged `failed` run."""
     t0 = time.perf_counter()
-    rec = process_recorder(task.root)
+    rec = process_recorder(task.root, task.api_key)
     log = RunLog(rec)
     run_id = uuid.uuid4().hex
     kind = ""  # the problem's task, once it is loaded
@@ -217,11 +240,9 @@ def run_task(task: Task) -> Outcome:
             raise RuntimeError(f"problem '{task.problem}' changed: id {problem.problem_id}, "
                                f"the sweep planned {task.problem_id}")
         graph = task.candidate.graph(problem.n_features, problem.n_outputs)
-        from warehouse.tuning_store import WarehouseTuningStore
-
         trainer = Trainer(problem, graph, task.config(), recorder=log, origin=ORIGIN,
                           run_id=run_id, extra_config=run_extra(task),
-                          tuning=WarehouseTuningStore(task.root))
+                          tuning=tuning_store(task.root))
         trainer.fit()
     except Exception as err:
         log_failure(log, task, f"{type(err).__name__}: {err}", run_id, kind,
@@ -235,6 +256,15 @@ def run_task(task: Task) -> Outcome:
     end = log.end
     assert end is not None
     return Outcome(task.triple, end.status, run_id, time.perf_counter() - t0, end.error)
+
+
+def tuning_store(root: str) -> Any:
+    """The GPU autotuner's store: the warehouse's (none for a sweep through the service)."""
+    if is_remote(root):
+        return None
+    from warehouse.tuning_store import WarehouseTuningStore
+
+    return WarehouseTuningStore(root)
 
 
 def run_extra(task: Task) -> dict[str, Any]:

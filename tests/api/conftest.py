@@ -49,6 +49,7 @@ class Server:
     runs: dict[str, dict]  # run_id -> the train command's JSON
     write_key: str
     read_key: str
+    pack: Path | None = None  # the knowledge pack it proposes from
 
     def client(self, key: str | None = None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -141,9 +142,22 @@ def warehouse_root(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict
 
 
 @pytest.fixture(scope="session")
-def server(warehouse_root: tuple[Path, dict[str, dict]]) -> Iterator[Server]:
+def pack_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small real knowledge pack: the induction tests' tiny corpus (a real sweep), packed
+    by `aicf-induct induce fit`."""
+    from tests.induction.helpers import build_tiny_corpus
+
+    root = build_tiny_corpus(tmp_path_factory.mktemp("corpus") / "wh")
+    out = root.parent / "pack.parquet"
+    cli("induce", "fit", "--warehouse", str(root), "--min-problems", "2", "--bootstrap", "200",
+        "--no-write", "--quiet", "-o", str(out))
+    return out
+
+
+@pytest.fixture(scope="session")
+def server(warehouse_root: tuple[Path, dict[str, dict]], pack_path: Path) -> Iterator[Server]:
     root, runs = warehouse_root
     write_key = cli("keys", "create", "--scope", "write", "--warehouse", str(root)).strip()
     read_key = cli("keys", "create", "--scope", "read", "--warehouse", str(root)).strip()
-    with serve(root) as url:
-        yield Server(url, root, runs, write_key, read_key)
+    with serve(root, "--pack", str(pack_path)) as url:
+        yield Server(url, root, runs, write_key, read_key, pack_path)

@@ -1,6 +1,7 @@
-"""docs/service.md's examples are tested: every `$ curl ...` line in its console blocks is
-parsed and sent (as the equivalent httpx request) to the live server, and the answer must
-have the documented status and the documented fields."""
+"""docs/service.md's examples (and those of the README's service section) are tested: every
+`$ curl ...` line in their console blocks is parsed and sent (as the equivalent httpx request)
+to the live server, and the answer must have the documented status and the documented
+fields."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 from tests.api.conftest import REPO, Server, cli, serve
 
 DOC = REPO / "docs" / "service.md"
+README = REPO / "README.md"  # its service section has examples too
 DOC_URL = "http://127.0.0.1:8000"
 
 
@@ -51,6 +53,8 @@ def to_request(command: str, base: str, env: dict[str, str]) -> httpx.Request:
     args = shlex.split(command)
     assert args[0] == "curl"
     method, headers, data, url = None, {}, None, None
+    fields: dict[str, str] = {}
+    files: dict[str, tuple[str, bytes]] = {}
     it = iter(args[1:])
     for a in it:
         if a in ("-s", "-i"):
@@ -62,11 +66,20 @@ def to_request(command: str, base: str, env: dict[str, str]) -> httpx.Request:
             headers[k.strip()] = v.strip()
         elif a == "-d":
             data = next(it).encode()
+        elif a == "-F":  # multipart: name=value, or name=@path (from the repository root)
+            k, _, v = next(it).partition("=")
+            if v.startswith("@"):
+                files[k] = (Path(v[1:]).name, (REPO / v[1:]).read_bytes())
+            else:
+                fields[k] = v
         elif a.startswith("http"):
             url = a.replace(DOC_URL, base)
         else:
             raise AssertionError(f"curl option {a!r} not understood by this test")
     assert url is not None, command
+    if files or fields:
+        return httpx.Request(method or "POST", url, headers=headers, files=files or None,
+                             data=fields)
     return httpx.Request(method or ("POST" if data is not None else "GET"), url,
                          headers=headers, content=data)
 
@@ -90,7 +103,7 @@ def test_the_doc_has_examples_for_every_route() -> None:
     text = " ".join(e.command for e in examples())
     for route in ("/v1/health", "/v1/runs?", "/v1/runs/$RUN_ID", "/steps", "/v1/reports ",
                   "/v1/reports/leaderboard", "/v1/sql", "/v1/ingest/runs ", "/v1/ingest/batches",
-                  "/end "):
+                  "/end ", "/v1/proposals -d", "/v1/proposals -F", "/v1/proposals/features"):
         assert route in text + " ", route
 
 
@@ -104,7 +117,8 @@ def ingest_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield Server(url, root, {}, write_key, read_key)
 
 
-@pytest.mark.parametrize("example", examples(), ids=lambda e: e.command[8:70])
+@pytest.mark.parametrize("example", examples() + examples(README),
+                         ids=lambda e: e.command[8:70])
 def test_doc_example(request: pytest.FixtureRequest, example: Example) -> None:
     ingest = "/v1/ingest/" in example.command
     server: Server = request.getfixturevalue("ingest_server" if ingest else "server")

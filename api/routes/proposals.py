@@ -1,0 +1,237 @@
+"""Proposals: ranked structures for a problem named, given by its meta-features, or uploaded
+(multipart: `file`, `target`), as `aicf-induct propose --json` prints them.
+
+The route reads its body itself: a JSON body up to `max_body_bytes`, an upload up to
+`max_upload_bytes`, both counted as they arrive (`api.upload`), the upload spooled to a
+temporary directory that is gone when the answer is."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, BinaryIO, TypeVar
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from pydantic import BaseModel, ValidationError
+
+from api.deps import ReadAccess, SettingsDep
+from api.errors import ApiProblem
+from api.middleware import BodyTooLarge
+from api.proposing import BadRequest, PackMissing, Proposals
+from api.schemas.proposals import (
+    DatasetProposalRequest,
+    FeatureNames,
+    FeaturesProposalRequest,
+    Proposal,
+    UploadProposalRequest,
+)
+from api.upload import FormError, boundary_of, copy_part, form_parts, read_part, spool
+
+router = APIRouter(tags=["proposals"])
+
+T = TypeVar("T")
+SLOT_WAIT_S = 1.0  # a proposal that computes waits this long for a slot, then 429
+FIELD_BYTES = 1024  # the upload's text fields (target, task, top)
+SUFFIXES = {".csv": ".csv", ".tsv": ".tsv", ".txt": ".csv", ".parquet": ".parquet",
+            ".pq": ".parquet"}
+JSON = "application/json"
+
+
+async def get_proposals(request: Request) -> Proposals:
+    props: Proposals = request.app.state.proposals
+    return props
+
+
+ProposalsDep = Annotated[Proposals, Depends(get_proposals)]
+
+
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    return model.model_json_schema(ref_template="#/components/schemas/{model}")
+
+
+BODY = {"requestBody": {"required": True, "content": {
+    JSON: {"schema": {"oneOf": [_schema(DatasetProposalRequest),
+                                _schema(FeaturesProposalRequest)]}},
+    "multipart/form-data": {"schema": _schema(UploadProposalRequest)}}}}
+
+
+@router.post("/proposals", response_model=Proposal, openapi_extra=BODY)
+async def propose(request: Request, _: ReadAccess, props: ProposalsDep,
+                  settings: SettingsDep) -> Response:
+    """Ranked structures for a problem: `{"dataset": "wine"}`, `{"features": {...}}`, or a
+    multipart upload of a CSV/Parquet file with its `target` column. Any body that is not
+    multipart is read as JSON (`curl -d` labels it form-urlencoded)."""
+    kind = request.headers.get("content-type", JSON).split(";")[0].strip().lower()
+    if kind == "multipart/form-data":
+        return await _upload(request, props, settings.max_upload_bytes)
+    body = await _json_body(request, settings.max_body_bytes)
+    if "features" in body:
+        freq = _parse(FeaturesProposalRequest, body)
+        answer = await _compute(props, lambda: props.for_features(freq.features, freq.top))
+        return _response(answer)
+    req = _parse(DatasetProposalRequest, body)
+    cached = props.cached(req.dataset, req.top)
+    if cached is None:
+        cached = await _once(props, (req.dataset, req.top))
+    return Response(cached, media_type=JSON)
+
+
+async def _once(props: Proposals, key: tuple[str, int]) -> bytes:
+    """The answer for a known problem, computed by the first request that asks; the
+    requests that ask meanwhile wait for it (not one computation each)."""
+    waiting = props.computing.get(key)
+    if waiting is not None:
+        return await asyncio.shield(waiting)
+    fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+    props.computing[key] = fut
+    try:
+        answer = await _compute(props, lambda: props.for_dataset(*key))
+        body = _json(answer)
+        props.remember(*key, body)
+        fut.set_result(body)
+        return body
+    except BaseException as err:
+        fut.set_exception(err)
+        fut.exception()  # retrieved: no warning when nobody else waited
+        raise
+    finally:
+        del props.computing[key]
+
+
+@router.get("/proposals/features")
+def feature_names(_: ReadAccess, props: ProposalsDep) -> FeatureNames:
+    """The meta-features the pack's model reads (the keys `features` may use)."""
+    return FeatureNames(features=_call(props.feature_names))
+
+
+def _json(answer: dict[str, Any]) -> bytes:
+    """The answer checked against the documented schema, as JSON; unset fields (a features
+    answer's empty `dataset`) stay out, so the JSON is the library's."""
+    return Proposal.model_validate(answer).model_dump_json(exclude_unset=True).encode()
+
+
+def _response(answer: dict[str, Any]) -> Response:
+    return Response(_json(answer), media_type=JSON)
+
+
+async def _json_body(request: Request, limit: int) -> dict[str, Any]:
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > limit:
+            raise BodyTooLarge(limit)
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ApiProblem(400, "invalid-body", f"the request body is not JSON ({err})",
+                         field="body") from None
+    if not isinstance(body, dict):
+        raise ApiProblem(422, "invalid-input", "the body must be a JSON object", field="body")
+    return body
+
+
+def _parse(model: type[T], data: Any) -> T:
+    try:
+        return model.model_validate(data)  # type: ignore[attr-defined]
+    except ValidationError as err:
+        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])}
+                                      for e in err.errors(include_url=False)]) from None
+
+
+def _call(fn: Callable[[], T]) -> T:
+    """`fn()` with the proposal errors as problems."""
+    try:
+        return fn()
+    except PackMissing as err:
+        raise ApiProblem(503, "no-pack", f"proposals are not available: {err}") from None
+    except BadRequest as err:
+        raise ApiProblem(422, "invalid-input", str(err), field=err.field) from None
+
+
+async def _compute(props: Proposals, fn: Callable[[], T]) -> T:
+    """`fn()` in the thread pool, holding one of the proposal slots (429 when none frees)."""
+    def work() -> T:
+        if not props.slots.acquire(timeout=SLOT_WAIT_S):
+            raise ApiProblem(429, "proposals-busy", "too many proposals being computed; "
+                             "retry shortly", headers={"Retry-After": "1"})
+        try:
+            return _call(fn)
+        finally:
+            props.slots.release()
+
+    return await run_in_threadpool(work)
+
+
+# -- uploads -------------------------------------------------------------------------------------
+async def _upload(request: Request, props: Proposals, limit: int) -> Response:
+    boundary = _form(lambda: boundary_of(request.headers["content-type"]))
+    with tempfile.TemporaryDirectory(prefix="aicf-upload-") as tmp:
+        body_path = Path(tmp) / "body"
+        with body_path.open("w+b") as body:
+            await spool(request.stream(), body, limit)
+            form = await run_in_threadpool(_form, lambda: _read_form(body, boundary, tmp))
+        answer = await _compute(props, lambda: props.for_file(
+            form.path, form.target, form.name, form.task, form.top))
+    return _response(answer)
+
+
+class _Form:
+    def __init__(self, path: Path, name: str, target: str, task: Any, top: int) -> None:
+        self.path, self.name, self.target, self.task, self.top = path, name, target, task, top
+
+
+def _read_form(body: BinaryIO, boundary: bytes, tmp: str) -> _Form:
+    parts = form_parts(body, boundary)
+    by_name: dict[str, Any] = {}
+    for part in parts:
+        if part.name in by_name:
+            raise FormError("given twice", f"body.{part.name}")
+        if part.name not in UploadProposalRequest.model_fields:
+            raise FormError("unknown field (fields: file, target, task, top)",
+                            f"body.{part.name}")
+        by_name[part.name] = part
+    if "file" not in by_name:
+        raise FormError("missing: the table to propose for (a CSV or Parquet file)",
+                        "body.file")
+    fields = {k: read_part(body, p, FIELD_BYTES) for k, p in by_name.items() if k != "file"}
+    req = _parse(UploadProposalRequest, {"file": b"", **fields})
+    file = by_name["file"]
+    if file.end == file.start:
+        raise FormError("the uploaded file is empty", "body.file")
+    name = _file_name(file.filename)
+    path = Path(tmp) / f"upload{_suffix(body, file)}"
+    with path.open("wb") as dest:
+        copy_part(body, file, dest)
+    return _Form(path, name, req.target, req.task, req.top)
+
+
+def _file_name(filename: str | None) -> str:
+    """What the answer calls the upload: the sender's file name, without any directory."""
+    base = os.path.basename((filename or "").replace("\\", "/"))
+    clean = "".join(c for c in base if c.isprintable())[:100]
+    return clean or "upload"
+
+
+def _suffix(body: BinaryIO, part: Any) -> str:
+    """The reader to use: from the file name's extension, else Parquet by its magic bytes,
+    else CSV. Nothing of the sender's name reaches the path but one of these suffixes."""
+    ext = os.path.splitext(part.filename or "")[1].lower()
+    if ext in SUFFIXES:
+        return SUFFIXES[ext]
+    body.seek(part.start)
+    return ".parquet" if body.read(4) == b"PAR1" else ".csv"
+
+
+def _form(fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except FormError as err:
+        raise ApiProblem(422, "invalid-upload", str(err), field=err.field) from None
+

@@ -1,0 +1,135 @@
+"""Request bodies spooled to a temporary file, counted as they arrive, and multipart/form-data
+split from that file (RFC 7578): a table upload never sits in memory whole, and nothing
+trusts Content-Length.
+
+`spool` writes the body; `form_parts` finds the parts in it (offsets into the file, through
+mmap); `copy_part` writes one part's bytes to a file of its own.
+"""
+
+from __future__ import annotations
+
+import mmap
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from email.message import Message
+from typing import BinaryIO
+
+from api.middleware import BodyTooLarge
+
+MAX_PARTS = 16
+MAX_HEADER_BYTES = 16 << 10  # one part's header block
+_BOUNDARY = re.compile(r"^[0-9A-Za-z'()+_,\-./:=? ]{1,70}$")  # RFC 2046 bchars
+
+
+class FormError(Exception):
+    """A multipart body that cannot be read; `field` names the part when there is one."""
+
+    def __init__(self, message: str, field: str = "body") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str
+    filename: str | None
+    start: int  # offsets of the content in the spooled body
+    end: int
+
+
+async def spool(chunks: AsyncIterator[bytes], dest: BinaryIO, limit: int) -> int:
+    """Write the body to `dest`; BodyTooLarge (413) past `limit` bytes. Returns its size."""
+    size = 0
+    async for chunk in chunks:
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(limit)
+        dest.write(chunk)
+    dest.flush()
+    return size
+
+
+def boundary_of(content_type: str) -> bytes:
+    msg = Message()
+    msg["content-type"] = content_type
+    value = msg.get_param("boundary")
+    if not isinstance(value, str) or not _BOUNDARY.match(value):
+        raise FormError("multipart/form-data without a valid boundary parameter",
+                        "header.Content-Type")
+    return value.encode("ascii")
+
+
+def form_parts(f: BinaryIO, boundary: bytes) -> list[Part]:
+    """The parts of a multipart body in `f`, in order."""
+    f.seek(0, 2)
+    if f.tell() == 0:
+        raise FormError("the multipart body is empty")
+    with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        return _split(buf, b"--" + boundary)
+
+
+def _split(buf: mmap.mmap, delim: bytes) -> list[Part]:
+    if buf[:len(delim)] == delim:
+        pos = 0
+    else:  # a preamble comes first
+        pos = buf.find(b"\r\n" + delim)
+        if pos < 0:
+            raise FormError("the body holds no multipart boundary")
+        pos += 2
+    parts: list[Part] = []
+    while True:
+        pos += len(delim)
+        if buf[pos:pos + 2] == b"--":
+            return parts
+        eol = buf.find(b"\r\n", pos)
+        if eol < 0 or buf[pos:eol].strip(b" \t"):
+            raise FormError("malformed multipart boundary line")
+        head_end = eol if buf[eol + 2:eol + 4] == b"\r\n" else buf.find(b"\r\n\r\n", eol + 2)
+        if head_end < 0 or head_end - eol > MAX_HEADER_BYTES:
+            raise FormError("a multipart part's headers do not end (or are too long)")
+        start = head_end + 4
+        end = buf.find(b"\r\n" + delim, start)
+        if end < 0:
+            raise FormError("the multipart body ends inside a part (no closing boundary)")
+        parts.append(_part(buf[eol + 2:head_end], start, end))
+        if len(parts) > MAX_PARTS:
+            raise FormError(f"more than {MAX_PARTS} multipart parts")
+        pos = end + 2
+
+
+def _part(head: bytes, start: int, end: int) -> Part:
+    msg = Message()
+    for line in head.decode("utf-8", "replace").split("\r\n"):
+        key, sep, value = line.partition(":")
+        if not sep:
+            raise FormError(f"malformed multipart header line {line[:80]!r}")
+        msg[key.strip()] = value.strip()
+    if msg.get_content_disposition() != "form-data":
+        raise FormError("a multipart part is not form-data (Content-Disposition)")
+    name = msg.get_param("name", header="content-disposition")
+    if not isinstance(name, str) or not name:
+        raise FormError("a multipart part has no name")
+    filename = msg.get_filename()
+    return Part(name, filename, start, end)
+
+
+def read_part(f: BinaryIO, part: Part, limit: int) -> str:
+    """A small text field's value (UTF-8)."""
+    if part.end - part.start > limit:
+        raise FormError(f"longer than {limit} bytes", f"body.{part.name}")
+    f.seek(part.start)
+    try:
+        return f.read(part.end - part.start).decode("utf-8")
+    except UnicodeDecodeError:
+        raise FormError("not UTF-8 text", f"body.{part.name}") from None
+
+
+def copy_part(f: BinaryIO, part: Part, dest: BinaryIO, chunk: int = 1 << 20) -> None:
+    f.seek(part.start)
+    left = part.end - part.start
+    while left > 0:
+        data = f.read(min(chunk, left))
+        dest.write(data)
+        left -= len(data)
+    dest.flush()

@@ -1,0 +1,196 @@
+"""POST /v1/proposals through the real server, against a small real pack: the answer is what
+`aicf-induct propose --json` prints, for a known problem, for its meta-features and for an
+uploaded CSV or Parquet file; bad requests are 4xx naming the field; no pack is a 503."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pandas as pd
+import pytest
+
+from aicf_induct.induction.proposals import featurise
+from api.app import create_app
+from api.settings import Settings
+from tests.api.conftest import REPO, Server, cli, serve_in_thread
+from tests.api.test_service import problem
+
+MOONS = REPO / "docs" / "data" / "moons.csv"
+
+
+def propose_cli(pack: Path, dataset: str, top: int) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads(cli("propose", "--dataset", dataset, "--top", str(top),
+                                         "--pack", str(pack), "--json"))
+    return out
+
+
+def ranking(answer: dict[str, Any]) -> dict[str, Any]:
+    """What does not depend on how the problem was named."""
+    return {k: answer[k] for k in ("level", "score", "candidates", "neighbors", "pack")}
+
+
+def test_a_known_problem_gets_what_propose_json_prints(server: Server) -> None:
+    assert server.pack is not None
+    with server.client() as c:
+        r = c.post("/v1/proposals", json={"dataset": "wine", "top": 3})
+        again = c.post("/v1/proposals", json={"dataset": "wine", "top": 3})  # from the cache
+        curl_style = c.post("/v1/proposals", content=b'{"dataset": "wine", "top": 3}',
+                            headers={"content-type": "application/x-www-form-urlencoded"})
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "application/json"
+    assert r.json() == propose_cli(server.pack, "wine", 3)
+    assert again.content == r.content and curl_style.content == r.content
+    assert [c["rank"] for c in r.json()["candidates"]] == [1, 2, 3]
+    assert all(c["ir"]["format"] == "aicf.ir/1" and c["fingerprint"]
+               for c in r.json()["candidates"])
+
+
+def test_meta_features_get_the_same_ranking(server: Server) -> None:
+    _, features = featurise("wine")
+    with server.client() as c:
+        r = c.post("/v1/proposals", json={"features": features, "top": 2})
+        names = c.get("/v1/proposals/features").json()["features"]
+    assert r.status_code == 200, r.text
+    body = r.json()
+    want = propose_cli(server.pack, "wine", 2)  # type: ignore[arg-type]
+    assert body["dataset"] == {}
+    # without the problem's sizes there is no IR: the rest is the same
+    strip = [{**c, "ir": None, "fingerprint": None} for c in want["candidates"]]
+    assert body["candidates"] == strip
+    assert ranking({**body, "candidates": strip}) == ranking({**want, "candidates": strip})
+    assert set(features) <= set(names)  # the model also reads the regression features
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_an_upload_gets_what_propose_prints_for_the_file(server: Server, fmt: str,
+                                                         tmp_path: Path) -> None:
+    path = MOONS
+    if fmt == "parquet":
+        path = tmp_path / "moons.parquet"
+        pd.read_csv(MOONS).to_parquet(path)
+    with server.client() as c, path.open("rb") as f:
+        r = c.post("/v1/proposals", files={"file": (path.name, f)},
+                   data={"target": "y", "top": "2"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    want = propose_cli(server.pack, f"file:{path}?target=y", 2)  # type: ignore[arg-type]
+    assert body["dataset"] == {**want["dataset"], "name": path.name}
+    assert ranking(body) == ranking(want)
+
+
+def _upload(c: httpx.Client, files: Any = None, **data: str) -> httpx.Response:
+    return c.post("/v1/proposals", files=files, data=data)
+
+
+def test_bad_uploads_are_422_naming_the_field(server: Server) -> None:
+    csv = MOONS.read_bytes()
+    with server.client() as c:
+        problem(c.post("/v1/proposals", files={"target": (None, "y")}), 422, "body.file")
+        problem(_upload(c, {"file": ("m.csv", csv)}), 422, "body.target")
+        body = problem(_upload(c, {"file": ("m.csv", csv)}, target="nope"), 422, "body.target")
+        assert "m.csv" in body["detail"] and "/tmp" not in body["detail"]
+        problem(_upload(c, {"file": ("m.csv", b"")}, target="y"), 422, "body.file")
+        problem(_upload(c, {"file": ("m.csv", b"\x00\xff garbage")}, target="y"), 422,
+                "body.file")
+        problem(_upload(c, {"file": ("m.parquet", b"PAR1 not really")}, target="y"), 422,
+                "body.file")
+        problem(_upload(c, {"file": ("m.csv", csv)}, target="y", top="0"), 422, "body.top")
+        problem(_upload(c, {"file": ("m.csv", csv)}, target="y", task="clustering"), 422,
+                "body.task")
+        problem(_upload(c, {"file": ("m.csv", csv)}, target="y", colour="red"), 422,
+                "body.colour")
+        # an option smuggled in the target is a column name, not an option of the grammar
+        problem(_upload(c, {"file": ("m.csv", csv)}, target="y&drop=x1"), 422, "body.target")
+        twice = c.post("/v1/proposals", files=[("file", ("a.csv", csv)),
+                                               ("file", ("b.csv", csv))], data={"target": "y"})
+        problem(twice, 422, "body.file")
+        broken = c.post("/v1/proposals", content=b"--xyz\r\nno end",
+                        headers={"content-type": "multipart/form-data; boundary=xyz"})
+        problem(broken, 422, "body")
+        problem(c.post("/v1/proposals", content=b"x",
+                       headers={"content-type": "multipart/form-data"}), 422,
+                "header.Content-Type")
+
+
+def test_bad_json_requests_are_4xx_naming_the_field(server: Server) -> None:
+    with server.client() as c:
+        problem(c.post("/v1/proposals", json={}), 422, "body.dataset")
+        problem(c.post("/v1/proposals", json={"dataset": "wine", "top": 0}), 422, "body.top")
+        problem(c.post("/v1/proposals", json={"dataset": "wine", "features": {"x": 1}}), 422,
+                "body.dataset")
+        problem(c.post("/v1/proposals", json={"dataset": "no_such_set"}), 422, "body.dataset")
+        problem(c.post("/v1/proposals", json={"dataset": "file:/etc/passwd?target=x"}), 422,
+                "body.dataset")
+        problem(c.post("/v1/proposals", json={"dataset": "synthetic:moons?n=9000000"}), 422,
+                "body.dataset")
+        problem(c.post("/v1/proposals", json={"features": {}}), 422, "body.features")
+        problem(c.post("/v1/proposals", json={"features": {"bogus": 1.0}}), 422,
+                "body.features.bogus")
+        problem(c.post("/v1/proposals", json={"features": {"simple.n_rows": "many"}}), 422,
+                "body.features.simple.n_rows")
+        problem(c.post("/v1/proposals", content=b"{not json"), 400, "body")
+        problem(c.post("/v1/proposals", json=[1]), 422, "body")
+
+
+def test_uploads_are_capped_on_the_stream(pack_path: Path, tmp_path: Path) -> None:
+    app = create_app(Settings(warehouse=tmp_path / "wh", pack=pack_path,
+                              max_upload_bytes=2048))
+    csv = MOONS.read_bytes()
+    assert len(csv) > 2048
+    head = b"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"m.csv\"\r\n\r\n"
+
+    def chunks() -> Any:  # no Content-Length: the server counts what arrives
+        yield head
+        for i in range(0, len(csv), 512):
+            yield csv[i:i + 512]
+        yield b"\r\n--b--\r\n"
+
+    with serve_in_thread(app) as c:
+        body = problem(c.post("/v1/proposals", content=chunks(),
+                              headers={"content-type": "multipart/form-data; boundary=b"}),
+                       413)
+        assert body["type"].endswith("body-too-large")
+        small = io.BytesIO(csv[:1500].rsplit(b"\n", 1)[0] + b"\n")
+        ok = c.post("/v1/proposals", files={"file": ("m.csv", small)}, data={"target": "y"})
+        assert ok.status_code == 200, ok.text
+
+
+def test_no_pack_is_a_503_saying_so(tmp_path: Path) -> None:
+    app = create_app(Settings(warehouse=tmp_path / "wh", pack=tmp_path / "none.parquet"))
+    with serve_in_thread(app) as c:
+        body = problem(c.post("/v1/proposals", json={"dataset": "wine"}), 503)
+        assert body["type"].endswith("no-pack") and "none.parquet" in body["detail"]
+        problem(c.get("/v1/proposals/features"), 503)
+        assert c.get("/v1/health").status_code == 200  # the rest of the service works
+
+
+def test_concurrent_clients_get_one_answer(server: Server) -> None:
+    answers: list[bytes] = []
+
+    def ask() -> None:
+        with server.client() as c:
+            r = c.post("/v1/proposals", json={"dataset": "iris", "top": 4})
+            assert r.status_code == 200, r.text
+            answers.append(r.content)
+
+    threads = [threading.Thread(target=ask) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(answers) == 16 and len(set(answers)) == 1
+
+
+def test_serve_refuses_a_pack_that_is_not_there(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from aicf_induct.cli.main import main
+
+    assert main(["serve", "--warehouse", str(tmp_path / "wh"), "--pack",
+                 str(tmp_path / "none.parquet")]) == 2
+    err = capsys.readouterr().err
+    assert "--pack: no knowledge pack at" in err and "Traceback" not in err
