@@ -67,6 +67,7 @@ class Pack:
     metamodel: dict[str, Any]  # MetaModel.export() of the model fitted on `table`
     provenance: dict[str, Any] = field(default_factory=dict)  # the JSON beside it
     path: Path | None = None
+    _digest: str = field(default="", repr=False, compare=False)
 
     @property
     def problems(self) -> list[str]:
@@ -83,7 +84,14 @@ class Pack:
         return restored_miner(self.correlations, self.rules, self.header.get("miner", {}))
 
     def digest(self) -> str:
-        """Hash of the pack's content (its tables and header)."""
+        """Hash of the pack's content (its tables, header and model); computed once (a pack
+        is not changed once built or loaded, and hashing the model's trees takes tens of ms
+        that every proposal would pay)."""
+        if not self._digest:
+            self._digest = self._hash()
+        return self._digest
+
+    def _hash(self) -> str:
         h = hashlib.sha256(json.dumps(self.header, sort_keys=True).encode())
         h.update(json.dumps(self.metamodel, sort_keys=True).encode())
         for df in (self.table, self.rules, self.correlations):
