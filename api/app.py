@@ -13,7 +13,7 @@ from aicf_induct import __version__
 from api import errors
 from api.deps import Warehouse, read_bearer
 from api.middleware import BodyLimit
-from api.routes import health, ingest, reports, runs, sql
+from api.routes import health, ingest, reports, rewrites, runs, sql
 from api.settings import Settings
 from warehouse.ingest import recover
 from warehouse.keys import KeyStore
@@ -40,7 +40,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.warehouse = Warehouse(settings.warehouse, settings.sql_concurrency)
     app.state.keys = KeyStore(settings.key_path())
-    for module in (health, runs, reports, sql, ingest):
+    for module in (health, runs, reports, sql, ingest, rewrites):
         app.include_router(module.router, prefix="/v1")
     errors.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes,

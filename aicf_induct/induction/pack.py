@@ -5,7 +5,11 @@ candidate: the meta-dataset's id columns, the mean of every score column and `*_
 standard deviation over seeds (a diverged run's infinite error left out; normalized errors
 are always finite), `n_seeds`, the problem's meta-features `f.*` and the
 candidate's patterns `p.*`), and, in the Parquet file's key-value metadata, the mined
-`rules` and `correlations` tables (JSON) and the format and library versions. It holds the
+`rules` and `correlations` tables (JSON), the learned rewrite proposer's aggregate table
+`rewrites` (`rewrite_effects.aggregate`: per transform and condition, the effect's count,
+mean and variance; optional: a pack built from a corpus without adaptive runs has none, and
+a pack without the entry reads as one with an empty table) and the format and library
+versions. It holds the
 fitted model's inputs, not the model: `Pack.proposer()` refits the `Proposer` from them
 (deterministic: same pack, same proposals), the meta-model's target being the same
 per-problem mean normalized error the full meta-dataset gives. Beside it, `PACK.json`
@@ -45,6 +49,11 @@ from aicf_induct.induction.meta_dataset import (
 from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.mining import CORRELATION_COLUMNS, RULE_COLUMNS, Miner
 from aicf_induct.induction.proposer import Proposer
+from aicf_induct.induction.rewrite_effects import (
+    RewriteEffects,
+    table_from_records,
+    table_records,
+)
 
 FORMAT = "aicf.pack/1"  # bump on any change a reader of the old format would misread
 META_KEY = b"aicf.pack"  # the Parquet key-value metadata entry holding the pack's header
@@ -65,6 +74,7 @@ class Pack:
     header: dict[str, Any]  # format, library, counts (stored in the Parquet file)
     provenance: dict[str, Any] = field(default_factory=dict)  # the JSON beside it
     path: Path | None = None
+    rewrites: pd.DataFrame = field(default_factory=pd.DataFrame)  # rewrite_effects.aggregate
 
     @property
     def problems(self) -> list[str]:
@@ -83,10 +93,16 @@ class Pack:
     def digest(self) -> str:
         """Hash of the pack's content (its tables and header)."""
         h = hashlib.sha256(json.dumps(self.header, sort_keys=True).encode())
-        for df in (self.table, self.rules, self.correlations):
+        # the rewrite table counts only when present: a pack without one keeps its digest
+        extra = (self.rewrites,) if len(self.rewrites) else ()
+        for df in (self.table, self.rules, self.correlations, *extra):
             h.update(pd.util.hash_pandas_object(df, index=False).to_numpy().tobytes())
             h.update(json.dumps(list(map(str, df.columns))).encode())
         return h.hexdigest()[:16]
+
+    def rewrite_effects(self) -> RewriteEffects:
+        """The learned rewrite proposer on the pack's rewrite table (empty: no history)."""
+        return RewriteEffects.from_table(self.rewrites)
 
     def proposer(self) -> Proposer:
         """The Proposer fitted on the pack (cached in this process and on disk by digest)."""
@@ -126,8 +142,10 @@ def aggregate(meta: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def build_pack(meta: pd.DataFrame, miner: Miner, excluded: Sequence[str] = ()) -> Pack:
-    """A pack of `meta` (the corpus, excluded problems already dropped) and a fitted miner."""
+def build_pack(meta: pd.DataFrame, miner: Miner, excluded: Sequence[str] = (),
+               rewrites: pd.DataFrame | None = None) -> Pack:
+    """A pack of `meta` (the corpus, excluded problems already dropped), a fitted miner and
+    the rewrite history's aggregate table (None or empty: none)."""
     if meta.empty:
         raise ConfigError("no corpus rows left to pack")
     table = aggregate(meta)
@@ -139,8 +157,12 @@ def build_pack(meta: pd.DataFrame, miner: Miner, excluded: Sequence[str] = ()) -
               "candidates": int(table["candidate"].nunique()),
               "seeds": sorted(int(s) for s in meta["seed"].unique()),
               "runs": len(meta), "excluded": sorted(excluded), "miner": params}
+    rw = rewrites if rewrites is not None and len(rewrites) else pd.DataFrame()
+    if len(rw):
+        header["rewrite_decisions"] = int(rw.loc[rw["level"] == 0, "n"].sum())
     return Pack(table, miner.rules_[list(RULE_COLUMNS)].reset_index(drop=True),
-                miner.correlations_[list(CORRELATION_COLUMNS)].reset_index(drop=True), header)
+                miner.correlations_[list(CORRELATION_COLUMNS)].reset_index(drop=True), header,
+                rewrites=rw)
 
 
 def provenance(pack: Pack, command: Sequence[str] | None = None) -> dict[str, Any]:
@@ -178,6 +200,8 @@ def write_pack(pack: Pack, path: str | Path, command: Sequence[str] | None = Non
     path = Path(path)
     header = {**pack.header, "rules": _records(pack.rules),
               "correlations": _records(pack.correlations)}
+    if len(pack.rewrites):
+        header["rewrites"] = table_records(pack.rewrites)
     t = pa.Table.from_pandas(pack.table, preserve_index=False)
     t = t.replace_schema_metadata({META_KEY: json.dumps(header, sort_keys=True).encode()})
     prov = provenance(pack, command)
@@ -281,6 +305,11 @@ def load_pack(path: str | Path | None = None) -> Pack:
         corr = _frame(header.pop("correlations"), CORRELATION_COLUMNS)
     except (KeyError, TypeError, ValueError):
         raise ConfigError(f"{p}: the knowledge pack's mined tables are damaged") from None
+    try:
+        rewrites = table_from_records(header.pop("rewrites")) if "rewrites" in header \
+            else pd.DataFrame()
+    except (KeyError, TypeError, ValueError):
+        raise ConfigError(f"{p}: the knowledge pack's rewrite table is damaged") from None
     prov: dict[str, Any] = {}
     with_json = json_path(p)
     if with_json.is_file():
@@ -288,7 +317,7 @@ def load_pack(path: str | Path | None = None) -> Pack:
             prov = json.loads(with_json.read_text())
         except ValueError:
             raise ConfigError(f"{with_json}: the pack's provenance is not valid JSON") from None
-    return Pack(table, rules, corr, header, prov, p)
+    return Pack(table, rules, corr, header, prov, p, rewrites)
 
 
 # -- the fitted proposer ---------------------------------------------------------------------------
