@@ -43,7 +43,8 @@ def add_options(p: argparse.ArgumentParser) -> None:
                    help="start from the top proposed structure and recipe; at triggers the "
                         "learned rewrite proposer decides, --policy as fallback")
     g.add_argument("--pack", metavar="PACK", default=None,
-                   help="knowledge pack of the embedded proposer (default: the shipped one)")
+                   help="knowledge pack of the embedded proposer (default: the shipped one; "
+                        "with --service, used only if the service cannot propose)")
     g.add_argument("--service", metavar="URL", default=None,
                    help="ask the service at URL for the proposal and the rewrites, and log "
                         "through it (--api-key or $" + API_KEY_ENV + ")")
@@ -68,8 +69,6 @@ def check(args: argparse.Namespace) -> None:
         raise ConfigError("--from-proposal starts a new run: drop --resume")
     if args.model is not None:
         raise ConfigError("--from-proposal takes the structure from the proposal: drop --model")
-    if args.service and args.pack:
-        raise ConfigError("--service proposes from the service's pack: drop --pack")
 
 
 def plan(args: argparse.Namespace, problem: Problem, config: TrainConfig,
