@@ -96,5 +96,5 @@ def test_the_client_names_a_service_that_is_not_there() -> None:
 
     ask = service_rewrites(f"http://127.0.0.1:{free_port()}", None)
     obs = plateau_observation(GRAPH, {"val_loss": 0.5}, "classification")
-    with pytest.raises(ProposerUnavailable, match="127.0.0.1"):
+    with pytest.raises(ProposerUnavailable, match=r"127\.0\.0\.1"):
         ask(obs)

@@ -101,8 +101,7 @@ def test_from_proposal_starts_from_the_top_proposal_and_logs_what_it_acted_on(
     assert n[0] > 10
 
 
-def test_bad_combinations_are_one_line_errors(corpus, capsys) -> None:
-    _, pack = corpus
+def test_bad_combinations_are_one_line_errors(capsys) -> None:
     for extra, text in ((["--model", "mlp"], "drop --model"),
                         (["--resume", "x"], "drop --resume")):
         assert main(["adapt", "--dataset", "iris", "--from-proposal", "--no-log", *extra]) == 2

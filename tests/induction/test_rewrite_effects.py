@@ -13,13 +13,13 @@ import pytest
 
 from aicf_induct.errors import ConfigError
 from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
+from aicf_induct.induction.mining import Miner
 from aicf_induct.induction.rewrite_effects import (
     RewriteEffects,
     RewriteQuery,
     aggregate,
     combine_tables,
 )
-from aicf_induct.induction.mining import Miner
 from aicf_induct.induction.rewrite_history import COLUMNS, excluding
 from tests.induction.synthetic_meta import planted
 
