@@ -7,7 +7,8 @@ fallback.
   the short record of it that every decision event names.
 - `LearnedRewritePolicy(ask, fallback)`: at a trigger asks `ask(query)` for a rewrite answer
   dict (`RewriteAnswer.as_dict()`: what `POST /v1/rewrites` answers); takes the first proposed
-  rewrite that applies, or honours a "no change" backed by history; defers to the fallback
+  rewrite that applies (a deepen only up to the rules' depth ceiling), or honours a "no
+  change" backed by history; defers to the fallback
   when the proposer has no history, or cannot be asked. A proposer that fails (a service
   that is down or answers garbage) is said once on stderr and not asked again: the run goes
   on with the fallback policy.
@@ -37,8 +38,10 @@ from aicf_induct.runtime.policies import (
     Policy,
     PolicyObservation,
     RuleBasedPolicy,
+    RuleConfig,
 )
 from aicf_induct.runtime.transforms import RewriteError, make_transform
+from aicf_induct.runtime.transforms.surgery import hidden_linears
 from aicf_induct.runtime.triggers import Fired
 
 Ask = Callable[[PolicyObservation], Mapping[str, Any]]
@@ -159,8 +162,9 @@ class LearnedRewritePolicy:
     name = "learned"
 
     def __init__(self, ask: Ask, fallback: Policy | None = None, source: str = "induction",
-                 stream: TextIO | None = None) -> None:
+                 stream: TextIO | None = None, max_depth: int = RuleConfig().max_depth) -> None:
         self.ask, self.source = ask, source
+        self.max_depth = max_depth  # hidden layers a learned deepen may grow the model to
         self.fallback = fallback or RuleBasedPolicy()
         self.stream = stream or sys.stderr
         self.down: str | None = None  # why the proposer is no longer asked
@@ -204,6 +208,8 @@ class LearnedRewritePolicy:
             return None
         if name in obs.blocked or transform.applicable(obs.graph, site) is not None:
             return None
+        if name == "deepen" and len(hidden_linears(obs.graph)) >= self.max_depth:
+            return None  # the history has no notion of depth: the rules' ceiling holds
         evidence = {"expected_effect": effect, "interval": [low, high],
                     "condition": condition, "history": history,
                     **{k: v for k, v in (r.get("evidence") or {}).items() if k in (
