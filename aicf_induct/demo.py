@@ -77,8 +77,8 @@ def knowledge_pack(root: Path) -> tuple[Path | None, str]:
     print(f"no shipped pack ({DEFAULT_PACK} is absent): a small one from a quick sweep, "
           f"'{name}' left out")
     run_cli(["corpus", "build", "--problems", QUICK_PROBLEMS, "--space", QUICK_SPACE,
-             "--seeds", "2", "--epochs", "8", "--patience", "3", "--workers", "2",
-             "--warehouse", str(root), "--adaptive", "4", "--adaptive-steps", "300", "--quiet"])
+             "--seeds", "2", "--epochs", "6", "--patience", "3", "--workers", "2",
+             "--warehouse", str(root), "--adaptive", "3", "--adaptive-steps", "250", "--quiet"])
     run_cli(["induce", "fit", "--warehouse", str(root), "-o", str(path), "--min-problems", "2",
              "--bootstrap", "100", "--quiet"])
     return path, name

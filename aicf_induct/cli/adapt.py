@@ -83,8 +83,9 @@ class Timeline(BaseRecorder):
         if self.pending is not None:
             trig, self.pending = self.pending, None
             if rec.kind == "decision" and rec.name in ("none", "wait"):
+                # a policy's "no change" says why (the learned proposer's reason)
                 self._no_action(trig, "guarding the last rewrite" if rec.name == "wait"
-                                else "no action")
+                                else str(rec.detail.get("reason") or "no action"))
                 return
             self._say(trig, trig.name)
         d, mb, ma = rec.detail, rec.metrics_before, rec.metrics_after
