@@ -68,7 +68,8 @@ WHERE r.origin = 'sweep'
 def compute_table(root: str) -> pd.DataFrame:
     import warehouse
 
-    return warehouse.with_retry(Path(root), lambda c: c.sql(COMPUTE_SQL).df())
+    return warehouse.with_retry(Path(root),
+                                lambda c: c.sql(COMPUTE_SQL).to_arrow_table().to_pandas())
 
 
 def adaptive_run(problem_name: str, structure_key: str, seed: int, effects: RewriteEffects,

@@ -67,7 +67,7 @@ def load_rewrite_history(root: str | Path) -> pd.DataFrame:
     import warehouse
 
     def read(conn: Any) -> tuple[pd.DataFrame, ...]:
-        return tuple(conn.sql(q).df()
+        return tuple(conn.sql(q).to_arrow_table().to_pandas()
                      for q in (EVENTS_SQL, VAL_SQL, STEPS_SQL, ROWS_SQL))
 
     events, vals, steps, rows = warehouse.with_retry(Path(root), read)
