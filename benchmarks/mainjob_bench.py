@@ -26,7 +26,10 @@ problem as in the induction benchmark: (err − best) / (median − best) clippe
 best and median over the candidates' mean test error on the score seeds. Reported: mean
 normalized error per method [95 % bootstrap CI], A − X paired differences with CIs and
 Wilcoxon p, A's compute over D's, and the rewrite proposer's precision (share of its
-rewrites the guard kept).
+rewrites the guard kept); with `--feedback DIR`, the same after one round of feedback (A's
+runs logged into DIR and added to the rewrite history, each problem's own left out). The
+structure proposer learns from the full-matrix sweep runs only (the meta-dataset reads
+origin `sweep`), so feedback changes the rewrite proposer, not the structure proposal.
 """
 
 from __future__ import annotations
@@ -73,8 +76,10 @@ def compute_table(root: str) -> pd.DataFrame:
 
 
 def adaptive_run(problem_name: str, structure_key: str, seed: int, effects: RewriteEffects,
-                 n_rows: float, steps: int) -> dict[str, Any]:
-    """Method A on one seed: test error of the best model and its parameter-steps."""
+                 n_rows: float, steps: int, backend: str = "auto",
+                 log_to: str | None = None) -> dict[str, Any]:
+    """Method A on one seed: test error of the best model and its parameter-steps (logged
+    into the warehouse `log_to` when given: the feedback round's history)."""
     from aicf_induct.induction.mainjob import LearnedRewritePolicy, local_rewrites
     from aicf_induct.problems import load_problem
     from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun
@@ -86,13 +91,20 @@ def adaptive_run(problem_name: str, structure_key: str, seed: int, effects: Rewr
     cand = candidate_of(structure_key)
     r = cand.recipe
     config = TrainConfig(optimizer=r.optimizer, lr=r.lr, weight_decay=r.weight_decay,
-                         batch_size=r.batch_size, seed=seed, backend="numpy")
+                         batch_size=r.batch_size, seed=seed, backend=backend)
     adapt = AdaptConfig(steps=steps, warmup_steps=min(100, steps // 4), eval_every=25,
                         early_stop=10, guard=GuardConfig(steps=50))
     policy = LearnedRewritePolicy(local_rewrites(effects, n_rows), RuleBasedPolicy(),
                                   stream=sys.stderr)
-    res = AdaptiveRun(problem, cand.graph(problem.n_features, problem.n_outputs), config,
-                      adapt, policy).run()
+    import warehouse
+
+    rec = warehouse.open_recorder(log_to) if log_to else None
+    try:
+        res = AdaptiveRun(problem, cand.graph(problem.n_features, problem.n_outputs), config,
+                          adapt, policy, recorder=rec).run()
+    finally:
+        if rec is not None:
+            rec.close()
     metric = "test_r2" if problem.task == "regression" else "test_accuracy"
     compute, last = 0.0, 0.0
     for h in res.history:  # parameter count at each evaluation covers the steps before it
@@ -132,7 +144,8 @@ def evaluate(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, Any]]:
     choose, score = split_seeds(meta)
     groups = sorted(meta["group"].unique())[:args.groups or None]
     rng = np.random.default_rng(args.seed)
-    rows = []
+    rows: list[dict[str, Any]] = []
+    jobs: list[dict[str, Any]] = []
     for g in groups:
         held = meta["group"] == g
         train = meta[~held]
@@ -148,11 +161,11 @@ def evaluate(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, Any]]:
             test = rows_p.pivot_table(index="candidate", columns="seed", values="test_error")
             val = rows_p.pivot_table(index="candidate", columns="seed", values="val_error")
             comp = compute.loc[str(pid)]["compute"]
-            runs = [adaptive_run(str(info["problem"]), top.structure_key, s, effects,
-                                 feats.get("f.simple.n_rows", np.nan), args.steps)
-                    for s in score]
-            a_err = float(np.mean([r["error"] for r in runs]))
-            a_comp = float(np.sum([r["compute"] for r in runs]))
+            job = {"problem": str(info["problem"]), "key": top.structure_key, "names": names,
+                   "n_rows": feats.get("f.simple.n_rows", np.nan), "best": best,
+                   "median": median}
+            jobs.append(job)
+            a_err, a_comp, learned, kept = method_a(job, effects, score, args, args.feedback)
             sweep = val[list(choose)].mean(axis=1).idxmin()
             d_comp = float(comp[comp.index.get_level_values("seed").isin(choose)].sum())
             e_errs = [random_search(val, test, comp, choose, score, a_comp, rng)
@@ -165,12 +178,29 @@ def evaluate(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, Any]]:
             rows.append({"problem": str(info["problem"]), "group": g,
                          **{m: norm(e, best, median) for m, e in errs.items()},
                          "A_compute": a_comp, "D_compute": d_comp,
-                         "learned": sum(r["learned_rewrites"] for r in runs),
-                         "kept": sum(r["learned_kept"] for r in runs)})
+                         "learned": learned, "kept": kept})
             print(f"{info['problem']}: " + ", ".join(f"{m} {rows[-1][m]:.3f}" for m in METHODS)
                   + f"; A/D compute {a_comp / max(d_comp, 1):.3f}", file=sys.stderr, flush=True)
-    return pd.DataFrame(rows), {"default": default, "choose": choose, "score": score,
-                                "history": len(history), "groups": len(groups)}
+    df = pd.DataFrame(rows)
+    if args.feedback:  # one round: A again, the other problems' A runs added to the history
+        pooled = pd.concat([history, load_rewrite_history(args.feedback)], ignore_index=True)
+        for i, job in enumerate(jobs):
+            effects = RewriteEffects().fit(excluding(pooled, job["names"]))
+            a_err, _, learned, kept = method_a(job, effects, score, args, None)
+            df.loc[i, ["A_feedback", "learned_feedback", "kept_feedback"]] = \
+                [norm(a_err, job["best"], job["median"]), learned, kept]
+    return df, {"default": default, "choose": choose, "score": score,
+                "history": len(history), "groups": len(groups)}
+
+
+def method_a(job: dict[str, Any], effects: RewriteEffects, score: tuple[int, ...],
+             args: argparse.Namespace, log_to: str | None) -> tuple[float, float, int, int]:
+    """A on the score seeds: mean test error, total compute, learned rewrites, kept."""
+    runs = [adaptive_run(job["problem"], job["key"], s, effects, job["n_rows"], args.steps,
+                         args.backend, log_to) for s in score]
+    return (float(np.mean([r["error"] for r in runs])),
+            float(np.sum([r["compute"] for r in runs])),
+            sum(r["learned_rewrites"] for r in runs), sum(r["learned_kept"] for r in runs))
 
 
 def random_search(val: pd.DataFrame, test: pd.DataFrame, comp: pd.Series,
@@ -209,6 +239,17 @@ def report(df: pd.DataFrame, facts: dict[str, Any], args: argparse.Namespace,
         p = float(wilcoxon(d).pvalue) if np.any(d != 0) and len(d) > 1 else float("nan")
         lines.append(f"| {m} | {d.mean():+.3f} | [{lo:+.3f}, {hi:+.3f}] | {p:.3g} | "
                      f"{int((d < 0).sum())} of {len(d)} |")
+    if "A_feedback" in df:
+        d = (df["A_feedback"] - df["A_adaptive"]).to_numpy()
+        lo, hi = bootstrap_mean_ci(d, seed=args.seed)
+        p = float(wilcoxon(d).pvalue) if np.any(d != 0) and len(d) > 1 else float("nan")
+        pf = df["kept_feedback"].sum() / df["learned_feedback"].sum() \
+            if df["learned_feedback"].sum() else float("nan")
+        lines += ["", f"After one round of feedback (A's runs on the other groups added to the "
+                      f"rewrite history): A {df['A_feedback'].mean():.3f}, change "
+                      f"{d.mean():+.3f} [{lo:+.3f}, {hi:+.3f}], Wilcoxon p {p:.3g}; precision "
+                      f"{int(df['kept_feedback'].sum())} of "
+                      f"{int(df['learned_feedback'].sum())} ({pf:.0%})."]
     ratio = df["A_compute"].sum() / max(df["D_compute"].sum(), 1.0)
     prec = df["kept"].sum() / df["learned"].sum() if df["learned"].sum() else float("nan")
     lines += ["", f"A's compute (parameter-steps) over D's: {ratio:.4f} (goal <= 0.05); "
@@ -228,6 +269,12 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=1500, help="A's step budget per run")
     ap.add_argument("--n-random", type=int, default=20, help="draws averaged for E")
     ap.add_argument("--max-iter", type=int, default=200, help="meta-model boosting rounds")
+    ap.add_argument("--backend", default="auto", choices=["auto", "numpy", "cupy"],
+                    help="A's backend (default auto: CuPy on a GPU)")
+    ap.add_argument("--feedback", metavar="DIR",
+                    help="log A's runs into this warehouse, then run A again with them added "
+                         "to the rewrite history (each problem without its own): one round "
+                         "of feedback, and the rewrite precision before and after")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--write-results", action="store_true",
                     help="replace this benchmark's section of benchmarks/RESULTS.md")
