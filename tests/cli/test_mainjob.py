@@ -202,3 +202,36 @@ def test_a_service_killed_mid_run_the_run_goes_on_and_is_logged_locally(
     n_steps = conn.execute("SELECT count(*) FROM steps WHERE run_id = ?",
                            [result.run_id]).fetchone()[0]
     assert n_events == len(result.events) and n_steps == result.work
+
+
+def _logged(root: Path, run_id: str) -> dict[str, list]:
+    conn = warehouse.connect(root)
+    q = {"events": "SELECT step, kind, name, detail, metrics_before, metrics_after FROM events "
+                   "WHERE run_id = ? ORDER BY \"at\"",
+         "snapshots": "SELECT step, reason, fingerprint, param_count FROM ir_snapshots "
+                      "WHERE run_id = ? ORDER BY step, reason",
+         "results": "SELECT step, split, metric, value, final FROM results WHERE run_id = ? "
+                    "ORDER BY step, split, metric, final"}
+    return {k: conn.execute(sql, [run_id]).fetchall() for k, sql in q.items()}
+
+
+def test_through_the_service_it_logs_what_the_local_run_logs(corpus, tmp_path: Path,
+                                                             monkeypatch) -> None:
+    import shutil
+
+    root, pack = corpus
+    local, served_root = tmp_path / "local", tmp_path / "served"
+    shutil.copytree(root, local)
+    shutil.copytree(root, served_root)  # the same rewrite history on both sides
+    argv = ["adapt", "--dataset", "wine", "--from-proposal", "--pack", str(pack), "--json",
+            "--seed", "3", *ADAPT]
+    monkeypatch.setenv("AICF_WAREHOUSE", str(local))
+    a = json.loads(cli(*argv))
+    key = cli("keys", "create", "--scope", "write", "--warehouse", str(served_root)).strip()
+    monkeypatch.setenv("AICF_WAREHOUSE", str(served_root))  # its history, read in-process
+    with served(served_root) as (url, _):
+        b = json.loads(cli(*argv, "--log-to", url, "--api-key", key))
+    mine, theirs = _logged(local, a["run_id"]), _logged(served_root, b["run_id"])
+    assert mine["events"] and any(k == "decision" for _, k, *_ in mine["events"])
+    for kind in ("events", "snapshots", "results"):
+        assert theirs[kind] == mine[kind], kind
