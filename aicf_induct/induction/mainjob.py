@@ -184,8 +184,11 @@ class LearnedRewritePolicy:
         answer = self.ask(obs)
         try:
             decision, history = str(answer["decision"]), int(answer["history"])
-            rewrites, reason = list(answer["rewrites"]), str(answer["reason"])
+            rewrites, reason = answer["rewrites"], str(answer["reason"])
             condition = dict(answer.get("condition") or {})
+            if not isinstance(rewrites, list) or not all(isinstance(r, dict)
+                                                         for r in rewrites):
+                raise TypeError("'rewrites' is not a list of objects")
         except (KeyError, TypeError, ValueError) as err:
             raise ProposerUnavailable(f"an unreadable rewrite answer ({type(err).__name__}: "
                                       f"{err})") from None
