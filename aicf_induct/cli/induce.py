@@ -133,8 +133,8 @@ def fit(args: argparse.Namespace) -> int:
 def _rewrite_table(root: Path, exclude: list[str]) -> pd.DataFrame:
     """The aggregate of the warehouse's rewrite history (adaptive runs), the excluded
     problems left out."""
-    from aicf_induct.induction.rewrite_effects import aggregate
     from aicf_induct.induction.rewrite_history import excluding, load_rewrite_history
+    from aicf_induct.induction.rewrite_table import aggregate
 
     history = excluding(load_rewrite_history(root), {e.strip() for e in exclude})
     return aggregate(history) if len(history) else pd.DataFrame()

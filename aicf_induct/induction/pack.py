@@ -49,11 +49,8 @@ from aicf_induct.induction.meta_dataset import (
 from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.mining import CORRELATION_COLUMNS, RULE_COLUMNS, Miner
 from aicf_induct.induction.proposer import Proposer
-from aicf_induct.induction.rewrite_effects import (
-    RewriteEffects,
-    table_from_records,
-    table_records,
-)
+from aicf_induct.induction.rewrite_effects import RewriteEffects
+from aicf_induct.induction.rewrite_table import table_from_records, table_records
 
 FORMAT = "aicf.pack/1"  # bump on any change a reader of the old format would misread
 META_KEY = b"aicf.pack"  # the Parquet key-value metadata entry holding the pack's header

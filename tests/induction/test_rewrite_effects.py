@@ -14,13 +14,9 @@ import pytest
 from aicf_induct.errors import ConfigError
 from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
 from aicf_induct.induction.mining import Miner
-from aicf_induct.induction.rewrite_effects import (
-    RewriteEffects,
-    RewriteQuery,
-    aggregate,
-    combine_tables,
-)
+from aicf_induct.induction.rewrite_effects import RewriteEffects, RewriteQuery
 from aicf_induct.induction.rewrite_history import COLUMNS, excluding
+from aicf_induct.induction.rewrite_table import aggregate, combine_tables
 from tests.induction.synthetic_meta import planted
 
 GRAPH = mlp_graph(parse_model_spec("mlp:depth=2,width=8"), 5, 3)
