@@ -242,7 +242,7 @@ def learned_effects(pack: Any = None, warehouse_root: str | Path | None = None,
     tables: list[pd.DataFrame] = []
     source: dict[str, Any] = {"pack": None, "pack_decisions": 0, "warehouse": None,
                               "warehouse_decisions": 0}
-    if isinstance(pack, Pack) or pack is not None or DEFAULT_PACK.is_file():
+    if pack is not None or DEFAULT_PACK.is_file():
         p = pack if isinstance(pack, Pack) else load_pack(pack)
         tables.append(p.rewrites)
         source["pack"] = str(p.path) if p.path else None

@@ -88,7 +88,7 @@ def propose_rewrites(_: ReadAccess, settings: SettingsDep, request: Request,
     graph = _graph(body.ir)
     task, rows = _problem(body)
     effects, source = _effects(request, settings)
-    query = RewriteQuery(graph, KIND[body.trigger], _gap(body), task or body.task or "", rows,
+    query = RewriteQuery(graph, KIND[body.trigger], _gap(body), task, rows,
                          frozenset(body.blocked))
     answer = effects.propose(query, top_k=body.top).as_dict()
     # the pack and warehouse by their names only: no server path reaches a client
