@@ -260,9 +260,6 @@ def propose(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     pack = load_pack(args.pack)  # a bad pack is named before the dataset is read
     problem, features = featurise(args.dataset)
-    if not pack.proposer_cached():
-        print("note: first use of this pack: fitting its meta-model (cached for later calls)",
-              file=sys.stderr)
     out = propose_problem(problem, features, pack, args.top)
     took = time.perf_counter() - t0
     if args.json:
