@@ -242,6 +242,9 @@ def learned_effects(pack: Any = None, warehouse_root: str | Path | None = None,
     tables: list[pd.DataFrame] = []
     source: dict[str, Any] = {"pack": None, "pack_decisions": 0, "warehouse": None,
                               "warehouse_decisions": 0}
+    if isinstance(pack, str | Path) and Path(pack).resolve() == DEFAULT_PACK \
+            and not DEFAULT_PACK.is_file():
+        pack = None  # the shipped pack, named (a service's default setting), but not built yet
     if pack is not None or DEFAULT_PACK.is_file():
         p = pack if isinstance(pack, Pack) else load_pack(pack)
         tables.append(p.rewrites)

@@ -143,3 +143,14 @@ def test_effects_are_finite_numbers() -> None:
     ans = RewriteEffects().fit(history({"none": 0.0, "widen": 0.15})).propose(PLATEAU_FIT)
     for p in ans.considered:
         assert all(math.isfinite(v) for v in (p.expected_effect, p.low, p.high))
+
+
+def test_the_shipped_pack_named_but_absent_means_no_pack(tmp_path, monkeypatch) -> None:
+    from aicf_induct.induction import pack as pack_mod
+    from aicf_induct.induction.rewrite_effects import learned_effects
+
+    monkeypatch.setattr(pack_mod, "DEFAULT_PACK", tmp_path / "not_built.parquet")
+    effects, source = learned_effects(tmp_path / "not_built.parquet", None)
+    assert source["pack"] is None and effects.history_ == 0
+    with pytest.raises(ConfigError, match="no knowledge pack at"):
+        learned_effects(tmp_path / "elsewhere.parquet", None)
