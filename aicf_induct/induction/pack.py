@@ -5,13 +5,16 @@ candidate: the meta-dataset's id columns, the mean of every score column and `*_
 standard deviation over seeds (a diverged run's infinite error left out; normalized errors
 are always finite), `n_seeds`, the problem's meta-features `f.*` and the
 candidate's patterns `p.*`), and, in the Parquet file's key-value metadata, the mined
-`rules` and `correlations` tables and the **fitted meta-model** (its three ensembles' trees
-as arrays, `induction.forest`; fitted on the averaged table, so its target is the same
-per-problem mean normalized error the full meta-dataset gives), as JSON, with the format
-and library versions. Loading a pack fits nothing: `Pack.proposer()` restores the model
-and indexes the corpus problems for the neighbours in milliseconds, with neither a refit
-(seconds) nor a pickle. Beside it, `PACK.json` records the provenance: command, commit,
-date, problem list, versions.
+`rules` and `correlations` tables, the learned rewrite proposer's aggregate table `rewrites`
+(`rewrite_table.aggregate`: per transform and condition, the effect's count, mean and
+variance; optional: a pack built from a corpus without adaptive runs has none, and a pack
+without the entry reads as one with an empty table) and the **fitted meta-model** (its
+three ensembles' trees as arrays, `induction.forest`; fitted on the averaged table, so its
+target is the same per-problem mean normalized error the full meta-dataset gives), as JSON,
+with the format and library versions. Loading a pack fits nothing: `Pack.proposer()`
+restores the model and indexes the corpus problems for the neighbours in milliseconds, with
+neither a refit (seconds) nor a pickle. Beside it, `PACK.json` records the provenance:
+command, commit, date, problem list, versions.
 
 The Parquet file depends only on the corpus and the build options (no dates inside), so a
 rebuild from the same corpus gives the same bytes (with the same pyarrow, which names itself
@@ -46,6 +49,8 @@ from aicf_induct.induction.meta_dataset import (
 from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.mining import CORRELATION_COLUMNS, RULE_COLUMNS, Miner
 from aicf_induct.induction.proposer import Proposer
+from aicf_induct.induction.rewrite_effects import RewriteEffects
+from aicf_induct.induction.rewrite_table import table_from_records, table_records
 
 FORMAT = "aicf.pack/2"  # bump on any change a reader of the old format would misread
 META_KEY = b"aicf.pack"  # the Parquet key-value metadata entry holding the pack's header
@@ -67,6 +72,7 @@ class Pack:
     metamodel: dict[str, Any]  # MetaModel.export() of the model fitted on `table`
     provenance: dict[str, Any] = field(default_factory=dict)  # the JSON beside it
     path: Path | None = None
+    rewrites: pd.DataFrame = field(default_factory=pd.DataFrame)  # rewrite_table.aggregate
     _digest: str = field(default="", repr=False, compare=False)
 
     @property
@@ -94,10 +100,16 @@ class Pack:
     def _hash(self) -> str:
         h = hashlib.sha256(json.dumps(self.header, sort_keys=True).encode())
         h.update(json.dumps(self.metamodel, sort_keys=True).encode())
-        for df in (self.table, self.rules, self.correlations):
+        # the rewrite table counts only when present: a pack without one keeps its digest
+        extra = (self.rewrites,) if len(self.rewrites) else ()
+        for df in (self.table, self.rules, self.correlations, *extra):
             h.update(pd.util.hash_pandas_object(df, index=False).to_numpy().tobytes())
             h.update(json.dumps(list(map(str, df.columns))).encode())
         return h.hexdigest()[:16]
+
+    def rewrite_effects(self) -> RewriteEffects:
+        """The learned rewrite proposer on the pack's rewrite table (empty: no history)."""
+        return RewriteEffects.from_table(self.rewrites)
 
     def proposer(self) -> Proposer:
         """The pack's Proposer: the shipped meta-model restored, no fitting (kept per
@@ -134,8 +146,10 @@ def aggregate(meta: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def build_pack(meta: pd.DataFrame, miner: Miner, excluded: Sequence[str] = ()) -> Pack:
-    """A pack of `meta` (the corpus, excluded problems already dropped) and a fitted miner."""
+def build_pack(meta: pd.DataFrame, miner: Miner, excluded: Sequence[str] = (),
+               rewrites: pd.DataFrame | None = None) -> Pack:
+    """A pack of `meta` (the corpus, excluded problems already dropped), a fitted miner and
+    the rewrite history's aggregate table (None or empty: none)."""
     if meta.empty:
         raise ConfigError("no corpus rows left to pack")
     table = aggregate(meta)
@@ -147,9 +161,12 @@ def build_pack(meta: pd.DataFrame, miner: Miner, excluded: Sequence[str] = ()) -
               "candidates": int(table["candidate"].nunique()),
               "seeds": sorted(int(s) for s in meta["seed"].unique()),
               "runs": len(meta), "excluded": sorted(excluded), "miner": params}
+    rw = rewrites if rewrites is not None and len(rewrites) else pd.DataFrame()
+    if len(rw):
+        header["rewrite_decisions"] = int(rw.loc[rw["level"] == 0, "n"].sum())
     pack = Pack(table, miner.rules_[list(RULE_COLUMNS)].reset_index(drop=True),
                 miner.correlations_[list(CORRELATION_COLUMNS)].reset_index(drop=True), header,
-                {})
+                {}, rewrites=rw)
     pack.metamodel = MetaModel().fit(pack.meta()).export()
     return pack
 
@@ -189,6 +206,8 @@ def write_pack(pack: Pack, path: str | Path, command: Sequence[str] | None = Non
     path = Path(path)
     header = {**pack.header, "rules": _records(pack.rules),
               "correlations": _records(pack.correlations), "metamodel": pack.metamodel}
+    if len(pack.rewrites):
+        header["rewrites"] = table_records(pack.rewrites)
     t = pa.Table.from_pandas(pack.table, preserve_index=False)
     t = t.replace_schema_metadata({META_KEY: json.dumps(header, sort_keys=True).encode()})
     prov = provenance(pack, command)
@@ -292,6 +311,11 @@ def load_pack(path: str | Path | None = None) -> Pack:
         corr = _frame(header.pop("correlations"), CORRELATION_COLUMNS)
     except (KeyError, TypeError, ValueError):
         raise ConfigError(f"{p}: the knowledge pack's mined tables are damaged") from None
+    try:
+        rewrites = table_from_records(header.pop("rewrites")) if "rewrites" in header \
+            else pd.DataFrame()
+    except (KeyError, TypeError, ValueError):
+        raise ConfigError(f"{p}: the knowledge pack's rewrite table is damaged") from None
     model = header.pop("metamodel", None)
     if not isinstance(model, dict):
         raise ConfigError(f"{p}: the knowledge pack holds no fitted meta-model")
@@ -302,7 +326,7 @@ def load_pack(path: str | Path | None = None) -> Pack:
             prov = json.loads(with_json.read_text())
         except ValueError:
             raise ConfigError(f"{with_json}: the pack's provenance is not valid JSON") from None
-    return Pack(table, rules, corr, header, model, prov, p)
+    return Pack(table, rules, corr, header, model, prov, p, rewrites)
 
 
 # -- the fitted proposer ---------------------------------------------------------------------------

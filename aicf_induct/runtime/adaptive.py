@@ -44,7 +44,7 @@ from aicf_induct.runtime.data import BatchStream
 from aicf_induct.runtime.guard import Blacklist, Guard, GuardConfig
 from aicf_induct.runtime.metrics import score_name
 from aicf_induct.runtime.model_state import ModelState, capture, install
-from aicf_induct.runtime.policies import Decision, Policy, PolicyObservation
+from aicf_induct.runtime.policies import NO_CHANGE, Decision, Policy, PolicyObservation
 from aicf_induct.runtime.runs import (
     LoggedRun,
     interrupts_deferred,
@@ -178,6 +178,8 @@ class AdaptiveRun:
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
         self.hooks = list(hooks)
         extra = {"adapt": asdict(adapt), "policy": policy.name, **(extra_config or {})}
+        # the structure proposal the run started from (--from-proposal), named in decisions
+        self.proposal: dict[str, Any] | None = (extra_config or {}).get("proposal")
         self.trainer = Trainer(problem, graph, self.config, recorder=self.recorder,
                                values=values, origin=origin, run_id=run_id or uuid.uuid4().hex,
                                parent_run_id=parent_run_id, extra_config=extra,
@@ -453,14 +455,27 @@ class AdaptiveRun:
             self._event("decision", "none", {"reason": "max_rewrites reached"})
             return
         d = self.policy.decide(self._observation(f, m))
-        if d is None:
-            self._event("decision", "none", {"trigger": f.trigger, "policy": self.policy.name},
-                        m)
+        if d is None or d.transform == NO_CHANGE:  # a "no change" may say why, and on what
+            detail: dict[str, Any] = {"trigger": f.trigger, "policy": self.policy.name}
+            if d is not None:
+                detail.update(reason=d.reason, source=d.source, evidence=d.evidence)
+            if self.proposal:
+                detail["proposal"] = self.proposal
+            self._event("decision", "none", detail, m)
             return
-        self._event("decision", d.transform, {"site": d.site, "options": d.options,
-                                              "reason": d.reason, "source": d.source,
-                                              "trigger": f.trigger}, m)
+        self._event("decision", d.transform, self._decision_detail(d, f), m)
         self.rewrite(d, m)
+
+    def _decision_detail(self, d: Decision, f: Fired) -> dict[str, Any]:
+        """What a decision event says: the rewrite, why, who decided, and what it acted on
+        (the structure proposal the run started from, the proposer's evidence)."""
+        out = {"site": d.site, "options": d.options, "reason": d.reason, "source": d.source,
+               "trigger": f.trigger}
+        if d.evidence:
+            out["evidence"] = d.evidence
+        if self.proposal:
+            out["proposal"] = self.proposal
+        return out
 
     def _observation(self, f: Fired, m: dict[str, float]) -> PolicyObservation:
         refs = {f"best_val_at.{k}": v for k, v in self.best_val_at.items()}
@@ -534,10 +549,8 @@ class AdaptiveRun:
         self.skip.append(list(at))  # the replay leaves out the batch it happened on
         if not guarding and self.rewrites < self.adapt.max_rewrites:
             d = self.policy.decide(self._observation(f, self._metrics()))
-            if d is not None:
-                self._event("decision", d.transform, {"site": d.site, "options": d.options,
-                                                      "reason": d.reason, "source": d.source,
-                                                      "trigger": f.trigger})
+            if d is not None and d.transform != NO_CHANGE:
+                self._event("decision", d.transform, self._decision_detail(d, f))
                 self.rewrite(d)
         return None
 

@@ -25,7 +25,9 @@ options, the reason) or None.
 - `ProposalPolicy`: asks a proposer — any callable from an observation to ranked
   `Proposal`s (the induction layer's ranker and the service's rewrite endpoint plug in
   here) — and takes the best one that applies and is not blacklisted, else defers to a
-  fallback policy.
+  fallback policy; the proposal's evidence travels with the decision into its event.
+- `ExplorePolicy` ("explore"): a randomised experiment over transforms and no change, for
+  the rewrite history the induction layer learns from (`corpus build --adaptive`).
 
 Policies hold no state of their own: a decision depends on the observation alone, so
 rollbacks and resumed runs need nothing from them.
@@ -38,6 +40,8 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import numpy as np
 
 from aicf_induct.ir.canonical import to_dict
 from aicf_induct.ir.graph import Graph
@@ -68,6 +72,9 @@ class PolicyObservation:
                 "n_train": self.n_train}
 
 
+NO_CHANGE = "none"  # a Decision of this transform: leave the model as it is (with a reason)
+
+
 @dataclass(frozen=True)
 class Decision:
     transform: str  # registry name, see aicf_induct.runtime.transforms
@@ -75,6 +82,7 @@ class Decision:
     options: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
     source: str = ""  # which policy (or proposer) decided
+    evidence: dict[str, Any] = field(default_factory=dict)  # what a proposer based it on
 
 
 class Policy(Protocol):
@@ -318,11 +326,47 @@ class ProposalPolicy:
                 continue
             return Decision(p.transform, site, dict(p.options),
                             f"proposal (score {p.score:.3g}) from {p.source or 'proposer'}",
-                            p.source or "proposer")
+                            p.source or "proposer", dict(p.evidence))
         return self.fallback.decide(obs) if self.fallback is not None else None
 
 
-POLICIES = ("rules", "jump", "stack")
+EXPLORE_ARMS = ("none", "widen", "deepen", "residual", "normalize", "activation", "dropout")
+EXPLORE_OPTIONS: dict[str, dict[str, Any]] = {
+    "widen": {"factor": 2.0, "noise": 1.0, "max_width": 256},
+    "normalize": {"kind": "layernorm"}, "activation": {"to": "gelu"}, "dropout": {"p": 0.1}}
+
+
+class ExplorePolicy:
+    """A randomised experiment: at each non-instability trigger, one arm drawn uniformly
+    from `arms` ("none" = no change, the control), at its first applicable site. Runs of it
+    give the rewrite history an unbiased effect per transform (the rule policy picks the
+    same transform in the same state, so its history cannot tell transforms apart). The
+    draw depends on (seed, step, rewrites, rollbacks) only, so the policy holds no state."""
+
+    name = "explore"
+
+    def __init__(self, seed: int = 0, arms: tuple[str, ...] = EXPLORE_ARMS,
+                 stabilise: Policy | None = None) -> None:
+        self.seed, self.arms = seed, arms
+        self.stabilise = stabilise or RuleBasedPolicy()  # instability: as the rules do
+
+    def decide(self, obs: PolicyObservation) -> Decision | None:
+        if obs.fired.kind == "instability":
+            return self.stabilise.decide(obs)
+        rng = np.random.default_rng([self.seed, obs.step, obs.rewrites, obs.rollbacks])
+        arm = self.arms[int(rng.integers(len(self.arms)))]
+        if arm == "none" or arm in obs.blocked:
+            return None
+        opts = dict(EXPLORE_OPTIONS.get(arm, {}))
+        sites = make_transform(arm, **opts).sites(obs.graph)
+        if not sites:
+            return None
+        site = sites[-1] if arm in ("deepen", "residual", "dropout") else sites[0]
+        return Decision(arm, site, opts, f"exploration: arm '{arm}' drawn at random",
+                        "explore")
+
+
+POLICIES = ("rules", "jump", "stack", "explore")
 
 
 def make_policy(name: str) -> Policy:
@@ -333,4 +377,6 @@ def make_policy(name: str) -> Policy:
         return TargetSizePolicy()
     if name == "stack":
         return StackPolicy()
+    if name == "explore":
+        return ExplorePolicy()
     raise RewriteError(f"unknown policy '{name}' (known: {', '.join(POLICIES)})")

@@ -99,11 +99,20 @@ def same_shape(doc: Any, real: Any, top: bool = True) -> None:
         same_shape(doc[0], real[0], top)
 
 
+def _iris_ir() -> str:
+    """The IR the /v1/rewrites example sends: mlp:depth=1,width=4 for iris."""
+    from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
+    from aicf_induct.ir.canonical import to_json
+
+    return to_json(mlp_graph(parse_model_spec("mlp:depth=1,width=4"), 4, 3))
+
+
 def test_the_doc_has_examples_for_every_route() -> None:
     text = " ".join(e.command for e in examples())
     for route in ("/v1/health", "/v1/runs?", "/v1/runs/$RUN_ID", "/steps", "/v1/reports ",
                   "/v1/reports/leaderboard", "/v1/sql", "/v1/ingest/runs ", "/v1/ingest/batches",
-                  "/end ", "/v1/proposals -d", "/v1/proposals -F", "/v1/proposals/features"):
+                  "/end ", "/v1/proposals -d", "/v1/proposals -F", "/v1/proposals/features",
+                  "/v1/rewrites"):
         assert route in text + " ", route
 
 
@@ -124,7 +133,8 @@ def test_doc_example(request: pytest.FixtureRequest, example: Example) -> None:
     server: Server = request.getfixturevalue("ingest_server" if ingest else "server")
     iris = next((r for r, v in server.runs.items() if v["dataset"] == "iris"), "")
     req = to_request(example.command, server.url,
-                     {"RUN_ID": iris, "WRITE_KEY": server.write_key, "KEY": server.read_key})
+                     {"RUN_ID": iris, "WRITE_KEY": server.write_key, "KEY": server.read_key,
+                      "IR": _iris_ir().replace('"', '\\"')})  # inside "..." in the shell
     with httpx.Client(timeout=30) as client:
         r = client.send(req)
     assert r.status_code == example.status, r.text

@@ -31,6 +31,8 @@ EXCLUDED = {
     # any map is schema-valid `features`, the pack's model reads some names; any bytes are a
     # schema-valid `file`, a CSV with the `target` column is a table
     "/v1/proposals": [positive_data_acceptance],
+    # likewise any object is a schema-valid `ir`; only a valid canonical IR is accepted
+    "/v1/rewrites": [positive_data_acceptance],
 }
 
 # A string longer than `sql`'s maxLength may also be larger than the body limit: then the

@@ -1,0 +1,243 @@
+"""The main job's pieces: start a run from a structure proposal, and propose rewrites at its
+triggers with the learned rewrite proposer (in-process or the service's), the rule policy as
+fallback.
+
+- `start_point(proposal, problem)`: the top candidate of a proposal dict (what `propose
+  --json` prints and `POST /v1/proposals` answers) as the graph to train and its recipe, and
+  the short record of it that every decision event names.
+- `LearnedRewritePolicy(ask, fallback)`: at a trigger asks `ask(query)` for a rewrite answer
+  dict (`RewriteAnswer.as_dict()`: what `POST /v1/rewrites` answers); takes the first proposed
+  rewrite that applies (a deepen only up to the rules' depth ceiling), or honours a "no
+  change" backed by history; defers to the fallback
+  when the proposer has no history, or cannot be asked. A proposer that fails (a service
+  that is down or answers garbage) is said once on stderr and not asked again: the run goes
+  on with the fallback policy.
+- `local_rewrites(effects, n_rows)` and `service_rewrites(url, key, features=, problem=)`:
+  the two `ask`s.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from aicf_induct.errors import ConfigError
+from aicf_induct.induction.rewrite_effects import RewriteEffects, RewriteQuery
+from aicf_induct.ir.canonical import to_dict
+from aicf_induct.ir.graph import Graph
+from aicf_induct.problems.problem import Problem
+from aicf_induct.runtime.policies import (
+    NO_CHANGE,
+    Decision,
+    Policy,
+    PolicyObservation,
+    RuleBasedPolicy,
+    RuleConfig,
+)
+from aicf_induct.runtime.transforms import RewriteError, make_transform
+from aicf_induct.runtime.transforms.surgery import hidden_linears
+from aicf_induct.runtime.triggers import Fired
+
+Ask = Callable[[PolicyObservation], Mapping[str, Any]]
+
+
+class ProposerUnavailable(Exception):
+    """The rewrite proposer could not answer (unreachable, an error, an unreadable answer)."""
+
+
+@dataclass(frozen=True)
+class StartPoint:
+    graph: Graph
+    recipe: dict[str, Any]  # optimizer, lr, weight_decay, batch_size
+    model: str  # model spec
+    record: dict[str, Any]  # what decisions name: source, rank, candidate, expected, pack
+
+
+def start_point(proposal: Mapping[str, Any], problem: Problem, source: str) -> StartPoint:
+    """The top candidate of a proposal dict, built for the problem's sizes."""
+    from aicf_induct.induction.proposer import candidate_of
+
+    try:
+        top = proposal["candidates"][0]
+        cand = candidate_of(str(top["structure_key"]))
+    except (KeyError, IndexError, TypeError, ValueError) as err:
+        raise ConfigError(f"the proposal from {source} has no usable top candidate "
+                          f"({type(err).__name__}: {err})") from None
+    pack = proposal.get("pack") or {}
+    record = {"source": source, "rank": int(top.get("rank", 1)),
+              "candidate": str(top.get("candidate", cand.key)),
+              "structure_key": cand.structure_key,
+              "expected_norm_error": top.get("expected_norm_error"),
+              "interval": [top.get("low"), top.get("high")],
+              "neighbors": [n.get("problem") for n in proposal.get("neighbors", [])][:3],
+              "pack_digest": pack.get("digest")}
+    r = cand.recipe
+    return StartPoint(cand.graph(problem.n_features, problem.n_outputs),
+                      {"optimizer": r.optimizer, "lr": r.lr, "weight_decay": r.weight_decay,
+                       "batch_size": r.batch_size}, cand.spec.to_string(), record)
+
+
+def query_of(obs: PolicyObservation, n_rows: float) -> RewriteQuery:
+    return RewriteQuery(obs.graph, obs.fired.kind, float(obs.metrics.get("gap", math.nan)),
+                        obs.task, n_rows, obs.blocked)
+
+
+def local_rewrites(effects: RewriteEffects, n_rows: float) -> Ask:
+    """The in-process proposer: the estimator's answer for the observation."""
+    def ask(obs: PolicyObservation) -> Mapping[str, Any]:
+        return effects.propose(query_of(obs, n_rows)).as_dict()
+    return ask
+
+
+def rewrite_request(obs: PolicyObservation, features: Mapping[str, float] | None = None,
+                    problem: str | None = None) -> dict[str, Any]:
+    """The body of `POST /v1/rewrites` for an observation."""
+    m = obs.metrics
+    train = _finite([m.get("train_loss")])
+    body: dict[str, Any] = {
+        "ir": to_dict(obs.graph), "trigger": obs.fired.trigger, "task": obs.task or None,
+        "dynamics": {"val_loss": _finite([m.get("val_loss")]),
+                     "train_loss": train[0] if train else None},
+        "blocked": sorted(obs.blocked)}
+    if features is not None:
+        body["features"] = {k: v for k, v in features.items() if math.isfinite(v)}
+    elif problem is not None:
+        body["problem"] = problem
+    return body
+
+
+def _finite(values: list[Any]) -> list[float]:
+    out = []
+    for v in values:
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(f):
+            out.append(f)
+    return out
+
+
+def service_rewrites(url: str, api_key: str | None, *,
+                     features: Mapping[str, float] | None = None,
+                     problem: str | None = None, timeout_s: float = 5.0) -> Ask:
+    """The service's proposer: `POST {url}/v1/rewrites`; ProposerUnavailable on any failure."""
+    def ask(obs: PolicyObservation) -> Mapping[str, Any]:
+        body = rewrite_request(obs, features, problem)
+        return post_json(url, "/v1/rewrites", body, api_key, timeout_s)
+    return ask
+
+
+def post_json(url: str, path: str, body: Mapping[str, Any], api_key: str | None,
+              timeout_s: float) -> dict[str, Any]:
+    """POST a JSON body; the JSON object answered, or ProposerUnavailable saying why not."""
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    req = urllib.request.Request(url.rstrip("/") + path, data=json.dumps(body).encode(),
+                                 method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            answer = json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        raise ProposerUnavailable(f"{url}{path} answered {err.code}") from None
+    except (OSError, ValueError) as err:  # refused, reset, timed out, not JSON
+        why = getattr(err, "reason", None) or err
+        raise ProposerUnavailable(f"{url}{path}: {type(err).__name__}: {why}") from None
+    if not isinstance(answer, dict):
+        raise ProposerUnavailable(f"{url}{path} answered a JSON {type(answer).__name__}, "
+                                  "not an object")
+    return answer
+
+
+class LearnedRewritePolicy:
+    """See the module docstring."""
+
+    name = "learned"
+
+    def __init__(self, ask: Ask, fallback: Policy | None = None, source: str = "induction",
+                 stream: TextIO | None = None, max_depth: int = RuleConfig().max_depth) -> None:
+        self.ask, self.source = ask, source
+        self.max_depth = max_depth  # hidden layers a learned deepen may grow the model to
+        self.fallback = fallback or RuleBasedPolicy()
+        self.stream = stream or sys.stderr
+        self.down: str | None = None  # why the proposer is no longer asked
+
+    def decide(self, obs: PolicyObservation) -> Decision | None:
+        if self.down is None:
+            try:
+                d = self._learned(obs)
+            except ProposerUnavailable as err:
+                self._give_up(str(err))
+            else:
+                if d is not None:
+                    return d
+        return self._fallback(obs)
+
+    def _learned(self, obs: PolicyObservation) -> Decision | None:
+        answer = self.ask(obs)
+        try:
+            decision, history = str(answer["decision"]), int(answer["history"])
+            rewrites, reason = answer["rewrites"], str(answer["reason"])
+            condition = dict(answer.get("condition") or {})
+            if not isinstance(rewrites, list) or not all(isinstance(r, dict)
+                                                         for r in rewrites):
+                raise TypeError("'rewrites' is not a list of objects")
+        except (KeyError, TypeError, ValueError) as err:
+            raise ProposerUnavailable(f"an unreadable rewrite answer ({type(err).__name__}: "
+                                      f"{err})") from None
+        for r in rewrites:
+            d = self._applicable(r, obs, condition, history)
+            if d is not None:
+                return d
+        if decision == "none" and history > 0:  # "no change", backed by the history
+            return Decision(NO_CHANGE, "", {}, reason, self.source,
+                            {"condition": condition, "history": history})
+        return None  # no history to go on (or nothing applies): the fallback decides
+
+    def _applicable(self, r: Any, obs: PolicyObservation, condition: dict[str, Any],
+                    history: int) -> Decision | None:
+        try:
+            name, site, options = str(r["transform"]), str(r["site"]), dict(r["options"])
+            effect, low, high = float(r["expected_effect"]), float(r["low"]), float(r["high"])
+            transform = make_transform(name, **options)
+        except (KeyError, TypeError, ValueError, RewriteError):
+            return None
+        if name in obs.blocked or transform.applicable(obs.graph, site) is not None:
+            return None
+        if name == "deepen" and len(hidden_linears(obs.graph)) >= self.max_depth:
+            return None  # the history has no notion of depth: the rules' ceiling holds
+        evidence = {"expected_effect": effect, "interval": [low, high],
+                    "condition": condition, "history": history,
+                    **{k: v for k, v in (r.get("evidence") or {}).items() if k in (
+                        "n", "effect", "control_effect", "baseline", "guard")}}
+        return Decision(name, site, options, f"learned: uplift {effect:+.3f} "
+                                             f"[{low:+.3f}, {high:+.3f}]", self.source, evidence)
+
+    def _give_up(self, why: str) -> None:
+        self.down = why
+        print(f"note: the rewrite proposer failed ({why}); this run goes on with the "
+              f"{self.fallback.name} policy", file=self.stream, flush=True)
+
+    def _fallback(self, obs: PolicyObservation) -> Decision | None:
+        d = self.fallback.decide(obs)
+        if d is None:
+            return None
+        why = "proposer unavailable" if self.down else "no learned proposal"
+        return Decision(d.transform, d.site, d.options, f"{d.reason} (fallback: {why})",
+                        f"{d.source}:fallback", {**d.evidence, "fallback": why,
+                                                 **({"proposer_error": self.down}
+                                                    if self.down else {})})
+
+
+def plateau_observation(graph: Graph, metrics: Mapping[str, float], task: str) -> \
+        PolicyObservation:
+    """An observation at a plateau (for callers that ask outside a run, e.g. the demo)."""
+    return PolicyObservation(Fired("plateau", "plateau", 0), 0, graph, dict(metrics),
+                             task=task)

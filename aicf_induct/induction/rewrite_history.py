@@ -1,0 +1,182 @@
+"""The rewrite history: one row per decision an adaptive run took at a trigger, with what
+came of it, read from the warehouse's events.
+
+A row per `decision` event (a transform, or `none`: the model left as it was) of any run:
+
+    run_id, problem_id, problem, task, step, trigger,         where and when
+    trigger_kind,
+    transform, site, options (JSON),                          what was decided
+    val_loss, train_loss, gap,                                the dynamics at the trigger
+    grad_norm, update_ratio,                                  means over the K steps before it
+    n_rows,                                                   the problem's `simple.n_rows`
+    effect, verdict                                           what came of it
+
+**Effect** = (val_before − val_after) / val_before, the relative fall of the validation loss
+over the K steps after the decision (K: the run's guard window), clipped to [−1, 1]; higher
+is better. For a rewrite, val_before and val_after are the guard's own measurements (at the
+rewrite and K steps later, before any rollback); a rewrite that an instability rollback
+blamed (a NaN or spike during its trial) has effect −1 and verdict `unstable`; one whose run
+ended before the verdict is left out. For `none` (the control arm), val_after is the first
+validation loss the run logged at or after step + K, and the verdict is `none`. Comparing a
+transform's effect with the control's in the same condition is what `RewriteEffects` does.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+TRIGGER_KINDS = {"warmup": "schedule", "epoch_end": "schedule", "plateau": "plateau",
+                 "nan": "instability", "spike": "instability", "grad_explosion": "instability"}
+INSTABILITY = ("nan", "spike", "grad_explosion")
+COLUMNS = ("run_id", "problem_id", "problem", "task", "step", "trigger", "trigger_kind",
+           "transform", "site", "options", "val_loss", "train_loss", "gap", "grad_norm",
+           "update_ratio", "n_rows", "effect", "verdict")
+
+EVENTS_SQL = """
+SELECT e.run_id, r.problem_id, r.problem_name AS problem, r.task, e.step, e.kind, e.name,
+       e.detail, e.metrics_before, e.at,
+       coalesce(TRY_CAST(json_extract(r.config, '$.adapt.guard.steps') AS BIGINT), 50)
+           AS guard_steps
+FROM events e JOIN runs r USING (run_id)
+WHERE e.kind IN ('decision', 'guard', 'rollback')
+ORDER BY e.run_id, e.at, e.step
+"""
+VAL_SQL = """
+SELECT run_id, step, value FROM results
+WHERE split = 'val' AND metric = 'loss' AND NOT final
+  AND run_id IN (SELECT DISTINCT run_id FROM events WHERE kind = 'decision')
+"""
+STEPS_SQL = """
+SELECT s.run_id, s.step, s.grad_norm, s.update_ratio FROM steps s
+WHERE s.run_id IN (SELECT DISTINCT run_id FROM events WHERE kind = 'decision')
+"""
+ROWS_SQL = """
+SELECT problem_id, max(value) AS n_rows FROM problem_features
+WHERE feature = 'simple.n_rows' GROUP BY problem_id
+"""
+
+
+def load_rewrite_history(root: str | Path) -> pd.DataFrame:
+    """The rewrite history of the warehouse at `root` (see the module docstring)."""
+    import warehouse
+
+    def read(conn: Any) -> tuple[pd.DataFrame, ...]:
+        return tuple(conn.sql(q).to_arrow_table().to_pandas()
+                     for q in (EVENTS_SQL, VAL_SQL, STEPS_SQL, ROWS_SQL))
+
+    events, vals, steps, rows = warehouse.with_retry(Path(root), read)
+    return history_of(events, vals, steps, rows)
+
+
+def history_of(events: pd.DataFrame, vals: pd.DataFrame, steps: pd.DataFrame,
+               rows: pd.DataFrame) -> pd.DataFrame:
+    """The history from the four query results (split out so it can be tested on frames)."""
+    out: list[dict[str, Any]] = []
+    n_rows = dict(zip(rows["problem_id"], rows["n_rows"], strict=True)) if len(rows) else {}
+    val_by_run = {k: g.sort_values("step") for k, g in vals.groupby("run_id")}
+    steps_by_run = {k: g.sort_values("step") for k, g in steps.groupby("run_id")}
+    for run_id, ev in events.groupby("run_id", sort=True):
+        recs: list[dict[str, Any]] = [{str(k): v for k, v in r.items()}
+                                      for r in ev.to_dict("records")]
+        for i, e in enumerate(recs):
+            if e["kind"] != "decision" or e["name"] == "wait":
+                continue
+            d, m = _json(e["detail"]), _json(e["metrics_before"])
+            trigger = str(d.get("trigger", ""))
+            k = int(e["guard_steps"])
+            row = _base(e, d, m, trigger, n_rows, steps_by_run.get(run_id), k)
+            if e["name"] == "none":
+                outcome = _control(val_by_run.get(run_id), int(e["step"]) + k, row["val_loss"])
+            else:
+                outcome = _rewrite(recs[i + 1:], e["name"], int(e["step"]))
+            if outcome is None:
+                continue
+            row["effect"], row["verdict"] = outcome
+            out.append(row)
+    df = pd.DataFrame(out, columns=list(COLUMNS))
+    return df.astype({"step": "int64", "effect": float})
+
+
+def _json(v: Any) -> dict[str, Any]:
+    if isinstance(v, dict):
+        return v
+    try:
+        out = json.loads(v) if v else {}
+    except (TypeError, ValueError):
+        return {}
+    return out if isinstance(out, dict) else {}
+
+
+def _base(e: dict[str, Any], d: dict[str, Any], m: dict[str, Any], trigger: str,
+          n_rows: dict[str, float], steps: pd.DataFrame | None, k: int) -> dict[str, Any]:
+    grad = ratio = math.nan
+    if steps is not None:
+        s = steps[(steps["step"] < e["step"]) & (steps["step"] >= e["step"] - k)]
+        if len(s):
+            grad, ratio = float(s["grad_norm"].mean()), float(s["update_ratio"].mean())
+    return {"run_id": e["run_id"], "problem_id": e["problem_id"], "problem": e["problem"],
+            "task": e["task"],
+            "step": int(e["step"]), "trigger": trigger,
+            "trigger_kind": TRIGGER_KINDS.get(trigger, "schedule"), "transform": e["name"],
+            "site": str(d.get("site") or ""),
+            "options": json.dumps(d.get("options") or {}, sort_keys=True),
+            "val_loss": _num(m.get("val_loss")), "train_loss": _num(m.get("train_loss")),
+            "gap": _num(m.get("gap")), "grad_norm": grad, "update_ratio": ratio,
+            "n_rows": float(n_rows.get(e["problem_id"], math.nan))}
+
+
+def _num(v: Any) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _effect(before: float, after: float) -> float:
+    if not (math.isfinite(before) and before > 0):
+        return math.nan
+    if not math.isfinite(after):
+        return -1.0
+    return float(np.clip((before - after) / before, -1.0, 1.0))
+
+
+def _rewrite(later: list[dict[str, Any]], transform: str,
+             step: int) -> tuple[float, str] | None:
+    """The guard verdict (or instability rollback) that judged this rewrite, if any."""
+    for e in later:
+        d = _json(e["detail"])
+        if e["kind"] == "guard" and e["name"] == transform and int(d.get("rewrite_step", -1)) \
+                == step:
+            eff = _effect(_num(d.get("val_before")), _num(d.get("val_after")))
+            return None if math.isnan(eff) else (eff, str(d.get("verdict", "")))
+        if e["kind"] == "rollback" and e["name"] in INSTABILITY \
+                and d.get("blacklisted") == transform:
+            return -1.0, "unstable"
+        if e["kind"] == "decision":
+            return None  # the next decision came first: this rewrite was never judged
+    return None
+
+
+def _control(vals: pd.DataFrame | None, at: int, before: float) -> tuple[float, str] | None:
+    if vals is None:
+        return None
+    later = vals[vals["step"] >= at]
+    if not len(later):
+        return None
+    eff = _effect(before, float(later["value"].iloc[0]))
+    return None if math.isnan(eff) else (eff, "none")
+
+
+def excluding(history: pd.DataFrame, exclude: set[str]) -> pd.DataFrame:
+    """The history without the problems named in `exclude` (names with or without options,
+    or ids), as `induce fit --exclude` keeps them out of the pack."""
+    plain = history["problem"].astype(str).str.split("?").str[0]
+    hit = history["problem"].isin(exclude) | plain.isin(exclude) | \
+        history["problem_id"].isin(exclude)
+    return history[~hit].reset_index(drop=True)

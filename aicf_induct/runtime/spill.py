@@ -1,0 +1,47 @@
+"""A remote log that cannot lose a run: `SpillRecorder` sends every record through the
+service's recorder (`RemoteRecorder`) and keeps a copy; if, when the run closes, the service
+has not taken every record (it went down, or refused a batch), the whole run is written to a
+local warehouse instead and that is said once. The copy costs memory (one record per step:
+~100 bytes each), which is why only a run, not a sweep, logs through it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TextIO
+
+from aicf_induct.records import BaseRecorder, Record, Recorder, send
+from aicf_induct.runtime.remote_recorder import RemoteRecorder
+
+
+class SpillRecorder(BaseRecorder):
+    def __init__(self, remote: RemoteRecorder, local: Callable[[], tuple[Recorder, str]],
+                 stream: TextIO | None = None) -> None:
+        self.remote = remote
+        self.local = local  # opens the local warehouse's recorder: (recorder, where)
+        self.stream = stream or sys.stderr
+        self.kept: list[Record] = []
+        self.spilled_to: str | None = None  # the local warehouse, once the run went there
+
+    def record(self, rec: Record) -> None:
+        self.kept.append(rec)
+        send(self.remote, rec)
+
+    def flush(self) -> None:
+        self.remote.flush()
+
+    def close(self) -> None:
+        self.remote.close()
+        sent = self.remote.stats.sent_records
+        if sent >= len(self.kept) or self.spilled_to is not None:
+            return
+        recorder, where = self.local()
+        try:
+            for rec in self.kept:
+                send(recorder, rec)
+        finally:
+            recorder.close()
+        self.spilled_to = where
+        print(f"note: the service took {sent} of the run's {len(self.kept)} records; the "
+              f"whole run is logged locally to {where}", file=self.stream, flush=True)

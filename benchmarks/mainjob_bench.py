@@ -1,0 +1,292 @@
+"""Main-job benchmark: one adaptive run from the proposal against what a user would otherwise
+do, per problem held out of the proposer by leave-one-group-out.
+
+    .venv/bin/python benchmarks/mainjob_bench.py --warehouse DIR [--groups N] [--steps S]
+        [--default KEY] [--jobs N] [--write-results]
+
+The warehouse holds a sweep corpus (a full matrix: every problem × candidate × seed) and
+adaptive runs (`corpus build --adaptive N`: the rewrite history). The seeds are halved as in
+the induction benchmark: methods that choose, choose on the first half (validation) and
+are scored on the second (test). For each held-out group, the structure proposer is fitted
+on the other groups' corpus rows and the learned rewrite proposer on the other groups'
+rewrite history; then for each problem of the group:
+
+  A  one adaptive run from the top-1 proposal per score seed (learned rewrites, rule
+     fallback, guard; the best model by validation reported on test);
+  B  the default MLP trained statically (the corpus's runs, score seeds);
+  C  the top-1 proposal trained statically (the corpus's runs, score seeds);
+  D  the full sweep: every candidate on the choose seeds, the best by validation scored on
+     the score seeds; its compute is the whole sweep on the choose seeds;
+  E  random search at A's compute: candidates in random order (choose seeds) until their
+     compute passes A's, the best by validation scored on the score seeds (mean of 20 draws).
+
+Compute is parameter-steps: Σ over executed steps of the model's parameter count (for A,
+integrated over its evaluations, rolled-back steps included). Errors are normalized per
+problem as in the induction benchmark: (err − best) / (median − best) clipped to [0, 1],
+best and median over the candidates' mean test error on the score seeds. Reported: mean
+normalized error per method [95 % bootstrap CI], A − X paired differences with CIs and
+Wilcoxon p, A's compute over D's, and the rewrite proposer's precision (share of its
+rewrites the guard kept); with `--feedback DIR`, the same after one round of feedback (A's
+runs logged into DIR and added to the rewrite history, each problem's own left out). The
+structure proposer learns from the full-matrix sweep runs only (the meta-dataset reads
+origin `sweep`), so feedback changes the rewrite proposer, not the structure proposal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from machine import cpu_model, git_commit, write_section
+from scipy.stats import wilcoxon
+
+from aicf_induct.induction.baselines import resolve_default
+from aicf_induct.induction.corpus import corpus_meta
+from aicf_induct.induction.inference import bootstrap_mean_ci
+from aicf_induct.induction.lopo import split_seeds
+from aicf_induct.induction.metamodel import MetaModel
+from aicf_induct.induction.proposer import Proposer, candidate_of
+from aicf_induct.induction.rewrite_effects import RewriteEffects
+from aicf_induct.induction.rewrite_history import excluding, load_rewrite_history
+
+HEADING = "## Main job: adaptive from the proposal vs static, top-1, full sweep, random search"
+METHODS = ("A_adaptive", "B_default", "C_top1", "D_sweep", "E_random")
+COMPUTE_SQL = """
+SELECT r.problem_id, json_extract_string(r.config, '$.sweep.candidate') AS candidate, r.seed,
+       coalesce(r.steps_taken, 0) * s.param_count AS compute
+FROM runs r JOIN ir_snapshots s ON s.run_id = r.run_id AND s.reason = 'start'
+WHERE r.origin = 'sweep'
+"""
+
+
+def compute_table(root: str) -> pd.DataFrame:
+    import warehouse
+
+    return warehouse.with_retry(Path(root),
+                                lambda c: c.sql(COMPUTE_SQL).to_arrow_table().to_pandas())
+
+
+def adaptive_run(problem_name: str, structure_key: str, seed: int, effects: RewriteEffects,
+                 n_rows: float, steps: int, backend: str = "auto",
+                 log_to: str | None = None) -> dict[str, Any]:
+    """Method A on one seed: test error of the best model and its parameter-steps (logged
+    into the warehouse `log_to` when given: the feedback round's history)."""
+    from aicf_induct.induction.mainjob import LearnedRewritePolicy, local_rewrites
+    from aicf_induct.problems import load_problem
+    from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun
+    from aicf_induct.runtime.guard import GuardConfig
+    from aicf_induct.runtime.policies import RuleBasedPolicy
+    from aicf_induct.runtime.trainer import TrainConfig
+
+    problem = load_problem(problem_name, seed=seed)
+    cand = candidate_of(structure_key)
+    r = cand.recipe
+    config = TrainConfig(optimizer=r.optimizer, lr=r.lr, weight_decay=r.weight_decay,
+                         batch_size=r.batch_size, seed=seed, backend=backend)
+    adapt = AdaptConfig(steps=steps, warmup_steps=min(100, steps // 4), eval_every=25,
+                        early_stop=10, guard=GuardConfig(steps=50))
+    policy = LearnedRewritePolicy(local_rewrites(effects, n_rows), RuleBasedPolicy(),
+                                  stream=sys.stderr)
+    import warehouse
+
+    rec = warehouse.open_recorder(log_to) if log_to else None
+    try:
+        res = AdaptiveRun(problem, cand.graph(problem.n_features, problem.n_outputs), config,
+                          adapt, policy, recorder=rec).run()
+    finally:
+        if rec is not None:
+            rec.close()
+    metric = "test_r2" if problem.task == "regression" else "test_accuracy"
+    compute, last = 0.0, 0.0
+    for h in res.history:  # parameter count at each evaluation covers the steps before it
+        compute += (h["work"] - last) * h["param_count"]
+        last = h["work"]
+    compute += (res.work - last) * res.graph.param_count()
+    learned = [e for e in res.events if e.kind == "decision" and e.name != "none"
+               and not str(e.detail.get("source", "")).endswith("fallback")]
+    kept = sum(1 for e in res.events if e.kind == "guard" and e.detail.get("verdict") == "keep"
+               and any(d.step == e.detail.get("rewrite_step") and d.name == e.name
+                       for d in learned))
+    return {"error": 1.0 - float(res.metrics[metric]), "compute": compute,
+            "learned_rewrites": len(learned), "learned_kept": kept,
+            "rewrites": res.rewrites}
+
+
+def normalizer(meta: pd.DataFrame, pid: str, score: tuple[int, ...]) -> tuple[float, float]:
+    """(best, median) of the candidates' mean test error on the score seeds."""
+    rows = meta[(meta["problem_id"] == pid) & meta["seed"].isin(score)]
+    err = rows.replace([np.inf, -np.inf], np.nan).groupby("candidate")["test_error"].mean()
+    return float(err.min()), float(err.median())
+
+
+def norm(err: float, best: float, median: float) -> float:
+    if not np.isfinite(err):
+        return 1.0
+    if median <= best:
+        return 0.0 if err <= best else 1.0
+    return float(np.clip((err - best) / (median - best), 0.0, 1.0))
+
+
+def evaluate(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, Any]]:
+    meta, _ = corpus_meta(args.warehouse, args.protocol)
+    history = load_rewrite_history(args.history or args.warehouse)
+    compute = compute_table(args.warehouse).set_index(["problem_id", "candidate", "seed"])
+    default = resolve_default(meta, args.default)
+    choose, score = split_seeds(meta)
+    groups = sorted(meta["group"].unique())[:args.groups or None]
+    rng = np.random.default_rng(args.seed)
+    rows: list[dict[str, Any]] = []
+    jobs: list[dict[str, Any]] = []
+    for g in groups:
+        held = meta["group"] == g
+        train = meta[~held]
+        prop = Proposer(metamodel=MetaModel(max_iter=args.max_iter)).fit(train)
+        names = set(meta.loc[held, "problem"]) | set(meta.loc[held, "problem_id"])
+        effects = RewriteEffects().fit(excluding(history, names)) if len(history) else \
+            RewriteEffects.from_table(pd.DataFrame())
+        for pid, rows_p in meta[held].groupby("problem_id"):
+            info = rows_p.iloc[0]
+            feats = {c: float(info[c]) for c in rows_p.columns if c.startswith("f.")}
+            top = prop.propose(feats, 1).candidates[0]
+            best, median = normalizer(meta, str(pid), score)
+            test = rows_p.pivot_table(index="candidate", columns="seed", values="test_error")
+            val = rows_p.pivot_table(index="candidate", columns="seed", values="val_error")
+            comp = compute.loc[str(pid)]["compute"]
+            job = {"problem": str(info["problem"]), "key": top.structure_key, "names": names,
+                   "n_rows": feats.get("f.simple.n_rows", np.nan), "best": best,
+                   "median": median}
+            jobs.append(job)
+            a_err, a_comp, learned, kept = method_a(job, effects, score, args, args.feedback)
+            sweep = val[list(choose)].mean(axis=1).idxmin()
+            d_comp = float(comp[comp.index.get_level_values("seed").isin(choose)].sum())
+            e_errs = [random_search(val, test, comp, choose, score, a_comp, rng)
+                      for _ in range(args.n_random)]
+            errs = {"A_adaptive": a_err,
+                    "B_default": float(test.loc[default, list(score)].mean()),
+                    "C_top1": float(test.loc[top.candidate, list(score)].mean()),
+                    "D_sweep": float(test.loc[sweep, list(score)].mean()),
+                    "E_random": float(np.mean(e_errs))}
+            rows.append({"problem": str(info["problem"]), "group": g,
+                         **{m: norm(e, best, median) for m, e in errs.items()},
+                         "A_compute": a_comp, "D_compute": d_comp,
+                         "learned": learned, "kept": kept})
+            print(f"{info['problem']}: " + ", ".join(f"{m} {rows[-1][m]:.3f}" for m in METHODS)
+                  + f"; A/D compute {a_comp / max(d_comp, 1):.3f}", file=sys.stderr, flush=True)
+    df = pd.DataFrame(rows)
+    if args.feedback:  # one round: A again, the other problems' A runs added to the history
+        pooled = pd.concat([history, load_rewrite_history(args.feedback)], ignore_index=True)
+        for i, job in enumerate(jobs):
+            effects = RewriteEffects().fit(excluding(pooled, job["names"]))
+            a_err, _, learned, kept = method_a(job, effects, score, args, None)
+            df.loc[i, ["A_feedback", "learned_feedback", "kept_feedback"]] = \
+                [norm(a_err, job["best"], job["median"]), learned, kept]
+    return df, {"default": default, "choose": choose, "score": score,
+                "history": len(history), "groups": len(groups)}
+
+
+def method_a(job: dict[str, Any], effects: RewriteEffects, score: tuple[int, ...],
+             args: argparse.Namespace, log_to: str | None) -> tuple[float, float, int, int]:
+    """A on the score seeds: mean test error, total compute, learned rewrites, kept."""
+    runs = [adaptive_run(job["problem"], job["key"], s, effects, job["n_rows"], args.steps,
+                         args.backend, log_to) for s in score]
+    return (float(np.mean([r["error"] for r in runs])),
+            float(np.sum([r["compute"] for r in runs])),
+            sum(r["learned_rewrites"] for r in runs), sum(r["learned_kept"] for r in runs))
+
+
+def random_search(val: pd.DataFrame, test: pd.DataFrame, comp: pd.Series,
+                  choose: tuple[int, ...], score: tuple[int, ...], budget: float,
+                  rng: np.random.Generator) -> float:
+    """E: candidates in random order until their compute on the choose seeds passes
+    `budget` (at least one), the best by validation scored on the score seeds."""
+    order, spent, seen = rng.permutation(val.index.to_numpy()), 0.0, []
+    for cand in order:
+        seen.append(cand)
+        spent += float(sum(comp.get((cand, s), 0.0) for s in choose))
+        if spent >= budget:
+            break
+    pick = val.loc[seen, list(choose)].mean(axis=1).idxmin()
+    return float(test.loc[pick, list(score)].mean())
+
+
+def report(df: pd.DataFrame, facts: dict[str, Any], args: argparse.Namespace,
+           took: float) -> str:
+    lines = [HEADING, "",
+             f"{dt.date.today()}, {cpu_model()}, commit {git_commit()}; `python "
+             f"benchmarks/mainjob_bench.py {' '.join(sys.argv[1:])}` ({took:.0f} s)", "",
+             f"{len(df)} problems in {facts['groups']} held-out groups; choose seeds "
+             f"{list(facts['choose'])}, score seeds {list(facts['score'])}; default "
+             f"{facts['default']}; rewrite history {facts['history']} decisions; A: "
+             f"{args.steps} steps at most per run.", "",
+             "| method | mean normalized error | 95 % CI |", "|---|---|---|"]
+    for m in METHODS:
+        lo, hi = bootstrap_mean_ci(df[m].to_numpy(), seed=args.seed)
+        lines.append(f"| {m} | {df[m].mean():.3f} | [{lo:.3f}, {hi:.3f}] |")
+    lines += ["", "| A − X | mean difference | 95 % CI | Wilcoxon p | A better on |",
+              "|---|---|---|---|---|"]
+    for m in METHODS[1:]:
+        d = (df["A_adaptive"] - df[m]).to_numpy()
+        lo, hi = bootstrap_mean_ci(d, seed=args.seed)
+        p = float(wilcoxon(d).pvalue) if np.any(d != 0) and len(d) > 1 else float("nan")
+        lines.append(f"| {m} | {d.mean():+.3f} | [{lo:+.3f}, {hi:+.3f}] | {p:.3g} | "
+                     f"{int((d < 0).sum())} of {len(d)} |")
+    if "A_feedback" in df:
+        d = (df["A_feedback"] - df["A_adaptive"]).to_numpy()
+        lo, hi = bootstrap_mean_ci(d, seed=args.seed)
+        p = float(wilcoxon(d).pvalue) if np.any(d != 0) and len(d) > 1 else float("nan")
+        pf = df["kept_feedback"].sum() / df["learned_feedback"].sum() \
+            if df["learned_feedback"].sum() else float("nan")
+        lines += ["", f"After one round of feedback (A's runs on the other groups added to the "
+                      f"rewrite history): A {df['A_feedback'].mean():.3f}, change "
+                      f"{d.mean():+.3f} [{lo:+.3f}, {hi:+.3f}], Wilcoxon p {p:.3g}; precision "
+                      f"{int(df['kept_feedback'].sum())} of "
+                      f"{int(df['learned_feedback'].sum())} ({pf:.0%})."]
+    ratio = df["A_compute"].sum() / max(df["D_compute"].sum(), 1.0)
+    prec = df["kept"].sum() / df["learned"].sum() if df["learned"].sum() else float("nan")
+    lines += ["", f"A's compute (parameter-steps) over D's: {ratio:.4f} (goal <= 0.05); "
+                  f"rewrite proposer's precision: {int(df['kept'].sum())} of "
+                  f"{int(df['learned'].sum())} learned rewrites kept by the guard "
+                  f"({prec:.0%})."]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--warehouse", required=True, help="sweep corpus (+ adaptive runs)")
+    ap.add_argument("--history", help="warehouse of the rewrite history (default: --warehouse)")
+    ap.add_argument("--protocol", help="sweep protocol, when the warehouse holds several")
+    ap.add_argument("--default", help="the default MLP (candidate key, structure key or spec)")
+    ap.add_argument("--groups", type=int, default=0, help="held-out groups (0: all)")
+    ap.add_argument("--steps", type=int, default=1500, help="A's step budget per run")
+    ap.add_argument("--n-random", type=int, default=20, help="draws averaged for E")
+    ap.add_argument("--max-iter", type=int, default=200, help="meta-model boosting rounds")
+    ap.add_argument("--backend", default="auto", choices=["auto", "numpy", "cupy"],
+                    help="A's backend (default auto: CuPy on a GPU)")
+    ap.add_argument("--feedback", metavar="DIR",
+                    help="log A's runs into this warehouse, then run A again with them added "
+                         "to the rewrite history (each problem without its own): one round "
+                         "of feedback, and the rewrite precision before and after")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--write-results", action="store_true",
+                    help="replace this benchmark's section of benchmarks/RESULTS.md")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    df, facts = evaluate(args)
+    text = report(df, facts, args, time.perf_counter() - t0)
+    print(text)
+    if args.write_results:
+        write_section(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""The learned rewrite proposer: a planted effect is proposed with an interval above 0, a
+history without effects gives "no change", little data shrinks to the parent, tables pool
+as one sample would, and the pack carries the table."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from aicf_induct.errors import ConfigError
+from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
+from aicf_induct.induction.mining import Miner
+from aicf_induct.induction.rewrite_effects import RewriteEffects, RewriteQuery
+from aicf_induct.induction.rewrite_history import COLUMNS, excluding
+from aicf_induct.induction.rewrite_table import aggregate, combine_tables
+from tests.induction.synthetic_meta import planted
+
+GRAPH = mlp_graph(parse_model_spec("mlp:depth=2,width=8"), 5, 3)
+PLATEAU_FIT = RewriteQuery(GRAPH, "plateau", 0.02, "classification", 300)
+
+
+def history(effects: dict[str, float], n: int = 30, sd: float = 0.05, seed: int = 0,
+            gap: float = 0.02, rows: float = 300) -> pd.DataFrame:
+    """n decisions per arm at plateaus, effect ~ N(mean, sd)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for arm, mean in effects.items():
+        for i in range(n):
+            out.append({c: None for c in COLUMNS} | {
+                "run_id": f"r{i}", "problem_id": f"p{i % 5}", "problem": f"prob{i % 5}",
+                "task": "classification", "step": 100, "trigger": "plateau",
+                "trigger_kind": "plateau", "transform": arm,
+                "options": json.dumps({"p": 0.2} if arm == "dropout" else {}),
+                "gap": gap, "n_rows": rows, "effect": float(rng.normal(mean, sd)),
+                "verdict": "none" if arm == "none" else "keep"})
+    return pd.DataFrame(out, columns=list(COLUMNS))
+
+
+def test_a_planted_effect_is_proposed_with_its_interval_above_zero() -> None:
+    h = history({"none": 0.0, "widen": 0.15, "dropout": -0.1, "deepen": 0.0})
+    ans = RewriteEffects().fit(h).propose(PLATEAU_FIT)
+    assert ans.decision == "rewrite" and ans.history == 120
+    top = ans.rewrites[0]
+    assert top.transform == "widen" and top.site == "blocks.0.linear"
+    assert 0 < top.low < top.expected_effect < top.high
+    assert abs(top.expected_effect - 0.15) < 0.05
+    assert top.evidence["n"] == {"transform": 30, "dynamics": 30, "problem": 30}
+    assert top.evidence["baseline"].startswith("control arm")
+    assert [p.transform for p in ans.rewrites] == ["widen"]  # deepen: no effect
+    drop = next(p for p in ans.considered if p.transform == "dropout")
+    assert drop.high < 0 and drop.options == {"p": 0.2}  # the options the history used
+
+
+def test_no_effect_anywhere_gives_no_change() -> None:
+    h = history({"none": 0.0, "widen": 0.0, "dropout": 0.0, "deepen": 0.0}, sd=0.1, seed=3)
+    ans = RewriteEffects().fit(h).propose(PLATEAU_FIT)
+    assert ans.decision == "none" and ans.rewrites == [] and ans.considered
+    assert "no change" in ans.reason
+
+
+def test_an_empty_history_says_so_and_proposes_nothing() -> None:
+    ans = RewriteEffects.from_table(pd.DataFrame()).propose(PLATEAU_FIT)
+    assert ans.decision == "none" and ans.history == 0 and "empty" in ans.reason
+
+
+def test_a_cell_with_little_data_leans_on_its_parent() -> None:
+    # overfitting cells: one observation of +0.9; the fitting regime: many of 0.1
+    h = pd.concat([history({"widen": 0.1, "none": 0.0}, n=40),
+                   history({"widen": 0.9}, n=1, gap=0.5)], ignore_index=True)
+    e = RewriteEffects().fit(h)
+    over = e.estimate("widen", RewriteQuery(GRAPH, "plateau", 0.5, "classification",
+                                            300).condition())
+    assert over.n == (41, 1, 1)
+    assert 0.1 < over.mean < 0.5  # far from the lone +0.9
+    assert e.estimate("prune", PLATEAU_FIT.condition()).mean == 0.0  # never seen: the prior
+
+
+def test_blocked_and_inapplicable_transforms_are_not_considered() -> None:
+    h = history({"none": 0.0, "widen": 0.15})
+    q = RewriteQuery(GRAPH, "plateau", 0.02, "classification", 300, frozenset({"widen"}))
+    ans = RewriteEffects().fit(h).propose(q)
+    assert "widen" not in [p.transform for p in ans.considered] and ans.decision == "none"
+
+
+def test_pooled_tables_equal_the_table_of_the_pooled_history() -> None:
+    a, b = history({"none": 0.0, "widen": 0.1}, seed=1), history({"widen": 0.3}, n=7, seed=2)
+    pooled = combine_tables(aggregate(a), aggregate(b))
+    whole = aggregate(pd.concat([a, b], ignore_index=True))
+    cols = ["level", "transform", "trigger_kind", "regime", "task", "size", "n"]
+    pd.testing.assert_frame_equal(pooled[cols], whole[cols])
+    np.testing.assert_allclose(pooled["mean"], whole["mean"])
+    np.testing.assert_allclose(pooled["var"], whole["var"], atol=1e-12)
+
+
+def test_the_excluded_problems_leave_the_history() -> None:
+    h = history({"widen": 0.1}, n=10)
+    kept = excluding(h, {"prob1", "p2"})
+    assert set(kept["problem"]) == {"prob0", "prob3", "prob4"}
+
+
+def _meta() -> tuple[pd.DataFrame, Miner]:
+    meta = planted(P=12)
+    return meta, Miner(min_problems=2, n_bootstrap=50).fit(meta)
+
+
+def test_the_pack_carries_the_rewrite_table(tmp_path) -> None:
+    from aicf_induct.induction.pack import build_pack, load_pack, write_pack
+
+    meta, miner = _meta()
+    table = aggregate(history({"none": 0.0, "widen": 0.15}))
+    without = build_pack(meta, miner)
+    path = write_pack(build_pack(meta, miner, rewrites=table), tmp_path / "p.parquet", ["t"])
+    back = load_pack(path)
+    pd.testing.assert_frame_equal(back.rewrites, table, check_dtype=False)
+    assert back.header["rewrite_decisions"] == 60
+    assert back.rewrite_effects().propose(PLATEAU_FIT).rewrites[0].transform == "widen"
+    old = load_pack(write_pack(without, tmp_path / "old.parquet", ["t"]))
+    assert old.rewrites.empty and old.digest() == without.digest()
+    assert old.rewrite_effects().propose(PLATEAU_FIT).history == 0
+
+
+def test_a_damaged_rewrite_table_is_named(tmp_path) -> None:
+    import pyarrow.parquet as pq
+
+    from aicf_induct.induction.pack import META_KEY, build_pack, load_pack, write_pack
+
+    meta, miner = _meta()
+    path = write_pack(build_pack(meta, miner, rewrites=aggregate(history({"widen": 0.1}))),
+                      tmp_path / "p.parquet", ["t"])
+    t = pq.read_table(path)
+    header = json.loads(t.schema.metadata[META_KEY])
+    header["rewrites"] = [{"level": "not a number"}]
+    pq.write_table(t.replace_schema_metadata({META_KEY: json.dumps(header).encode()}), path)
+    with pytest.raises(ConfigError, match="rewrite table is damaged"):
+        load_pack(path)
+
+
+def test_effects_are_finite_numbers() -> None:
+    ans = RewriteEffects().fit(history({"none": 0.0, "widen": 0.15})).propose(PLATEAU_FIT)
+    for p in ans.considered:
+        assert all(math.isfinite(v) for v in (p.expected_effect, p.low, p.high))
+
+
+def test_the_shipped_pack_named_but_absent_means_no_pack(tmp_path, monkeypatch) -> None:
+    from aicf_induct.induction import pack as pack_mod
+    from aicf_induct.induction.rewrite_effects import learned_effects
+
+    monkeypatch.setattr(pack_mod, "DEFAULT_PACK", tmp_path / "not_built.parquet")
+    effects, source = learned_effects(tmp_path / "not_built.parquet", None)
+    assert source["pack"] is None and effects.history_ == 0
+    with pytest.raises(ConfigError, match="no knowledge pack at"):
+        learned_effects(tmp_path / "elsewhere.parquet", None)
