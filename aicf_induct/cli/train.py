@@ -12,11 +12,11 @@ from typing import Any
 from aicf_induct.cli import options
 from aicf_induct.compiler.fusion import PRECISIONS
 from aicf_induct.errors import ConfigError
-from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
+from aicf_induct.frontend.families import CNNSpec, parse_spec, spec_graph
 from aicf_induct.ir import canonical
 from aicf_induct.ir.graph import Graph
 from aicf_induct.kernels.autotune import TuningStore
-from aicf_induct.problems import load_problem
+from aicf_induct.problems import IMAGE_SIDES, image_side, load_problem
 from aicf_induct.problems.problem import Problem
 from aicf_induct.records import NullRecorder, Recorder
 from aicf_induct.runtime.backend import BACKENDS, gpu_available, select_backend
@@ -91,8 +91,12 @@ def model_graph(problem: Problem, model: str | None, ir_file: str | None) -> Gra
             raise ConfigError(f"{ir_file}: input '{x.id}' takes {width} features, the dataset "
                               f"'{problem.name}' has {problem.n_features}")
         return graph
-    return mlp_graph(parse_model_spec(model or DEFAULT_MODEL), problem.n_features,
-                     problem.n_outputs)
+    spec = parse_spec(model or DEFAULT_MODEL)
+    if isinstance(spec, CNNSpec) and image_side(problem.name) is None:
+        shapes = ", ".join(f"{k} ({v}x{v})" for k, v in IMAGE_SIDES.items())
+        raise ConfigError(f"model kind cnn needs an image-shaped problem; '{problem.name}' is "
+                          f"not one (image-shaped: {shapes})")
+    return spec_graph(spec, problem.n_features, problem.n_outputs)
 
 
 def open_recorder(args: argparse.Namespace) -> tuple[Recorder, str | None]:
@@ -175,7 +179,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "name `aicf-induct problems list` shows")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--model", default=None, type=options.model_spec,
-                     help=f'model spec, e.g. "mlp:depth=2,width=64,act=gelu,norm=layernorm" '
+                     help=f'model spec, e.g. "mlp:depth=2,width=64,act=gelu,norm=layernorm", '
+                          f'"ftt:depth=2,d_token=32,heads=4", "resmlp:blocks=2,d=64", or, '
+                          f'for image-shaped problems (digits), "cnn:stages=2,channels=16" '
                           f'(default "{DEFAULT_MODEL}")')
     src.add_argument("--ir", metavar="FILE", help="train the graph in this canonical IR file")
     p.add_argument("--save-ir", metavar="FILE", type=options.new_file,

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, clone
 
-from aicf_induct.frontend.specs import parse_model_spec
+from aicf_induct.frontend.families import parse_spec
 from aicf_induct.induction.meta_dataset import (
     RECIPE_COLUMNS,
     check_meta,
@@ -131,11 +131,12 @@ class Proposer(BaseEstimator):
 
 
 def candidate_of(structure_key: str) -> Candidate:
-    """The space candidate a structure key (`mlp:...|optimizer=..,lr=..,...`) names."""
+    """The space candidate a structure key (`mlp:...|optimizer=..,lr=..,...`, or another
+    family's spec) names."""
     spec, _, recipe = structure_key.partition("|")
     f = dict(kv.split("=", 1) for kv in recipe.split(",") if "=" in kv)
     d = Recipe()
-    return Candidate(parse_model_spec(spec), Recipe(
+    return Candidate(parse_spec(spec), Recipe(
         optimizer=f.get("optimizer", d.optimizer), lr=float(f.get("lr", d.lr)),
         weight_decay=float(f.get("weight_decay", d.weight_decay)),
         batch_size=int(float(f.get("batch_size", d.batch_size)))))
