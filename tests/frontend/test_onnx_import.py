@@ -1,0 +1,186 @@
+"""ONNX import: an MLP, an FT-Transformer and a small CNN exported from PyTorch (the
+TorchScript exporter) import, match onnxruntime's output on their first forward through the
+executor, and train; unsupported nodes are one error naming the node; the CLI writes IR and
+values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from aicf_induct.cli.main import main
+from aicf_induct.errors import ConfigError
+from aicf_induct.ir import canonical, fingerprint
+from aicf_induct.problems import load_problem
+from aicf_induct.runtime.trainer import TrainConfig, Trainer
+
+torch = pytest.importorskip("torch")
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+nn = torch.nn
+# the TorchScript exporter (dynamo=False: the dynamo one needs onnxscript) warns that it is old
+pytestmark = pytest.mark.filterwarnings("ignore:You are using the legacy TorchScript")
+
+from aicf_induct.frontend.onnx_import import from_onnx  # noqa: E402  (needs onnx)
+from aicf_induct.frontend.torch_import import from_torch  # noqa: E402
+
+
+class Tokenizer(nn.Module):
+    aicf_op = "numeric_tokenizer"  # from_torch reads it as the IR op
+
+    def __init__(self, f: int, d: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(f, d) / d ** 0.5)
+        self.bias = nn.Parameter(torch.randn(f, d) / d ** 0.5)
+
+    def forward(self, x: Any) -> Any:
+        return x[..., None] * self.weight + self.bias
+
+
+class Block(nn.Module):
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.attn_norm = nn.LayerNorm(d)
+        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
+        self.ffn_norm = nn.LayerNorm(d)
+        self.ffn = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+
+    def forward(self, x: Any) -> Any:
+        h = self.attn_norm(x)
+        x = x + self.attn(h, h, h)[0]
+        return x + self.ffn(self.ffn_norm(x))
+
+
+class FTT(nn.Module):
+    def __init__(self, f: int, out: int, d: int = 8, heads: int = 2, depth: int = 2) -> None:
+        super().__init__()
+        self.tokenizer = Tokenizer(f, d)
+        self.blocks = nn.Sequential(*[Block(d, heads) for _ in range(depth)])
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, out)
+
+    def forward(self, x: Any) -> Any:
+        return self.head(torch.relu(self.norm(self.blocks(self.tokenizer(x))).mean(1)))
+
+
+class CNN(nn.Module):
+    def __init__(self, out: int) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(4, 8, 3, padding=1), nn.SiLU(), nn.AvgPool2d(2), nn.Flatten())
+        self.head = nn.Linear(8 * 2 * 2, out)
+
+    def forward(self, x: Any) -> Any:
+        return self.head(self.features(x.reshape(x.shape[0], 1, 8, 8)))  # shape arithmetic
+
+
+def mlp(f: int, out: int) -> Any:
+    return nn.Sequential(nn.Linear(f, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.1),
+                         nn.Linear(32, 32), nn.LayerNorm(32), nn.GELU(), nn.Linear(32, 16),
+                         nn.Tanh(), nn.Linear(16, out))
+
+
+def export(model: Any, n_features: int, path: Path) -> Path:
+    model.eval()
+    torch.onnx.export(model, (torch.randn(4, n_features),), str(path), dynamo=False,
+                      opset_version=17, input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    return path
+
+
+def _model(kind: str, problem: Any) -> Any:
+    torch.manual_seed(0)
+    f, out = problem.n_features, problem.n_outputs
+    if kind == "mlp":
+        model = mlp(f, out)
+        model.train()
+        with torch.no_grad():  # running statistics that are not the initial 0 / 1
+            for _ in range(3):
+                model(torch.from_numpy(problem.train.X[:64]).float())
+        return model
+    return FTT(f, out) if kind == "ftt" else CNN(out)
+
+
+@pytest.mark.parametrize("kind,dataset,ops", [
+    ("mlp", "wine", {"batchnorm", "layernorm", "gelu", "tanh"}),
+    ("ftt", "wine", {"numeric_tokenizer", "attention", "layernorm", "gelu", "mean"}),
+    ("cnn", "digits", {"reshape", "conv2d", "pool", "silu"}),
+])
+def test_exported_models_import_match_onnxruntime_and_train(kind: str, dataset: str,
+                                                            ops: set[str],
+                                                            tmp_path: Path) -> None:
+    problem = load_problem(dataset, seed=0)
+    path = export(_model(kind, problem), problem.n_features, tmp_path / f"{kind}.onnx")
+    graph, values = from_onnx(path)
+    assert ops <= {n.op for n in graph.nodes}
+    trainer = Trainer(problem, graph, TrainConfig(epochs=3, lr=3e-3, backend="numpy"),
+                      values=values)
+    x = problem.val.X.astype(np.float32)  # what onnxruntime computes on
+    ours = trainer.executor.predict(x.astype(np.float64))
+    theirs = ort.InferenceSession(str(path)).run(None, {"x": x})[0]
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+    before, _ = trainer.evaluate(problem.val)
+    trainer.fit()
+    after, _ = trainer.evaluate(problem.val)
+    assert after < 0.9 * before  # it trains
+
+
+def test_attention_names_and_structure_agree_with_the_torch_importer(tmp_path: Path) -> None:
+    torch.manual_seed(1)
+    model = FTT(6, 3, d=12, heads=3, depth=1).eval()
+    g_onnx, v_onnx = from_onnx(export(model, 6, tmp_path / "ftt.onnx"))
+    g_fx, v_fx = from_torch(model, 6)
+    assert fingerprint(g_onnx) == fingerprint(g_fx)  # heads=3 found, eps read back as 1e-05
+    attn = g_onnx.node("blocks.0.attn")
+    assert attn.attrs["heads"] == 3
+    assert attn.params["out_weight"] == "blocks.0.attn.out_proj.weight"
+    for name in ("blocks.0.attn.in_proj_weight", "blocks.0.attn.out_proj.weight",
+                 "blocks.0.ffn.0.weight", "tokenizer.weight"):
+        np.testing.assert_allclose(v_onnx[name], v_fx[name], rtol=1e-6, atol=1e-7)
+
+
+def test_the_first_unsupported_node_is_named(tmp_path: Path) -> None:
+    model = nn.Sequential(nn.Linear(4, 8), nn.LeakyReLU(), nn.Linear(8, 2), nn.ELU())
+    path = export(model, 4, tmp_path / "leaky.onnx")
+    with pytest.raises(ConfigError, match=r"^unsupported ONNX node '/1/LeakyRelu' "
+                                          r"\(LeakyRelu\): the IR has no such op$"):
+        from_onnx(path)
+
+
+class Moves(nn.Module):
+    def forward(self, x: Any) -> Any:
+        return x.t()
+
+
+def test_a_node_that_moves_the_batch_axis_is_refused(tmp_path: Path) -> None:
+    path = export(Moves(), 4, tmp_path / "t.onnx")
+    with pytest.raises(ConfigError, match=r"unsupported ONNX node '.*Transpose' \(Transpose\): "
+                                          r"perm \[1, 0\] moves the batch axis"):
+        from_onnx(path)
+
+
+def test_cli_import_writes_ir_and_values(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                         ) -> None:
+    problem = load_problem("wine", seed=0)
+    path = export(_model("mlp", problem), problem.n_features, tmp_path / "m.onnx")
+    out, vals = tmp_path / "m.json", tmp_path / "m.npz"
+    assert main(["ir", "import", str(path), "-o", str(out), "--values", str(vals)]) == 0
+    assert "IR written to" in capsys.readouterr().out
+    graph = canonical.load(str(out))
+    with np.load(vals) as arrays:
+        assert set(arrays.files) == set(graph.params)
+        assert arrays["0.weight"].shape == (32, problem.n_features)
+    # a bad model: one error line naming the node, exit 2, nothing written
+    bad = export(nn.Sequential(nn.Linear(4, 4), nn.Hardswish()), 4, tmp_path / "b.onnx")
+    assert main(["ir", "import", str(bad), "-o", str(tmp_path / "b.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: unsupported ONNX node '/1/HardSwish' (HardSwish)")
+    assert err.count("\n") == 1 and not (tmp_path / "b.json").exists()
+    not_onnx = tmp_path / "x.onnx"
+    not_onnx.write_text("hello")
+    assert main(["ir", "import", str(not_onnx)]) == 2
+    assert "not an ONNX model" in capsys.readouterr().err
