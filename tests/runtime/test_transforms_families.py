@@ -1,0 +1,105 @@
+"""Rewrites for the FT-Transformer and resmlp families: add a block, add attention heads.
+Outputs equal before and after to 1e-12 (float64, eval and training mode), optimizer state
+kept by name with fresh state for the new parameters, reasons where they do not apply."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aicf_induct.frontend.families import parse_spec, spec_graph
+from aicf_induct.ir import fingerprint
+from aicf_induct.runtime.interpreter import interpret
+from aicf_induct.runtime.model_state import ModelState, capture, install
+from aicf_induct.runtime.transforms import RewriteError, make_transform
+from tests.runtime.test_adaptive_fixtures import make_trainer, run_steps, toy_graph, toy_problem
+
+FTT = "ftt:depth=2,d_token=8,heads=2,attention_dropout=0.1,act=gelu"
+RESMLP = "resmlp:blocks=2,d=8,d_hidden=12,dropout1=0.1,dropout2=0.1"
+# (spec, transform, options, number of sites)
+CASES = [
+    (FTT, "add_block", {}, 2), (FTT, "add_heads", {}, 2), (FTT, "add_heads", {"heads": 4}, 2),
+    (RESMLP, "add_block", {}, 2),
+]
+
+
+@pytest.fixture(scope="module")
+def problem():  # type: ignore[no-untyped-def]
+    return toy_problem("classification", n=300)
+
+
+def _trainer(problem, spec: str, steps: int = 15):  # type: ignore[no-untyped-def]
+    tr = make_trainer(problem, spec_graph(parse_spec(spec), problem.n_features,
+                                          problem.n_outputs))
+    run_steps(tr, steps)
+    return tr
+
+
+def _forward(problem, state: ModelState, training: bool) -> np.ndarray:  # type: ignore[no-untyped-def]
+    out = interpret(state.graph, state.values, {"x": problem.val.X}, training=training,
+                    seed=0, step=7)
+    return out.values[state.graph.outputs[0]]
+
+
+@pytest.mark.parametrize("spec,name,options,n_sites", CASES)
+def test_function_preserved_at_every_site(problem, spec: str, name: str, options: dict,
+                                          n_sites: int) -> None:
+    state = capture(_trainer(problem, spec))
+    t = make_transform(name, **options)
+    assert t.function_preserving
+    sites = t.sites(state.graph)
+    assert len(sites) == n_sites
+    for site in sites:
+        new = t.apply(state, site, np.random.default_rng(1))
+        assert fingerprint(new.graph) != fingerprint(state.graph)
+        assert new.graph.param_count() > state.graph.param_count()
+        for training in (False, True):  # dropout masks are keyed by node: old ones kept
+            np.testing.assert_allclose(_forward(problem, new, training),
+                                       _forward(problem, state, training), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("spec,name,options,n_sites", CASES)
+def test_optimizer_state_kept_new_parameters_fresh(problem, spec: str, name: str,
+                                                   options: dict, n_sites: int) -> None:
+    tr, control = _trainer(problem, spec), _trainer(problem, spec)
+    state = capture(tr)
+    site = make_transform(name, **options).sites(state.graph)[-1]
+    new = make_transform(name, **options).apply(state, site, np.random.default_rng(1))
+    opt, new_opt = state.optimizer, new.optimizer
+    assert opt is not None and new_opt is not None
+    for p, step in opt["steps"].items():  # every old parameter keeps its slots and count
+        assert new_opt["steps"][p] == step
+        for slot, arr in opt["slots"][p].items():
+            np.testing.assert_array_equal(new_opt["slots"][p][slot], arr)
+    added = set(new.graph.params) - set(state.graph.params)
+    assert added and not added & set(new_opt["steps"]) and not added & set(new_opt["slots"])
+    install(tr, new)
+    # the new branch adds 0 and passes no gradient to the old parameters on the first step
+    # (its output layer is zero): the next loss is the control's, then both train on
+    ours, theirs = run_steps(tr, 3), run_steps(control, 3)
+    assert ours[0] == pytest.approx(theirs[0], rel=1e-12, abs=1e-12)
+    assert all(np.isfinite(ours))
+    assert ours[1:] != theirs[1:]  # the new parameters have moved
+
+
+def test_reasons_where_they_do_not_apply(problem) -> None:  # type: ignore[no-untyped-def]
+    ftt = spec_graph(parse_spec(FTT), problem.n_features, problem.n_outputs)
+    block, heads = make_transform("add_block"), make_transform("add_heads", heads=3)
+    assert "is a linear, not an add" in (block.applicable(ftt, "head") or "")
+    attn_add = next(n.id for n in ftt.nodes if n.op == "add")
+    assert "ends the attention half of a transformer block" in (
+        block.applicable(ftt, attn_add) or "")
+    attn = next(n.id for n in ftt.nodes if n.op == "attention")
+    assert heads.applicable(ftt, attn) == (f"heads=3 does not divide the token width d=8 of "
+                                           f"'{attn}'")
+    assert "not an attention node" in (heads.applicable(ftt, "head") or "")
+    mlp = toy_graph(problem, "mlp:depth=2,width=8,residual=true")
+    add = next(n.id for n in mlp.nodes if n.op == "add")
+    assert "(linear -> relu) does not end in a linear or attention layer" in (
+        block.applicable(mlp, add) or "")
+    assert block.sites(mlp) == [] and make_transform("add_heads").sites(mlp) == []
+    state = capture(make_trainer(problem, mlp))
+    with pytest.raises(RewriteError, match="add_block at"):
+        block.apply(state, add, np.random.default_rng(0))
+    with pytest.raises(RewriteError, match="heads must be an int >= 1"):
+        make_transform("add_heads", heads=0)
