@@ -19,7 +19,8 @@ RESMLP = "resmlp:blocks=2,d=8,d_hidden=12,dropout1=0.1,dropout2=0.1"
 # (spec, transform, options, number of sites)
 CASES = [
     (FTT, "add_block", {}, 2), (FTT, "add_heads", {}, 2), (FTT, "add_heads", {"heads": 4}, 2),
-    (RESMLP, "add_block", {}, 2),
+    (RESMLP, "add_block", {}, 2), (FTT, "widen_tokens", {}, 1),
+    (FTT, "widen_tokens", {"factor": 3}, 1),
 ]
 
 
@@ -58,7 +59,7 @@ def test_function_preserved_at_every_site(problem, spec: str, name: str, options
                                        _forward(problem, state, training), rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("spec,name,options,n_sites", CASES)
+@pytest.mark.parametrize("spec,name,options,n_sites", CASES[:4])
 def test_optimizer_state_kept_new_parameters_fresh(problem, spec: str, name: str,
                                                    options: dict, n_sites: int) -> None:
     tr, control = _trainer(problem, spec), _trainer(problem, spec)
@@ -103,3 +104,66 @@ def test_reasons_where_they_do_not_apply(problem) -> None:  # type: ignore[no-un
         block.apply(state, add, np.random.default_rng(0))
     with pytest.raises(RewriteError, match="heads must be an int >= 1"):
         make_transform("add_heads", heads=0)
+
+
+def test_widen_tokens_remaps_values_and_adam_state(problem) -> None:  # type: ignore[no-untyped-def]
+    tr, control = _trainer(problem, FTT), _trainer(problem, FTT)
+    state = capture(tr)
+    t = make_transform("widen_tokens", factor=2)
+    site = t.sites(state.graph)[0]
+    new = t.apply(state, site, np.random.default_rng(0))
+    old_opt, opt = state.optimizer, new.optimizer
+    assert old_opt is not None and opt is not None
+    assert new.graph.node(site).attrs["d_token"] == 16 and opt["steps"] == old_opt["steps"]
+    src = np.repeat(np.arange(8), 2)
+
+    def slots(o: dict, name: str) -> tuple[np.ndarray, np.ndarray]:
+        return o["slots"][name]["m"], o["slots"][name]["v"]
+
+    # a writer (value a = 1, gradient b = 1/2): m/2, v/4
+    m0, v0 = slots(old_opt, f"{site}.weight")
+    m1, v1 = slots(opt, f"{site}.weight")
+    np.testing.assert_array_equal(new.values[f"{site}.weight"],
+                                  state.values[f"{site}.weight"][:, src])
+    np.testing.assert_allclose(m1, m0[:, src] / 2)
+    np.testing.assert_allclose(v1, v0[:, src] / 4)
+    # a reader's columns (a = 1/2, b = 1): m kept, v * 4
+    m0, v0 = slots(old_opt, "head.weight")
+    m1, v1 = slots(opt, "head.weight")
+    np.testing.assert_allclose(new.values["head.weight"], state.values["head.weight"][:, src] / 2)
+    np.testing.assert_allclose(m1, m0[:, src])
+    np.testing.assert_allclose(v1, v0[:, src] * 4)
+    # attention q rows: both factors 1/sqrt(2) more (and the columns read: a = 1/(2 sqrt 2))
+    name = next(n.params["in_weight"] for n in new.graph.nodes if n.op == "attention")
+    m0, v0 = slots(old_opt, name)
+    m1, v1 = slots(opt, name)
+    np.testing.assert_allclose(new.values[name][:16], state.values[name][src][:, src]
+                               / (2 * np.sqrt(2)))
+    np.testing.assert_allclose(m1[:16], m0[src][:, src] / np.sqrt(2))
+    np.testing.assert_allclose(v1[:16], v0[src][:, src] * 4)
+    install(tr, new)
+    ours, theirs = run_steps(tr, 10), run_steps(control, 10)
+    assert ours[0] == pytest.approx(theirs[0], rel=1e-12)  # the same function (training mode)
+    # Adam moves the copies together as the old entries moved: the runs stay close
+    assert np.mean(np.abs(np.array(ours) / np.array(theirs) - 1)) < 0.02
+
+
+def test_widen_tokens_reasons(problem) -> None:  # type: ignore[no-untyped-def]
+    from aicf_induct.ir import GraphBuilder
+    from tests.compiler.graphs import cnn
+
+    t = make_transform("widen_tokens")
+    assert t.sites(toy_graph(problem)) == [] and t.sites(cnn(10)) == []
+    assert "is a linear, not a tokenizer" in (t.applicable(toy_graph(problem), "head") or "")
+    b = GraphBuilder("flat")  # tokens flattened: the channels mix with the token axis
+    tok = b.add("numeric_tokenizer", [b.input([None, 4])], {"d_token": 3})
+    g = b.output(b.add("linear", [b.add("reshape", [tok], {"shape": [12]})],
+                       {"out_features": 2}, id="head"))
+    assert t.applicable(g, tok) == (f"the token stream of '{tok}' reaches 'reshape' (reshape), "
+                                    "which has no widened form")
+    b = GraphBuilder("mixed")  # a mean over the channels
+    tok = b.add("numeric_tokenizer", [b.input([None, 4])], {"d_token": 3})
+    g = b.output(b.add("linear", [b.add("mean", [tok], {"axis": -1})], {"out_features": 2}))
+    assert t.applicable(g, tok) == "'mean' reduces over the token channels"
+    with pytest.raises(RewriteError, match="factor must be an int >= 2"):
+        make_transform("widen_tokens", factor=1)

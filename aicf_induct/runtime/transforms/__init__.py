@@ -12,6 +12,7 @@ and carries parameters and optimizer state across (see base.py and docs/rewrites
 | dropout    | ChangeDropout  | yes (eval mode; training noise changes)  |
 | add_block  | AddBlock       | yes (residual block, zero output layer)  |
 | add_heads  | AddHeads       | yes (parallel heads, zero output proj.)  |
+| widen_tokens | WidenTokens  | yes (eval mode; token channels copied)   |
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ from aicf_induct.runtime.transforms.heads import AddHeads
 from aicf_induct.runtime.transforms.normalize import InsertNorm
 from aicf_induct.runtime.transforms.prune import Prune
 from aicf_induct.runtime.transforms.residual import ResidualBranch
+from aicf_induct.runtime.transforms.tokens import WidenTokens
 from aicf_induct.runtime.transforms.widen import Widen
 
 TRANSFORMS: dict[str, type[Transform]] = {
     t.name: t for t in (Widen, Deepen, ResidualBranch, InsertNorm, SwapActivation, Prune,
-                        ChangeDropout, AddBlock, AddHeads)
+                        ChangeDropout, AddBlock, AddHeads, WidenTokens)
 }
 
 
@@ -47,5 +49,6 @@ def make_transform(name: str, **options: Any) -> Transform:
 
 __all__ = [
     "TRANSFORMS", "AddBlock", "AddHeads", "ChangeDropout", "Deepen", "InsertNorm", "Prune",
-    "ResidualBranch", "RewriteError", "SwapActivation", "Transform", "Widen", "make_transform",
+    "ResidualBranch", "RewriteError", "SwapActivation", "Transform", "Widen", "WidenTokens",
+    "make_transform",
 ]
