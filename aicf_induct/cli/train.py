@@ -99,6 +99,25 @@ def model_graph(problem: Problem, model: str | None, ir_file: str | None) -> Gra
     return spec_graph(spec, problem.n_features, problem.n_outputs)
 
 
+def load_values(path: str, graph: Graph) -> dict[str, Any]:
+    """Parameter values from an .npz file; every name and shape must be the graph's."""
+    import numpy as np
+
+    try:
+        with np.load(path) as arrays:
+            values = {k: arrays[k] for k in arrays.files}
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{path}: not a readable .npz file ({err})") from None
+    for name, v in values.items():
+        spec = graph.params.get(name)
+        if spec is None:
+            raise ConfigError(f"{path}: '{name}' is no parameter of the graph")
+        if tuple(v.shape) != tuple(spec.shape):
+            raise ConfigError(f"{path}: '{name}' has shape {list(v.shape)}, the graph says "
+                              f"{list(spec.shape)}")
+    return values
+
+
 def open_recorder(args: argparse.Namespace) -> tuple[Recorder, str | None]:
     """The warehouse recorder unless --no-log (or the service's with --log-to); returns it and
     where it writes. Opening it checks that the warehouse can be written (or that the service
@@ -184,6 +203,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                           f'for image-shaped problems (digits), "cnn:stages=2,channels=16" '
                           f'(default "{DEFAULT_MODEL}")')
     src.add_argument("--ir", metavar="FILE", help="train the graph in this canonical IR file")
+    p.add_argument("--values", metavar="FILE.npz",
+                   help="with --ir: start from these parameter and buffer values (by name, "
+                        "as `aicf-induct ir import --values` writes them) instead of the "
+                        "initializers")
     p.add_argument("--save-ir", metavar="FILE", type=options.new_file,
                    help="write the model's IR (canonical JSON)")
     add_train_options(p)
@@ -197,13 +220,16 @@ def run(args: argparse.Namespace) -> int:
     config = train_config(args)
     problem = load_problem(args.dataset, seed=args.seed)
     graph = model_graph(problem, args.model, args.ir)
+    if args.values and not args.ir:
+        raise ConfigError("--values needs --ir (the graph whose parameters they are)")
+    values = load_values(args.values, graph) if args.values else None
     if args.save_ir:
         canonical.save(graph, args.save_ir)
     recorder, where = open_recorder(args)
     extra: dict[str, Any] = {"model": args.model or (Path(args.ir).name if args.ir
                                                      else DEFAULT_MODEL)}
     try:
-        result = Trainer(problem, graph, config, recorder=recorder, origin="cli",
+        result = Trainer(problem, graph, config, recorder=recorder, origin="cli", values=values,
                          progress=not args.quiet, extra_config=extra,
                          tuning=tuning_store(where)).fit()
     finally:

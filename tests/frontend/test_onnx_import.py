@@ -184,3 +184,36 @@ def test_cli_import_writes_ir_and_values(tmp_path: Path, capsys: pytest.CaptureF
     not_onnx.write_text("hello")
     assert main(["ir", "import", str(not_onnx)]) == 2
     assert "not an ONNX model" in capsys.readouterr().err
+
+
+def test_cli_trains_an_imported_model_from_its_values(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    problem = load_problem("wine", seed=0)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(problem.n_features, 16), nn.Tanh(),
+                          nn.Linear(16, problem.n_outputs))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    x, y = torch.from_numpy(problem.train.X).float(), torch.from_numpy(problem.train.y)
+    for _ in range(100):  # trained in torch, so its weights are worth importing
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    with torch.no_grad():
+        logits = model(torch.from_numpy(problem.test.X).float())
+    acc = float((logits.argmax(1).numpy() == problem.test.y).mean())
+    path = export(model, problem.n_features, tmp_path / "m.onnx")
+    out, vals = tmp_path / "m.json", tmp_path / "m.npz"
+    assert main(["ir", "import", str(path), "-o", str(out), "--values", str(vals)]) == 0
+    capsys.readouterr()
+    args = ["train", "--quiet", "--json", "--no-log", "--dataset", "wine", "--ir", str(out),
+            "--epochs", "1", "--lr", "1e-9"]  # one epoch at a negligible learning rate
+    assert main([*args, "--values", str(vals)]) == 0
+    imported = json.loads(capsys.readouterr().out)
+    assert main(args) == 0  # the same graph from its initializers
+    fresh = json.loads(capsys.readouterr().out)
+    assert acc > 0.9 and imported["test_accuracy"] == pytest.approx(acc, abs=1e-9)
+    assert fresh["test_accuracy"] < 0.8
+    assert main([*args, "--values", str(tmp_path / "none.npz")]) == 2
+    assert "not a readable .npz file" in capsys.readouterr().err
