@@ -196,6 +196,20 @@ def _graph_input(imp: Importer) -> SymbolicTensor:
     return imp.tracer.input(shape, kinds[t.elem_type], "x")
 
 
+@contextmanager
+def _naming(node: Any, note: str | None = None) -> Iterator[None]:
+    """Errors while converting `node` become one ConfigError naming it (and `note`)."""
+    name = node.name or node.output[0]
+    try:
+        yield
+    except Unsupported as err:
+        why = f"; {note}" if note else ""
+        raise ConfigError(f"unsupported ONNX node '{name}' ({node.op_type}): {err}{why}") \
+            from None
+    except AicfError as err:
+        raise ConfigError(f"ONNX node '{name}' ({node.op_type}): {err}") from None
+
+
 def from_onnx(source: str | Path | Any, *, name: str = "",
               dtype: str = "float64") -> tuple[Graph, dict[str, np.ndarray]]:
     """The IR of an ONNX model (a file, or an `onnx.ModelProto`) and its parameter and buffer
@@ -211,22 +225,24 @@ def from_onnx(source: str | Path | Any, *, name: str = "",
     x = _graph_input(imp)
     inits = {t.name for t in model.graph.initializer}
     imp.env[next(i.name for i in model.graph.input if i.name not in inits)] = x
-    onnx_ops.fold_constants(imp)
+    for i, node in enumerate(imp.nodes):  # constants first: attention regions read them
+        if onnx_ops.reads_constants(imp, node):
+            with _naming(node):
+                onnx_ops.fold(imp, node)
+            imp.done.add(i)
     regions = onnx_attention.find_regions(imp)
+    no_attention: dict[int, str] = {}  # nodes of a region that is no IR attention: why not
     for i, node in enumerate(imp.nodes):
         if i in imp.done:
             continue
-        try:
-            if i in regions:
+        if i in regions:
+            try:
                 onnx_attention.emit(imp, regions[i])
-            else:
-                onnx_ops.convert(imp, i, node)
-        except Unsupported as err:
-            raise ConfigError(f"unsupported ONNX node '{node.name or node.output[0]}' "
-                              f"({node.op_type}): {err}") from None
-        except AicfError as err:
-            raise ConfigError(f"ONNX node '{node.name or node.output[0]}' ({node.op_type}): "
-                              f"{err}") from None
+                continue
+            except Unsupported as err:  # then its nodes one by one (matmul, softmax, ...)
+                no_attention.update(dict.fromkeys(regions[i].members, str(err)))
+        with _naming(node, no_attention.get(i)):
+            onnx_ops.convert(imp, i, node)
         imp.done.add(i)
     outs = []
     for o in model.graph.output:

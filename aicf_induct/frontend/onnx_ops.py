@@ -51,18 +51,9 @@ def fold(imp: Importer, node: Any) -> None:
         imp.env[o] = np.asarray(v)
 
 
-def fold_constants(imp: Importer) -> None:
-    """Fold, in graph order, every node that reads constants only (Constant nodes too)."""
-    for i, node in enumerate(imp.nodes):
-        if all(not n or isinstance(imp.env.get(n), np.ndarray) for n in node.input):
-            try:
-                fold(imp, node)
-            except Unsupported as err:
-                from aicf_induct.errors import ConfigError
-
-                raise ConfigError(f"unsupported ONNX node '{node.name or node.output[0]}' "
-                                  f"({node.op_type}): {err}") from None
-            imp.done.add(i)
+def reads_constants(imp: Importer, node: Any) -> bool:
+    """Whether every operand of `node` is a constant (Constant nodes have none)."""
+    return all(not n or isinstance(imp.env.get(n), np.ndarray) for n in node.input)
 
 
 def convert(imp: Importer, i: int, node: Any) -> None:

@@ -22,7 +22,8 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 nn = torch.nn
 # the TorchScript exporter (dynamo=False: the dynamo one needs onnxscript) warns that it is old
-pytestmark = pytest.mark.filterwarnings("ignore:You are using the legacy TorchScript")
+pytestmark = [pytest.mark.filterwarnings("ignore:You are using the legacy TorchScript"),
+              pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")]
 
 from aicf_induct.frontend.onnx_import import from_onnx  # noqa: E402  (needs onnx)
 from aicf_induct.frontend.torch_import import from_torch  # noqa: E402
@@ -149,6 +150,27 @@ def test_the_first_unsupported_node_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"^unsupported ONNX node '/1/LeakyRelu' "
                                           r"\(LeakyRelu\): the IR has no such op$"):
         from_onnx(path)
+
+
+class SelfSimilarity(nn.Module):
+    def forward(self, x: Any) -> Any:  # attention without projections: generic IR ops
+        return torch.softmax(x @ x.transpose(1, 2), dim=-1) @ x
+
+
+def test_an_attention_like_scope_without_projections_imports_node_by_node(
+        tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(Tokenizer(5, 4), SelfSimilarity(), nn.Flatten(), nn.Linear(20, 2))
+    path = export(model, 5, tmp_path / "sim.onnx")
+    graph, values = from_onnx(path)
+    assert {"matmul", "transpose", "softmax"} <= {n.op for n in graph.nodes}
+    assert "attention" not in {n.op for n in graph.nodes}
+    x = np.random.default_rng(0).standard_normal((7, 5)).astype(np.float32)
+    from aicf_induct.runtime.interpreter import interpret
+
+    ours = interpret(graph, values, {"x": x.astype(np.float64)}).values[graph.outputs[0]]
+    theirs = ort.InferenceSession(str(path)).run(None, {"x": x})[0]
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
 
 
 class Moves(nn.Module):
