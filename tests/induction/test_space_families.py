@@ -71,3 +71,11 @@ def test_cnn_candidates_are_planned_on_image_problems_only() -> None:
     tasks = plan(spec, {"iris": "p_iris", "digits": "p_digits"}, "/nowhere")
     got = sorted((t.problem, type(t.candidate.spec).__name__) for t in tasks)
     assert got == [("digits", "CNNSpec"), ("digits", "FTTSpec"), ("iris", "FTTSpec")]
+
+
+def test_the_proposer_drops_cnn_candidates_for_non_image_sizes() -> None:
+    from aicf_induct.induction.proposer import _fits
+
+    cnn, ftt = (c.structure_key for c in Space({"family": ["cnn", "ftt"]}).grid())
+    assert _fits(cnn, (64, 10)) and not _fits(cnn, (13, 3))
+    assert _fits(ftt, (13, 3))
