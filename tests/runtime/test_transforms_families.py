@@ -167,3 +167,19 @@ def test_widen_tokens_reasons(problem) -> None:  # type: ignore[no-untyped-def]
     assert t.applicable(g, tok) == "'mean' reduces over the token channels"
     with pytest.raises(RewriteError, match="factor must be an int >= 2"):
         make_transform("widen_tokens", factor=1)
+
+
+def test_widen_tokens_of_an_embedding() -> None:
+    from aicf_induct.ir.init import initial_values
+    from tests.compiler.graphs import tokens
+
+    g = tokens(7, 5, 3, d=4)  # embedding -> linear: only the reader changes with it
+    state = ModelState(g, initial_values(g.params.values(), 0))
+    t = make_transform("widen_tokens", factor=3)
+    assert t.sites(g) == ["embedding"]
+    new = t.apply(state, "embedding", np.random.default_rng(0))
+    assert new.graph.node("embedding").attrs["embedding_dim"] == 12
+    ids = np.random.default_rng(1).integers(0, 7, (6, 5))
+    before = interpret(g, state.values, {"x": ids}).values["head"]
+    after = interpret(new.graph, new.values, {"x": ids}).values["head"]
+    np.testing.assert_allclose(after, before, rtol=0, atol=1e-12)
