@@ -61,7 +61,7 @@ def convert(imp: Importer, i: int, node: Any) -> None:
     if any(isinstance(v, SymbolicTensor) for v in ins):
         fn = TENSOR_OPS.get(node.op_type)
         if fn is None:
-            raise Unsupported("the IR has no such op")
+            raise Unsupported("the IR has no such op" + HINTS.get(node.op_type, ""))
         fn(imp, i, node)
     elif any(isinstance(v, Dims) for v in ins):
         _shape_op(imp, node, ins)
@@ -467,6 +467,11 @@ def _shape_op(imp: Importer, node: Any, ins: list[Value]) -> None:
         raise Unsupported("computes with the batch size, which the IR leaves open")
     imp.env[node.output[0]] = out.concrete()
 
+
+# below opset 17, exporters write a layer norm as ReduceMean, Sub, Pow, Sqrt, Div, Mul, Add
+_LAYERNORM = (" (a layer norm exported below opset 17 is such nodes: export with "
+              "opset_version >= 17 to get one LayerNormalization node)")
+HINTS = {"Sub": _LAYERNORM, "Pow": _LAYERNORM, "Sqrt": _LAYERNORM}
 
 TENSOR_OPS: dict[str, Converter] = {
     "Identity": lambda imp, i, node: _out(imp, node, imp.value(node.input[0])),

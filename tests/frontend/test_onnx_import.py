@@ -152,6 +152,16 @@ def test_the_first_unsupported_node_is_named(tmp_path: Path) -> None:
         from_onnx(path)
 
 
+def test_a_layer_norm_below_opset_17_gets_a_hint(tmp_path: Path) -> None:
+    model = nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Linear(8, 2)).eval()
+    path = tmp_path / "ln13.onnx"
+    torch.onnx.export(model, (torch.randn(3, 4),), str(path), dynamo=False, opset_version=13,
+                      input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+    with pytest.raises(ConfigError, match=r"'/1/Sub' \(Sub\): the IR has no such op \(a layer "
+                                          r"norm exported below opset 17 .* >= 17"):
+        from_onnx(path)
+
+
 class SelfSimilarity(nn.Module):
     def forward(self, x: Any) -> Any:  # attention without projections: generic IR ops
         return torch.softmax(x @ x.transpose(1, 2), dim=-1) @ x
