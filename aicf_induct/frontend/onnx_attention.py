@@ -109,8 +109,12 @@ def _match(imp: Importer, region: Region, found: dict[str, tuple[str, np.ndarray
            t: int, d: int) -> tuple[int, np.ndarray]:
     """The heads and output weight (as the IR stores it) that reproduce the region."""
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((2, t, d))
-    ref = _reference(imp, region, x.astype(_onnx_float(imp)))
+    x = rng.standard_normal((imp.batch or 2, t, d))  # a fixed batch size is folded in
+    try:
+        ref = _reference(imp, region, x.astype(_onnx_float(imp)))
+    except Exception as err:  # whatever the evaluator's op implementations raise
+        raise Unsupported(f"ONNX's reference evaluator cannot run the nodes under "
+                          f"'{region.scope}' ({type(err).__name__}: {err})") from None
     params = {role: np.asarray(v, dtype=np.float64) for role, (_, v) in found.items()}
     out_w = params["out_weight"]
     tol = 1e-4 * max(1.0, float(np.abs(ref).max()))

@@ -85,6 +85,7 @@ class Importer:
         self.keep: list[Parameter] = []  # the tracer maps by id(): keep the objects alive
         self.used: set[str] = set()
         self.graph_outputs = {o.name for o in model.graph.output}
+        self.batch: int | None = None  # the input's declared batch size, if it is fixed
         self.consumers: dict[str, list[int]] = defaultdict(list)
         for i, node in enumerate(self.nodes):
             for inp in node.input:
@@ -188,6 +189,8 @@ def _graph_input(imp: Importer) -> SymbolicTensor:
     if not dims:
         raise ConfigError(f"ONNX input '{inp.name}' needs a batch axis and known sizes")
     shape: list[Dim] = [None]  # axis 0 is the batch, whatever its declared size
+    if dims[0].HasField("dim_value") and dims[0].dim_value > 0:
+        imp.batch = int(dims[0].dim_value)  # exported without a dynamic batch axis
     for d in dims[1:]:
         if not d.HasField("dim_value") or d.dim_value <= 0:
             raise ConfigError(f"ONNX input '{inp.name}': every axis but the batch needs a "

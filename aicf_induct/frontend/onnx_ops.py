@@ -387,7 +387,7 @@ def _reshape(imp: Importer, i: int, node: Any) -> None:
             for k, v in enumerate(target[1:])]
     first = target[0]
     known = math.prod(int(d or 0) for d in x.shape[1:])
-    keeps_batch = first is None or (first == 0 and zero_copies) or (
+    keeps_batch = first is None or (first == 0 and zero_copies) or first == imp.batch or (
         first == -1 and -1 not in rest and None not in rest
         and math.prod(int(v or 0) for v in rest) == known)
     if not keeps_batch or any(v is None for v in rest) or not rest:

@@ -162,6 +162,24 @@ def test_a_layer_norm_below_opset_17_gets_a_hint(tmp_path: Path) -> None:
         from_onnx(path)
 
 
+@pytest.mark.parametrize("kind", ["ftt", "cnn"])
+def test_a_fixed_batch_export_imports_for_any_batch(kind: str, tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    f = 64 if kind == "cnn" else 6
+    model = (CNN(3) if kind == "cnn" else FTT(f, 3)).eval()
+    path = tmp_path / f"{kind}.onnx"  # no dynamic axes: batch sizes 4 are folded in
+    torch.onnx.export(model, (torch.randn(4, f),), str(path), dynamo=False, opset_version=17,
+                      input_names=["x"])
+    graph, values = from_onnx(path)
+    from aicf_induct.runtime.interpreter import interpret
+
+    x = np.random.default_rng(0).standard_normal((7, f)).astype(np.float32)
+    ours = interpret(graph, values, {"x": x.astype(np.float64)}).values[graph.outputs[0]]
+    with torch.no_grad():
+        theirs = model(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+
+
 class SelfSimilarity(nn.Module):
     def forward(self, x: Any) -> Any:  # attention without projections: generic IR ops
         return torch.softmax(x @ x.transpose(1, 2), dim=-1) @ x
