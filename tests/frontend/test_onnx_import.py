@@ -180,6 +180,37 @@ def test_a_fixed_batch_export_imports_for_any_batch(kind: str, tmp_path: Path) -
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
 
 
+class Bag(nn.Module):
+    """int64 ids -> embedding -> [sum, mean over tokens] concatenated -> linear -> softmax."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(11, 4)
+        self.out = nn.Linear(8, 3)
+
+    def forward(self, ids: Any) -> Any:
+        e = self.emb(ids)
+        return torch.softmax(self.out(torch.cat([e.sum(1), e.mean(1)], dim=1)), dim=-1)
+
+
+def test_embedding_concat_sum_softmax(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    path = tmp_path / "bag.onnx"
+    torch.onnx.export(Bag().eval(), (torch.randint(0, 11, (4, 5)),), str(path), dynamo=False,
+                      opset_version=17, input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+    graph, values = from_onnx(path)
+    assert graph.inputs[0].attrs["dtype"] == "int64"
+    assert {"embedding", "sum", "mean", "concat", "linear", "softmax"} <= {
+        n.op for n in graph.nodes}
+    assert graph.params["emb.weight"].shape == (11, 4)
+    from aicf_induct.runtime.interpreter import interpret
+
+    ids = np.random.default_rng(0).integers(0, 11, (6, 5))
+    ours = interpret(graph, values, {"x": ids}).values[graph.outputs[0]]
+    theirs = ort.InferenceSession(str(path)).run(None, {"x": ids})[0]
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+
+
 class SelfSimilarity(nn.Module):
     def forward(self, x: Any) -> Any:  # attention without projections: generic IR ops
         return torch.softmax(x @ x.transpose(1, 2), dim=-1) @ x
