@@ -219,7 +219,7 @@ def from_onnx(source: str | Path | Any, *, name: str = "",
     values (`dtype`). Raises ConfigError naming the first node the IR cannot express."""
     from onnx import numpy_helper
 
-    from aicf_induct.frontend import onnx_attention, onnx_ops
+    from aicf_induct.frontend import onnx_attention, onnx_ops, onnx_shapes
 
     model = _load(source)
     imp = Importer(model, dtype, name or (model.graph.name or ""))
@@ -229,9 +229,9 @@ def from_onnx(source: str | Path | Any, *, name: str = "",
     inits = {t.name for t in model.graph.initializer}
     imp.env[next(i.name for i in model.graph.input if i.name not in inits)] = x
     for i, node in enumerate(imp.nodes):  # constants first: attention regions read them
-        if onnx_ops.reads_constants(imp, node):
+        if onnx_shapes.reads_constants(imp, node):
             with _naming(node):
-                onnx_ops.fold(imp, node)
+                onnx_shapes.fold(imp, node)
             imp.done.add(i)
     regions = onnx_attention.find_regions(imp)
     no_attention: dict[int, str] = {}  # nodes of a region that is no IR attention: why not

@@ -1,4 +1,5 @@
-"""ONNX nodes to IR nodes, one converter per op type (the table is in onnx_import).
+"""ONNX nodes to IR nodes, one converter per op type (the table is in onnx_import; the
+shape ops' converters are in onnx_shapes).
 
 A converter reads its operands from the importer's environment (a `SymbolicTensor` computed
 from the input, a NumPy constant, or `Dims`: a shape vector holding the batch size), emits IR
@@ -15,45 +16,12 @@ from typing import Any
 import numpy as np
 
 from aicf_induct.frontend import functional as F
-from aicf_induct.frontend.onnx_import import (
-    Dims,
-    Importer,
-    Unsupported,
-    Value,
-    attrs_of,
-    owner_path,
-)
+from aicf_induct.frontend import onnx_shapes as S
+from aicf_induct.frontend.onnx_import import Dims, Importer, Unsupported, attrs_of, owner_path
+from aicf_induct.frontend.onnx_shapes import fold, int_list, out, shape_op
 from aicf_induct.frontend.tensor import SymbolicTensor
 
 Converter = Callable[[Importer, int, Any], None]
-
-
-def fold(imp: Importer, node: Any) -> None:
-    """Compute a node whose operands are all constants with ONNX's reference evaluator."""
-    from onnx import helper
-    from onnx.reference import ReferenceEvaluator
-
-    names = [n for n in node.input if n]
-    vals = [np.asarray(imp.env[n]) for n in names]  # fold() is called on constants only
-    inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype),
-                                           v.shape) for n, v in zip(names, vals, strict=True)]
-    outs = [o for o in node.output if o]
-    graph = helper.make_graph([node], "fold", inputs,
-                              [helper.make_empty_tensor_value_info(o) for o in outs])
-    model = helper.make_model(graph, opset_imports=list(imp.model.opset_import))
-    model.ir_version = imp.model.ir_version
-    try:
-        results = ReferenceEvaluator(model).run(None, dict(zip(names, vals, strict=True)))
-    except Exception as err:  # the evaluator raises whatever its op implementation raises
-        raise Unsupported(f"cannot compute it from its constants ({type(err).__name__}: "
-                          f"{err})") from None
-    for o, v in zip(outs, results, strict=True):
-        imp.env[o] = np.asarray(v)
-
-
-def reads_constants(imp: Importer, node: Any) -> bool:
-    """Whether every operand of `node` is a constant (Constant nodes have none)."""
-    return all(not n or isinstance(imp.env.get(n), np.ndarray) for n in node.input)
 
 
 def convert(imp: Importer, i: int, node: Any) -> None:
@@ -64,37 +32,21 @@ def convert(imp: Importer, i: int, node: Any) -> None:
             raise Unsupported("the IR has no such op" + HINTS.get(node.op_type, ""))
         fn(imp, i, node)
     elif any(isinstance(v, Dims) for v in ins):
-        _shape_op(imp, node, ins)
+        shape_op(imp, node, ins)
     else:
         fold(imp, node)
-
-
-def _out(imp: Importer, node: Any, v: Value) -> None:
-    if any(o for o in node.output[1:] if imp.consumers.get(o) or o in imp.graph_outputs):
-        raise Unsupported(f"only its first output has an IR form; '{node.output[1]}' is read")
-    imp.env[node.output[0]] = v
-
-
-def _int_list(imp: Importer, node: Any, attr: str, input_index: int) -> list[int] | None:
-    """An int list given as an attribute (older opsets) or as a constant input (newer)."""
-    a = attrs_of(node)
-    if attr in a:
-        return [int(v) for v in a[attr]]
-    if len(node.input) > input_index and node.input[input_index]:
-        return [int(v) for v in np.ravel(imp.const(node.input[input_index], attr))]
-    return None
 
 
 # -- activations --------------------------------------------------------------------------
 
 def _unary(fn: Callable[[SymbolicTensor], SymbolicTensor]) -> Converter:
     def conv(imp: Importer, i: int, node: Any) -> None:
-        _out(imp, node, fn(imp.tensor(node.input[0])))
+        out(imp, node, fn(imp.tensor(node.input[0])))
     return conv
 
 
 def _gelu(imp: Importer, i: int, node: Any) -> None:
-    _out(imp, node, F.gelu(imp.tensor(node.input[0]), attrs_of(node).get("approximate", "none")))
+    out(imp, node, F.gelu(imp.tensor(node.input[0]), attrs_of(node).get("approximate", "none")))
 
 
 def _softmax(imp: Importer, i: int, node: Any) -> None:
@@ -104,7 +56,7 @@ def _softmax(imp: Importer, i: int, node: Any) -> None:
     if axis != x.ndim - 1:
         raise Unsupported(f"softmax over axis {axis} of a rank-{x.ndim} tensor; the IR's is "
                           "over the last axis")
-    _out(imp, node, F.softmax(x, -1))
+    out(imp, node, F.softmax(x, -1))
 
 
 def _f32(v: Any) -> float:
@@ -165,7 +117,7 @@ def _sigmoid(imp: Importer, i: int, node: Any) -> None:
         imp.done.add(nxt[0])
         imp.env[nxt[1].output[0]] = F.silu(x)
         return
-    _out(imp, node, F.sigmoid(x))
+    out(imp, node, F.sigmoid(x))
 
 
 # -- layers -------------------------------------------------------------------------------
@@ -200,14 +152,14 @@ def _gemm(imp: Importer, i: int, node: Any) -> None:
         raise Unsupported(f"Gemm's A must be 2-D, got rank {x.ndim}")
     weight = w if a.get("transB", 0) else w.T
     wname = node.input[1] if a.get("transB", 0) else None  # a transposed copy is renamed
-    _out(imp, node, _linear(imp, x, weight, c, wname,
+    out(imp, node, _linear(imp, x, weight, c, wname,
                             node.input[2] if c is not None else None))
 
 
 def _matmul(imp: Importer, i: int, node: Any) -> None:
     a, b = imp.value(node.input[0]), imp.value(node.input[1])
     if isinstance(a, SymbolicTensor) and isinstance(b, SymbolicTensor):
-        _out(imp, node, F.matmul(a, b))
+        out(imp, node, F.matmul(a, b))
         return
     if not (isinstance(a, SymbolicTensor) and isinstance(b, np.ndarray) and b.ndim == 2):
         raise Unsupported("MatMul needs the model's input on the left and a 2-D constant or "
@@ -220,7 +172,7 @@ def _matmul(imp: Importer, i: int, node: Any) -> None:
         if isinstance(v, np.ndarray) and v.size == b.shape[1] and v.ndim <= 2:
             bias, bname, target = v, other, nxt[1]
             imp.done.add(nxt[0])
-    _out(imp, target, _linear(imp, a, b.T, bias, None, bname))
+    out(imp, target, _linear(imp, a, b.T, bias, None, bname))
 
 
 def _add(imp: Importer, i: int, node: Any) -> None:
@@ -228,13 +180,13 @@ def _add(imp: Importer, i: int, node: Any) -> None:
     if not (isinstance(a, SymbolicTensor) and isinstance(b, SymbolicTensor)):
         raise Unsupported("Add of a constant has no IR op (only a MatMul's bias or a "
                           "tokenizer's)")
-    _out(imp, node, F.add(a, b))
+    out(imp, node, F.add(a, b))
 
 
 def _unsqueeze(imp: Importer, i: int, node: Any) -> None:
     """x (N, F) → Unsqueeze(-1) → · W (F, d) [→ + B (F, d)]: a numeric tokenizer."""
     x = imp.tensor(node.input[0])
-    axes = _int_list(imp, node, "axes", 1)
+    axes = int_list(imp, node, "axes", 1)
     mul = imp.sole_consumer(node.output[0])
     w_name = _other(mul[1], node.output[0]) if mul and mul[1].op_type == "Mul" else None
     w = imp.env.get(w_name) if w_name else None
@@ -254,7 +206,7 @@ def _unsqueeze(imp: Importer, i: int, node: Any) -> None:
     with imp.named(owner_path(w_name)):
         y = F.numeric_tokenizer(x, imp.param(w, w_name),
                                 None if bias is None else imp.param(bias, b_name))
-    _out(imp, target, y)
+    out(imp, target, y)
 
 
 def _layernorm(imp: Importer, i: int, node: Any) -> None:
@@ -268,7 +220,7 @@ def _layernorm(imp: Importer, i: int, node: Any) -> None:
     with imp.named(owner_path(node.input[1])):
         y = F.layer_norm(x, imp.param(scale, node.input[1]), imp.param(bias, b_name),
                          _f32(a.get("epsilon", 1e-5)))
-    _out(imp, node, y)
+    out(imp, node, y)
 
 
 def _batchnorm(imp: Importer, i: int, node: Any) -> None:
@@ -286,7 +238,7 @@ def _batchnorm(imp: Importer, i: int, node: Any) -> None:
                          imp.param(scale, names[0]), imp.param(bias, names[1]),
                          momentum=_f32(1.0 - _f32(a.get("momentum", 0.9))),
                          eps=_f32(a.get("epsilon", 1e-5)))
-    _out(imp, node, y)
+    out(imp, node, y)
 
 
 def _dropout(imp: Importer, i: int, node: Any) -> None:
@@ -294,7 +246,7 @@ def _dropout(imp: Importer, i: int, node: Any) -> None:
     ratio = attrs_of(node).get("ratio", 0.5)
     if len(node.input) > 1 and node.input[1]:
         ratio = float(imp.const(node.input[1], "its ratio"))
-    _out(imp, node, F.dropout(x, float(ratio)) if ratio > 0 else x)
+    out(imp, node, F.dropout(x, float(ratio)) if ratio > 0 else x)
 
 
 def _pairs(a: dict[str, Any], key: str, default: list[int]) -> list[int]:
@@ -326,7 +278,7 @@ def _conv(imp: Importer, i: int, node: Any) -> None:
         y = F.conv2d(x, imp.param(w, node.input[1]),
                      imp.param(imp.const(b_name, "its bias"), b_name) if b_name else None,
                      stride, pads)
-    _out(imp, node, y)
+    out(imp, node, y)
 
 
 def _pool(imp: Importer, i: int, node: Any) -> None:
@@ -340,7 +292,7 @@ def _pool(imp: Importer, i: int, node: Any) -> None:
     if avg and any(pads) and not a.get("count_include_pad", 0):
         raise Unsupported("the IR's average pool counts the padding (count_include_pad=1)")
     pool = F.avg_pool2d if avg else F.max_pool2d
-    _out(imp, node, pool(x, kernel, stride, pads))
+    out(imp, node, pool(x, kernel, stride, pads))
 
 
 def _global_avg(imp: Importer, i: int, node: Any) -> None:
@@ -348,17 +300,17 @@ def _global_avg(imp: Importer, i: int, node: Any) -> None:
     if x.ndim != 4:
         raise Unsupported(f"expects (N, C, H, W), got rank {x.ndim}")
     hw = [int(d or 0) for d in x.shape[2:]]
-    _out(imp, node, F.avg_pool2d(x, hw, hw, 0))
+    out(imp, node, F.avg_pool2d(x, hw, hw, 0))
 
 
 def _reduce(imp: Importer, i: int, node: Any) -> None:
     x = imp.tensor(node.input[0])
-    axes = _int_list(imp, node, "axes", 1)
+    axes = int_list(imp, node, "axes", 1)
     if axes is None or len(axes) != 1:
         raise Unsupported(f"reduces over axes {axes}; the IR reduces over one axis")
     keep = bool(attrs_of(node).get("keepdims", 1))
     reduce = F.mean if node.op_type == "ReduceMean" else F.sum
-    _out(imp, node, reduce(x, axes[0], keep))
+    out(imp, node, reduce(x, axes[0], keep))
 
 
 def _gather(imp: Importer, i: int, node: Any) -> None:
@@ -368,104 +320,7 @@ def _gather(imp: Importer, i: int, node: Any) -> None:
         raise Unsupported("only rows of a constant 2-D table picked by int64 ids (an "
                           "embedding) have an IR op")
     with imp.named(owner_path(node.input[0])):
-        _out(imp, node, F.embedding(ids, imp.param(table, node.input[0])))
-
-
-# -- shapes -------------------------------------------------------------------------------
-
-def _reshape(imp: Importer, i: int, node: Any) -> None:
-    x = imp.tensor(node.input[0])
-    s = imp.value(node.input[1])
-    if isinstance(s, np.ndarray):
-        target: list[int | None] = [int(v) for v in s.ravel()]
-    elif isinstance(s, Dims) and not s.scalar:
-        target = list(s.dims)
-    else:
-        raise Unsupported("its shape must be a constant or computed from the input's shape")
-    zero_copies = not attrs_of(node).get("allowzero", 0)
-    rest = [x.shape[k + 1] if v == 0 and zero_copies and k + 1 < x.ndim else v
-            for k, v in enumerate(target[1:])]
-    first = target[0]
-    known = math.prod(int(d or 0) for d in x.shape[1:])
-    keeps_batch = first is None or (first == 0 and zero_copies) or first == imp.batch or (
-        first == -1 and -1 not in rest and None not in rest
-        and math.prod(int(v or 0) for v in rest) == known)
-    if not keeps_batch or any(v is None for v in rest) or not rest:
-        raise Unsupported(f"reshape to {target} does not keep the batch axis first")
-    _out(imp, node, F.reshape(x, [int(v or 0) for v in rest]))
-
-
-def _flatten(imp: Importer, i: int, node: Any) -> None:
-    x = imp.tensor(node.input[0])
-    if int(attrs_of(node).get("axis", 1)) % max(x.ndim, 1) != 1:
-        raise Unsupported("only Flatten with axis=1 keeps the batch axis")
-    _out(imp, node, F.flatten(x))
-
-
-def _transpose(imp: Importer, i: int, node: Any) -> None:
-    x = imp.tensor(node.input[0])
-    perm = [int(p) for p in attrs_of(node).get("perm", range(x.ndim - 1, -1, -1))]
-    if perm[0] != 0:
-        raise Unsupported(f"perm {perm} moves the batch axis")
-    _out(imp, node, F.permute(x, perm))
-
-
-def _concat(imp: Importer, i: int, node: Any) -> None:
-    xs = [imp.tensor(n, "every input") for n in node.input]
-    axis = int(attrs_of(node)["axis"])
-    if axis % xs[0].ndim == 0:
-        raise Unsupported("concatenates along the batch axis")
-    _out(imp, node, F.concat(xs, axis))
-
-
-def _shape(imp: Importer, i: int, node: Any) -> None:
-    x = imp.tensor(node.input[0])
-    a = attrs_of(node)
-    dims = x.shape[int(a.get("start", 0)):a.get("end", None)]
-    _out(imp, node, Dims(tuple(dims)).concrete())
-
-
-def _cast(imp: Importer, i: int, node: Any) -> None:
-    from onnx import TensorProto
-
-    x = imp.tensor(node.input[0])
-    if attrs_of(node)["to"] not in (TensorProto.FLOAT, TensorProto.DOUBLE) or \
-            x.dtype == "int64":
-        raise Unsupported("only a float-to-float cast (which the IR ignores) has an IR form")
-    _out(imp, node, x)
-
-
-def _shape_op(imp: Importer, node: Any, ins: list[Value]) -> None:
-    """Shape arithmetic on a vector that holds the batch size (None)."""
-    def vec(v: Value) -> tuple[int | None, ...]:
-        if isinstance(v, Dims):
-            return v.dims
-        if isinstance(v, np.ndarray):
-            return tuple(int(u) for u in v.ravel())
-        raise Unsupported("mixes a shape with a tensor")
-
-    op, a = node.op_type, attrs_of(node)
-    src = ins[0]
-    if op in ("Cast", "Identity") and isinstance(src, Dims):
-        out = src
-    elif op == "Gather" and isinstance(src, Dims) and isinstance(ins[1], np.ndarray):
-        idx = ins[1]
-        out = Dims(tuple(src.dims[int(k)] for k in idx.ravel()), scalar=idx.ndim == 0)
-    elif op == "Unsqueeze" and isinstance(src, Dims) and src.scalar:
-        out = Dims(src.dims)
-    elif op == "Squeeze" and isinstance(src, Dims) and len(src.dims) == 1:
-        out = Dims(src.dims, scalar=True)
-    elif op == "Concat" and int(a.get("axis", 0)) == 0:
-        out = Dims(tuple(d for v in ins for d in vec(v)))
-    elif op == "Slice" and isinstance(src, Dims) and all(isinstance(v, np.ndarray | None)
-                                                         for v in ins[1:]):
-        start, end = (int(np.ravel(np.asarray(v))[0]) for v in ins[1:3])
-        step = int(np.ravel(np.asarray(ins[4]))[0]) if len(ins) > 4 and ins[4] is not None \
-            else 1
-        out = Dims(src.dims[start:end:step])
-    else:
-        raise Unsupported("computes with the batch size, which the IR leaves open")
-    imp.env[node.output[0]] = out.concrete()
+        out(imp, node, F.embedding(ids, imp.param(table, node.input[0])))
 
 
 # below opset 17, exporters write a layer norm as ReduceMean, Sub, Pow, Sqrt, Div, Mul, Add
@@ -474,13 +329,13 @@ _LAYERNORM = (" (a layer norm exported below opset 17 is such nodes: export with
 HINTS = {"Sub": _LAYERNORM, "Pow": _LAYERNORM, "Sqrt": _LAYERNORM}
 
 TENSOR_OPS: dict[str, Converter] = {
-    "Identity": lambda imp, i, node: _out(imp, node, imp.value(node.input[0])),
+    "Identity": lambda imp, i, node: out(imp, node, imp.value(node.input[0])),
     "Relu": _unary(F.relu), "Tanh": _unary(F.tanh), "Sigmoid": _sigmoid, "Gelu": _gelu,
     "Softmax": _softmax, "Div": _div,
     "Gemm": _gemm, "MatMul": _matmul, "Add": _add, "Unsqueeze": _unsqueeze,
     "LayerNormalization": _layernorm, "BatchNormalization": _batchnorm, "Dropout": _dropout,
     "Conv": _conv, "MaxPool": _pool, "AveragePool": _pool, "GlobalAveragePool": _global_avg,
     "ReduceMean": _reduce, "ReduceSum": _reduce, "Gather": _gather,
-    "Reshape": _reshape, "Flatten": _flatten, "Transpose": _transpose, "Concat": _concat,
-    "Shape": _shape, "Cast": _cast,
+    "Reshape": S.reshape, "Flatten": S.flatten, "Transpose": S.transpose, "Concat": S.concat,
+    "Shape": S.shape, "Cast": S.cast,
 }
