@@ -15,6 +15,7 @@ from aicf_induct.errors import ConfigError
 from aicf_induct.frontend.families import CNNSpec, parse_spec, spec_graph
 from aicf_induct.ir import canonical
 from aicf_induct.ir.graph import Graph
+from aicf_induct.ir.validate import infer_types
 from aicf_induct.kernels.autotune import TuningStore
 from aicf_induct.problems import IMAGE_SIDES, image_side, load_problem
 from aicf_induct.problems.problem import Problem
@@ -90,6 +91,11 @@ def model_graph(problem: Problem, model: str | None, ir_file: str | None) -> Gra
         if width != problem.n_features:
             raise ConfigError(f"{ir_file}: input '{x.id}' takes {width} features, the dataset "
                               f"'{problem.name}' has {problem.n_features}")
+        out = graph.outputs[0]
+        n_out = infer_types(graph)[out].shape[-1]
+        if n_out != problem.n_outputs:
+            raise ConfigError(f"{ir_file}: output '{out}' has {n_out} values per example, the "
+                              f"dataset '{problem.name}' needs {problem.n_outputs}")
         return graph
     spec = parse_spec(model or DEFAULT_MODEL)
     if isinstance(spec, CNNSpec) and image_side(problem.name) is None:

@@ -298,3 +298,11 @@ def test_cli_trains_an_imported_model_from_its_values(tmp_path: Path,
     assert fresh["test_accuracy"] < 0.8
     assert main([*args, "--values", str(tmp_path / "none.npz")]) == 2
     assert "not a readable .npz file" in capsys.readouterr().err
+    assert main([*args[:5], "iris", *args[6:]]) == 2  # 4 features: the model takes 13
+    assert "takes 13 features, the dataset 'iris' has 4" in capsys.readouterr().err
+    other = export(nn.Sequential(nn.Linear(problem.n_features, 5)), problem.n_features,
+                   tmp_path / "five.onnx")
+    assert main(["ir", "import", str(other), "-o", str(tmp_path / "five.json")]) == 0
+    capsys.readouterr()
+    assert main([*args[:args.index("--ir")], "--ir", str(tmp_path / "five.json")]) == 2
+    assert "output '0' has 5 values per example" in capsys.readouterr().err
