@@ -1,10 +1,13 @@
-"""`aicf-induct ir show|validate`: inspect canonical IR files."""
+"""`aicf-induct ir show|validate|import`: inspect canonical IR files; import ONNX models."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
+from aicf_induct.cli import options
+from aicf_induct.errors import ConfigError
 from aicf_induct.ir import canonical
 from aicf_induct.ir.fingerprint import fingerprint
 from aicf_induct.ir.graph import Graph
@@ -52,6 +55,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "line each, and the exit status is 2.")
     val.add_argument("file", help="canonical IR JSON file")
     val.set_defaults(func=run_validate)
+    imp = isub.add_parser(
+        "import", help="convert an ONNX model to canonical IR",
+        description="Convert an ONNX model (e.g. from torch.onnx.export) to canonical IR, for "
+                    "the ops the IR has: Gemm/MatMul+Add, activations, LayerNormalization, "
+                    "BatchNormalization (2-D), Softmax, Reshape/Flatten/Transpose, Concat, "
+                    "Conv, MaxPool/AveragePool, ReduceMean/ReduceSum, Gather (embedding), and "
+                    "the nodes torch exports for nn.MultiheadAttention. A node with no IR form "
+                    "is one error line naming it (op type and node name), exit 2, and "
+                    "nothing is written. Needs the `onnx` package (the `onnx` extra).",
+        epilog="example: aicf-induct ir import model.onnx -o model.json --values model.npz && "
+               "aicf-induct ir show model.json")
+    imp.add_argument("file", help="ONNX model file")
+    imp.add_argument("-o", "--output", metavar="FILE", type=options.new_file,
+                     help="IR file to write (default: the model's name with .json)")
+    imp.add_argument("--values", metavar="FILE", type=options.new_file,
+                     help="also write the parameter and buffer values (.npz, by name)")
+    imp.add_argument("--dtype", choices=("float64", "float32"), default="float64",
+                     help="the IR's float type (default float64)")
+    imp.set_defaults(func=run_import)
 
 
 def run_show(args: argparse.Namespace) -> int:
@@ -78,4 +100,23 @@ def run_validate(args: argparse.Namespace) -> int:
         raise type(found[0])(f"{found[0].problem} (in {args.file}{many})", found[0].node)
     graph = canonical.load(args.file)
     print(f"{args.file}: valid ({len(graph.nodes)} nodes, fingerprint {fingerprint(graph)[:16]})")
+    return 0
+
+
+def run_import(args: argparse.Namespace) -> int:
+    try:
+        from aicf_induct.frontend.onnx_import import from_onnx
+    except ImportError as err:  # pragma: no cover - the onnx extra is not installed
+        raise ConfigError(f"ir import needs the onnx package (pip install "
+                          f"'aicf-induct[onnx]'): {err}") from None
+    out = args.output or str(Path(args.file).with_suffix(".json"))
+    graph, values = from_onnx(args.file, name=Path(args.file).stem, dtype=args.dtype)
+    canonical.save(graph, out)  # everything that can fail has failed before this
+    if args.values:
+        import numpy as np
+
+        np.savez(args.values, **values)  # type: ignore[arg-type]
+    print(f"{args.file}: {len(graph.nodes)} nodes, {graph.param_count()} trainable "
+          f"parameters, fingerprint {fingerprint(graph)[:16]}; IR written to {out}"
+          + (f", values to {args.values}" if args.values else ""))
     return 0

@@ -92,13 +92,14 @@ def service_url(text: str) -> str:
 
 
 def model_spec(text: str) -> str:
-    """A model spec that parses (`mlp:depth=2,width=64`); empty text is not the default."""
-    from aicf_induct.frontend.specs import parse_model_spec
+    """A model spec that parses (`mlp:depth=2,width=64`, `ftt:...`, `resmlp:...`, `cnn:...`);
+    empty text is not the default."""
+    from aicf_induct.frontend.families import parse_spec
 
     if not text.strip():
         raise ArgumentTypeError("empty model spec (e.g. mlp:depth=2,width=64)")
     try:
-        parse_model_spec(text)
+        parse_spec(text)
     except ConfigError as err:
         raise ArgumentTypeError(str(err)) from None
     return text.strip()

@@ -6,7 +6,9 @@ import argparse
 import json
 
 from aicf_induct.cli import options
+from aicf_induct.errors import ConfigError
 from aicf_induct.induction.space_io import PRESETS, parse_space
+from aicf_induct.ir.fingerprint import fingerprint
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,8 +44,16 @@ def run_show(args: argparse.Namespace) -> int:
         for name, values in spec.space.axes.items():
             print(f"  {name}: {', '.join(map(str, values))}")
     for c in cands:
-        g = c.graph(args.n_in, args.n_out)
-        fp = c.fingerprint(args.n_in, args.n_out)
+        try:
+            g = c.graph(args.n_in, args.n_out)
+        except ConfigError as err:  # a cnn candidate for inputs that are no square image
+            if args.json:
+                print(json.dumps({"key": c.key, "fingerprint": None, "params": None,
+                                  "structure_key": c.structure_key, "skipped": str(err)}))
+            else:
+                print(f"{c.key}  {'-':12s}  {'-':>8s}  {c.structure_key}  (skipped: {err})")
+            continue
+        fp = fingerprint(g)
         if args.json:
             print(json.dumps({"key": c.key, "fingerprint": fp, "params": g.param_count(),
                               "structure_key": c.structure_key}))

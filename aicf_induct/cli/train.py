@@ -12,11 +12,12 @@ from typing import Any
 from aicf_induct.cli import options
 from aicf_induct.compiler.fusion import PRECISIONS
 from aicf_induct.errors import ConfigError
-from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
+from aicf_induct.frontend.families import CNNSpec, parse_spec, spec_graph
 from aicf_induct.ir import canonical
 from aicf_induct.ir.graph import Graph
+from aicf_induct.ir.validate import infer_types
 from aicf_induct.kernels.autotune import TuningStore
-from aicf_induct.problems import load_problem
+from aicf_induct.problems import IMAGE_SIDES, image_side, load_problem
 from aicf_induct.problems.problem import Problem
 from aicf_induct.records import NullRecorder, Recorder
 from aicf_induct.runtime.backend import BACKENDS, gpu_available, select_backend
@@ -90,9 +91,37 @@ def model_graph(problem: Problem, model: str | None, ir_file: str | None) -> Gra
         if width != problem.n_features:
             raise ConfigError(f"{ir_file}: input '{x.id}' takes {width} features, the dataset "
                               f"'{problem.name}' has {problem.n_features}")
+        out = graph.outputs[0]
+        n_out = infer_types(graph)[out].shape[-1]
+        if n_out != problem.n_outputs:
+            raise ConfigError(f"{ir_file}: output '{out}' has {n_out} values per example, the "
+                              f"dataset '{problem.name}' needs {problem.n_outputs}")
         return graph
-    return mlp_graph(parse_model_spec(model or DEFAULT_MODEL), problem.n_features,
-                     problem.n_outputs)
+    spec = parse_spec(model or DEFAULT_MODEL)
+    if isinstance(spec, CNNSpec) and image_side(problem.name) is None:
+        shapes = ", ".join(f"{k} ({v}x{v})" for k, v in IMAGE_SIDES.items())
+        raise ConfigError(f"model kind cnn needs an image-shaped problem; '{problem.name}' is "
+                          f"not one (image-shaped: {shapes})")
+    return spec_graph(spec, problem.n_features, problem.n_outputs)
+
+
+def load_values(path: str, graph: Graph) -> dict[str, Any]:
+    """Parameter values from an .npz file; every name and shape must be the graph's."""
+    import numpy as np
+
+    try:
+        with np.load(path) as arrays:
+            values = {k: arrays[k] for k in arrays.files}
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{path}: not a readable .npz file ({err})") from None
+    for name, v in values.items():
+        spec = graph.params.get(name)
+        if spec is None:
+            raise ConfigError(f"{path}: '{name}' is no parameter of the graph")
+        if tuple(v.shape) != tuple(spec.shape):
+            raise ConfigError(f"{path}: '{name}' has shape {list(v.shape)}, the graph says "
+                              f"{list(spec.shape)}")
+    return values
 
 
 def open_recorder(args: argparse.Namespace) -> tuple[Recorder, str | None]:
@@ -175,9 +204,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "name `aicf-induct problems list` shows")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--model", default=None, type=options.model_spec,
-                     help=f'model spec, e.g. "mlp:depth=2,width=64,act=gelu,norm=layernorm" '
+                     help=f'model spec, e.g. "mlp:depth=2,width=64,act=gelu,norm=layernorm", '
+                          f'"ftt:depth=2,d_token=32,heads=4", "resmlp:blocks=2,d=64", or, '
+                          f'for image-shaped problems (digits), "cnn:stages=2,channels=16" '
                           f'(default "{DEFAULT_MODEL}")')
     src.add_argument("--ir", metavar="FILE", help="train the graph in this canonical IR file")
+    p.add_argument("--values", metavar="FILE.npz",
+                   help="with --ir: start from these parameter and buffer values (by name, "
+                        "as `aicf-induct ir import --values` writes them) instead of the "
+                        "initializers")
     p.add_argument("--save-ir", metavar="FILE", type=options.new_file,
                    help="write the model's IR (canonical JSON)")
     add_train_options(p)
@@ -191,13 +226,16 @@ def run(args: argparse.Namespace) -> int:
     config = train_config(args)
     problem = load_problem(args.dataset, seed=args.seed)
     graph = model_graph(problem, args.model, args.ir)
+    if args.values and not args.ir:
+        raise ConfigError("--values needs --ir (the graph whose parameters they are)")
+    values = load_values(args.values, graph) if args.values else None
     if args.save_ir:
         canonical.save(graph, args.save_ir)
     recorder, where = open_recorder(args)
     extra: dict[str, Any] = {"model": args.model or (Path(args.ir).name if args.ir
                                                      else DEFAULT_MODEL)}
     try:
-        result = Trainer(problem, graph, config, recorder=recorder, origin="cli",
+        result = Trainer(problem, graph, config, recorder=recorder, origin="cli", values=values,
                          progress=not args.quiet, extra_config=extra,
                          tuning=tuning_store(where)).fit()
     finally:

@@ -2,6 +2,7 @@
 
     ftt:depth=2,d_token=32,heads=4,attention_dropout=0.1,ffn_mult=2,act=relu
     cnn:stages=2,channels=16,kernel=3,pool=max,act=relu
+    resmlp:blocks=2,d=64,d_hidden=128,dropout1=0.1,dropout2=0.0,norm=batchnorm,act=relu
 
 `ftt` is an FT-Transformer (Gorishniy et al. 2021): a numeric tokenizer, `depth` pre-norm
 transformer blocks (x + attn(ln(x)), then x + ffn(ln(x))), a final layernorm, the mean over
@@ -9,7 +10,10 @@ tokens (the paper reads a [CLS] token instead; the IR has no parameter-only toke
 activation and a linear head. `cnn` is for image-shaped problems: the input row of side²
 values (scikit-learn's digits: 64 = 8×8; any problem whose feature count is a perfect square
 ≥ 16 qualifies) is reshaped to (1, side, side), then `stages` × [conv (kernel, same padding)
-→ act → 2×2 pool], channels doubling per stage, then flatten and a linear head.
+→ act → 2×2 pool], channels doubling per stage, then flatten and a linear head. `resmlp` is
+the ResNet of the same paper: a linear stem to width `d`, `blocks` residual blocks
+x + dropout2(linear(dropout1(act(norm(linear(x)))))) with hidden width `d_hidden`, then the
+head norm → act → linear.
 
 `parse_spec` reads any family (mlp included); `spec_graph` builds its IR for a problem's
 shapes. `parse_model_spec` still reads MLPs only, for the callers that need an `MLPSpec`.
@@ -30,7 +34,7 @@ from aicf_induct.frontend.layers import (
     MultiheadAttention,
     NumericTokenizer,
 )
-from aicf_induct.frontend.module import LayerNorm, Linear, Module, Sequential
+from aicf_induct.frontend.module import BatchNorm1d, Dropout, LayerNorm, Linear, Module, Sequential
 from aicf_induct.frontend.specs import (
     ACTS,
     MAX_PARAMS,
@@ -47,6 +51,7 @@ from aicf_induct.frontend.trace import trace
 from aicf_induct.ir.graph import Graph
 
 POOLS = ("max", "avg", "none")
+RES_NORMS = ("batchnorm", "layernorm")
 MAX_BLOCKS = 16  # transformer blocks / conv stages: a typo stays a one-line error
 MIN_CNN_SIDE = 4  # images smaller than 4x4 are rows, not images
 
@@ -121,12 +126,44 @@ class CNNSpec:
     __str__ = to_string
 
 
-AnySpec = MLPSpec | FTTSpec | CNNSpec
-FAMILIES: dict[str, type[FTTSpec] | type[CNNSpec]] = {"ftt": FTTSpec, "cnn": CNNSpec}
+@dataclass(frozen=True)
+class ResMLPSpec:
+    blocks: int = 2  # residual blocks
+    d: int = 64  # the main width: the stem's output and every block's input and output
+    d_hidden: int = 128  # each block's inner width
+    dropout1: float = 0.0  # dropout after the block's activation (0: no node)
+    dropout2: float = 0.0  # dropout on the block's output, before the skip joins (0: no node)
+    norm: str = "batchnorm"  # in every block and the head
+    act: str = "relu"
+
+    def __post_init__(self) -> None:
+        for key in ("dropout1", "dropout2"):
+            v = getattr(self, key)
+            if isinstance(v, int) and not isinstance(v, bool):
+                object.__setattr__(self, key, float(v))
+            v = getattr(self, key)
+            if not isinstance(v, float) or not 0.0 <= v < 1.0:
+                raise ConfigError(f"model key '{key}' must be a float in [0, 1), got {v!r}")
+        _check_int(self, "blocks", 0, MAX_BLOCKS)
+        _check_int(self, "d", 1, 65_536)
+        _check_int(self, "d_hidden", 1, 65_536)
+        _check_choice(self, "norm", RES_NORMS)
+        _check_choice(self, "act", ACTS)
+
+    def to_string(self) -> str:
+        return "resmlp:" + ",".join(f"{f.name}={_format(getattr(self, f.name))}"
+                                    for f in dataclasses.fields(self))
+
+    __str__ = to_string
+
+
+AnySpec = MLPSpec | FTTSpec | CNNSpec | ResMLPSpec
+FamilySpec = type[FTTSpec] | type[CNNSpec] | type[ResMLPSpec]
+FAMILIES: dict[str, FamilySpec] = {"ftt": FTTSpec, "cnn": CNNSpec, "resmlp": ResMLPSpec}
 
 
 def parse_spec(text: str) -> AnySpec:
-    """`mlp:...`, `ftt:...` or `cnn:...`; errors name the bad key or value."""
+    """`mlp:...`, `ftt:...`, `cnn:...` or `resmlp:...`; errors name the bad key or value."""
     kind, _, rest = text.strip().partition(":")
     kind = kind.strip()
     if kind == "mlp":
@@ -216,6 +253,41 @@ class CNN(Module):
         return self.head(F.flatten(self.stages(img)))
 
 
+def _norm(kind: str, d: int) -> Module:
+    return BatchNorm1d(d) if kind == "batchnorm" else LayerNorm(d)
+
+
+class ResBlock(Module):
+    """x + dropout2(linear2(dropout1(act(norm(linear1(x)))))); dropouts of rate 0 are left out."""
+
+    def __init__(self, spec: ResMLPSpec) -> None:
+        super().__init__()
+        parts: list[Module] = [Linear(spec.d, spec.d_hidden), _norm(spec.norm, spec.d_hidden),
+                               _act(spec.act)]
+        if spec.dropout1 > 0.0:
+            parts.append(Dropout(spec.dropout1))
+        parts.append(Linear(spec.d_hidden, spec.d))
+        if spec.dropout2 > 0.0:
+            parts.append(Dropout(spec.dropout2))
+        self.branch = Sequential(*parts)
+
+    def forward(self, x: SymbolicTensor) -> SymbolicTensor:
+        return x + self.branch(x)
+
+
+class ResMLP(Module):
+    def __init__(self, spec: ResMLPSpec, in_features: int, out_features: int) -> None:
+        super().__init__()
+        self.spec = spec
+        self.stem = Linear(in_features, spec.d)
+        self.blocks = Sequential(*[ResBlock(spec) for _ in range(spec.blocks)])
+        self.head = Sequential(_norm(spec.norm, spec.d), _act(spec.act),
+                               Linear(spec.d, out_features))
+
+    def forward(self, x: SymbolicTensor) -> SymbolicTensor:
+        return self.head(self.blocks(self.stem(x)))
+
+
 def build(spec: AnySpec, in_features: int, out_features: int) -> Module:
     if in_features < 1 or out_features < 1:
         raise ConfigError(f"a model needs in_features and out_features >= 1, "
@@ -224,6 +296,8 @@ def build(spec: AnySpec, in_features: int, out_features: int) -> Module:
         return FTTransformer(spec, in_features, out_features)
     if isinstance(spec, CNNSpec):
         return CNN(spec, in_features, out_features)
+    if isinstance(spec, ResMLPSpec):
+        return ResMLP(spec, in_features, out_features)
     return build_mlp(spec, in_features, out_features)
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, clone
 
-from aicf_induct.frontend.specs import parse_model_spec
+from aicf_induct.frontend.families import CNNSpec, image_side, parse_spec
 from aicf_induct.induction.meta_dataset import (
     RECIPE_COLUMNS,
     check_meta,
@@ -103,9 +103,12 @@ class Proposer(BaseEstimator):
         without the `f.` prefix, as `extract_features` gives them). `sizes`: the problem's
         (inputs, outputs), to attach each candidate's canonical IR."""
         mm = self.metamodel_
-        pred = mm.predict_problem(features).head(top_k)
-        near = self.neighbors_.nearest(features, self.n_neighbors)
         cands = mm.candidates_
+        pred = mm.predict_problem(features)
+        if sizes is not None:  # a cnn candidate builds for square images only
+            pred = pred[[_fits(str(cands.at[k, "structure_key"]), sizes) for k in pred.index]]
+        pred = pred.head(top_k)
+        near = self.neighbors_.nearest(features, self.n_neighbors)
         neighbors = [Neighbor(str(self.problems_.at[pid, "problem"]), str(pid), d,
                               str(self.winners_[pid]),
                               str(cands.at[self.winners_[pid], "structure_key"]))
@@ -131,14 +134,21 @@ class Proposer(BaseEstimator):
 
 
 def candidate_of(structure_key: str) -> Candidate:
-    """The space candidate a structure key (`mlp:...|optimizer=..,lr=..,...`) names."""
+    """The space candidate a structure key (`mlp:...|optimizer=..,lr=..,...`, or another
+    family's spec) names."""
     spec, _, recipe = structure_key.partition("|")
     f = dict(kv.split("=", 1) for kv in recipe.split(",") if "=" in kv)
     d = Recipe()
-    return Candidate(parse_model_spec(spec), Recipe(
+    return Candidate(parse_spec(spec), Recipe(
         optimizer=f.get("optimizer", d.optimizer), lr=float(f.get("lr", d.lr)),
         weight_decay=float(f.get("weight_decay", d.weight_decay)),
         batch_size=int(float(f.get("batch_size", d.batch_size)))))
+
+
+def _fits(structure_key: str, sizes: tuple[int, int]) -> bool:
+    """Whether the candidate builds for a problem of these (inputs, outputs)."""
+    spec = candidate_of(structure_key).spec
+    return not isinstance(spec, CNNSpec) or image_side(sizes[0]) is not None
 
 
 def _fitted(model: MetaModel) -> bool:

@@ -1,9 +1,15 @@
-"""A declarative space of IR structures: MLP structure × training recipe.
+"""A declarative space of IR structures: structure × training recipe.
 
 A `Space` holds axes, each a list of values; a point picks one value per axis and gives a
-`Candidate` (an `MLPSpec` plus a `Recipe`). Candidates are canonicalised so that points that
-build the same network share one key (norm placement without a norm, a width profile with one
-hidden layer, ... change nothing), and enumeration drops such repeats: `grid()` in axis
+`Candidate` (a model spec plus a `Recipe`). The `family` axis (default `mlp`) picks the
+structure family: an MLP reads the `MLPSpec` axes (depth, width, ...); `ftt`, `resmlp` and
+`cnn` read the axes named `<family>.<key>` after their spec's keys (`ftt.d_token`,
+`resmlp.blocks`, `cnn.channels`, ...); `act` applies to every family. A space without a
+`family` axis is the MLP space it always was: its candidates and their draws are unchanged.
+`cnn` candidates train on image-shaped problems only (`Candidate.applies_to`). MLP candidates
+are canonicalised so that points that build the same network share one key (norm placement
+without a norm, a width profile with one hidden layer, ... change nothing), and enumeration
+drops such repeats (of any family): `grid()` in axis
 order, `random(n, seed)` and `sobol(n, seed)` as n distinct candidates, deterministic under
 the seed.
 """
@@ -22,6 +28,14 @@ from typing import Any
 import numpy as np
 
 from aicf_induct.errors import ConfigError
+from aicf_induct.frontend.families import (
+    FAMILIES,
+    POOLS,
+    RES_NORMS,
+    AnySpec,
+    CNNSpec,
+    spec_graph,
+)
 from aicf_induct.frontend.specs import (
     ACTS,
     MIN_WIDTH,
@@ -29,7 +43,6 @@ from aicf_induct.frontend.specs import (
     NORMS,
     PROFILES,
     MLPSpec,
-    mlp_graph,
 )
 from aicf_induct.ir.fingerprint import fingerprint
 from aicf_induct.ir.graph import Graph
@@ -37,14 +50,23 @@ from aicf_induct.ir.graph import Graph
 OPTIMIZERS = ("sgd", "adam", "adamw")
 MODEL_AXES = tuple(f.name for f in dataclasses.fields(MLPSpec))
 RECIPE_AXES = ("optimizer", "lr", "weight_decay", "batch_size")
-AXES = MODEL_AXES + RECIPE_AXES
+FAMILY_NAMES = ("mlp", *FAMILIES)
+# `<family>.<key>` for every key of the other families' specs but `act` (shared), with its type
+FAMILY_KINDS: dict[str, type] = {
+    f"{fam}.{f.name}": {"int": int, "float": float}.get(str(f.type), str)
+    for fam, cls in FAMILIES.items() for f in dataclasses.fields(cls) if f.name != "act"}
+FAMILY_AXES = tuple(FAMILY_KINDS)
+AXES = MODEL_AXES + RECIPE_AXES + ("family",) + FAMILY_AXES
 ALIASES = {"opt": "optimizer", "wd": "weight_decay", "bs": "batch_size", "place": "norm_place",
            "activation": "act"}
 # Axes whose values come from a closed set; the others are numbers or booleans.
 CHOICES: dict[str, tuple[str, ...]] = {"act": ACTS, "norm": NORMS, "norm_place": NORM_PLACES,
-                                       "profile": PROFILES, "optimizer": OPTIMIZERS}
+                                       "profile": PROFILES, "optimizer": OPTIMIZERS,
+                                       "family": FAMILY_NAMES, "cnn.pool": POOLS,
+                                       "resmlp.norm": RES_NORMS}
 KINDS: dict[str, type] = {"depth": int, "width": int, "residual": bool, "dropout": float,
-                          "lr": float, "weight_decay": float, "batch_size": int}
+                          "lr": float, "weight_decay": float, "batch_size": int,
+                          **FAMILY_KINDS}
 RANDOM_TRIES = 20  # draws per wanted candidate before random/sobol give up on finding more
 
 
@@ -66,7 +88,7 @@ class Recipe:
 class Candidate:
     """One point of a space: a structure and its recipe."""
 
-    spec: MLPSpec
+    spec: AnySpec
     recipe: Recipe = Recipe()
 
     @property
@@ -80,13 +102,21 @@ class Candidate:
         return hashlib.sha256(self.structure_key.encode()).hexdigest()[:16]
 
     def graph(self, n_in: int, n_out: int) -> Graph:
-        return mlp_graph(self.spec, n_in, n_out)
+        return spec_graph(self.spec, n_in, n_out)
+
+    def applies_to(self, problem_name: str) -> bool:
+        """Whether the candidate trains on this problem: cnn needs an image-shaped one."""
+        from aicf_induct.problems import image_side
+
+        return not isinstance(self.spec, CNNSpec) or image_side(problem_name) is not None
 
     def fingerprint(self, n_in: int, n_out: int) -> str:
         """The IR fingerprint; it depends on the problem's input and output sizes."""
         return fingerprint(self.graph(n_in, n_out))
 
     def canonical(self) -> Candidate:
+        if not isinstance(self.spec, MLPSpec):
+            return self
         return Candidate(canonical_spec(self.spec), self.recipe)
 
 
@@ -176,9 +206,10 @@ class Space:
     def _check_values(self) -> None:
         # each value alone, on top of the defaults: a bad one is named before any sweep runs
         for name, values in self.axes.items():
+            family = {"family": name.partition(".")[0]} if name in FAMILY_AXES else {}
             for v in values:
                 try:
-                    check_candidate(self.candidate({name: v}))
+                    check_candidate(self.candidate({**family, name: v}))
                 except ConfigError as err:
                     raise ConfigError(f"axis '{name}' value {v!r}: {err}") from None
 
@@ -188,9 +219,17 @@ class Space:
         return math.prod(len(v) for v in self.axes.values())
 
     def candidate(self, point: Mapping[str, object]) -> Candidate:
-        model = {k: v for k, v in point.items() if k in MODEL_AXES}
         recipe = {k: v for k, v in point.items() if k in RECIPE_AXES}
-        return Candidate(MLPSpec(**model), Recipe(**recipe)).canonical()  # type: ignore[arg-type]
+        family = point.get("family", "mlp")
+        if family == "mlp":
+            model = {k: v for k, v in point.items() if k in MODEL_AXES}
+            return Candidate(MLPSpec(**model), Recipe(**recipe)).canonical()  # type: ignore[arg-type]
+        prefix = f"{family}."
+        keys = {k[len(prefix):]: v for k, v in point.items() if k.startswith(prefix)}
+        if "act" in point:
+            keys["act"] = point["act"]
+        spec = FAMILIES[str(family)](**keys)  # type: ignore[arg-type]
+        return Candidate(spec, Recipe(**recipe))  # type: ignore[arg-type]
 
     def at(self, index: Sequence[int]) -> Candidate:
         """The candidate at one value index per axis."""

@@ -7,7 +7,8 @@ Text form: `;`-separated `axis=v1,v2,...` items, plus optional `sample=grid|rand
 
 File form (YAML or JSON): `{"axes": {"depth": [1, 2], ...}, "sample": "sobol", "n": 24,
 "seed": 0}`. Axes are the `MLPSpec` fields (depth, width, profile, act, norm, norm_place,
-residual, dropout) and the recipe (optimizer, lr, weight_decay, batch_size); see
+residual, dropout), the recipe (optimizer, lr, weight_decay, batch_size), `family` (mlp, ftt,
+resmlp, cnn) and the other families' keys as `<family>.<key>` (`ftt.d_token=16,32`); see
 `aicf_induct.induction.space`.
 """
 
@@ -92,6 +93,33 @@ PRESETS: dict[str, dict[str, Any]] = {
             "weight_decay": [0.0, 1e-4],
         },
         "sample": "sobol", "n": 32, "seed": 1505,
+    },
+    # 32 candidates over the structure families: MLPs, FT-Transformers, ResNet-style MLPs and
+    # image CNNs (a sweep trains cnn candidates on image-shaped problems only, digits), each
+    # with its own axes, under two activations and learning rates (adam, batch 32). Seed 28
+    # is the first whose 32 draws hold 7-9 of each family and every value of every axis of
+    # the family it belongs to (tests/induction/test_space_families.py checks it).
+    "families": {
+        "axes": {
+            "family": ["mlp", "ftt", "resmlp", "cnn"],
+            "depth": [1, 2, 3],
+            "width": [64, 128, 256],
+            "norm": ["none", "layernorm"],
+            "ftt.depth": [1, 2, 3],
+            "ftt.d_token": [16, 32, 64],
+            "ftt.heads": [2, 4],
+            "ftt.attention_dropout": [0.0, 0.1],
+            "resmlp.blocks": [1, 2, 3],
+            "resmlp.d": [64, 128],
+            "resmlp.d_hidden": [128, 256],
+            "resmlp.dropout1": [0.0, 0.2],
+            "cnn.stages": [1, 2],
+            "cnn.channels": [8, 16, 32],
+            "cnn.pool": ["max", "avg"],
+            "act": ["relu", "gelu"],
+            "lr": [1e-3, 3e-3],
+        },
+        "sample": "sobol", "n": 32, "seed": 28,
     },
     # 3 small candidates: smoke tests and demos.
     "tiny3": {"axes": {"depth": [1, 2], "width": [8, 16], "act": ["relu", "tanh"]},

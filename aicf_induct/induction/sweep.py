@@ -231,6 +231,7 @@ def plan(spec: SweepSpec, problem_ids: dict[str, str], root: str | Path,
     sweep = {"sweep_id": spec.sweep_id(problem_ids.values()), "protocol": protocol}
     return [Task(name, pid, cand, seed, spec.train, spec.budget_s, str(root), sweep, api_key)
             for name, pid in problem_ids.items() for cand in spec.candidates
+            if cand.applies_to(name)  # cnn candidates: image-shaped problems only
             for seed in spec.seeds]
 
 

@@ -22,6 +22,9 @@ and the meta-dataset reads a missing pattern as 0):
   `token.embeddings` (embedding + numeric_tokenizer nodes).
 - `conv.{stages,channels_max,kernel_max,stride_max}`: conv2d node count, the most output
   channels, the largest kernel side and stride; `pool.{max,avg}`: pooling nodes by mode.
+- `resblock.{count,d_hidden}`: residual blocks whose branch (a chain of one-input nodes from
+  the skip's source to the add) holds two or more linear layers, as resmlp's blocks and an
+  FT-Transformer's feed-forward sublayers do; the widest inner width among them.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import itertools
 import math
 from collections import Counter
 
-from aicf_induct.ir.graph import Graph
+from aicf_induct.ir.graph import Graph, Node
 from aicf_induct.ir.ops import OPS
 
 
@@ -100,7 +103,30 @@ def _family_features(graph: Graph) -> dict[str, float]:
     pools = Counter(OPS["pool"].full_attrs(n.attrs)["mode"] for n in graph.nodes
                     if n.op == "pool")
     out.update({f"pool.{mode}": float(k) for mode, k in sorted(pools.items())})
+    inner = [w for w in (_res_block(graph, n) for n in graph.nodes if n.op == "add")
+             if w is not None]
+    if inner:
+        out["resblock.count"] = float(len(inner))
+        out["resblock.d_hidden"] = float(max(inner))
     return out
+
+
+def _res_block(graph: Graph, add: Node) -> int | None:
+    """The widest inner width of the residual block an add node closes, or None if it closes
+    none (its branch must be a chain of one-input nodes back to the skip's source, holding two
+    or more linear layers)."""
+    by_id = graph.node_map()
+    ins = add.inputs
+    for skip, branch in ((ins[0], ins[1]), (ins[1], ins[0])):
+        widths: list[int] = []
+        node = by_id[branch]
+        while node.id != skip and len(node.inputs) == 1:
+            if node.op == "linear":
+                widths.append(int(node.attrs["out_features"]))
+            node = by_id[node.inputs[0]]
+        if node.id == skip and len(widths) >= 2:
+            return max(widths[1:])  # widths[0]: the branch's last linear, back to the width
+    return None
 
 
 def _token_width(graph: Graph, node_id: str) -> int:

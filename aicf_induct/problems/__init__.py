@@ -9,7 +9,13 @@ problems and features through a recorder (the warehouse).
 from aicf_induct.problems.features import FeatureConfig, extract_features, log_problem_features
 from aicf_induct.problems.problem import Problem, Split
 from aicf_induct.problems.registry import list_names, load_problem, parse_name
-from aicf_induct.problems.sklearn_datasets import SKLEARN_NAMES, load_sklearn
+from aicf_induct.problems.sklearn_datasets import (
+    IMAGE_SIDES,
+    SKLEARN_NAMES,
+    image_side,
+    load_sklearn,
+)
 
-__all__ = ["SKLEARN_NAMES", "FeatureConfig", "Problem", "Split", "extract_features",
-           "list_names", "load_problem", "load_sklearn", "log_problem_features", "parse_name"]
+__all__ = ["IMAGE_SIDES", "SKLEARN_NAMES", "FeatureConfig", "Problem", "Split", "extract_features",
+           "image_side", "list_names", "load_problem", "load_sklearn", "log_problem_features",
+           "parse_name"]

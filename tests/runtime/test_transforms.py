@@ -234,7 +234,8 @@ def test_not_applicable_says_why(problem) -> None:
 
 def test_registry_names_and_bad_options() -> None:
     assert set(TRANSFORMS) == {"widen", "deepen", "residual", "normalize", "activation",
-                               "prune", "dropout"}
+                               "prune", "dropout", "add_block", "add_heads",
+                               "widen_tokens"}
     with pytest.raises(RewriteError, match="unknown transform"):
         make_transform("grow")
     with pytest.raises(RewriteError, match="bad options"):

@@ -10,6 +10,9 @@ and carries parameters and optimizer state across (see base.py and docs/rewrites
 | activation | SwapActivation | no                                       |
 | prune      | Prune          | no                                       |
 | dropout    | ChangeDropout  | yes (eval mode; training noise changes)  |
+| add_block  | AddBlock       | yes (residual block, zero output layer)  |
+| add_heads  | AddHeads       | yes (parallel heads, zero output proj.)  |
+| widen_tokens | WidenTokens  | yes (eval mode; token channels copied)   |
 """
 
 from __future__ import annotations
@@ -18,16 +21,19 @@ from typing import Any
 
 from aicf_induct.runtime.transforms.activation import SwapActivation
 from aicf_induct.runtime.transforms.base import RewriteError, Transform
+from aicf_induct.runtime.transforms.blocks import AddBlock
 from aicf_induct.runtime.transforms.deepen import Deepen
 from aicf_induct.runtime.transforms.dropout import ChangeDropout
+from aicf_induct.runtime.transforms.heads import AddHeads
 from aicf_induct.runtime.transforms.normalize import InsertNorm
 from aicf_induct.runtime.transforms.prune import Prune
 from aicf_induct.runtime.transforms.residual import ResidualBranch
+from aicf_induct.runtime.transforms.tokens import WidenTokens
 from aicf_induct.runtime.transforms.widen import Widen
 
 TRANSFORMS: dict[str, type[Transform]] = {
     t.name: t for t in (Widen, Deepen, ResidualBranch, InsertNorm, SwapActivation, Prune,
-                        ChangeDropout)
+                        ChangeDropout, AddBlock, AddHeads, WidenTokens)
 }
 
 
@@ -42,6 +48,7 @@ def make_transform(name: str, **options: Any) -> Transform:
 
 
 __all__ = [
-    "TRANSFORMS", "ChangeDropout", "Deepen", "InsertNorm", "Prune", "ResidualBranch",
-    "RewriteError", "SwapActivation", "Transform", "Widen", "make_transform",
+    "TRANSFORMS", "AddBlock", "AddHeads", "ChangeDropout", "Deepen", "InsertNorm", "Prune",
+    "ResidualBranch", "RewriteError", "SwapActivation", "Transform", "Widen", "WidenTokens",
+    "make_transform",
 ]

@@ -1,0 +1,308 @@
+"""ONNX import: an MLP, an FT-Transformer and a small CNN exported from PyTorch (the
+TorchScript exporter) import, match onnxruntime's output on their first forward through the
+executor, and train; unsupported nodes are one error naming the node; the CLI writes IR and
+values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from aicf_induct.cli.main import main
+from aicf_induct.errors import ConfigError
+from aicf_induct.ir import canonical, fingerprint
+from aicf_induct.problems import load_problem
+from aicf_induct.runtime.trainer import TrainConfig, Trainer
+
+torch = pytest.importorskip("torch")
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+nn = torch.nn
+# the TorchScript exporter (dynamo=False: the dynamo one needs onnxscript) warns that it is old
+pytestmark = [pytest.mark.filterwarnings("ignore:You are using the legacy TorchScript"),
+              pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")]
+
+from aicf_induct.frontend.onnx_import import from_onnx  # noqa: E402  (needs onnx)
+from aicf_induct.frontend.torch_import import from_torch  # noqa: E402
+
+
+class Tokenizer(nn.Module):
+    aicf_op = "numeric_tokenizer"  # from_torch reads it as the IR op
+
+    def __init__(self, f: int, d: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(f, d) / d ** 0.5)
+        self.bias = nn.Parameter(torch.randn(f, d) / d ** 0.5)
+
+    def forward(self, x: Any) -> Any:
+        return x[..., None] * self.weight + self.bias
+
+
+class Block(nn.Module):
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.attn_norm = nn.LayerNorm(d)
+        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
+        self.ffn_norm = nn.LayerNorm(d)
+        self.ffn = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+
+    def forward(self, x: Any) -> Any:
+        h = self.attn_norm(x)
+        x = x + self.attn(h, h, h)[0]
+        return x + self.ffn(self.ffn_norm(x))
+
+
+class FTT(nn.Module):
+    def __init__(self, f: int, out: int, d: int = 8, heads: int = 2, depth: int = 2) -> None:
+        super().__init__()
+        self.tokenizer = Tokenizer(f, d)
+        self.blocks = nn.Sequential(*[Block(d, heads) for _ in range(depth)])
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, out)
+
+    def forward(self, x: Any) -> Any:
+        return self.head(torch.relu(self.norm(self.blocks(self.tokenizer(x))).mean(1)))
+
+
+class CNN(nn.Module):
+    def __init__(self, out: int) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(4, 8, 3, padding=1), nn.SiLU(), nn.AvgPool2d(2), nn.Flatten())
+        self.head = nn.Linear(8 * 2 * 2, out)
+
+    def forward(self, x: Any) -> Any:
+        return self.head(self.features(x.reshape(x.shape[0], 1, 8, 8)))  # shape arithmetic
+
+
+def mlp(f: int, out: int) -> Any:
+    return nn.Sequential(nn.Linear(f, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.1),
+                         nn.Linear(32, 32), nn.LayerNorm(32), nn.GELU(), nn.Linear(32, 16),
+                         nn.Tanh(), nn.Linear(16, out))
+
+
+def export(model: Any, n_features: int, path: Path) -> Path:
+    model.eval()
+    torch.onnx.export(model, (torch.randn(4, n_features),), str(path), dynamo=False,
+                      opset_version=17, input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    return path
+
+
+def _model(kind: str, problem: Any) -> Any:
+    torch.manual_seed(0)
+    f, out = problem.n_features, problem.n_outputs
+    if kind == "mlp":
+        model = mlp(f, out)
+        model.train()
+        with torch.no_grad():  # running statistics that are not the initial 0 / 1
+            for _ in range(3):
+                model(torch.from_numpy(problem.train.X[:64]).float())
+        return model
+    return FTT(f, out) if kind == "ftt" else CNN(out)
+
+
+@pytest.mark.parametrize("kind,dataset,ops", [
+    ("mlp", "wine", {"batchnorm", "layernorm", "gelu", "tanh"}),
+    ("ftt", "wine", {"numeric_tokenizer", "attention", "layernorm", "gelu", "mean"}),
+    ("cnn", "digits", {"reshape", "conv2d", "pool", "silu"}),
+])
+def test_exported_models_import_match_onnxruntime_and_train(kind: str, dataset: str,
+                                                            ops: set[str],
+                                                            tmp_path: Path) -> None:
+    problem = load_problem(dataset, seed=0)
+    path = export(_model(kind, problem), problem.n_features, tmp_path / f"{kind}.onnx")
+    graph, values = from_onnx(path)
+    assert ops <= {n.op for n in graph.nodes}
+    trainer = Trainer(problem, graph, TrainConfig(epochs=3, lr=3e-3, backend="numpy"),
+                      values=values)
+    x = problem.val.X.astype(np.float32)  # what onnxruntime computes on
+    ours = trainer.executor.predict(x.astype(np.float64))
+    theirs = ort.InferenceSession(str(path)).run(None, {"x": x})[0]
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+    before, _ = trainer.evaluate(problem.val)
+    trainer.fit()
+    after, _ = trainer.evaluate(problem.val)
+    assert after < 0.9 * before  # it trains
+
+
+def test_attention_names_and_structure_agree_with_the_torch_importer(tmp_path: Path) -> None:
+    torch.manual_seed(1)
+    model = FTT(6, 3, d=12, heads=3, depth=1).eval()
+    g_onnx, v_onnx = from_onnx(export(model, 6, tmp_path / "ftt.onnx"))
+    g_fx, v_fx = from_torch(model, 6)
+    assert fingerprint(g_onnx) == fingerprint(g_fx)  # heads=3 found, eps read back as 1e-05
+    attn = g_onnx.node("blocks.0.attn")
+    assert attn.attrs["heads"] == 3
+    assert attn.params["out_weight"] == "blocks.0.attn.out_proj.weight"
+    for name in ("blocks.0.attn.in_proj_weight", "blocks.0.attn.out_proj.weight",
+                 "blocks.0.ffn.0.weight", "tokenizer.weight"):
+        np.testing.assert_allclose(v_onnx[name], v_fx[name], rtol=1e-6, atol=1e-7)
+
+
+def test_the_first_unsupported_node_is_named(tmp_path: Path) -> None:
+    model = nn.Sequential(nn.Linear(4, 8), nn.LeakyReLU(), nn.Linear(8, 2), nn.ELU())
+    path = export(model, 4, tmp_path / "leaky.onnx")
+    with pytest.raises(ConfigError, match=r"^unsupported ONNX node '/1/LeakyRelu' "
+                                          r"\(LeakyRelu\): the IR has no such op$"):
+        from_onnx(path)
+
+
+def test_a_layer_norm_below_opset_17_gets_a_hint(tmp_path: Path) -> None:
+    model = nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Linear(8, 2)).eval()
+    path = tmp_path / "ln13.onnx"
+    torch.onnx.export(model, (torch.randn(3, 4),), str(path), dynamo=False, opset_version=13,
+                      input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+    with pytest.raises(ConfigError, match=r"'/1/Sub' \(Sub\): the IR has no such op \(a layer "
+                                          r"norm exported below opset 17 .* >= 17"):
+        from_onnx(path)
+
+
+@pytest.mark.parametrize("kind", ["ftt", "cnn"])
+def test_a_fixed_batch_export_imports_for_any_batch(kind: str, tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    f = 64 if kind == "cnn" else 6
+    model = (CNN(3) if kind == "cnn" else FTT(f, 3)).eval()
+    path = tmp_path / f"{kind}.onnx"  # no dynamic axes: batch sizes 4 are folded in
+    torch.onnx.export(model, (torch.randn(4, f),), str(path), dynamo=False, opset_version=17,
+                      input_names=["x"])
+    graph, values = from_onnx(path)
+    from aicf_induct.runtime.interpreter import interpret
+
+    x = np.random.default_rng(0).standard_normal((7, f)).astype(np.float32)
+    ours = interpret(graph, values, {"x": x.astype(np.float64)}).values[graph.outputs[0]]
+    with torch.no_grad():
+        theirs = model(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+
+
+class Bag(nn.Module):
+    """int64 ids -> embedding -> [sum, mean over tokens] concatenated -> linear -> softmax."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(11, 4)
+        self.out = nn.Linear(8, 3)
+
+    def forward(self, ids: Any) -> Any:
+        e = self.emb(ids)
+        return torch.softmax(self.out(torch.cat([e.sum(1), e.mean(1)], dim=1)), dim=-1)
+
+
+def test_embedding_concat_sum_softmax(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    path = tmp_path / "bag.onnx"
+    torch.onnx.export(Bag().eval(), (torch.randint(0, 11, (4, 5)),), str(path), dynamo=False,
+                      opset_version=17, input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+    graph, values = from_onnx(path)
+    assert graph.inputs[0].attrs["dtype"] == "int64"
+    assert {"embedding", "sum", "mean", "concat", "linear", "softmax"} <= {
+        n.op for n in graph.nodes}
+    assert graph.params["emb.weight"].shape == (11, 4)
+    from aicf_induct.runtime.interpreter import interpret
+
+    ids = np.random.default_rng(0).integers(0, 11, (6, 5))
+    ours = interpret(graph, values, {"x": ids}).values[graph.outputs[0]]
+    theirs = ort.InferenceSession(str(path)).run(None, {"x": ids})[0]
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+
+
+class SelfSimilarity(nn.Module):
+    def forward(self, x: Any) -> Any:  # attention without projections: generic IR ops
+        return torch.softmax(x @ x.transpose(1, 2), dim=-1) @ x
+
+
+def test_an_attention_like_scope_without_projections_imports_node_by_node(
+        tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(Tokenizer(5, 4), SelfSimilarity(), nn.Flatten(), nn.Linear(20, 2))
+    path = export(model, 5, tmp_path / "sim.onnx")
+    graph, values = from_onnx(path)
+    assert {"matmul", "transpose", "softmax"} <= {n.op for n in graph.nodes}
+    assert "attention" not in {n.op for n in graph.nodes}
+    x = np.random.default_rng(0).standard_normal((7, 5)).astype(np.float32)
+    from aicf_induct.runtime.interpreter import interpret
+
+    ours = interpret(graph, values, {"x": x.astype(np.float64)}).values[graph.outputs[0]]
+    theirs = ort.InferenceSession(str(path)).run(None, {"x": x})[0]
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+
+
+class Moves(nn.Module):
+    def forward(self, x: Any) -> Any:
+        return x.t()
+
+
+def test_a_node_that_moves_the_batch_axis_is_refused(tmp_path: Path) -> None:
+    path = export(Moves(), 4, tmp_path / "t.onnx")
+    with pytest.raises(ConfigError, match=r"unsupported ONNX node '.*Transpose' \(Transpose\): "
+                                          r"perm \[1, 0\] moves the batch axis"):
+        from_onnx(path)
+
+
+def test_cli_import_writes_ir_and_values(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                         ) -> None:
+    problem = load_problem("wine", seed=0)
+    path = export(_model("mlp", problem), problem.n_features, tmp_path / "m.onnx")
+    out, vals = tmp_path / "m.json", tmp_path / "m.npz"
+    assert main(["ir", "import", str(path), "-o", str(out), "--values", str(vals)]) == 0
+    assert "IR written to" in capsys.readouterr().out
+    graph = canonical.load(str(out))
+    with np.load(vals) as arrays:
+        assert set(arrays.files) == set(graph.params)
+        assert arrays["0.weight"].shape == (32, problem.n_features)
+    # a bad model: one error line naming the node, exit 2, nothing written
+    bad = export(nn.Sequential(nn.Linear(4, 4), nn.Hardswish()), 4, tmp_path / "b.onnx")
+    assert main(["ir", "import", str(bad), "-o", str(tmp_path / "b.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: unsupported ONNX node '/1/HardSwish' (HardSwish)")
+    assert err.count("\n") == 1 and not (tmp_path / "b.json").exists()
+    not_onnx = tmp_path / "x.onnx"
+    not_onnx.write_text("hello")
+    assert main(["ir", "import", str(not_onnx)]) == 2
+    assert "not an ONNX model" in capsys.readouterr().err
+
+
+def test_cli_trains_an_imported_model_from_its_values(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    problem = load_problem("wine", seed=0)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(problem.n_features, 16), nn.Tanh(),
+                          nn.Linear(16, problem.n_outputs))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    x, y = torch.from_numpy(problem.train.X).float(), torch.from_numpy(problem.train.y)
+    for _ in range(100):  # trained in torch, so its weights are worth importing
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    with torch.no_grad():
+        logits = model(torch.from_numpy(problem.test.X).float())
+    acc = float((logits.argmax(1).numpy() == problem.test.y).mean())
+    path = export(model, problem.n_features, tmp_path / "m.onnx")
+    out, vals = tmp_path / "m.json", tmp_path / "m.npz"
+    assert main(["ir", "import", str(path), "-o", str(out), "--values", str(vals)]) == 0
+    capsys.readouterr()
+    args = ["train", "--quiet", "--json", "--no-log", "--dataset", "wine", "--ir", str(out),
+            "--epochs", "1", "--lr", "1e-9"]  # one epoch at a negligible learning rate
+    assert main([*args, "--values", str(vals)]) == 0
+    imported = json.loads(capsys.readouterr().out)
+    assert main(args) == 0  # the same graph from its initializers
+    fresh = json.loads(capsys.readouterr().out)
+    assert acc > 0.9 and imported["test_accuracy"] == pytest.approx(acc, abs=1e-9)
+    assert fresh["test_accuracy"] < 0.8
+    assert main([*args, "--values", str(tmp_path / "none.npz")]) == 2
+    assert "not a readable .npz file" in capsys.readouterr().err
+    assert main([*args[:5], "iris", *args[6:]]) == 2  # 4 features: the model takes 13
+    assert "takes 13 features, the dataset 'iris' has 4" in capsys.readouterr().err
+    other = export(nn.Sequential(nn.Linear(problem.n_features, 5)), problem.n_features,
+                   tmp_path / "five.onnx")
+    assert main(["ir", "import", str(other), "-o", str(tmp_path / "five.json")]) == 0
+    capsys.readouterr()
+    assert main([*args[:args.index("--ir")], "--ir", str(tmp_path / "five.json")]) == 2
+    assert "output '0' has 5 values per example" in capsys.readouterr().err
