@@ -19,6 +19,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from aicf_induct.frontend.specs import MLPSpec
 from aicf_induct.induction.meta_dataset import DONE_STATUSES
 from aicf_induct.induction.space import Candidate
 
@@ -49,9 +50,11 @@ MAX_START_WIDTH = 128  # wider candidates are left out as start points (cost; wi
 
 def plan(names: Sequence[str], per_problem: int, candidates: Sequence[Candidate],
          steps: int = STEPS) -> list[AdaptiveJob]:
-    """Run i of a problem starts from the i-th candidate (mod) no wider than
-    MAX_START_WIDTH."""
-    starts = [c for c in candidates if c.spec.width <= MAX_START_WIDTH] or list(candidates)
+    """Run i of a problem starts from the i-th MLP candidate (mod) no wider than
+    MAX_START_WIDTH (the rewrite history is of MLP transforms)."""
+    mlps = [c for c in candidates if isinstance(c.spec, MLPSpec)] or list(candidates)
+    starts = [c for c in mlps if isinstance(c.spec, MLPSpec)
+              and c.spec.width <= MAX_START_WIDTH] or mlps
     return [AdaptiveJob(name, i, starts[i % len(starts)], steps)
             for name in names for i in range(per_problem)]
 
