@@ -23,6 +23,9 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=1, le=65535)
     # Key file (hashed keys); None: <warehouse>/_service_keys.json.
     keys_file: Path | None = None
+    # Knowledge pack proposals read (`aicf-induct induce fit -o PACK`); None: the one shipped
+    # with the package.
+    pack: Path | None = None
     # Read routes (runs, reports, SQL) open to anyone who can reach the port (False), or only
     # to read or write keys (True). Write routes always need a write key.
     read_requires_key: bool = False
