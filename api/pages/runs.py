@@ -28,21 +28,23 @@ LIST_COLUMNS = ("run_id", "problem_name", "origin", "status", "seed", "device", 
 def runs_page(request: Request, _: ReadAccess, wh: WarehouseDep, problem: Filter = None,
               origin: Filter = None, status: Filter = None, sort: Sort = "started_at",
               order: Literal["asc", "desc"] = "desc",
-              page_no: Annotated[int, Query(alias="page", ge=1, le=10**6)] = 1) -> HTMLResponse:
+              page_no: Annotated[int, Query(alias="page", ge=1, le=10**6)] = 1,
+              per_page: Annotated[int, Query(ge=1, le=500)] = PER_PAGE) -> HTMLResponse:
     """Runs, filtered by problem, origin and status, sorted by any column, a page at a time."""
     problem, origin, status = (v or None for v in (problem, origin, status))  # "" = any
 
     def read(c: duckdb.DuckDBPyConnection) -> tuple[list[dict], int, dict[str, list[str]]]:
         items, total = browse.list_runs(c, problem=problem, origin=origin, status=status,
-                                        limit=PER_PAGE, offset=(page_no - 1) * PER_PAGE,
+                                        limit=per_page, offset=(page_no - 1) * per_page,
                                         sort=sort, descending=order == "desc")
         choices = {col: browse.distinct_values(c, col)
                    for col in ("problem_name", "origin", "status")}
         return items, total, choices
 
     items, total, choices = wh.read(read)
-    pages = max(1, -(-total // PER_PAGE))
-    filters = {"problem": problem or "", "origin": origin or "", "status": status or ""}
+    pages = max(1, -(-total // per_page))
+    filters = {"problem": problem or "", "origin": origin or "", "status": status or "",
+               "per_page": per_page}
     return page(request, "runs.html", title="Runs", items=items, total=total, page_no=page_no,
                 pages=pages, columns=LIST_COLUMNS, sort=sort, order=order, filters=filters,
                 choices=choices)
