@@ -3,6 +3,8 @@ last, lowest and highest point; the markers stay exact however long the curve.""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -19,7 +21,7 @@ def test_m4_keeps_extremes_and_ends_of_every_bucket() -> None:
     assert len(keep) <= 400 and np.all(np.diff(keep) > 0)
     assert {0, 10_006, 1234, 8000} <= set(keep.tolist())
     edges = np.linspace(0, len(v), 101).astype(int)
-    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+    for lo, hi in itertools.pairwise(edges.tolist()):
         inside = keep[(keep >= lo) & (keep < hi)]
         assert {lo, hi - 1} <= set(inside.tolist())
         assert np.nanmax(v[inside]) == np.nanmax(v[lo:hi])
