@@ -24,6 +24,8 @@ STEPS: list[tuple[str, list[str]]] = [
     ("Adaptive training: start too small, grow on triggers, roll back an injected loss spike",
      ["adapt", "--dataset", "wine", "--policy", "rules", "--steps", "400",
       "--inject-spike", "250", "--seed", SEED]),
+    ("Draw the adaptive run: loss with its triggers, rewrites and the rollback marked",
+     ["plot", "run", "latest", "-o", "demo_adapt_run.png"]),
     ("Which structure won on each problem (SQL in warehouse/sql/report_leaderboard.sql)",
      ["report", "leaderboard"]),
     ("What rewrites did to the metrics",
@@ -41,7 +43,8 @@ def main() -> int:
         if code:
             print(f"demo step {k} failed with status {code}", file=sys.stderr)
             return code
-    print("\nexplore: aicf-induct runs | aicf-induct report --help | aicf-induct sql --help")
+    print("\nexplore: aicf-induct serve (the dashboard at http://127.0.0.1:8000/) | "
+          "aicf-induct runs | aicf-induct report --help | aicf-induct sql --help")
     return 0
 
 

@@ -31,8 +31,8 @@ def _rows(conn: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any]) -> 
 
 
 def _count(conn: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any]) -> int:
-    row = conn.execute(sql, params).fetchone()
-    return int(row[0]) if row else 0
+    rows = conn.execute(sql, params).fetchall()  # all: a result left open blocks the next
+    return int(rows[0][0]) if rows else 0
 
 
 def list_runs(conn: duckdb.DuckDBPyConnection, *, problem: str | None = None,
@@ -52,12 +52,15 @@ def list_runs(conn: duckdb.DuckDBPyConnection, *, problem: str | None = None,
     return items, _count(conn, f"SELECT count(*) FROM runs {_RUNS_WHERE}", filters)
 
 
-def get_run(conn: duckdb.DuckDBPyConnection, run_id: str) -> dict | None:
-    """One run with its config and library versions (parsed JSON) and its logged step count;
+def get_run(conn: duckdb.DuckDBPyConnection, run_id: str,
+            count_steps: bool = True) -> dict | None:
+    """One run with its config and library versions (parsed JSON) and its logged step count
+    (unless `count_steps` is False: a scan of the steps a caller reading them anyway saves);
     None when there is no such run."""
     cols = ", ".join(RUN_COLUMNS)
-    rows = _rows(conn, f"SELECT {cols}, config, library_versions, "
-                       "(SELECT count(*) FROM steps s WHERE s.run_id = $run_id) AS logged_steps "
+    count = ("(SELECT count(*) FROM steps s WHERE s.run_id = $run_id)" if count_steps
+             else "NULL")
+    rows = _rows(conn, f"SELECT {cols}, config, library_versions, {count} AS logged_steps "
                        "FROM runs WHERE run_id = $run_id LIMIT 1", {"run_id": run_id})
     if not rows:
         return None

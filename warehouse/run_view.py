@@ -113,10 +113,11 @@ def _rows(conn: duckdb.DuckDBPyConnection, sql: str, run_id: str) -> list[dict[s
 def run_view(conn: duckdb.DuckDBPyConnection, run_id: str,
              max_points: int = DEFAULT_POINTS) -> RunView | None:
     """The run page's data for `run_id`; None when there is no such run."""
-    run = get_run(conn, run_id)
+    run = get_run(conn, run_id, count_steps=False)
     if run is None:
         return None
     n, curves, steps, loss = _curves(conn, run_id, max_points)
+    run["logged_steps"] = n
     evals = _rows(conn, "SELECT step, epoch, split, metric, value FROM results "
                         "WHERE run_id = $run_id AND NOT final ORDER BY split, metric, step", run_id)
     final = _rows(conn, "SELECT split, metric, value FROM results WHERE run_id = $run_id AND final "

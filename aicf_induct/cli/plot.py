@@ -8,6 +8,7 @@ from pathlib import Path
 
 from aicf_induct.errors import ConfigError
 
+LATEST = "latest"  # RUN_ID standing for the run started last
 WH_HELP = "warehouse directory (default: $AICF_WAREHOUSE, else ./aicf_warehouse)"
 
 
@@ -27,7 +28,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                     "per trigger, decision, rewrite and rollback, rolled-back "
                                     "steps shaded; grad norm and update ratio below.",
                         epilog="example: aicf-induct plot run 3f2a... -o run.png")
-    r.add_argument("run_id", metavar="RUN_ID", help="the run (`aicf-induct runs` lists them)")
+    r.add_argument("run_id", metavar="RUN_ID",
+                   help="the run (`aicf-induct runs` lists them), or `latest`: the run started "
+                        "last")
     r.set_defaults(func=plot_run)
     c = psub.add_parser("correlations", parents=[common], help="the correlation heatmap",
                         description="The latest `induce fit`'s feature × trait correlations "
@@ -60,17 +63,29 @@ def _done(path: Path, what: str) -> int:
 
 
 def plot_run(args: argparse.Namespace) -> int:
+    import duckdb
+
     import warehouse
     from aicf_induct.plots import run_figure, save_figure
-    from warehouse.run_view import run_view
+    from warehouse.browse import list_runs
+    from warehouse.run_view import RunView, run_view
 
     root = _root(args.warehouse, args.output)
-    view = warehouse.with_retry(root, lambda c: run_view(c, args.run_id))
+
+    def read(c: duckdb.DuckDBPyConnection) -> RunView | None:
+        run_id = args.run_id
+        if run_id == LATEST:
+            newest, _ = list_runs(c, limit=1)
+            run_id = newest[0]["run_id"] if newest else ""
+        return run_view(c, run_id)
+
+    view = warehouse.with_retry(root, read)
     if view is None:
         raise ConfigError(f"RUN_ID: no run '{args.run_id}' in {root}")
     path = save_figure(run_figure(view), args.output)
     marks = len(view.marked_events())
-    return _done(path, f"{view.logged_steps} steps, {marks} events marked")
+    return _done(path, f"run {view.run['run_id']}: {view.logged_steps} steps, {marks} events "
+                       "marked")
 
 
 def plot_correlations(args: argparse.Namespace) -> int:

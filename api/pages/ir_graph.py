@@ -12,8 +12,6 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
-import plotly.graph_objects as go
-
 # node colour by its state against the previous snapshot
 COLOURS = {"same": "#8da0cb", "added": "#1b9e77", "changed": "#e6ab02"}
 
@@ -89,7 +87,7 @@ def _hover(n: dict[str, Any], d: Diff) -> str:
     return "<br>".join(lines)
 
 
-def _traces(ir: Any, d: Diff, visible: bool) -> list[go.Scatter]:
+def _traces(ir: Any, d: Diff, visible: bool) -> list[dict[str, Any]]:
     pos = layout(ir)
     ex: list[float | None] = []
     ey: list[float | None] = []
@@ -99,14 +97,15 @@ def _traces(ir: Any, d: Diff, visible: bool) -> list[go.Scatter]:
             if i in pos:
                 ex += [pos[i][0], pos[n["id"]][0], None]
                 ey += [pos[i][1], pos[n["id"]][1], None]
-    edges = go.Scatter(x=ex, y=ey, mode="lines", line={"color": "#aaa", "width": 1.5},
-                       hoverinfo="skip", showlegend=False, visible=visible)
-    pts = go.Scatter(
-        x=[pos[n["id"]][0] for n in nodes], y=[pos[n["id"]][1] for n in nodes],
-        mode="markers+text", text=[_label(n) for n in nodes], textposition="top center",
-        hovertext=[_hover(n, d) for n in nodes], hoverinfo="text", showlegend=False,
-        marker={"size": 18, "color": [COLOURS[d.state(n["id"])] for n in nodes],
-                "line": {"width": 1, "color": "#333"}}, visible=visible)
+    edges = {"type": "scatter", "x": ex, "y": ey, "mode": "lines", "hoverinfo": "skip",
+             "line": {"color": "#aaa", "width": 1.5}, "showlegend": False, "visible": visible}
+    pts = {"type": "scatter", "x": [pos[n["id"]][0] for n in nodes],
+           "y": [pos[n["id"]][1] for n in nodes], "mode": "markers+text",
+           "text": [_label(n) for n in nodes], "textposition": "top center",
+           "hovertext": [_hover(n, d) for n in nodes], "hoverinfo": "text",
+           "showlegend": False, "visible": visible,
+           "marker": {"size": 18, "color": [COLOURS[d.state(n["id"])] for n in nodes],
+                      "line": {"width": 1, "color": "#333"}}}
     return [edges, pts]
 
 
@@ -126,24 +125,22 @@ def diffs(snapshots: list[dict[str, Any]]) -> list[Diff]:
     return out
 
 
-def ir_figure(snapshots: list[dict[str, Any]]) -> go.Figure:
+def ir_figure(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
     """One graph per snapshot (a dropdown picks it; the last shown first), its nodes coloured
-    by what changed since the snapshot before."""
-    fig = go.Figure()
+    by what changed since the snapshot before. A plain figure dict (see run_charts)."""
     ds = diffs(snapshots)
     last = len(snapshots) - 1
-    for k, (s, d) in enumerate(zip(snapshots, ds, strict=True)):
-        for t in _traces(s["ir"], d, visible=k == last):
-            fig.add_trace(t)
+    data = [t for k, (s, d) in enumerate(zip(snapshots, ds, strict=True))
+            for t in _traces(s["ir"], d, visible=k == last)]
     buttons = []
     for k, (s, d) in enumerate(zip(snapshots, ds, strict=True)):
         mask = [j // 2 == k for j in range(2 * len(snapshots))]
         buttons.append({"label": f"step {s['step']} {s['reason']}", "method": "update",
                         "args": [{"visible": mask}, {"title.text": snapshot_title(s, d)}]})
-    fig.update_layout(
-        title={"text": snapshot_title(snapshots[last], ds[last]) if snapshots else "no IR"},
-        updatemenus=[{"buttons": buttons, "active": last, "x": 1.0, "xanchor": "right",
-                      "y": 1.15, "yanchor": "top"}] if snapshots else [],
-        height=360, margin={"t": 70, "b": 20, "l": 20, "r": 20},
-        xaxis={"visible": False}, yaxis={"visible": False})
-    return fig
+    layout = {
+        "title": {"text": snapshot_title(snapshots[last], ds[last]) if snapshots else "no IR"},
+        "updatemenus": [{"buttons": buttons, "active": last, "x": 1.0, "xanchor": "right",
+                         "y": 1.15, "yanchor": "top"}] if snapshots else [],
+        "height": 360, "margin": {"t": 70, "b": 20, "l": 20, "r": 20},
+        "xaxis": {"visible": False}, "yaxis": {"visible": False}}
+    return {"data": data, "layout": layout}

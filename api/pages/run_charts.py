@@ -7,10 +7,12 @@ from __future__ import annotations
 import html
 from typing import Any
 
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
-
 from warehouse.run_view import RunView
+
+# A figure as the plain dict plotly.js takes: building plotly's graph objects validates every
+# property in Python, several times slower than the whole rest of the page (see
+# benchmarks/RESULTS.md, "Dashboard run page").
+Figure = dict[str, Any]
 
 # marker symbol and colour per event kind (Plotly's own symbol names)
 MARKERS = {"trigger": ("triangle-up", "#e69f00"), "decision": ("diamond", "#56b4e9"),
@@ -65,65 +67,76 @@ def _score_metric(view: RunView) -> str | None:
     return next((m for m in ("accuracy", "r2") if m in metrics), None)
 
 
-def curves_figure(view: RunView) -> go.Figure:
+def _line(x: list, y: list, name: str, yaxis: str = "y", **style: Any) -> Figure:
+    return {"type": "scatter", "x": x, "y": y, "name": name, "xaxis": "x", "yaxis": yaxis,
+            **style}
+
+
+def curves_figure(view: RunView) -> Figure:
     """Training loss per step (downsampled, see run_view), train and validation loss per
     evaluation, one marker trace per event kind at the event's exact step and loss, and the
-    validation score; rolled-back spans shaded."""
+    validation score below; rolled-back spans shaded."""
     score = _score_metric(view)
-    fig = make_subplots(rows=2 if score else 1, cols=1, shared_xaxes=True,
-                        row_heights=[0.7, 0.3] if score else [1.0], vertical_spacing=0.06)
     steps, loss = view.curves["loss"]
-    fig.add_trace(go.Scatter(x=steps.tolist(), y=loss.tolist(), mode="lines",
-                             name="train loss (step)",
-                               line={"width": 1, "color": "#999"}), row=1, col=1)
+    data = [_line(steps.tolist(), loss.tolist(), "train loss (step)", mode="lines",
+                  line={"width": 1, "color": "#999"})]
     for split, colour in (("train", "#0072b2"), ("val", "#cc79a7")):
         x, y = _evals(view, split, "loss")
         if x:
-            fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=f"{split} loss",
-                                     marker={"size": 4}, line={"color": colour}), row=1, col=1)
+            data.append(_line(x, y, f"{split} loss", mode="lines+markers", marker={"size": 4},
+                              line={"color": colour}))
     for kind, (symbol, colour) in MARKERS.items():
         groups = [g for g in event_groups(view) if g[-1]["kind"] == kind]
         if groups:
-            fig.add_trace(go.Scatter(
-                x=[g[-1]["step"] for g in groups],
-                y=[g[-1]["loss"] for g in groups],
-                mode="markers", name=kind, hoverinfo="text",
+            data.append(_line(
+                [g[-1]["step"] for g in groups], [g[-1]["loss"] for g in groups], kind,
+                mode="markers", hoverinfo="text",
                 hovertext=["<br><br>".join(hover(e) for e in g) for g in groups],
                 marker={"symbol": symbol, "size": 13, "color": colour,
-                        "line": {"width": 1, "color": "#333"}}), row=1, col=1)
-    for lo, hi in view.rollback_windows:
-        fig.add_vrect(x0=lo, x1=hi, fillcolor="#d55e00", opacity=0.12, line_width=0,
-                      annotation_text="rolled back, replayed", annotation_position="top left",
-                      row=1, col=1)
+                        "line": {"width": 1, "color": "#333"}}))
+    shapes = [{"type": "rect", "xref": "x", "yref": "y domain", "x0": lo, "x1": hi, "y0": 0,
+               "y1": 1, "fillcolor": "#d55e00", "opacity": 0.12, "line": {"width": 0}}
+              for lo, hi in view.rollback_windows]
+    notes = [{"x": lo, "xref": "x", "y": 1, "yref": "y domain", "text": "rolled back, replayed",
+              "showarrow": False, "xanchor": "left", "yanchor": "bottom"}
+             for lo, _ in view.rollback_windows]
+    # one x axis for both panels, anchored under the lower one
+    layout: Figure = {
+        "height": 520, "margin": {"t": 30, "b": 40, "l": 60, "r": 20},
+        "hovermode": "closest", "legend": {"orientation": "h", "y": 1.1},
+        "shapes": shapes, "annotations": notes,
+        "xaxis": {"title": {"text": "step"}, "anchor": "y2" if score else "y"},
+        "yaxis": {"title": {"text": "loss (log)"}, "type": "log",  # spikes stay readable
+                  "domain": [0.34, 1] if score else [0, 1]}}
     if score:
         for split, colour in (("train", "#0072b2"), ("val", "#cc79a7")):
             x, y = _evals(view, split, score)
             if x:
-                fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=f"{split} {score}",
-                                         line={"color": colour, "dash": "dot"}), row=2, col=1)
-        fig.update_yaxes(title_text=score, row=2, col=1)
-    fig.update_yaxes(title_text="loss (log)", type="log", row=1, col=1)  # spikes stay readable
-    fig.update_xaxes(title_text="step", row=2 if score else 1, col=1)
-    fig.update_layout(height=520, margin={"t": 30, "b": 40, "l": 60, "r": 20},
-                      hovermode="closest", legend={"orientation": "h", "y": 1.08})
-    return fig
+                data.append(_line(x, y, f"{split} {score}", "y2", mode="lines",
+                                  line={"color": colour, "dash": "dot"}))
+        layout["yaxis2"] = {"title": {"text": score}, "domain": [0, 0.28], "anchor": "x"}
+    return {"data": data, "layout": layout}
 
 
-def dynamics_figure(view: RunView) -> go.Figure:
-    """Gradient norm, update ratio and learning rate per step (log scale; downsampled)."""
+def dynamics_figure(view: RunView) -> Figure:
+    """Gradient norm, update ratio and learning rate per step (log scale; downsampled), a
+    dotted line at each rewrite and rollback."""
     rows = [("grad_norm", "grad norm"), ("update_ratio", "update ratio"), ("lr", "lr")]
-    fig = make_subplots(rows=len(rows), cols=1, shared_xaxes=True, vertical_spacing=0.05)
-    for i, (name, label) in enumerate(rows, start=1):
+    data = []
+    layout: Figure = {"height": 460, "margin": {"t": 20, "b": 40, "l": 60, "r": 20},
+                      "showlegend": False, "xaxis": {"title": {"text": "step"},
+                                                     "anchor": f"y{len(rows)}"}}
+    for i, (name, label) in enumerate(rows):
+        axis = "y" if i == 0 else f"y{i + 1}"
         x, y = view.curves[name]
-        fig.add_trace(go.Scatter(x=x.tolist(), y=y.tolist(), mode="lines", name=label,
-                                 line={"width": 1}),
-                      row=i, col=1)
-        fig.update_yaxes(title_text=label, type="log", row=i, col=1)
-        for e in view.marked_events():
-            if e["kind"] in ("rewrite", "rollback"):
-                fig.add_vline(x=e["step"], line_width=1, line_dash="dot",
-                              line_color=MARKERS[e["kind"]][1], row=i, col=1)
-    fig.update_xaxes(title_text="step", row=len(rows), col=1)
-    fig.update_layout(height=460, margin={"t": 20, "b": 40, "l": 60, "r": 20},
-                      showlegend=False)
-    return fig
+        data.append(_line(x.tolist(), y.tolist(), label, axis, mode="lines",
+                          line={"width": 1}))
+        top = 1 - i / len(rows)
+        layout["yaxis" if i == 0 else f"yaxis{i + 1}"] = {
+            "title": {"text": label}, "type": "log", "anchor": "x",
+            "domain": [top - 1 / len(rows) + 0.04, top]}
+    layout["shapes"] = [
+        {"type": "line", "xref": "x", "yref": "paper", "x0": e["step"], "x1": e["step"],
+         "y0": 0, "y1": 1, "line": {"width": 1, "dash": "dot", "color": MARKERS[e["kind"]][1]}}
+        for e in view.marked_events() if e["kind"] in ("rewrite", "rollback")]
+    return {"data": data, "layout": layout}

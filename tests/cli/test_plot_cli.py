@@ -59,6 +59,16 @@ def test_plot_run_marks_every_event_at_its_exact_step_and_loss(
     assert [(lo, hi)] == view.rollback_windows and lo in marks["rollback"][:, 0]
 
 
+def test_plot_run_latest_is_the_run_started_last(dashboard_warehouse, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    root = dashboard_warehouse.root
+    out = _plot(capsys, "run", "latest", "-o", str(tmp_path / "l.png"), "--warehouse",
+                str(root))
+    newest = warehouse.connect(root).execute(
+        "SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1").fetchone()[0]
+    assert f"(run {newest}: " in out and (tmp_path / "l.png").stat().st_size > 10_000
+
+
 def test_plot_correlations_colours_each_pair_and_stars_the_significant(
         dashboard_warehouse, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     wh = dashboard_warehouse
