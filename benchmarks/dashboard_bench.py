@@ -53,8 +53,7 @@ def say(text: str) -> None:
 
 
 def adapt(root: Path, steps: int, every: str) -> dict:
-    say(f"adaptive run of {steps:,} steps (about {steps / 1000:.0f} min on a busy 2-core "
-        "machine)")
+    say(f"adaptive run of {steps:,} steps (24,000: several minutes on 2 cores)")
     out = io.StringIO()
     argv = ["adapt", "--dataset", "iris", "--lr", "0.01", "--trigger-warmup", "100",
             "--trigger-epochs", every, "--steps", str(steps), "--max-rewrites", "3",
