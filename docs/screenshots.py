@@ -19,6 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 OUT = ROOT / "docs" / "img"
 WIDTH = 1280
+FIRST = "document.querySelector('.js-plotly-plot')"  # the page's first chart
 
 
 def shoot(url: str, shots: dict[str, str]) -> None:
@@ -36,12 +37,14 @@ def shoot(url: str, shots: dict[str, str]) -> None:
         for name, path in shots.items():
             driver.get(url + path)
             WebDriverWait(driver, 20).until(lambda d: d.execute_script(
-                "return document.querySelectorAll('.js-plotly-plot').length > 0"))
-            # the page down to the end of its first chart's section, not the long tables
+                f"const g = {FIRST}; return g !== null && g._fullLayout !== undefined"))
+            # the page down to the end of its first chart (as laid out), not the tables below
             height = driver.execute_script(
-                "const g = document.querySelectorAll('.js-plotly-plot');"
-                "return g[Math.min(g.length, 2) - 1].getBoundingClientRect().bottom + 20")
+                f"const g = {FIRST}; return g.getBoundingClientRect().top + window.scrollY"
+                " + g._fullLayout.height + 16")
             driver.set_window_size(WIDTH, int(height))
+            chrome = int(height) - driver.execute_script("return window.innerHeight")
+            driver.set_window_size(WIDTH, int(height) + chrome)  # the window's own bars
             driver.save_screenshot(str(OUT / f"{name}.png"))
             print(f"wrote {OUT / name}.png")
     finally:
