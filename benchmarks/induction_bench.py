@@ -38,6 +38,7 @@ from aicf_induct.induction.evaluate import (
     compare,
     evaluate_corpus,
     gap_closed,
+    gap_text,
     summary,
 )
 from aicf_induct.induction.lopo import LopoResult
@@ -122,7 +123,7 @@ def report(args: argparse.Namespace, meta: pd.DataFrame, res: LopoResult, defaul
            rep: pd.DataFrame, top_rules: pd.DataFrame, t_lopo: float, t_all: float) -> str:
     n = {c: meta[c].nunique() for c in ("problem_id", "group", "candidate", "seed")}
     share = float(rep["replicated"].mean()) if len(rep) else float("nan")
-    gaps = ", ".join(f"k = {k}: {gap_closed(res, k=k):.0%}" for k in ks)
+    gaps = ", ".join(f"k = {k}: {gap_text(gap_closed(res, k=k))}" for k in ks)
     comps = pd.concat([compare(res, k=k) for k in ks], ignore_index=True)
     default_key = meta.loc[meta["candidate"] == default, "structure_key"].iloc[0]
     lines = [

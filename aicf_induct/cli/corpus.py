@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 
+from aicf_induct.cli.sweep import ENGINE_HELP, WORKERS_HELP
 from aicf_induct.cli.table import print_table
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.corpus import (
@@ -16,6 +16,7 @@ from aicf_induct.induction.corpus import (
     resolve_selection,
     selection_names,
 )
+from aicf_induct.induction.sweep import ENGINES
 
 EPOCH_CAP = 500  # generous: early stopping on validation ends nearly every run long before
 PATIENCE = 20  # epochs without a better validation loss before a run stops
@@ -55,8 +56,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "(default corpus32; `aicf-induct space show corpus32` lists it)")
     b.add_argument("--seeds", type=int, default=SEEDS, metavar="K",
                    help=f"seeds 0..K-1 per (problem, candidate) (default {SEEDS})")
-    b.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
-                   help="runs at once (default: the number of CPUs)")
+    b.add_argument("--workers", type=int, default=None, metavar="N", help=WORKERS_HELP)
+    b.add_argument("--engine", choices=ENGINES, default="local", help=ENGINE_HELP)
     b.add_argument("--warehouse", default=None, metavar="DIR",
                    help="warehouse directory (default: $AICF_WAREHOUSE, else ./aicf_warehouse)")
     b.add_argument("--epochs", type=int, default=EPOCH_CAP,
@@ -123,7 +124,7 @@ def _facts(names: list[str]) -> list[CorpusProblem]:
 
 def build(args: argparse.Namespace) -> int:
     import warehouse
-    from aicf_induct.cli.sweep import print_report
+    from aicf_induct.cli.sweep import print_report, workers
     from aicf_induct.induction.space_io import parse_space
     from aicf_induct.induction.sweep import SweepSpec, run_sweep
     from aicf_induct.runtime.trainer import TrainConfig
@@ -143,6 +144,7 @@ def build(args: argparse.Namespace) -> int:
         print("problems: " + ", ".join(names))
         return 0
     root = args.warehouse if args.warehouse is not None else warehouse.default_root()
-    report = run_sweep(spec, root, workers=args.workers, progress=not args.quiet)
+    report = run_sweep(spec, root, workers=workers(args), engine=args.engine,
+                       progress=not args.quiet)
     print_report(report, root, args.json, f"aicf-induct induce fit --warehouse {root}")
     return 0

@@ -82,7 +82,7 @@ def fit(args: argparse.Namespace) -> int:
     from aicf_induct.induction.corpus import corpus_meta
     from aicf_induct.induction.mined import write_mined
     from aicf_induct.induction.mining import Miner
-    from aicf_induct.induction.pack import build_pack, write_pack
+    from aicf_induct.induction.pack import DEFAULT_PACK, build_pack, write_pack
 
     root = _root(args.warehouse)
     bar = _steps(4, args.quiet)
@@ -105,8 +105,9 @@ def fit(args: argparse.Namespace) -> int:
         command += ["--protocol", args.protocol]
     if exclude:
         command += ["--exclude", ",".join(e.strip() for e in exclude)]
-    command += ["--min-problems", str(args.min_problems), "--bootstrap", str(args.bootstrap),
-                "-o", args.output]
+    command += ["--min-problems", str(args.min_problems), "--bootstrap", str(args.bootstrap)]
+    if Path(args.output).resolve() != DEFAULT_PACK:  # the package's own path is this machine's
+        command += ["-o", args.output]
     out = write_pack(pack, args.output, command)
     bar.update(1)
     fit_id = None
@@ -247,9 +248,6 @@ def propose(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     pack = load_pack(args.pack)  # a bad pack is named before the dataset is read
     problem, features = featurise(args.dataset)
-    if not pack.proposer_cached():
-        print("note: first use of this pack: fitting its meta-model (cached for later calls)",
-              file=sys.stderr)
     out = propose_problem(problem, features, pack, args.top)
     took = time.perf_counter() - t0
     if args.json:
@@ -342,7 +340,7 @@ def _evaluate_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def evaluate(args: argparse.Namespace) -> int:
     from aicf_induct.induction.corpus import corpus_meta
-    from aicf_induct.induction.evaluate import evaluate_corpus, parse_baselines
+    from aicf_induct.induction.evaluate import evaluate_corpus, gap_text, parse_baselines
 
     baselines = parse_baselines(args.baselines)
     try:
@@ -361,7 +359,9 @@ def evaluate(args: argparse.Namespace) -> int:
                           "score_seeds": ev.score_seeds,
                           "summary": ev.summary.to_dict("records"),
                           "comparisons": ev.comparisons.to_dict("records"),
-                          "gap_closed": {str(k): v for k, v in ev.gaps.items()},
+                          # null: no gap (the full search no better than the default)
+                          "gap_closed": {str(k): v if v == v else None
+                                         for k, v in ev.gaps.items()},
                           "calibration": ev.calibration.to_dict("records")}, default=float))
         return 0
     n = meta["problem_id"].nunique()
@@ -380,7 +380,7 @@ def evaluate(args: argparse.Namespace) -> int:
                      for r in ev.comparisons.itertuples()],
                     ["baseline", "k", "win_rate", "mean_diff", "95% CI", "p", "p_holm"])
     print("\nShare of the default -> full-search gap closed: " + ", ".join(
-        f"k = {k}: {v:.0%}" for k, v in ev.gaps.items()))
+        f"k = {k}: {gap_text(v)}" for k, v in ev.gaps.items()))
     print(f"\nCalibration of the {ev.result.level:.0%} intervals:")
     print_table([[r.candidates, r.n, r.coverage, r.width]
                  for r in ev.calibration.itertuples()],

@@ -14,11 +14,23 @@ from aicf_induct.errors import ConfigError
 from aicf_induct.induction.space import RECIPE_AXES, Candidate
 from aicf_induct.induction.space_io import PRESETS, parse_space
 from aicf_induct.induction.sweep import ENGINES, SweepReport, SweepSpec, run_sweep
+from aicf_induct.induction.sweep_gpu import MODELS
 from aicf_induct.induction.sweep_problems import resolve, with_max_rows
 from aicf_induct.problems.preprocess import MIN_ROWS
 from aicf_induct.problems.splits import MAX_SEED
 
 DEFAULT_BUDGET_S = 300.0
+WORKERS_HELP = (f"runs at once (default: the number of CPUs; with --engine gpu, {MODELS} "
+                "runs in flight on the GPU)")
+ENGINE_HELP = ("local: a process pool here; ray: Ray tasks; gpu: many runs at once on this "
+               "machine's GPU, in this process (default local)")
+
+
+def workers(args: argparse.Namespace) -> int:
+    """--workers, or its default for the engine."""
+    if args.workers is not None:
+        return int(args.workers)
+    return MODELS if args.engine == "gpu" else os.cpu_count() or 1
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -55,10 +67,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    metavar="SECONDS",
                    help="wall-clock budget per run; past it the run stops with status "
                         f"timeout (default {DEFAULT_BUDGET_S:g}; 0: none)")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="W",
-                   help="runs at once (default: the number of CPUs)")
-    p.add_argument("--engine", choices=ENGINES, default="local",
-                   help="local: a process pool here; ray: Ray tasks (default local)")
+    p.add_argument("--workers", type=int, default=None, metavar="W",
+                   help=WORKERS_HELP)
+    p.add_argument("--engine", choices=ENGINES, default="local", help=ENGINE_HELP)
     p.add_argument("--ray-address", default=None, metavar="ADDR",
                    help="with --engine ray: an existing cluster ('auto' or host:port); "
                         "default: start a local Ray instance with --workers CPUs")
@@ -106,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     import warehouse
 
     root = args.warehouse if args.warehouse is not None else warehouse.default_root()
-    report = run_sweep(spec, root, workers=args.workers, engine=args.engine,
+    report = run_sweep(spec, root, workers=workers(args), engine=args.engine,
                        retry_failed=args.retry_failed, ray_address=args.ray_address,
                        progress=not args.quiet)
     print_report(report, root, args.json)

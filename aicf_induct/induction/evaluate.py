@@ -79,10 +79,18 @@ def compare(result: LopoResult, method: str = "proposer", k: int = 1,
 
 def gap_closed(result: LopoResult, method: str = "proposer", k: int = 1) -> float:
     """(default − method) / (default − full search) of the mean normalized error: 1 when the
-    method matches the full search, 0 when it is no better than the default."""
+    method matches the full search, 0 when it is no better than the default. NaN when the
+    full search is no better than the default: there is no gap to close, and a ratio over a
+    gap of zero or below would read as a share (200 %, or a sign flipped)."""
     err = _wide(result.choices, k).mean()
     gap = err["default"] - err["full_search"]
-    return float((err["default"] - err[method]) / gap) if gap != 0 else float("nan")
+    return float((err["default"] - err[method]) / gap) if gap > 0 else float("nan")
+
+
+def gap_text(share: float) -> str:
+    """A gap share as printed: a percentage, or why there is none."""
+    return "no gap (full search no better than the default)" if np.isnan(share) \
+        else f"{share:.0%}"
 
 
 def calibration(result: LopoResult, ks: tuple[int, ...] = (1, 3, 5)) -> pd.DataFrame:

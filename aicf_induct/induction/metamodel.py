@@ -19,16 +19,15 @@ regression on out-of-fold predictions, problem groups as folds (there it moved n
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
-from sklearn.ensemble import HistGradientBoostingRegressor
-from sklearn.model_selection import GroupKFold
 from threadpoolctl import threadpool_limits
 
 from aicf_induct.errors import ConfigError
+from aicf_induct.induction.forest import TreeEnsemble
 from aicf_induct.induction.meta_dataset import (
     FEATURE_PREFIX,
     candidate_table,
@@ -39,7 +38,11 @@ from aicf_induct.induction.meta_dataset import (
     score_matrix,
 )
 
+if TYPE_CHECKING:  # fitting only: `propose` restores the trees and never imports these
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
 PREDICTION_COLUMNS = ("expected", "low", "high")  # normalized error: mean, interval bounds
+ENSEMBLES = ("mean", "low", "high")  # the fitted models: `<name>_model_`
 
 
 class MetaModel(BaseEstimator):
@@ -104,6 +107,8 @@ class MetaModel(BaseEstimator):
         k = min(self.conformal_folds, len(np.unique(groups)))
         if k < 2:
             return 0.0
+        from sklearn.model_selection import GroupKFold
+
         scores = np.empty(len(y))
         for fit_idx, cal_idx in GroupKFold(n_splits=k).split(X, y, groups):
             lo, hi = self._quantile_pair(X[fit_idx], y[fit_idx])
@@ -113,10 +118,44 @@ class MetaModel(BaseEstimator):
         return float(np.quantile(scores, q))
 
     def _model(self, loss: str, quantile: float | None = None) -> HistGradientBoostingRegressor:
+        from sklearn.ensemble import HistGradientBoostingRegressor
+
         return HistGradientBoostingRegressor(
             loss=loss, quantile=quantile, max_iter=self.max_iter,
             learning_rate=self.learning_rate, max_leaf_nodes=self.max_leaf_nodes,
             min_samples_leaf=self.min_samples_leaf, random_state=self.random_state)
+
+    # -- shipped in the knowledge pack -------------------------------------------------------
+    def export(self) -> dict[str, Any]:
+        """The fitted model as JSON-ready data: its parameters, what `fit` learned about the
+        columns, and the three ensembles' trees (see `induction.forest`). `restore` with the
+        same meta-dataset gives a model that predicts the same numbers."""
+        params = {k: v for k, v in self.get_params().items()
+                  if isinstance(v, int | float | str | bool)}
+        return {"params": params, "margin": float(self.margin_),
+                "feature_names": list(self.feature_names_),
+                "optimizers": list(self.optimizers_),
+                "pattern_names": list(self.pattern_names_),
+                "models": {name: TreeEnsemble.from_hgb(getattr(self, f"{name}_model_"))
+                           .to_record() for name in ENSEMBLES}}
+
+    @classmethod
+    def restore(cls, meta: pd.DataFrame, rec: Mapping[str, Any]) -> MetaModel:
+        """A fitted model from `export`'s data and the meta-dataset it was fitted on (its
+        candidates); no fitting."""
+        mm = cls(**rec["params"])
+        mm.feature_names_ = [str(f) for f in rec["feature_names"]]
+        mm.optimizers_ = [str(o) for o in rec["optimizers"]]
+        mm.pattern_names_ = [str(p) for p in rec["pattern_names"]]
+        mm.candidates_ = candidate_table(meta)
+        missing = [p for p in mm.pattern_names_ if p not in mm.candidates_.columns]
+        if missing:
+            raise ValueError(f"pattern column(s) {', '.join(missing)} not in the candidates")
+        for name in ENSEMBLES:
+            setattr(mm, f"{name}_model_", TreeEnsemble.from_record(rec["models"][name]))
+        mm.margin_ = float(rec["margin"])
+        mm.n_features_in_ = len(mm.feature_names_) + mm.candidate_inputs().shape[1]
+        return mm
 
     def candidate_inputs(self) -> np.ndarray:
         """(C, patterns + recipe) inputs of the candidates, in `candidates_` order."""

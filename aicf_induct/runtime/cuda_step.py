@@ -25,8 +25,10 @@ the plan's time is never compiled or run. "plan", "mlp_layers", "mlp_rows" or
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,9 +143,15 @@ class CudaStep:
                              "remap with load_state_dict(state_dict(), store)")
         plan = self.executor.plan("train", int(x.shape[0]))
         plan.feed({self.executor.input_id: x, self.executor.training_graph.labels: y}, step)
-        entry, _ = self._entry(plan)  # a capture's warm-up runs on this batch
+        with kept_buffers(store):  # a capture's warm-up and the timings run on this batch
+            entry, _ = self._entry(plan)
         self._feed(entry, x, y, step)  # again: the warm-up reused the inputs' arena bytes
         return entry
+
+    def prepare(self, x: Any, y: Any, step: int) -> _Entry:
+        """The entry (plan, update, step body, graph) for x's batch shape, built now: for a
+        caller that captures steps of its own (runtime.many)."""
+        return self._prepare(x, y, step)
 
     def _feed(self, e: _Entry, x: Any, y: Any, step: int) -> None:
         """The batch to the step: the one-kernel step reads device arrays where they are
@@ -327,27 +335,60 @@ class CudaStep:
                    and tensor_cores(self.executor.store.data.dtype))
 
     def _capture(self, e: _Entry) -> Any:
-        import cupy
-
-        cupy.cuda.get_current_stream().synchronize()
-        stream = cupy.cuda.Stream(non_blocking=True)
-        graph = None
-        with stream:
-            e.gradients()  # warm-up: compiles, sizes scratch; parameters are not touched
-            e.update.compile()
-            stream.synchronize()
-            try:
-                stream.begin_capture()
-                try:
-                    e.body()
-                finally:
-                    graph = stream.end_capture()
-            except Exception as err:  # run eagerly, say why
-                self.graph_error = f"{type(err).__name__}: {err}"
-                e.eager_reason = "capture failed: " + self.graph_error
-                graph = None
-            stream.synchronize()
+        warm_up(e)
+        graph, error = capture(e.body)
+        if error:  # run eagerly, say why
+            self.graph_error = error
+            e.eager_reason = "capture failed: " + error
         return graph
+
+
+def warm_up(e: _Entry) -> None:
+    """Compile the step's kernels and size their scratch before a capture: the gradients
+    are computed once (parameters are not touched; batchnorm's running statistics are, so
+    callers keep them: `kept_buffers`)."""
+    import cupy
+
+    stream = cupy.cuda.get_current_stream()
+    stream.synchronize()
+    e.gradients()
+    e.update.compile()
+    stream.synchronize()
+
+
+def capture(body: Any) -> tuple[Any, str]:
+    """`body()` captured as a CUDA graph on a stream of its own: (graph, "") or (None, why
+    the capture failed)."""
+    import cupy
+
+    cupy.cuda.get_current_stream().synchronize()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    graph, error = None, ""
+    with stream:
+        try:
+            stream.begin_capture()
+            try:
+                body()
+            finally:
+                graph = stream.end_capture()
+        except Exception as err:
+            error, graph = f"{type(err).__name__}: {err}", None
+        stream.synchronize()
+    return graph, error
+
+
+@contextlib.contextmanager
+def kept_buffers(store: Any) -> Iterator[None]:
+    """The store's non-trainable buffers (batchnorm's running statistics) as they were
+    before the block: warm-ups and autotuning timings run training-mode forwards, which
+    would move them by a number of updates that depends on the timings, so the model a run
+    evaluates would depend on them."""
+    saved = {name: buf.copy() for name, buf in store.buffers.items()}
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            store.buffers[name][...] = value
 
 
 def segments(opt: Optimizer, store: Any) -> tuple[int, ...]:

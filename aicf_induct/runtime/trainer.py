@@ -25,7 +25,7 @@ from aicf_induct.runtime.data import BatchStream
 from aicf_induct.runtime.executor import Executor, store_for
 from aicf_induct.runtime.metrics import score, score_name
 from aicf_induct.runtime.optimizers import Optimizer, make_optimizer
-from aicf_induct.runtime.runs import start_run
+from aicf_induct.runtime.runs import LoggedRun, start_run
 from aicf_induct.runtime.schedules import Schedule, make_schedule
 
 EVAL_CHUNK = 4096  # rows per evaluation batch: bounds memory on large splits
@@ -79,6 +79,17 @@ class TrainConfig:
                 kwargs["weight_decay"] = self.weight_decay
             return make_optimizer(self.optimizer, **kwargs)
         return make_optimizer(self.optimizer, lr=self.lr)  # raises a ConfigError naming it
+
+
+@dataclass
+class FitState:
+    """A fit in progress: its logged run, the best (val loss, epoch, state) so far, the
+    per-epoch rows and the status it will end with."""
+
+    run: LoggedRun
+    best: tuple[float, int, dict[str, np.ndarray]]
+    history: list[dict[str, float]] = field(default_factory=list)
+    status: str = "completed"  # | early_stopped | timeout
 
 
 @dataclass
@@ -176,49 +187,72 @@ class Trainer:
     # -- the loop ----------------------------------------------------------------------------
     def fit(self) -> TrainResult:
         cfg, p = self.config, self.problem
-        sname = score_name(p.task)
         with start_run(self) as run:
-            best = (np.inf, -1, self.store.state_arrays())
-            history: list[dict[str, float]] = []
-            status = "completed"
+            fit = self.begin_fit(run)
             bar = tqdm(range(cfg.epochs), desc=f"train {p.name}", unit="epoch",
                        disable=not self.progress, leave=False)
             try:
                 for epoch in bar:
-                    losses = []
-                    for idx in self._epoch_batches(epoch):
-                        if cfg.max_wall_s and run.elapsed() >= cfg.max_wall_s:
-                            status = "timeout"
-                            break
-                        losses.append(self.train_step(p.train.X[idx], p.train.y[idx],
-                                                      epoch).loss)
-                    if status == "timeout" and not losses:
+                    losses = self.train_epoch(fit, epoch)
+                    if fit.status == "timeout" and not losses:
                         break
-                    val_loss, val_score = self.evaluate(p.val)
-                    row = {"train_loss": float(np.mean(losses)) if losses else float("nan"),
-                           "val_loss": val_loss, f"val_{sname}": val_score}
-                    history.append(row)
-                    run.results(epoch, row)
-                    bar.set_postfix(loss=f"{row['train_loss']:.4f}", val=f"{val_score:.4f}",
+                    stop = self.end_epoch(fit, epoch, losses, *self.evaluate(p.val))
+                    row = fit.history[-1]
+                    bar.set_postfix(loss=f"{row['train_loss']:.4f}",
+                                    val=f"{row[f'val_{score_name(p.task)}']:.4f}",
                                     refresh=False)
-                    if val_loss < best[0]:
-                        best = (val_loss, epoch, self.store.state_arrays())
-                    if status == "timeout" or (cfg.max_steps
-                                               and self.step_count >= cfg.max_steps):
-                        break
-                    if cfg.patience and epoch - best[1] >= cfg.patience:
-                        status = "early_stopped"
+                    if stop:
                         break
             finally:
                 bar.close()
-            if best[1] >= 0:
-                self.load_state(best[2])
-            metrics = self.final_metrics()
-            error = (f"time budget of {cfg.max_wall_s:g} s used up after {self.step_count} "
-                     f"steps" if status == "timeout" else None)
-            wall = run.finish(status, metrics, len(history) - 1, error)
-        return TrainResult(self.run_id, status, self.step_count, len(history), best[1], wall,
-                           metrics, history)
+            return self.end_fit(fit)
+
+    # The loop's bookkeeping, in three parts that `fit` and the many-model engine
+    # (runtime/many.py, which drives an epoch at a time) share.
+    def begin_fit(self, run: LoggedRun) -> FitState:
+        """The state of a fit whose start `run` logged: nothing better than the start yet."""
+        return FitState(run, (np.inf, -1, self.store.state_arrays()))
+
+    def train_epoch(self, fit: FitState, epoch: int) -> list[float]:
+        """The epoch's steps, one by one; the losses of those that ran before the time
+        budget ran out (then the status is "timeout")."""
+        cfg, train = self.config, self.problem.train
+        losses = []
+        for idx in self._epoch_batches(epoch):
+            if cfg.max_wall_s and fit.run.elapsed() >= cfg.max_wall_s:
+                fit.status = "timeout"
+                break
+            losses.append(self.train_step(train.X[idx], train.y[idx], epoch).loss)
+        return losses
+
+    def end_epoch(self, fit: FitState, epoch: int, losses: list[float], val_loss: float,
+                  val_score: float) -> bool:
+        """Log the epoch's results, keep the best state; True when the fit stops here."""
+        cfg = self.config
+        row = {"train_loss": float(np.mean(losses)) if losses else float("nan"),
+               "val_loss": val_loss, f"val_{score_name(self.problem.task)}": val_score}
+        fit.history.append(row)
+        fit.run.results(epoch, row)
+        if val_loss < fit.best[0]:
+            fit.best = (val_loss, epoch, self.store.state_arrays())
+        if fit.status == "timeout" or (cfg.max_steps and self.step_count >= cfg.max_steps):
+            return True
+        if cfg.patience and epoch - fit.best[1] >= cfg.patience:
+            fit.status = "early_stopped"
+            return True
+        return False
+
+    def end_fit(self, fit: FitState) -> TrainResult:
+        """Restore the best state, log the final metrics and the run's end."""
+        cfg, best = self.config, fit.best
+        if best[1] >= 0:
+            self.load_state(best[2])
+        metrics = self.final_metrics()
+        error = (f"time budget of {cfg.max_wall_s:g} s used up after {self.step_count} "
+                 f"steps" if fit.status == "timeout" else None)
+        wall = fit.run.finish(fit.status, metrics, len(fit.history) - 1, error)
+        return TrainResult(self.run_id, fit.status, self.step_count, len(fit.history), best[1],
+                           wall, metrics, fit.history)
 
     def _epoch_batches(self, epoch: int) -> list[np.ndarray]:
         batches = list(self.stream.epoch(epoch))

@@ -33,7 +33,7 @@ def pack(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(autouse=True)
 def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AICF_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(pack_mod, "_FITTED", {})
+    monkeypatch.setattr(pack_mod, "_RESTORED", {})
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -75,7 +75,7 @@ def test_propose_json_round_trip_is_the_library_dict(
     warm = time.perf_counter() - t0
     assert rc == 0 and again == out  # deterministic
     with capsys.disabled():  # timings are reported, not asserted
-        print(f"\npropose --dataset wine: {took:.2f} s cold (fits the proposer), "
+        print(f"\npropose --dataset wine: {took:.2f} s cold (restores the proposer), "
               f"{warm:.2f} s warm")
 
 

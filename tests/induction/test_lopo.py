@@ -10,7 +10,13 @@ import pandas as pd
 import pytest
 
 from aicf_induct.errors import ConfigError
-from aicf_induct.induction.evaluate import calibration, compare, gap_closed, summary
+from aicf_induct.induction.evaluate import (
+    calibration,
+    compare,
+    gap_closed,
+    gap_text,
+    summary,
+)
 from aicf_induct.induction.lopo import LopoConfig, LopoResult, folds, run_lopo, split_seeds
 from aicf_induct.induction.meta_dataset import assemble
 from aicf_induct.induction.metamodel import MetaModel
@@ -104,6 +110,11 @@ def test_evaluation_numbers_on_a_hand_case() -> None:
     assert c.loc[p.index[1], "p_holm"] == pytest.approx(max(min(1, 2 * p.iloc[0]), p.iloc[1]))
     # default 0.425, full 0.1, proposer 0.15: (0.425 - 0.15) / (0.425 - 0.1)
     assert gap_closed(res) == pytest.approx(0.275 / 0.325)
+    # a full search no better than the default leaves no gap: NaN, not a share over 100 %
+    worse = LopoResult(res.choices.assign(norm_error=np.where(
+        res.choices["method"] == "full_search", 0.9, res.choices["norm_error"])),
+        res.calibration, res.level)
+    assert np.isnan(gap_closed(worse)) and gap_text(gap_closed(worse)).startswith("no gap")
     cal = calibration(res, ks=(1,)).set_index("candidates")
     assert cal.loc["all", "coverage"] == pytest.approx(2 / 3)
     assert cal.loc["top-1", "coverage"] == 1.0 and cal.loc["top-1", "n"] == 2

@@ -29,10 +29,9 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No fitted proposer from another test, in memory or on disk."""
-    monkeypatch.setenv("AICF_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(pack_mod, "_FITTED", {})
+def _own_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No restored proposer from another test."""
+    monkeypatch.setattr(pack_mod, "_RESTORED", {})
 
 
 def _miner() -> Miner:
@@ -84,15 +83,13 @@ def test_exclude_keeps_problems_out(corpus: Path, tmp_path: Path) -> None:
 
 def test_the_pack_proposer_equals_one_fitted_on_the_warehouse(corpus: Path,
                                                               tmp_path: Path) -> None:
-    """The pack holds the fitted model's inputs: the same proposals as a Proposer fitted on
-    the per-seed meta-dataset, and the same again on a fresh load (no cache)."""
+    """The pack holds the fitted model: the same proposals as a Proposer fitted on the
+    per-seed meta-dataset, and the same again on a fresh load."""
     meta, _ = corpus_meta(corpus)
     miner = _miner().fit(meta)
     path = write_pack(build_pack(meta, miner), tmp_path / "p.parquet", ["t"])
     first = propose_dataset("wine", path, top_k=4)
-    pack_mod._FITTED.clear()
-    for f in (tmp_path / "cache").glob("proposer-*.pkl"):
-        f.unlink()
+    pack_mod._RESTORED.clear()
     again = propose_dataset("wine", path, top_k=4)
     assert again == first
     direct = Proposer(metamodel=MetaModel(), miner=miner).fit(meta)
@@ -127,15 +124,27 @@ def test_bad_packs_get_one_line_errors(corpus: Path, tmp_path: Path,
                                    "library": "9.0"}).encode()}), future)
     no_rows = tmp_path / "no_rows.parquet"
     pq.write_table(t.slice(0, 0), no_rows)
+    no_model = tmp_path / "no_model.parquet"
+    pq.write_table(t.replace_schema_metadata({b"aicf.pack": json.dumps(
+        {k: v for k, v in header.items() if k != "metamodel"}).encode()}), no_model)
     cases = [(empty, "is empty"), (text, "not a knowledge pack (not a Parquet file"),
              (plain, "not a knowledge pack (a Parquet file without"),
              (future, "format 'aicf.pack/99' (written by aicf-induct 9.0) is not the "
                       f"'{FORMAT}'"),
-             (no_rows, "holds no problems"), (tmp_path / "absent.parquet", "no knowledge pack at")]
+             (no_rows, "holds no problems"), (no_model, "holds no fitted meta-model"),
+             (tmp_path / "absent.parquet", "no knowledge pack at")]
     for path, words in cases:
         with pytest.raises(ConfigError) as info:
             load_pack(path)
         assert words in str(info.value) and "\n" not in str(info.value), path
+    # a damaged tree (a root index past the end) is named when the proposer is restored
+    bad = json.loads(json.dumps(header["metamodel"]))
+    bad["models"]["low"]["roots"][0] = 10**9
+    damaged = tmp_path / "damaged.parquet"
+    pq.write_table(t.replace_schema_metadata({b"aicf.pack": json.dumps(
+        {**header, "metamodel": bad}).encode()}), damaged)
+    with pytest.raises(ConfigError, match=r"meta-model is damaged .*outside the ensemble"):
+        load_pack(damaged).proposer()
     monkeypatch.setattr(pack_mod, "DEFAULT_PACK", tmp_path / "missing" / "kp.parquet")
     with pytest.raises(ConfigError, match=r"no knowledge pack is installed .*aicf-induct "
                                           r"corpus build.*induce fit --warehouse DIR"):

@@ -241,6 +241,46 @@ def test_layernorm_kernels(d: int, affine: bool, dtype: str) -> None:
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("m,d,affine,training", [(32, 17, True, True), (7, 300, True, True),
+                                                 (33, 64, False, True), (1000, 40, True, False)])
+def test_batchnorm_kernels(m: int, d: int, affine: bool, training: bool, dtype: str) -> None:
+    """Forward (batch or running statistics), the running statistics' update in place, and
+    the VJP, against the op table's reference in float64."""
+    rng = np.random.default_rng()
+    x = (rng.normal(size=(m, d)) * 2 + 1).astype(dtype)
+    params = {"weight": rng.normal(size=d).astype(dtype),
+              "bias": rng.normal(size=d).astype(dtype)} if affine else {}
+    params["running_mean"] = rng.normal(size=d).astype(dtype)
+    params["running_var"] = rng.uniform(0.5, 2.0, size=d).astype(dtype)
+    op, full = OPS["batchnorm"], OPS["batchnorm"].full_attrs({"affine": affine})
+    ctx64 = OpContext(training=training)
+    p64 = {r: v.astype(np.float64) for r, v in params.items()}
+    y_ref = op.forward(ctx64, [x.astype(np.float64)], p64, full)
+    gy = rng.normal(size=(m, d)).astype(dtype)
+    gi_ref, gp_ref = op.backward(OpContext(training=training), [x.astype(np.float64)], p64,
+                                 y_ref, gy.astype(np.float64), full, (True,))
+    dev_p = {r: cp.asarray(v) for r, v in params.items()}
+    shapes = ((m, d),)
+    y = poisoned(cp, (m, d), dtype)
+    fwd = _kernel("batchnorm", "fwd", "batchnorm.fwd.cuda", shapes, dtype, full)
+    fwd.fn(OpContext(xp=cp, training=training), [cp.asarray(x)], dev_p, dict(full), y)
+    assert_close(y, y_ref, tol(dtype), "batchnorm fwd")
+    for role in ("running_mean", "running_var"):
+        want = ctx64.state_updates[role] if training else params[role]
+        assert_close(dev_p[role], want, tol(dtype), role)
+    if training:  # the backward of a training step sees the statistics it started from
+        dev_p = {r: cp.asarray(v) for r, v in params.items()}
+    gx = poisoned(cp, (m, d), dtype)
+    gps = {r: poisoned(cp, (d,), dtype) for r in gp_ref}
+    vjp = _kernel("batchnorm", "vjp", "batchnorm.vjp.cuda", shapes, dtype, full)
+    vjp.fn(OpContext(xp=cp, training=training), [cp.asarray(x)], dev_p, y, cp.asarray(gy),
+           dict(full), (True,), [gx], gps)
+    assert_close(gx, gi_ref[0], tol(dtype), "batchnorm vjp input")
+    for r, got in gps.items():
+        assert_close(got, gp_ref[r], tol(dtype), f"batchnorm vjp {r}")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_loss_and_add_kernels(dtype: str) -> None:
     rng = np.random.default_rng()
     p, t = rng.normal(size=(70, 3)).astype(dtype), rng.normal(size=(70, 3)).astype(dtype)

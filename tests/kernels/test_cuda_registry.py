@@ -35,7 +35,8 @@ def test_importing_the_library_does_not_import_cupy() -> None:
 @pytest.mark.parametrize("op,direction", [
     ("linear_act", "fused"), ("act_linear_bwd", "fused"), ("softmax_ce", "fused"),
     ("relu", "fwd"), ("gelu", "vjp"), ("layernorm", "vjp"), ("dropout", "fwd"),
-    ("mse", "vjp"), ("cross_entropy", "fwd"), ("add", "vjp")])
+    ("mse", "vjp"), ("cross_entropy", "fwd"), ("add", "vjp"), ("batchnorm", "fwd"),
+    ("batchnorm", "vjp")])
 def test_cuda_kernels_are_registered_and_capturable(op: str, direction: str) -> None:
     shapes = ((64, 16), (64, 8)) if direction != "fused" else ((64, 16),)
     q = KernelQuery(op, direction, "cuda", "float32", shapes,
@@ -89,6 +90,7 @@ def test_every_kernel_the_launchers_name_is_in_its_source() -> None:
         "elementwise.cu": {"bias_act", "act_bwd", "act_bwd_bias", "colsum_finalize"},
         "losses.cu": {"softmax_ce", "mse_fwd", "mse_vjp"},
         "layernorm.cu": {"layernorm_fwd", "layernorm_bwd", "ln_bwd_params"},
+        "batchnorm.cu": {"batchnorm_fwd", "batchnorm_bwd"},
         "dropout.cu": {"dropout_apply"},
         "optim.cu": {"grad_sumsq", "adam_step", "sgd_step"},
         "mlp_step.cu": {"mlp_step", "mlp_step_clusters"},

@@ -14,7 +14,7 @@ imports nothing from CuPy: sources compile on first use (compile.py), per device
 |                | .tiled32 (act' applied on load, bias gradient from the tiles)  |
 | softmax_ce     | .cuda (one pass: loss and gradient)                            |
 | each activation op (ir.ops.ACTIVATIONS), add, linear, cross_entropy, mse,       |
-| layernorm, dropout | .fwd.cuda, .vjp.cuda                                       |
+| layernorm, batchnorm, dropout | .fwd.cuda, .vjp.cuda                            |
 
 The optimizer kernel (optim.py) and the one-kernel MLP step (mlp_step.py: a whole forward,
 loss and backward of an MLP chain in one persistent launch) are launched by
@@ -97,6 +97,7 @@ def _register() -> None:
         ("cross_entropy", "vjp"): ops.cross_entropy_vjp,
         ("mse", "fwd"): ops.mse_fwd, ("mse", "vjp"): ops.mse_vjp,
         ("layernorm", "fwd"): ops.layernorm_fwd, ("layernorm", "vjp"): ops.layernorm_vjp,
+        ("batchnorm", "fwd"): ops.batchnorm_fwd, ("batchnorm", "vjp"): ops.batchnorm_vjp,
         ("dropout", "fwd"): ops.dropout_fwd, ("dropout", "vjp"): ops.dropout_vjp,
     }
     for act in ACTIVATIONS:  # each activation op of the op table

@@ -91,6 +91,7 @@ def linear_vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array], y
 CE_WARPS = 8  # rows in flight per block of softmax_ce (a warp per row)
 LOSSES = Family("losses.cu")
 LAYERNORM = Family("layernorm.cu")
+BATCHNORM = Family("batchnorm.cu")
 DROPOUT = Family("dropout.cu")
 
 
@@ -175,6 +176,38 @@ def layernorm_vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array]
     fn((cols, chunks), (32, 32), (i32(m), i32(d), i32(per), x, g, stats, partial))
     gemm.colsum_finalize(partial[:, 0, :], 2 * d, gparams["weight"])
     gemm.colsum_finalize(partial[:, 1, :], 2 * d, gparams["bias"])
+
+
+# -- batchnorm ---------------------------------------------------------------------------
+
+BN_THREADS = 128  # feature columns per block
+BN_EVAL_ROWS = 256  # rows per block in eval mode (the running statistics: no reduction)
+
+
+def batchnorm_fwd(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array],
+                  attrs: dict[str, Any], out: Array) -> None:
+    """Normalise over the batch axis; in training the running statistics move in place
+    (the reference hands them back as ctx.state_updates, which the plan then copies)."""
+    x = ins[0]
+    m, d = x.shape
+    per = m if ctx.training else BN_EVAL_ROWS
+    fn = function(BATCHNORM, f"batchnorm_fwd<{ctype(x.dtype)}>")
+    fn(((d + BN_THREADS - 1) // BN_THREADS, (m + per - 1) // per), (BN_THREADS,),
+       (i32(m), i32(d), i32(per), x, ptr(params.get("weight")), ptr(params.get("bias")),
+        params["running_mean"], params["running_var"], f64(attrs["eps"]),
+        f64(attrs["momentum"]), i32(int(ctx.training)), out))
+
+
+def batchnorm_vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array], y: Array,
+                  gy: Array, attrs: dict[str, Any], needs: Sequence[bool],
+                  gins: Sequence[Array | None], gparams: dict[str, Array]) -> None:
+    x = ins[0]
+    m, d = x.shape
+    fn = function(BATCHNORM, f"batchnorm_bwd<{ctype(x.dtype)}>")
+    fn(((d + BN_THREADS - 1) // BN_THREADS,), (BN_THREADS,),
+       (i32(m), i32(d), x, ptr(params.get("weight")), gy, params["running_mean"],
+        params["running_var"], f64(attrs["eps"]), i32(int(ctx.training)), ptr(gins[0]),
+        ptr(gparams.get("weight")), ptr(gparams.get("bias"))))
 
 
 # -- dropout -----------------------------------------------------------------------------

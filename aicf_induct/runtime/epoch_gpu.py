@@ -1,0 +1,248 @@
+"""A run's epochs queued on the GPU with no host synchronisation (for runtime.many).
+
+Each run owns a CUDA stream. Its training split stays on the device (`DeviceData`, shared
+by every run of the problem). An epoch is queued as: the epoch's row order (the same
+permutation `BatchStream` gives the solo run, made on the host: two integers of state) and
+a table of the steps' optimizer terms (learning rate, bias corrections, the step for the
+dropout key: `cuda_step.fill_hyper`, as the solo step computes them) copied to the device;
+then one CUDA graph replay per step. The graph holds what the solo step does, around it
+what the host did per step there: gather the batch's rows into the plan's input buffers
+and the step's terms into the step's term array (both indexed by a step counter on the
+device), the step itself (`CudaStep`'s body: the plan or the one-kernel step, then the fused
+optimizer update), and a copy of the step's statistics (loss, gradient norm, the update
+ratio's sums) into row `counter` of a buffer, counter + 1. The validation split is
+evaluated on the device after the last step, its loss and predictions kept there. `collect`
+reads the statistics and the evaluation back (the one wait of an epoch) and logs the step
+records: `step_time_s` is the epoch's wall time over its steps (one run's share of the GPU
+is not observable without a synchronisation per step).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from aicf_induct.problems.problem import Problem
+from aicf_induct.records import StepRecord
+from aicf_induct.runtime.cuda_step import (
+    CudaStep,
+    capture,
+    fill_hyper,
+    kept_buffers,
+    warm_up,
+)
+from aicf_induct.runtime.metrics import score
+from aicf_induct.runtime.trainer import EVAL_CHUNK, FitState, Trainer
+
+STATS = 4  # per step: sum g^2, sum theta^2, sum delta^2, loss (kernels.cuda.optim.STATS)
+
+_STATS_SRC = r"""
+extern "C" __global__ void aicf_step_stats(const double* stats, double* out,
+                                           long long* counter) {
+    long long k = counter[0];
+    for (int j = 0; j < 4; ++j) out[k * 4 + j] = stats[j];
+    counter[0] = k + 1;
+}
+"""
+
+
+@functools.cache
+def _kernels() -> tuple[Any, Any, Any]:
+    """(gather the step's rows, copy the step's terms, keep the step's statistics)."""
+    import cupy
+
+    gather = cupy.ElementwiseKernel(
+        "raw T src, raw int64 order, raw int64 counter, int64 batch, int64 cols", "T dst",
+        "dst = src[order[counter[0] * batch + i / cols] * cols + i % cols]",
+        "aicf_gather_rows")
+    terms = cupy.ElementwiseKernel(
+        "raw float64 table, raw int64 counter, int64 width", "float64 dst",
+        "dst = table[counter[0] * width + i]", "aicf_step_terms")
+    stats = cupy.RawKernel(_STATS_SRC, "aicf_step_stats")
+    return gather, terms, stats
+
+
+class DeviceData:
+    """A problem's training and validation splits on the device, one copy per dtype, shared
+    by the runs of the problem."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        self._arrays: dict[tuple[str, str, str], Any] = {}
+
+    def array(self, split: str, part: str, dtype: Any) -> Any:
+        key = (split, part, np.dtype(dtype).str)
+        a = self._arrays.get(key)
+        if a is None:
+            import cupy
+
+            host = getattr(getattr(self.problem, split), part)
+            null = cupy.cuda.Stream.null
+            with null:  # every run's stream reads it: uploaded, and waited for, once
+                a = self._arrays[key] = cupy.asarray(np.ascontiguousarray(host, dtype=dtype))
+            null.synchronize()
+        return a
+
+
+class DeviceEpochs:
+    """The epochs of one GPU run, queued on its own stream (see the module docstring)."""
+
+    def __init__(self, trainer: Trainer, data: DeviceData) -> None:
+        import cupy
+
+        self.trainer, self.data = trainer, data
+        cupy.cuda.Stream.null.synchronize()  # the trainer's parameters, the data's upload
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        cfg = trainer.config
+        self.batch = cfg.batch_size
+        n = len(trainer.problem.train)
+        self.n_batches = trainer.stream.batches_per_epoch()
+        self.sizes = [self.batch] * (n // self.batch) + ([n % self.batch] if n % self.batch
+                                                         else [])
+        self.cuda_step = CudaStep(trainer.executor, trainer.optimizer,
+                                  clip_norm=cfg.clip_norm, graphs=False)
+        with self.stream:
+            self.order = cupy.zeros(n, dtype=np.int64)
+            self.counter = cupy.zeros(1, dtype=np.int64)
+            self.stats = cupy.zeros((self.n_batches, STATS), dtype=np.float64)
+            self._build()
+        self._queued: tuple[int, int, float, list[float], list[int], list[Any]] | None = None
+
+    # -- setup -------------------------------------------------------------------------------
+    def _build(self) -> None:
+        """One entry (plan, update, step body) per batch size, each captured with its step
+        graph before the next is built: building an entry points the plan context's device
+        step (the dropout key) at the entry's own term array, and a captured launch keeps
+        the pointer it saw."""
+        import cupy
+
+        tr = self.trainer
+        train = tr.problem.train
+        self.entries: dict[int, Any] = {}
+        self.graphs: dict[int, Any] = {}
+        self.eager: dict[int, str] = {}  # batch size -> why its steps are not one replay
+        gather, terms, stats = _kernels()
+        for size in sorted(set(self.sizes), reverse=True):
+            e = self.entries[size] = self.cuda_step.prepare(train.X[:size], train.y[:size],
+                                                            tr.step_count)
+            bx, by = e.inputs
+            if size == self.sizes[0]:
+                self.x = self.data.array("train", "X", bx.dtype)
+                self.y = self.data.array("train", "y", by.dtype)
+                self.width = len(e.hyper_host)
+                self.table = cupy.zeros((self.n_batches, self.width), dtype=np.float64)
+            with kept_buffers(tr.store):
+                warm_up(e)
+            # compile the small kernels before a capture (not the body: its update would
+            # move the parameters)
+            gather(self.x, self.order, self.counter, self.batch, bx.size // bx.shape[0], bx)
+            gather(self.y, self.order, self.counter, self.batch, by.size // by.shape[0], by)
+            terms(self.table, self.counter, self.width, e.hyper_dev)
+            stats((1,), (1,), (e.update.stats, self.stats, self.counter))
+            self.counter.fill(0)
+            if not e.plan.capturable:
+                self.eager[size] = "a kernel of the plan cannot be captured"
+                continue
+            graph, error = capture(self._body(e))
+            if graph is None:
+                self.eager[size] = "capture failed: " + error
+            else:
+                self.graphs[size] = graph
+
+    def _body(self, e: Any) -> Any:
+        gather, terms, stats = _kernels()
+        bx, by = e.inputs
+        xcols = bx.size // bx.shape[0]
+        ycols = by.size // by.shape[0]
+
+        def body() -> None:
+            gather(self.x, self.order, self.counter, self.batch, xcols, bx)
+            gather(self.y, self.order, self.counter, self.batch, ycols, by)
+            terms(self.table, self.counter, self.width, e.hyper_dev)
+            e.body()
+            stats((1,), (1,), (e.update.stats, self.stats, self.counter))
+
+        return body
+
+    # -- an epoch ----------------------------------------------------------------------------
+    def launch(self, fit: FitState, epoch: int) -> None:
+        tr = self.trainer
+        cfg = tr.config
+        n = self.n_batches
+        if cfg.max_steps:
+            n = min(n, cfg.max_steps - tr.step_count)
+        first = tr.step_count
+        opt, store = tr.optimizer, tr.store
+        table = np.zeros((max(n, 1), self.width), dtype=np.float64)
+        lrs = []
+        for k in range(n):
+            e = self.entries[self.sizes[k]]
+            lr = tr.schedule.lr(first + k)
+            opt._steps += 1  # as CudaStep.run: the count is raised before the update uses it
+            fill_hyper(table[k], opt, store, e.signature[-1], lr, first + k)
+            table[k].view(np.int64)[-2:] = e.static_feed
+            lrs.append(lr)
+        order = np.ascontiguousarray(tr.stream.order(epoch), dtype=np.int64)
+        with self.stream:
+            t0 = time.perf_counter()
+            self.order.data.copy_from_host_async(order.ctypes.data_as(ctypes.c_void_p),
+                                                 order.nbytes)
+            self.table.data.copy_from_host_async(table.ctypes.data_as(ctypes.c_void_p),
+                                                 n * self.width * 8)
+            self.counter.fill(0)
+            for k in range(n):
+                size = self.sizes[k]
+                graph = self.graphs.get(size)
+                if graph is not None:
+                    graph.launch(self.stream)
+                else:  # eager: kernels read the dropout key's step from the host
+                    e = self.entries[size]
+                    e.plan.ctx.step = first + k
+                    self._body(e)()
+            tr.step_count += n
+            evals = self._evaluate()
+        # the host copies are staged at the call; held anyway until the epoch is read
+        self._queued = (epoch, first, t0, lrs, self.sizes[:n], [evals, order, table])
+
+    def _evaluate(self) -> list[Any]:
+        """The validation split in eval mode, chunk by chunk, kept on the device:
+        [(rows, loss, predictions)]."""
+        ex = self.trainer.executor
+        tg = ex.training_graph
+        x = self.data.array("val", "X", self.x.dtype)
+        y = self.data.array("val", "y", self.y.dtype)
+        out = []
+        for start in range(0, len(x), EVAL_CHUNK):
+            xs, ys = x[start:start + EVAL_CHUNK], y[start:start + EVAL_CHUNK]
+            plan = ex.plan("eval", int(xs.shape[0]))
+            plan.feed({ex.input_id: xs, tg.labels: ys})
+            plan.launch()
+            out.append((len(xs), plan.value(tg.loss).copy(), plan.value(tg.prediction).copy()))
+        return out
+
+    def collect(self, fit: FitState, epoch: int) -> tuple[list[float], float, float]:
+        assert self._queued is not None and self._queued[0] == epoch, "collect before launch"
+        _, first, t0, lrs, sizes, (evals, _, _) = self._queued
+        self._queued = None
+        tr = self.trainer
+        with self.stream:
+            stats = self.stats[:len(sizes)].get()  # waits for this run's stream only
+            losses = [float(loss.get()) for _, loss, _ in evals]
+            preds = np.concatenate([pred.get() for _, _, pred in evals])
+        per_step = (time.perf_counter() - t0) / max(len(sizes), 1)
+        out = []
+        for k, (s, size) in enumerate(zip(stats, sizes, strict=True)):
+            ratio = 0.0 if s[1] == 0 else math.sqrt(s[2] / s[1])
+            rec = StepRecord(run_id=tr.run_id, step=first + k, epoch=epoch, loss=float(s[3]),
+                             grad_norm=math.sqrt(s[0]), update_ratio=ratio, lr=lrs[k],
+                             step_time_s=per_step, batch_size=size)
+            tr.recorder.step(rec)
+            out.append(rec.loss)
+        val = tr.problem.val
+        total = sum(loss * rows for (rows, _, _), loss in zip(evals, losses, strict=True))
+        return out, total / max(len(val), 1), score(tr.problem.task, preds, val.y)

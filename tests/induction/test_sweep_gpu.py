@@ -1,0 +1,138 @@
+"""The GPU sweep engine's bookkeeping, on the CPU (backend numpy: its runs interleaved in the
+sweep's process, no GPU): the same runs and results as the process pool, failures logged
+without stopping the others, and a killed or interrupted sweep resumed with every triple
+ended exactly once. The cuda tier (tests/induction/test_sweep_gpu_cuda.py) runs it on a GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import warehouse
+from aicf_induct.errors import ConfigError
+from aicf_induct.frontend.specs import MLPSpec
+from aicf_induct.induction.space import Candidate, Recipe
+from aicf_induct.induction.space_io import parse_space
+from aicf_induct.induction.sweep import SweepSpec, run_sweep
+from aicf_induct.induction.sweep_worker import close_process_recorders
+from aicf_induct.runtime.backend import gpu_available
+from aicf_induct.runtime.trainer import TrainConfig
+from tests.induction.helpers import ended_triples, sweep_runs
+from tests.induction.test_sweep_resume import REPO, planned, start, statuses, wait_running
+
+TRAIN = TrainConfig(epochs=3, patience=0, backend="numpy")
+FINAL_SQL = """
+SELECT json_extract_string(r.config, '$.sweep.problem_id'),
+       json_extract_string(r.config, '$.sweep.candidate'), r.seed, x.split, x.metric, x.value
+FROM runs r JOIN results x USING (run_id) WHERE x.final ORDER BY ALL
+"""
+STEPS_SQL = """
+SELECT json_extract_string(r.config, '$.sweep.problem_id'),
+       json_extract_string(r.config, '$.sweep.candidate'), r.seed, list(s.loss ORDER BY s.step)
+FROM runs r JOIN steps s USING (run_id) GROUP BY ALL ORDER BY ALL
+"""
+
+
+def spec() -> SweepSpec:
+    return SweepSpec(("iris", "wine"), tuple(parse_space("tiny3").candidates()), (0, 1),
+                     TRAIN, 60.0)
+
+
+def rows(root: Path, sql: str) -> list[tuple[object, ...]]:
+    return warehouse.with_retry(root, lambda c: c.execute(sql).fetchall())
+
+
+def test_the_engine_logs_the_runs_and_results_the_pool_logs(tmp_path: Path) -> None:
+    s = spec()
+    try:
+        many = run_sweep(s, tmp_path / "many", workers=5, engine="gpu", progress=False)
+    finally:
+        close_process_recorders()
+    pool = run_sweep(s, tmp_path / "pool", workers=2, progress=False)
+    assert dict(many.statuses) == dict(pool.statuses) == {"completed": 12}
+    assert ended_triples(tmp_path / "many") == ended_triples(tmp_path / "pool")
+    assert max(ended_triples(tmp_path / "many").values()) == 1
+    assert rows(tmp_path / "many", FINAL_SQL) == rows(tmp_path / "pool", FINAL_SQL)
+    assert rows(tmp_path / "many", STEPS_SQL) == rows(tmp_path / "pool", STEPS_SQL)
+    again = run_sweep(s, tmp_path / "many", workers=5, engine="gpu", progress=False)
+    assert (again.skipped, again.ran) == (12, 0)
+
+
+def test_failures_are_logged_and_the_others_go_on(tmp_path: Path) -> None:
+    good = Candidate(MLPSpec(depth=1, width=8))
+    bad = Candidate(MLPSpec(depth=1, width=8), Recipe(lr=-1.0))
+    s = SweepSpec(("iris", "no_such_problem"), (bad, good), (0,), TRAIN, 60.0)
+    try:
+        report = run_sweep(s, tmp_path / "wh", workers=4, engine="gpu", progress=False)
+    finally:
+        close_process_recorders()
+    assert dict(report.statuses) == {"failed": 1, "completed": 1}
+    [failed] = [r for r in sweep_runs(tmp_path / "wh") if r[3] == "failed"]
+    assert "ConfigError: adam lr must be in" in (failed[4] or "")
+
+
+@pytest.mark.skipif(gpu_available(), reason="a GPU is here: the engine would use it")
+def test_without_a_gpu_the_engine_needs_backend_numpy(tmp_path: Path) -> None:
+    s = SweepSpec(("iris",), (Candidate(MLPSpec(depth=1, width=8)),), (0,),
+                  TrainConfig(epochs=1), 60.0)
+    with pytest.raises(ConfigError, match="engine 'gpu' needs an NVIDIA GPU"):
+        run_sweep(s, tmp_path / "wh", engine="gpu", progress=False)
+    assert not (tmp_path / "wh").exists()
+
+
+ENGINE = ("--engine", "gpu", "--backend", "numpy")
+ENDLESS = ("--epochs", "100000", "--budget", "60", "--workers", "2", *ENGINE)
+RESTART = ("--epochs", "100000", "--budget", "0.5", "--workers", "4", *ENGINE)
+
+
+def restart(root: Path) -> dict[str, object]:
+    from tests.induction.test_sweep_resume import sweep_cmd
+
+    done = subprocess.run(sweep_cmd(root, *RESTART), capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    after = ended_triples(root)
+    assert set(after) == planned() and max(after.values()) == 1  # none missing, none twice
+    return dict(json.loads(done.stdout))
+
+
+def test_sigkill_then_restart_ends_every_triple_exactly_once(tmp_path: Path) -> None:
+    root = tmp_path / "wh"
+    proc = start(root, *ENDLESS)
+    wait_running(root, proc, 2)
+    proc.send_signal(signal.SIGKILL)  # the engine's runs die with it, their ends unlogged
+    proc.communicate()
+    assert restart(root)["ran"] == len(planned())
+    assert statuses(root)["timeout"] == len(planned())
+
+
+def test_ctrl_c_logs_the_runs_in_flight_as_interrupted(tmp_path: Path) -> None:
+    root = tmp_path / "wh"
+    proc = start(root, *ENDLESS)
+    wait_running(root, proc, 2)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and err.splitlines()[0] == "interrupted", err
+    assert statuses(root) == {"interrupted": 2}
+    restart(root)
+    assert statuses(root) == {"timeout": len(planned()), "interrupted": 2}
+
+
+def test_corpus_build_takes_the_engine(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                       ) -> None:
+    from aicf_induct.cli.main import main
+
+    argv = ["corpus", "build", "--problems", "iris", "--space", "depth=1;width=8", "--seeds",
+            "2", "--epochs", "2", "--engine", "gpu", "--backend", "numpy", "--warehouse",
+            str(tmp_path / "wh"), "--quiet", "--json"]
+    try:
+        assert main(argv) == 0
+    finally:
+        close_process_recorders()
+    report = json.loads(capsys.readouterr().out)
+    assert (report["ran"], report["statuses"]) == (2, {"completed": 2})

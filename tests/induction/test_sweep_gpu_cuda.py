@@ -1,0 +1,46 @@
+"""The cuda tier of the GPU sweep engine: a sweep with `engine="gpu"` trains every triple once
+on the GPU, logged with the GPU as its device, with the final results the process pool's
+GPU runs give (fp32 tolerance: relative 1e-4 after a few epochs); run again, it skips them
+all."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from aicf_induct.induction.space_io import parse_space
+from aicf_induct.induction.sweep import SweepSpec, run_sweep
+from aicf_induct.induction.sweep_worker import close_process_recorders
+from aicf_induct.runtime.backend import select_backend
+from aicf_induct.runtime.trainer import TrainConfig
+from tests.induction.helpers import ended_triples
+from tests.induction.test_sweep_gpu import FINAL_SQL, rows
+
+pytestmark = pytest.mark.cuda
+
+
+def test_a_gpu_sweep_logs_every_triple_once_with_the_pools_results(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # no timing: both sweeps take the plan as the step body (two warehouses, two tuners,
+    # would otherwise each pick by their own timings)
+    monkeypatch.setenv("AICF_TUNING_BUDGET_S", "0")
+    spec = SweepSpec(("iris", "wine", "breast_cancer"), tuple(parse_space("tiny3").candidates()),
+                     (0, 1), TrainConfig(epochs=4, patience=2, backend="cupy"), 120.0)
+    try:
+        many = run_sweep(spec, tmp_path / "many", workers=8, engine="gpu", progress=False)
+    finally:
+        close_process_recorders()
+    pool = run_sweep(spec, tmp_path / "pool", workers=2, progress=False)
+    assert dict(many.statuses) == dict(pool.statuses)
+    assert ended_triples(tmp_path / "many") == ended_triples(tmp_path / "pool")
+    assert max(ended_triples(tmp_path / "many").values()) == 1
+    a, b = rows(tmp_path / "many", FINAL_SQL), rows(tmp_path / "pool", FINAL_SQL)
+    assert [r[:5] for r in a] == [r[:5] for r in b]
+    np.testing.assert_allclose([float(r[5]) for r in a], [float(r[5]) for r in b], rtol=1e-4,
+                               atol=1e-5)
+    devices = rows(tmp_path / "many", "SELECT DISTINCT device FROM runs")
+    assert devices == [(select_backend("cupy").description,)]
+    again = run_sweep(spec, tmp_path / "many", workers=8, engine="gpu", progress=False)
+    assert (again.skipped, again.ran) == (18, 0)

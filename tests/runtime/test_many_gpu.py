@@ -1,0 +1,82 @@
+"""The cuda tier of `runtime.many`: runs trained together on the GPU (each epoch queued on the
+run's own stream, batches drawn on the device, one graph replay a step) log the losses,
+results and ends each logs trained alone on the GPU (`Trainer.fit`, one step at a time), to
+relative 1e-5 (the same kernels in the same order: equal unless the autotuner's choice of a
+step body differs between the two, which moves fp32 sums in their last bits), for every
+act/norm/residual/dropout option of the corpus space, in float64 (what sweeps train) and
+float32; a diverging or failing run does not disturb the others."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from aicf_induct.records import MemoryRecorder
+from aicf_induct.runtime.backend import select_backend
+from aicf_induct.runtime.many import train_many
+from aicf_induct.runtime.trainer import TrainConfig
+from tests.runtime.many_cases import SPECS, alone, rows, together, trainer
+from tests.runtime.test_adaptive_fixtures import toy_problem
+
+pytestmark = pytest.mark.cuda
+
+CONFIG = TrainConfig(epochs=5, batch_size=32, patience=2, backend="cupy")
+RTOL, ATOL = 1e-5, 1e-6  # fp32: the same kernels in the same order, up to the last bits
+
+
+def same(a: MemoryRecorder, b: MemoryRecorder) -> None:
+    ra, rb = rows(a), rows(b)
+    for key in ("snapshots", "ends", "starts"):
+        assert ra[key] == rb[key], key
+    for key in ("steps", "results"):
+        assert len(ra[key]) == len(rb[key]), key
+        for x, y in zip(ra[key], rb[key], strict=True):
+            nums = [(u, v) for u, v in zip(x, y, strict=True) if isinstance(u, float)]
+            assert [u for u in x if not isinstance(u, float)] == \
+                   [v for v in y if not isinstance(v, float)], (key, x, y)
+            np.testing.assert_allclose([u for u, _ in nums], [v for _, v in nums], rtol=RTOL,
+                                       atol=ATOL, err_msg=f"{key}: {x} vs {y}")
+
+
+def cases() -> list:
+    clf, reg = toy_problem(n=330), toy_problem("regression", n=300, seed=1)
+    out = []
+    for i, spec in enumerate(SPECS):
+        cfg = dataclasses.replace(CONFIG, seed=i % 3, lr=0.003 if i % 2 else 0.001)
+        out.append((clf, spec, cfg))
+        out.append((reg, spec, dataclasses.replace(cfg, seed=cfg.seed + 1)))
+    for spec in (SPECS[0], SPECS[4]):  # float32 models too: the same kernels, in fp32
+        out.append((clf, spec + "|float32", CONFIG))
+    out.append((clf, SPECS[1], dataclasses.replace(CONFIG, epochs=40, patience=1, lr=0.05)))
+    out.append((reg, SPECS[0], dataclasses.replace(CONFIG, max_steps=11)))
+    return out
+
+
+def test_runs_trained_together_log_what_they_log_alone_on_the_gpu() -> None:
+    c = cases()
+    solo, many = alone(c), together(c)
+    gpu = select_backend("cupy").description
+    for a, b in zip(solo, many, strict=True):
+        assert b.runs[0].device == gpu
+        same(a, b)
+    assert {r.run_ends[0].status for r in many} >= {"completed", "early_stopped"}
+
+
+def test_a_diverging_or_failing_run_does_not_disturb_the_others() -> None:
+    problem = toy_problem(n=300)
+    good = [(problem, SPECS[2], CONFIG), (problem, SPECS[0], CONFIG)]
+    recs = [MemoryRecorder() for _ in range(4)]
+    wild = trainer(problem, SPECS[4], dataclasses.replace(CONFIG, lr=1e4, optimizer="sgd"),
+                   recs[2])
+    broken = trainer(dataclasses.replace(problem, problem_id="broken", val=dataclasses.replace(
+        problem.val, X=problem.val.X[:, :3])), SPECS[3], CONFIG, recs[3])
+    results = train_many([trainer(*good[0], recs[0]), wild, broken,
+                          trainer(*good[1], recs[1])])
+    assert isinstance(results[2], Exception)
+    assert [e.status for e in recs[3].run_ends] == ["failed"]
+    for a, b in zip(alone(good), recs[:2], strict=True):
+        same(a, b)
+    losses = np.array([s.loss for s in recs[2].steps])
+    assert not np.all(np.isfinite(losses)) or losses.max() > 100  # it diverged
