@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 from matplotlib.figure import Figure
@@ -29,12 +28,13 @@ def save_figure(fig: Figure, path: str | Path, dpi: int = 120) -> Path:
     place, so a failed write leaves no partial image."""
     fmt = check_output(path)
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    # created with open(), not mkstemp: the image gets the umask's mode, as any file would
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
+        with tmp.open("wb") as f:
             fig.savefig(f, format=fmt, dpi=dpi, bbox_inches="tight")
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return path
