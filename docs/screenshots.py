@@ -29,6 +29,7 @@ def shoot(url: str, shots: dict[str, str]) -> None:
     from selenium.webdriver.support.ui import WebDriverWait
 
     opts = Options()
+    opts.binary_location = shutil.which("chromium") or ""  # Debian's, not a download
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
                 f"--window-size={WIDTH},900", "--hide-scrollbars"):
         opts.add_argument(arg)

@@ -17,7 +17,7 @@ import pytest
 
 from tests.api.conftest import serve
 
-CHROMEDRIVER = shutil.which("chromedriver")
+CHROMEDRIVER, CHROMIUM = shutil.which("chromedriver"), shutil.which("chromium")
 WAIT_S = 15
 
 
@@ -35,10 +35,11 @@ def browser() -> Iterator[Any]:
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
 
-    if CHROMEDRIVER is None:
-        pytest.fail("chromedriver not found: `make test` installs it (apt-get install chromium "
-                    "chromium-driver)")
+    if CHROMEDRIVER is None or CHROMIUM is None:
+        pytest.fail("chromium or chromedriver not found: `make test` installs them (apt-get "
+                    "install chromium chromium-driver)")
     opts = Options()
+    opts.binary_location = CHROMIUM  # Debian's, not a download
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
                 "--window-size=1400,1000"):
         opts.add_argument(arg)
