@@ -4,7 +4,7 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: test demo bench lint clean-venv
+.PHONY: test demo bench lint browser clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -19,7 +19,16 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check aicf_induct warehouse api tests benchmarks
 	$(VENV)/bin/mypy aicf_induct warehouse api
 
-test: lint
+# The dashboard's tests drive a headless chromium through chromedriver (selenium): Debian's
+# packages, installed once (a no-op when both are on PATH); root, or sudo, for apt-get.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq \
+	    chromium chromium-driver; }
+
+test: lint browser
 	$(VENV)/bin/pytest -q -m "not cuda" $(PYTEST_ARGS)
 
 demo: $(STAMP)

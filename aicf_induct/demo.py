@@ -43,7 +43,9 @@ ADAPT = ["--steps", "400", "--trigger-warmup", "40", "--trigger-epochs", "5", "-
          "20", "--guard-steps", "30", "--seed", SEED]
 # Plots come from `aicf-induct plot run` (helper H16). Until it is merged this stays False;
 # the lead switches it on here, the one call site (see `plots`).
-PLOTS_ENABLED = False
+
+
+PLOT_FILE = "demo_adapt_run.png"  # in the working directory, like the warehouse
 
 
 class DemoError(Exception):
@@ -218,11 +220,8 @@ def report(url: str) -> str:
 
 
 def plots(run_id: str) -> None:
-    """THE call site for plots (helper H16's `aicf-induct plot run`), off until merged."""
-    if not PLOTS_ENABLED:
-        print(f"(plots: `aicf-induct plot run {run_id}` once that command is merged)")
-        return
-    run_cli(["plot", "run", run_id])
+    """The adaptive run as an image: loss with its triggers, rewrites and rollbacks."""
+    run_cli(["plot", "run", run_id, "-o", PLOT_FILE])
 
 
 def main() -> int:

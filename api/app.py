@@ -13,6 +13,7 @@ from aicf_induct import __version__
 from api import docs_page, errors
 from api.deps import Warehouse, read_bearer
 from api.middleware import BodyLimit
+from api.pages import router as pages_router
 from api.proposing import Proposals
 from api.routes import health, ingest, proposals, reports, rewrites, runs, sql
 from api.settings import Settings
@@ -48,6 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (health, runs, reports, sql, ingest, proposals, rewrites):
         app.include_router(module.router, prefix="/v1")
     docs_page.install(app)
+    app.include_router(pages_router)  # the dashboard at / (api/pages)
     errors.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes,
                        prefix_limits={"/v1/ingest/": settings.max_ingest_bytes,

@@ -41,6 +41,7 @@ import math
 import pickle
 import platform
 import statistics
+import sys
 import time
 from dataclasses import dataclass
 from datetime import date
@@ -48,6 +49,7 @@ from pathlib import Path
 
 import numpy as np
 from machine import cpu_model, git_commit, write_section
+from tqdm import tqdm
 
 from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
 from aicf_induct.ir.fingerprint import fingerprint
@@ -511,21 +513,23 @@ def section(args: argparse.Namespace, rows: list[Row], wall: float, warmup: int)
 def run_rows(args: argparse.Namespace, warmup: int) -> list[Row]:
     large = set(large_tables()) if args.set in ("large", "all") or args.problems else set()
     rows = []
-    for name in args.problems or problem_set(args.set):
-        for seed in args.seeds:
-            problem = load_problem(name, seed=seed)
-            t = time.perf_counter()
-            row = run_pair(problem, seed, args.steps, args.policy, warmup, args.width,
-                           args.depth, args.deepen_state)
-            row.large, row.wall = name in large, time.perf_counter() - t
-            rows.append(row)
-            a, s = row.adaptive, row.static
-            g, gc = ("/".join(map(yes, row.goals(x).values())) for x in (a, row.control))
-            print(f"{name:24s} {seed}: {widths(a.graph):14s} L_a/L_s {row.ratio():.3f} "
+    pairs = [(n, s) for n in args.problems or problem_set(args.set) for s in args.seeds]
+    bar = tqdm(pairs, desc="adapt_bench", unit="pair", file=sys.stderr)  # with the time left
+    for name, seed in bar:
+        problem = load_problem(name, seed=seed)
+        t = time.perf_counter()
+        row = run_pair(problem, seed, args.steps, args.policy, warmup, args.width,
+                       args.depth, args.deepen_state)
+        row.large, row.wall = name in large, time.perf_counter() - t
+        rows.append(row)
+        a, s = row.adaptive, row.static
+        g, gc = ("/".join(map(yes, row.goals(x).values())) for x in (a, row.control))
+        bar.write(f"{name:24s} {seed}: {widths(a.graph):14s} L_a/L_s {row.ratio():.3f} "
                   f"A5 {fmt(row.first_within(a))} S5 {fmt(row.first_within(s))} best "
-                  f"{fmt(row.to_best(a))}/{fmt(row.static_to_best)} stop {a.work}/{s.work} "
-                  f"goal best/stop/lenient {g}; control {row.ratio(row.control):.3f} {gc}; "
-                  f"start ahead {row.ahead(row.start):.0%} ({row.wall:.1f} s)", flush=True)
+                  f"{fmt(row.to_best(a))}/{fmt(row.static_to_best)} stop "
+                  f"{a.work}/{s.work} goal best/stop/lenient {g}; control "
+                  f"{row.ratio(row.control):.3f} {gc}; start ahead "
+                  f"{row.ahead(row.start):.0%} ({row.wall:.1f} s)", file=sys.stdout)
     return rows
 
 

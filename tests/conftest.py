@@ -21,3 +21,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def dashboard_warehouse(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """An adaptive run, a tiny corpus and its mined tables and pack (tests/dashboard_warehouse.py),
+    built once per session for the dashboard and plot tests."""
+    from tests.dashboard_warehouse import build
+
+    return build(tmp_path_factory.mktemp("dashboard"))

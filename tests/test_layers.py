@@ -28,6 +28,7 @@ LAYERS: list[set[str]] = [
     {"aicf_induct.compiler", "aicf_induct.kernels", "aicf_induct.frontend"},
     {"aicf_induct.runtime"},
     {"aicf_induct.induction"},
+    {"aicf_induct.plots"},  # figures of what the warehouse holds, for the CLI
     # the service and the CLI: neither imports the other (`serve` starts the app by name)
     {"aicf_induct.cli", "api"},
     {"aicf_induct.demo", "aicf_induct.__main__"},  # entry points over the CLI

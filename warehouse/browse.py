@@ -8,6 +8,7 @@ from typing import Any
 
 import duckdb
 
+from warehouse.errors import WarehouseError
 from warehouse.sandbox import json_safe
 
 RUN_COLUMNS = ("run_id", "problem_id", "problem_name", "task", "origin", "status", "seed",
@@ -30,28 +31,36 @@ def _rows(conn: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any]) -> 
 
 
 def _count(conn: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any]) -> int:
-    row = conn.execute(sql, params).fetchone()
-    return int(row[0]) if row else 0
+    rows = conn.execute(sql, params).fetchall()  # all: a result left open blocks the next
+    return int(rows[0][0]) if rows else 0
 
 
 def list_runs(conn: duckdb.DuckDBPyConnection, *, problem: str | None = None,
               origin: str | None = None, status: str | None = None, limit: int = 50,
-              offset: int = 0) -> tuple[list[dict], int]:
-    """One page of runs, newest first, and the number of runs the filters match."""
+              offset: int = 0, sort: str = "started_at",
+              descending: bool = True) -> tuple[list[dict], int]:
+    """One page of runs, newest first unless `sort` names another of RUN_COLUMNS, and the
+    number of runs the filters match."""
+    if sort not in RUN_COLUMNS:
+        raise WarehouseError(f"cannot sort runs by '{sort}' (columns: {', '.join(RUN_COLUMNS)})")
     filters = {"problem": problem, "origin": origin, "status": status}
     cols = ", ".join(RUN_COLUMNS)
+    order = f"{sort} {'DESC' if descending else 'ASC'} NULLS LAST"  # sort: one of RUN_COLUMNS
     items = _rows(conn, f"SELECT {cols} FROM runs {_RUNS_WHERE} "
-                        "ORDER BY started_at DESC, run_id LIMIT $limit OFFSET $offset",
+                        f"ORDER BY {order}, run_id LIMIT $limit OFFSET $offset",
                   {**filters, "limit": limit, "offset": offset})
     return items, _count(conn, f"SELECT count(*) FROM runs {_RUNS_WHERE}", filters)
 
 
-def get_run(conn: duckdb.DuckDBPyConnection, run_id: str) -> dict | None:
-    """One run with its config and library versions (parsed JSON) and its logged step count;
+def get_run(conn: duckdb.DuckDBPyConnection, run_id: str,
+            count_steps: bool = True) -> dict | None:
+    """One run with its config and library versions (parsed JSON) and its logged step count
+    (unless `count_steps` is False: a scan of the steps a caller reading them anyway saves);
     None when there is no such run."""
     cols = ", ".join(RUN_COLUMNS)
-    rows = _rows(conn, f"SELECT {cols}, config, library_versions, "
-                       "(SELECT count(*) FROM steps s WHERE s.run_id = $run_id) AS logged_steps "
+    count = ("(SELECT count(*) FROM steps s WHERE s.run_id = $run_id)" if count_steps
+             else "NULL")
+    rows = _rows(conn, f"SELECT {cols}, config, library_versions, {count} AS logged_steps "
                        "FROM runs WHERE run_id = $run_id LIMIT 1", {"run_id": run_id})
     if not rows:
         return None
@@ -79,3 +88,20 @@ def run_steps(conn: duckdb.DuckDBPyConnection, run_id: str, *, limit: int = 1000
                         "ORDER BY step LIMIT $limit OFFSET $offset",
                   {**params, "limit": limit, "offset": offset})
     return items, _count(conn, "SELECT count(*) FROM steps WHERE run_id = $run_id", params)
+
+
+def distinct_values(conn: duckdb.DuckDBPyConnection, column: str) -> list[str]:
+    """The values of a runs column a filter can take (problem_name, origin, status), sorted."""
+    if column not in ("problem_name", "origin", "status"):
+        raise WarehouseError(f"no filter on runs column '{column}'")
+    rows = conn.execute(f"SELECT DISTINCT {column} FROM runs WHERE {column} IS NOT NULL "
+                        f"ORDER BY 1").fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def mined(conn: duckdb.DuckDBPyConnection, table: str) -> list[dict]:
+    """The latest fit's `correlations` or `rules` (warehouse/sql/20_induction.sql), the
+    lowest q-value first."""
+    if table not in ("correlations", "rules"):
+        raise WarehouseError(f"no mined table '{table}' (tables: correlations, rules)")
+    return _rows(conn, f"SELECT * FROM {table} ORDER BY q_value NULLS LAST, p_value, 1, 2", {})

@@ -46,7 +46,9 @@ def raw_view_sql(root: Path, table: str) -> str:
     """SELECT over a table's visible parts, or an empty typed SELECT when it has none."""
     files = visible_parts(root, table)
     if files:
-        listed = ", ".join(_lit(str(f.resolve())) for f in files)
+        # one realpath for the root, not one per part (a request lists every part)
+        base = root.resolve()
+        listed = ", ".join(_lit(str(base / f.relative_to(root))) for f in files)
         return (f"SELECT * FROM read_parquet([{listed}], union_by_name = true, "
                 "hive_partitioning = true, hive_types = {'date': 'DATE'})")
     cols = [f'CAST(NULL AS {duckdb_type(c.type)}) AS "{c.name}"' for c in TABLES[table].columns]

@@ -73,8 +73,10 @@ def _fit_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 def _steps(total: int, quiet: bool) -> Any:
     from tqdm.auto import tqdm
 
+    # the steps are uneven (mining dominates), so the time left is a rough guide
     return tqdm(total=total, desc="induce fit", unit="step", disable=quiet, file=sys.stderr,
-                leave=False, bar_format="{desc} ({n}/{total})")
+                leave=False, bar_format="{desc} ({n}/{total}, {elapsed} elapsed, ~{remaining} "
+                                        "left)")
 
 
 def fit(args: argparse.Namespace) -> int:

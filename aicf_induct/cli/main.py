@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "aicf_induct.cli.corpus",
     "aicf_induct.cli.induce",
     "aicf_induct.cli.serve",
+    "aicf_induct.cli.plot",
 )
 
 

@@ -12,6 +12,9 @@ router = APIRouter(tags=["sql"])
 
 # seconds a query waits for a free slot before the answer is 429
 SLOT_WAIT_S = 1.0
+# what a client can do about a refusal, added to its detail
+HINTS = {"time_limit": " and was stopped: narrow it (a WHERE on run_id or date, an aggregate, "
+                       "a LIMIT) or have the server's AICF_SERVICE_SQL_TIME_LIMIT_S raised"}
 
 
 @router.post("/sql")
@@ -23,8 +26,8 @@ def sql(_: ReadAccess, wh: WarehouseDep, settings: SettingsDep, query: SqlQuery)
     try:
         result = run_sql(wh.root, query.sql, settings.sql_limits())
     except SandboxError as err:
-        raise ApiProblem(422, f"sql-{err.reason.replace('_', '-')}", str(err),
-                         field="body.sql") from None
+        raise ApiProblem(422, f"sql-{err.reason.replace('_', '-')}",
+                         str(err) + HINTS.get(err.reason, ""), field="body.sql") from None
     finally:
         wh.sql_slots.release()
     return SqlResult(columns=[Column(name=n, type=t) for n, t in result.columns],

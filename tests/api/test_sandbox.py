@@ -113,6 +113,9 @@ def test_limits_say_their_values(server: Server) -> None:
     with server.client() as c:
         slow = c.post("/v1/sql", json={"sql": "SELECT count(*) FROM range(1000000000000)"})
         assert "time limit of 1 s" in slow.json()["detail"]
+        # ... and what to do about it
+        assert "was stopped: narrow it" in slow.json()["detail"]
+        assert "AICF_SERVICE_SQL_TIME_LIMIT_S" in slow.json()["detail"]
         rows = c.post("/v1/sql", json={"sql": "SELECT * FROM range(1001)"})
         assert "more than 1000 rows" in rows.json()["detail"]
         assert c.post("/v1/sql", json={"sql": "SELECT * FROM range(1000)"}).json()[

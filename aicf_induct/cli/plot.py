@@ -1,0 +1,120 @@
+"""`aicf-induct plot run|correlations|leaderboard`: the dashboard's main figures as image
+files (PNG, SVG or PDF, from -o's suffix), drawn with matplotlib (aicf_induct/plots)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from aicf_induct.errors import ConfigError
+
+LATEST = "latest"  # RUN_ID standing for the run started last
+WH_HELP = "warehouse directory (default: $AICF_WAREHOUSE, else ./aicf_warehouse)"
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("plot", help="draw a run, the correlations or a leaderboard to a file",
+                       description="Write a figure of the warehouse to an image file: a run's "
+                                   "loss with its triggers, decisions, rewrites and rollbacks "
+                                   "marked; the mined feature × trait correlations; a "
+                                   "problem's leaderboard.")
+    psub = p.add_subparsers(dest="plot_command", metavar="FIGURE", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-o", "--output", required=True, metavar="FILE",
+                        help="image to write (.png, .svg or .pdf)")
+    common.add_argument("--warehouse", default=None, metavar="DIR", help=WH_HELP)
+    r = psub.add_parser("run", parents=[common], help="a run's curves and events",
+                        description="Training and validation loss (log scale) with a marker "
+                                    "per trigger, decision, rewrite and rollback, rolled-back "
+                                    "steps shaded; grad norm and update ratio below.",
+                        epilog="example: aicf-induct plot run 3f2a... -o run.png")
+    r.add_argument("run_id", metavar="RUN_ID",
+                   help="the run (`aicf-induct runs` lists them), or `latest`: the run started "
+                        "last")
+    r.set_defaults(func=plot_run)
+    c = psub.add_parser("correlations", parents=[common], help="the correlation heatmap",
+                        description="The latest `induce fit`'s feature × trait correlations "
+                                    "(view `correlations`); * marks q <= --fdr.")
+    c.add_argument("--fdr", type=float, default=0.05, help="q-value to mark (default 0.05)")
+    c.set_defaults(func=plot_correlations)
+    lb = psub.add_parser("leaderboard", parents=[common], help="a problem's best structures",
+                         description="Mean and best score of the problem's best structures "
+                                     "(report `leaderboard`).")
+    lb.add_argument("problem", metavar="PROBLEM", help="problem name or id")
+    lb.add_argument("--top", type=int, default=10, help="structures shown (default 10)")
+    lb.set_defaults(func=plot_leaderboard)
+
+
+def _root(path: str | None, output: str) -> Path:
+    import warehouse
+    from aicf_induct.plots.save import check_output
+
+    check_output(output)  # a bad -o fails before any reading
+
+    root = Path(path) if path is not None else warehouse.default_root()
+    if not root.is_dir():
+        raise ConfigError(f"--warehouse: no warehouse at {root}")
+    return root
+
+
+def _done(path: Path, what: str) -> int:
+    print(f"wrote {path} ({what})")
+    return 0
+
+
+def plot_run(args: argparse.Namespace) -> int:
+    import duckdb
+
+    import warehouse
+    from aicf_induct.plots import run_figure, save_figure
+    from warehouse.browse import list_runs
+    from warehouse.run_view import RunView, run_view
+
+    root = _root(args.warehouse, args.output)
+
+    def read(c: duckdb.DuckDBPyConnection) -> RunView | None:
+        run_id = args.run_id
+        if run_id == LATEST:
+            newest, _ = list_runs(c, limit=1)
+            run_id = newest[0]["run_id"] if newest else ""
+        return run_view(c, run_id)
+
+    view = warehouse.with_retry(root, read)
+    if view is None:
+        raise ConfigError(f"RUN_ID: no run '{args.run_id}' in {root}")
+    path = save_figure(run_figure(view), args.output)
+    marks = len(view.marked_events())
+    return _done(path, f"run {view.run['run_id']}: {view.logged_steps} steps, {marks} events "
+                       "marked")
+
+
+def plot_correlations(args: argparse.Namespace) -> int:
+    import warehouse
+    from aicf_induct.plots import correlation_figure, save_figure
+    from warehouse.browse import mined
+
+    if not 0 < args.fdr <= 1:
+        raise ConfigError(f"--fdr must be in (0, 1], got {args.fdr}")
+    root = _root(args.warehouse, args.output)
+    rows = warehouse.with_retry(root, lambda c: mined(c, "correlations"))
+    if not rows:
+        raise ConfigError(f"no correlations in {root}: mine them with `aicf-induct induce fit "
+                          f"--warehouse {root}`")
+    path = save_figure(correlation_figure(rows, args.fdr), args.output)
+    marked = sum(r["q_value"] is not None and r["q_value"] <= args.fdr for r in rows)
+    return _done(path, f"{len(rows)} correlations, {marked} with q <= {args.fdr:g}")
+
+
+def plot_leaderboard(args: argparse.Namespace) -> int:
+    import warehouse
+    from aicf_induct.plots import leaderboard_figure, save_figure
+
+    if args.top < 1:
+        raise ConfigError(f"--top must be >= 1, got {args.top}")
+    root = _root(args.warehouse, args.output)
+    board = warehouse.with_retry(root, lambda c: warehouse.run_report(
+        c, "leaderboard", {"problem": args.problem, "top": args.top}))
+    if board.empty:
+        raise ConfigError(f"PROBLEM: no scored runs of '{args.problem}' in {root}")
+    path = save_figure(leaderboard_figure(board, args.problem), args.output)
+    return _done(path, f"{len(board)} structures")

@@ -1,0 +1,51 @@
+"""Figures of the mined correlations (heatmap with FDR marks) and of a problem's
+leaderboard (mean score per structure with the best run's score)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+
+def correlation_figure(rows: list[dict[str, Any]], fdr: float = 0.05) -> Figure:
+    """Features × traits coloured by the correlation; `*` on cells with q <= fdr."""
+    features = sorted({r["feature"] for r in rows})
+    traits = sorted({r["trait"] for r in rows})
+    z = np.full((len(features), len(traits)), np.nan)
+    fig = Figure(figsize=(2.2 + 1.3 * len(traits), 1.2 + 0.26 * len(features)),
+                 layout="constrained")
+    ax = fig.subplots()
+    for r in rows:
+        i, j = features.index(r["feature"]), traits.index(r["trait"])
+        z[i, j] = r["correlation"] if r["correlation"] is not None else np.nan
+        q = r["q_value"]
+        if q is not None and math.isfinite(q) and q <= fdr:
+            ax.text(j, i, "*", ha="center", va="center", fontsize=14, fontweight="bold")
+    im = ax.imshow(z, cmap="RdBu", vmin=-1, vmax=1, aspect="auto")
+    ax.set_xticks(range(len(traits)), traits, rotation=30, ha="right")
+    ax.set_yticks(range(len(features)), features)
+    fig.colorbar(im, ax=ax, label="Spearman r")
+    ax.set_title(f"feature × trait correlation (* q ≤ {fdr:g})", loc="left")
+    return fig
+
+
+def leaderboard_figure(board: pd.DataFrame, problem: str) -> Figure:
+    """Bars: mean score per structure in rank order; markers: the best run's score."""
+    labels = [f"#{r.rank} {str(r.fingerprint)[:8]}\n{r.param_count} params"
+              for r in board.itertuples()]
+    metric = str(board["metric"].iloc[0]) if len(board) else "score"
+    fig = Figure(figsize=(max(5.0, 1.1 * len(board) + 2), 4), layout="constrained")
+    ax = fig.subplots()
+    x = np.arange(len(board))
+    ax.bar(x, board["mean_score"].astype(float), color="#4c78a8", label=f"mean {metric}")
+    ax.scatter(x, board["best_score"].astype(float), marker="_", s=400, c="#e45756",
+               linewidths=3, zorder=3, label=f"best {metric}")
+    ax.set_xticks(x, labels, fontsize="small")
+    ax.set_ylabel(metric)
+    ax.set_title(f"leaderboard: {problem}", loc="left")
+    ax.legend(fontsize="small")
+    return fig

@@ -1,0 +1,69 @@
+"""The runs list (`/`) and one run's page (`/runs/{run_id}`), on `warehouse.browse` and
+`warehouse.run_view`, the library the /v1/runs routes use."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import duckdb
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse
+
+from api.deps import ReadAccess, WarehouseDep
+from api.pages import ir_graph, run_charts
+from api.pages.render import chart, not_found, page
+from warehouse import browse
+from warehouse.run_view import run_view
+
+router = APIRouter(include_in_schema=False)
+
+Filter = Annotated[str | None, Query(max_length=200)]
+Sort = Literal[browse.RUN_COLUMNS]  # type: ignore[valid-type]
+PER_PAGE = 50
+LIST_COLUMNS = ("run_id", "problem_name", "origin", "status", "seed", "device", "started_at",
+                "steps_taken", "wall_time_s")
+
+
+@router.get("/", response_class=HTMLResponse)
+def runs_page(request: Request, _: ReadAccess, wh: WarehouseDep, problem: Filter = None,
+              origin: Filter = None, status: Filter = None, sort: Sort = "started_at",
+              order: Literal["asc", "desc"] = "desc",
+              page_no: Annotated[int, Query(alias="page", ge=1, le=10**6)] = 1,
+              per_page: Annotated[int, Query(ge=1, le=500)] = PER_PAGE) -> HTMLResponse:
+    """Runs, filtered by problem, origin and status, sorted by any column, a page at a time."""
+    problem, origin, status = (v or None for v in (problem, origin, status))  # "" = any
+
+    def read(c: duckdb.DuckDBPyConnection) -> tuple[list[dict], int, dict[str, list[str]]]:
+        items, total = browse.list_runs(c, problem=problem, origin=origin, status=status,
+                                        limit=per_page, offset=(page_no - 1) * per_page,
+                                        sort=sort, descending=order == "desc")
+        choices = {col: browse.distinct_values(c, col)
+                   for col in ("problem_name", "origin", "status")}
+        return items, total, choices
+
+    items, total, choices = wh.read(read)
+    pages = max(1, -(-total // per_page))
+    filters = {"problem": problem or "", "origin": origin or "", "status": status or "",
+               "per_page": per_page}
+    return page(request, "runs.html", title="Runs", items=items, total=total, page_no=page_no,
+                pages=pages, columns=LIST_COLUMNS, sort=sort, order=order, filters=filters,
+                choices=choices)
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse)
+def run_page(request: Request, _: ReadAccess, wh: WarehouseDep, run_id: str) -> HTMLResponse:
+    """One run: curves with event markers, dynamics, the IR per snapshot, final metrics."""
+    view = wh.read(lambda c: run_view(c, run_id))
+    if view is None:
+        return not_found(request, f"no run '{run_id}'")
+    ds = ir_graph.diffs(view.snapshots)
+    rewrites = [(s, d, next((e for e in view.events if e["kind"] in ("rewrite", "rollback")
+                             and e["step"] == s["step"] and e["kind"] == s["reason"]), None))
+                for s, d in zip(view.snapshots, ds, strict=True)
+                if s["reason"] in ("rewrite", "rollback")]
+    charts = {"curves": chart(run_charts.curves_figure(view), "chart-curves"),
+              "dynamics": chart(run_charts.dynamics_figure(view), "chart-dynamics")}
+    if view.snapshots:
+        charts["ir"] = chart(ir_graph.ir_figure(view.snapshots), "chart-ir")
+    return page(request, "run.html", title=f"Run {run_id[:12]}", view=view, run=view.run,
+                charts=charts, rewrites=rewrites)

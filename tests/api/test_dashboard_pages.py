@@ -1,0 +1,101 @@
+"""The dashboard's pages over HTTP, on a real uvicorn with the warehouse of real runs
+(tests/dashboard_warehouse.py): what they answer to bad input, and the proposal form's errors.
+The browser tests (test_dashboard_browser.py) check what the pages draw."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from api.app import create_app
+from api.settings import Settings
+from tests.api.conftest import serve_in_thread
+
+CSV = b"a,b,label\n" + b"".join(f"{i % 5},{i % 3},{'x' if i % 5 > 1 else 'y'}\n".encode()
+                                 for i in range(60))
+
+
+@pytest.fixture(scope="module")
+def client(dashboard_warehouse, tmp_path_factory: pytest.TempPathFactory,
+           ) -> Iterator[httpx.Client]:
+    settings = Settings(warehouse=dashboard_warehouse.root, pack=dashboard_warehouse.pack)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AICF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        with serve_in_thread(create_app(settings)) as c:
+            yield c
+
+
+def _error(html: str) -> str:
+    m = re.search(r'id="form-error">(.*?)</div>', html)
+    assert m, html[-2000:]
+    return m.group(1)
+
+
+def test_unknown_run_is_a_404_page(client: httpx.Client) -> None:
+    r = client.get("/runs/no-such-run")
+    assert r.status_code == 404 and "text/html" in r.headers["content-type"]
+    assert "no run &#39;no-such-run&#39;" in r.text
+
+
+@pytest.mark.parametrize("query, field", [("page=0", "query.page"), ("sort=nope", "query.sort"),
+                                          ("order=up", "query.order"),
+                                          ("per_page=501", "query.per_page")])
+def test_bad_list_parameters_are_422_naming_them(client: httpx.Client, query: str,
+                                                 field: str) -> None:
+    r = client.get(f"/?{query}")
+    assert r.status_code == 422 and r.json()["field"] == field
+
+
+def test_pages_stay_out_of_the_openapi_document(client: httpx.Client) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    assert all(p.startswith("/v1/") for p in paths), sorted(paths)
+
+
+@pytest.mark.parametrize("files, data, status, words", [
+    ({"file": ("t.csv", CSV, "text/csv")}, {}, 422, "target: name the column"),
+    ({"file": ("t.csv", CSV, "text/csv")}, {"target": "nope"}, 422,
+     "file: t.csv: no column &#39;nope&#39;"),
+    (None, {"problem": ""}, 422, "problem: pick a known problem or upload a CSV"),
+    (None, {"problem": "no_such_dataset"}, 422, "problem: "),
+    (None, {"problem": "iris", "top_k": "0"}, 422, "top_k: a whole number from 1 to 20"),
+])
+def test_proposal_form_names_what_is_wrong(client: httpx.Client, files: dict | None,
+                                           data: dict, status: int, words: str) -> None:
+    r = client.post("/propose", files=files, data=data)
+    assert r.status_code == status and words in _error(r.text), _error(r.text)
+    assert "/tmp/" not in _error(r.text)  # the upload's temporary path is not shown
+
+
+def test_proposal_for_a_known_problem(client: httpx.Client) -> None:
+    r = client.post("/propose", data={"problem": "wine", "top_k": "2"})
+    assert r.status_code == 200
+    assert re.search(r'id="result-title">wine: classification, 178 rows', r.text)
+    assert r.text.count('<tr><td class="num">') == 2 and 'id="chart-proposal"' in r.text
+
+
+def test_without_a_pack_the_form_says_so(dashboard_warehouse, tmp_path: Path) -> None:
+    settings = Settings(warehouse=dashboard_warehouse.root, pack=tmp_path / "none.parquet")
+    with serve_in_thread(create_app(settings)) as c:
+        form = c.get("/propose")
+        assert form.status_code == 200 and "No knowledge pack" in form.text
+        assert re.search(r'<button type="submit" disabled', form.text)
+        r = c.post("/propose", data={"problem": "wine"})
+        assert r.status_code == 503 and "no knowledge pack at" in _error(r.text)
+
+
+def test_run_page_lists_what_each_rewrite_changed(client: httpx.Client,
+                                                  dashboard_warehouse) -> None:
+    """The adaptive run widens blocks.0.linear (4 → 8 → 16 → 32, the last rolled back to 16)
+    and then deepens it: each shows up as a diff of the IR against the snapshot before."""
+    html = client.get(f"/runs/{dashboard_warehouse.adapt['run_id']}").text
+    table = html[html.index('id="rewrites"'):]
+    table = table[:table.index("</table>")]
+    for line in ("~ blocks.0.linear: out_features: 4 → 8",
+                 "~ blocks.0.linear: out_features: 32 → 16",
+                 "+ blocks.0.act.deep.linear"):
+        assert line in table, table
+    assert table.count("<tr>") == 1 + 4 + 1  # header, 4 rewrites, 1 rollback

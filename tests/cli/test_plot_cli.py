@@ -1,0 +1,134 @@
+"""`aicf-induct plot`: the files are written, and the figures hold what the warehouse holds —
+read back from their artists (lines, marker collections, image cells, bars), not pixels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from matplotlib.collections import PathCollection
+from matplotlib.image import AxesImage
+
+import warehouse
+from aicf_induct.cli.main import main
+from aicf_induct.plots import correlation_figure, leaderboard_figure, run_figure
+from warehouse.browse import mined
+from warehouse.run_view import run_view
+
+
+def _plot(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    assert main(["plot", *argv]) == 0
+    return capsys.readouterr().out
+
+
+def test_plot_run_marks_every_event_at_its_exact_step_and_loss(
+        dashboard_warehouse, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wh = dashboard_warehouse
+    run_id = wh.adapt["run_id"]
+    out = tmp_path / "run.png"
+    assert "events marked" in _plot(capsys, "run", run_id, "-o", str(out), "--warehouse",
+                                    str(wh.root))
+    assert out.read_bytes().startswith(b"\x89PNG") and out.stat().st_size > 10_000
+
+    conn = warehouse.connect(wh.root)
+    view = run_view(conn, run_id)
+    fig = run_figure(view)
+    loss_ax = fig.axes[0]
+    train = next(ln for ln in loss_ax.get_lines() if ln.get_label() == "train loss (step)")
+    steps = conn.execute("SELECT step, loss FROM steps WHERE run_id = ? ORDER BY step",
+                         [run_id]).fetchall()
+    assert len(train.get_xdata()) == len(steps)  # 320 rows: under the downsampling threshold
+    marks = {c.get_label(): c.get_offsets() for c in loss_ax.collections
+             if isinstance(c, PathCollection)}
+    assert set(marks) == {"trigger", "decision", "rewrite", "rollback"}
+    events = conn.execute("SELECT kind, step FROM events WHERE run_id = ? AND kind IN "
+                          "('trigger', 'decision', 'rewrite', 'rollback')", [run_id]).fetchall()
+    assert len(marks["rewrite"]) == wh.adapt["rewrites"]
+    assert len(marks["rollback"]) == wh.adapt["rollbacks"]
+    first_loss = {}
+    for s, loss in steps:
+        first_loss.setdefault(s, loss)
+    last = max(first_loss)
+    for kind, xy in marks.items():
+        assert sorted(x for x, _ in xy) == sorted(s for k, s in events if k == kind)
+        for x, y in xy:  # the loss logged at that step (the last one, past the end)
+            assert y == pytest.approx(first_loss[min(int(x), last)])
+    # the rolled-back span is shaded, from the step rolled back to, to the step it was noticed
+    span = next(p for p in loss_ax.patches if p.get_label() == "rolled back, replayed")
+    lo, hi = span.get_x(), span.get_x() + span.get_width()
+    assert [(lo, hi)] == view.rollback_windows and lo in marks["rollback"][:, 0]
+
+
+def test_plot_run_latest_is_the_run_started_last(dashboard_warehouse, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    root = dashboard_warehouse.root
+    out = _plot(capsys, "run", "latest", "-o", str(tmp_path / "l.png"), "--warehouse",
+                str(root))
+    newest = warehouse.connect(root).execute(
+        "SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1").fetchone()[0]
+    assert f"(run {newest}: " in out and (tmp_path / "l.png").stat().st_size > 10_000
+
+
+def test_plot_correlations_colours_each_pair_and_stars_the_significant(
+        dashboard_warehouse, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wh = dashboard_warehouse
+    out = tmp_path / "corr.svg"
+    _plot(capsys, "correlations", "-o", str(out), "--warehouse", str(wh.root))
+    assert out.read_text().lstrip().startswith("<?xml") and out.stat().st_size > 10_000
+    rows = warehouse.with_retry(wh.root, lambda c: mined(c, "correlations"))
+    fig = correlation_figure(rows, fdr=0.5)
+    ax = fig.axes[0]
+    image = next(a for a in ax.get_children() if isinstance(a, AxesImage))
+    z = image.get_array()
+    features = [t.get_text() for t in ax.get_yticklabels()]
+    traits = [t.get_text() for t in ax.get_xticklabels()]
+    assert z.shape == (len(features), len(traits)) and len(rows) == z.count()
+    for r in rows:
+        assert z[features.index(r["feature"]), traits.index(r["trait"])] == pytest.approx(
+            r["correlation"])
+    stars = [t for t in ax.texts if t.get_text() == "*"]
+    assert len(stars) == sum(r["q_value"] <= 0.5 for r in rows) > 0
+
+
+def test_plot_leaderboard_bars_are_the_reports_mean_scores(
+        dashboard_warehouse, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wh = dashboard_warehouse
+    out = tmp_path / "lb.png"
+    _plot(capsys, "leaderboard", "iris", "-o", str(out), "--warehouse", str(wh.root))
+    assert out.stat().st_size > 5_000
+    board = warehouse.run_report(warehouse.connect(wh.root), "leaderboard",
+                                 {"problem": "iris", "top": 10})
+    fig = leaderboard_figure(board, "iris")
+    ax = fig.axes[0]
+    heights = [p.get_height() for p in ax.patches]
+    assert heights == pytest.approx(board["mean_score"].tolist()) and len(heights) >= 4
+    best = next(c for c in ax.collections if isinstance(c, PathCollection))
+    assert [y for _, y in best.get_offsets()] == pytest.approx(board["best_score"].tolist())
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["run", "nope", "-o", "x.png"], "no run 'nope'"),
+    (["run", "nope", "-o", "x.jpg"], "-o"),
+    (["leaderboard", "no_such_problem", "-o", "x.png"], "no scored runs of 'no_such_problem'"),
+    (["leaderboard", "iris", "--top", "0", "-o", "x.png"], "--top must be >= 1"),
+    (["correlations", "--fdr", "2", "-o", "x.png"], "--fdr"),
+    (["run", "nope", "-o", "missing/x.png"], "does not exist"),
+])
+def test_plot_errors_are_one_line_and_write_nothing(
+        dashboard_warehouse, argv: list[str], words: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["plot", *argv, "--warehouse", str(dashboard_warehouse.root)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and words in err and err.count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_plot_correlations_without_a_fit_says_how_to_mine(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    (tmp_path / "wh").mkdir()
+    assert main(["plot", "correlations", "-o", str(tmp_path / "c.png"), "--warehouse",
+                 str(tmp_path / "wh")]) == 2
+    assert "aicf-induct induce fit" in capsys.readouterr().err
+    assert not (tmp_path / "c.png").exists()

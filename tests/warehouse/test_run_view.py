@@ -1,0 +1,60 @@
+"""The run page's data (`warehouse.run_view`): M4 downsampling keeps each bucket's first,
+last, lowest and highest point; the markers stay exact however long the curve."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import warehouse
+from warehouse.run_view import m4, run_view
+
+
+def test_m4_keeps_extremes_and_ends_of_every_bucket() -> None:
+    rng = np.random.default_rng(0)
+    v = rng.normal(size=10_007)
+    v[1234], v[8000] = 40.0, -40.0  # spikes an every-k-th sample would miss
+    v[3] = np.nan
+    keep = m4(v, 100)
+    assert len(keep) <= 400 and np.all(np.diff(keep) > 0)
+    assert {0, 10_006, 1234, 8000} <= set(keep.tolist())
+    edges = np.linspace(0, len(v), 101).astype(int)
+    for lo, hi in itertools.pairwise(edges.tolist()):
+        inside = keep[(keep >= lo) & (keep < hi)]
+        assert {lo, hi - 1} <= set(inside.tolist())
+        assert np.nanmax(v[inside]) == np.nanmax(v[lo:hi])
+        assert np.nanmin(v[inside]) == np.nanmin(v[lo:hi])
+    assert 3 not in keep.tolist()  # a NaN (not at a bucket's end) is never its extreme
+
+
+def test_m4_keeps_everything_when_short() -> None:
+    assert m4(np.arange(10.0), 3).tolist() == list(range(10))
+
+
+def test_downsampled_run_keeps_its_envelope_and_exact_markers(dashboard_warehouse) -> None:
+    run_id = dashboard_warehouse.adapt["run_id"]
+    conn = warehouse.connect(dashboard_warehouse.root)
+    full = run_view(conn, run_id)
+    small = run_view(conn, run_id, max_points=40)
+    assert full is not None and small is not None and small.downsampled and not full.downsampled
+    steps, loss = full.curves["loss"]
+    s_steps, s_loss = small.curves["loss"]
+    assert len(s_steps) <= 40 and np.all(np.diff(s_steps) >= 0)
+    assert s_loss.max() == loss.max() and s_loss.min() == loss.min()
+    assert (s_steps[0], s_steps[-1]) == (steps[0], steps[-1])
+    # markers: the same events at the same steps with the same (exact) losses
+    assert small.events == full.events
+    first = {}
+    for s, x in zip(steps.tolist(), loss.tolist(), strict=True):
+        first.setdefault(s, x)
+    for e in small.marked_events():
+        assert e["loss"] == pytest.approx(first[min(e["step"], max(first))])
+    assert small.rollback_windows == full.rollback_windows != []
+    assert [s["reason"] for s in small.snapshots].count("rewrite") == \
+        dashboard_warehouse.adapt["rewrites"]
+
+
+def test_no_such_run_is_none(dashboard_warehouse) -> None:
+    assert run_view(warehouse.connect(dashboard_warehouse.root), "nope") is None
