@@ -375,18 +375,18 @@ def notes(lat: dict[str, dict[str, float]], ing: dict[str, float]) -> list[str]:
         f"A proposal for a known problem is served from memory: {k1['p50'] - h1['p50']:.2f} ms "
         f"over the floor at 1 client. At 32 clients the floor itself answers in "
         f"{h32['p50']:.0f} ms p50 (proposals {k32['p50']:.0f} ms): one uvicorn worker, "
-        "sharing 2 loaded cores with the "
+        "sharing the 2 cores with the "
         f"clients, answers ~{h32['rps']:,.0f} plain requests/s, so each of 32 clients waits "
         f"~32/{h32['rps']:,.0f} s per answer (Little's law); a p50 of 10 ms at 32 clients "
         "needs 3,200 answers/s, which this machine's floor does not reach. Proposals for "
         "meta-features and uploads rank on every request (the meta-model over every "
-        "candidate, the pack's digest twice: `propose_features`).",
+        "candidate: `propose_features`).",
         "",
         "Reads run DuckDB queries over in-memory copies of the tables (`warehouse/cached.py`); "
         "before, each read opened a fresh connection that listed every part and read the "
         "files (65-115 ms p50 on the test warehouse). What is left is DuckDB's own time for "
         "the views' queries (`runs` has a window and a join; a page is two queries) on the "
-        "loaded cores. `POST /v1/sql` opens a fresh sandboxed connection per query "
+        "2 cores. `POST /v1/sql` opens a fresh sandboxed connection per query "
         "(`warehouse/sandbox.py`: views over the parts listed again), most of its time.",
         "",
         f"Ingest: a JSON batch is parsed, checked value by value and converted in Python "
