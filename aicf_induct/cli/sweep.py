@@ -10,7 +10,6 @@ from pathlib import Path
 
 from aicf_induct.cli import options
 from aicf_induct.cli.train import (
-    API_KEY_ENV,
     add_remote_options,
     add_train_options,
     train_config,
@@ -136,13 +135,9 @@ def sweep_target(args: argparse.Namespace) -> tuple[str, str | None]:
 
         return str(args.warehouse if args.warehouse is not None
                    else warehouse.default_root()), None
-    if args.warehouse is not None:
-        raise ConfigError("--log-to logs through the service, which has its own warehouse: "
-                          "drop --warehouse")
-    key = args.api_key or os.environ.get(API_KEY_ENV)
-    if not key:
-        raise ConfigError(f"--log-to needs a write key: --api-key KEY or ${API_KEY_ENV}")
-    return str(args.log_to), key
+    from aicf_induct.cli.train import log_to_key
+
+    return str(args.log_to), log_to_key(args)
 
 
 def print_report(report: SweepReport, root: str | Path, as_json: bool,

@@ -140,18 +140,24 @@ def open_recorder(args: argparse.Namespace) -> tuple[Recorder, str | None]:
     return warehouse.open_recorder(root), str(root)
 
 
-def open_remote(args: argparse.Namespace) -> Recorder:
-    """A `RemoteRecorder` into the service at --log-to, with --api-key (or $AICF_API_KEY)."""
-    from aicf_induct.runtime.remote_recorder import RemoteLogError, RemoteRecorder
-
+def log_to_key(args: argparse.Namespace) -> str:
+    """The write key for --log-to (--api-key, else $AICF_API_KEY); --warehouse refused: the
+    service logs into its own."""
     if args.warehouse is not None:
         raise ConfigError("--log-to logs through the service, which has its own warehouse: "
                           "drop --warehouse")
     key = args.api_key or os.environ.get(API_KEY_ENV)
     if not key:
         raise ConfigError(f"--log-to needs a write key: --api-key KEY or ${API_KEY_ENV}")
+    return str(key)
+
+
+def open_remote(args: argparse.Namespace) -> Recorder:
+    """A `RemoteRecorder` into the service at --log-to, with --api-key (or $AICF_API_KEY)."""
+    from aicf_induct.runtime.remote_recorder import RemoteLogError, RemoteRecorder
+
     try:
-        return RemoteRecorder(args.log_to, key)
+        return RemoteRecorder(args.log_to, log_to_key(args))
     except RemoteLogError as err:
         raise ConfigError(str(err)) from None
 

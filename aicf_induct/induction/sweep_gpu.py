@@ -29,15 +29,13 @@ from concurrent.futures import wait as wait_futures
 from typing import Any
 
 from aicf_induct.induction.sweep_worker import (
-    ORIGIN,
     Outcome,
     RunLog,
     Task,
     init_local_worker,
     log_failure,
     process_recorder,
-    run_extra,
-    tuning_store,
+    task_trainer,
 )
 from aicf_induct.problems import load_problem
 from aicf_induct.problems.problem import Problem
@@ -207,21 +205,12 @@ class GpuEngine:
 
     def _start(self, task: Task, log: RunLog, run_id: str) -> Any:
         from aicf_induct.runtime.many import model_run
-        from aicf_induct.runtime.trainer import Trainer
 
         loaded = self._problems[(task.problem, task.seed)]
         if isinstance(loaded, BaseException):
             raise loaded
         problem, data = loaded
-        if problem.problem_id != task.problem_id:
-            raise RuntimeError(f"problem '{task.problem}' changed: id {problem.problem_id}, "
-                               f"the sweep planned {task.problem_id}")
-        graph = task.candidate.graph(problem.n_features, problem.n_outputs)
-        # one tuning store, so one autotuner (runtime.backend caches the backend by it): a
-        # shape's step body is timed once in this process, its choice shared by every run
-        trainer = Trainer(problem, graph, task.config(), recorder=log, origin=ORIGIN,
-                          run_id=run_id, extra_config=run_extra(task),
-                          tuning=tuning_store(task.root))
+        trainer = task_trainer(task, problem, log, run_id)
         if trainer.backend.is_gpu and data is None:
             from aicf_induct.runtime.epoch_gpu import DeviceData
 

@@ -236,14 +236,7 @@ def run_task(task: Task) -> Outcome:
     try:
         problem = _problem(task.problem, task.seed)
         kind = problem.task
-        if problem.problem_id != task.problem_id:
-            raise RuntimeError(f"problem '{task.problem}' changed: id {problem.problem_id}, "
-                               f"the sweep planned {task.problem_id}")
-        graph = task.candidate.graph(problem.n_features, problem.n_outputs)
-        trainer = Trainer(problem, graph, task.config(), recorder=log, origin=ORIGIN,
-                          run_id=run_id, extra_config=run_extra(task),
-                          tuning=tuning_store(task.root))
-        trainer.fit()
+        task_trainer(task, problem, log, run_id).fit()
     except Exception as err:
         log_failure(log, task, f"{type(err).__name__}: {err}", run_id, kind,
                     time.perf_counter() - t0)
@@ -265,6 +258,19 @@ def tuning_store(root: str) -> Any:
     from warehouse.tuning_store import WarehouseTuningStore
 
     return WarehouseTuningStore(root)
+
+
+def task_trainer(task: Task, problem: Problem, log: Recorder, run_id: str) -> Trainer:
+    """The trainer of a triple on its loaded problem (refused if the problem's content changed
+    since the sweep planned it), logging as a sweep run. One tuning store per warehouse, so
+    one autotuner per process (runtime.backend caches the backend by it): a shape's step body
+    is timed once, its choice shared by every run."""
+    if problem.problem_id != task.problem_id:
+        raise RuntimeError(f"problem '{task.problem}' changed: id {problem.problem_id}, "
+                           f"the sweep planned {task.problem_id}")
+    graph = task.candidate.graph(problem.n_features, problem.n_outputs)
+    return Trainer(problem, graph, task.config(), recorder=log, origin=ORIGIN, run_id=run_id,
+                   extra_config=run_extra(task), tuning=tuning_store(task.root))
 
 
 def run_extra(task: Task) -> dict[str, Any]:
