@@ -16,13 +16,14 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse
 
 from aicf_induct.errors import AicfError
-from aicf_induct.induction.pack import Pack, load_pack
+from aicf_induct.induction.pack import Pack
 from aicf_induct.induction.proposals import propose_dataset
 from aicf_induct.problems.sklearn_datasets import SKLEARN_NAMES
-from api.deps import ReadAccess, SettingsDep, WarehouseDep
+from api.deps import ReadAccess, WarehouseDep
 from api.pages import report_charts
 from api.pages.forms import FormError, parse_form, text
 from api.pages.render import chart, page
+from api.proposing import PackMissing, Proposals
 from warehouse import browse
 
 router = APIRouter(include_in_schema=False)
@@ -30,11 +31,13 @@ router = APIRouter(include_in_schema=False)
 MAX_TOP_K = 20
 
 
-def _pack(path: Path | None) -> tuple[Pack | None, str | None]:
-    """The settings' pack, or the one-line reason there is none."""
+def _pack(request: Request) -> tuple[Pack | None, str | None]:
+    """The app's pack, loaded once and kept (the proposals route's), or the one-line reason
+    there is none."""
+    proposals: Proposals = request.app.state.proposals
     try:
-        return load_pack(path), None
-    except AicfError as err:
+        return proposals.pack(), None
+    except PackMissing as err:
         return None, str(err)
 
 
@@ -56,9 +59,8 @@ def _form(request: Request, wh: Any, pack: Pack | None, pack_error: str | None,
 
 
 @router.get("/propose", response_class=HTMLResponse)
-def propose_form(request: Request, _: ReadAccess, wh: WarehouseDep,
-                 settings: SettingsDep) -> HTMLResponse:
-    pack, err = _pack(settings.pack)
+def propose_form(request: Request, _: ReadAccess, wh: WarehouseDep) -> HTMLResponse:
+    pack, err = _pack(request)
     return _form(request, wh, pack, err)
 
 
@@ -85,10 +87,9 @@ def _propose(dataset: str, data: bytes | None, filename: str, pack: Pack,
 
 
 @router.post("/propose", response_class=HTMLResponse)
-async def propose_submit(request: Request, _: ReadAccess, wh: WarehouseDep,
-                         settings: SettingsDep) -> HTMLResponse:
+async def propose_submit(request: Request, _: ReadAccess, wh: WarehouseDep) -> HTMLResponse:
     """The form's answer: the ranked structures, or the form again naming what is wrong."""
-    pack, pack_error = await run_in_threadpool(_pack, settings.pack)
+    pack, pack_error = await run_in_threadpool(_pack, request)
     try:
         form = parse_form(request.headers.get("content-type", ""), await request.body())
     except FormError as err:
