@@ -163,7 +163,11 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     """The parent stops this worker (Ctrl-C on the sweep) or the parent is gone: interrupt
     the run, which logs its end as `interrupted`; idle, exit (finalizers flush)."""
     global _IN_RUN, _DEFERRED
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM kills outright
+    # Once stopping, further SIGTERMs are ignored: when the first worker exits, the pool's
+    # manager thread takes the pool for broken and terminates every other worker again,
+    # which must not kill one still logging its run's end (the parent SIGKILLs a worker
+    # that outlives STOP_GRACE_S, and an orphan exits by itself after it)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if not _IN_RUN:
         raise SystemExit(0)  # idle, in the pool's loop: the process exits through its finalizers
     _IN_RUN = False

@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import platform
 import signal
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from types import TracebackType
@@ -107,16 +108,24 @@ def run_start_record(run_id: str, problem_id: str, problem_name: str, task: str,
 @contextlib.contextmanager
 def interrupts_deferred() -> Iterator[None]:
     """Ctrl-C and SIGTERM wait until the block is done (they are delivered right after it):
-    for steps that must not stop half-way, like flushing the log and writing a checkpoint."""
-    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not on POSIX
-        yield
+    for steps that must not stop half-way, like flushing the log and writing a checkpoint.
+
+    The handlers are swapped, not the signal mask: a process-directed signal goes to any
+    thread that does not block it (the warehouse writer's), and Python then runs the handler
+    in the main thread all the same."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread handles signals
         return
-    held = {signal.SIGINT, signal.SIGTERM}
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    held = (signal.SIGINT, signal.SIGTERM)
+    came: list[int] = []
+    old = {s: signal.signal(s, lambda signum, frame: came.append(signum)) for s in held}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for s, handler in old.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+        for signum in dict.fromkeys(came):  # each held signal once, as a blocked one would be
+            signal.raise_signal(signum)
 
 
 def end_status(err: BaseException) -> str:

@@ -4,6 +4,7 @@ error ends a run `failed`, Ctrl-C `interrupted`."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,29 @@ def test_features_are_cached_per_training_split_not_per_problem_id() -> None:
     second = problem_record(seed1, rec).features
     assert first == extract_features(seed0) and second == extract_features(seed1)
     assert first != second
+
+
+def test_interrupts_deferred_holds_a_signal_that_another_thread_receives() -> None:
+    """With a second thread alive (the warehouse writer's), a process-directed SIGTERM may be
+    delivered to that thread; the block still finishes first, and the signal comes after."""
+    import os
+    import signal
+    import threading
+
+    from aicf_induct.runtime.runs import interrupts_deferred
+
+    got: list[str] = []
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, daemon=True)
+    other.start()
+    old = signal.signal(signal.SIGTERM, lambda *_: got.append("SIGTERM"))
+    try:
+        with interrupts_deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.2)  # the handler would run here if the signal were not held
+            got.append("block done")
+        time.sleep(0.05)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        stop.set()
+    assert got == ["block done", "SIGTERM"]
