@@ -16,20 +16,31 @@ from typing import NoReturn
 from aicf_induct import __version__
 from aicf_induct.errors import AicfError
 
-# Command-group modules, in the order `--help` lists them.
-COMMAND_MODULES = (
-    "aicf_induct.cli.train",
-    "aicf_induct.cli.adapt",
-    "aicf_induct.cli.ir",
-    "aicf_induct.cli.warehouse_cmds",
-    "aicf_induct.cli.problems",
-    "aicf_induct.cli.sweep",
-    "aicf_induct.cli.space",
-    "aicf_induct.cli.corpus",
-    "aicf_induct.cli.induce",
-    "aicf_induct.cli.serve",
-    "aicf_induct.cli.plot",
-)
+# Command-group modules, in the order `--help` lists them, with the top-level commands each
+# registers (tests/cli/test_main.py checks the two agree): a command line naming one of them
+# imports only its module, so that `propose` does not pay for the warehouse's or the
+# runtime's imports.
+COMMAND_MODULES = {
+    "aicf_induct.cli.train": ("train",),
+    "aicf_induct.cli.adapt": ("adapt",),
+    "aicf_induct.cli.ir": ("ir",),
+    "aicf_induct.cli.warehouse_cmds": ("sql", "runs", "report", "warehouse"),
+    "aicf_induct.cli.problems": ("problems",),
+    "aicf_induct.cli.sweep": ("sweep",),
+    "aicf_induct.cli.space": ("space",),
+    "aicf_induct.cli.corpus": ("corpus",),
+    "aicf_induct.cli.induce": ("induce", "mine", "propose"),
+    "aicf_induct.cli.serve": ("serve", "keys"),
+    "aicf_induct.cli.plot": ("plot",),
+}
+
+
+def modules_for(argv: Sequence[str]) -> list[str]:
+    """The command modules a command line needs: the one owning its command, or all of them
+    (no command, `--help`, an unknown command: the full list is what the user sees)."""
+    command = next((a for a in argv if not a.startswith("-")), None)
+    owner = [m for m, names in COMMAND_MODULES.items() if command in names]
+    return owner or list(COMMAND_MODULES)
 
 
 class UsageError(AicfError):
@@ -46,7 +57,7 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see {self.prog} --help)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(modules: Sequence[str] = tuple(COMMAND_MODULES)) -> argparse.ArgumentParser:
     parser = Parser(
         prog="aicf-induct",
         description="Train models on the aicf_induct runtime, log them to the warehouse, "
@@ -54,13 +65,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"aicf-induct {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in modules:
         importlib.import_module(name).register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(modules_for(argv))
     try:
         args = parser.parse_args(argv)
         if not getattr(args, "func", None):

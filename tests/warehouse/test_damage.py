@@ -71,7 +71,6 @@ def test_readers_skip_a_damaged_part_with_one_warning(damaged: tuple[Path, Path,
     assert bad not in visible_parts(root, "steps")  # pyarrow/pandas readers listing parts
     got = read_table(root, "steps", ["run_id", "step"]).to_pandas()  # pyarrow alone
     assert got.groupby("run_id").size().to_dict() == {"a": 10, "c": 12}
-    monkeypatch.setattr(cli_main, "COMMAND_MODULES", ("aicf_induct.cli.warehouse_cmds",))
     assert cli_main.main(["runs", "--warehouse", str(root)]) == 0
     assert cli_main.main(["report", "leaderboard", "--warehouse", str(root)]) == 0
     compact(root, grace_s=0)  # merges the good parts, leaves the bad one alone

@@ -45,7 +45,6 @@ def test_guard_sandbox_blocks_files_outside_the_warehouse(filled: Path) -> None:
 
 def _cli(monkeypatch: pytest.MonkeyPatch, *argv: str) -> int:
     # only this package's commands: the other command modules are other engineers' work
-    monkeypatch.setattr(cli_main, "COMMAND_MODULES", ("aicf_induct.cli.warehouse_cmds",))
     return cli_main.main(list(argv))
 
 

@@ -36,7 +36,6 @@ def test_a_run_is_running_while_its_writer_lives_then_abandoned(
     assert _status(root) == [("done", "completed"), ("open", "abandoned")]
     rep = check(root)
     assert rep.ok and [r.run_id for r in rep.abandoned] == ["open"]
-    monkeypatch.setattr(cli_main, "COMMAND_MODULES", ("aicf_induct.cli.warehouse_cmds",))
     assert cli_main.main(["warehouse", "check", "--warehouse", str(root)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[-2].startswith("abandoned: run open (test, name-p1, started ") and \
