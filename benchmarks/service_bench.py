@@ -78,6 +78,18 @@ def serve_app(port: int) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="info")
 
 
+def server_stack() -> str:
+    """The event loop and HTTP parser uvicorn picks ("auto": uvloop and httptools when
+    installed, as `uvicorn[standard]` installs them)."""
+    parts = []
+    for name, fallback in (("uvloop", "asyncio loop"), ("httptools", "h11 parser")):
+        try:
+            parts.append(f"{name} {__import__(name).__version__}")
+        except ImportError:
+            parts.append(fallback)
+    return ", ".join(parts)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -325,7 +337,8 @@ def results_section(lat: dict[str, dict[str, float]], ing: dict[str, float],
         "## Service", "",
         f"Measured {dt.date.today().isoformat()} on {cpu_model()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}, FastAPI {fastapi.__version__}, uvicorn "
-        f"{uvicorn.__version__} (one worker, access log on), DuckDB {duckdb.__version__} "
+        f"{uvicorn.__version__} (one worker, access log on, {server_stack()}), DuckDB "
+        f"{duckdb.__version__} "
         f"(commit {git_commit()}); 1-minute load average {load[0]:.1f} at the start, "
         f"{load[1]:.1f} at the end (other engineers' jobs share the cores). Client and server "
         "on the same machine. One run of:", "",

@@ -197,6 +197,7 @@ class AdaptiveRun:
         self.position = (0, 0)  # (epoch, batch) of the next batch
         self.work = 0
         self.rewrites = self.rollbacks = 0
+        self.stop_reason: str | None = None  # why a run stopped `failed`: its end's error
         self.recent: list[float] = []  # last K training losses (the guard's pre-window)
         self.since_best = 0
         self.last_metrics: dict[str, float] = {}
@@ -538,8 +539,9 @@ class AdaptiveRun:
         self._event("trigger", f.trigger, {"kind": f.kind, **f.detail},
                     {"loss": loss})
         if self.rollbacks >= self.adapt.max_rollbacks:
-            self._event("rollback", "give_up", {"reason": f"more than "
-                                                          f"{self.adapt.max_rollbacks} rollbacks"})
+            why = f"more than {self.adapt.max_rollbacks} rollbacks"
+            self._event("rollback", "give_up", {"reason": why})
+            self.stop_reason = f"gave up: {why} (the last: {f.trigger} at step {f.step})"
             return "failed"
         guarding = self.guard.active
         target = self.guard.snapshot if guarding else self.last_good
@@ -594,7 +596,7 @@ class AdaptiveRun:
         if self.best_state is not None:
             install(tr, self.best_state.copy())
         metrics = tr.final_metrics()
-        wall = self.log.finish(status, metrics, self.position[0])
+        wall = self.log.finish(status, metrics, self.position[0], self.stop_reason)
         return AdaptResult(self.run_id, status, tr.step_count, self.work, wall, metrics,
                            self.best_step, self.best_val, self.rewrites, self.rollbacks,
                            tr.graph, list(self.history), list(self.events),

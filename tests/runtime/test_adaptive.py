@@ -83,6 +83,17 @@ def test_injected_fault_rolls_back_and_training_completes(problem, kind: str) ->
     assert len(skips) == 1 and res.work == 240 + 101 - rb.detail["to_step"]  # 101 ran
 
 
+def test_a_run_that_gives_up_ends_failed_saying_why(problem) -> None:
+    rec = MemoryRecorder()
+    run = AdaptiveRun(problem, toy_graph(problem), CONFIG, _adapt(warmup_steps=0,
+                      max_rollbacks=0), ProposalPolicy(lambda obs: []), recorder=rec,
+                      hooks=[FaultInjection(at_work=50, kind="nan")])
+    res = run.run()
+    assert res.status == "failed" and rec.run_ends[-1].status == "failed"
+    assert rec.run_ends[-1].error == "gave up: more than 0 rollbacks (the last: nan at step 51)"
+    assert [e.name for e in rec.events if e.kind == "rollback"] == ["give_up"]
+
+
 def test_harmful_rewrite_is_rolled_back_and_blacklisted(problem) -> None:
     asked: list[tuple[str, frozenset[str]]] = []
 
