@@ -2,7 +2,7 @@
 do, per problem held out of the proposer by leave-one-group-out.
 
     .venv/bin/python benchmarks/mainjob_bench.py --warehouse DIR [--groups N] [--steps S]
-        [--default KEY] [--jobs N] [--write-results]
+        [--patience P] [--default KEY] [--feedback DIR] [--write-results]
 
 The warehouse holds a sweep corpus (a full matrix: every problem × candidate × seed) and
 adaptive runs (`corpus build --adaptive N`: the rewrite history). The seeds are halved as in
@@ -64,7 +64,7 @@ COMPUTE_SQL = """
 SELECT r.problem_id, json_extract_string(r.config, '$.sweep.candidate') AS candidate, r.seed,
        coalesce(r.steps_taken, 0) * s.param_count AS compute
 FROM runs r JOIN ir_snapshots s ON s.run_id = r.run_id AND s.reason = 'start'
-WHERE r.origin = 'sweep'
+WHERE r.origin = 'sweep' AND r.status IN ('completed', 'early_stopped', 'failed', 'timeout')
 """
 
 
@@ -76,7 +76,7 @@ def compute_table(root: str) -> pd.DataFrame:
 
 
 def adaptive_run(problem_name: str, structure_key: str, seed: int, effects: RewriteEffects,
-                 n_rows: float, steps: int, backend: str = "auto",
+                 n_rows: float, steps: int, patience: int, backend: str = "auto",
                  log_to: str | None = None) -> dict[str, Any]:
     """Method A on one seed: test error of the best model and its parameter-steps (logged
     into the warehouse `log_to` when given: the feedback round's history)."""
@@ -92,8 +92,11 @@ def adaptive_run(problem_name: str, structure_key: str, seed: int, effects: Rewr
     r = cand.recipe
     config = TrainConfig(optimizer=r.optimizer, lr=r.lr, weight_decay=r.weight_decay,
                          batch_size=r.batch_size, seed=seed, backend=backend)
-    adapt = AdaptConfig(steps=steps, warmup_steps=min(100, steps // 4), eval_every=25,
-                        early_stop=10, guard=GuardConfig(steps=50))
+    # the corpus's protocol (validation at each epoch's end, early stopping after `patience`
+    # epochs without a new best, a kept rewrite starting its patience again), so that A and
+    # the static runs it is compared with stop by the same rule
+    adapt = AdaptConfig(steps=steps, warmup_steps=min(100, steps // 4), eval_every=0,
+                        early_stop=patience, guard=GuardConfig(steps=50))
     policy = LearnedRewritePolicy(local_rewrites(effects, n_rows), RuleBasedPolicy(),
                                   stream=sys.stderr)
     import warehouse
@@ -197,7 +200,7 @@ def method_a(job: dict[str, Any], effects: RewriteEffects, score: tuple[int, ...
              args: argparse.Namespace, log_to: str | None) -> tuple[float, float, int, int]:
     """A on the score seeds: mean test error, total compute, learned rewrites, kept."""
     runs = [adaptive_run(job["problem"], job["key"], s, effects, job["n_rows"], args.steps,
-                         args.backend, log_to) for s in score]
+                         args.patience, args.backend, log_to) for s in score]
     return (float(np.mean([r["error"] for r in runs])),
             float(np.sum([r["compute"] for r in runs])),
             sum(r["learned_rewrites"] for r in runs), sum(r["learned_kept"] for r in runs))
@@ -226,7 +229,8 @@ def report(df: pd.DataFrame, facts: dict[str, Any], args: argparse.Namespace,
              f"{len(df)} problems in {facts['groups']} held-out groups; choose seeds "
              f"{list(facts['choose'])}, score seeds {list(facts['score'])}; default "
              f"{facts['default']}; rewrite history {facts['history']} decisions; A: "
-             f"{args.steps} steps at most per run.", "",
+             f"early stopping after {args.patience} epochs without a new best validation "
+             f"loss, {args.steps} steps at most per run.", "",
              "| method | mean normalized error | 95 % CI |", "|---|---|---|"]
     for m in METHODS:
         lo, hi = bootstrap_mean_ci(df[m].to_numpy(), seed=args.seed)
@@ -266,7 +270,12 @@ def main() -> int:
     ap.add_argument("--protocol", help="sweep protocol, when the warehouse holds several")
     ap.add_argument("--default", help="the default MLP (candidate key, structure key or spec)")
     ap.add_argument("--groups", type=int, default=0, help="held-out groups (0: all)")
-    ap.add_argument("--steps", type=int, default=1500, help="A's step budget per run")
+    ap.add_argument("--steps", type=int, default=50_000,
+                    help="A's cap on optimizer steps per run (default 50000; early stopping "
+                         "ends a run long before on the corpus's problems)")
+    ap.add_argument("--patience", type=int, default=20,
+                    help="A's early stopping: epochs without a new best validation loss "
+                         "(default 20, the corpus's)")
     ap.add_argument("--n-random", type=int, default=20, help="draws averaged for E")
     ap.add_argument("--max-iter", type=int, default=200, help="meta-model boosting rounds")
     ap.add_argument("--backend", default="auto", choices=["auto", "numpy", "cupy"],

@@ -163,7 +163,8 @@ def add_adapt_options(p: argparse.ArgumentParser) -> None:
     a.add_argument("--inject-nan", type=options.non_negative_int, metavar="STEP",
                    help="(testing) set a parameter to NaN before executed step STEP")
     a.add_argument("--inject-spike", type=options.non_negative_int, metavar="STEP",
-                   help="(testing) scale the inputs of executed step STEP by 1000")
+                   help="(testing) scale every parameter by 1000 before executed step STEP "
+                        "(the model blows up: a spike the loop rolls back)")
 
 
 def adapt_config(args: argparse.Namespace) -> AdaptConfig:

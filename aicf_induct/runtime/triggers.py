@@ -168,9 +168,14 @@ class InstabilityTrigger:
                 return Fired("grad_explosion", "instability", obs.step,
                              {"grad_norm": obs.grad_norm, "median": median,
                               "factor": self.grad_factor})
+        self.accept(obs)
+        return None
+
+    def accept(self, obs: Observation) -> None:
+        """Count a fired step as ordinary (the loop judged it harmless): the statistics then
+        learn the tail of the loss's distribution."""
         self.losses = [*self.losses, obs.loss][-self.window:]
         self.grad_norms = [*self.grad_norms, obs.grad_norm][-self.window:]
-        return None
 
     def state_dict(self) -> dict[str, Any]:
         return {"losses": list(self.losses), "grad_norms": list(self.grad_norms)}
