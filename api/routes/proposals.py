@@ -8,7 +8,7 @@ temporary directory that is gone when the answer is."""
 from __future__ import annotations
 
 import asyncio
-import json
+import io
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, BinaryIO, TypeVar
@@ -21,8 +21,8 @@ from pydantic import BaseModel, ValidationError
 
 from api.deps import ReadAccess, SettingsDep
 from api.errors import ApiProblem
-from api.middleware import BodyTooLarge
 from api.proposing import BadRequest, PackMissing, Proposals
+from api.routes.bodies import json_object
 from api.schemas.proposals import (
     DatasetProposalRequest,
     FeatureNames,
@@ -37,6 +37,7 @@ from api.upload import (
     named_parts,
     read_part,
     save_file,
+    spool,
     spooled,
 )
 
@@ -125,19 +126,9 @@ def _response(answer: dict[str, Any]) -> Response:
 
 
 async def _json_body(request: Request, limit: int) -> dict[str, Any]:
-    raw = bytearray()
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > limit:
-            raise BodyTooLarge(limit)
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ApiProblem(400, "invalid-body", f"the request body is not JSON ({err})",
-                         field="body") from None
-    if not isinstance(body, dict):
-        raise ApiProblem(422, "invalid-input", "the body must be a JSON object", field="body")
-    return body
+    raw = io.BytesIO()  # the route's limit is the uploads': a JSON body has the smaller one
+    await spool(request.stream(), raw, limit)
+    return json_object(raw.getvalue())
 
 
 def _parse(model: type[T], data: Any) -> T:
