@@ -18,12 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shlex
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -31,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from aicf_induct.cli.background import HOST, ServiceDidNotStart, free_port, serve_args, serving
 from aicf_induct.cli.main import main as cli
 
 SEED = "1"
@@ -41,10 +38,6 @@ QUICK_PROBLEMS = "iris,diabetes,breast_cancer,synthetic:moons?n=300&seed=1," \
 QUICK_SPACE = "depth=1,2;act=relu,tanh;width=16,64"
 ADAPT = ["--steps", "400", "--trigger-warmup", "40", "--trigger-epochs", "5", "--eval-every",
          "20", "--guard-steps", "30", "--seed", SEED]
-# Plots come from `aicf-induct plot run` (helper H16). Until it is merged this stays False;
-# the lead switches it on here, the one call site (see `plots`).
-
-
 PLOT_FILE = "demo_adapt_run.png"  # in the working directory, like the warehouse
 
 
@@ -86,52 +79,21 @@ def knowledge_pack(root: Path) -> tuple[Path | None, str]:
     return path, name
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def service(root: Path, pack: Path | None) -> Iterator[str]:
     """`aicf-induct serve` on a free loopback port until the block ends; its URL."""
     port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")])}
-    if pack is not None:
-        env["AICF_SERVICE_PACK"] = str(pack.resolve())  # the service's pack setting
-    args = [sys.executable, "-m", "aicf_induct", "serve", "--warehouse", str(root), "--port",
-            str(port)]
-    print(f"$ aicf-induct {shlex.join(args[3:])}  (in the background)")
-    with tempfile.TemporaryFile("w+") as log:
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
-        try:
-            _wait_up(proc, url, log)
-            print(f"service up at {url} (pid {proc.pid})")
+    url = f"http://{HOST}:{port}"
+    env = {"AICF_SERVICE_PACK": str(pack.resolve())} if pack is not None else {}  # its setting
+    print(f"$ aicf-induct {shlex.join(serve_args(root, port))}  (in the background)")
+    try:
+        with serving(root, port=port, env=env) as served:
+            print(f"service up at {url} (pid {served.proc.pid})")
             yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            print(f"\nservice at {url} stopped")
-
-
-def _wait_up(proc: subprocess.Popen[bytes], url: str, log: Any) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            log.seek(0)
-            raise DemoError(f"the service exited at start:\n{log.read()[-2000:]}")
-        with contextlib.suppress(OSError), \
-                urllib.request.urlopen(url + "/v1/health", timeout=2) as r:
-            if r.status == 200:
-                return
-        time.sleep(0.2)
-    raise DemoError("the service did not start within 60 s")
+    except ServiceDidNotStart as err:
+        raise DemoError(str(err)) from None
+    finally:
+        print(f"\nservice at {url} stopped")
 
 
 def http(method: str, url: str, body: dict[str, Any] | None = None,

@@ -53,7 +53,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes,
                        prefix_limits={"/v1/ingest/": settings.max_ingest_bytes,
-                                      "/v1/proposals": settings.max_upload_bytes})
+                                      "/v1/proposals": settings.max_upload_bytes,
+                                      "/propose": settings.max_upload_bytes},
+                       pages=frozenset({"/propose"}))  # the form says what is too large
     if settings.warehouse.is_dir():
         recover(settings.warehouse)  # batches a killed server committed but did not finish
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

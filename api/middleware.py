@@ -1,7 +1,9 @@
 """A request body limit counted on the stream: the bytes that arrive are counted, whatever
 Content-Length says (a declared length over the limit is refused at once; a small or missing
 one is not believed). Over the limit: 413 as problem+json. Routes under a prefix of
-`prefix_limits` (the ingest routes) have that limit instead."""
+`prefix_limits` (the ingest routes) have that limit instead. The `pages` (the proposal form)
+answer an oversize body themselves, as a page a browser shows: a declared length is left to
+them, and what arrives is still counted."""
 
 from __future__ import annotations
 
@@ -23,10 +25,12 @@ class BodyTooLarge(ApiProblem):
 
 class BodyLimit:
     def __init__(self, app: ASGIApp, max_bytes: int,
-                 prefix_limits: dict[str, int] | None = None) -> None:
+                 prefix_limits: dict[str, int] | None = None,
+                 pages: frozenset[str] = frozenset()) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.prefix_limits = prefix_limits or {}
+        self.pages = pages
 
     def _limit(self, path: str) -> int:
         return next((n for p, n in self.prefix_limits.items() if path.startswith(p)),
@@ -36,9 +40,10 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self._limit(scope.get("path", ""))
+        path = scope.get("path", "")
+        limit = self._limit(path)
         declared = Headers(scope=scope).get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
+        if declared.isdigit() and int(declared) > limit and path not in self.pages:
             await self._refuse(scope, receive, send, limit)
             return
         received = 0

@@ -1,24 +1,33 @@
 """Request bodies spooled to a temporary file, counted as they arrive, and multipart/form-data
 split from that file (RFC 7578): a table upload never sits in memory whole, and nothing
-trusts Content-Length.
+trusts Content-Length. The proposals route and the dashboard's proposal form both read their
+uploads here, so both have the same limits and the same messages.
 
-`spool` writes the body; `form_parts` finds the parts in it (offsets into the file, through
-mmap); `copy_part` writes one part's bytes to a file of its own.
+`spooled` writes the body to a temporary directory (`spool` counts it); `named_parts` finds
+the parts in it (offsets into the file, through mmap); `read_part` reads a text field;
+`save_file` writes the file part to a file of its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import mmap
+import os
 import re
-from collections.abc import AsyncIterator
+import tempfile
+from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
 from email.message import Message
+from pathlib import Path
 from typing import BinaryIO
 
 from api.middleware import BodyTooLarge
 
 MAX_PARTS = 16
 MAX_HEADER_BYTES = 16 << 10  # one part's header block
+FIELD_BYTES = 1024  # a text field's value (target, task, top) at most
+SUFFIXES = {".csv": ".csv", ".tsv": ".tsv", ".txt": ".csv", ".parquet": ".parquet",
+            ".pq": ".parquet"}
 _BOUNDARY = re.compile(r"^[0-9A-Za-z'()+_,\-./:=? ]{1,70}$")  # RFC 2046 bchars
 
 
@@ -50,6 +59,17 @@ async def spool(chunks: AsyncIterator[bytes], dest: BinaryIO, limit: int) -> int
     return size
 
 
+@contextlib.asynccontextmanager
+async def spooled(chunks: AsyncIterator[bytes],
+                  limit: int) -> AsyncIterator[tuple[BinaryIO, Path]]:
+    """The body written to a temporary directory as it arrives (BodyTooLarge past `limit`):
+    the open file and the directory, both gone when the block ends."""
+    with tempfile.TemporaryDirectory(prefix="aicf-upload-") as tmp, \
+            (Path(tmp) / "body").open("w+b") as body:
+        await spool(chunks, body, limit)
+        yield body, Path(tmp)
+
+
 def boundary_of(content_type: str) -> bytes:
     msg = Message()
     msg["content-type"] = content_type
@@ -67,6 +87,19 @@ def form_parts(f: BinaryIO, boundary: bytes) -> list[Part]:
         raise FormError("the multipart body is empty")
     with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
         return _split(buf, b"--" + boundary)
+
+
+def named_parts(f: BinaryIO, boundary: bytes, names: Collection[str]) -> dict[str, Part]:
+    """The parts of a multipart body by name; FormError naming a part that is given twice or
+    whose name is not one of `names`."""
+    by_name: dict[str, Part] = {}
+    for part in form_parts(f, boundary):
+        if part.name in by_name:
+            raise FormError("given twice", f"body.{part.name}")
+        if part.name not in names:
+            raise FormError(f"unknown field (fields: {', '.join(names)})", f"body.{part.name}")
+        by_name[part.name] = part
+    return by_name
 
 
 def _split(buf: mmap.mmap, delim: bytes) -> list[Part]:
@@ -114,7 +147,7 @@ def _part(head: bytes, start: int, end: int) -> Part:
     return Part(name, filename, start, end)
 
 
-def read_part(f: BinaryIO, part: Part, limit: int) -> str:
+def read_part(f: BinaryIO, part: Part, limit: int = FIELD_BYTES) -> str:
     """A small text field's value (UTF-8)."""
     if part.end - part.start > limit:
         raise FormError(f"longer than {limit} bytes", f"body.{part.name}")
@@ -123,6 +156,34 @@ def read_part(f: BinaryIO, part: Part, limit: int) -> str:
         return f.read(part.end - part.start).decode("utf-8")
     except UnicodeDecodeError:
         raise FormError("not UTF-8 text", f"body.{part.name}") from None
+
+
+def save_file(f: BinaryIO, part: Part, folder: Path) -> Path:
+    """The file part written to `folder`/upload.SUFFIX: FormError when it is empty. Nothing of
+    the sender's name reaches the path but one of the SUFFIXES."""
+    if part.end == part.start:
+        raise FormError("the uploaded file is empty", f"body.{part.name}")
+    path = folder / f"upload{_suffix(f, part)}"
+    with path.open("wb") as dest:
+        copy_part(f, part, dest)
+    return path
+
+
+def file_name(filename: str | None) -> str:
+    """What an answer calls the upload: the sender's file name, without any directory."""
+    base = os.path.basename((filename or "").replace("\\", "/"))
+    clean = "".join(c for c in base if c.isprintable())[:100]
+    return clean or "upload"
+
+
+def _suffix(f: BinaryIO, part: Part) -> str:
+    """The reader to use: from the file name's extension, else Parquet by its magic bytes,
+    else CSV."""
+    ext = os.path.splitext(part.filename or "")[1].lower()
+    if ext in SUFFIXES:
+        return SUFFIXES[ext]
+    f.seek(part.start)
+    return ".parquet" if f.read(4) == b"PAR1" else ".csv"
 
 
 def copy_part(f: BinaryIO, part: Part, dest: BinaryIO, chunk: int = 1 << 20) -> None:

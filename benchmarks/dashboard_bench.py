@@ -22,13 +22,11 @@ import io
 import json
 import os
 import platform
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -37,13 +35,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from machine import cpu_model, git_commit, write_section
 
+from aicf_induct.cli.background import serving
 from aicf_induct.cli.main import main as cli
 from api.deps import Warehouse
 from api.pages import ir_graph, run_charts
 from api.pages.render import chart
 from warehouse.run_view import DEFAULT_POINTS, run_view
 
-ROOT = Path(__file__).resolve().parents[1]
 RUNS = {2_400: "10", 24_000: "100"}  # steps -> --trigger-epochs (3 rewrites either way)
 GOAL_S = 1.0
 
@@ -63,35 +61,6 @@ def adapt(root: Path, steps: int, every: str) -> dict:
     res = json.loads(out.getvalue())
     assert res["steps"] == steps and res["rewrites"] == 3, res
     return res
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def serve(root: Path) -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "aicf_induct", "serve", "--warehouse",
-                             str(root), "--port", str(port)], cwd=ROOT,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(url + "/v1/health", timeout=2).status_code == 200:
-                    break
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError("the server did not start")
-            time.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def get_times(client: httpx.Client, path: str, n: int) -> tuple[list[float], int]:
@@ -136,7 +105,7 @@ def in_process(root: Path, run_id: str, points: int) -> dict[str, float]:
 def measure_http(root: Path, runs: dict[int, str]) -> dict[int, tuple[float, list[float], int]]:
     """Per run: the first GET after the server starts, 20 more, the page's size."""
     out = {}
-    with serve(root) as url, httpx.Client(base_url=url, timeout=60) as client:
+    with serving(root) as served, httpx.Client(base_url=served.url, timeout=60) as client:
         for steps, run_id in runs.items():
             say(f"GET the run page of the {steps:,}-step run, 21 times")
             first, _ = get_times(client, f"/runs/{run_id}", 1)

@@ -51,6 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from machine import cpu_model, git_commit, write_section
 
+from aicf_induct.cli.background import free_port
+
 REPO = Path(__file__).resolve().parents[1]
 TINY_PROBLEMS = ("iris", "diabetes", "breast_cancer", "synthetic:moons?n=300&seed=1")
 TINY_SPACE = "depth=1,2;act=relu,tanh;width=8"
@@ -88,12 +90,6 @@ def server_stack() -> str:
         except ImportError:
             parts.append(fallback)
     return ", ".join(parts)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager

@@ -1,34 +1,32 @@
 """The proposal form (`/propose`): pick a known problem or upload a CSV, get the ranked
-structures with their evidence. Calls the library (`induction.proposals.propose_dataset`)
-on the pack the `pack` setting names, as `aicf-induct propose` does."""
+structures with their evidence. Proposes through the app's `Proposals` (the pack the `pack`
+setting names), as `POST /v1/proposals` does; the upload is read as that route reads one
+(`api.pages.forms`)."""
 
 from __future__ import annotations
 
-import re
-import tempfile
-from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import duckdb
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse
 
-from aicf_induct.errors import AicfError
 from aicf_induct.induction.pack import Pack
-from aicf_induct.induction.proposals import propose_dataset
 from aicf_induct.problems.sklearn_datasets import SKLEARN_NAMES
-from api.deps import ReadAccess, WarehouseDep
+from api.deps import ReadAccess, SettingsDep, WarehouseDep
+from api.middleware import BodyTooLarge
 from api.pages import report_charts
-from api.pages.forms import FormError, parse_form, text
+from api.pages.forms import Form, label, read_form
 from api.pages.render import chart, page
-from api.proposing import PackMissing, Proposals
+from api.proposing import BadRequest, PackMissing, Proposals
+from api.upload import FormError
 from warehouse import browse
 
 router = APIRouter(include_in_schema=False)
 
 MAX_TOP_K = 20
+FIELDS = ("problem", "file", "target", "top_k")  # the form's inputs (propose.html)
 
 
 def _pack(request: Request) -> tuple[Pack | None, str | None]:
@@ -64,43 +62,39 @@ def propose_form(request: Request, _: ReadAccess, wh: WarehouseDep) -> HTMLRespo
     return _form(request, wh, pack, err)
 
 
-def _safe_name(filename: str) -> str:
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(filename).name).strip("._") or "upload"
-    return stem if stem.lower().endswith((".csv", ".tsv")) else stem + ".csv"
-
-
-def _propose(dataset: str, data: bytes | None, filename: str, pack: Pack,
-             top_k: int) -> dict[str, Any]:
-    """Propose for a known problem, or for the uploaded bytes written to a temporary file
-    (removed after) under the upload's own (sanitised) name."""
-    if data is None:
-        return propose_dataset(dataset, pack, top_k)
-    with tempfile.TemporaryDirectory(prefix="aicf-upload-") as tmp:
-        path = Path(tmp) / _safe_name(filename)
-        path.write_bytes(data)
-        try:
-            out = propose_dataset(f"file:{path}{dataset}", pack, top_k)
-        except AicfError as err:  # the message names the upload, not the temporary path
-            raise type(err)(str(err).replace(str(path), path.name)) from None
-    out["dataset"]["name"] = f"{path.name} (uploaded)"
+def _propose(props: Proposals, form: Form, top_k: int) -> dict[str, Any]:
+    """Propose for the uploaded table, or for the known problem picked, as the proposals
+    route does (a `file:` name is refused: the service reads no file by name)."""
+    if form.file is None:
+        return props.for_dataset(form.fields.get("problem", ""), top_k)
+    out = props.for_file(form.file, form.fields.get("target", ""), form.filename, None, top_k)
+    out["dataset"]["name"] = f"{form.filename} (uploaded)"
     return out
 
 
 @router.post("/propose", response_class=HTMLResponse)
-async def propose_submit(request: Request, _: ReadAccess, wh: WarehouseDep) -> HTMLResponse:
+async def propose_submit(request: Request, _: ReadAccess, wh: WarehouseDep,
+                         settings: SettingsDep) -> HTMLResponse:
     """The form's answer: the ranked structures, or the form again naming what is wrong."""
     pack, pack_error = await run_in_threadpool(_pack, request)
+    error, status = "", 200
     try:
-        form = parse_form(request.headers.get("content-type", ""), await request.body())
+        async with read_form(request, FIELDS, settings.max_upload_bytes) as form:
+            return await _answer(request, wh, pack, pack_error, form)
     except FormError as err:
-        return await run_in_threadpool(_form, request, wh, pack, pack_error, 400,
-                                       error=f"form: {err}")
-    problem, target = text(form, "problem"), text(form, "target")
-    upload = form.get("file")
-    has_file = upload is not None and bool(upload.filename) and bool(upload.value)
+        error, status = f"{label(err.field)}: {err}", 422
+    except BodyTooLarge as err:  # the whole form, but only a file makes it this large
+        error, status = f"file: {err.detail}", 413
+    return await run_in_threadpool(_form, request, wh, pack, pack_error, status, error=error)
+
+
+async def _answer(request: Request, wh: Any, pack: Pack | None, pack_error: str | None,
+                  form: Form) -> HTMLResponse:
+    problem, target = form.fields.get("problem", ""), form.fields.get("target", "")
+    has_file = form.file is not None
     ctx: dict[str, Any] = {"problem": problem, "target": target}
     try:
-        top_k = int(text(form, "top_k") or 5)
+        top_k = int(form.fields.get("top_k") or 5)
         if not 1 <= top_k <= MAX_TOP_K:
             raise ValueError
     except ValueError:
@@ -118,14 +112,10 @@ async def propose_submit(request: Request, _: ReadAccess, wh: WarehouseDep) -> H
         status = 503 if pack is None else 422
         return await run_in_threadpool(_form, request, wh, pack, pack_error, status, **ctx,
                                        error=error)
-    assert pack is not None
-    args: tuple[str, bytes | None, str] = (problem, None, "")
-    if has_file:
-        assert upload is not None
-        args = (f"?target={quote(target, safe='')}", upload.value, upload.filename or "")
+    props: Proposals = request.app.state.proposals
     try:
-        result = await run_in_threadpool(_propose, args[0], args[1], args[2], pack, top_k)
-    except AicfError as err:
+        result = await run_in_threadpool(_propose, props, form, top_k)
+    except BadRequest as err:
         where = "file" if has_file else "problem"
         return await run_in_threadpool(_form, request, wh, pack, pack_error, 422, **ctx,
                                        error=f"{where}: {err}")

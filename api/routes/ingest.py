@@ -4,7 +4,6 @@ carries an id and is written once (warehouse/ingest.py)."""
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
@@ -16,6 +15,7 @@ from pydantic import BaseModel
 
 from api.deps import WarehouseDep, WriteAccess
 from api.errors import ApiProblem
+from api.routes.bodies import json_object
 from api.schemas.ingest import BATCH_ID, IngestBatch, IngestResult, KeyCheck, RunCreate, RunEnd
 from warehouse import ingest
 from warehouse.ingest import IngestError
@@ -40,14 +40,7 @@ def _invalid(err: IngestError) -> ApiProblem:
 
 async def _json(request: Request) -> dict[str, Any]:
     raw = await request.body()
-    try:
-        body = await run_in_threadpool(json.loads, raw)  # megabytes: not on the event loop
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ApiProblem(400, "invalid-body", f"the request body is not JSON ({err})",
-                         field="body") from None
-    if not isinstance(body, dict):
-        raise ApiProblem(422, "invalid-input", "the body must be a JSON object", field="body")
-    return body
+    return await run_in_threadpool(json_object, raw)  # megabytes: not on the event loop
 
 
 def _batch_id(body: dict[str, Any]) -> str:

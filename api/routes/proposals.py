@@ -8,9 +8,7 @@ temporary directory that is gone when the answer is."""
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import tempfile
+import io
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, BinaryIO, TypeVar
@@ -23,8 +21,8 @@ from pydantic import BaseModel, ValidationError
 
 from api.deps import ReadAccess, SettingsDep
 from api.errors import ApiProblem
-from api.middleware import BodyTooLarge
 from api.proposing import BadRequest, PackMissing, Proposals
+from api.routes.bodies import json_object
 from api.schemas.proposals import (
     DatasetProposalRequest,
     FeatureNames,
@@ -32,15 +30,21 @@ from api.schemas.proposals import (
     Proposal,
     UploadProposalRequest,
 )
-from api.upload import FormError, boundary_of, copy_part, form_parts, read_part, spool
+from api.upload import (
+    FormError,
+    boundary_of,
+    file_name,
+    named_parts,
+    read_part,
+    save_file,
+    spool,
+    spooled,
+)
 
 router = APIRouter(tags=["proposals"])
 
 T = TypeVar("T")
 SLOT_WAIT_S = 1.0  # a proposal that computes waits this long for a slot, then 429
-FIELD_BYTES = 1024  # the upload's text fields (target, task, top)
-SUFFIXES = {".csv": ".csv", ".tsv": ".tsv", ".txt": ".csv", ".parquet": ".parquet",
-            ".pq": ".parquet"}
 JSON = "application/json"
 
 
@@ -122,19 +126,9 @@ def _response(answer: dict[str, Any]) -> Response:
 
 
 async def _json_body(request: Request, limit: int) -> dict[str, Any]:
-    raw = bytearray()
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > limit:
-            raise BodyTooLarge(limit)
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ApiProblem(400, "invalid-body", f"the request body is not JSON ({err})",
-                         field="body") from None
-    if not isinstance(body, dict):
-        raise ApiProblem(422, "invalid-input", "the body must be a JSON object", field="body")
-    return body
+    raw = io.BytesIO()  # the route's limit is the uploads': a JSON body has the smaller one
+    await spool(request.stream(), raw, limit)
+    return json_object(raw.getvalue())
 
 
 def _parse(model: type[T], data: Any) -> T:
@@ -172,11 +166,8 @@ async def _compute(props: Proposals, fn: Callable[[], T]) -> T:
 # -- uploads -------------------------------------------------------------------------------------
 async def _upload(request: Request, props: Proposals, limit: int) -> Response:
     boundary = _form(lambda: boundary_of(request.headers["content-type"]))
-    with tempfile.TemporaryDirectory(prefix="aicf-upload-") as tmp:
-        body_path = Path(tmp) / "body"
-        with body_path.open("w+b") as body:
-            await spool(request.stream(), body, limit)
-            form = await run_in_threadpool(_form, lambda: _read_form(body, boundary, tmp))
+    async with spooled(request.stream(), limit) as (body, tmp):
+        form = await run_in_threadpool(_form, lambda: _read_form(body, boundary, tmp))
         answer = await _compute(props, lambda: props.for_file(
             form.path, form.target, form.name, form.task, form.top))
     return _response(answer)
@@ -187,46 +178,15 @@ class _Form:
         self.path, self.name, self.target, self.task, self.top = path, name, target, task, top
 
 
-def _read_form(body: BinaryIO, boundary: bytes, tmp: str) -> _Form:
-    parts = form_parts(body, boundary)
-    by_name: dict[str, Any] = {}
-    for part in parts:
-        if part.name in by_name:
-            raise FormError("given twice", f"body.{part.name}")
-        if part.name not in UploadProposalRequest.model_fields:
-            raise FormError("unknown field (fields: file, target, task, top)",
-                            f"body.{part.name}")
-        by_name[part.name] = part
-    if "file" not in by_name:
+def _read_form(body: BinaryIO, boundary: bytes, tmp: Path) -> _Form:
+    parts = named_parts(body, boundary, list(UploadProposalRequest.model_fields))
+    if "file" not in parts:
         raise FormError("missing: the table to propose for (a CSV or Parquet file)",
                         "body.file")
-    fields = {k: read_part(body, p, FIELD_BYTES) for k, p in by_name.items() if k != "file"}
+    fields = {k: read_part(body, p) for k, p in parts.items() if k != "file"}
     req = _parse(UploadProposalRequest, {"file": b"", **fields})
-    file = by_name["file"]
-    if file.end == file.start:
-        raise FormError("the uploaded file is empty", "body.file")
-    name = _file_name(file.filename)
-    path = Path(tmp) / f"upload{_suffix(body, file)}"
-    with path.open("wb") as dest:
-        copy_part(body, file, dest)
-    return _Form(path, name, req.target, req.task, req.top)
-
-
-def _file_name(filename: str | None) -> str:
-    """What the answer calls the upload: the sender's file name, without any directory."""
-    base = os.path.basename((filename or "").replace("\\", "/"))
-    clean = "".join(c for c in base if c.isprintable())[:100]
-    return clean or "upload"
-
-
-def _suffix(body: BinaryIO, part: Any) -> str:
-    """The reader to use: from the file name's extension, else Parquet by its magic bytes,
-    else CSV. Nothing of the sender's name reaches the path but one of these suffixes."""
-    ext = os.path.splitext(part.filename or "")[1].lower()
-    if ext in SUFFIXES:
-        return SUFFIXES[ext]
-    body.seek(part.start)
-    return ".parquet" if body.read(4) == b"PAR1" else ".csv"
+    path = save_file(body, parts["file"], tmp)
+    return _Form(path, file_name(parts["file"].filename), req.target, req.task, req.top)
 
 
 def _form(fn: Callable[[], T]) -> T:
@@ -234,4 +194,3 @@ def _form(fn: Callable[[], T]) -> T:
         return fn()
     except FormError as err:
         raise ApiProblem(422, "invalid-upload", str(err), field=err.field) from None
-

@@ -1,6 +1,7 @@
 """The real service for the API tests: a warehouse with runs logged by the real CLI
 (`aicf-induct train`), keys made by `aicf-induct keys create`, and `aicf-induct serve` (uvicorn)
-in a subprocess on a free loopback port, driven over HTTP with httpx."""
+in a subprocess on a free loopback port (`aicf_induct.cli.background`, as `make demo` starts
+it), driven over HTTP with httpx."""
 
 from __future__ import annotations
 
@@ -8,22 +9,18 @@ import contextlib
 import hashlib
 import io
 import json
-import os
-import socket
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import httpx
 import pytest
 import uvicorn
 
+from aicf_induct.cli.background import free_port, serving
 from aicf_induct.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,12 +53,6 @@ class Server:
         return httpx.Client(base_url=self.url, headers=headers, timeout=30)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def file_hashes(root: Path) -> dict[str, str]:
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(root.rglob("*")) if p.is_file()}
@@ -69,54 +60,20 @@ def file_hashes(root: Path) -> dict[str, str]:
 
 @contextlib.contextmanager
 def serve(root: Path, *extra: str, env: dict[str, str] | None = None) -> Iterator[str]:
-    """`aicf-induct serve` on a free port until the block ends; yields its base URL."""
-    port = free_port()
-    # the log goes to a file: a pipe nobody reads fills up and blocks the server
-    with tempfile.TemporaryFile("w+") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "aicf_induct", "serve", "--warehouse", str(root),
-             "--port", str(port), *extra],
-            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **LIMITS, **(env or {})},
-            stdout=log, stderr=subprocess.STDOUT, text=True)
-        try:
-            url = f"http://127.0.0.1:{port}"
-            _wait_until_up(proc, url, log)
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        text = _read(log)
+    """`aicf-induct serve` on a free port, with the tests' LIMITS, until the block ends;
+    yields its base URL."""
+    with serving(root, *extra, env={**LIMITS, **(env or {})}) as served:
+        yield served.url
     # the catch-all handler logs an unexpected error; none may have happened
+    text = served.output
     assert "Traceback" not in text and "unhandled error" not in text, text
 
 
-def _read(log: IO[str]) -> str:
-    log.seek(0)
-    return log.read()
-
-
-def _wait_until_up(proc: subprocess.Popen, url: str, log: IO[str]) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited: {_read(log)}")
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(url + "/v1/health", timeout=2).status_code == 200:
-                return
-        if time.monotonic() > deadline:
-            raise RuntimeError("server did not start within 60 s")
-        time.sleep(0.1)
-
-
 @contextlib.contextmanager
-def serve_in_thread(app: Any) -> Iterator[httpx.Client]:
-    """`app` served by uvicorn in a thread of this process (for apps a test builds itself);
-    yields a client on it."""
-    port = free_port()
+def serve_in_thread(app: Any, port: int | None = None) -> Iterator[httpx.Client]:
+    """`app` served by uvicorn in a thread of this process (for apps a test builds itself) on
+    `port` or a free one; yields a client on it."""
+    port = free_port() if port is None else port
     srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()

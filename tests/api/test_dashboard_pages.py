@@ -15,6 +15,7 @@ from api.app import create_app
 from api.settings import Settings
 from tests.api.conftest import serve_in_thread
 
+UPLOAD_LIMIT = 16 << 10  # the served app's upload limit: small, so a test can pass it
 CSV = b"a,b,label\n" + b"".join(f"{i % 5},{i % 3},{'x' if i % 5 > 1 else 'y'}\n".encode()
                                  for i in range(60))
 
@@ -22,7 +23,8 @@ CSV = b"a,b,label\n" + b"".join(f"{i % 5},{i % 3},{'x' if i % 5 > 1 else 'y'}\n"
 @pytest.fixture(scope="module")
 def client(dashboard_warehouse, tmp_path_factory: pytest.TempPathFactory,
            ) -> Iterator[httpx.Client]:
-    settings = Settings(warehouse=dashboard_warehouse.root, pack=dashboard_warehouse.pack)
+    settings = Settings(warehouse=dashboard_warehouse.root, pack=dashboard_warehouse.pack,
+                        max_upload_bytes=UPLOAD_LIMIT)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("AICF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
         with serve_in_thread(create_app(settings)) as c:
@@ -62,12 +64,37 @@ def test_pages_stay_out_of_the_openapi_document(client: httpx.Client) -> None:
     (None, {"problem": ""}, 422, "problem: pick a known problem or upload a CSV"),
     (None, {"problem": "no_such_dataset"}, 422, "problem: "),
     (None, {"problem": "iris", "top_k": "0"}, 422, "top_k: a whole number from 1 to 20"),
+    # the service reads no file by name, from the form as from POST /v1/proposals
+    (None, {"problem": "file:/etc/hostname?target=x"}, 422,
+     "problem: the service reads no file by name"),
+    # the body as the proposals route reads it: the same messages, naming the field
+    ({"file": ("t.csv", b"", "text/csv")}, {"target": "label"}, 422,
+     "file: the uploaded file is empty"),
+    ({"file": ("t.csv", CSV, "text/csv")}, {"target": "label", "colour": "red"}, 422,
+     "colour: unknown field (fields: problem, file, target, top_k)"),
+    (None, {"problem": ["iris", "wine"]}, 422, "problem: given twice"),
 ])
 def test_proposal_form_names_what_is_wrong(client: httpx.Client, files: dict | None,
                                            data: dict, status: int, words: str) -> None:
     r = client.post("/propose", files=files, data=data)
     assert r.status_code == status and words in _error(r.text), _error(r.text)
     assert "/tmp/" not in _error(r.text)  # the upload's temporary path is not shown
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_proposal_form_refuses_an_oversize_upload(client: httpx.Client, declared: bool) -> None:
+    """Past the upload limit the form says so (413), whether Content-Length announces it
+    (refused before reading) or the body is chunked (counted as it arrives)."""
+    big = CSV * (UPLOAD_LIMIT // len(CSV) + 1)
+    req = client.build_request("POST", "/propose", files={"file": ("big.csv", big, "text/csv")},
+                               data={"target": "label"})
+    body = req.read()
+    content = body if declared else iter([body[:4096], body[4096:]])  # chunked: no length
+    r = client.post("/propose", content=content,
+                    headers={"content-type": req.headers["content-type"]})
+    assert r.status_code == 413 and "text/html" in r.headers["content-type"]
+    assert _error(r.text) == f"file: the request body is larger than {UPLOAD_LIMIT} bytes"
+    assert client.get("/propose").status_code == 200  # the server goes on
 
 
 def test_proposal_for_a_known_problem(client: httpx.Client) -> None:

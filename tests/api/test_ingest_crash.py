@@ -4,11 +4,7 @@ warehouse exactly once, and nothing of a batch is left half-done."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -16,20 +12,12 @@ from pathlib import Path
 import httpx
 
 import warehouse
-from tests.api.conftest import LIMITS, REPO, _wait_until_up, cli, free_port
+from aicf_induct.cli.background import free_port, serving
+from tests.api.conftest import LIMITS, cli
 from tests.api.test_ingest import INGEST_ENV, step_rows
 from warehouse.ingest import INGEST_DIR
 
 CLIENTS, BATCHES, ROWS = 8, 25, 200
-
-
-def start(root: Path, port: int, log: tempfile._TemporaryFileWrapper) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "aicf_induct", "serve", "--warehouse", str(root), "--port",
-         str(port)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO), **LIMITS, **INGEST_ENV})
-    _wait_until_up(proc, f"http://127.0.0.1:{port}", log)
-    return proc
 
 
 def test_sigkill_during_concurrent_ingest_loses_and_duplicates_nothing(
@@ -67,30 +55,25 @@ def test_sigkill_during_concurrent_ingest_loses_and_duplicates_nothing(
                 send(c, n, b)
                 acked[n].append(b)
 
-    with tempfile.TemporaryFile("w+") as log:
-        proc = start(root, port, log)
-        try:
-            threads = [threading.Thread(target=client, args=(n,)) for n in range(CLIENTS)]
-            for t in threads:
-                t.start()
-            while sum(map(len, acked)) < CLIENTS * BATCHES // 4:  # well into the ingest
-                time.sleep(0.01)
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            before_kill = [list(a) for a in acked]
-            proc = start(root, port, log)  # recovery runs as the app starts
-            for t in threads:
-                t.join(100)
-            # batches acknowledged before the kill, sent again after it: not written again
-            with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"},
-                              timeout=10) as c:
-                for n in range(CLIENTS):
-                    resent += [send(c, n, b) for b in before_kill[n][:2]]
-        finally:
-            proc.terminate()
-            proc.wait(10)
-        log.seek(0)
-        text = log.read()
+    env = {**LIMITS, **INGEST_ENV}
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(CLIENTS)]
+    with serving(root, port=port, env=env) as first:
+        for t in threads:
+            t.start()
+        while sum(map(len, acked)) < CLIENTS * BATCHES // 4:  # well into the ingest
+            time.sleep(0.01)
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait()
+        before_kill = [list(a) for a in acked]
+    with serving(root, port=port, env=env) as second:  # recovery runs as the app starts
+        for t in threads:
+            t.join(100)
+        # batches acknowledged before the kill, sent again after it: not written again
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"},
+                          timeout=10) as c:
+            for n in range(CLIENTS):
+                resent += [send(c, n, b) for b in before_kill[n][:2]]
+    text = first.output + second.output
     assert not errors, errors[:3]
     assert "Traceback" not in text, text
     assert all(len(a) == BATCHES for a in acked)

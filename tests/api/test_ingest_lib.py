@@ -11,19 +11,18 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 import warehouse
+from aicf_induct.cli.background import free_port
 from aicf_induct.records import RunEndRecord, StepRecord
 from aicf_induct.runtime.remote_recorder import KEYS, RemoteLogError, RemoteRecorder
 from api.app import create_app
 from api.settings import Settings
-from tests.api.conftest import REPO, free_port
+from tests.api.conftest import REPO, serve_in_thread
 from warehouse.ingest import INGEST_DIR, KINDS, commit, is_committed, recover, tables_of
 from warehouse.keys import create_key
 
@@ -137,19 +136,12 @@ def test_remote_recorder_buffers_until_the_server_comes_up(tmp_path: Path) -> No
     for i in range(100):
         rec.step(step(i))
     time.sleep(0.2)  # a few failed sends, retried with the same batch id
-    srv = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
-                                        log_level="error"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    try:
+    with serve_in_thread(create_app(settings), port):
         for i in range(100, 150):
             rec.step(step(i))
         rec.run_end(RunEndRecord("rr", "completed", 150, 1.0))
         rec.flush()
         rec.close()
-    finally:
-        srv.should_exit = True
-        thread.join(10)
     assert rec.stats.retries >= 1 and rec.stats.dropped == 0
     assert "not delivered" not in err.getvalue()
     conn = warehouse.connect(root)
@@ -167,14 +159,8 @@ def test_remote_recorder_refusals(tmp_path: Path) -> None:
     write = create_key(settings.key_path(), "write")
     read = create_key(settings.key_path(), "read")
     port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
-                                        log_level="error"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    while not srv.started:
-        time.sleep(0.02)
     url = f"http://127.0.0.1:{port}"
-    try:
+    with serve_in_thread(create_app(settings), port):
         with pytest.raises(RemoteLogError, match="403"):
             RemoteRecorder(url, read)
         with pytest.raises(RemoteLogError, match="401"):
@@ -183,9 +169,6 @@ def test_remote_recorder_refusals(tmp_path: Path) -> None:
         rec = RemoteRecorder(url, write, stream=err)
         rec.step(StepRecord("rr", 0, 0, "low", 0.5, 1e-3, 0.01, 1e-4, 16))  # type: ignore[arg-type]
         rec.close()  # a batch the server refuses is not retried forever
-    finally:
-        srv.should_exit = True
-        thread.join(10)
     assert rec.stats.dropped == 1
     assert "422 steps[0].loss: not a number" in err.getvalue()
     assert not os.path.exists(root / "steps")

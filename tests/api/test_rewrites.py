@@ -92,7 +92,7 @@ def test_the_runtime_client_reads_the_answer_and_falls_back_without_history(
 
 
 def test_the_client_names_a_service_that_is_not_there() -> None:
-    from tests.api.conftest import free_port
+    from aicf_induct.cli.background import free_port
 
     ask = service_rewrites(f"http://127.0.0.1:{free_port()}", None)
     obs = plateau_observation(GRAPH, {"val_loss": 0.5}, "classification")

@@ -6,32 +6,21 @@ locally."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
-import os
 import subprocess
-import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import warehouse
+from aicf_induct.cli.background import serving
 from aicf_induct.cli.main import main
-from tests.api.conftest import LIMITS, REPO, _wait_until_up, free_port
+from tests.api.conftest import LIMITS, cli
 
 PROBLEMS = "iris,diabetes,synthetic:moons?n=300&seed=1"
 ADAPT = ["--steps", "200", "--trigger-warmup", "30", "--eval-every", "10", "--guard-steps",
          "20", "--trigger-epochs", "2"]
-
-
-def cli(*argv: str) -> str:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(list(argv)) == 0, argv
-    return out.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -110,27 +99,11 @@ def test_bad_combinations_are_one_line_errors(capsys) -> None:
     assert "go with --from-proposal" in capsys.readouterr().err
 
 
-@contextlib.contextmanager
-def served(root: Path) -> Iterator[tuple[str, subprocess.Popen]]:
-    port = free_port()
-    with tempfile.TemporaryFile("w+") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "aicf_induct", "serve", "--warehouse", str(root), "--port",
-             str(port)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **LIMITS},
-            stdout=log, stderr=subprocess.STDOUT)
-        try:
-            url = f"http://127.0.0.1:{port}"
-            _wait_until_up(proc, url, log)
-            yield url, proc
-        finally:
-            proc.terminate()
-            proc.wait(10)
-
-
 def test_from_proposal_through_the_service_logs_into_its_warehouse(corpus, capsys) -> None:
     root, pack = corpus
     key = cli("keys", "create", "--scope", "write", "--warehouse", str(root)).strip()
-    with served(root) as (url, _):
+    with serving(root, env=LIMITS) as served:
+        url = served.url
         out = json.loads(cli("adapt", "--dataset", "wine", "--from-proposal", "--service", url,
                              "--api-key", key, "--pack", str(pack), "--json", *ADAPT))
     decisions = _decisions(root, out["run_id"])  # logged through the service
@@ -171,7 +144,8 @@ def test_a_service_killed_mid_run_the_run_goes_on_and_is_logged_locally(
     key = cli("keys", "create", "--scope", "write", "--warehouse", str(root)).strip()
     say = io.StringIO()
     problem = load_problem("iris", seed=1)
-    with served(root) as (url, proc):
+    with serving(root, env=LIMITS) as served:
+        url = served.url
         policy = LearnedRewritePolicy(service_rewrites(url, key, features={
             "simple.n_rows": 150.0}), RuleBasedPolicy(), source="service", stream=say)
         rec = SpillRecorder(RemoteRecorder(url, key, close_timeout_s=1.0, stream=say),
@@ -180,7 +154,7 @@ def test_a_service_killed_mid_run_the_run_goes_on_and_is_logged_locally(
                           TrainConfig(lr=0.01, seed=1),
                           AdaptConfig(steps=300, warmup_steps=30, eval_every=10,
                                       epoch_trigger=2, guard=GuardConfig(steps=20)),
-                          policy, recorder=rec, hooks=[KillServer(proc, 100)])
+                          policy, recorder=rec, hooks=[KillServer(served.proc, 100)])
         try:
             result = run.run()
         finally:
@@ -229,7 +203,8 @@ def test_through_the_service_it_logs_what_the_local_run_logs(corpus, tmp_path: P
     a = json.loads(cli(*argv))
     key = cli("keys", "create", "--scope", "write", "--warehouse", str(served_root)).strip()
     monkeypatch.setenv("AICF_WAREHOUSE", str(served_root))  # its history, read in-process
-    with served(served_root) as (url, _):
+    with serving(served_root, env=LIMITS) as served:
+        url = served.url
         b = json.loads(cli(*argv, "--log-to", url, "--api-key", key))
     mine, theirs = _logged(local, a["run_id"]), _logged(served_root, b["run_id"])
     assert mine["events"] and any(k == "decision" for _, k, *_ in mine["events"])

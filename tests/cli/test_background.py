@@ -1,0 +1,48 @@
+"""`serving` (aicf_induct.cli.background), the one way the demo and the service tests start the
+real server: up and answering inside the block, stopped after it with its output kept; a server
+that cannot start is an error carrying what it printed. The demo's `service` prints its lines
+around it."""
+
+from __future__ import annotations
+
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from aicf_induct import demo
+from aicf_induct.cli.background import ServiceDidNotStart, serving
+
+
+def test_the_server_answers_inside_the_block_and_is_stopped_after(tmp_path: Path) -> None:
+    with serving(tmp_path / "wh") as served:
+        with urllib.request.urlopen(served.url + "/v1/health", timeout=5) as r:
+            assert r.status == 200
+        assert served.proc.poll() is None
+    assert served.proc.returncode is not None
+    assert "Uvicorn running on" in served.output  # uvicorn's log, read back after the stop
+
+
+def test_a_server_that_cannot_start_says_why(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a warehouse")
+    with pytest.raises(ServiceDidNotStart, match="exited at start") as err, \
+            serving(tmp_path / "file"):
+        pass
+    assert "--warehouse: " in str(err.value) and "is not a directory" in str(err.value)
+
+
+def test_the_demo_service_prints_its_start_and_stop(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "wh"
+    with demo.service(root, None) as url, \
+            urllib.request.urlopen(url + "/v1/health", timeout=5) as r:
+        assert r.status == 200
+    lines = capsys.readouterr().out.splitlines()
+    port = url.rsplit(":", 1)[1]
+    assert lines[0] == f"$ aicf-induct serve --warehouse {root} --port {port}  (in the background)"
+    assert lines[1].startswith(f"service up at {url} (pid ")
+    assert lines[-1] == f"service at {url} stopped"
+    (tmp_path / "file").write_text("not a warehouse")
+    with pytest.raises(demo.DemoError, match="exited at start"), \
+            demo.service(tmp_path / "file", None):
+        pass
