@@ -17,7 +17,18 @@ import pytest
 from aicf_induct.errors import ConfigError
 from aicf_induct.ir.ops import ACTIVATION_TABLE, CUDA_NONE
 from aicf_induct.kernels import REGISTRY, KernelQuery
-from aicf_induct.kernels.cuda import gemm, launch, mlp_step, ops, optim, sources
+from aicf_induct.kernels.cuda import (
+    attention,
+    gemm,
+    image,
+    launch,
+    mlp_step,
+    ops,
+    optim,
+    sources,
+    tensor_ops,
+    tokens,
+)
 from aicf_induct.kernels.cuda.sources import KERNEL_DIR, Family, headers
 from aicf_induct.runtime.backend import NUMPY, gpu_available, select_backend
 from aicf_induct.runtime.trainer import TrainConfig
@@ -58,7 +69,8 @@ def test_several_gemm_variants_for_small_shapes_one_for_huge() -> None:
         "linear_act.cublas", "linear_act.cublaslt", "linear_act.fused.reference"}
 
 
-FAMILIES = {f.file: f for mod in (gemm, ops, optim, mlp_step) for f in vars(mod).values()
+FAMILIES = {f.file: f for mod in (gemm, ops, optim, mlp_step, attention, tokens, image,
+                                  tensor_ops) for f in vars(mod).values()
             if isinstance(f, Family)}
 
 
@@ -94,6 +106,12 @@ def test_every_kernel_the_launchers_name_is_in_its_source() -> None:
         "dropout.cu": {"dropout_apply"},
         "optim.cu": {"grad_sumsq", "adam_step", "sgd_step"},
         "mlp_step.cu": {"mlp_step", "mlp_step_clusters"},
+        "attention.cu": {"attn_fwd", "attn_bwd"},
+        "tokens.cu": {"embedding_fwd", "embedding_bwd", "tokenizer_fwd", "tokenizer_bwd_x",
+                      "tokenizer_bwd_params"},
+        "image.cu": {"im2col", "col2im", "rows_to_nchw", "nchw_to_rows", "pool_fwd",
+                     "pool_bwd"},
+        "tensor.cu": {"reduce_axis", "broadcast_axis", "concat_part"},
     }
     assert set(launchers) == set(FAMILIES)
     for file, names in launchers.items():
