@@ -124,3 +124,12 @@ template <typename... A>
 void emu_run(void (*k)(A...), dim3 g, dim3 b, void** args) {
   emu_launch(k, g, b, args, std::index_sequence_for<A...>{});
 }
+
+// The size of each parameter of k (the host checks its arguments against them: CuPy packs an
+// argument by its own dtype's size, so a mismatch would shift every later parameter).
+template <typename... A>
+int emu_sizes(void (*)(A...), int* out) {
+  int i = 0;
+  ((out[i++] = int(sizeof(std::decay_t<A>))), ...);
+  return i;
+}

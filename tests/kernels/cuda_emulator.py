@@ -48,7 +48,9 @@ def _host_source(code: str, names: list[str]) -> str:
     code = re.sub(r"extern\s+__shared__[^;]*?\b(\w+)\s*\[\s*\]\s*;",
                   r"unsigned char* \1 = emu_dynamic_smem;", code)
     exports = "".join(f'extern "C" void {_symbol(n)}(dim3 g, dim3 b, void** a) '
-                      f"{{ emu_run(&{n}, g, b, a); }}\n" for n in names)
+                      f"{{ emu_run(&{n}, g, b, a); }}\n"
+                      f'extern "C" int {_symbol(n)}_sizes(int* out) '
+                      f"{{ return emu_sizes(&{n}, out); }}\n" for n in names)
     return '#include "cuda_emu.h"\n' + code + "\n" + exports
 
 
@@ -146,8 +148,8 @@ class Stream:
 class EmuKernel:
     """A compiled instantiation, called as CuPy calls a RawKernel."""
 
-    def __init__(self, fn: Any, name: str) -> None:
-        self.fn, self.name = fn, name
+    def __init__(self, fn: Any, name: str, sizes: list[int]) -> None:
+        self.fn, self.name, self.sizes = fn, name, sizes
         self.max_dynamic_shared_size_bytes = 0
         self.launches = 0
 
@@ -157,6 +159,8 @@ class EmuKernel:
         limit = max(48 << 10, self.max_dynamic_shared_size_bytes)
         assert shared_mem <= limit, f"{self.name}: {shared_mem} bytes of shared memory"
         vals = [_arg(a) for a in args]
+        got = [ctypes.sizeof(v) for v in vals]
+        assert got == self.sizes, f"{self.name}: argument sizes {got}, parameters {self.sizes}"
         ptrs = (ctypes.c_void_p * max(len(vals), 1))(*[ctypes.addressof(v) for v in vals])
         g, b = _dim3(grid), _dim3(block)
 
@@ -188,7 +192,9 @@ class EmuModule:
     def get_function(self, name: str) -> EmuKernel:
         fn = getattr(self.lib, _symbol(name))
         fn.argtypes = [Dim3, Dim3, ctypes.c_void_p]
-        return EmuKernel(fn, name)
+        sizes = (ctypes.c_int * 64)()
+        n = getattr(self.lib, _symbol(name) + "_sizes")(sizes)
+        return EmuKernel(fn, name, list(sizes[:n]))
 
 
 def gemm_batched(transa: int, transb: int, m: int, n: int, k: int, a: Any, lda: int,
