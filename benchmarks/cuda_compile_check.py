@@ -40,9 +40,11 @@ def _each(name: str, *args: tuple[str, ...]) -> list[str]:
     return [f"{name}<{','.join(a)}>" for a in product(*args)]
 
 
-def instantiations(act_none: int) -> dict[str, list[str]]:
+def instantiations(acts: list[int]) -> dict[str, list[str]]:
     """Template instantiations per family, as the launchers name them (families not listed
-    compile with no instantiation: a syntax check of their templates only)."""
+    compile with no instantiation: a syntax check of their templates only); `acts`: the
+    activations' CUDA ids."""
+    ids = tuple(str(a) for a in acts)
     return {
         "attention.cu": _each("attn_fwd", FLOATS) + _each("attn_bwd", FLOATS),
         "tokens.cu": (_each("embedding_fwd", FLOATS, FLOATS) + _each("embedding_bwd", FLOATS,
@@ -60,9 +62,9 @@ def instantiations(act_none: int) -> dict[str, list[str]]:
         "batchnorm.cu": _each("batchnorm_fwd", FLOATS) + _each("batchnorm_bwd", FLOATS),
         "losses.cu": (_each("softmax_ce", FLOATS) + _each("mse_fwd", FLOATS)
                       + _each("mse_vjp", FLOATS)),
-        "elementwise.cu": (_each("bias_act", FLOATS, (str(act_none),), ("1", "4"))[:3]
-                           + _each("act_bwd", FLOATS, (str(act_none),))
-                           + _each("act_bwd_bias", FLOATS, (str(act_none),))
+        "elementwise.cu": (_each("bias_act", FLOATS, ids, ("1",))
+                           + _each("bias_act", ("float",), ids, ("4",))
+                           + _each("act_bwd", FLOATS, ids) + _each("act_bwd_bias", FLOATS, ids)
                            + _each("colsum_finalize", FLOATS)),
     }
 
@@ -115,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from aicf_induct.kernels.cuda.sources import act_defines
 
-    table = instantiations(act_defines()["ACT_NONE"])
+    table = instantiations(sorted(act_defines().values()))
     failed = 0
     for fam in families():
         names = table.get(fam.file, [])

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +34,14 @@ _CTYPES = {np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int6
            np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.uint64): ctypes.c_uint64,
            np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double,
            np.dtype(np.bool_): ctypes.c_bool}
+
+
+def cache_dir() -> Path:
+    """Where host builds are kept between runs (keyed by a digest of shim, source and
+    options: an edit rebuilds)."""
+    d = Path(tempfile.gettempdir()) / f"aicf_cuda_emu_{os.getuid()}"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
 
 
 def compiler() -> str | None:
@@ -61,14 +71,17 @@ def _build(code: str, options: tuple[str, ...], names: tuple[str, ...], workdir:
         cxx = compiler()
         assert cxx is not None, "no host C++ compiler"
         src = _host_source(code, list(names))
-        digest = hashlib.sha256((src + " ".join(options)).encode()).hexdigest()[:16]
+        shim = (HERE / "cuda_emu.h").read_text()
+        digest = hashlib.sha256((shim + src + " ".join(options)).encode()).hexdigest()[:16]
         so = workdir / f"emu_{digest}.so"
         if not so.exists():
             flags = [o for o in options if o.startswith(("-I", "-D"))]
-            (workdir / f"emu_{digest}.cpp").write_text(src)
+            cpp, tmp = workdir / f"emu_{digest}.cpp", workdir / f"emu_{digest}.{os.getpid()}.so"
+            cpp.write_text(src)
             subprocess.run([cxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread",
-                            "-w", f"-I{HERE}", *flags, str(workdir / f"emu_{digest}.cpp"),
-                            "-o", str(so)], check=True, capture_output=True, text=True)
+                            "-w", f"-I{HERE}", *flags, str(cpp), "-o", str(tmp)], check=True,
+                           capture_output=True, text=True)
+            tmp.replace(so)  # whole or absent: another process may build the same
         lib = _LIBS[key] = ctypes.CDLL(str(so))
     return lib
 
@@ -178,7 +191,7 @@ def _family_instances() -> dict[str, list[str]]:
     from aicf_induct.kernels.cuda.sources import act_defines, code
     from benchmarks.cuda_compile_check import families, instantiations
 
-    table = instantiations(act_defines()["ACT_NONE"])
+    table = instantiations(sorted(act_defines().values()))
     return {code(f): table.get(f.file, []) for f in families()}
 
 
@@ -254,6 +267,10 @@ def _copyto(dst: Any, src: Any, **kw: Any) -> None:
     CAPTURE.run(lambda: np.copyto(dst, src, **kw))
 
 
+def _add(a: Any, b: Any, out: Any) -> None:
+    CAPTURE.run(lambda: np.add(a, b, out=out))
+
+
 def fake_cupy(workdir: Path) -> types.ModuleType:
     """A `cupy` whose arrays are NumPy's and whose RawModule builds for the host."""
     cp = types.ModuleType("cupy")
@@ -262,6 +279,7 @@ def fake_cupy(workdir: Path) -> types.ModuleType:
     for name in ("uint32", "int64", "float32", "float64"):
         setattr(cp, name, getattr(np, name))
     cp.copyto = _copyto  # type: ignore[attr-defined]
+    cp.add = _add  # type: ignore[attr-defined]
     cp.ndarray = DevArray  # type: ignore[attr-defined]
     cp.RawModule = lambda code, options, name_expressions: EmuModule(  # type: ignore[attr-defined]
         workdir, code, options, name_expressions)

@@ -173,10 +173,12 @@ def bind(dev: Any, case: Case, dtype: str) -> Bound:
     gy = rng.normal(size=y_ref.shape).astype(out_dtype)
     gi_ref, gp_ref = op.backward(OpContext(**key), wide, p64, y_ref, gy.astype(np.float64),
                                  full, case.needs)
+    # the plan's queries: the operands' shapes (a VJP's: the inputs, the output, its
+    # gradient) and the first operand's dtype (int64 for ids)
     shapes = tuple(a.shape for a in ins)
-    qtype = str(ins[0].dtype)  # the plan's query: the first operand's dtype (int64 ids)
+    qtype = str(ins[0].dtype)
     fwd_k = kernel(case.op, "fwd", shapes, qtype, full)
-    vjp_k = kernel(case.op, "vjp", shapes, qtype, full)
+    vjp_k = kernel(case.op, "vjp", (*shapes, y_ref.shape, y_ref.shape), qtype, full)
     d_ins = [dev.asarray(a) for a in ins]
     d_params = {r: dev.asarray(v) for r, v in params.items()}
     y = dev.full(y_ref.shape, np.nan, dtype=out_dtype)
@@ -246,3 +248,36 @@ def embedding_out_of_range(dev: Any) -> None:
     want = np.zeros((5, 3))
     np.add.at(want, ids[ok], g[ok])
     np.testing.assert_allclose(host(gw), want, rtol=1e-12, atol=1e-15)
+
+
+PLAN_SPECS = [  # (spec, input features): every new op the families use, in compiled plans
+    ("ftt:depth=2,d_token=16,heads=4,attention_dropout=0.1", 7),
+    ("cnn:stages=2,channels=4,kernel=3,pool=max,act=relu", 64),
+]
+
+
+def plan_steps(dev: Any, spec: str, n_in: int, steps: int) -> Any:
+    """A family's graph trained a few steps by a GPU executor (fused plan, this registry) and
+    by the NumPy one from the same parameters: equal losses and gradients (float64, 1e-10);
+    every kernel of the GPU plan is a CUDA kernel (no reference fallback) and capturable.
+    Returns the GPU executor."""
+    from aicf_induct.frontend.families import parse_spec, spec_graph
+    from aicf_induct.runtime.executor import Executor, store_for
+
+    graph = spec_graph(parse_spec(spec), n_in, 3)
+    ref = Executor(graph, store_for(graph, seed=1), loss="cross_entropy", seed=4)
+    gpu = Executor(graph, store_for(graph, seed=1, xp=dev), loss="cross_entropy", seed=4,
+                   device="cuda", xp=dev, fuse=True, registry=REGISTRY)
+    rng = np.random.default_rng()
+    for step in range(steps):
+        x, y = rng.normal(size=(20, n_in)), rng.integers(0, 3, size=20)
+        np.testing.assert_allclose(gpu.train_step(x, y, step), ref.train_step(x, y, step),
+                                   rtol=1e-10)
+        assert_close(gpu.store.grad, ref.store.grad, 1e-10, f"{spec} grads step {step}")
+        ref.store.data -= 0.1 * ref.store.grad
+        gpu.store.data -= 0.1 * gpu.store.grad
+    plan = gpu.cached_plan("train", 20)
+    assert plan is not None
+    assert not [k for k in plan.kernel_names if k.endswith("reference")], plan.kernel_names
+    assert plan.capturable
+    return gpu

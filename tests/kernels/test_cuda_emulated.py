@@ -6,16 +6,17 @@ indexing, layout and argument mistakes show without a device."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.kernels.cuda_emulator import compiler, emulated
+from tests.kernels.cuda_emulator import cache_dir, compiler, emulated
 from tests.kernels.new_op_cases import (
     CASES,
+    PLAN_SPECS,
     Case,
     embedding_out_of_range,
+    plan_steps,
     replay_case,
     run_case,
 )
@@ -24,10 +25,10 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def dev() -> Iterator[Any]:
     if compiler() is None:
         pytest.skip("no host C++ compiler")
-    with emulated(Path(tmp_path_factory.mktemp("cuda_emu"))) as cp:
+    with emulated(cache_dir()) as cp:  # builds kept between runs
         yield cp
 
 
@@ -46,3 +47,8 @@ def test_replay_from_a_captured_graph(dev: Any, case: Case) -> None:
 
 def test_embedding_ids_out_of_range(dev: Any) -> None:
     embedding_out_of_range(dev)
+
+
+@pytest.mark.parametrize("spec,n_in", PLAN_SPECS)
+def test_family_plans_match_the_numpy_plans(dev: Any, spec: str, n_in: int) -> None:
+    plan_steps(dev, spec, n_in, steps=1)  # one step: emulated threads are slow

@@ -6,13 +6,17 @@ same cases run on the CPU emulator in test_cuda_emulated.py."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from aicf_induct.kernels import REGISTRY, KernelQuery
+from tests.kernels.cuda_helpers import assert_close
 from tests.kernels.new_op_cases import (
     CASES,
+    PLAN_SPECS,
     Case,
     embedding_out_of_range,
+    plan_steps,
     replay_case,
     run_case,
 )
@@ -52,3 +56,35 @@ def test_the_registry_picks_the_cuda_kernels(op: str, shapes: tuple, attrs: dict
         for direction in ("fwd", "vjp"):
             k = REGISTRY.select(KernelQuery(op, direction, "cuda", dtype, shapes, attrs))
             assert k.name == f"{op}.{direction}.cuda" and k.capturable
+
+
+@pytest.mark.parametrize("spec,n_in", PLAN_SPECS)
+def test_family_plans_match_the_numpy_plans(spec: str, n_in: int) -> None:
+    plan_steps(cp, spec, n_in, steps=3)
+
+
+@pytest.mark.parametrize("spec,n_in", PLAN_SPECS)
+def test_family_steps_are_captured_whole_and_match_numpy(spec: str, n_in: int) -> None:
+    """FT-Transformer and CNN training steps (forward, loss, backward, Adam) run as one CUDA
+    graph replay each and move the parameters as the NumPy runtime does."""
+    from aicf_induct.frontend.families import parse_spec, spec_graph
+    from aicf_induct.runtime.cuda_step import CudaStep
+    from aicf_induct.runtime.executor import Executor, store_for
+    from aicf_induct.runtime.optimizers import make_optimizer
+
+    graph = spec_graph(parse_spec(spec), n_in, 3)
+    ref = Executor(graph, store_for(graph, seed=1), loss="cross_entropy", seed=4)
+    gpu = Executor(graph, store_for(graph, seed=1, xp=cp), loss="cross_entropy", seed=4,
+                   device="cuda", xp=cp, fuse=True)
+    o_ref, o_gpu = make_optimizer("adam", lr=0.01), make_optimizer("adam", lr=0.01)
+    step = CudaStep(gpu, o_gpu, clip_norm=0.0, graphs=True)
+    rng = np.random.default_rng(0)
+    for k in range(4):
+        x, y = rng.normal(size=(24, n_in)), rng.integers(0, 3, size=24)
+        loss_ref = ref.train_step(x, y, k)
+        o_ref.step(ref.store, 0.01)
+        s = step.run(x, y, k, 0.01)
+        assert s is not None
+        np.testing.assert_allclose(s.loss, loss_ref, rtol=1e-10)
+        assert_close(gpu.store.data, ref.store.data, 1e-10, f"{spec} theta after step {k}")
+    assert step.captured, step.graph_error

@@ -42,8 +42,8 @@ def applies(q: KernelQuery) -> bool:
     """Float (B, S, d) input, S <= ATTN_MAX tokens, head width d / heads <= ATTN_MAX, and the
     backward's shared memory within what the device lets a block opt in to (asked only past
     the 48 KiB every device gives)."""
-    if q.dtype not in ("float32", "float64") or len(q.shapes) != 1 or len(q.shapes[0]) != 3:
-        return False
+    if q.dtype not in ("float32", "float64") or len(q.shapes[0]) != 3:
+        return False  # (a VJP's query lists the input, the output and its gradient)
     _, s, d = q.shapes[0]
     heads = int(q.attrs.get("heads", 1))
     if heads <= 0 or d % heads or s > ATTN_MAX or d // heads > ATTN_MAX:

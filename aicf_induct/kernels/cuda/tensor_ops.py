@@ -121,8 +121,8 @@ def matmul_applies(q: KernelQuery) -> bool:
     """Float operands whose leading axes are equal (one strided-batched GEMM each way), or
     whose b has no leading axes but ones (a shared right operand: one GEMM over a's rows);
     other broadcasts take the fallback."""
-    if q.dtype not in ("float32", "float64") or len(q.shapes) != 2:
-        return False
+    if q.dtype not in ("float32", "float64") or len(q.shapes) < 2:
+        return False  # (a VJP's query lists a, b, the output and its gradient)
     la, lb = q.shapes[0][:-2], q.shapes[1][:-2]
     return la == lb or all(d == 1 for d in lb)
 
