@@ -221,8 +221,8 @@ def replay_case(dev: Any, case: Case, dtype: str = "float32") -> None:
         b.vjp()
         graph = stream.end_capture()
     b.poison()
-    graph.launch(stream)
-    stream.synchronize()
+    graph.launch()  # on the current stream, after the poisoning (a non-blocking stream
+    dev.cuda.get_current_stream().synchronize()  # would not wait for it)
     b.check(f"{case.id} replayed")
 
 
