@@ -258,7 +258,8 @@ class DevArray(np.ndarray):
 def _device(make: Any) -> Any:
     def run(*args: Any, **kw: Any) -> DevArray:
         assert CAPTURE.recording is None, "allocation while a CUDA graph is captured"
-        return np.ascontiguousarray(make(*args, **kw)).view(DevArray)
+        a = np.asarray(make(*args, **kw))
+        return (a if a.flags.c_contiguous else a.copy()).view(DevArray)  # 0-d stays 0-d
 
     return run
 
@@ -274,8 +275,9 @@ def _add(a: Any, b: Any, out: Any) -> None:
 def fake_cupy(workdir: Path) -> types.ModuleType:
     """A `cupy` whose arrays are NumPy's and whose RawModule builds for the host."""
     cp = types.ModuleType("cupy")
-    for name in ("asarray", "empty", "zeros", "full", "ones"):
+    for name in ("empty", "zeros", "full", "ones", "array"):
         setattr(cp, name, _device(getattr(np, name)))
+    cp.asarray = _device(np.array)  # type: ignore[attr-defined]  # a copy: device memory
     for name in ("uint32", "int64", "float32", "float64"):
         setattr(cp, name, getattr(np, name))
     cp.copyto = _copyto  # type: ignore[attr-defined]
