@@ -17,7 +17,18 @@ import pytest
 from aicf_induct.errors import ConfigError
 from aicf_induct.ir.ops import ACTIVATION_TABLE, CUDA_NONE
 from aicf_induct.kernels import REGISTRY, KernelQuery
-from aicf_induct.kernels.cuda import gemm, launch, mlp_step, ops, optim, sources
+from aicf_induct.kernels.cuda import (
+    attention,
+    gemm,
+    image,
+    launch,
+    mlp_step,
+    ops,
+    optim,
+    sources,
+    tensor_ops,
+    tokens,
+)
 from aicf_induct.kernels.cuda.sources import KERNEL_DIR, Family, headers
 from aicf_induct.runtime.backend import NUMPY, gpu_available, select_backend
 from aicf_induct.runtime.trainer import TrainConfig
@@ -47,6 +58,43 @@ def test_cuda_kernels_are_registered_and_capturable(op: str, direction: str) -> 
     assert REGISTRY.select(q).capturable
 
 
+@pytest.mark.parametrize("op,shapes,dtype,attrs", [
+    ("attention", ((256, 9, 192),), "float32", {"heads": 8, "dropout": 0.1}),
+    ("embedding", ((256, 7),), "int64", {"num_embeddings": 10, "embedding_dim": 8}),
+    ("numeric_tokenizer", ((256, 7),), "float64", {"d_token": 8}),
+    ("conv2d", ((64, 1, 8, 8),), "float32", {"out_channels": 4, "kernel_size": [3, 3]}),
+    ("pool", ((64, 4, 8, 8),), "float32", {"mode": "avg", "kernel_size": [2, 2]}),
+    ("mean", ((64, 9, 8),), "float32", {"axis": 1}), ("sum", ((64, 9),), "float64", {}),
+    ("concat", ((64, 2, 3), (64, 1, 3)), "float32", {"axis": 1}),
+    ("matmul", ((64, 4, 9, 6), (64, 4, 6, 9)), "float32", {}),
+    ("matmul", ((64, 9, 6), (6, 5)), "float64", {}),
+    ("reshape", ((64, 4, 6),), "float32", {"shape": [24]}),
+    ("transpose", ((64, 4, 6),), "float32", {"perm": [0, 2, 1]})])
+def test_new_op_kernels_are_registered_and_capturable(op: str, shapes: tuple, dtype: str,
+                                                      attrs: dict) -> None:
+    """Forward and VJP, as the plan queries them (a VJP's query: the inputs' shapes, then
+    the output's and its gradient's)."""
+    for direction in ("fwd", "vjp"):
+        qs = shapes if direction == "fwd" else (*shapes, (1,), (1,))
+        k = REGISTRY.select(KernelQuery(op, direction, "cuda", dtype, qs, attrs))
+        assert k.name == f"{op}.{direction}.cuda" and k.capturable
+
+
+@pytest.mark.parametrize("op,shapes,dtype,attrs", [
+    ("attention", ((8, 65, 64),), "float32", {"heads": 2}),  # 65 tokens
+    ("attention", ((8, 9, 130),), "float32", {"heads": 2}),  # heads 65 wide
+    ("attention", ((8, 9, 64),), "int64", {"heads": 2}),
+    ("matmul", ((8, 1, 9, 6), (1, 4, 6, 9)), "float32", {}),  # both sides broadcast
+    ("matmul", ((9, 6), (8, 6, 5)), "float32", {}),  # a shared by b's batches
+    ("conv2d", ((8, 1, 8, 8),), "int64", {})])
+def test_outside_their_limits_the_new_ops_take_the_fallback(op: str, shapes: tuple,
+                                                              dtype: str, attrs: dict) -> None:
+    for direction in ("fwd", "vjp"):
+        k = REGISTRY.select(KernelQuery(op, direction, "cuda", dtype, shapes, attrs))
+        assert k.name.endswith(".reference"), k.name
+    assert attention.ATTN_MAX == 64  # the limit docs/ir.md states
+
+
 def test_several_gemm_variants_for_small_shapes_one_for_huge() -> None:
     small = KernelQuery("linear_act", "fused", "cuda", "float32", ((256, 64),),
                         {"out_features": 64, "precision": "fp32"})
@@ -58,7 +106,8 @@ def test_several_gemm_variants_for_small_shapes_one_for_huge() -> None:
         "linear_act.cublas", "linear_act.cublaslt", "linear_act.fused.reference"}
 
 
-FAMILIES = {f.file: f for mod in (gemm, ops, optim, mlp_step) for f in vars(mod).values()
+FAMILIES = {f.file: f for mod in (gemm, ops, optim, mlp_step, attention, tokens, image,
+                                  tensor_ops) for f in vars(mod).values()
             if isinstance(f, Family)}
 
 
@@ -94,6 +143,12 @@ def test_every_kernel_the_launchers_name_is_in_its_source() -> None:
         "dropout.cu": {"dropout_apply"},
         "optim.cu": {"grad_sumsq", "adam_step", "sgd_step"},
         "mlp_step.cu": {"mlp_step", "mlp_step_clusters"},
+        "attention.cu": {"attn_fwd", "attn_bwd"},
+        "tokens.cu": {"embedding_fwd", "embedding_bwd", "tokenizer_fwd", "tokenizer_bwd_x",
+                      "tokenizer_bwd_params"},
+        "image.cu": {"im2col", "col2im", "rows_to_nchw", "nchw_to_rows", "pool_fwd",
+                     "pool_bwd"},
+        "tensor.cu": {"reduce_axis", "broadcast_axis", "concat_part"},
     }
     assert set(launchers) == set(FAMILIES)
     for file, names in launchers.items():

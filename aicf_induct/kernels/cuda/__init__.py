@@ -15,6 +15,9 @@ imports nothing from CuPy: sources compile on first use (compile.py), per device
 | softmax_ce     | .cuda (one pass: loss and gradient)                            |
 | each activation op (ir.ops.ACTIVATIONS), add, linear, cross_entropy, mse,       |
 | layernorm, batchnorm, dropout | .fwd.cuda, .vjp.cuda                            |
+| attention (fused core, up to attention.ATTN_MAX tokens and head width),         |
+| embedding, numeric_tokenizer (tokens.py), conv2d, pool (image.py), mean, sum,   |
+| concat, matmul, reshape, transpose (tensor_ops.py) | .fwd.cuda, .vjp.cuda       |
 
 The optimizer kernel (optim.py) and the one-kernel MLP step (mlp_step.py: a whole forward,
 loss and backward of an MLP chain in one persistent launch) are launched by
@@ -26,7 +29,7 @@ in this folder's .cu/.cuh files (sources.py says how each is compiled).
 from __future__ import annotations
 
 from aicf_induct.ir.ops import ACTIVATIONS
-from aicf_induct.kernels.cuda import gemm, ops
+from aicf_induct.kernels.cuda import attention, gemm, image, ops, tensor_ops, tokens
 from aicf_induct.kernels.registry import REGISTRY, Kernel, KernelFn, KernelQuery
 
 FLOATS = ("float32", "float64")
@@ -106,6 +109,23 @@ def _register() -> None:
     for (op, direction), fn in plain.items():
         REGISTRY.register(Kernel(f"{op}.{direction}.cuda", op, direction, "cuda", fn, 1,
                                  _floats, capturable=True))
+    mean, total = tensor_ops.reduce_kernels(True), tensor_ops.reduce_kernels(False)
+    beyond: dict[str, tuple[KernelFn, KernelFn, object]] = {  # op: fwd, vjp, applies
+        "attention": (attention.attention_fwd, attention.attention_vjp, attention.applies),
+        "embedding": (tokens.embedding_fwd, tokens.embedding_vjp, tokens.embedding_applies),
+        "numeric_tokenizer": (tokens.tokenizer_fwd, tokens.tokenizer_vjp, _floats),
+        "conv2d": (image.conv2d_fwd, image.conv2d_vjp, _floats),
+        "pool": (image.pool_fwd, image.pool_vjp, _floats),
+        "mean": (*mean, _floats), "sum": (*total, _floats),
+        "concat": (tensor_ops.concat_fwd, tensor_ops.concat_vjp, _floats),
+        "matmul": (tensor_ops.matmul_fwd, tensor_ops.matmul_vjp, tensor_ops.matmul_applies),
+        "reshape": (tensor_ops.copy_fwd, tensor_ops.copy_vjp, _floats),
+        "transpose": (tensor_ops.transpose_fwd, tensor_ops.transpose_vjp, _floats),
+    }
+    for op, (fwd, vjp, applies) in beyond.items():
+        for direction, fn in (("fwd", fwd), ("vjp", vjp)):
+            REGISTRY.register(Kernel(f"{op}.{direction}.cuda", op, direction, "cuda", fn, 1,
+                                     applies, capturable=True))  # type: ignore[arg-type]
 
 
 _register()

@@ -137,6 +137,9 @@ def cublas() -> tuple[Any, int]:
         lib.cublasSetWorkspace_v2.argtypes = [vp, vp, ctypes.c_size_t]
         lib.cublasGemmEx.argtypes = [vp, i, i, i, i, i, vp, vp, i, i, vp, i, i, vp, vp, i, i,
                                      i, i]
+        ll = ctypes.c_longlong
+        lib.cublasGemmStridedBatchedEx.argtypes = [vp, i, i, i, i, i, vp, vp, i, i, ll, vp, i,
+                                                   i, ll, vp, vp, i, i, ll, i, i, i]
         handle = cupy.cuda.device.get_cublas_handle()
         workspace = cupy.empty(WORKSPACE_BYTES, dtype=cupy.uint8)
         check_cublas(lib.cublasSetWorkspace_v2(handle, workspace.data.ptr, WORKSPACE_BYTES),

@@ -69,6 +69,26 @@ def cublas_gemm(precision: str, transa: int, transb: int, m: int, n: int, k: int
                                   dt, ldc, compute, GEMM_DEFAULT), "cublasGemmEx")
 
 
+def cublas_gemm_batched(transa: int, transb: int, m: int, n: int, k: int, a: Array, lda: int,
+                        stride_a: int, b: Array, ldb: int, stride_b: int, c: Array, ldc: int,
+                        stride_c: int, batch: int) -> None:
+    """`batch` column-major GEMMs C_i = op(A_i) op(B_i), operand i at pointer + i * stride
+    (elements; a stride 0 repeats the operand), in fp32 (or fp64) through one
+    cublasGemmStridedBatchedEx on the current stream (callable while a stream captures)."""
+    import cupy
+
+    lib, h = cublas()
+    check_cublas(lib.cublasSetStream_v2(h, cupy.cuda.get_current_stream().ptr),
+                 "cublasSetStream")
+    one, zero = _SCALARS[c.dtype]
+    dt, compute = (CUDA_R_64F, COMPUTE_64F) if c.dtype == np.float64 else (CUDA_R_32F,
+                                                                          COMPUTE["fp32"])
+    check_cublas(lib.cublasGemmStridedBatchedEx(
+        h, transa, transb, m, n, k, one.ctypes.data, a.data.ptr, dt, lda, stride_a, b.data.ptr,
+        dt, ldb, stride_b, zero.ctypes.data, c.data.ptr, dt, ldc, stride_c, batch, compute,
+        GEMM_DEFAULT), "cublasGemmStridedBatchedEx")
+
+
 def xwt(precision: str, x: Array, w: Array, out: Array) -> None:
     """out (M, N) = x (M, K) @ w (N, K)ᵀ."""
     (m, k), n = x.shape, w.shape[0]

@@ -4,7 +4,6 @@ them on fresh random inputs."""
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,15 +11,14 @@ from aicf_induct.ir.ops import Array, OpContext, activation
 from aicf_induct.kernels.cuda import gemm
 from aicf_induct.kernels.cuda.compile import device, function
 from aicf_induct.kernels.cuda.launch import (
-    NULL,
     act_id,
-    capturing,
     ctype,
     f64,
     grid_1d,
     i32,
     i64,
     ptr,
+    rng_args,
     row_chunks,
     rows,
     scalar,
@@ -216,14 +214,10 @@ def _dropout(ctx: OpContext, x: Array, out: Array, p: float) -> None:
     if not ctx.training or p == 0.0:
         ctx.xp.copyto(out, x)
         return
-    step_ptr = ctx.device_step if ctx.device_step is not None and capturing() else NULL
-    key_hi = (ctx.seed & 0xFFFFFFFF) << 32
-    k1 = zlib.crc32(ctx.node_id.encode())
     n = x.size
     fn = function(DROPOUT, f"dropout_apply<{ctype(x.dtype)}>")
     fn((grid_1d((n + 3) // 4),), (256,),
-       (i64(n), x, out, f64(p), scalar(x.dtype, 1.0 / (1.0 - p)), scalar("uint64", key_hi),
-        scalar("uint64", k1), step_ptr, i64(ctx.step)))
+       (i64(n), x, out, f64(p), scalar(x.dtype, 1.0 / (1.0 - p)), *rng_args(ctx)))
 
 
 def dropout_fwd(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array],
