@@ -139,7 +139,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"# ftt_vs_torch: {date.today()}, {env['device']}, torch {env['torch']}"
           f"{', cupy ' + env['cupy'] if 'cupy' in env else ''}; {spec}; {args.init} init, "
           f"{args.dtype}, {args.seeds} seeds", flush=True)
-    recipe = tt.Recipe(args.epochs, args.batch_size, args.lr, args.weight_decay, args.patience)
+    recipe = tt.Recipe(args.epochs, args.batch_size, args.lr, adamw_decay(args),
+                       args.patience)
     doc: dict[str, Any] = {
         "date": str(date.today()), "env": env, "device": args.device, "model": str(spec),
         "recipe": asdict(recipe), "init": args.init, "dtype": args.dtype,
@@ -150,6 +151,19 @@ def run(args: argparse.Namespace) -> int:
         if args.json:  # after every problem: a run cut short keeps what it measured
             Path(args.json).write_text(json.dumps(doc, indent=1, default=str))
     return finish(doc, args)
+
+
+def adamw_decay(args: argparse.Namespace) -> float:
+    """The weight decay the runtime's AdamW really uses: TrainConfig leaves a decay of 0 out,
+    and AdamW then takes torch's default of 0.01; PyTorch gets the same."""
+    from aicf_induct.runtime.trainer import TrainConfig
+
+    cfg = TrainConfig(optimizer="adamw", lr=args.lr, weight_decay=args.weight_decay)
+    decay = float(cfg.make_optimizer().config.weight_decay)
+    if decay != args.weight_decay:
+        print(f"# --weight-decay {args.weight_decay:g}: the runtime's AdamW uses {decay:g}; "
+              f"so does PyTorch", file=sys.stderr)
+    return decay
 
 
 def finish(doc: dict[str, Any], args: argparse.Namespace) -> int:
