@@ -6,6 +6,7 @@ stated rule."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -24,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import ftt_problems  # noqa: E402
 import ftt_report  # noqa: E402
 import ftt_torch as tt  # noqa: E402
+import ftt_vs_torch  # noqa: E402
 
 
 @pytest.mark.parametrize("model", ["ftt:depth=2,d_token=16,heads=2,act=gelu",
@@ -129,3 +131,49 @@ def test_merged_report(tmp_path: Path) -> None:
     assert "- p2 torch_graph: skipped: RuntimeError" in text
     with pytest.raises(ConfigError, match=r"b\.json: its device 'cpu'"):
         ftt_report.merge([("a.json", _doc("cuda", "p1")), ("b.json", _doc("cpu", "p2"))])
+
+
+def _script(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+            *args: str) -> tuple[int, str, str]:
+    """benchmarks/ftt_vs_torch.py's main with these arguments: (exit code, stdout, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["ftt_vs_torch.py", *args])
+    code = ftt_vs_torch.main()
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_script_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Export, train both sides from the .npz files, write the JSON, draw the report again
+    from it: the same section, nothing written to RESULTS.md."""
+    ftt_problems.export_npz(load_problem("wine", seed=0), tmp_path / "npz")
+    out = tmp_path / "run.json"
+    code, stdout, err = _script(
+        monkeypatch, capsys, "--problems-npz", str(tmp_path / "npz"), "--seeds", "2",
+        "--epochs", "2", "--time-steps", "2", "--batch-size", "64", "--json", str(out),
+        "--model", "ftt:depth=1,d_token=8,heads=2,attention_dropout=0")
+    assert code == 0, err
+    doc = json.loads(out.read_text())
+    [p] = doc["problems"]
+    assert p["name"] == "wine" and len(p["ours"]) == len(p["torch"]) == 2
+    # shared weights and batches, no dropout: the same scores on both sides
+    assert [f["test_score"] for f in p["ours"]] == pytest.approx(
+        [f["test_score"] for f in p["torch"]], abs=1e-9)
+    assert isinstance(p["step_ms"]["ours"], float) and "torch_graph" not in p["step_ms"]
+    code, again, err = _script(monkeypatch, capsys, "--from-json", str(out))
+    assert code == 0, err
+    section = again[again.index("## FT-Transformer"):]
+    assert section in stdout
+    assert "| wine | classification | 115/27/36 | 13 | 2 | accuracy |" in section
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--model", "mlp:depth=2"], "error: --model must be an ftt spec"),
+    (["--problems-npz", "/nonexistent"], "error: --problems-npz: '/nonexistent' is not a"),
+    (["--from-json", "/nonexistent.json"], "error: --from-json: cannot read"),
+])
+def test_script_bad_input(args: list[str], message: str, monkeypatch: pytest.MonkeyPatch,
+                          capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _script(monkeypatch, capsys, *args)
+    assert code == 2 and err.startswith(message) and err.count("\n") == 1, err
+    assert out == ""
