@@ -74,10 +74,9 @@ class TrainConfig:
             return make_optimizer("sgd", lr=self.lr, momentum=self.momentum,
                                   nesterov=self.nesterov, weight_decay=self.weight_decay)
         if self.optimizer in ("adam", "adamw"):
-            kwargs: dict[str, Any] = {"lr": self.lr}
-            if self.weight_decay or self.optimizer == "adam":
-                kwargs["weight_decay"] = self.weight_decay
-            return make_optimizer(self.optimizer, **kwargs)
+            # the configured decay, 0 included: the run's logged config is what it trained
+            # with (AdamW's own default, 0.01, applied to a 0 once)
+            return make_optimizer(self.optimizer, lr=self.lr, weight_decay=self.weight_decay)
         return make_optimizer(self.optimizer, lr=self.lr)  # raises a ConfigError naming it
 
 

@@ -313,3 +313,12 @@ def test_clip_leaves_non_finite_gradients_alone() -> None:
 def test_clip_rejects_bad_max_norm(max_norm: float) -> None:
     with pytest.raises(ConfigError, match="max_norm"):
         clip_grad_norm_(_grad_store(1.0), max_norm)
+
+
+def test_adamw_trains_with_the_configured_decay_zero_included() -> None:
+    from aicf_induct.runtime.trainer import TrainConfig
+
+    assert TrainConfig(optimizer="adamw", weight_decay=0.0).make_optimizer().config \
+        .weight_decay == 0.0
+    assert TrainConfig(optimizer="adamw", weight_decay=0.05).make_optimizer().config \
+        .weight_decay == 0.05
