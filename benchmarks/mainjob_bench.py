@@ -64,15 +64,18 @@ COMPUTE_SQL = """
 SELECT r.problem_id, json_extract_string(r.config, '$.sweep.candidate') AS candidate, r.seed,
        coalesce(r.steps_taken, 0) * s.param_count AS compute
 FROM runs r JOIN ir_snapshots s ON s.run_id = r.run_id AND s.reason = 'start'
-WHERE r.origin = 'sweep' AND r.status IN ('completed', 'early_stopped', 'failed', 'timeout')
+WHERE r.origin = 'sweep' AND list_contains($statuses, r.status)
 """
 
 
 def compute_table(root: str) -> pd.DataFrame:
     import warehouse
+    from aicf_induct.induction.sweep import END_STATUSES
+    from warehouse.catalog import frame
 
-    return warehouse.with_retry(Path(root),
-                                lambda c: c.sql(COMPUTE_SQL).to_arrow_table().to_pandas())
+    # finished runs only: an interrupted run and its rerun are the same triple
+    return warehouse.with_retry(
+        Path(root), lambda c: frame(c, COMPUTE_SQL, {"statuses": list(END_STATUSES)}))
 
 
 def adaptive_run(problem_name: str, structure_key: str, seed: int, effects: RewriteEffects,

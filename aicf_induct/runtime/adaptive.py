@@ -418,10 +418,11 @@ class AdaptiveRun:
                           partial=len(idx) < self.config.batch_size)
         unstable = self.instability.observe(obs)
         if unstable is not None:
-            if self._harmful(unstable):
-                return self._on_instability(unstable, rec.loss, (epoch, batch))
+            harmful = self._harmful(unstable)
             self._event("trigger", unstable.trigger, {"kind": unstable.kind, **unstable.detail},
                         {"loss": rec.loss})
+            if harmful:
+                return self._on_instability(unstable, (epoch, batch))
             self.instability.accept(obs)  # a hard batch: part of the loss's distribution
         self.recent = [*self.recent, rec.loss][-self.adapt.guard.steps:]
         if self.guard.active:
@@ -559,9 +560,7 @@ class AdaptiveRun:
                         verdict="harm" if harm else "transient")
         return harm
 
-    def _on_instability(self, f: Fired, loss: float, at: tuple[int, int]) -> str | None:
-        self._event("trigger", f.trigger, {"kind": f.kind, **f.detail},
-                    {"loss": loss})
+    def _on_instability(self, f: Fired, at: tuple[int, int]) -> str | None:
         if self.rollbacks >= self.adapt.max_rollbacks:
             why = f"more than {self.adapt.max_rollbacks} rollbacks"
             self._event("rollback", "give_up", {"reason": why})
