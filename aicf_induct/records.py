@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol, TextIO, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, runtime_checkable
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def utc_now() -> datetime:
@@ -77,6 +81,34 @@ class StepRecord:
     lr: float
     step_time_s: float  # wall time of forward + backward + optimizer
     batch_size: int
+
+
+@dataclass(frozen=True)
+class StepBatch:
+    """Consecutive steps of one run's epoch as columns: what a run trained on the GPU
+    reads back at once, logged without a Python object per step. `records()` gives the
+    same rows as `StepRecord`s."""
+
+    run_id: str
+    epoch: int
+    step: np.ndarray  # int64
+    loss: np.ndarray
+    grad_norm: np.ndarray
+    update_ratio: np.ndarray
+    lr: np.ndarray
+    step_time_s: float  # the same for every step of the batch
+    batch_size: np.ndarray  # int64
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+    def records(self) -> Iterator[StepRecord]:
+        for k in range(len(self.step)):
+            yield StepRecord(run_id=self.run_id, step=int(self.step[k]), epoch=self.epoch,
+                             loss=float(self.loss[k]), grad_norm=float(self.grad_norm[k]),
+                             update_ratio=float(self.update_ratio[k]), lr=float(self.lr[k]),
+                             step_time_s=self.step_time_s,
+                             batch_size=int(self.batch_size[k]))
 
 
 @dataclass(frozen=True)
@@ -148,6 +180,17 @@ def send(recorder: Recorder, rec: Record) -> None:
     getattr(recorder, METHODS[type(rec)])(rec)
 
 
+def send_steps(recorder: Recorder, batch: StepBatch) -> None:
+    """Give `batch` to the recorder at once where it takes batches (`step_batch`), else
+    step by step."""
+    take = getattr(recorder, "step_batch", None)
+    if take is not None:
+        take(batch)
+    else:
+        for rec in batch.records():
+            recorder.step(rec)
+
+
 def keeps_problems(recorder: Recorder) -> bool:
     """Whether problem records reach storage through `recorder` (worth their features)."""
     return bool(getattr(recorder, "keeps_problems", True))
@@ -173,6 +216,10 @@ class BaseRecorder:
 
     def step(self, rec: StepRecord) -> None:
         self.record(rec)
+
+    def step_batch(self, batch: StepBatch) -> None:
+        for rec in batch.records():
+            self.step(rec)
 
     def event(self, rec: EventRecord) -> None:
         self.record(rec)
@@ -230,6 +277,10 @@ class FanoutRecorder(BaseRecorder):
     def record(self, rec: Record) -> None:
         for r in self.recorders:
             send(r, rec)
+
+    def step_batch(self, batch: StepBatch) -> None:
+        for r in self.recorders:
+            send_steps(r, batch)
 
     def flush(self) -> None:
         for r in self.recorders:

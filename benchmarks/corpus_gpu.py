@@ -80,6 +80,12 @@ def main() -> int:
     ap.add_argument("--warehouse-dir", default="/tmp/corpus_gpu_bench")
     ap.add_argument("--json", default=None, help="write the figures to this file")
     ap.add_argument("--write-results", action="store_true")
+    ap.add_argument("--from-json", default=None, metavar="A.json,B.json",
+                    help="measure nothing: the rows of these --json files (modes measured "
+                         "by separate invocations, e.g. (a) and (b) at once on different "
+                         "cores), in this order, with the slice options they were run with")
+    ap.add_argument("--note", default="", help="a paragraph for RESULTS.md under the table "
+                                               "(how the parts were run)")
     args = ap.parse_args()
 
     if args.problems.startswith("@"):
@@ -94,8 +100,14 @@ def main() -> int:
     train = TrainConfig(epochs=args.epochs, patience=args.patience)
     full = SweepSpec(tuple(names), cands, tuple(range(args.seeds)), train, args.budget)
     sample = dataclasses.replace(full, candidates=cands[::args.sample])
-    out = []
-    for mode in args.modes.split(","):
+    out: list[dict[str, object]] = []
+    gpu, cpu = gpu_name(), f"{cpu_model()}, {os.cpu_count()} cores"
+    for part in args.from_json.split(",") if args.from_json else []:
+        got = json.loads(Path(part).read_text())
+        out += got["rows"]
+        if not str(got.get("gpu", "none")).startswith("none"):
+            gpu, cpu = got["gpu"], got["cpu"]
+    for mode in [] if args.from_json else args.modes.split(","):
         spec, workers = {"cpu": (sample, args.cpu_workers), "gpu_solo": (sample, 1),
                          "gpu_engine": (full, args.gpu_models)}[mode]
         row = measure(mode, spec, Path(args.warehouse_dir) / mode, workers)
@@ -103,7 +115,6 @@ def main() -> int:
         out.append(row)
         if args.json:  # after each mode: a later one cut short keeps the earlier figures
             Path(args.json).write_text(json.dumps({"rows": out}, indent=1))
-    gpu, cpu = gpu_name(), f"{cpu_model()}, {os.cpu_count()} cores"
     rate = {r["mode"]: float(r["runs_per_hour"]) for r in out}  # type: ignore[arg-type]
     lines = [
         "## GPU corpus engine: runs per hour (`benchmarks/corpus_gpu.py`)", "",
@@ -122,6 +133,8 @@ def main() -> int:
         for base in ("cpu", "gpu_solo"):
             if rate.get(base):
                 lines.append(f"\n(c) / {base}: **{rate['gpu_engine'] / rate[base]:.1f}×**")
+    if args.note:
+        lines += ["", args.note]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.json:

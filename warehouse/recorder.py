@@ -15,6 +15,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from aicf_induct.records import (
     BaseRecorder,
     EventRecord,
@@ -23,6 +25,7 @@ from aicf_induct.records import (
     RunEndRecord,
     RunStartRecord,
     SnapshotRecord,
+    StepBatch,
     StepRecord,
     utc_now,
 )
@@ -105,6 +108,16 @@ class WarehouseRecorder(BaseRecorder):
         self.writer.append_row("steps", (
             rec.run_id, rec.step, rec.epoch, rec.loss, rec.grad_norm, rec.update_ratio, rec.lr,
             rec.step_time_s, rec.batch_size))
+
+    def step_batch(self, batch: StepBatch) -> None:
+        # an epoch of a GPU run as columns: no Python tuple per step
+        n = len(batch)
+        self.writer.append_batch("steps", {
+            "run_id": pa.repeat(batch.run_id, n), "step": batch.step,
+            "epoch": pa.repeat(batch.epoch, n), "loss": batch.loss,
+            "grad_norm": batch.grad_norm, "update_ratio": batch.update_ratio, "lr": batch.lr,
+            "step_time_s": pa.repeat(float(batch.step_time_s), n),
+            "batch_size": batch.batch_size})
 
     def event(self, rec: EventRecord) -> None:
         self.writer.append_row("events", (

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from aicf_induct.cli import options
 from aicf_induct.cli.sweep import ENGINE_HELP, WORKERS_HELP
 from aicf_induct.cli.table import print_table
 from aicf_induct.errors import ConfigError
@@ -68,6 +69,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help=f"early-stopping patience in epochs (default {PATIENCE})")
     b.add_argument("--budget", type=float, default=BUDGET_S, metavar="SECONDS",
                    help=f"wall-clock budget per run (default {BUDGET_S:g}; 0: none)")
+    b.add_argument("--time-limit", type=options.non_negative_float, default=0.0,
+                   metavar="SECONDS",
+                   help="start no run after this many seconds: the runs in flight finish "
+                        "and are logged, the rest is left for the same command run again "
+                        "(default 0: none)")
     b.add_argument("--backend", default="auto", choices=["auto", "numpy", "cupy"],
                    help="auto: CuPy on an NVIDIA GPU, else NumPy (default auto)")
     b.add_argument("--adaptive", type=int, default=0, metavar="N",
@@ -160,7 +166,7 @@ def build(args: argparse.Namespace) -> int:
         return 0
     root = args.warehouse if args.warehouse is not None else warehouse.default_root()
     report = run_sweep(spec, root, workers=workers(args), engine=args.engine,
-                       progress=not args.quiet)
+                       progress=not args.quiet, time_limit_s=args.time_limit)
     print_report(report, root, args.json, f"aicf-induct induce fit --warehouse {root}")
     if args.adaptive:
         from aicf_induct.induction.adaptive_corpus import plan, run_adaptive

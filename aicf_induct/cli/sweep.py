@@ -71,6 +71,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    metavar="SECONDS",
                    help="wall-clock budget per run; past it the run stops with status "
                         f"timeout (default {DEFAULT_BUDGET_S:g}; 0: none)")
+    p.add_argument("--time-limit", type=options.non_negative_float, default=0.0,
+                   metavar="SECONDS",
+                   help="start no run after this many seconds: the runs in flight finish "
+                        "and are logged, the rest is left for the same command run again "
+                        "(default 0: none)")
     p.add_argument("--workers", type=int, default=None, metavar="W",
                    help=WORKERS_HELP)
     p.add_argument("--engine", choices=ENGINES, default="local", help=ENGINE_HELP)
@@ -122,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
     root, key = sweep_target(args)
     report = run_sweep(spec, root, workers=workers(args), engine=args.engine,
                        retry_failed=args.retry_failed, ray_address=args.ray_address,
-                       progress=not args.quiet, api_key=key)
+                       progress=not args.quiet, api_key=key,
+                       time_limit_s=args.time_limit)
     print_report(report, root, args.json)
     return 0
 

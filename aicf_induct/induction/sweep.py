@@ -111,6 +111,7 @@ class SweepReport:
     unloadable: dict[str, str] = field(default_factory=dict)  # problem -> error
     elsewhere: int = 0  # ended by another sweep on this warehouse while this one ran
     held: int = 0  # still running in another live sweep when this one ended
+    left: int = 0  # not started: the time limit came first (the next invocation runs them)
     wall_s: float = 0.0
 
     @property
@@ -128,6 +129,9 @@ class SweepReport:
         if self.elsewhere or self.held:
             text += (f"; another sweep on this warehouse ended {self.elsewhere} and is still "
                      f"running {self.held}")
+        if self.left:
+            text += (f"; time limit reached: {self.left} left for the next invocation of the "
+                     "same command")
         if self.unloadable:
             text += f"; {len(self.unloadable)} problem(s) failed to load: " + "; ".join(
                 f"{k}: {v}" for k, v in self.unloadable.items())
@@ -137,7 +141,7 @@ class SweepReport:
         return {"sweep_id": self.sweep_id, "planned": self.planned, "skipped": self.skipped,
                 "ran": self.ran, "failed": self.failed, "statuses": dict(self.statuses),
                 "unloadable": self.unloadable, "elsewhere": self.elsewhere,
-                "held": self.held, "wall_s": self.wall_s}
+                "held": self.held, "left": self.left, "wall_s": self.wall_s}
 
 
 # -- the warehouse as the sweep's state ----------------------------------------------------------
@@ -238,12 +242,14 @@ def plan(spec: SweepSpec, problem_ids: dict[str, str], root: str | Path,
 def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: str = "local",
               retry_failed: bool = False, ray_address: str | None = None,
               progress: bool = True, stream: TextIO | None = None,
-              api_key: str | None = None) -> SweepReport:
+              api_key: str | None = None, time_limit_s: float = 0.0) -> SweepReport:
     """Run the triples of `spec` not finished in the warehouse at `root` (or logged through
     the service at the URL `root`, with the write key `api_key`); see the module docstring.
     Local workers are spawned processes: a script that calls this must do so under
     `if __name__ == "__main__":`. With Ray on several machines, `root` must be a directory
-    every node sees (a shared file system), or the service's URL."""
+    every node sees (a shared file system), or the service's URL. `time_limit_s` (> 0): start
+    no run after that many seconds from now; the runs in flight finish and are logged, and
+    the rest is left to the next invocation (`SweepReport.left`)."""
     if engine not in ENGINES:
         raise ConfigError(f"unknown engine '{engine}' (valid: {', '.join(ENGINES)})")
     if workers < 1:
@@ -278,7 +284,8 @@ def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: st
                        disable=not progress, file=out, smoothing=0.05)
             try:
                 with open_engine(engine, workers, ray_address) as eng:
-                    dispatch(todo, eng, claims, parent, report, bar)
+                    dispatch(todo, eng, claims, parent, report, bar,
+                             t0 + time_limit_s if time_limit_s > 0 else None)
             finally:
                 bar.close()
         report.wall_s = time.perf_counter() - t0
@@ -324,11 +331,13 @@ class TripleClaims:
 
 
 def dispatch(todo: Sequence[Task], eng: Engine, claims: TripleClaims | NoClaims, parent: Any,
-             report: SweepReport, bar: Any) -> None:
+             report: SweepReport, bar: Any, stop_at: float | None = None) -> None:
     """Claim each triple just before it runs, keep the engine full, end each claim with its
     run's status. A triple another live sweep holds is left to it (looked at again at the
-    end, in case that sweep died meanwhile)."""
-    queue, held, second_look = deque(todo), [], False
+    end, in case that sweep died meanwhile). Past `stop_at` (time.perf_counter) no run
+    starts: those in flight finish, the rest is counted in `report.left`."""
+    queue, second_look = deque(todo), False
+    held: list[Task] = []
     inflight: dict[Triple, Claim | None] = {}
     crashes: Counter[Triple] = Counter()
 
@@ -340,6 +349,10 @@ def dispatch(todo: Sequence[Task], eng: Engine, claims: TripleClaims | NoClaims,
 
     try:
         while True:
+            if stop_at is not None and queue and time.perf_counter() >= stop_at:
+                report.left += len(queue) + len(held)  # unclaimed: the next sweep's
+                queue.clear()
+                held.clear()
             while queue and len(inflight) < eng.capacity:
                 task = queue.popleft()
                 state, claim = claims.take(task)

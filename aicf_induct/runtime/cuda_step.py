@@ -401,6 +401,16 @@ def segments(opt: Optimizer, store: Any) -> tuple[int, ...]:
     return tuple(ends) or (store.numel(),)
 
 
+def _segment_firsts(store: Any, segs: tuple[int, ...]) -> list[int]:
+    """Index (in `store.names`) of each segment's first parameter."""
+    firsts, first = [], 0
+    for end in segs:
+        firsts.append(first)
+        while first < len(store.names) and store.slices[store.names[first]].stop <= end:
+            first += 1
+    return firsts
+
+
 def fill_hyper(h: np.ndarray, opt: Optimizer, store: Any, segs: tuple[int, ...], lr: float,
                step: int) -> None:
     """The update's step terms (after `opt._steps` advanced): lr, lr*wd, the step, and per
@@ -409,8 +419,7 @@ def fill_hyper(h: np.ndarray, opt: Optimizer, store: Any, segs: tuple[int, ...],
     h[0] = lr
     h[1] = lr * c.weight_decay
     h.view(np.int64)[2] = step
-    first = 0  # index of the segment's first parameter
-    for s, end in enumerate(segs):
+    for s, first in enumerate(_segment_firsts(store, segs)):
         t = int(opt._steps[first])
         if isinstance(opt, Adam):
             b1, b2 = c.betas
@@ -418,8 +427,46 @@ def fill_hyper(h: np.ndarray, opt: Optimizer, store: Any, segs: tuple[int, ...],
             h[HYPER_FIXED + 2 * s + 1] = (1 - b2**t) ** 0.5
         else:
             h[HYPER_FIXED + 2 * s] = 1.0 if t == 1 else 0.0
-        while first < len(store.names) and store.slices[store.names[first]].stop <= end:
-            first += 1
+
+
+_BIAS_TERMS: dict[tuple[float, bool], np.ndarray] = {}
+
+
+def _bias_terms(beta: float, root: bool, upto: int) -> np.ndarray:
+    """[1 - beta**t (its square root when `root`) for t in 0..upto at least], each made by
+    Python's float power as `fill_hyper` makes it (NumPy's vectorised power may round
+    differently in the last bit); kept, and grown as steps pass."""
+    have = _BIAS_TERMS.get((beta, root))
+    if have is None or len(have) <= upto:
+        size = max(2 * upto, 1024)
+        terms = [1 - beta**t for t in range(size + 1)]
+        have = _BIAS_TERMS[(beta, root)] = np.array([v ** 0.5 for v in terms] if root
+                                                    else terms)
+    return have
+
+
+def fill_hyper_steps(table: np.ndarray, opt: Optimizer, store: Any, segs: tuple[int, ...],
+                     lrs: np.ndarray, step: int) -> None:
+    """`fill_hyper` for the next `len(lrs)` steps at once, row k for step `step + k` at
+    learning rate `lrs[k]`, advancing `opt._steps` by as many: the rows are the ones the
+    per-step loop (raise the counts, fill a row) writes, bit for bit, without its Python
+    cost per step (the GPU engine fills an epoch's table this way)."""
+    n = len(lrs)
+    if n == 0:
+        return
+    c = opt.config
+    table[:n, 0] = lrs
+    table[:n, 1] = lrs * c.weight_decay
+    table[:n].view(np.int64)[:, 2] = step + np.arange(n, dtype=np.int64)
+    for s, first in enumerate(_segment_firsts(store, segs)):
+        t = int(opt._steps[first]) + 1 + np.arange(n)
+        if isinstance(opt, Adam):
+            b1, b2 = c.betas
+            table[:n, HYPER_FIXED + 2 * s] = -(lrs / _bias_terms(b1, False, t[-1])[t])
+            table[:n, HYPER_FIXED + 2 * s + 1] = _bias_terms(b2, True, t[-1])[t]
+        else:
+            table[:n, HYPER_FIXED + 2 * s] = (t == 1).astype(np.float64)
+    opt._steps += n
 
 
 def step_spec(chain: Any, store: Any) -> Any:

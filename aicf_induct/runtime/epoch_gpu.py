@@ -21,18 +21,17 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import math
 import time
 from typing import Any
 
 import numpy as np
 
 from aicf_induct.problems.problem import Problem
-from aicf_induct.records import StepRecord
+from aicf_induct.records import StepBatch, send_steps
 from aicf_induct.runtime.cuda_step import (
     CudaStep,
     capture,
-    fill_hyper,
+    fill_hyper_steps,
     kept_buffers,
     warm_up,
 )
@@ -111,7 +110,7 @@ class DeviceEpochs:
             self.counter = cupy.zeros(1, dtype=np.int64)
             self.stats = cupy.zeros((self.n_batches, STATS), dtype=np.float64)
             self._build()
-        self._queued: tuple[int, int, float, list[float], list[int], list[Any]] | None = None
+        self._queued: tuple[int, int, float, np.ndarray, list[int], list[Any]] | None = None
 
     # -- setup -------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -177,16 +176,16 @@ class DeviceEpochs:
         if cfg.max_steps:
             n = min(n, cfg.max_steps - tr.step_count)
         first = tr.step_count
-        opt, store = tr.optimizer, tr.store
         table = np.zeros((max(n, 1), self.width), dtype=np.float64)
-        lrs = []
-        for k in range(n):
-            e = self.entries[self.sizes[k]]
-            lr = tr.schedule.lr(first + k)
-            opt._steps += 1  # as CudaStep.run: the count is raised before the update uses it
-            fill_hyper(table[k], opt, store, e.signature[-1], lr, first + k)
-            table[k].view(np.int64)[-2:] = e.static_feed
-            lrs.append(lr)
+        lrs = np.array([tr.schedule.lr(first + k) for k in range(n)], dtype=np.float64)
+        # the segments (parameters sharing a step count) are one for every entry: a run
+        # trained here is never rewritten
+        segs = self.entries[self.sizes[0]].signature[-1]
+        fill_hyper_steps(table, tr.optimizer, tr.store, segs, lrs, first)
+        feeds = table.view(np.int64)[:n, -2:]
+        for k, size in enumerate(self.sizes[:n]):
+            if k == 0 or size != self.sizes[k - 1]:
+                feeds[k:] = self.entries[size].static_feed
         order = np.ascontiguousarray(tr.stream.order(epoch), dtype=np.int64)
         with self.stream:
             t0 = time.perf_counter()
@@ -235,14 +234,15 @@ class DeviceEpochs:
             losses = [float(loss.get()) for _, loss, _ in evals]
             preds = np.concatenate([pred.get() for _, _, pred in evals])
         per_step = (time.perf_counter() - t0) / max(len(sizes), 1)
-        out = []
-        for k, (s, size) in enumerate(zip(stats, sizes, strict=True)):
-            ratio = 0.0 if s[1] == 0 else math.sqrt(s[2] / s[1])
-            rec = StepRecord(run_id=tr.run_id, step=first + k, epoch=epoch, loss=float(s[3]),
-                             grad_norm=math.sqrt(s[0]), update_ratio=ratio, lr=lrs[k],
-                             step_time_s=per_step, batch_size=size)
-            tr.recorder.step(rec)
-            out.append(rec.loss)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(stats[:, 1] == 0, 0.0, np.sqrt(stats[:, 2] / stats[:, 1]))
+        batch = StepBatch(run_id=tr.run_id, epoch=epoch,
+                          step=first + np.arange(len(sizes), dtype=np.int64),
+                          loss=stats[:, 3].copy(), grad_norm=np.sqrt(stats[:, 0]),
+                          update_ratio=ratio, lr=lrs, step_time_s=per_step,
+                          batch_size=np.asarray(sizes, dtype=np.int64))
+        send_steps(tr.recorder, batch)
+        out = batch.loss.tolist()
         val = tr.problem.val
         total = sum(loss * rows for (rows, _, _), loss in zip(evals, losses, strict=True))
         return out, total / max(len(val), 1), score(tr.problem.task, preds, val.y)

@@ -138,3 +138,21 @@ def test_two_identical_sweeps_at_once_split_the_work(tmp_path: Path) -> None:
     assert sum(r["ran"] for r in reports) == len(planned())
     for r in reports:  # each sweep accounts for every triple
         assert r["ran"] + r["skipped"] + r["elsewhere"] + r["held"] == r["planned"], r
+
+
+def test_a_time_limit_lets_runs_in_flight_finish_and_leaves_the_rest(tmp_path: Path) -> None:
+    root = tmp_path / "wh"
+    # one worker, runs of 2 s each: the 3 s limit passes before the fourth run could start
+    cmd = sweep_cmd(root, "--epochs", "100000", "--budget", "2", "--workers", "1")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    first = subprocess.run([*cmd, "--time-limit", "3"], capture_output=True, text=True,
+                           timeout=300, env=env)
+    assert first.returncode == 0, first.stderr
+    report = json.loads(first.stdout)
+    assert report["left"] >= 1 and report["ran"] + report["left"] == len(planned())
+    assert statuses(root) == ({"timeout": report["ran"]} if report["ran"] else {})  # none cut
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["ran"] == report["left"]
+    after = ended_triples(root)
+    assert set(after) == planned() and max(after.values()) == 1

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
+from aicf_induct.kernels.registry import Kernel, KernelQuery, KernelRegistry
 from aicf_induct.runtime.executor import Executor, store_for
 from aicf_induct.runtime.optimizers import make_optimizer
 from tests.graphs import all_ops, mlp
-from tests.kernels.cuda_helpers import assert_close, host
+from tests.kernels.cuda_helpers import assert_close
 from tests.kernels.test_fusion import GRAPHS, _batch
 
 pytestmark = pytest.mark.cuda
@@ -89,8 +90,7 @@ def test_captured_step_matches_numpy_steps(name: str, opt: str, kw: dict, clip: 
         np.testing.assert_allclose(s.grad_norm, norm, rtol=1e-9)
         np.testing.assert_allclose(s.update_ratio, ratio, rtol=1e-8)
         assert_close(gpu.store.data, ref.store.data, 1e-10, f"theta after step {k}")
-    capturable = name != "all_ops"  # batchnorm and concat run their references
-    assert step.captured == (graphs and capturable), step.graph_error
+    assert step.captured == graphs, step.graph_error  # every op has a capturable kernel
     assert o_gpu.state_dict()["steps"] == o_ref.state_dict()["steps"]
 
 
@@ -171,13 +171,39 @@ def test_autotuned_choices_persist_in_the_warehouse(tmp_path) -> None:
     assert not any(n.endswith("reference") for n in names)
 
 
-def test_all_ops_graph_runs_with_fallbacks_and_says_so() -> None:
+class _Withholding(KernelRegistry):
+    """The registry's kernels but those of `op`: the op runs its reference on the GPU, as an
+    op without a CUDA kernel would."""
+
+    def __init__(self, op: str) -> None:
+        super().__init__()
+        self.op = op
+
+    def candidates(self, q: KernelQuery) -> list[Kernel]:
+        from aicf_induct.kernels import REGISTRY
+
+        return [] if q.op == self.op else REGISTRY.candidates(q)
+
+
+def test_a_reference_fallback_runs_eagerly_and_says_so() -> None:
+    from aicf_induct.runtime.cuda_step import CudaStep
+
     graph = all_ops()
-    gpu = _gpu_executor(graph, "cross_entropy")
+    ref = Executor(graph, store_for(graph, seed=1), loss="cross_entropy")
+    gpu = _gpu_executor(graph, "cross_entropy", registry=_Withholding("concat"))
     plan = gpu.plan("train", 8)
     assert not plan.capturable
-    assert any(n.endswith(".reference") for n in plan.kernel_names)
-    x = np.random.default_rng(0).normal(size=(8, 6))
-    loss = gpu.train_step(x, np.arange(8) % 3, 0)
-    assert np.isfinite(loss)
-    assert host(gpu.store.grad).any()
+    assert {n for n in plan.kernel_names if n.endswith(".reference")} == {
+        "concat.fwd.reference", "concat.vjp.reference"}
+    o_ref, o_gpu = make_optimizer("adam", lr=0.01), make_optimizer("adam", lr=0.01)
+    step = CudaStep(gpu, o_gpu, graphs=True)
+    rng = np.random.default_rng()
+    for k in range(3):
+        x, y = rng.normal(size=(8, 6)), np.arange(8) % 3
+        loss_ref = ref.train_step(x, y, k)
+        o_ref.step(ref.store, 0.01)
+        s = step.run(x, y, k, 0.01)
+        assert s is not None
+        np.testing.assert_allclose(s.loss, loss_ref, rtol=1e-10)
+        assert_close(gpu.store.data, ref.store.data, 1e-10, f"theta after step {k}")
+    assert not step.captured

@@ -172,3 +172,29 @@ def test_reports_run_on_an_empty_warehouse(root: Path) -> None:
     for name in ("run_summary", "leaderboard", "pattern_performance", "rewrite_effects",
                  "feature_pattern_correlation"):
         assert run_report(conn, name).empty
+
+
+def test_a_step_batch_logs_the_rows_its_steps_log_one_by_one(tmp_path: Path) -> None:
+    import numpy as np
+
+    from aicf_induct.records import FanoutRecorder, MemoryRecorder, StepBatch, send_steps
+
+    rng = np.random.default_rng()
+    n = 300
+    batch = StepBatch(run_id="r", epoch=3, step=np.arange(40, 40 + n),
+                      loss=rng.normal(size=n), grad_norm=rng.uniform(size=n),
+                      update_ratio=rng.uniform(size=n), lr=rng.uniform(size=n),
+                      step_time_s=0.0125, batch_size=np.r_[[32] * (n - 1), [7]])
+    columns = "run_id, step, epoch, loss, grad_norm, update_ratio, lr, step_time_s, batch_size"
+    by_rows, memory = WarehouseRecorder(tmp_path / "rows"), MemoryRecorder()
+    for r in batch.records():
+        by_rows.step(r)
+    by_rows.close()
+    at_once = WarehouseRecorder(tmp_path / "batch")
+    send_steps(FanoutRecorder(at_once, memory), batch)  # the warehouse's step_batch, the
+    at_once.close()                                     # memory recorder's rows
+    want = _q(tmp_path / "rows", f"SELECT {columns} FROM steps ORDER BY step")
+    assert len(want) == n
+    assert _q(tmp_path / "batch", f"SELECT {columns} FROM steps ORDER BY step") == want
+    assert memory.steps == list(batch.records())
+    assert [type(v) for v in (memory.steps[0].step, memory.steps[0].loss)] == [int, float]
