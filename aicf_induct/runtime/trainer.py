@@ -25,6 +25,7 @@ from aicf_induct.runtime.data import BatchStream
 from aicf_induct.runtime.executor import Executor, store_for
 from aicf_induct.runtime.metrics import score, score_name
 from aicf_induct.runtime.optimizers import Optimizer, make_optimizer
+from aicf_induct.runtime.parallel import DataParallel
 from aicf_induct.runtime.runs import LoggedRun, start_run
 from aicf_induct.runtime.schedules import Schedule, make_schedule
 
@@ -109,7 +110,8 @@ class Trainer:
                  origin: str = "cli", run_id: str | None = None,
                  parent_run_id: str | None = None, progress: bool = False,
                  extra_config: dict[str, Any] | None = None,
-                 tuning: TuningStore | None = None) -> None:
+                 tuning: TuningStore | None = None,
+                 parallel: DataParallel | None = None) -> None:
         self.problem, self.graph, self.config = problem, graph, config
         self.recorder: Recorder = recorder or NullRecorder()
         self.origin, self.parent_run_id = origin, parent_run_id
@@ -119,6 +121,11 @@ class Trainer:
         loss = "cross_entropy" if problem.task == "classification" else "mse"
         # tuning: where the GPU autotuner keeps its choices (the warehouse's, from the caller)
         self.backend: Backend = select_backend(config.backend, tuning=tuning)
+        # data parallel (runtime.parallel): this rank's share of every batch, gradients summed
+        self.parallel = parallel if parallel is not None and parallel.comm.size > 1 else None
+        if self.parallel is not None and self.backend.is_gpu:
+            raise ConfigError("data parallel training runs on the NumPy backend for now "
+                              "(backend numpy); the GPU's NCCL path is not built yet")
         self.executor = _executor(self.backend, graph, values, loss, config)
         self._gpu_step: Any = None  # runtime.cuda_step.CudaStep, on the GPU backend
         self.optimizer = config.make_optimizer()
@@ -142,7 +149,7 @@ class Trainer:
         if self.backend.is_gpu:
             loss, gnorm, ratio = self._gpu_train_step(x, y, lr)
         else:
-            loss = self.executor.train_step(x, y, self.step_count)
+            loss = self._cpu_forward_backward(x, y)
             if self.config.clip_norm:
                 gnorm = clip_grad_norm_(self.store, self.config.clip_norm)
             else:
@@ -154,6 +161,17 @@ class Trainer:
         self.step_count += 1
         self.recorder.step(rec)
         return rec
+
+    def _cpu_forward_backward(self, x: np.ndarray, y: np.ndarray) -> float:
+        """The batch's loss, its gradient in the store: this rank's share of it, summed over
+        the ranks, when training data parallel."""
+        dp = self.parallel
+        if dp is None:
+            return self.executor.train_step(x, y, self.step_count)
+        xs, ys = dp.shard(x, y)
+        # fewer rows than ranks: an empty share, whose gradient `reduce` zeroes
+        loss = self.executor.train_step(xs, ys, self.step_count) if len(xs) else 0.0
+        return dp.reduce(self.store.grad, loss, len(xs), len(x))
 
     def _gpu_train_step(self, x: np.ndarray, y: np.ndarray, lr: float) -> tuple[float, ...]:
         """The whole step as one CUDA graph replay; rebuilt after a rewrite swaps the

@@ -1,0 +1,145 @@
+"""Data parallel training: ranks that split each global batch and sum their gradients before
+the optimizer step, so that every rank holds the same parameters after every step and the
+run is the one-rank run's.
+
+The arithmetic: with a loss that is the mean over the batch, the global batch's gradient is
+Σ_r n_r g_r / N (g_r: rank r's mean-loss gradient over its n_r rows, N = Σ n_r). Each rank
+scales its gradient by n_r / N and an all-reduce sums them (`DataParallel.reduce`); the loss
+is reduced the same way. Clipping, the gradient norm and the optimizer step then run on
+identical buffers on every rank. Every rank draws the same global batch (the same seeded
+`BatchStream`) and takes its contiguous share (`shard_bounds`). What is not the one-rank run's:
+batchnorm's batch statistics (each rank normalises its own rows, as PyTorch's DDP without
+SyncBatchNorm) and dropout's masks (drawn per rank's rows).
+
+`Communicator` is what the ranks share: `allreduce_sum_` (in place, on the flat gradient
+buffer and the loss), `broadcast` of a small host object from rank 0 (a rewrite decision, so
+that every rank applies the same one at the same step) and `barrier`.
+`SoloCommunicator` is one rank (no-ops); `PipeCommunicator` joins the ranks of one machine
+by pipes to rank 0: the CPU path, tested against the one-rank run; the NCCL communicator
+for GPUs (CuPy's bindings, the all-reduce inside the captured step) builds on the same
+interface.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any, Protocol
+
+import numpy as np
+
+from aicf_induct.errors import ConfigError
+
+
+class Communicator(Protocol):
+    rank: int
+    size: int
+
+    def allreduce_sum_(self, buf: Any) -> None:
+        """Replace `buf` (a host array) by its sum over the ranks, on every rank."""
+        ...
+
+    def broadcast(self, obj: Any) -> Any:
+        """Rank 0's `obj` (picklable), returned on every rank."""
+        ...
+
+    def barrier(self) -> None: ...
+
+
+class SoloCommunicator:
+    """One rank: nothing to share."""
+
+    rank, size = 0, 1
+
+    def allreduce_sum_(self, buf: Any) -> None:
+        pass
+
+    def broadcast(self, obj: Any) -> Any:
+        return obj
+
+    def barrier(self) -> None:
+        pass
+
+
+class PipeCommunicator:
+    """Ranks of one machine, each a process, joined to rank 0 by a pipe (a star): rank 0
+    gathers, sums in rank order (so every run sums the same way) and sends the result back.
+    `links`: on rank 0, its end of each other rank's pipe in rank order; elsewhere, the one
+    pipe to rank 0. Made by `pipe_ranks`."""
+
+    def __init__(self, rank: int, size: int, links: list[Connection]) -> None:
+        want = size - 1 if rank == 0 else 1
+        if not 0 <= rank < size or len(links) != want:
+            raise ConfigError(f"rank {rank} of {size} needs {want} link(s), got {len(links)}")
+        self.rank, self.size, self.links = rank, size, links
+
+    def allreduce_sum_(self, buf: Any) -> None:
+        if self.size == 1:
+            return
+        if self.rank == 0:
+            total = np.array(buf, copy=True)
+            for link in self.links:  # rank order: the same sum on every run
+                part = np.frombuffer(link.recv_bytes(), dtype=total.dtype).reshape(total.shape)
+                total += part
+            data = total.tobytes()
+            for link in self.links:
+                link.send_bytes(data)
+            buf[...] = total
+        else:
+            self.links[0].send_bytes(np.ascontiguousarray(buf).tobytes())
+            buf[...] = np.frombuffer(self.links[0].recv_bytes(),
+                                     dtype=buf.dtype).reshape(buf.shape)
+
+    def broadcast(self, obj: Any) -> Any:
+        if self.size == 1:
+            return obj
+        if self.rank == 0:
+            data = pickle.dumps(obj)
+            for link in self.links:
+                link.send_bytes(data)
+            return obj
+        return pickle.loads(self.links[0].recv_bytes())
+
+    def barrier(self) -> None:
+        self.broadcast(None)
+        self.allreduce_sum_(np.zeros(1))
+
+
+def pipe_ranks(size: int, context: Any) -> tuple[list[Connection], list[Connection]]:
+    """The pipes of a `size`-rank `PipeCommunicator` from a multiprocessing context: (rank 0's
+    links, one link for each of ranks 1..size-1)."""
+    pairs = [context.Pipe() for _ in range(size - 1)]
+    return [a for a, _ in pairs], [b for _, b in pairs]
+
+
+def shard_bounds(n: int, rank: int, size: int) -> tuple[int, int]:
+    """Rank `rank`'s contiguous share [start, stop) of `n` rows: shares differ by one row at
+    most, the larger ones first."""
+    base, extra = divmod(n, size)
+    start = rank * base + min(rank, extra)
+    return start, start + base + (1 if rank < extra else 0)
+
+
+@dataclass
+class DataParallel:
+    """One rank's side of data parallel training (see the module docstring)."""
+
+    comm: Communicator
+
+    def shard(self, x: Any, y: Any) -> tuple[Any, Any]:
+        start, stop = shard_bounds(len(x), self.comm.rank, self.comm.size)
+        return x[start:stop], y[start:stop]
+
+    def reduce(self, grad: Any, loss: float, rows: int, total: int) -> float:
+        """Sum the ranks' gradients (`grad`: the flat buffer, `rows` of `total` rows this
+        rank's) into the global batch's, in place; the global batch's mean loss."""
+        w = rows / total
+        if rows:
+            grad *= w
+        else:  # an empty share adds nothing (the buffer may hold a step-old NaN)
+            grad[...] = 0
+        self.comm.allreduce_sum_(grad)
+        out = np.array([loss * w if rows else 0.0])
+        self.comm.allreduce_sum_(out)
+        return float(out[0])
