@@ -37,6 +37,7 @@ from aicf_induct.induction.evaluate import (
     calibration,
     compare,
     evaluate_corpus,
+    families,
     gap_closed,
     gap_text,
     summary,
@@ -147,6 +148,9 @@ def report(args: argparse.Namespace, meta: pd.DataFrame, res: LopoResult, defaul
         f"Share of the default → full-search gap the proposer closes: {gaps}.", "",
         f"Calibration of the proposer's {res.level:.0%} intervals (held-out outcomes inside):",
         "", table(calibration(res, ks)), "",
+        "Structure families: candidates of each in the space, and on how many held-out "
+        "problems it is the top-1 proposal, the full search's pick by validation and the "
+        "best on test (oracle):", "", table(families(res, meta)), "",
         f"Rule replication: {len(rep)} rule(s) with q < 0.05 mined on half of the groups; "
         f"{share:.0%} replicate on the other half (same sign, 95 % CI excluding 0)." if len(rep)
         else "Rule replication: no rule with q < 0.05 on half of the groups.", "",

@@ -93,6 +93,34 @@ def gap_text(share: float) -> str:
         else f"{share:.0%}"
 
 
+# column of the family table -> the method whose picks it counts
+FAMILY_METHODS = {"proposed": "proposer", "full_search": "full_search", "oracle": "oracle"}
+FAMILY_COLUMNS = ("family", "candidates", *FAMILY_METHODS)
+
+
+def family_of(structure_key: str) -> str:
+    """A candidate's structure family: its structure key's prefix (`mlp`, `ftt`, ...)."""
+    return str(structure_key).split(":", 1)[0]
+
+
+def families(result: LopoResult, meta: pd.DataFrame, k: int = 1) -> pd.DataFrame:
+    """Per structure family: its candidates in the corpus, and on how many held-out
+    problems it is the proposer's kept pick at `k` (at k = 1, the top-1 proposal), the full
+    search's pick by validation, and the best on test (oracle: the family that wins)."""
+    fam = {str(c): family_of(key) for c, key in
+           zip(meta["candidate"], meta["structure_key"], strict=True)}
+    at = result.choices[result.choices["k"] == k]
+    picked = {col: [fam.get(str(c)) for c in at.loc[at["method"] == m, "candidate"]]
+              for col, m in FAMILY_METHODS.items()}
+    rows = []
+    for f in sorted(set(fam.values())):
+        row: dict[str, object] = {"family": f,
+                                  "candidates": sum(v == f for v in fam.values())}
+        row.update({col: picks.count(f) for col, picks in picked.items()})
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(FAMILY_COLUMNS))
+
+
 def calibration(result: LopoResult, ks: tuple[int, ...] = (1, 3, 5)) -> pd.DataFrame:
     """Share of held-out outcomes inside the meta-model's intervals: over every candidate,
     and over the top-k proposals; with the mean interval width."""

@@ -13,6 +13,7 @@ from aicf_induct.errors import ConfigError
 from aicf_induct.induction.evaluate import (
     calibration,
     compare,
+    families,
     gap_closed,
     gap_text,
     summary,
@@ -128,3 +129,20 @@ def test_parallel_folds_give_the_same_result() -> None:
     one, two = run_lopo(meta, cfg), run_lopo(meta, cfg, n_jobs=2)
     pd.testing.assert_frame_equal(one.choices, two.choices)
     pd.testing.assert_frame_equal(one.calibration, two.calibration)
+
+
+def test_families_count_the_proposers_full_searchs_and_oracles_picks() -> None:
+    picks = {"proposer": "aabc", "full_search": "babb", "oracle": "cacb"}
+    rows = [{"problem_id": f"p{i}", "method": m, "k": 1, "candidate": c}
+            for m, cs in picks.items() for i, c in enumerate(cs)]
+    rows += [{"problem_id": f"p{i}", "method": "proposer", "k": 3, "candidate": "c"}
+             for i in range(4)]  # another k: not counted at k = 1
+    res = LopoResult(pd.DataFrame(rows), pd.DataFrame(), 0.8)
+    meta = pd.DataFrame({"candidate": list("aabbc"),  # a row per run: candidates repeat
+                         "structure_key": ["mlp:depth=1", "mlp:depth=1", "ftt:depth=1",
+                                           "ftt:depth=1", "resmlp:blocks=1"]})
+    got = families(res, meta).set_index("family")
+    assert got.to_dict("index") == {
+        "ftt": {"candidates": 1, "proposed": 1, "full_search": 3, "oracle": 1},
+        "mlp": {"candidates": 1, "proposed": 2, "full_search": 1, "oracle": 1},
+        "resmlp": {"candidates": 1, "proposed": 1, "full_search": 0, "oracle": 2}}
