@@ -144,7 +144,7 @@ def norm(err: float, best: float, median: float) -> float:
 
 def evaluate(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, Any]]:
     meta, _ = corpus_meta(args.warehouse, args.protocol)
-    history = load_rewrite_history(args.history or args.warehouse)
+    history = load_rewrite_history(args.history or args.warehouse, args.horizon)
     compute = compute_table(args.warehouse).set_index(["problem_id", "candidate", "seed"])
     default = resolve_default(meta, args.default)
     choose, score = split_seeds(meta)
@@ -189,7 +189,8 @@ def evaluate(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, Any]]:
                   + f"; A/D compute {a_comp / max(d_comp, 1):.3f}", file=sys.stderr, flush=True)
     df = pd.DataFrame(rows)
     if args.feedback:  # one round: A again, the other problems' A runs added to the history
-        pooled = pd.concat([history, load_rewrite_history(args.feedback)], ignore_index=True)
+        pooled = pd.concat([history, load_rewrite_history(args.feedback, args.horizon)],
+                           ignore_index=True)
         for i, job in enumerate(jobs):
             effects = RewriteEffects().fit(excluding(pooled, job["names"]))
             a_err, _, learned, kept = method_a(job, effects, score, args, None)
@@ -279,6 +280,10 @@ def main() -> int:
     ap.add_argument("--patience", type=int, default=20,
                     help="A's early stopping: epochs without a new best validation loss "
                          "(default 20, the corpus's)")
+    ap.add_argument("--horizon", type=int, default=0, metavar="STEPS",
+                    help="the rewrite history's effects over this many steps after a decision "
+                         "(cut at the next rewrite) instead of the guard's window (default 0: "
+                         "the guard's)")
     ap.add_argument("--n-random", type=int, default=20, help="draws averaged for E")
     ap.add_argument("--max-iter", type=int, default=200, help="meta-model boosting rounds")
     ap.add_argument("--backend", default="auto", choices=["auto", "numpy", "cupy"],

@@ -19,6 +19,14 @@ blamed (a NaN or spike during its trial) has effect −1 and verdict `unstable`;
 ended before the verdict is left out. For `none` (the control arm), val_after is the first
 validation loss the run logged at or after step + K, and the verdict is `none`. Comparing a
 transform's effect with the control's in the same condition is what `RewriteEffects` does.
+
+**A longer horizon** (`horizon` H > 0 steps): the guard's K steps reward what helps at once
+(a widen while the model overfits lowers the validation loss for 50 steps and the final
+score not at all). With H, every decision's val_after is instead the best validation loss
+the run logged in (step, step + H], cut at the run's next rewrite (so that the effect is
+this decision's alone), and a decision whose window so cut is shorter than H / 2 is left
+out; a rewrite that an instability rollback blamed keeps effect −1; the verdict is as
+above. Rewrites and controls are measured alike, so their comparison stays fair.
 """
 
 from __future__ import annotations
@@ -62,8 +70,9 @@ WHERE feature = 'simple.n_rows' GROUP BY problem_id
 """
 
 
-def load_rewrite_history(root: str | Path) -> pd.DataFrame:
-    """The rewrite history of the warehouse at `root` (see the module docstring)."""
+def load_rewrite_history(root: str | Path, horizon: int = 0) -> pd.DataFrame:
+    """The rewrite history of the warehouse at `root` (see the module docstring; `horizon`
+    > 0: effects over that many steps instead of the guard's window)."""
     import warehouse
 
     def read(conn: Any) -> tuple[pd.DataFrame, ...]:
@@ -71,11 +80,11 @@ def load_rewrite_history(root: str | Path) -> pd.DataFrame:
                      for q in (EVENTS_SQL, VAL_SQL, STEPS_SQL, ROWS_SQL))
 
     events, vals, steps, rows = warehouse.with_retry(Path(root), read)
-    return history_of(events, vals, steps, rows)
+    return history_of(events, vals, steps, rows, horizon)
 
 
 def history_of(events: pd.DataFrame, vals: pd.DataFrame, steps: pd.DataFrame,
-               rows: pd.DataFrame) -> pd.DataFrame:
+               rows: pd.DataFrame, horizon: int = 0) -> pd.DataFrame:
     """The history from the four query results (split out so it can be tested on frames)."""
     out: list[dict[str, Any]] = []
     n_rows = dict(zip(rows["problem_id"], rows["n_rows"], strict=True)) if len(rows) else {}
@@ -95,6 +104,9 @@ def history_of(events: pd.DataFrame, vals: pd.DataFrame, steps: pd.DataFrame,
                 outcome = _control(val_by_run.get(run_id), int(e["step"]) + k, row["val_loss"])
             else:
                 outcome = _rewrite(recs[i + 1:], e["name"], int(e["step"]))
+            if horizon > 0 and outcome is not None and outcome[1] != "unstable":
+                outcome = _over_horizon(recs[i + 1:], val_by_run.get(run_id), int(e["step"]),
+                                        horizon, row["val_loss"], outcome[1])
             if outcome is None:
                 continue
             row["effect"], row["verdict"] = outcome
@@ -171,6 +183,25 @@ def _control(vals: pd.DataFrame | None, at: int, before: float) -> tuple[float, 
         return None
     eff = _effect(before, float(later["value"].iloc[0]))
     return None if math.isnan(eff) else (eff, "none")
+
+
+def _over_horizon(later: list[dict[str, Any]], vals: pd.DataFrame | None, step: int,
+                  horizon: int, before: float, verdict: str) -> tuple[float, str] | None:
+    """The effect over (step, step + horizon], cut at the next rewrite (see the module
+    docstring), or None when the window so cut is under half the horizon."""
+    if vals is None:
+        return None
+    end = step + horizon
+    for e in later:
+        if e["kind"] == "decision" and e["name"] not in ("none", "wait") \
+                and int(e["step"]) > step:
+            end = min(end, int(e["step"]))
+            break
+    window = vals[(vals["step"] > step) & (vals["step"] <= end)]
+    if not len(window) or int(window["step"].max()) - step < horizon / 2:
+        return None
+    eff = _effect(before, float(window["value"].min()))
+    return None if math.isnan(eff) else (eff, verdict)
 
 
 def excluding(history: pd.DataFrame, exclude: set[str]) -> pd.DataFrame:

@@ -154,3 +154,38 @@ def test_the_shipped_pack_named_but_absent_means_no_pack(tmp_path, monkeypatch) 
     assert source["pack"] is None and effects.history_ == 0
     with pytest.raises(ConfigError, match="no knowledge pack at"):
         learned_effects(tmp_path / "elsewhere.parquet", None)
+
+
+def _history_frames() -> tuple[pd.DataFrame, ...]:
+    """One run (guard 50): widen at 100 (kept), no change at 300, deepen at 400 (harm)."""
+    def ev(step: int, kind: str, name: str, detail: dict, val: float | None = None) -> dict:
+        return {"run_id": "r", "problem_id": "p", "problem": "prob", "task": "regression",
+                "step": step, "kind": kind, "name": name, "detail": json.dumps(detail),
+                "metrics_before": json.dumps({} if val is None else {"val_loss": val}),
+                "at": step, "guard_steps": 50}
+    events = pd.DataFrame([
+        ev(100, "decision", "widen", {"trigger": "plateau"}, 1.0),
+        ev(150, "guard", "widen", {"rewrite_step": 100, "val_before": 1.0, "val_after": 0.8,
+                                   "verdict": "keep"}),
+        ev(300, "decision", "none", {"trigger": "plateau"}, 0.9),
+        ev(400, "decision", "deepen", {"trigger": "plateau"}, 0.85),
+        ev(450, "guard", "deepen", {"rewrite_step": 400, "val_before": 0.85,
+                                    "val_after": 0.95, "verdict": "harm"})])
+    val_steps = [125, 150, 200, 250, 350, 400, 450, 500, 700, 900]
+    val_loss = [0.9, 0.8, 0.7, 0.75, 0.6, 0.85, 0.9, 0.5, 0.4, 0.45]
+    vals = pd.DataFrame({"run_id": "r", "step": val_steps, "value": val_loss})
+    steps = pd.DataFrame(columns=["run_id", "step", "grad_norm", "update_ratio"])
+    return events, vals, steps, pd.DataFrame({"problem_id": ["p"], "n_rows": [500.0]})
+
+
+def test_effects_over_a_horizon_are_cut_at_the_next_rewrite() -> None:
+    from aicf_induct.induction.rewrite_history import history_of
+
+    guard = history_of(*_history_frames()).set_index("transform")
+    assert guard["effect"].to_dict() == pytest.approx(
+        {"widen": 0.2, "none": (0.9 - 0.6) / 0.9, "deepen": (0.85 - 0.95) / 0.85})
+    long = history_of(*_history_frames(), horizon=400).set_index("transform")
+    # widen: the best in (100, 400], cut at deepen; none: (300, 400] is under half of 400,
+    # left out; deepen: the best in (400, 800]; the verdicts are the guard's
+    assert long["effect"].to_dict() == pytest.approx({"widen": 0.4, "deepen": 0.45 / 0.85})
+    assert long["verdict"].to_dict() == {"widen": "keep", "deepen": "harm"}
