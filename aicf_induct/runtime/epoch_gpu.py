@@ -5,16 +5,18 @@ by every run of the problem). An epoch is queued as: the epoch's row order (the 
 permutation `BatchStream` gives the solo run, made on the host: two integers of state) and
 a table of the steps' optimizer terms (learning rate, bias corrections, the step for the
 dropout key: `cuda_step.fill_hyper`, as the solo step computes them) copied to the device;
-then one CUDA graph replay per step. The graph holds what the solo step does, around it
-what the host did per step there: gather the batch's rows into the plan's input buffers
-and the step's terms into the step's term array (both indexed by a step counter on the
-device), the step itself (`CudaStep`'s body: the plan or the one-kernel step, then the fused
-optimizer update), and a copy of the step's statistics (loss, gradient norm, the update
-ratio's sums) into row `counter` of a buffer, counter + 1. The validation split is
-evaluated on the device after the last step, its loss and predictions kept there. `collect`
-reads the statistics and the evaluation back (the one wait of an epoch) and logs the step
-records: `step_time_s` is the epoch's wall time over its steps (one run's share of the GPU
-is not observable without a synchronisation per step).
+then one CUDA graph replay per step, or per MULTI full-batch steps (one graph of MULTI
+steps: the host's cost is per replay, not per kernel). A step's graph holds what the solo
+step does, around it what the host did per step there: gather the batch's rows into the
+plan's input buffers and the step's terms into the step's term array (both indexed by a
+step counter on the device), the step itself (`CudaStep`'s body: the plan or the one-kernel
+step, then the fused optimizer update), and a copy of the step's statistics (loss, gradient
+norm, the update ratio's sums) into row `counter` of a buffer, counter + 1. The validation
+split is evaluated on the device after the last step, one more replay (the eval plans'
+chunks, their losses and predictions copied into buffers of the run). `collect` reads the
+statistics and the evaluation back (the one wait of an epoch) and logs the step records:
+`step_time_s` is the epoch's wall time over its steps (one run's share of the GPU is not
+observable without a synchronisation per step).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from aicf_induct.runtime.cuda_step import (
 from aicf_induct.runtime.metrics import score
 from aicf_induct.runtime.trainer import EVAL_CHUNK, FitState, Trainer
 
+MULTI = 16  # full-batch steps in one graph replay (at most)
 STATS = 4  # per step: sum g^2, sum theta^2, sum delta^2, loss (kernels.cuda.optim.STATS)
 
 _STATS_SRC = r"""
@@ -64,6 +67,11 @@ def _kernels() -> tuple[Any, Any, Any]:
         "dst = table[counter[0] * width + i]", "aicf_step_terms")
     stats = cupy.RawKernel(_STATS_SRC, "aicf_step_stats")
     return gather, terms, stats
+
+
+def _repeat(body: Any, k: int) -> None:
+    for _ in range(k):
+        body()
 
 
 class DeviceData:
@@ -125,6 +133,7 @@ class DeviceEpochs:
         self.entries: dict[int, Any] = {}
         self.graphs: dict[int, Any] = {}
         self.eager: dict[int, str] = {}  # batch size -> why its steps are not one replay
+        self.multi: tuple[int, Any] | None = None  # (k, a graph of k full-batch steps)
         gather, terms, stats = _kernels()
         for size in sorted(set(self.sizes), reverse=True):
             e = self.entries[size] = self.cuda_step.prepare(train.X[:size], train.y[:size],
@@ -150,8 +159,47 @@ class DeviceEpochs:
             graph, error = capture(self._body(e))
             if graph is None:
                 self.eager[size] = "capture failed: " + error
-            else:
-                self.graphs[size] = graph
+                continue
+            self.graphs[size] = graph
+            full = self.sizes.count(size) if size == self.sizes[0] else 0
+            if full >= 2:
+                k = min(MULTI, full)
+                many, _ = capture(functools.partial(_repeat, self._body(e), k))
+                self.multi = (k, many) if many is not None else None
+        self._build_eval()
+
+    def _build_eval(self) -> None:
+        """The validation split's evaluation as one graph (after an eager pass that
+        compiles its kernels), its chunks' losses and predictions copied into buffers of the
+        run; left eager (`eval_graph` None) where a kernel cannot be captured."""
+        import cupy
+
+        ex = self.trainer.executor
+        tg = ex.training_graph
+        x = self.data.array("val", "X", self.x.dtype)
+        y = self.data.array("val", "y", self.y.dtype)
+        chunks = []
+        for start in range(0, len(x), EVAL_CHUNK):
+            xs, ys = x[start:start + EVAL_CHUNK], y[start:start + EVAL_CHUNK]
+            chunks.append((start, ex.plan("eval", int(xs.shape[0])), xs, ys))
+        self.eval_graph: Any = None
+        if not chunks or not all(plan.capturable for _, plan, _, _ in chunks):
+            return
+        pred = chunks[0][1].value(tg.prediction)
+        self.val_losses = cupy.zeros(len(chunks), dtype=np.float64)
+        self.val_preds = cupy.zeros((len(x), *pred.shape[1:]), dtype=pred.dtype)
+
+        def evaluate() -> None:
+            for k, (start, plan, xs, ys) in enumerate(chunks):
+                plan.feed({ex.input_id: xs, tg.labels: ys})
+                plan.launch()
+                cupy.copyto(self.val_losses[k:k + 1], plan.value(tg.loss).reshape(1),
+                            casting="same_kind")
+                cupy.copyto(self.val_preds[start:start + len(xs)], plan.value(tg.prediction))
+
+        evaluate()
+        self.eval_graph, _ = capture(evaluate)
+        self.eval_rows = [len(xs) for _, _, xs, _ in chunks]
 
     def _body(self, e: Any) -> Any:
         gather, terms, stats = _kernels()
@@ -194,17 +242,28 @@ class DeviceEpochs:
             self.table.data.copy_from_host_async(table.ctypes.data_as(ctypes.c_void_p),
                                                  n * self.width * 8)
             self.counter.fill(0)
-            for k in range(n):
+            k = 0
+            while k < n:
                 size = self.sizes[k]
                 graph = self.graphs.get(size)
+                if (self.multi is not None and k + self.multi[0] <= n
+                        and self.sizes[k + self.multi[0] - 1] == size == self.sizes[0]):
+                    self.multi[1].launch(self.stream)
+                    k += self.multi[0]
+                    continue
                 if graph is not None:
                     graph.launch(self.stream)
                 else:  # eager: kernels read the dropout key's step from the host
                     e = self.entries[size]
                     e.plan.ctx.step = first + k
                     self._body(e)()
+                k += 1
             tr.step_count += n
-            evals = self._evaluate()
+            if self.eval_graph is not None:
+                self.eval_graph.launch(self.stream)
+                evals = None
+            else:
+                evals = self._evaluate()
         # the host copies are staged at the call; held anyway until the epoch is read
         self._queued = (epoch, first, t0, lrs, self.sizes[:n], [evals, order, table])
 
@@ -231,8 +290,13 @@ class DeviceEpochs:
         tr = self.trainer
         with self.stream:
             stats = self.stats[:len(sizes)].get()  # waits for this run's stream only
-            losses = [float(loss.get()) for _, loss, _ in evals]
-            preds = np.concatenate([pred.get() for _, _, pred in evals])
+            if evals is None:  # the eval graph's buffers
+                losses = self.val_losses.get().tolist()
+                preds = self.val_preds.get()
+                evals = [(rows, None, None) for rows in self.eval_rows]
+            else:
+                losses = [float(loss.get()) for _, loss, _ in evals]
+                preds = np.concatenate([pred.get() for _, _, pred in evals])
         per_step = (time.perf_counter() - t0) / max(len(sizes), 1)
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(stats[:, 1] == 0, 0.0, np.sqrt(stats[:, 2] / stats[:, 1]))

@@ -80,3 +80,17 @@ def test_a_diverging_or_failing_run_does_not_disturb_the_others() -> None:
         same(a, b)
     losses = np.array([s.loss for s in recs[2].steps])
     assert not np.all(np.isfinite(losses)) or losses.max() > 100  # it diverged
+
+
+def test_a_validation_split_of_several_chunks_evaluates_as_alone(monkeypatch) -> None:
+    # the eval graph holds one plan per chunk size (here 25 rows and the rest): the run
+    # trained together logs the validation losses and scores the solo run logs
+    import aicf_induct.runtime.epoch_gpu as epoch_gpu
+    import aicf_induct.runtime.trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "EVAL_CHUNK", 25)
+    monkeypatch.setattr(epoch_gpu, "EVAL_CHUNK", 25)
+    c = [(toy_problem(n=330), SPECS[i], dataclasses.replace(CONFIG, seed=i)) for i in (0, 3)]
+    c.append((toy_problem("regression", n=300, seed=1), SPECS[2], CONFIG))
+    for a, b in zip(alone(c), together(c), strict=True):
+        same(a, b)

@@ -3,6 +3,7 @@ from __future__ import annotations
 import math
 import statistics
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -198,3 +199,34 @@ def test_a_step_batch_logs_the_rows_its_steps_log_one_by_one(tmp_path: Path) -> 
     assert _q(tmp_path / "batch", f"SELECT {columns} FROM steps ORDER BY step") == want
     assert memory.steps == list(batch.records())
     assert [type(v) for v in (memory.steps[0].step, memory.steps[0].loss)] == [int, float]
+
+
+def test_gathered_step_batches_land_whole_by_their_run_end(tmp_path: Path,
+                                                             monkeypatch: Any) -> None:
+    import numpy as np
+
+    import warehouse.recorder as recorder_module
+    from aicf_induct.records import StepBatch
+
+    monkeypatch.setattr(recorder_module, "STEP_BATCH_ROWS", 60)  # some sends mid-way
+    rng = np.random.default_rng()
+    rec = WarehouseRecorder(tmp_path / "wh", flush_interval_s=3600)
+    want = []
+    for epoch in range(4):
+        for run, n in (("a", 17), ("b", 9 + epoch)):
+            b = StepBatch(run_id=run, epoch=epoch, step=epoch * 100 + np.arange(n),
+                          loss=rng.normal(size=n), grad_norm=rng.uniform(size=n),
+                          update_ratio=rng.uniform(size=n), lr=rng.uniform(size=n),
+                          step_time_s=float(rng.uniform()),
+                          batch_size=rng.integers(1, 64, size=n))
+            rec.step_batch(b)
+            want += [(r.run_id, r.step, r.epoch, r.loss, r.step_time_s, r.batch_size)
+                     for r in b.records()]
+    assert rec._steps, "the last batches should still wait, under the threshold"
+    rec.run_end(RunEndRecord(run_id="a", status="completed", steps=4, wall_time_s=1.0))
+    rec.writer.flush()  # what the writer holds now: every step row, waiting none
+    assert not rec._steps
+    cols = "run_id, step, epoch, loss, step_time_s, batch_size"
+    got = _q(tmp_path / "wh", f"SELECT {cols} FROM steps ORDER BY run_id, step")
+    assert got == sorted(want)
+    rec.close()
