@@ -38,7 +38,8 @@ from aicf_induct.runtime.executor import Executor
 from aicf_induct.runtime.optimizers import SGD, Adam, Optimizer, _check_number
 from aicf_induct.runtime.plan import Plan
 
-HYPER_FIXED = 4  # lr, lr*weight_decay, step (as int64 bits), spare; then 2 per segment
+HYPER_FIXED = 4  # lr, lr*weight_decay, step (as int64 bits), dp weight; then 2 per segment
+DP_WEIGHT = 3  # data parallel: this rank's rows over the global batch's (1 alone)
 WHOLE_STEP = ("auto", "plan", "mlp_layers", "mlp_rows", "mlp_clusters")
 
 
@@ -78,6 +79,8 @@ class _Entry:
     flat: Any = None  # the optimizer's slot dict this entry was built for
     inputs: tuple[Any, Any] = (None, None)  # the plan's static x and label buffers
     static_feed: tuple[int, int] = (0, 0)  # their addresses
+    # data parallel: sums the ranks' gradients and losses between backward and update
+    reduce: Any = None  # (grad, loss, hyper_dev) -> None, on the current stream
 
     def gradients(self) -> None:
         """Forward, loss and backward: the one-kernel step or the plan."""
@@ -88,6 +91,12 @@ class _Entry:
 
     def body(self) -> None:
         self.gradients()
+        self.finish()
+
+    def finish(self) -> None:
+        """The ranks' sum (data parallel), then the optimizer update."""
+        if self.reduce is not None:
+            self.reduce(self.update.grad, self.loss, self.hyper_dev)
         self.update.launch(self.hyper_dev, self.seg_dev, len(self.seg_dev), self.loss)
 
 
@@ -95,7 +104,9 @@ class CudaStep:
     """Training steps of `executor` + `optimizer` on the GPU, one graph replay each."""
 
     def __init__(self, executor: Executor, optimizer: Optimizer, *, clip_norm: float = 0.0,
-                 graphs: bool = True, whole_step: str = "auto") -> None:
+                 graphs: bool = True, whole_step: str = "auto", reduce: Any = None) -> None:
+        """`reduce`: data parallel's sum over the ranks (runtime.parallel.device_reduce),
+        run in the step between backward and update, scaled by `run`'s `weight`."""
         if whole_step not in WHOLE_STEP:
             raise ValueError(f"whole_step must be one of {', '.join(WHOLE_STEP)}, "
                              f"got {whole_step!r}")
@@ -104,13 +115,15 @@ class CudaStep:
         self.graphs = graphs
         self.whole_step = whole_step
         self.graph_error: str | None = None
+        self.reduce = reduce
         self._entries: dict[int, _Entry] = {}
 
     # -- one step ----------------------------------------------------------------------------
-    def run(self, x: Any, y: Any, step: int, lr: float, *, fetch: bool = True
-            ) -> StepStats | None:
+    def run(self, x: Any, y: Any, step: int, lr: float, *, fetch: bool = True,
+            weight: float = 1.0) -> StepStats | None:
         """One step on batch (x, y) at learning rate lr. `fetch`: read the loss, gradient norm
-        and update ratio back (one small copy, which waits for the step)."""
+        and update ratio back (one small copy, which waits for the step). `weight`: data
+        parallel's share of the global batch this rank's rows are (its gradient's scale)."""
         _check_number("learning rate", lr)
         opt = self.optimizer
         e = self._entries.get(int(x.shape[0]))
@@ -124,6 +137,7 @@ class CudaStep:
         opt._steps += 1
         h = e.hyper_host
         fill_hyper(h, opt, self.executor.store, e.signature[-1], float(lr), step)
+        h[DP_WEIGHT] = weight
         e.hyper_dev.data.copy_from_host_async(h.ctypes.data_as(ctypes.c_void_p), h.nbytes)
         if e.graph is not None:
             import cupy
@@ -132,6 +146,24 @@ class CudaStep:
         else:
             e.body()
         return self.stats(e) if fetch else None
+
+    def run_empty(self, step: int, lr: float) -> StepStats:
+        """Data parallel, a rank whose share of the batch is empty: no forward or backward,
+        a zero gradient into the ranks' sum, then the update every rank takes."""
+        if not self._entries:
+            raise ValueError("a rank's first batch share is empty: nothing to build the "
+                             "step from (use a batch of at least one row per rank)")
+        e = next(reversed(self._entries.values()))
+        opt = self.optimizer
+        opt._steps += 1
+        h = e.hyper_host
+        fill_hyper(h, opt, self.executor.store, e.signature[-1], float(lr), step)
+        h[DP_WEIGHT] = 0.0
+        e.hyper_dev.data.copy_from_host_async(h.ctypes.data_as(ctypes.c_void_p), h.nbytes)
+        e.update.grad.fill(0)
+        e.loss.fill(0)
+        e.finish()
+        return self.stats(e)
 
     def _prepare(self, x: Any, y: Any, step: int) -> _Entry:
         """The entry for x's batch shape, (re)built when its buffers moved, fed with (x, y)."""
@@ -226,6 +258,8 @@ class CudaStep:
         e = _Entry(plan, sig, update, cupy.asarray(np.array(segs, dtype=np.int64)),
                    hyper_host, hyper_dev, loss)
         e.flat = opt._flat
+        e.reduce = self.reduce
+        hyper_host[DP_WEIGHT] = 1.0
         bx: Any = plan.inputs[self.executor.input_id]
         by: Any = plan.inputs[self.executor.training_graph.labels]
         e.inputs, e.static_feed = (bx, by), (int(bx.data.ptr), int(by.data.ptr))

@@ -15,9 +15,12 @@ SyncBatchNorm) and dropout's masks (drawn per rank's rows).
 buffer and the loss), `broadcast` of a small host object from rank 0 (a rewrite decision, so
 that every rank applies the same one at the same step) and `barrier`.
 `SoloCommunicator` is one rank (no-ops); `PipeCommunicator` joins the ranks of one machine
-by pipes to rank 0: the CPU path, tested against the one-rank run; the NCCL communicator
-for GPUs (CuPy's bindings, the all-reduce inside the captured step) builds on the same
-interface.
+by pipes to rank 0: the CPU path, tested against the one-rank run. `NcclCommunicator` is the
+GPUs' (one per process, CuPy's NCCL bindings): its all-reduce runs on device buffers on the
+current stream, so `device_reduce` puts the ranks' sum inside the captured training step
+(`cuda_step.CudaStep(reduce=...)`, between backward and the fused update, each rank's
+gradient scaled by its share of the batch, which travels in the step's term array); small
+host objects go through a host communicator, which also hands NCCL's unique id around.
 """
 
 from __future__ import annotations
@@ -143,3 +146,56 @@ class DataParallel:
         out = np.array([loss * w if rows else 0.0])
         self.comm.allreduce_sum_(out)
         return float(out[0])
+
+
+class NcclCommunicator:
+    """Ranks as GPUs, one per process (each has made its device current): NCCL's all-reduce
+    on device arrays, on the current stream (inside a CUDA graph capture too); host arrays
+    and objects go through `host`, which also carries NCCL's unique id from rank 0."""
+
+    def __init__(self, host: Communicator) -> None:
+        from cupy.cuda import nccl
+
+        self.host, self.rank, self.size = host, host.rank, host.size
+        uid = host.broadcast(nccl.get_unique_id() if host.rank == 0 else None)
+        self.comm = nccl.NcclCommunicator(self.size, uid, self.rank)
+
+    def allreduce_sum_(self, buf: Any) -> None:
+        import cupy
+        from cupy.cuda import nccl
+
+        if isinstance(buf, np.ndarray):
+            self.host.allreduce_sum_(buf)
+            return
+        kinds = {np.dtype(np.float64): nccl.NCCL_FLOAT64, np.dtype(np.float32): nccl.NCCL_FLOAT32}
+        if buf.dtype not in kinds or not buf.flags.c_contiguous:
+            raise ConfigError(f"NCCL all-reduce takes contiguous float32/float64 arrays, got "
+                              f"{buf.dtype}")
+        self.comm.allReduce(buf.data.ptr, buf.data.ptr, buf.size, kinds[buf.dtype],
+                            nccl.NCCL_SUM, cupy.cuda.get_current_stream().ptr)
+
+    def broadcast(self, obj: Any) -> Any:
+        return self.host.broadcast(obj)
+
+    def barrier(self) -> None:
+        self.host.barrier()
+
+
+def device_reduce(comm: Communicator) -> Any:
+    """The ranks' sum inside a GPU training step (`CudaStep(reduce=...)`): each rank's
+    gradient and loss scaled by its share of the batch (`cuda_step.DP_WEIGHT` of the step's
+    term array), then summed over the ranks, all on the current stream: capturable."""
+    import cupy
+
+    from aicf_induct.runtime.cuda_step import DP_WEIGHT
+
+    scale = cupy.ElementwiseKernel("raw float64 h", "T g", f"g = g * (T)h[{DP_WEIGHT}]",
+                                   "aicf_dp_scale")
+
+    def reduce(grad: Any, loss: Any, hyper: Any) -> None:
+        scale(hyper, grad)
+        scale(hyper, loss)
+        comm.allreduce_sum_(grad)
+        comm.allreduce_sum_(loss)
+
+    return reduce

@@ -122,10 +122,14 @@ class Trainer:
         # tuning: where the GPU autotuner keeps its choices (the warehouse's, from the caller)
         self.backend: Backend = select_backend(config.backend, tuning=tuning)
         # data parallel (runtime.parallel): this rank's share of every batch, gradients summed
-        self.parallel = parallel if parallel is not None and parallel.comm.size > 1 else None
-        if self.parallel is not None and self.backend.is_gpu:
-            raise ConfigError("data parallel training runs on the NumPy backend for now "
-                              "(backend numpy); the GPU's NCCL path is not built yet")
+        self.parallel = parallel
+        if parallel is not None and parallel.comm.size == 1 and not _on_device(parallel.comm):
+            self.parallel = None  # one rank on the host: nothing to share
+        elif parallel is not None and self.backend.is_gpu != _on_device(parallel.comm):
+            raise ConfigError("data parallel: the GPU backend sums over NCCL "
+                              "(NcclCommunicator), the NumPy backend over the host "
+                              f"(PipeCommunicator); got {type(parallel.comm).__name__} on "
+                              f"{self.backend.name}")
         self.executor = _executor(self.backend, graph, values, loss, config)
         self._gpu_step: Any = None  # runtime.cuda_step.CudaStep, on the GPU backend
         self.optimizer = config.make_optimizer()
@@ -179,10 +183,20 @@ class Trainer:
         from aicf_induct.runtime.cuda_step import CudaStep
 
         g = self._gpu_step
+        dp = self.parallel
         if g is None or g.executor is not self.executor or g.optimizer is not self.optimizer:
-            g = self._gpu_step = CudaStep(self.executor, self.optimizer,
-                                          clip_norm=self.config.clip_norm)
-        s = g.run(x, y, self.step_count, lr)
+            from aicf_induct.runtime.parallel import device_reduce
+
+            g = self._gpu_step = CudaStep(
+                self.executor, self.optimizer, clip_norm=self.config.clip_norm,
+                reduce=None if dp is None else device_reduce(dp.comm))
+        if dp is None:
+            s = g.run(x, y, self.step_count, lr)
+        else:
+            xs, ys = dp.shard(x, y)
+            s = (g.run(xs, ys, self.step_count, lr, weight=len(xs) / len(x)) if len(xs)
+                 else g.run_empty(self.step_count, lr))
+        assert s is not None
         return s.loss, s.grad_norm, s.update_ratio
 
     # -- evaluation --------------------------------------------------------------------------
@@ -292,6 +306,13 @@ class Trainer:
             if target is None:
                 target = self.store.buffers[name]
             target[...] = self.backend.asarray(value)
+
+
+def _on_device(comm: Any) -> bool:
+    """Whether a data-parallel communicator sums device arrays (NCCL)."""
+    from aicf_induct.runtime.parallel import NcclCommunicator
+
+    return isinstance(comm, NcclCommunicator)
 
 
 def _executor(backend: Backend, graph: Graph, values: dict[str, np.ndarray] | None, loss: str,

@@ -1,6 +1,7 @@
-"""One rank of a data-parallel training run, for tests/runtime/test_parallel.py: the toy
-problem, an MLP, `steps` steps in the trainer's batch order, a widen rewrite before step
-`widen_at` (the same one on every rank: the same rng). Returns (losses, final parameters)."""
+"""One rank of a data-parallel training run, for tests/runtime/test_parallel.py (CPU) and
+test_parallel_gpu.py (GPUs, NCCL): the toy problem, an MLP, `steps` steps in the trainer's
+batch order, a widen rewrite before step `widen_at` (the same one on every rank: the same
+rng). Returns (losses, final parameters on the host)."""
 
 from __future__ import annotations
 
@@ -19,12 +20,22 @@ SPEC = "mlp:depth=2,width=8"
 
 
 def train_rank(rank: int, size: int, links: list[Connection], steps: int,
-               widen_at: int, rows: int = 400) -> tuple[list[float], np.ndarray]:
+               widen_at: int, rows: int = 400, backend: str = "numpy",
+               parallel: bool = True) -> tuple[list[float], np.ndarray]:
+    """`backend` cupy: rank r on GPU r, the ranks' sum over NCCL (`parallel` False: no
+    DataParallel at all, the plain one-GPU run)."""
     problem = toy_problem(n=rows)
     comm: Any = SoloCommunicator() if size == 1 else PipeCommunicator(rank, size, links)
+    if backend == "cupy":
+        import cupy
+
+        from aicf_induct.runtime.parallel import NcclCommunicator
+
+        cupy.cuda.Device(rank).use()
+        comm = NcclCommunicator(comm)
     tr = Trainer(problem, toy_graph(problem, SPEC),
-                 TrainConfig(lr=3e-3, batch_size=32, backend="numpy", seed=0),
-                 parallel=DataParallel(comm))
+                 TrainConfig(lr=3e-3, batch_size=32, backend=backend, seed=0),
+                 parallel=DataParallel(comm) if parallel else None)
     losses: list[float] = []
     for step in range(steps):
         if step == widen_at:
@@ -34,10 +45,10 @@ def train_rank(rank: int, size: int, links: list[Connection], steps: int,
             install(tr, new)
         losses += run_steps(tr, 1)
     comm.barrier()
-    return losses, np.array(tr.store.data, copy=True)
+    return losses, tr.backend.to_host(tr.store.data).copy()
 
 
 def rank_main(rank: int, size: int, link: Connection, result: Connection, steps: int,
-              widen_at: int, rows: int) -> None:
+              widen_at: int, rows: int, backend: str = "numpy") -> None:
     """A rank other than 0, in its own process: its result back through `result`."""
-    result.send(train_rank(rank, size, [link], steps, widen_at, rows))
+    result.send(train_rank(rank, size, [link], steps, widen_at, rows, backend))

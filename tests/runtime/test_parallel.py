@@ -30,17 +30,20 @@ def test_shares_cover_every_row_once_and_differ_by_one_at_most(n: int, size: int
     assert max(sizes) - min(sizes) <= 1 and sizes == sorted(sizes, reverse=True)
 
 
-def _run(size: int, rows: int = 400) -> list[tuple[list[float], np.ndarray]]:
+def run_ranks(size: int, rows: int = 400, backend: str = "numpy"
+              ) -> list[tuple[list[float], np.ndarray]]:
+    """Rank 0 here, ranks 1.. in spawned processes: each one's (losses, parameters)."""
     ctx = multiprocessing.get_context("spawn")
     root_links, links = pipe_ranks(size, ctx)
     results = [ctx.Pipe(duplex=False) for _ in range(size - 1)]
     procs = [ctx.Process(target=rank_main, args=(r + 1, size, links[r], results[r][1],
-                                                   STEPS, WIDEN_AT, rows), daemon=True)
+                                                   STEPS, WIDEN_AT, rows, backend),
+                         daemon=True)
              for r in range(size - 1)]
     for p in procs:
         p.start()
     try:
-        out = [train_rank(0, size, root_links, STEPS, WIDEN_AT, rows)]
+        out = [train_rank(0, size, root_links, STEPS, WIDEN_AT, rows, backend)]
         out += [recv.recv() for recv, _ in results]
     finally:
         for p in procs:
@@ -54,7 +57,7 @@ def _run(size: int, rows: int = 400) -> list[tuple[list[float], np.ndarray]]:
 @pytest.mark.parametrize("size,rows", [(2, 400), (3, 400), (2, 375)])
 def test_ranks_train_the_one_rank_run_across_a_widen(size: int, rows: int) -> None:
     solo_losses, solo_params = train_rank(0, 1, [], STEPS, WIDEN_AT, rows)
-    ranks = _run(size, rows)
+    ranks = run_ranks(size, rows)
     # 240 training rows: batches of 32 and an epoch's last of 16 split 16/16 or 11/11/10 and
     # 6/5/5; 225 rows: the last batch is one row, and rank 1's share of it is empty
     for losses, params in ranks:
