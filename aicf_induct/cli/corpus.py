@@ -82,6 +82,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "learns the rewrite proposer from (default 0)")
     b.add_argument("--adaptive-steps", type=int, default=ADAPTIVE_STEPS, metavar="S",
                    help=f"optimizer steps of each adaptive run (default {ADAPTIVE_STEPS})")
+    b.add_argument("--retry-failed", action="store_true",
+                   help="train failed and timed-out runs again (e.g. out of GPU memory; "
+                        "default: they count as done)")
     b.add_argument("--dry-run", action="store_true", help="print the plan, train nothing")
     b.add_argument("--json", action="store_true", help="print the summary as JSON")
     b.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -166,7 +169,8 @@ def build(args: argparse.Namespace) -> int:
         return 0
     root = args.warehouse if args.warehouse is not None else warehouse.default_root()
     report = run_sweep(spec, root, workers=workers(args), engine=args.engine,
-                       progress=not args.quiet, time_limit_s=args.time_limit)
+                       progress=not args.quiet, time_limit_s=args.time_limit,
+                       retry_failed=args.retry_failed)
     print_report(report, root, args.json, f"aicf-induct induce fit --warehouse {root}")
     if args.adaptive:
         from aicf_induct.induction.adaptive_corpus import plan, run_adaptive

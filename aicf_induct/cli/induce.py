@@ -314,7 +314,7 @@ def short_spec(spec: str) -> str:
 def _recipe_of(structure_key: str) -> dict[str, Any]:
     from dataclasses import asdict
 
-    from aicf_induct.induction.proposer import candidate_of
+    from aicf_induct.induction.space import candidate_of
 
     return asdict(candidate_of(structure_key).recipe)
 

@@ -7,6 +7,9 @@ with the lowest validation error on the `choose` seeds is kept (the full search 
 over all candidates); the kept candidate is scored by its test normalized error (and test
 score, for regret) averaged over the `score` seeds, which the choice never saw. So no
 number carries the winner's curse. A candidate never scored on those seeds counts as 1.
+Every method chooses among the candidates that apply to the held-out problem (a cnn needs an
+image-shaped one: `space.applies_to`), as the sweep trained them and `propose` offers
+them.
 
 `LopoResult.choices`: one row per (problem, method, k): the kept candidate, `norm_error`,
 and `regret` = the best candidate's mean test score on the score seeds − the kept one's
@@ -28,6 +31,7 @@ from aicf_induct.induction import baselines
 from aicf_induct.induction.meta_dataset import check_meta, problem_table, score_matrix
 from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.neighbors import Neighbors
+from aicf_induct.induction.space import applies_to
 
 METHODS = ("proposer", "knn", "portfolio", "average", "random", "default", "full_search",
            "oracle")
@@ -123,6 +127,11 @@ class _Context:
     def matrix(self, column: str, seeds: tuple[int, ...]) -> pd.DataFrame:
         return score_matrix(self.meta, column, seeds).reindex(columns=self.cands)
 
+    def applicable(self, problem: str) -> list[str]:
+        """The candidates that train on `problem` (the sweep's rule), in `cands` order."""
+        keys = self.meta.drop_duplicates("candidate").set_index("candidate")["structure_key"]
+        return [c for c in self.cands if applies_to(str(keys[c]), problem)]
+
 
 def _folds(ctx: _Context, groups: Sequence[str]) -> tuple[list[dict[str, object]],
                                                              list[pd.DataFrame]]:
@@ -145,21 +154,23 @@ def _folds(ctx: _Context, groups: Sequence[str]) -> tuple[list[dict[str, object]
             if not np.isfinite(outcome.test.to_numpy(float)).any():
                 continue  # nothing scored on the score seeds
             feats = dict(zip(fcols, probs.loc[[pid], fcols].to_numpy(float)[0], strict=True))
+            ok = ctx.applicable(str(probs.at[pid, "problem"]))
             pred = mm.predict_problem(feats)
+            pred = pred[pred.index.isin(ok)]
             cal.append(_calibration(pid, pred, outcome.test))
+            fits = errors[ok]
             lists = {
                 "proposer": [str(c) for c in pred.index],
-                "knn": baselines.knn_choice(errors, knn, knn.query_vector(feats),
-                                            max(config.ks)),
-                "portfolio": baselines.portfolio_choice(errors, max(config.ks)),
-                "average": baselines.average_choice(errors, max(config.ks)),
+                "knn": baselines.knn_choice(fits, knn, knn.query_vector(feats), max(config.ks)),
+                "portfolio": baselines.portfolio_choice(fits, max(config.ks)),
+                "average": baselines.average_choice(fits, max(config.ks)),
                 "default": [config.default],
-                "full_search": cands,
-                "oracle": [str(outcome.test.fillna(np.inf).idxmin())],
+                "full_search": ok,
+                "oracle": [str(outcome.test[ok].fillna(np.inf).idxmin())],
             }
             rng = np.random.default_rng([config.random_state, int(np.flatnonzero(
                 probs.index == pid)[0])])
-            draws = [baselines.random_choice(cands, max(config.ks), rng)
+            draws = [baselines.random_choice(ok, max(config.ks), rng)
                      for _ in range(config.n_random)]
             for k in config.ks:
                 base = {"problem_id": pid, "problem": probs.at[pid, "problem"],

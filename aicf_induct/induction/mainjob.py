@@ -61,7 +61,7 @@ class StartPoint:
 
 def start_point(proposal: Mapping[str, Any], problem: Problem, source: str) -> StartPoint:
     """The top candidate of a proposal dict, built for the problem's sizes."""
-    from aicf_induct.induction.proposer import candidate_of
+    from aicf_induct.induction.space import candidate_of
 
     try:
         top = proposal["candidates"][0]

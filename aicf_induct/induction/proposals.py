@@ -101,7 +101,7 @@ def propose_features(features: Mapping[str, float], pack: Pack | str | Path | No
                      dataset: dict[str, Any] | None = None) -> dict[str, Any]:
     """The proposal dict for a problem given by its meta-features (names as
     `extract_features` gives them); `sizes` = (inputs, outputs) adds each candidate's IR."""
-    from aicf_induct.induction.proposer import candidate_of
+    from aicf_induct.induction.space import candidate_of
 
     if top_k < 1:
         raise ConfigError(f"top k must be >= 1, got {top_k}")

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, clone
 
-from aicf_induct.frontend.families import CNNSpec, image_side, parse_spec
+from aicf_induct.frontend.families import CNNSpec, image_side
 from aicf_induct.induction.meta_dataset import (
     RECIPE_COLUMNS,
     check_meta,
@@ -29,7 +29,7 @@ from aicf_induct.induction.meta_dataset import (
 from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.mining import Miner, rule_applies, trait_of
 from aicf_induct.induction.neighbors import Neighbors
-from aicf_induct.induction.space import Candidate, Recipe
+from aicf_induct.induction.space import candidate_of
 from aicf_induct.ir.canonical import to_dict
 
 
@@ -131,18 +131,6 @@ class Proposer(BaseEstimator):
                                  {k: _plain(row[k]) for k in RECIPE_COLUMNS},
                                  float(exp), float(lo), float(hi), on_near, rules, ir))
         return Proposal(mm.level, ranked, neighbors)
-
-
-def candidate_of(structure_key: str) -> Candidate:
-    """The space candidate a structure key (`mlp:...|optimizer=..,lr=..,...`, or another
-    family's spec) names."""
-    spec, _, recipe = structure_key.partition("|")
-    f = dict(kv.split("=", 1) for kv in recipe.split(",") if "=" in kv)
-    d = Recipe()
-    return Candidate(parse_spec(spec), Recipe(
-        optimizer=f.get("optimizer", d.optimizer), lr=float(f.get("lr", d.lr)),
-        weight_decay=float(f.get("weight_decay", d.weight_decay)),
-        batch_size=int(float(f.get("batch_size", d.batch_size)))))
 
 
 def _fits(structure_key: str, sizes: tuple[int, int]) -> bool:

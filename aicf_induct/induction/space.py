@@ -33,7 +33,7 @@ from aicf_induct.frontend.families import (
     POOLS,
     RES_NORMS,
     AnySpec,
-    CNNSpec,
+    parse_spec,
     spec_graph,
 )
 from aicf_induct.frontend.specs import (
@@ -106,9 +106,7 @@ class Candidate:
 
     def applies_to(self, problem_name: str) -> bool:
         """Whether the candidate trains on this problem: cnn needs an image-shaped one."""
-        from aicf_induct.problems import image_side
-
-        return not isinstance(self.spec, CNNSpec) or image_side(problem_name) is not None
+        return applies_to(self.structure_key, problem_name)
 
     def fingerprint(self, n_in: int, n_out: int) -> str:
         """The IR fingerprint; it depends on the problem's input and output sizes."""
@@ -299,3 +297,23 @@ def _distinct(cands: Iterable[Candidate], n: int | None = None) -> list[Candidat
         if n is not None and len(out) >= n:
             break
     return list(out.values())
+
+
+def candidate_of(structure_key: str) -> Candidate:
+    """The space candidate a structure key (`mlp:...|optimizer=..,lr=..,...`, or another
+    family's spec) names."""
+    spec, _, recipe = structure_key.partition("|")
+    f = dict(kv.split("=", 1) for kv in recipe.split(",") if "=" in kv)
+    d = Recipe()
+    return Candidate(parse_spec(spec), Recipe(
+        optimizer=f.get("optimizer", d.optimizer), lr=float(f.get("lr", d.lr)),
+        weight_decay=float(f.get("weight_decay", d.weight_decay)),
+        batch_size=int(float(f.get("batch_size", d.batch_size)))))
+
+
+def applies_to(structure_key: str, problem_name: str) -> bool:
+    """Whether the candidate of this structure key trains on the problem (the sweep's rule:
+    a cnn needs an image-shaped problem, `problems.image_side`)."""
+    from aicf_induct.problems import image_side
+
+    return not structure_key.startswith("cnn:") or image_side(problem_name) is not None

@@ -146,3 +146,25 @@ def test_families_count_the_proposers_full_searchs_and_oracles_picks() -> None:
         "ftt": {"candidates": 1, "proposed": 1, "full_search": 3, "oracle": 1},
         "mlp": {"candidates": 1, "proposed": 2, "full_search": 1, "oracle": 1},
         "resmlp": {"candidates": 1, "proposed": 1, "full_search": 0, "oracle": 2}}
+
+
+def test_no_method_picks_a_candidate_that_does_not_apply_to_the_problem() -> None:
+    # c00 is a cnn, best by far wherever it has a score; it applies to `digits` (8 x 8
+    # images) only, so on the other problems every method chooses among the rest
+    meta = twins(grouped=True, n_groups=4)
+    cnn = "cnn:stages=1,channels=8|optimizer=adam,lr=0.001,weight_decay=0.0,batch_size=32"
+    meta.loc[meta["candidate"] == "c00", "structure_key"] = cnn
+    for col in ("val_norm_error", "test_norm_error"):
+        meta.loc[meta["candidate"] == "c00", col] = 0.0
+    meta.loc[meta["problem"] == "g0a", "problem"] = "digits"
+    cfg = LopoConfig(default="c01", choose_seeds=(0,), score_seeds=(1,), ks=(1, 3),
+                     metamodel=SMALL)
+    res = run_lopo(meta, cfg)
+    picks = res.choices[res.choices["method"] != "random"]
+    on_digits = picks["problem"] == "digits"
+    assert "c00" not in set(picks.loc[~on_digits, "candidate"])
+    assert set(picks.loc[on_digits & picks["method"].isin(["full_search", "oracle"]),
+                         "candidate"]) == {"c00"}
+    assert "c00" not in set(res.calibration.loc[
+        res.calibration["problem_id"] != meta.loc[meta["problem"] == "digits",
+                                                  "problem_id"].iloc[0], "candidate"])

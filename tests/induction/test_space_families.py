@@ -12,8 +12,7 @@ import pytest
 from aicf_induct.errors import ConfigError
 from aicf_induct.frontend.families import CNNSpec, FTTSpec, ResMLPSpec
 from aicf_induct.frontend.specs import MLPSpec
-from aicf_induct.induction.proposer import candidate_of
-from aicf_induct.induction.space import Space
+from aicf_induct.induction.space import Space, candidate_of
 from aicf_induct.induction.space_io import parse_space
 from aicf_induct.induction.sweep import SweepSpec, plan
 from aicf_induct.runtime.trainer import TrainConfig

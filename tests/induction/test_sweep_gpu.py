@@ -136,3 +136,23 @@ def test_corpus_build_takes_the_engine(tmp_path: Path, capsys: pytest.CaptureFix
         close_process_recorders()
     report = json.loads(capsys.readouterr().out)
     assert (report["ran"], report["statuses"]) == (2, {"completed": 2})
+
+
+def test_corpus_build_retries_failed_runs_when_asked(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # a budget too small for any run: it ends `timeout`, which counts as done unless
+    # --retry-failed (e.g. after runs ran out of GPU memory) trains it again
+    from aicf_induct.cli.main import main
+
+    argv = ["corpus", "build", "--problems", "iris", "--space", "depth=1;width=8", "--seeds",
+            "1", "--epochs", "400", "--budget", "0.001", "--backend", "numpy", "--workers", "1",
+            "--warehouse", str(tmp_path / "wh"), "--quiet", "--json"]
+    reports = []
+    try:
+        for extra in ([], [], ["--retry-failed"]):
+            assert main(argv + extra) == 0
+            reports.append(json.loads(capsys.readouterr().out))
+    finally:
+        close_process_recorders()
+    assert [(r["ran"], r["skipped"], r["failed"]) for r in reports] == [
+        (1, 0, 1), (0, 1, 0), (1, 0, 1)]
