@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -21,7 +22,8 @@ from aicf_induct.problems import IMAGE_SIDES, image_side, load_problem
 from aicf_induct.problems.problem import Problem
 from aicf_induct.records import NullRecorder, Recorder
 from aicf_induct.runtime.backend import BACKENDS, gpu_available, select_backend
-from aicf_induct.runtime.trainer import TrainConfig, Trainer
+from aicf_induct.runtime.parallel import Communicator, DataParallel
+from aicf_induct.runtime.trainer import TrainConfig, Trainer, TrainResult
 
 DEFAULT_MODEL = "mlp"
 API_KEY_ENV = "AICF_API_KEY"
@@ -222,14 +224,41 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--save-ir", metavar="FILE", type=options.new_file,
                    help="write the model's IR (canonical JSON)")
     add_train_options(p)
+    add_parallel_options(p)
     add_log_options(p)
     p.add_argument("--json", action="store_true", help="print the final metrics as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 
+def add_parallel_options(p: argparse.ArgumentParser) -> None:
+    dp = p.add_mutually_exclusive_group()
+    dp.add_argument("--gpus", type=options.int_at_least(1), default=None, metavar="N",
+                    help="data parallel over N GPUs of this machine: one process each, every "
+                         "batch split between them, the gradients summed by NCCL inside the "
+                         "captured step; one run logged (rank 0's)")
+    dp.add_argument("--ranks", type=options.int_at_least(1), default=None, metavar="N",
+                    help="data parallel over N processes on this machine's CPUs (NumPy): "
+                         "the same arithmetic, the ranks joined by pipes")
+
+
+def parallel_setup(args: argparse.Namespace, config: TrainConfig
+                   ) -> tuple[int, bool, TrainConfig]:
+    """(ranks, on GPUs, the config with the backend the ranks use) from --gpus/--ranks."""
+    if args.gpus:
+        if config.backend == "numpy":
+            raise ConfigError("--gpus trains on GPUs: drop --backend numpy (or use --ranks N "
+                              "for CPU processes)")
+        return args.gpus, True, dataclasses.replace(config, backend="cupy")
+    if args.ranks and args.ranks > 1:
+        if config.backend == "cupy":
+            raise ConfigError("--ranks N is the CPU path: on GPUs use --gpus N")
+        return args.ranks, False, dataclasses.replace(config, backend="numpy")
+    return 1, False, config
+
+
 def run(args: argparse.Namespace) -> int:
-    config = train_config(args)
+    ranks, gpus, config = parallel_setup(args, train_config(args))
     problem = load_problem(args.dataset, seed=args.seed)
     graph = model_graph(problem, args.model, args.ir)
     if args.values and not args.ir:
@@ -240,10 +269,23 @@ def run(args: argparse.Namespace) -> int:
     recorder, where = open_recorder(args)
     extra: dict[str, Any] = {"model": args.model or (Path(args.ir).name if args.ir
                                                      else DEFAULT_MODEL)}
+    if args.gpus or ranks > 1:
+        extra["data_parallel"] = {"ranks": ranks, "gpus": gpus}
+
+    def rank0(comm: Communicator | None) -> TrainResult:
+        return Trainer(problem, graph, config, recorder=recorder, origin="cli", values=values,
+                       progress=not args.quiet, extra_config=extra,
+                       tuning=tuning_store(where),
+                       parallel=None if comm is None else DataParallel(comm)).fit()
+
     try:
-        result = Trainer(problem, graph, config, recorder=recorder, origin="cli", values=values,
-                         progress=not args.quiet, extra_config=extra,
-                         tuning=tuning_store(where)).fit()
+        if args.gpus or ranks > 1:
+            from aicf_induct.runtime.ranks import run_ranks
+
+            result = run_ranks(ranks, rank0, train_other_rank, (args, config, where),
+                               gpus=gpus)
+        else:
+            result = rank0(None)
     finally:
         recorder.close()
     if args.json:
@@ -260,3 +302,15 @@ def run(args: argparse.Namespace) -> int:
     if args.save_ir:
         print(f"IR written to {args.save_ir}")
     return 0
+
+
+def train_other_rank(comm: Communicator, payload: tuple[argparse.Namespace, TrainConfig,
+                                                         str | None]) -> None:
+    """A data-parallel rank other than 0 (its own process): the same problem, graph and
+    starting values as rank 0 (the same seeds), its share of every batch; it logs nothing."""
+    args, config, where = payload
+    problem = load_problem(args.dataset, seed=args.seed)
+    graph = model_graph(problem, args.model, args.ir)
+    values = load_values(args.values, graph) if args.values else None
+    Trainer(problem, graph, config, values=values, tuning=tuning_store(where),
+            parallel=DataParallel(comm)).fit()

@@ -52,3 +52,39 @@ def rank_main(rank: int, size: int, link: Connection, result: Connection, steps:
               widen_at: int, rows: int, backend: str = "numpy") -> None:
     """A rank other than 0, in its own process: its result back through `result`."""
     result.send(train_rank(rank, size, [link], steps, widen_at, rows, backend))
+
+
+def failing_rank(comm: Any, payload: str) -> None:
+    """A rank that joins one sum, then fails (`payload` "raise") or dies ("exit")."""
+    comm.allreduce_sum_(np.ones(1))
+    if payload == "raise":
+        raise ValueError("boom on this rank")
+    import os
+
+    os._exit(3)
+
+
+def summing_rank(comm: Any, payload: float) -> None:
+    comm.allreduce_sum_(np.full(2, payload))
+
+
+def opinionated_trainer(comm: Any, worsening: bool) -> Trainer:
+    """A data-parallel trainer (toy problem, patience 1, 6 epochs) whose own evaluation says
+    the validation loss falls every epoch, or (`worsening`) rises: left to itself, the
+    worsening one stops after two epochs, the other never."""
+    problem = toy_problem(n=200)
+    tr = Trainer(problem, toy_graph(problem, SPEC),
+                 TrainConfig(epochs=6, patience=1, batch_size=32, backend="numpy"),
+                 parallel=DataParallel(comm))
+    calls = iter(range(1000))
+
+    def evaluate(split: Any) -> tuple[float, float]:
+        k = next(calls)
+        return (float(k) if worsening else 1.0 / (k + 1)), 0.5
+
+    tr.evaluate = evaluate  # type: ignore[method-assign]
+    return tr
+
+
+def worsening_rank(comm: Any, payload: None) -> None:
+    opinionated_trainer(comm, worsening=True).fit()

@@ -71,3 +71,14 @@ def test_ranks_train_the_one_rank_run_across_a_widen(size: int, rows: int) -> No
 def test_links_must_match_the_rank() -> None:
     with pytest.raises(ConfigError, match="rank 0 of 3 needs 2 link"):
         PipeCommunicator(0, 3, [])
+
+
+def test_every_rank_follows_rank_0s_evaluation() -> None:
+    # rank 1's own evaluation would stop it after two epochs, while rank 0 goes on: the
+    # ranks must take rank 0's word, or rank 0 waits on a rank that has finished
+    from aicf_induct.runtime.ranks import run_ranks
+    from tests.runtime.parallel_rank import opinionated_trainer, worsening_rank
+
+    result = run_ranks(2, lambda comm: opinionated_trainer(comm, worsening=False).fit(),
+                       worsening_rank, None)
+    assert (result.status, result.epochs) == ("completed", 6)

@@ -1,0 +1,87 @@
+"""`aicf-induct train --ranks N` (data parallel over CPU processes) end to end: the one-rank
+run's metrics, one run logged; the ranks keep in step through early stopping with per-rank
+batchnorm statistics; a failing or dying rank ends the run with an error naming it; `--gpus`
+without GPUs is refused in one line. (`--gpus N` itself: tests/runtime/test_parallel_gpu.py,
+cuda tier.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from aicf_induct.cli.main import main
+from aicf_induct.errors import ExecutionError
+from aicf_induct.runtime.ranks import run_ranks
+from tests.runtime.parallel_rank import failing_rank, summing_rank
+
+ARGS = ("--dataset", "wine", "--model", "mlp:depth=2,width=16", "--epochs", "4", "--seed", "3",
+        "--batch-size", "16", "--backend", "numpy")
+
+
+def _train(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
+    assert main(["train", "--quiet", "--json", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_two_ranks_train_the_one_rank_run_and_log_one_run(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]
+                                                           ) -> None:
+    import warehouse
+
+    one = _train(capsys, *ARGS, "--no-log")
+    two = _train(capsys, *ARGS, "--ranks", "2", "--warehouse", str(tmp_path / "wh"))
+    assert two["steps"] == one["steps"]
+    for key, value in one.items():
+        if key.startswith(("train_", "val_", "test_")):
+            np.testing.assert_allclose(two[key], value, rtol=1e-9, err_msg=key)
+    conn = warehouse.connect(tmp_path / "wh")
+    runs = conn.execute("SELECT run_id, config FROM runs").fetchall()
+    assert [r[0] for r in runs] == [two["run_id"]]
+    assert json.loads(runs[0][1])["data_parallel"] == {"ranks": 2, "gpus": False}
+
+
+def test_three_ranks_stop_together_with_per_rank_batchnorm(capsys: pytest.CaptureFixture[str]
+                                                            ) -> None:
+    # each rank's running statistics differ; rank 0's evaluation decides for all
+    out = _train(capsys, "--dataset", "iris", "--model", "mlp:depth=2,width=8,norm=batchnorm",
+                 "--epochs", "60", "--patience", "2", "--lr", "0.05", "--backend", "numpy",
+                 "--ranks", "3", "--no-log")
+    assert out["status"] in ("early_stopped", "completed")
+
+
+@pytest.mark.parametrize(("how", "says"), [("raise", "rank 1 failed: ValueError: boom"),
+                                           ("exit", "rank 1 ended without a word")])
+def test_a_failing_rank_ends_the_run_with_its_error(how: str, says: str) -> None:
+    def rank0(comm) -> None:  # type: ignore[no-untyped-def]
+        comm.allreduce_sum_(np.ones(1))
+        comm.allreduce_sum_(np.ones(1))  # rank 1 is gone by now
+
+    with pytest.raises(ExecutionError, match=says):
+        run_ranks(2, rank0, failing_rank, how)
+
+
+def test_ranks_sum_and_rank_0_returns() -> None:
+    def rank0(comm) -> float:  # type: ignore[no-untyped-def]
+        buf = np.full(2, 1.0)
+        comm.allreduce_sum_(buf)
+        return float(buf[0])
+
+    assert run_ranks(3, rank0, summing_rank, 2.5) == 6.0
+
+
+def test_gpus_without_a_gpu_or_with_numpy_are_refused(capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    assert main(["train", *ARGS, "--gpus", "2", "--no-log"]) != 0
+    assert "--gpus trains on GPUs" in capsys.readouterr().err
+    try:
+        import cupy
+
+        have = cupy.cuda.runtime.getDeviceCount()
+    except Exception:
+        have = 0
+    if have < 64:
+        rc = main(["train", "--dataset", "wine", "--gpus", "64", "--no-log"])
+        assert rc != 0 and "--gpus 64:" in capsys.readouterr().err
