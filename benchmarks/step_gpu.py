@@ -4,6 +4,12 @@ Adam, a CUDA-graph step with capturable Adam, and torch.compile, in one run.
 
     python3 benchmarks/step_gpu.py [--precisions fp32,tf32] [--sizes 0,1,2,3] [--quick]
                                    [--no-compile] [--json PATH]
+    python3 benchmarks/step_gpu.py --gpus 2 [--sizes 2,3] ...     # data parallel
+
+`--gpus N`: the same global batch on one GPU and split over N (one process per GPU, our
+ranks summing over NCCL inside the captured step, `runtime.ranks`), against PyTorch's
+DistributedDataParallel on the same N GPUs (NCCL, fused Adam) in the same run; goal: N = 2
+gives >= 1.8x one GPU's throughput at the largest size and is not slower than DDP.
 
 A step is forward + cross-entropy + backward + Adam update of an MLP (batch, in →
 hidden × depth → out, ReLU), float32 parameters; "tf32" lets both sides' GEMMs use TF32
@@ -60,7 +66,8 @@ def timeit(step: Callable[[], None], sync: Callable[[], None], block: int,
     return statistics.median(out)
 
 
-def our_step(size: tuple[int, ...], precision: str) -> tuple[Any, Any, Any, Any, Any]:
+def our_step(size: tuple[int, ...], precision: str, reduce: Any = None
+             ) -> tuple[Any, Any, Any, Any, Any]:
     """Our side of one size: (CudaStep, executor, autotuner, x, y), nothing run yet. The ReLU
     MLP in float32 with fused kernels picked by a fresh autotuner, Adam over the flat buffer."""
     import cupy as cp
@@ -81,7 +88,7 @@ def our_step(size: tuple[int, ...], precision: str) -> tuple[Any, Any, Any, Any,
     tuner = Autotuner(cuda_timer, device().name, budget_s=float("inf"))
     ex = Executor(graph, store, loss="cross_entropy", device="cuda", xp=cp, fuse=True,
                   precision=precision, registry=TunedRegistry(tuner))
-    step = CudaStep(ex, make_optimizer("adam", lr=1e-3))
+    step = CudaStep(ex, make_optimizer("adam", lr=1e-3), reduce=reduce)
     rng = np.random.default_rng(0)
     x = cp.asarray(rng.normal(size=(b, i)).astype(np.float32))
     y = cp.asarray(rng.integers(0, o, size=b))
@@ -185,10 +192,127 @@ def pytorch(size: tuple[int, ...], variant: str, block: int, repeats: int) -> fl
     return timeit(step, torch.cuda.synchronize, block, repeats)
 
 
+def our_rank(comm: Any, payload: tuple[Any, ...]) -> float:
+    """One rank of our data-parallel step: its share of the global batch, the ranks' sum
+    inside the captured step; seconds per step (every rank's steps done, by a barrier)."""
+    import cupy as cp
+
+    from aicf_induct.runtime.parallel import device_reduce, shard_bounds
+
+    size, precision, block, repeats = payload
+    step, _, _, x, y = our_step(size, precision, reduce=device_reduce(comm))
+    lo, hi = shard_bounds(size[0], comm.rank, comm.size)
+    xs, ys, w = x[lo:hi], y[lo:hi], (hi - lo) / size[0]
+    step.run(xs, ys, 0, 1e-3, weight=w)
+    k = [0]
+
+    def one() -> None:
+        k[0] += 1
+        step.run(xs, ys, k[0], 1e-3, fetch=False, weight=w)
+
+    def sync() -> None:
+        cp.cuda.Device().synchronize()
+        comm.barrier()
+
+    return timeit(one, sync, block, repeats)
+
+
+def ours_on_gpus(n: int, size: tuple[int, ...], precision: str, block: int,
+                 repeats: int) -> float:
+    from aicf_induct.runtime.ranks import run_ranks
+
+    payload = (size, precision, block, repeats)
+    return run_ranks(n, lambda comm: our_rank(comm, payload), our_rank, payload, gpus=True)
+
+
+def ddp_rank(rank: int, n: int, size: tuple[int, ...], precision: str, block: int,
+             repeats: int, port: int, out: Any) -> None:
+    """One rank of PyTorch's DistributedDataParallel step (NCCL, fused Adam)."""
+    import os
+
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", rank=rank, world_size=n)
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    from aicf_induct.runtime.parallel import shard_bounds
+
+    model, x, y, _, _ = torch_setup(size)
+    lo, hi = shard_bounds(size[0], rank, n)
+    x, y = x[lo:hi].contiguous(), y[lo:hi].contiguous()
+    sx, sy = torch.empty_like(x), torch.empty_like(y)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank])
+    opt = torch.optim.Adam(ddp.parameters(), lr=1e-3, fused=True)
+
+    def step() -> None:
+        sx.copy_(x)
+        sy.copy_(y)
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(ddp(sx), sy).backward()
+        opt.step()
+
+    def sync() -> None:
+        torch.cuda.synchronize()
+        dist.barrier()
+
+    sec = timeit(step, sync, block, repeats)
+    if rank == 0:
+        out.put(sec)
+    dist.destroy_process_group()
+
+
+def ddp_on_gpus(n: int, size: tuple[int, ...], precision: str, block: int,
+                repeats: int) -> float:
+    import socket
+
+    import torch.multiprocessing as tmp
+
+    with socket.socket() as s:  # a free port for the ranks' rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp.get_context("spawn").SimpleQueue()
+    tmp.spawn(ddp_rank, args=(n, size, precision, block, repeats, port, out), nprocs=n)
+    return float(out.get())
+
+
+def data_parallel(args: argparse.Namespace) -> None:
+    """The --gpus N table: one GPU against N, ours and DDP, the same global batch."""
+    import cupy as cp
+
+    n = args.gpus
+    print("| batch | model | precision | ours 1 GPU ms | ours " + str(n) + " GPUs ms | "
+          "speed-up | DDP " + str(n) + " GPUs ms | ours / DDP | goal |")
+    print("|---|---|---|---|---|---|---|---|---|", flush=True)
+    rows = []
+    for prec in args.precisions.split(","):
+        for idx in (int(s) for s in args.sizes.split(",")):
+            size = SIZES[idx]
+            block, repeats = block_and_repeats(size, args.quick)
+            one = float(ours(size, prec, block, repeats)["ms"])  # type: ignore[arg-type]
+            cp.get_default_memory_pool().free_all_blocks()
+            many = ours_on_gpus(n, size, prec, block, repeats) * 1e3
+            ddp = ddp_on_gpus(n, size, prec, block, repeats) * 1e3
+            goal = one / many >= 0.9 * n and many <= ddp
+            b, i, h, d, o = size
+            print(f"| {b} | {i}→{h}×{d}→{o} | {prec} | {one:.3f} | {many:.3f} | "
+                  f"{one / many:.2f}× | {ddp:.3f} | {many / ddp:.2f}× | "
+                  f"{'met' if goal else 'missed'} |", flush=True)
+            rows.append({"size": size, "precision": prec, "gpus": n, "ours_1_ms": one,
+                         "ours_n_ms": many, "ddp_n_ms": ddp, "goal_met": goal})
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows}, indent=1, default=str))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--precisions", default="fp32,tf32")
-    ap.add_argument("--sizes", default="0,1,2,3")
+    ap.add_argument("--sizes", default=None, help="indices into SIZES (default 0,1,2,3; "
+                    "with --gpus: 2,3)")
+    ap.add_argument("--gpus", type=int, default=0,
+                    help="data parallel over N GPUs against one GPU and PyTorch's DDP")
     ap.add_argument("--quick", action="store_true", help="fewer steps (smoke run)")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     ap.add_argument("--json", default="", help="write every figure here")
@@ -201,6 +325,10 @@ def main() -> None:
     info = device()
     print(f"# step_gpu: {date.today()}, {info.name} (sm_{info.capability}, {info.sms} SMs), "
           f"cupy {cp.__version__}, torch {torch.__version__}", flush=True)
+    args.sizes = args.sizes or ("2,3" if args.gpus else "0,1,2,3")
+    if args.gpus:
+        data_parallel(args)
+        return
     print("| batch | model | precision | ours ms | eager | fused Adam | CUDA graph | "
           "compile | ours / graph | ours / best | goal |")
     print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)

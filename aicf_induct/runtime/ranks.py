@@ -58,7 +58,7 @@ def check_gpus(size: int) -> None:
 
 
 def _rank_process(rank: int, size: int, link: Connection, result: Connection, gpus: bool,
-                  worker: Callable[[Communicator, Any], None], payload: Any) -> None:
+                  worker: Callable[[Communicator, Any], object], payload: Any) -> None:
     try:
         worker(communicator(rank, size, [link], gpus), payload)
         result.send(None)
@@ -67,7 +67,7 @@ def _rank_process(rank: int, size: int, link: Connection, result: Connection, gp
 
 
 def run_ranks(size: int, main: Callable[[Communicator], T],
-              worker: Callable[[Communicator, Any], None], payload: Any, *,
+              worker: Callable[[Communicator, Any], object], payload: Any, *,
               gpus: bool = False) -> T:
     """`main(comm)` as rank 0 here, `worker(comm, payload)` as ranks 1..size-1 in processes
     of their own (`worker` and `payload` picklable); rank 0's result."""
