@@ -54,9 +54,10 @@ from aicf_induct.induction.corpus import corpus_meta
 from aicf_induct.induction.inference import bootstrap_mean_ci
 from aicf_induct.induction.lopo import split_seeds
 from aicf_induct.induction.metamodel import MetaModel
-from aicf_induct.induction.proposer import Proposer, candidate_of
+from aicf_induct.induction.proposer import Proposer
 from aicf_induct.induction.rewrite_effects import RewriteEffects
 from aicf_induct.induction.rewrite_history import excluding, load_rewrite_history
+from aicf_induct.induction.space import candidate_of
 
 HEADING = "## Main job: adaptive from the proposal vs static, top-1, full sweep, random search"
 METHODS = ("A_adaptive", "B_default", "C_top1", "D_sweep", "E_random")

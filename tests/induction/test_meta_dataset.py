@@ -24,7 +24,8 @@ from aicf_induct.induction.meta_dataset import (
     score_matrix,
 )
 from aicf_induct.induction.metamodel import MetaModel
-from aicf_induct.induction.proposer import Proposer, candidate_of
+from aicf_induct.induction.proposer import Proposer
+from aicf_induct.induction.space import candidate_of
 from aicf_induct.induction.space_io import parse_space
 from aicf_induct.induction.sweep import SweepSpec, run_sweep
 from aicf_induct.ir.canonical import to_dict
