@@ -12,9 +12,11 @@ from typing import Any, TextIO
 from aicf_induct.cli import from_proposal, options
 from aicf_induct.cli.train import (
     add_log_options,
+    add_parallel_options,
     add_train_options,
     model_graph,
     open_recorder,
+    parallel_setup,
     print_metrics,
     train_config,
     tuning_store,
@@ -32,6 +34,7 @@ from aicf_induct.records import (
 from aicf_induct.runtime import snapshot as disk
 from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun, FaultInjection, StepHook
 from aicf_induct.runtime.guard import GuardConfig
+from aicf_induct.runtime.parallel import Communicator, DataParallel
 from aicf_induct.runtime.policies import POLICIES, make_policy
 
 START_MODEL = "mlp:depth=1,width=4"  # without --from-proposal: small on purpose
@@ -194,6 +197,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help=f'starting model spec (default "{START_MODEL}": small on purpose)')
     add_train_options(p)
     add_adapt_options(p)
+    add_parallel_options(p)
     from_proposal.add_options(p)
     add_log_options(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON, no timeline")
@@ -231,13 +235,17 @@ def run(args: argparse.Namespace) -> int:
     model = args.model or START_MODEL
     extra: dict[str, Any] = {"model": model}
     # everything that can refuse the command comes before the warehouse is opened
+    parallel = bool(args.gpus or (args.ranks and args.ranks > 1))
+    if args.resume and parallel:
+        raise ConfigError("--resume goes on with one rank: drop --gpus/--ranks")
     if args.resume:
         path = disk.latest(args.resume)
         if path is None:
             raise ConfigError(f"no checkpoint in {args.resume}")
         problem = load_problem(args.dataset, seed=disk.load(path).seed)
     else:
-        config, adapt = train_config(args), adapt_config(args)
+        ranks, gpus, config = parallel_setup(args, train_config(args))
+        adapt = adapt_config(args)
         problem = load_problem(args.dataset, seed=args.seed)
         if args.from_proposal:
             plan = from_proposal.plan(args, problem, config, policy)
@@ -256,19 +264,37 @@ def run(args: argparse.Namespace) -> int:
                                           hooks=hooks, extra_config=extra,
                                           tuning=tuning_store(where))
             head = f"resuming run {adaptive.run_id} at step {adaptive.trainer.step_count}"
+            steps = adaptive.adapt.steps
         else:
-            adaptive = AdaptiveRun(problem, graph, config, adapt, policy, recorder=rec,
+            steps = adapt.steps
+            if parallel:
+                extra["data_parallel"] = {"ranks": ranks, "gpus": gpus}
+
+            def start(comm: Communicator | None) -> AdaptiveRun:
+                return AdaptiveRun(problem, graph, config, adapt, policy, recorder=rec,
                                    checkpoint_dir=args.checkpoint_dir, hooks=hooks,
-                                   extra_config=extra, tuning=tuning_store(where))
+                                   extra_config=extra, tuning=tuning_store(where),
+                                   parallel=None if comm is None else DataParallel(comm))
+
             head = f"start {model}: {_describe(graph)}"
             if args.from_proposal:
                 head = _proposal_head(plan) + "\n" + head
         if timeline:
             print(f"adapt {problem.name}: {problem.task}, {problem.n_rows} rows, "
                   f"{problem.n_features} features; policy {policy.name}, "
-                  f"{adaptive.adapt.steps} steps", flush=True)
+                  f"{steps} steps"
+                  + (f", data parallel over {ranks} {'GPUs' if gpus else 'processes'}"
+                     if parallel else ""), flush=True)
             print(head, flush=True)
-        result = adaptive.run()
+        if args.resume:
+            result = adaptive.run()
+        elif parallel:
+            from aicf_induct.runtime.ranks import run_ranks
+
+            result = run_ranks(ranks, lambda comm: start(comm).run(), adapt_other_rank,
+                               (args, graph, config, adapt, hooks, where), gpus=gpus)
+        else:
+            result = start(None).run()
     finally:
         rec.close()
     if args.json:
@@ -286,3 +312,14 @@ def run(args: argparse.Namespace) -> int:
     if where:
         print(f"logged to {where}")
     return 0
+
+
+def adapt_other_rank(comm: Communicator, payload: tuple[Any, ...]) -> None:
+    """A data-parallel rank other than 0 (its own process): rank 0's starting graph and
+    recipe, its share of every batch; it takes rank 0's measurements and decisions, logs
+    nothing and writes no checkpoint."""
+    args, graph, config, adapt, hooks, where = payload
+    problem = load_problem(args.dataset, seed=args.seed)
+    AdaptiveRun(problem, graph, config, adapt, make_policy(args.policy), hooks=hooks,
+                checkpoint_dir=args.checkpoint_dir, tuning=tuning_store(where),
+                parallel=DataParallel(comm)).run()

@@ -44,6 +44,7 @@ from aicf_induct.runtime.data import BatchStream
 from aicf_induct.runtime.guard import Blacklist, Guard, GuardConfig
 from aicf_induct.runtime.metrics import score_name
 from aicf_induct.runtime.model_state import ModelState, capture, install
+from aicf_induct.runtime.parallel import DataParallel
 from aicf_induct.runtime.policies import NO_CHANGE, Decision, Policy, PolicyObservation
 from aicf_induct.runtime.runs import (
     LoggedRun,
@@ -176,7 +177,8 @@ class AdaptiveRun:
                  origin: str = "adapt", checkpoint_dir: str | Path | None = None,
                  hooks: Sequence[StepHook] = (), values: dict[str, np.ndarray] | None = None,
                  extra_config: dict[str, Any] | None = None,
-                 tuning: TuningStore | None = None) -> None:
+                 tuning: TuningStore | None = None,
+                 parallel: DataParallel | None = None) -> None:
         bpe = BatchStream(len(problem.train), config.batch_size).batches_per_epoch()
         self.config = dataclasses.replace(config, max_steps=adapt.steps,
                                           epochs=math.ceil(adapt.steps / bpe) + 1)
@@ -190,7 +192,10 @@ class AdaptiveRun:
         self.trainer = Trainer(problem, graph, self.config, recorder=self.recorder,
                                values=values, origin=origin, run_id=run_id or uuid.uuid4().hex,
                                parent_run_id=parent_run_id, extra_config=extra,
-                               tuning=tuning)
+                               tuning=tuning, parallel=parallel)
+        # data parallel: rank 0 measures, decides and writes checkpoints; every rank takes
+        # its word (`Trainer.agreed`), so all apply the same rewrites at the same steps
+        self.rank0 = parallel is None or parallel.comm.rank == 0
         self.tuning = tuning  # the GPU autotuner's store, for forks too
         self.schedule = ScaledSchedule(self.trainer.schedule)
         self.trainer.schedule = self.schedule
@@ -346,9 +351,14 @@ class AdaptiveRun:
         val, val_score = tr.evaluate(self.problem.val)
         train, _ = tr.evaluate(self._train_eval)
         gap = (val - train) / train if train > 0 else math.nan
-        return {"val_loss": val, f"val_{score_name(self.problem.task)}": val_score,
-                "train_loss": train, "gap": gap, "param_count": float(tr.graph.param_count()),
-                "step": float(tr.step_count)}
+        return tr.agreed({"val_loss": val, f"val_{score_name(self.problem.task)}": val_score,
+                          "train_loss": train, "gap": gap,
+                          "param_count": float(tr.graph.param_count()),
+                          "step": float(tr.step_count)})
+
+    def _decide(self, obs: PolicyObservation) -> Decision | None:
+        """The policy's decision: rank 0's, on every rank of a data-parallel run."""
+        return self.trainer.agreed(self.policy.decide(obs) if self.rank0 else None)
 
     def _evaluate(self, epoch: int) -> dict[str, float]:
         m = self.measure()
@@ -467,7 +477,7 @@ class AdaptiveRun:
         if self.rewrites >= self.adapt.max_rewrites:
             self._event("decision", "none", {"reason": "max_rewrites reached"})
             return
-        d = self.policy.decide(self._observation(f, m))
+        d = self._decide(self._observation(f, m))
         if d is None or d.transform == NO_CHANGE:  # a "no change" may say why, and on what
             detail: dict[str, Any] = {"trigger": f.trigger, "policy": self.policy.name}
             if d is not None:
@@ -573,7 +583,7 @@ class AdaptiveRun:
                        blacklist=self.guard.transform if guarding else None, lr_backoff=True)
         self.skip.append(list(at))  # the replay leaves out the batch it happened on
         if not guarding and self.rewrites < self.adapt.max_rewrites:
-            d = self.policy.decide(self._observation(f, self._metrics()))
+            d = self._decide(self._observation(f, self._metrics()))
             if d is not None and d.transform != NO_CHANGE:
                 self._event("decision", d.transform, self._decision_detail(d, f))
                 self.rewrite(d)
@@ -608,8 +618,9 @@ class AdaptiveRun:
             # the log first: a run resumed from this checkpoint logs from it on, so every
             # step before it must already be on disk
             self.recorder.flush()
-            path = disk.save(s, self.checkpoint_dir, serial=self.work)
-            disk.prune(self.checkpoint_dir, self.adapt.keep_checkpoints)
+            path = disk.save(s, self.checkpoint_dir, serial=self.work) if self.rank0 else None
+            if self.rank0:
+                disk.prune(self.checkpoint_dir, self.adapt.keep_checkpoints)
         self.last_good = s
         self._event("checkpoint", "save", {"path": str(path)})
 

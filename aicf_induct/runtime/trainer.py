@@ -250,7 +250,7 @@ class Trainer:
         cfg, train = self.config, self.problem.train
         losses = []
         for idx in self._epoch_batches(epoch):
-            if cfg.max_wall_s and self._agreed(fit.run.elapsed() >= cfg.max_wall_s):
+            if cfg.max_wall_s and self.agreed(fit.run.elapsed() >= cfg.max_wall_s):
                 fit.status = "timeout"
                 break
             losses.append(self.train_step(train.X[idx], train.y[idx], epoch).loss)
@@ -262,7 +262,7 @@ class Trainer:
         cfg = self.config
         # data parallel: every rank decides on rank 0's evaluation (batchnorm's running
         # statistics are per rank), so the ranks keep the same best epoch and stop together
-        val_loss, val_score = self._agreed((val_loss, val_score))
+        val_loss, val_score = self.agreed((val_loss, val_score))
         row = {"train_loss": float(np.mean(losses)) if losses else float("nan"),
                "val_loss": val_loss, f"val_{score_name(self.problem.task)}": val_score}
         fit.history.append(row)
@@ -288,7 +288,7 @@ class Trainer:
         return TrainResult(self.run_id, fit.status, self.step_count, len(fit.history), best[1],
                            wall, metrics, fit.history)
 
-    def _agreed(self, value: Any) -> Any:
+    def agreed(self, value: Any) -> Any:
         """Rank 0's `value` on every rank of a data-parallel run (else `value`)."""
         return value if self.parallel is None else self.parallel.comm.broadcast(value)
 
