@@ -19,8 +19,8 @@ import os, sys, time
 from aicf_induct.induction import sweep_worker as w
 w.init_local_worker(os.getppid())
 w._IN_RUN = True
-print("running", flush=True)
-try:
+try:  # "running" inside: a SIGTERM right after it (a loaded machine) must be caught too
+    print("running", flush=True)
     while True:
         time.sleep(0.01)
 except KeyboardInterrupt:
