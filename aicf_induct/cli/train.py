@@ -269,7 +269,8 @@ def run(args: argparse.Namespace) -> int:
     recorder, where = open_recorder(args)
     extra: dict[str, Any] = {"model": args.model or (Path(args.ir).name if args.ir
                                                      else DEFAULT_MODEL)}
-    if args.gpus or ranks > 1:
+    parallel = gpus or ranks > 1
+    if parallel:
         extra["data_parallel"] = {"ranks": ranks, "gpus": gpus}
 
     def rank0(comm: Communicator | None) -> TrainResult:
@@ -279,7 +280,7 @@ def run(args: argparse.Namespace) -> int:
                        parallel=None if comm is None else DataParallel(comm)).fit()
 
     try:
-        if args.gpus or ranks > 1:
+        if parallel:
             from aicf_induct.runtime.ranks import run_ranks
 
             result = run_ranks(ranks, rank0, train_other_rank, (args, config, where),

@@ -176,18 +176,14 @@ class DeviceEpochs:
 
         ex = self.trainer.executor
         tg = ex.training_graph
-        x = self.data.array("val", "X", self.x.dtype)
-        y = self.data.array("val", "y", self.y.dtype)
-        chunks = []
-        for start in range(0, len(x), EVAL_CHUNK):
-            xs, ys = x[start:start + EVAL_CHUNK], y[start:start + EVAL_CHUNK]
-            chunks.append((start, ex.plan("eval", int(xs.shape[0])), xs, ys))
+        chunks = self._val_chunks()
         self.eval_graph: Any = None
         if not chunks or not all(plan.capturable for _, plan, _, _ in chunks):
             return
         pred = chunks[0][1].value(tg.prediction)
+        rows = sum(len(xs) for _, _, xs, _ in chunks)
         self.val_losses = cupy.zeros(len(chunks), dtype=np.float64)
-        self.val_preds = cupy.zeros((len(x), *pred.shape[1:]), dtype=pred.dtype)
+        self.val_preds = cupy.zeros((rows, *pred.shape[1:]), dtype=pred.dtype)
 
         def evaluate() -> None:
             for k, (start, plan, xs, ys) in enumerate(chunks):
@@ -267,17 +263,23 @@ class DeviceEpochs:
         # the host copies are staged at the call; held anyway until the epoch is read
         self._queued = (epoch, first, t0, lrs, self.sizes[:n], [evals, order, table])
 
+    def _val_chunks(self) -> list[tuple[int, Any, Any, Any]]:
+        """The validation split on the device in chunks of EVAL_CHUNK rows: (first row, the
+        eval plan of the chunk's size, its rows, its labels)."""
+        ex = self.trainer.executor
+        x = self.data.array("val", "X", self.x.dtype)
+        y = self.data.array("val", "y", self.y.dtype)
+        return [(start, ex.plan("eval", len(x[start:start + EVAL_CHUNK])),
+                 x[start:start + EVAL_CHUNK], y[start:start + EVAL_CHUNK])
+                for start in range(0, len(x), EVAL_CHUNK)]
+
     def _evaluate(self) -> list[Any]:
         """The validation split in eval mode, chunk by chunk, kept on the device:
         [(rows, loss, predictions)]."""
         ex = self.trainer.executor
         tg = ex.training_graph
-        x = self.data.array("val", "X", self.x.dtype)
-        y = self.data.array("val", "y", self.y.dtype)
         out = []
-        for start in range(0, len(x), EVAL_CHUNK):
-            xs, ys = x[start:start + EVAL_CHUNK], y[start:start + EVAL_CHUNK]
-            plan = ex.plan("eval", int(xs.shape[0]))
+        for _, plan, xs, ys in self._val_chunks():
             plan.feed({ex.input_id: xs, tg.labels: ys})
             plan.launch()
             out.append((len(xs), plan.value(tg.loss).copy(), plan.value(tg.prediction).copy()))
