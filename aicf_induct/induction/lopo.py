@@ -89,7 +89,10 @@ def run_lopo(meta: pd.DataFrame, config: LopoConfig, n_jobs: int = 1,
     check_meta(meta)
     cands = sorted(str(c) for c in meta["candidate"].unique())
     baselines.default_choice(cands, config.default)
-    ctx = _Context(meta, config, cands)
+    firsts = meta.drop_duplicates("candidate")
+    keys = dict(zip(firsts["candidate"].astype(str), firsts["structure_key"].astype(str),
+                    strict=True))
+    ctx = _Context(meta, config, cands, keys)
     groups = sorted(meta["group"].unique())
     if n_jobs == 1:
         parts = [_folds(ctx, [g]) for g in tqdm(groups, desc="LOPO folds", unit="group",
@@ -123,14 +126,14 @@ class _Context:
     meta: pd.DataFrame
     config: LopoConfig
     cands: list[str]
+    keys: dict[str, str]  # candidate -> its structure key
 
     def matrix(self, column: str, seeds: tuple[int, ...]) -> pd.DataFrame:
         return score_matrix(self.meta, column, seeds).reindex(columns=self.cands)
 
     def applicable(self, problem: str) -> list[str]:
         """The candidates that train on `problem` (the sweep's rule), in `cands` order."""
-        keys = self.meta.drop_duplicates("candidate").set_index("candidate")["structure_key"]
-        return [c for c in self.cands if applies_to(str(keys[c]), problem)]
+        return [c for c in self.cands if applies_to(self.keys[c], problem)]
 
 
 def _folds(ctx: _Context, groups: Sequence[str]) -> tuple[list[dict[str, object]],
