@@ -6,7 +6,8 @@ permutation `BatchStream` gives the solo run, made on the host: two integers of 
 a table of the steps' optimizer terms (learning rate, bias corrections, the step for the
 dropout key: `cuda_step.fill_hyper`, as the solo step computes them) copied to the device;
 then one CUDA graph replay per step, or per MULTI full-batch steps (one graph of MULTI
-steps: the host's cost is per replay, not per kernel). A step's graph holds what the solo
+steps, built from the step's graph as child nodes by kernels.cuda.graph_repeat: the host's
+cost is per replay, not per kernel). A step's graph holds what the solo
 step does, around it what the host did per step there: gather the batch's rows into the
 plan's input buffers and the step's terms into the step's term array (both indexed by a
 step counter on the device), the step itself (`CudaStep`'s body: the plan or the one-kernel
@@ -40,7 +41,8 @@ from aicf_induct.runtime.cuda_step import (
 from aicf_induct.runtime.metrics import score
 from aicf_induct.runtime.trainer import EVAL_CHUNK, FitState, Trainer
 
-MULTI = 16  # full-batch steps in one graph replay (at most)
+MULTI = 64  # full-batch steps in one graph replay (at most), as child nodes of the step's graph
+MULTI_CAPTURED = 16  # at most, where the driver cannot build that and the steps are captured
 STATS = 4  # per step: sum g^2, sum theta^2, sum delta^2, loss (kernels.cuda.optim.STATS)
 
 _STATS_SRC = r"""
@@ -134,6 +136,7 @@ class DeviceEpochs:
         self.graphs: dict[int, Any] = {}
         self.eager: dict[int, str] = {}  # batch size -> why its steps are not one replay
         self.multi: tuple[int, Any] | None = None  # (k, a graph of k full-batch steps)
+        self.multi_error = ""  # why the step's graph could not be repeated as child nodes
         gather, terms, stats = _kernels()
         for size in sorted(set(self.sizes), reverse=True):
             e = self.entries[size] = self.cuda_step.prepare(train.X[:size], train.y[:size],
@@ -163,10 +166,21 @@ class DeviceEpochs:
             self.graphs[size] = graph
             full = self.sizes.count(size) if size == self.sizes[0] else 0
             if full >= 2:
-                k = min(MULTI, full)
-                many, _ = capture(functools.partial(_repeat, self._body(e), k))
-                self.multi = (k, many) if many is not None else None
+                self.multi = self._multi(graph, e, full)
         self._build_eval()
+
+    def _multi(self, graph: Any, e: Any, full: int) -> tuple[int, Any] | None:
+        """(k, a graph of k full-batch steps): the step's graph repeated as child nodes (no
+        second capture), else the steps captured k at a time."""
+        from aicf_induct.kernels.cuda.graph_repeat import repeated
+
+        k = min(MULTI, full)
+        many, self.multi_error = repeated(graph, k)
+        if many is not None:
+            return k, many
+        k = min(MULTI_CAPTURED, full)
+        captured, _ = capture(functools.partial(_repeat, self._body(e), k))
+        return (k, captured) if captured is not None else None
 
     def _build_eval(self) -> None:
         """The validation split's evaluation as one graph (after an eager pass that

@@ -94,3 +94,28 @@ def test_a_validation_split_of_several_chunks_evaluates_as_alone(monkeypatch) ->
     c.append((toy_problem("regression", n=300, seed=1), SPECS[2], CONFIG))
     for a, b in zip(alone(c), together(c), strict=True):
         same(a, b)
+
+
+def test_full_batch_steps_replay_k_at_a_time_as_alone_either_way(monkeypatch) -> None:
+    # the multi-step graph is the step's graph repeated as child nodes; where the driver
+    # cannot build that, the steps are captured k at a time: both log what the solo run logs
+    import aicf_induct.kernels.cuda.graph_repeat as graph_repeat
+    import aicf_induct.runtime.epoch_gpu as epoch_gpu
+    from aicf_induct.runtime.epoch_gpu import DeviceData, DeviceEpochs
+
+    problem = toy_problem(n=330)
+    c = [(problem, SPECS[i], dataclasses.replace(CONFIG, seed=i)) for i in (0, 1)]
+    probe = DeviceEpochs(trainer(problem, SPECS[0], CONFIG, MemoryRecorder()),
+                         DeviceData(problem))
+    assert probe.multi is not None and probe.multi_error == ""
+    assert isinstance(probe.multi[1], graph_repeat.RepeatedGraph)
+    assert probe.multi[0] == min(epoch_gpu.MULTI, probe.sizes.count(probe.sizes[0]))
+    for a, b in zip(alone(c), together(c), strict=True):
+        same(a, b)
+    monkeypatch.setattr(graph_repeat, "repeated", lambda graph, k: (None, "refused"))
+    monkeypatch.setattr(epoch_gpu, "MULTI_CAPTURED", 4)
+    probe = DeviceEpochs(trainer(problem, SPECS[0], CONFIG, MemoryRecorder()),
+                         DeviceData(problem))
+    assert probe.multi is not None and probe.multi[0] == 4 and probe.multi_error == "refused"
+    for a, b in zip(alone(c), together(c), strict=True):
+        same(a, b)
