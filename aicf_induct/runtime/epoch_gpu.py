@@ -39,6 +39,7 @@ from aicf_induct.runtime.cuda_step import (
     warm_up,
 )
 from aicf_induct.runtime.metrics import score
+from aicf_induct.runtime.schedules import lr_range
 from aicf_induct.runtime.trainer import EVAL_CHUNK, FitState, Trainer
 
 MULTI = 64  # full-batch steps in one graph replay (at most), as child nodes of the step's graph
@@ -135,7 +136,10 @@ class DeviceEpochs:
         self.entries: dict[int, Any] = {}
         self.graphs: dict[int, Any] = {}
         self.eager: dict[int, str] = {}  # batch size -> why its steps are not one replay
-        self.multi: tuple[int, Any] | None = None  # (k, a graph of k full-batch steps)
+        # (k, a graph of k full-batch steps), largest first: the step's graph repeated MULTI
+        # times and the rest of an epoch's full batches, or the steps captured k at a time
+        self.repeats: list[tuple[int, Any]] = []
+        self._sequences: dict[int, list[tuple[Any, int]]] = {}
         self.multi_error = ""  # why the step's graph could not be repeated as child nodes
         gather, terms, stats = _kernels()
         for size in sorted(set(self.sizes), reverse=True):
@@ -166,21 +170,33 @@ class DeviceEpochs:
             self.graphs[size] = graph
             full = self.sizes.count(size) if size == self.sizes[0] else 0
             if full >= 2:
-                self.multi = self._multi(graph, e, full)
+                self.repeats = self._repeats(graph, e, full)
         self._build_eval()
 
-    def _multi(self, graph: Any, e: Any, full: int) -> tuple[int, Any] | None:
-        """(k, a graph of k full-batch steps): the step's graph repeated as child nodes (no
-        second capture), else the steps captured k at a time."""
+    def _repeats(self, graph: Any, e: Any, full: int) -> list[tuple[int, Any]]:
+        """The graphs of k full-batch steps each: the step's graph repeated as child nodes (no
+        second capture), MULTI steps and the rest of `full` past a multiple of MULTI; else
+        the steps captured MULTI_CAPTURED at a time."""
         from aicf_induct.kernels.cuda.graph_repeat import repeated
 
-        k = min(MULTI, full)
-        many, self.multi_error = repeated(graph, k)
-        if many is not None:
-            return k, many
+        out = []
+        for k in sorted({min(MULTI, full), full % MULTI if full > MULTI else 0}, reverse=True):
+            if k < 2:
+                continue
+            many, self.multi_error = repeated(graph, k)
+            if many is None:
+                break
+            out.append((k, many))
+        else:
+            return out
         k = min(MULTI_CAPTURED, full)
         captured, _ = capture(functools.partial(_repeat, self._body(e), k))
-        return (k, captured) if captured is not None else None
+        return [(k, captured)] if captured is not None else []
+
+    @property
+    def multi(self) -> tuple[int, Any] | None:
+        """The graph of the most full-batch steps, (k, graph), if any."""
+        return self.repeats[0] if self.repeats else None
 
     def _build_eval(self) -> None:
         """The validation split's evaluation as one graph (after an eager pass that
@@ -235,7 +251,7 @@ class DeviceEpochs:
             n = min(n, cfg.max_steps - tr.step_count)
         first = tr.step_count
         table = np.zeros((max(n, 1), self.width), dtype=np.float64)
-        lrs = np.array([tr.schedule.lr(first + k) for k in range(n)], dtype=np.float64)
+        lrs = lr_range(tr.schedule, first, n)
         # the segments (parameters sharing a step count) are one for every entry: a run
         # trained here is never rewritten
         segs = self.entries[self.sizes[0]].signature[-1]
@@ -253,21 +269,14 @@ class DeviceEpochs:
                                                  n * self.width * 8)
             self.counter.fill(0)
             k = 0
-            while k < n:
-                size = self.sizes[k]
-                graph = self.graphs.get(size)
-                if (self.multi is not None and k + self.multi[0] <= n
-                        and self.sizes[k + self.multi[0] - 1] == size == self.sizes[0]):
-                    self.multi[1].launch(self.stream)
-                    k += self.multi[0]
-                    continue
+            for graph, count in self._sequence(n):
                 if graph is not None:
                     graph.launch(self.stream)
                 else:  # eager: kernels read the dropout key's step from the host
-                    e = self.entries[size]
+                    e = self.entries[self.sizes[k]]
                     e.plan.ctx.step = first + k
                     self._body(e)()
-                k += 1
+                k += count
             tr.step_count += n
             if self.eval_graph is not None:
                 self.eval_graph.launch(self.stream)
@@ -276,6 +285,28 @@ class DeviceEpochs:
                 evals = self._evaluate()
         # the host copies are staged at the call; held anyway until the epoch is read
         self._queued = (epoch, first, t0, lrs, self.sizes[:n], [evals, order, table])
+
+    def _sequence(self, n: int) -> list[tuple[Any, int]]:
+        """The replays that run an epoch's first `n` steps: (graph, steps it runs), a graph of
+        None for one eager step; the largest repeated graph first, then the rest's, then one
+        replay per step (kept for a full epoch: every epoch but a truncated last one)."""
+        seq = self._sequences.get(n)
+        if seq is not None:
+            return seq
+        seq, k = [], 0
+        while k < n:
+            size = self.sizes[k]
+            for reps, graph in self.repeats:
+                if size == self.sizes[0] and k + reps <= n and self.sizes[k + reps - 1] == size:
+                    seq.append((graph, reps))
+                    k += reps
+                    break
+            else:
+                seq.append((self.graphs.get(size), 1))
+                k += 1
+        if n == self.n_batches:
+            self._sequences[n] = seq
+        return seq
 
     def _val_chunks(self) -> list[tuple[int, Any, Any, Any]]:
         """The validation split on the device in chunks of EVAL_CHUNK rows: (first row, the

@@ -15,6 +15,8 @@ import math
 import numbers
 from typing import Protocol
 
+import numpy as np
+
 from aicf_induct.errors import ConfigError
 
 
@@ -115,3 +117,13 @@ def make_schedule(
     else:
         inner = CosineLR(lr, total_steps - warmup_steps, min_lr)
     return WarmupLR(inner, warmup_steps) if warmup_steps else inner
+
+
+def lr_range(schedule: Schedule, start: int, n: int) -> np.ndarray:
+    """The learning rates of steps `start` .. `start + n - 1`, as `schedule.lr` gives them one
+    by one (a constant schedule's without the per-step call: the GPU engine fills an epoch's
+    table at a time)."""
+    if isinstance(schedule, ConstantLR):
+        _check_step(start)
+        return np.full(n, schedule.base_lr, dtype=np.float64)
+    return np.array([schedule.lr(start + k) for k in range(n)], dtype=np.float64)

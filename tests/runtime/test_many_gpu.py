@@ -112,6 +112,16 @@ def test_full_batch_steps_replay_k_at_a_time_as_alone_either_way(monkeypatch) ->
     assert probe.multi[0] == min(epoch_gpu.MULTI, probe.sizes.count(probe.sizes[0]))
     for a, b in zip(alone(c), together(c), strict=True):
         same(a, b)
+    # more full batches than one repeated graph holds: MULTI at a time, then the rest's graph
+    monkeypatch.setattr(epoch_gpu, "MULTI", 4)
+    probe = DeviceEpochs(trainer(problem, SPECS[0], CONFIG, MemoryRecorder()),
+                         DeviceData(problem))
+    full = probe.sizes.count(probe.sizes[0])
+    assert full > 4 and [k for k, _ in probe.repeats] == [4, full % 4][:1 + (full % 4 >= 2)]
+    counts = [count for _, count in probe._sequence(probe.n_batches)]
+    assert sum(counts) == probe.n_batches and counts[:full // 4] == [4] * (full // 4)
+    for a, b in zip(alone(c), together(c), strict=True):
+        same(a, b)
     monkeypatch.setattr(graph_repeat, "repeated", lambda graph, k: (None, "refused"))
     monkeypatch.setattr(epoch_gpu, "MULTI_CAPTURED", 4)
     probe = DeviceEpochs(trainer(problem, SPECS[0], CONFIG, MemoryRecorder()),

@@ -14,6 +14,7 @@ from aicf_induct.runtime.schedules import (
     CosineLR,
     Schedule,
     WarmupLR,
+    lr_range,
     make_schedule,
 )
 
@@ -104,3 +105,13 @@ def test_negative_step_raises() -> None:
 def test_bad_schedule_raises_config_error(args: tuple[Any, ...], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         make_schedule(*args)
+
+
+@pytest.mark.parametrize("schedule", [ConstantLR(0.01), CosineLR(0.1, 20, 0.001),
+                                      WarmupLR(CosineLR(0.1, 20), 5), WarmupLR(ConstantLR(0.3), 3)])
+def test_a_range_of_learning_rates_is_the_per_step_ones_bit_for_bit(schedule) -> None:
+    for start, n in ((0, 30), (7, 5), (25, 0)):
+        expected = [schedule.lr(start + k) for k in range(n)]
+        assert lr_range(schedule, start, n).tolist() == expected
+    with pytest.raises(ValueError, match="step must be >= 0"):
+        lr_range(schedule, -1, 3)
