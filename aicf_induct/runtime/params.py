@@ -99,8 +99,10 @@ class ParamStore:
         return int(self.data.size)
 
     def state_arrays(self) -> dict[str, Array]:
-        """Copies of every parameter and buffer by name (for snapshots)."""
-        out = {n: self.params[n].copy() for n in self.names}
+        """Copies of every parameter and buffer by name (for snapshots): the parameters as
+        views of one copy of the flat buffer (one device copy, not one per parameter)."""
+        flat = self.data.copy()
+        out = {n: flat[self.slices[n]].reshape(self.shapes[n]) for n in self.names}
         out.update({n: b.copy() for n, b in self.buffers.items()})
         return out
 
