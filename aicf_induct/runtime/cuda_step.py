@@ -377,25 +377,30 @@ class CudaStep:
         return graph
 
 
-def warm_up(e: _Entry) -> None:
+def warm_up(e: _Entry, sync: bool = True) -> None:
     """Compile the step's kernels and size their scratch before a capture: the gradients
     are computed once (parameters are not touched; batchnorm's running statistics are, so
-    callers keep them: `kept_buffers`)."""
+    callers keep them: `kept_buffers`). `sync`: wait for the stream before and after (the
+    GPU engine, whose runs share a busy GPU, orders by its run's stream instead)."""
     import cupy
 
     stream = cupy.cuda.get_current_stream()
-    stream.synchronize()
+    if sync:
+        stream.synchronize()
     e.gradients()
     e.update.compile()
-    stream.synchronize()
+    if sync:
+        stream.synchronize()
 
 
-def capture(body: Any) -> tuple[Any, str]:
+def capture(body: Any, sync: bool = True) -> tuple[Any, str]:
     """`body()` captured as a CUDA graph on a stream of its own: (graph, "") or (None, why
-    the capture failed)."""
+    the capture failed). `sync`: wait for the current stream first (a capture runs nothing,
+    so the GPU engine, which launches the graph on that stream, does not)."""
     import cupy
 
-    cupy.cuda.get_current_stream().synchronize()
+    if sync:
+        cupy.cuda.get_current_stream().synchronize()
     stream = cupy.cuda.Stream(non_blocking=True)
     graph, error = None, ""
     with stream:

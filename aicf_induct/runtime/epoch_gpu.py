@@ -42,7 +42,7 @@ from aicf_induct.runtime.metrics import score
 from aicf_induct.runtime.schedules import lr_range
 from aicf_induct.runtime.trainer import EVAL_CHUNK, FitState, Trainer
 
-MULTI = 64  # full-batch steps in one graph replay (at most), as child nodes of the step's graph
+MULTI = 16  # full-batch steps in one graph replay (at most), as child nodes of the step's graph
 MULTI_CAPTURED = 16  # at most, where the driver cannot build that and the steps are captured
 STATS = 4  # per step: sum g^2, sum theta^2, sum delta^2, loss (kernels.cuda.optim.STATS)
 
@@ -152,7 +152,7 @@ class DeviceEpochs:
                 self.width = len(e.hyper_host)
                 self.table = cupy.zeros((self.n_batches, self.width), dtype=np.float64)
             with kept_buffers(tr.store):
-                warm_up(e)
+                warm_up(e, sync=False)
             # compile the small kernels before a capture (not the body: its update would
             # move the parameters)
             gather(self.x, self.order, self.counter, self.batch, bx.size // bx.shape[0], bx)
@@ -163,7 +163,7 @@ class DeviceEpochs:
             if not e.plan.capturable:
                 self.eager[size] = "a kernel of the plan cannot be captured"
                 continue
-            graph, error = capture(self._body(e))
+            graph, error = capture(self._body(e), sync=False)
             if graph is None:
                 self.eager[size] = "capture failed: " + error
                 continue
@@ -190,7 +190,7 @@ class DeviceEpochs:
         else:
             return out
         k = min(MULTI_CAPTURED, full)
-        captured, _ = capture(functools.partial(_repeat, self._body(e), k))
+        captured, _ = capture(functools.partial(_repeat, self._body(e), k), sync=False)
         return [(k, captured)] if captured is not None else []
 
     @property
@@ -224,7 +224,7 @@ class DeviceEpochs:
                 cupy.copyto(self.val_preds[start:start + len(xs)], plan.value(tg.prediction))
 
         evaluate()
-        self.eval_graph, _ = capture(evaluate)
+        self.eval_graph, _ = capture(evaluate, sync=False)
         self.eval_rows = [len(xs) for _, _, xs, _ in chunks]
 
     def _body(self, e: Any) -> Any:
@@ -329,6 +329,43 @@ class DeviceEpochs:
             plan.launch()
             out.append((len(xs), plan.value(tg.loss).copy(), plan.value(tg.prediction).copy()))
         return out
+
+    # -- the run's end -----------------------------------------------------------------------
+    def launch_final(self, fit: FitState) -> None:
+        """Restore the best state and queue the evaluation of every split on the run's
+        stream, chunk by chunk as `Trainer.evaluate` runs it, each chunk's loss and
+        predictions copied aside; `collect_final` reads them (the host does not wait here)."""
+        tr = self.trainer
+        ex = tr.executor
+        tg = ex.training_graph
+        tr.restore_best(fit)
+        self._final: dict[str, list[tuple[int, Any, Any]]] = {}
+        for split in ("train", "val", "test"):
+            x = self.data.array(split, "X", self.x.dtype)
+            y = self.data.array(split, "y", self.y.dtype)
+            chunks = self._final[split] = []
+            for start in range(0, len(x), EVAL_CHUNK):
+                xs, ys = x[start:start + EVAL_CHUNK], y[start:start + EVAL_CHUNK]
+                plan = ex.plan("eval", len(xs))
+                plan.feed({ex.input_id: xs, tg.labels: ys})
+                plan.launch()
+                chunks.append((len(xs), plan.value(tg.loss).copy(),
+                               plan.value(tg.prediction).copy()))
+
+    def collect_final(self) -> dict[str, float]:
+        """The final metrics `launch_final` queued: what `Trainer.final_metrics` gives."""
+        tr = self.trainer
+
+        def read(split: str) -> tuple[float, float]:
+            chunks = self._final[split]
+            total = 0.0
+            for rows, loss, _ in chunks:
+                total += float(loss.get()) * rows
+            data = getattr(tr.problem, split)
+            preds = np.concatenate([pred.get() for _, _, pred in chunks])
+            return total / max(len(data), 1), score(tr.problem.task, preds, data.y)
+
+        return tr.final_metrics(read)
 
     def collect(self, fit: FitState, epoch: int) -> tuple[list[float], float, float]:
         assert self._queued is not None and self._queued[0] == epoch, "collect before launch"

@@ -76,6 +76,7 @@ class ModelRun:
             self.logged.abort(err)
             raise
         self.epoch = 0
+        self._read_final: Callable[[], dict[str, float]] | None = None  # once queued
 
     def _on(self) -> Any:
         return self._stream if self._stream is not None else contextlib.nullcontext()
@@ -107,12 +108,26 @@ class ModelRun:
         return stop
 
     def advance(self) -> bool:
-        """Collect the epoch in flight and launch the next; True when the run is over."""
-        return self.collect() or not self.launch()
+        """Collect the epoch in flight and launch the next; True when the run is over. Where
+        the epochs can queue the run's final evaluation (the GPU's), the last epoch's
+        advance queues it and says False; the next says True and `finish` reads it, so the
+        host waits for neither."""
+        if self._read_final is not None:
+            return True
+        over = self.collect() or not self.launch()
+        queue = getattr(self.epochs, "launch_final", None)
+        if over and queue is not None:
+            with self._on():
+                queue(self.fit)
+            self._read_final = self.epochs.collect_final  # type: ignore[attr-defined]
+            return False
+        return over
 
     def finish(self) -> TrainResult:
         """Restore the best state, log the final metrics and the run's end."""
         with self._on():
+            if self._read_final is not None:
+                return self.trainer.end_fit(self.fit, self._read_final())
             return self.trainer.end_fit(self.fit)
 
     def abort(self, err: BaseException) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -276,17 +277,24 @@ class Trainer:
             return True
         return False
 
-    def end_fit(self, fit: FitState) -> TrainResult:
-        """Restore the best state, log the final metrics and the run's end."""
+    def end_fit(self, fit: FitState, metrics: dict[str, float] | None = None) -> TrainResult:
+        """Restore the best state, log the final metrics and the run's end (`metrics`: the
+        final metrics of the best state, restored and evaluated by the caller already)."""
         cfg, best = self.config, fit.best
-        if best[1] >= 0:
-            self.load_state(best[2])
-        metrics = self.final_metrics()
+        if metrics is None:
+            self.restore_best(fit)
+            metrics = self.final_metrics()
         error = (f"time budget of {cfg.max_wall_s:g} s used up after {self.step_count} "
                  f"steps" if fit.status == "timeout" else None)
         wall = fit.run.finish(fit.status, metrics, len(fit.history) - 1, error)
         return TrainResult(self.run_id, fit.status, self.step_count, len(fit.history), best[1],
                            wall, metrics, fit.history)
+
+    def restore_best(self, fit: FitState) -> None:
+        """The parameters and buffers of the fit's best epoch, if one was better than the
+        start."""
+        if fit.best[1] >= 0:
+            self.load_state(fit.best[2])
 
     def agreed(self, value: Any) -> Any:
         """Rank 0's `value` on every rank of a data-parallel run (else `value`)."""
@@ -298,11 +306,15 @@ class Trainer:
             batches = batches[:max(self.config.max_steps - self.step_count, 0)]
         return batches
 
-    def final_metrics(self) -> dict[str, float]:
+    def final_metrics(self, evaluate: Callable[[str], tuple[float, float]] | None = None
+                      ) -> dict[str, float]:
+        """Loss and score of the train, val and test splits (`evaluate(split name)`: how, by
+        default `self.evaluate` of the split)."""
         sname = score_name(self.problem.task)
         out: dict[str, float] = {}
         for split_name in ("train", "val", "test"):
-            loss, sc = self.evaluate(getattr(self.problem, split_name))
+            loss, sc = (evaluate(split_name) if evaluate is not None
+                        else self.evaluate(getattr(self.problem, split_name)))
             out[f"{split_name}_loss"] = loss
             out[f"{split_name}_{sname}"] = sc
         return out
