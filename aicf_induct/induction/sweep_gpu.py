@@ -45,6 +45,7 @@ Ended = tuple[Task, Outcome | None, str | None]
 MODELS = 128  # runs in flight on one GPU by default: small models leave most of it idle
 # processes loading problems (and their meta-features) while the GPU trains
 PREPARERS = min(4, os.cpu_count() or 1)
+GATHER_S = 0.5  # wait() gathers the ends of this long after the first (one flush for them)
 Loaded = tuple[Problem, Any]  # a problem split by a seed, its splits on the device (or None)
 
 
@@ -141,8 +142,16 @@ class GpuEngine:
         self._live.append(_Live(task, run, log, t0))
 
     def wait(self) -> list[Ended]:
-        """Turn the round robin until runs end; their rows are on disk when this returns."""
-        while not self._ended and (self._live or self._waiting):
+        """Turn the round robin until runs end; their rows are on disk when this returns.
+        After the first end it turns on a little (GATHER_S, or until an eighth of the
+        capacity ended), so that one flush and one refill serve several ends."""
+        first_end = 0.0
+        while self._live or self._waiting:
+            if self._ended:
+                first_end = first_end or time.perf_counter()
+                if (not self._live or len(self._ended) >= max(1, self.capacity // 8)
+                        or time.perf_counter() - first_end >= GATHER_S):
+                    break
             self._start_ready(block=not self._live)
             if self._live:
                 self._round()

@@ -171,6 +171,9 @@ class DeviceEpochs:
             full = self.sizes.count(size) if size == self.sizes[0] else 0
             if full >= 2:
                 self.repeats = self._repeats(graph, e, full)
+        # each step's static input buffers (x, labels), by the entry of its batch size
+        self.feeds = np.array([self.entries[size].static_feed for size in self.sizes],
+                              dtype=np.int64).reshape(-1, 2)
         self._build_eval()
 
     def _repeats(self, graph: Any, e: Any, full: int) -> list[tuple[int, Any]]:
@@ -256,10 +259,7 @@ class DeviceEpochs:
         # trained here is never rewritten
         segs = self.entries[self.sizes[0]].signature[-1]
         fill_hyper_steps(table, tr.optimizer, tr.store, segs, lrs, first)
-        feeds = table.view(np.int64)[:n, -2:]
-        for k, size in enumerate(self.sizes[:n]):
-            if k == 0 or size != self.sizes[k - 1]:
-                feeds[k:] = self.entries[size].static_feed
+        table.view(np.int64)[:n, -2:] = self.feeds[:n]
         order = np.ascontiguousarray(tr.stream.order(epoch), dtype=np.int64)
         with self.stream:
             t0 = time.perf_counter()
