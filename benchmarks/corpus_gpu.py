@@ -61,6 +61,19 @@ def measure(mode: str, spec: SweepSpec, root: Path, workers: int) -> dict[str, o
             "runs_per_hour": round(report.ran / wall * 3600, 1)}
 
 
+def _without_note(argv: list[str]) -> list[str]:
+    """The command line as run, less the --note paragraph (printed under the table)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--note":
+            skip = True
+        elif not a.startswith("--note="):
+            out.append(a)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--problems", default="corpus:20",
@@ -123,7 +136,7 @@ def main() -> int:
         f"{args.seeds} seeds = {len(names) * len(cands) * args.seeds} runs, epochs <= "
         f"{args.epochs}, patience {args.patience}; (a) and (b) on every {args.sample}-th "
         f"candidate ({len(sample.candidates)}), all problems and seeds.", "",
-        "    python benchmarks/corpus_gpu.py " + " ".join(sys.argv[1:]), "",
+        "    python benchmarks/corpus_gpu.py " + " ".join(_without_note(sys.argv[1:])), "",
         "| mode | workers | runs | wall s | runs/hour | statuses |", "|---|---|---|---|---|---|"]
     for r in out:
         lines.append(f"| {LABELS[str(r['mode'])]} | {r['workers']} | {r['runs']} | "
