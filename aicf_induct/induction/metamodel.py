@@ -11,7 +11,8 @@ Three scikit-learn histogram gradient-boosting models (they take NaN as is): the
 the `level` interval (80 % by default). The interval is for a mean over as many seeds as
 the target averages: trained on 4-seed means and checked on 2-seed means, a nominal 80 %
 covered 62 % of held-out outcomes on a synthetic corpus; trained on the same 2 seeds, 83 %
-(LOPO passes its score seeds). `conformal_folds` ≥ 2 adds conformalized quantile
+(LOPO passes its score seeds). The mean model's target averages `rank_seeds` (all by
+default): the ranking learns from every seed of the training problems. `conformal_folds` ≥ 2 adds conformalized quantile
 regression on out-of-fold predictions, problem groups as folds (there it moved nothing, at
 3x the fitting time, hence off by default). `evaluate` measures the coverage.
 """
@@ -51,7 +52,7 @@ class MetaModel(BaseEstimator):
     def __init__(self, target: str = "test_norm_error", level: float = 0.8,
                  max_iter: int = 200, learning_rate: float = 0.05, max_leaf_nodes: int = 15,
                  min_samples_leaf: int = 20, seeds: tuple[int, ...] | None = None,
-                 conformal_folds: int = 0,
+                 rank_seeds: tuple[int, ...] | None = None, conformal_folds: int = 0,
                  threads: int | None = 1, random_state: int = 0) -> None:
         self.target = target
         self.level = level
@@ -62,6 +63,9 @@ class MetaModel(BaseEstimator):
         # the target averages these seeds (None: all); LOPO passes the score seeds, so the
         # interval is one for the outcome it is checked against (a mean over as many seeds)
         self.seeds = seeds
+        # the mean model's target averages these (None: all): the ranking learns from every
+        # seed of the training problems (less noise), the interval from `seeds`
+        self.rank_seeds = rank_seeds
         self.conformal_folds = conformal_folds
         # OpenMP threads of the boosting: the matrices are small, and on a shared machine
         # the default (one per core) ran 30x slower than one thread. None: leave it alone.
@@ -79,18 +83,21 @@ class MetaModel(BaseEstimator):
         self.candidates_ = candidate_table(meta)
         self.optimizers_ = sorted(self.candidates_["optimizer"].astype(str).unique())
         self.pattern_names_ = pattern_columns(meta)
-        target = score_matrix(meta, self.target, self.seeds).reindex(index=probs.index,
-                                                         columns=self.candidates_.index)
-        X = self.design(probs[self.feature_names_].to_numpy(float))  # (P * C, D)
-        yv = target.to_numpy(float).ravel()
-        ok = np.isfinite(yv)
-        if ok.sum() < 2:
+        def target(seeds: tuple[int, ...] | None) -> np.ndarray:
+            return score_matrix(meta, self.target, seeds).reindex(
+                index=probs.index, columns=self.candidates_.index).to_numpy(float).ravel()
+
+        X_all = self.design(probs[self.feature_names_].to_numpy(float))  # (P * C, D)
+        yv = target(self.seeds)
+        ry = yv if self.rank_seeds == self.seeds else target(self.rank_seeds)
+        ok, rank_ok = np.isfinite(yv), np.isfinite(ry)
+        if ok.sum() < 2 or rank_ok.sum() < 2:
             raise ConfigError("the meta-model needs at least 2 scored (problem, candidate) "
                               "pairs")
         groups = np.repeat(probs["group"].to_numpy(str), len(self.candidates_))[ok]
-        X, yv = X[ok], yv[ok]
+        X, yv = X_all[ok], yv[ok]
         with threadpool_limits(self.threads, user_api="openmp"):
-            self.mean_model_ = self._model("squared_error").fit(X, yv)
+            self.mean_model_ = self._model("squared_error").fit(X_all[rank_ok], ry[rank_ok])
             self.low_model_, self.high_model_ = self._quantile_pair(X, yv)
             self.margin_ = self._conformal_margin(X, yv, groups)
         self.n_features_in_ = X.shape[1]

@@ -38,6 +38,20 @@ def test_metamodel_contract_and_predictions() -> None:
         MetaModel(level=1.5).fit(meta)
 
 
+def test_the_ranking_learns_from_rank_seeds_and_the_interval_from_seeds() -> None:
+    # LOPO gives the interval its score seeds (the outcome it is checked against is a mean
+    # over as many) and the ranking every seed of the training problems (less noise)
+    meta = planted(P=30, seeds=4)
+    feats = {"a": 0.1, "b": 0.5, "c": 0.5}
+    split = MetaModel(**SMALL, seeds=(2, 3)).fit(meta).predict_problem(feats)
+    every = MetaModel(**SMALL).fit(meta).predict_problem(feats)
+    only = MetaModel(**SMALL, seeds=(2, 3), rank_seeds=(2, 3)).fit(meta).predict_problem(feats)
+    pd.testing.assert_series_equal(split["expected"], every["expected"].reindex(split.index))
+    pd.testing.assert_frame_equal(split[["low", "high"]], only[["low", "high"]].reindex(
+        split.index))
+    assert not np.allclose(split["expected"].sort_index(), only["expected"].sort_index())
+
+
 def test_proposals_rank_and_explain(proposer: Proposer) -> None:
     prop = proposer.propose({"a": 0.1, "b": 0.5, "c": 0.5}, top_k=3)
     assert [c.rank for c in prop.candidates] == [1, 2, 3]
