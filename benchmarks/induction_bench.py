@@ -92,6 +92,9 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=1, help="processes sharing the LOPO folds "
                                                         "(-1: one per core)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rank-seeds", choices=("score", "all"), default="score",
+                    help="seeds of the training problems the meta-model's ranking learns "
+                         "from: the score seeds (as its interval; the measured method) or all")
     ap.add_argument("--write-results", action="store_true",
                     help="replace this benchmark's section of benchmarks/RESULTS.md")
     args = ap.parse_args()
@@ -105,7 +108,7 @@ def main() -> int:
     ks = tuple(int(k) for k in args.ks.split(","))
     ev = evaluate_corpus(meta, default=args.default, ks=ks,
                          metamodel=MetaModel(max_iter=args.max_iter), n_random=args.n_random,
-                         n_jobs=args.jobs, seed=args.seed)
+                         n_jobs=args.jobs, seed=args.seed, rank_seeds=args.rank_seeds)
     res, default, choose, score = ev.result, ev.default, ev.choose_seeds, ev.score_seeds
     t_lopo = time.perf_counter() - t0
     miner = Miner(random_state=args.seed)

@@ -169,14 +169,15 @@ def parse_baselines(text: str | None) -> tuple[str, ...]:
 def evaluate_corpus(meta: pd.DataFrame, *, default: str | None = None,
                     baselines: tuple[str, ...] = BASELINES, ks: tuple[int, ...] = (1, 3, 5),
                     metamodel: MetaModel | None = None, n_random: int = 20, n_jobs: int = 1,
-                    n_boot: int = 2000, seed: int = 0, progress: bool = False) -> Evaluation:
+                    n_boot: int = 2000, seed: int = 0, progress: bool = False,
+                    rank_seeds: str = "score") -> Evaluation:
     """Leave-one-group-out evaluation of the proposer on `meta` (choice on the first half of
     the seeds, score on the rest), reported against `baselines`: the function the CLI and
     the benchmark call."""
     default_key = resolve_default(meta, default)
     choose, score = split_seeds(meta)
     config = LopoConfig(default_key, choose, score, ks, n_random,
-                        metamodel if metamodel is not None else MetaModel(), seed)
+                        metamodel if metamodel is not None else MetaModel(), seed, rank_seeds)
     res = run_lopo(meta, config, n_jobs=n_jobs, progress=progress)
     shown = {"proposer", *baselines}
     s = summary(res, n_boot=n_boot, seed=seed)

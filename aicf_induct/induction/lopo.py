@@ -33,6 +33,7 @@ from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.neighbors import Neighbors
 from aicf_induct.induction.space import applies_to
 
+RANK_SEEDS = ("score", "all")
 METHODS = ("proposer", "knn", "portfolio", "average", "random", "default", "full_search",
            "oracle")
 
@@ -46,6 +47,9 @@ class LopoConfig:
     n_random: int = 20  # draws averaged for random-k
     metamodel: MetaModel = field(default_factory=MetaModel)
     random_state: int = 0
+    # the seeds of the training problems the meta-model's ranking learns from: "score" (the
+    # score seeds, as its interval) or "all"
+    rank_seeds: str = "score"
 
     def __post_init__(self) -> None:
         if set(self.choose_seeds) & set(self.score_seeds):
@@ -53,6 +57,9 @@ class LopoConfig:
                               f"{list(self.score_seeds)} overlap")
         if not self.choose_seeds or not self.score_seeds:
             raise ConfigError("LOPO needs at least one seed to choose on and one to score on")
+        if self.rank_seeds not in RANK_SEEDS:
+            raise ConfigError(f"rank_seeds must be one of {', '.join(RANK_SEEDS)}, got "
+                              f"{self.rank_seeds!r}")
 
 
 @dataclass
@@ -148,7 +155,9 @@ def _folds(ctx: _Context, groups: Sequence[str]) -> tuple[list[dict[str, object]
     rows: list[dict[str, object]] = []
     cal: list[pd.DataFrame] = []
     for held, train in folds(meta, groups):
-        mm = clone(config.metamodel).set_params(seeds=config.score_seeds).fit(train)
+        ranked_on = config.score_seeds if config.rank_seeds == "score" else None
+        mm = clone(config.metamodel).set_params(seeds=config.score_seeds,
+                                                rank_seeds=ranked_on).fit(train)
         errors = score_matrix(train, "test_norm_error").reindex(columns=cands)
         knn = Neighbors().fit(problem_table(train))
         for pid in held:

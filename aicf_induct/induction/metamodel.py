@@ -12,9 +12,10 @@ the `level` interval (80 % by default). The interval is for a mean over as many 
 the target averages: trained on 4-seed means and checked on 2-seed means, a nominal 80 %
 covered 62 % of held-out outcomes on a synthetic corpus; trained on the same 2 seeds, 83 %
 (LOPO passes its score seeds). The mean model's target averages `rank_seeds` (all by
-default): the ranking learns from every seed of the training problems. `conformal_folds` ≥ 2 adds conformalized quantile
-regression on out-of-fold predictions, problem groups as folds (there it moved nothing, at
-3x the fitting time, hence off by default). `evaluate` measures the coverage.
+default; LOPO passes its score seeds unless told `rank_seeds="all"`). `conformal_folds` ≥ 2
+adds conformalized quantile regression on out-of-fold predictions, problem groups as folds
+(there it moved nothing, at 3x the fitting time, hence off by default). `evaluate` measures
+the coverage.
 """
 
 from __future__ import annotations

@@ -84,6 +84,26 @@ def test_choice_uses_validation_seeds_only() -> None:
     assert split_seeds(twins(True, seeds=4)) == ((0, 1), (2, 3))
 
 
+def test_the_ranking_learns_from_the_score_seeds_unless_told_all() -> None:
+    # on every problem c0 wins seeds 0 and 2 and c1 wins seed 1, the score seed: ranked on
+    # the score seeds of the training problems the top-1 is c1, on all their seeds c0
+    P = 8
+    scores = np.zeros((P, 2, 3))
+    scores[:, 0, :] = [0.9, 0.45, 0.9]
+    scores[:, 1, :] = [0.1, 0.55, 0.1]
+    meta = assemble(*frames(scores, {"x": np.linspace(0, 1, P)},
+                            [{"depth": 1.0}, {"depth": 2.0}], 3))
+
+    def top1(rank_seeds: str) -> set[str]:
+        res = run_lopo(meta, LopoConfig(default="c00", choose_seeds=(0,), score_seeds=(1,),
+                                        ks=(1,), metamodel=SMALL, rank_seeds=rank_seeds))
+        return set(res.choices.query("method == 'proposer'")["candidate"])
+
+    assert top1("score") == {"c01"} and top1("all") == {"c00"}
+    with pytest.raises(ConfigError, match="rank_seeds must be one of score, all"):
+        LopoConfig(default="c00", choose_seeds=(0,), score_seeds=(1,), rank_seeds="both")
+
+
 def hand_result() -> LopoResult:
     err = {"proposer": [0.1, 0.2, 0.3, 0.0], "default": [0.5, 0.6, 0.2, 0.4],
            "full_search": [0.0, 0.1, 0.2, 0.1]}
