@@ -169,11 +169,12 @@ def _scan(items: list[tuple[str, str]], progress: bool = False,
           workers: int | None = None,
           log: Callable[[str], None] | None = None) -> list[Candidate]:
     workers = workers or min(8, os.cpu_count() or 1)
-    _summary_rows()  # read once before forking
     with contextlib.ExitStack() as stack:
         if workers > 1:
+            # spawned, not forked: a fork of a process with threads (a server's, a thread
+            # pool's) can die in the child, which broke the pool in a long test session
             pool = stack.enter_context(ProcessPoolExecutor(
-                workers, mp_context=multiprocessing.get_context("fork")))
+                workers, mp_context=multiprocessing.get_context("spawn")))
             results: Iterable[Candidate] = pool.map(_scan_one, items, chunksize=16)
         else:
             results = map(_scan_one, items)
