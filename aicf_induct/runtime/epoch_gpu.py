@@ -209,7 +209,7 @@ class DeviceEpochs:
 
         ex = self.trainer.executor
         tg = ex.training_graph
-        chunks = self._val_chunks()
+        chunks = self._chunks("val")
         self.eval_graph: Any = None
         if not chunks or not all(plan.capturable for _, plan, _, _ in chunks):
             return
@@ -282,7 +282,7 @@ class DeviceEpochs:
                 self.eval_graph.launch(self.stream)
                 evals = None
             else:
-                evals = self._evaluate()
+                evals = self._evaluate("val")
         # the host copies are staged at the call; held anyway until the epoch is read
         self._queued = (epoch, first, t0, lrs, self.sizes[:n], [evals, order, table])
 
@@ -308,64 +308,52 @@ class DeviceEpochs:
             self._sequences[n] = seq
         return seq
 
-    def _val_chunks(self) -> list[tuple[int, Any, Any, Any]]:
-        """The validation split on the device in chunks of EVAL_CHUNK rows: (first row, the
-        eval plan of the chunk's size, its rows, its labels)."""
+    def _chunks(self, split: str) -> list[tuple[int, Any, Any, Any]]:
+        """A split on the device in chunks of EVAL_CHUNK rows, as `Trainer.evaluate` runs
+        it: (first row, the eval plan of the chunk's size, its rows, its labels)."""
         ex = self.trainer.executor
-        x = self.data.array("val", "X", self.x.dtype)
-        y = self.data.array("val", "y", self.y.dtype)
+        x = self.data.array(split, "X", self.x.dtype)
+        y = self.data.array(split, "y", self.y.dtype)
         return [(start, ex.plan("eval", len(x[start:start + EVAL_CHUNK])),
                  x[start:start + EVAL_CHUNK], y[start:start + EVAL_CHUNK])
                 for start in range(0, len(x), EVAL_CHUNK)]
 
-    def _evaluate(self) -> list[Any]:
-        """The validation split in eval mode, chunk by chunk, kept on the device:
-        [(rows, loss, predictions)]."""
+    def _evaluate(self, split: str) -> list[tuple[int, Any, Any]]:
+        """Queue a split's evaluation in eval mode, chunk by chunk, each chunk's loss and
+        predictions copied aside on the device: [(rows, loss, predictions)]."""
         ex = self.trainer.executor
         tg = ex.training_graph
         out = []
-        for _, plan, xs, ys in self._val_chunks():
+        for _, plan, xs, ys in self._chunks(split):
             plan.feed({ex.input_id: xs, tg.labels: ys})
             plan.launch()
             out.append((len(xs), plan.value(tg.loss).copy(), plan.value(tg.prediction).copy()))
         return out
 
+    def _split_result(self, split: str, rows: list[int], losses: list[float],
+                      preds: np.ndarray) -> tuple[float, float]:
+        """(mean loss, score) of a split from its chunks' rows, losses and predictions."""
+        data = getattr(self.trainer.problem, split)
+        total = sum(loss * n for n, loss in zip(rows, losses, strict=True))
+        return total / max(len(data), 1), score(self.trainer.problem.task, preds, data.y)
+
+    @staticmethod
+    def _read(chunks: list[tuple[int, Any, Any]]) -> tuple[list[int], list[float], np.ndarray]:
+        """The host's copy of `_evaluate`'s chunks: (rows, losses, predictions)."""
+        return ([rows for rows, _, _ in chunks], [float(loss.get()) for _, loss, _ in chunks],
+                np.concatenate([pred.get() for _, _, pred in chunks]))
+
     # -- the run's end -----------------------------------------------------------------------
     def launch_final(self, fit: FitState) -> None:
         """Restore the best state and queue the evaluation of every split on the run's
-        stream, chunk by chunk as `Trainer.evaluate` runs it, each chunk's loss and
-        predictions copied aside; `collect_final` reads them (the host does not wait here)."""
-        tr = self.trainer
-        ex = tr.executor
-        tg = ex.training_graph
-        tr.restore_best(fit)
-        self._final: dict[str, list[tuple[int, Any, Any]]] = {}
-        for split in ("train", "val", "test"):
-            x = self.data.array(split, "X", self.x.dtype)
-            y = self.data.array(split, "y", self.y.dtype)
-            chunks = self._final[split] = []
-            for start in range(0, len(x), EVAL_CHUNK):
-                xs, ys = x[start:start + EVAL_CHUNK], y[start:start + EVAL_CHUNK]
-                plan = ex.plan("eval", len(xs))
-                plan.feed({ex.input_id: xs, tg.labels: ys})
-                plan.launch()
-                chunks.append((len(xs), plan.value(tg.loss).copy(),
-                               plan.value(tg.prediction).copy()))
+        stream; `collect_final` reads it (the host does not wait here)."""
+        self.trainer.restore_best(fit)
+        self._final = {split: self._evaluate(split) for split in ("train", "val", "test")}
 
     def collect_final(self) -> dict[str, float]:
         """The final metrics `launch_final` queued: what `Trainer.final_metrics` gives."""
-        tr = self.trainer
-
-        def read(split: str) -> tuple[float, float]:
-            chunks = self._final[split]
-            total = 0.0
-            for rows, loss, _ in chunks:
-                total += float(loss.get()) * rows
-            data = getattr(tr.problem, split)
-            preds = np.concatenate([pred.get() for _, _, pred in chunks])
-            return total / max(len(data), 1), score(tr.problem.task, preds, data.y)
-
-        return tr.final_metrics(read)
+        return self.trainer.final_metrics(
+            lambda split: self._split_result(split, *self._read(self._final[split])))
 
     def collect(self, fit: FitState, epoch: int) -> tuple[list[float], float, float]:
         assert self._queued is not None and self._queued[0] == epoch, "collect before launch"
@@ -375,12 +363,11 @@ class DeviceEpochs:
         with self.stream:
             stats = self.stats[:len(sizes)].get()  # waits for this run's stream only
             if evals is None:  # the eval graph's buffers
+                rows = self.eval_rows
                 losses = self.val_losses.get().tolist()
                 preds = self.val_preds.get()
-                evals = [(rows, None, None) for rows in self.eval_rows]
             else:
-                losses = [float(loss.get()) for _, loss, _ in evals]
-                preds = np.concatenate([pred.get() for _, _, pred in evals])
+                rows, losses, preds = self._read(evals)
         per_step = (time.perf_counter() - t0) / max(len(sizes), 1)
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(stats[:, 1] == 0, 0.0, np.sqrt(stats[:, 2] / stats[:, 1]))
@@ -390,7 +377,4 @@ class DeviceEpochs:
                           update_ratio=ratio, lr=lrs, step_time_s=per_step,
                           batch_size=np.asarray(sizes, dtype=np.int64))
         send_steps(tr.recorder, batch)
-        out = batch.loss.tolist()
-        val = tr.problem.val
-        total = sum(loss * rows for (rows, _, _), loss in zip(evals, losses, strict=True))
-        return out, total / max(len(val), 1), score(tr.problem.task, preds, val.y)
+        return (batch.loss.tolist(), *self._split_result("val", rows, losses, preds))
