@@ -3,10 +3,34 @@ position of a run is two integers and a resumed run sees exactly the batches it 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+
+ORDER_CACHE_BYTES = 64 << 20  # recent permutations kept: the runs of one (problem, seed)
+_orders: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
+_order_bytes = 0
+
+
+def permutation(seed: int, epoch: int, n_rows: int) -> np.ndarray:
+    """The (read-only) row order of `epoch` for `seed`. Kept a while: the many runs of one
+    problem and seed in a sweep (one per candidate) draw the same orders, and a generator's
+    construction costs more than the permutation on a small table."""
+    global _order_bytes
+    key = (seed, epoch, n_rows)
+    out = _orders.get(key)
+    if out is not None:
+        _orders.move_to_end(key)
+        return out
+    out = np.random.default_rng([seed, epoch]).permutation(n_rows)
+    out.flags.writeable = False
+    _orders[key] = out
+    _order_bytes += out.nbytes
+    while _order_bytes > ORDER_CACHE_BYTES and len(_orders) > 1:
+        _order_bytes -= _orders.popitem(last=False)[1].nbytes
+    return out
 
 
 @dataclass
@@ -21,7 +45,8 @@ class BatchStream:
         return full + (1 if rest and not self.drop_last else 0)
 
     def order(self, epoch: int) -> np.ndarray:
-        return np.random.default_rng([self.seed, epoch]).permutation(self.n_rows)
+        """The epoch's row order (read-only: shared with other streams of the same seed)."""
+        return permutation(self.seed, epoch, self.n_rows)
 
     def epoch(self, epoch: int, start_batch: int = 0) -> Iterator[np.ndarray]:
         """Row indices of each batch of `epoch`, from batch `start_batch` on."""

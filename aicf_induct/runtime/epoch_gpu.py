@@ -6,18 +6,18 @@ permutation `BatchStream` gives the solo run, made on the host: two integers of 
 a table of the steps' optimizer terms (learning rate, bias corrections, the step for the
 dropout key: `cuda_step.fill_hyper`, as the solo step computes them) copied to the device;
 then one CUDA graph replay per step, or per MULTI full-batch steps (one graph of MULTI
-steps, built from the step's graph as child nodes by kernels.cuda.graph_repeat: the host's
-cost is per replay, not per kernel). A step's graph holds what the solo
-step does, around it what the host did per step there: gather the batch's rows into the
-plan's input buffers and the step's terms into the step's term array (both indexed by a
-step counter on the device), the step itself (`CudaStep`'s body: the plan or the one-kernel
-step, then the fused optimizer update), and a copy of the step's statistics (loss, gradient
-norm, the update ratio's sums) into row `counter` of a buffer, counter + 1. The validation
-split is evaluated on the device after the last step, one more replay (the eval plans'
-chunks, their losses and predictions copied into buffers of the run). `collect` reads the
-statistics and the evaluation back (the one wait of an epoch) and logs the step records:
-`step_time_s` is the epoch's wall time over its steps (one run's share of the GPU is not
-observable without a synchronisation per step).
+steps, built from the step's graph as child nodes by kernels.cuda.graph_repeat). A step's
+graph holds what the solo step does, around it what the host did per step there: one kernel
+gathers the batch's rows into the plan's input buffers and copies the step's terms into the
+step's term array (both indexed by a step counter on the device), then the step itself
+(`CudaStep`'s body: the plan or the one-kernel step, then the fused optimizer update), and a
+copy of the step's statistics (loss, gradient norm, the update ratio's sums) into row
+`counter` of a buffer, counter + 1. The validation split is evaluated on the device after
+the last step, one more replay (the eval plans' chunks, their losses and predictions copied
+into buffers of the run). `collect` copies the statistics and the evaluation back into
+page-locked host buffers (the one wait of an epoch) and logs the step records: `step_time_s`
+is the epoch's wall time over its steps (one run's share of the GPU is not observable
+without a synchronisation per step).
 """
 
 from __future__ import annotations
@@ -55,21 +55,60 @@ extern "C" __global__ void aicf_step_stats(const double* stats, double* out,
 }
 """
 
+# a step's feed in one kernel: its batch's rows (x, then labels) gathered by the epoch's
+# row order, and its row of the terms table; `counter` is the step within the epoch
+_FEED_SRC = r"""
+extern "C" __global__ void NAME(const XT* xs, const YT* ys, const double* table,
+        const long long* order, const long long* counter, long long batch, long long rows,
+        long long xcols, long long ycols, long long width, XT* bx, YT* by, double* hyper) {
+    const long long k = counter[0], nx = rows * xcols, ny = rows * ycols;
+    const long long first = k * batch;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < nx + ny + width;
+         i += (long long)gridDim.x * blockDim.x) {
+        if (i < nx) {
+            bx[i] = xs[order[first + i / xcols] * xcols + i % xcols];
+        } else if (i < nx + ny) {
+            const long long j = i - nx;
+            by[j] = ys[order[first + j / ycols] * ycols + j % ycols];
+        } else {
+            hyper[i - nx - ny] = table[k * width + (i - nx - ny)];
+        }
+    }
+}
+"""
+_C_TYPES = {"float64": "double", "float32": "float", "int64": "long long", "int32": "int"}
+FEED_BLOCK = 256
+
 
 @functools.cache
-def _kernels() -> tuple[Any, Any, Any]:
-    """(gather the step's rows, copy the step's terms, keep the step's statistics)."""
+def _stats_kernel() -> Any:
+    """Keep the step's statistics in row `counter` of the epoch's buffer, counter + 1."""
     import cupy
 
-    gather = cupy.ElementwiseKernel(
-        "raw T src, raw int64 order, raw int64 counter, int64 batch, int64 cols", "T dst",
-        "dst = src[order[counter[0] * batch + i / cols] * cols + i % cols]",
-        "aicf_gather_rows")
-    terms = cupy.ElementwiseKernel(
-        "raw float64 table, raw int64 counter, int64 width", "float64 dst",
-        "dst = table[counter[0] * width + i]", "aicf_step_terms")
-    stats = cupy.RawKernel(_STATS_SRC, "aicf_step_stats")
-    return gather, terms, stats
+    return cupy.RawKernel(_STATS_SRC, "aicf_step_stats")
+
+
+@functools.cache
+def _feed_kernel(x_dtype: str, y_dtype: str) -> Any:
+    """The step's feed (`_FEED_SRC`) for inputs of `x_dtype` and labels of `y_dtype`."""
+    import cupy
+
+    name = f"aicf_step_feed_{x_dtype}_{y_dtype}"
+    src = (_FEED_SRC.replace("NAME", name).replace("XT", _C_TYPES[x_dtype])
+           .replace("YT", _C_TYPES[y_dtype]))
+    return cupy.RawKernel(src, name)
+
+
+def _pinned(like: Any) -> np.ndarray:
+    """A host array in page-locked memory for `like`'s copies back (asynchronous)."""
+    import cupyx
+
+    return cupyx.empty_pinned(like.shape, like.dtype)
+
+
+def _copy_back(src: Any, dst: np.ndarray, stream: Any) -> None:
+    """Queue src's bytes into dst (page-locked) on `stream`; read once the stream is done."""
+    src.data.copy_to_host_async(ctypes.c_void_p(dst.ctypes.data), src.nbytes, stream)
 
 
 def _repeat(body: Any, k: int) -> None:
@@ -121,6 +160,8 @@ class DeviceEpochs:
             self.counter = cupy.zeros(1, dtype=np.int64)
             self.stats = cupy.zeros((self.n_batches, STATS), dtype=np.float64)
             self._build()
+        # where an epoch's statistics and evaluation are copied back, one wait for all
+        self.stats_host = _pinned(self.stats)
         self._queued: tuple[int, int, float, np.ndarray, list[int], list[Any]] | None = None
 
     # -- setup -------------------------------------------------------------------------------
@@ -141,7 +182,6 @@ class DeviceEpochs:
         self.repeats: list[tuple[int, Any]] = []
         self._sequences: dict[int, list[tuple[Any, int]]] = {}
         self.multi_error = ""  # why the step's graph could not be repeated as child nodes
-        gather, terms, stats = _kernels()
         for size in sorted(set(self.sizes), reverse=True):
             e = self.entries[size] = self.cuda_step.prepare(train.X[:size], train.y[:size],
                                                             tr.step_count)
@@ -155,10 +195,9 @@ class DeviceEpochs:
                 warm_up(e, sync=False)
             # compile the small kernels before a capture (not the body: its update would
             # move the parameters)
-            gather(self.x, self.order, self.counter, self.batch, bx.size // bx.shape[0], bx)
-            gather(self.y, self.order, self.counter, self.batch, by.size // by.shape[0], by)
-            terms(self.table, self.counter, self.width, e.hyper_dev)
-            stats((1,), (1,), (e.update.stats, self.stats, self.counter))
+            feed, keep = self._feed(e), self._keep(e)
+            feed()
+            keep()
             self.counter.fill(0)
             if not e.plan.capturable:
                 self.eager[size] = "a kernel of the plan cannot be captured"
@@ -217,6 +256,7 @@ class DeviceEpochs:
         rows = sum(len(xs) for _, _, xs, _ in chunks)
         self.val_losses = cupy.zeros(len(chunks), dtype=np.float64)
         self.val_preds = cupy.zeros((rows, *pred.shape[1:]), dtype=pred.dtype)
+        self.val_host = (_pinned(self.val_losses), _pinned(self.val_preds))
 
         def evaluate() -> None:
             for k, (start, plan, xs, ys) in enumerate(chunks):
@@ -230,18 +270,32 @@ class DeviceEpochs:
         self.eval_graph, _ = capture(evaluate, sync=False)
         self.eval_rows = [len(xs) for _, _, xs, _ in chunks]
 
-    def _body(self, e: Any) -> Any:
-        gather, terms, stats = _kernels()
+    def _feed(self, e: Any) -> Any:
+        """The entry's step feed (`_FEED_SRC`) as a call."""
+        import cupy
+
         bx, by = e.inputs
-        xcols = bx.size // bx.shape[0]
-        ycols = by.size // by.shape[0]
+        rows = bx.shape[0]
+        kernel = _feed_kernel(bx.dtype.name, by.dtype.name)
+        total = bx.size + by.size + self.width
+        grid = (min((total + FEED_BLOCK - 1) // FEED_BLOCK, 1024),)
+        args = (self.x, self.y, self.table, self.order, self.counter, cupy.int64(self.batch),
+                cupy.int64(rows), cupy.int64(bx.size // rows), cupy.int64(by.size // rows),
+                cupy.int64(self.width), bx, by, e.hyper_dev)
+        return functools.partial(kernel, grid, (FEED_BLOCK,), args)
+
+    def _keep(self, e: Any) -> Any:
+        """The entry's step statistics kept in the epoch's buffer, as a call."""
+        return functools.partial(_stats_kernel(), (1,), (1,),
+                                 (e.update.stats, self.stats, self.counter))
+
+    def _body(self, e: Any) -> Any:
+        feed, keep = self._feed(e), self._keep(e)
 
         def body() -> None:
-            gather(self.x, self.order, self.counter, self.batch, xcols, bx)
-            gather(self.y, self.order, self.counter, self.batch, ycols, by)
-            terms(self.table, self.counter, self.width, e.hyper_dev)
+            feed()
             e.body()
-            stats((1,), (1,), (e.update.stats, self.stats, self.counter))
+            keep()
 
         return body
 
@@ -337,6 +391,15 @@ class DeviceEpochs:
         total = sum(loss * n for n, loss in zip(rows, losses, strict=True))
         return total / max(len(data), 1), score(self.trainer.problem.task, preds, data.y)
 
+    def _read_val(self) -> tuple[list[int], list[float], np.ndarray]:
+        """The eval graph's validation results, copied back (with what else is queued)
+        after the run's stream is done: (rows, losses, predictions)."""
+        losses, preds = self.val_host
+        _copy_back(self.val_losses, losses, self.stream)
+        _copy_back(self.val_preds, preds, self.stream)
+        self.stream.synchronize()
+        return self.eval_rows, losses.tolist(), preds
+
     @staticmethod
     def _read(chunks: list[tuple[int, Any, Any]]) -> tuple[list[int], list[float], np.ndarray]:
         """The host's copy of `_evaluate`'s chunks: (rows, losses, predictions)."""
@@ -348,12 +411,21 @@ class DeviceEpochs:
         """Restore the best state and queue the evaluation of every split on the run's
         stream; `collect_final` reads it (the host does not wait here)."""
         self.trainer.restore_best(fit)
-        self._final = {split: self._evaluate(split) for split in ("train", "val", "test")}
+        # the validation split by the epochs' eval graph where there is one
+        splits = ("train", "test") if self.eval_graph is not None else ("train", "val", "test")
+        self._final = {split: self._evaluate(split) for split in splits}
+        if self.eval_graph is not None:
+            self.eval_graph.launch(self.stream)
 
     def collect_final(self) -> dict[str, float]:
         """The final metrics `launch_final` queued: what `Trainer.final_metrics` gives."""
-        return self.trainer.final_metrics(
-            lambda split: self._split_result(split, *self._read(self._final[split])))
+
+        def read(split: str) -> tuple[float, float]:
+            chunks = self._final.get(split)
+            got = self._read_val() if chunks is None else self._read(chunks)
+            return self._split_result(split, *got)
+
+        return self.trainer.final_metrics(read)
 
     def collect(self, fit: FitState, epoch: int) -> tuple[list[float], float, float]:
         assert self._queued is not None and self._queued[0] == epoch, "collect before launch"
@@ -361,13 +433,13 @@ class DeviceEpochs:
         self._queued = None
         tr = self.trainer
         with self.stream:
-            stats = self.stats[:len(sizes)].get()  # waits for this run's stream only
+            _copy_back(self.stats[:len(sizes)], self.stats_host[:len(sizes)], self.stream)
             if evals is None:  # the eval graph's buffers
-                rows = self.eval_rows
-                losses = self.val_losses.get().tolist()
-                preds = self.val_preds.get()
+                rows, losses, preds = self._read_val()  # one wait for both
             else:
+                self.stream.synchronize()  # this run's stream only
                 rows, losses, preds = self._read(evals)
+            stats = self.stats_host[:len(sizes)]
         per_step = (time.perf_counter() - t0) / max(len(sizes), 1)
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(stats[:, 1] == 0, 0.0, np.sqrt(stats[:, 2] / stats[:, 1]))
