@@ -160,8 +160,12 @@ class DeviceEpochs:
             self.counter = cupy.zeros(1, dtype=np.int64)
             self.stats = cupy.zeros((self.n_batches, STATS), dtype=np.float64)
             self._build()
-        # where an epoch's statistics and evaluation are copied back, one wait for all
+        # page-locked host twins: an epoch's order and terms go up, its statistics come back,
+        # without the driver staging pageable memory (which waits on a busy GPU's copies);
+        # each is rewritten only after `collect` waited for the run's stream
         self.stats_host = _pinned(self.stats)
+        self.order_host = _pinned(self.order)
+        self.table_host = _pinned(self.table)
         self._queued: tuple[int, int, float, np.ndarray, list[int], list[Any]] | None = None
 
     # -- setup -------------------------------------------------------------------------------
@@ -307,14 +311,16 @@ class DeviceEpochs:
         if cfg.max_steps:
             n = min(n, cfg.max_steps - tr.step_count)
         first = tr.step_count
-        table = np.zeros((max(n, 1), self.width), dtype=np.float64)
+        table = self.table_host[:max(n, 1)]
+        table.fill(0.0)
         lrs = lr_range(tr.schedule, first, n)
         # the segments (parameters sharing a step count) are one for every entry: a run
         # trained here is never rewritten
         segs = self.entries[self.sizes[0]].signature[-1]
         fill_hyper_steps(table, tr.optimizer, tr.store, segs, lrs, first)
         table.view(np.int64)[:n, -2:] = self.feeds[:n]
-        order = np.ascontiguousarray(tr.stream.order(epoch), dtype=np.int64)
+        order = self.order_host
+        order[...] = tr.stream.order(epoch)
         with self.stream:
             t0 = time.perf_counter()
             self.order.data.copy_from_host_async(order.ctypes.data_as(ctypes.c_void_p),
@@ -337,8 +343,7 @@ class DeviceEpochs:
                 evals = None
             else:
                 evals = self._evaluate("val")
-        # the host copies are staged at the call; held anyway until the epoch is read
-        self._queued = (epoch, first, t0, lrs, self.sizes[:n], [evals, order, table])
+        self._queued = (epoch, first, t0, lrs, self.sizes[:n], [evals])
 
     def _sequence(self, n: int) -> list[tuple[Any, int]]:
         """The replays that run an epoch's first `n` steps: (graph, steps it runs), a graph of
@@ -429,7 +434,7 @@ class DeviceEpochs:
 
     def collect(self, fit: FitState, epoch: int) -> tuple[list[float], float, float]:
         assert self._queued is not None and self._queued[0] == epoch, "collect before launch"
-        _, first, t0, lrs, sizes, (evals, _, _) = self._queued
+        _, first, t0, lrs, sizes, (evals,) = self._queued
         self._queued = None
         tr = self.trainer
         with self.stream:
