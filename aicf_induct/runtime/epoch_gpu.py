@@ -161,8 +161,8 @@ class DeviceEpochs:
             self.stats = cupy.zeros((self.n_batches, STATS), dtype=np.float64)
             self._build()
         # page-locked host twins: an epoch's order and terms go up, its statistics come back,
-        # without the driver staging pageable memory (which waits on a busy GPU's copies);
-        # each is rewritten only after `collect` waited for the run's stream
+        # as truly asynchronous copies (no staging of pageable memory by the driver); each
+        # is rewritten only after `collect` waited for the run's stream
         self.stats_host = _pinned(self.stats)
         self.order_host = _pinned(self.order)
         self.table_host = _pinned(self.table)
