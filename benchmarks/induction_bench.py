@@ -44,7 +44,7 @@ from aicf_induct.induction.evaluate import (
 )
 from aicf_induct.induction.lopo import LopoResult
 from aicf_induct.induction.meta_dataset import load_meta_dataset
-from aicf_induct.induction.metamodel import MetaModel
+from aicf_induct.induction.metamodel import RANKINGS, MetaModel
 from aicf_induct.induction.mining import Miner
 from aicf_induct.induction.replication import rule_replication
 
@@ -95,6 +95,12 @@ def main() -> int:
     ap.add_argument("--rank-seeds", choices=("score", "all"), default="score",
                     help="seeds of the training problems the meta-model's ranking learns "
                          "from: the score seeds (as its interval; the measured method) or all")
+    ap.add_argument("--ranking", choices=RANKINGS, default="rank",
+                    help="what orders the proposer's candidates: a model of their rank within "
+                         "the problem (the measured method) or the expected normalized error")
+    ap.add_argument("--swap-seeds", action="store_true",
+                    help="choose on the second half of the seeds and score on the first (the "
+                         "same evaluation on the other draw of the seeds' noise)")
     ap.add_argument("--write-results", action="store_true",
                     help="replace this benchmark's section of benchmarks/RESULTS.md")
     args = ap.parse_args()
@@ -107,8 +113,10 @@ def main() -> int:
         meta, _ = corpus_meta(args.warehouse, args.protocol)
     ks = tuple(int(k) for k in args.ks.split(","))
     ev = evaluate_corpus(meta, default=args.default, ks=ks,
-                         metamodel=MetaModel(max_iter=args.max_iter), n_random=args.n_random,
-                         n_jobs=args.jobs, seed=args.seed, rank_seeds=args.rank_seeds)
+                         metamodel=MetaModel(max_iter=args.max_iter, ranking=args.ranking),
+                         n_random=args.n_random,
+                         n_jobs=args.jobs, seed=args.seed, rank_seeds=args.rank_seeds,
+                         swap_seeds=args.swap_seeds)
     res, default, choose, score = ev.result, ev.default, ev.choose_seeds, ev.score_seeds
     t_lopo = time.perf_counter() - t0
     miner = Miner(random_state=args.seed)

@@ -280,12 +280,15 @@ def print_proposal(out: dict[str, Any]) -> None:
     print(f"pack {pk['path']}: {pk['problems']} problems × {pk['candidates']} candidates "
           f"(built {pk['built'] or '?'}, commit {str(pk['commit'] or '?')[:12]})")
     level = f"{out['level']:.0%}"
-    print(f"\nProposals (expected normalized error: 0 = best of the space, 1 = median; "
-          f"{level} interval):")
-    print_table([[c["rank"], c["expected_norm_error"], f"[{c['low']:.2f}, {c['high']:.2f}]",
-                  short_spec(c["model"]), _recipe(c["recipe"]), (c["fingerprint"] or "")[:12]]
+    print(f"\nProposals, best first by the expected rank within the space (0 = best, 1 = "
+          f"worst); expected normalized error (0 = best of the space, 1 = median) with its "
+          f"{level} interval:")
+    print_table([[c["rank"], _rank_of(c), c["expected_norm_error"],
+                  f"[{c['low']:.2f}, {c['high']:.2f}]", short_spec(c["model"]),
+                  _recipe(c["recipe"]), (c["fingerprint"] or "")[:12]]
                  for c in out["candidates"]],
-                ["rank", "expected", "interval", "model", "recipe", "IR fingerprint"])
+                ["rank", "within-problem rank", "expected", "interval", "model", "recipe",
+                 "IR fingerprint"])
     for c in out["candidates"]:
         near = ", ".join(f"{k} {v:.2f}" for k, v in c["on_neighbors"].items())
         print(f"\n#{c['rank']} {c['structure_key']}")
@@ -317,6 +320,12 @@ def _recipe_of(structure_key: str) -> dict[str, Any]:
     from aicf_induct.induction.space import candidate_of
 
     return asdict(candidate_of(structure_key).recipe)
+
+
+def _rank_of(c: dict[str, Any]) -> str:
+    """The expected rank within the problem's candidates (what orders them), as a share."""
+    r = c.get("expected_rank")
+    return "-" if r is None else f"{r:.2f}"
 
 
 def _recipe(r: dict[str, Any]) -> str:

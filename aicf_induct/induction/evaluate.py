@@ -170,12 +170,14 @@ def evaluate_corpus(meta: pd.DataFrame, *, default: str | None = None,
                     baselines: tuple[str, ...] = BASELINES, ks: tuple[int, ...] = (1, 3, 5),
                     metamodel: MetaModel | None = None, n_random: int = 20, n_jobs: int = 1,
                     n_boot: int = 2000, seed: int = 0, progress: bool = False,
-                    rank_seeds: str = "score") -> Evaluation:
+                    rank_seeds: str = "score", swap_seeds: bool = False) -> Evaluation:
     """Leave-one-group-out evaluation of the proposer on `meta` (choice on the first half of
-    the seeds, score on the rest), reported against `baselines`: the function the CLI and
-    the benchmark call."""
+    the seeds, score on the rest; `swap_seeds`: choice on the second half, score on the
+    first), reported against `baselines`: the function the CLI and the benchmark call."""
     default_key = resolve_default(meta, default)
     choose, score = split_seeds(meta)
+    if swap_seeds:  # the same evaluation on the other draw of the seeds' noise
+        choose, score = score, choose
     config = LopoConfig(default_key, choose, score, ks, n_random,
                         metamodel if metamodel is not None else MetaModel(), seed, rank_seeds)
     res = run_lopo(meta, config, n_jobs=n_jobs, progress=progress)

@@ -29,7 +29,8 @@ from aicf_induct.problems.problem import Problem
 SCORE_MEANING = ("expected normalized error of the candidate on this problem: 0 = as good "
                  "as the best candidate of the corpus space, 1 = the median candidate or "
                  "worse (TabRepo's (err - best) / (median - best), clipped); low/high: the "
-                 "interval at `level`")
+                 "interval at `level`; candidates come best first by expected_rank, the "
+                 "expected rank within the space's candidates (0 = best, 1 = worst)")
 
 
 def featurise(dataset: str) -> tuple[Problem, dict[str, float]]:

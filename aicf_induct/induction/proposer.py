@@ -55,6 +55,9 @@ class Ranked:
     on_neighbors: dict[str, float] = field(default_factory=dict)  # problem -> norm. error
     rules: list[str] = field(default_factory=list)  # texts of the rules that fired
     ir: dict[str, Any] | None = None  # canonical IR for the problem's sizes, when given
+    # the meta-model's expected rank within the problem's candidates (0 best, 1 worst):
+    # what orders the proposals (None for a model that ranks by the expected error)
+    expected_rank: float | None = None
 
 
 @dataclass(frozen=True)
@@ -125,11 +128,14 @@ class Proposer(BaseEstimator):
             rules = [str(r["text"]) for r in fired if trait_of(r).holds(c)[0]]
             row = c.iloc[0]
             exp, lo, hi = pred.loc[[key], ["expected", "low", "high"]].to_numpy(float)[0]
+            exp_rank = (float(pred.loc[[key], "rank"].to_numpy(float)[0])
+                        if "rank" in pred.columns else None)
             skey = str(row["structure_key"])
             ir = None if sizes is None else to_dict(candidate_of(skey).graph(*sizes))
             ranked.append(Ranked(rank, key, skey, str(row["model"]),
                                  {k: _plain(row[k]) for k in RECIPE_COLUMNS},
-                                 float(exp), float(lo), float(hi), on_near, rules, ir))
+                                 float(exp), float(lo), float(hi), on_near, rules, ir,
+                                 expected_rank=exp_rank))
         return Proposal(mm.level, ranked, neighbors)
 
 

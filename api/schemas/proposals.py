@@ -77,6 +77,10 @@ class ProposedCandidate(BaseModel):
     rules: list[str] = Field(description="the mined rules that fired")
     ir: dict[str, Any] | None = Field(description="canonical IR (`aicf.ir/1`) for the "
                                                   "problem's sizes; null when unknown")
+    expected_rank: float | None = Field(
+        default=None, description="expected rank within the space's candidates on this problem "
+                                  "(0 = best, 1 = worst): what orders the proposals; null for "
+                                  "a pack that ranks by the expected error")
     fingerprint: str | None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -10,11 +11,12 @@ import pytest
 from sklearn.base import clone
 
 from aicf_induct.errors import ConfigError
-from aicf_induct.induction.metamodel import MetaModel
+from aicf_induct.induction.meta_dataset import assemble
+from aicf_induct.induction.metamodel import MetaModel, within_problem_rank
 from aicf_induct.induction.mining import Miner
 from aicf_induct.induction.proposer import Proposer
 from aicf_induct.induction.replication import REPLICATION_COLUMNS, rule_replication
-from tests.induction.synthetic_meta import planted
+from tests.induction.synthetic_meta import frames, planted
 
 SMALL = {"max_iter": 60, "min_samples_leaf": 10}
 LAYERNORM = {f"c{i:02d}" for i in range(8, 16)}  # synthetic_meta's candidate order
@@ -31,11 +33,73 @@ def test_metamodel_contract_and_predictions() -> None:
     assert clone(mm).get_params() == mm.get_params() and not hasattr(mm, "mean_model_")
     assert mm.fit(meta) is mm
     pred = mm.predict_problem({"a": 0.1, "b": 0.5, "c": 0.5})
-    assert list(pred.columns) == ["expected", "low", "high"] and len(pred) == 16
+    assert list(pred.columns) == ["expected", "low", "high", "rank"] and len(pred) == 16
     assert (pred["low"] <= pred["high"]).all()
-    assert pred["expected"].is_monotonic_increasing
+    assert pred["rank"].is_monotonic_increasing  # the rank model orders by default
+    by_error = MetaModel(**SMALL, ranking="error").fit(meta).predict_problem(
+        {"a": 0.1, "b": 0.5, "c": 0.5})
+    assert list(by_error.columns) == ["expected", "low", "high"]
+    assert by_error["expected"].is_monotonic_increasing
+    pd.testing.assert_frame_equal(by_error, pred[["expected", "low", "high"]].reindex(
+        by_error.index))  # the same mean and interval models either way
     with pytest.raises(ConfigError, match="level must be in"):
         MetaModel(level=1.5).fit(meta)
+    with pytest.raises(ConfigError, match="ranking must be one of rank, error"):
+        MetaModel(ranking="score").fit(meta)
+
+
+def test_within_problem_ranks_by_hand() -> None:
+    errors = np.array([[3.0, 1.0, 2.0], [np.nan, 5.0, 5.0], [1.0, np.nan, np.nan]])
+    np.testing.assert_array_equal(within_problem_rank(errors), [[1.0, 0.0, 0.5],
+                                                                [np.nan, 0.5, 0.5],
+                                                                [0.5, np.nan, np.nan]])
+
+
+def _best_or_worst_against_just_above_median(P: int = 45) -> pd.DataFrame:
+    """16 candidates, uninformative features: c00 is the best on a third of the problems and
+    the worst on the rest; c01 is just better than the median everywhere. By normalized
+    error (clipped at the median) c00 wins (0.67 against ~0.98); by rank within the problem
+    c01 does (~0.47 against 0.67)."""
+    rng = np.random.default_rng(5)
+    pats = [{"norm.layernorm": float(ln), "depth": float(d), "act.relu": float(r)}
+            for ln, d, r in itertools.product((0, 1), (1, 2, 3, 4), (0, 1))]
+    scores = np.empty((P, 16, 2))
+    for p in range(P):
+        scores[p, 2:] = rng.permutation(np.linspace(0.40, 0.60, 14))[:, None]
+        scores[p, 0] = 0.9 if p % 3 == 0 else 0.1
+        scores[p, 1] = 0.505
+    scores += rng.normal(0, 1e-4, scores.shape)
+    return assemble(*frames(scores, {k: rng.random(P) for k in "ab"}, pats, 2))
+
+
+def test_the_rank_model_orders_by_rank_where_the_clipped_error_disagrees() -> None:
+    meta = _best_or_worst_against_just_above_median()
+    feats = {"a": 0.5, "b": 0.5}
+    by_rank = MetaModel(**SMALL).fit(meta).predict_problem(feats)
+    by_error = MetaModel(**SMALL, ranking="error").fit(meta).predict_problem(feats)
+    order = [str(k) for k in by_rank.index]
+    assert order.index("c01") < order.index("c00")
+    assert by_rank.at["c01", "rank"] < by_rank.at["c00", "rank"]
+    order = [str(k) for k in by_error.index]
+    assert order.index("c00") < order.index("c01")
+    assert by_error.at["c00", "expected"] < by_error.at["c01", "expected"]
+
+
+def test_a_pack_record_restores_its_ranking() -> None:
+    meta = planted(P=30)
+    mm = MetaModel(**SMALL).fit(meta)
+    rec = json.loads(json.dumps(mm.export()))
+    assert set(rec["models"]) == {"mean", "low", "high", "rank"}
+    pd.testing.assert_frame_equal(MetaModel.restore(meta, rec).predict_problem({"a": 0.2}),
+                                  mm.predict_problem({"a": 0.2}))
+    # a record from before the rank model: ranked by the expected error, as it was
+    old = {**rec, "params": {k: v for k, v in rec["params"].items() if k != "ranking"},
+           "models": {k: v for k, v in rec["models"].items() if k != "rank"}}
+    restored = MetaModel.restore(meta, old)
+    assert restored.ranking == "error"
+    assert restored.predict_problem({"a": 0.2})["expected"].is_monotonic_increasing
+    with pytest.raises(ValueError, match="the rank model is missing"):
+        MetaModel.restore(meta, {**rec, "models": old["models"]})
 
 
 def test_the_ranking_learns_from_rank_seeds_and_the_interval_from_seeds() -> None:
