@@ -166,7 +166,7 @@ class DeviceEpochs:
         self.stats_host = _pinned(self.stats)
         self.order_host = _pinned(self.order)
         self.table_host = _pinned(self.table)
-        self._queued: tuple[int, int, float, np.ndarray, list[int], list[Any]] | None = None
+        self._queued: tuple[int, int, float, np.ndarray, list[int], Any] | None = None
 
     # -- setup -------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -343,7 +343,7 @@ class DeviceEpochs:
                 evals = None
             else:
                 evals = self._evaluate("val")
-        self._queued = (epoch, first, t0, lrs, self.sizes[:n], [evals])
+        self._queued = (epoch, first, t0, lrs, self.sizes[:n], evals)
 
     def _sequence(self, n: int) -> list[tuple[Any, int]]:
         """The replays that run an epoch's first `n` steps: (graph, steps it runs), a graph of
@@ -434,7 +434,7 @@ class DeviceEpochs:
 
     def collect(self, fit: FitState, epoch: int) -> tuple[list[float], float, float]:
         assert self._queued is not None and self._queued[0] == epoch, "collect before launch"
-        _, first, t0, lrs, sizes, (evals,) = self._queued
+        _, first, t0, lrs, sizes, evals = self._queued
         self._queued = None
         tr = self.trainer
         with self.stream:
