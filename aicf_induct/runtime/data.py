@@ -3,6 +3,7 @@ position of a run is two integers and a resumed run sees exactly the batches it 
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ import numpy as np
 ORDER_CACHE_BYTES = 64 << 20  # recent permutations kept: the runs of one (problem, seed)
 _orders: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
 _order_bytes = 0
+_orders_lock = threading.Lock()  # runs may train in threads of one process
 
 
 def permutation(seed: int, epoch: int, n_rows: int) -> np.ndarray:
@@ -20,16 +22,19 @@ def permutation(seed: int, epoch: int, n_rows: int) -> np.ndarray:
     construction costs more than the permutation on a small table."""
     global _order_bytes
     key = (seed, epoch, n_rows)
-    out = _orders.get(key)
-    if out is not None:
-        _orders.move_to_end(key)
-        return out
+    with _orders_lock:
+        out = _orders.get(key)
+        if out is not None:
+            _orders.move_to_end(key)
+            return out
     out = np.random.default_rng([seed, epoch]).permutation(n_rows)
     out.flags.writeable = False
-    _orders[key] = out
-    _order_bytes += out.nbytes
-    while _order_bytes > ORDER_CACHE_BYTES and len(_orders) > 1:
-        _order_bytes -= _orders.popitem(last=False)[1].nbytes
+    with _orders_lock:
+        if key not in _orders:
+            _orders[key] = out
+            _order_bytes += out.nbytes
+        while _order_bytes > ORDER_CACHE_BYTES and len(_orders) > 1:
+            _order_bytes -= _orders.popitem(last=False)[1].nbytes
     return out
 
 

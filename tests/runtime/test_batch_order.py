@@ -32,3 +32,19 @@ def test_the_cache_of_orders_stays_under_its_bound(monkeypatch: pytest.MonkeyPat
     assert data._order_bytes <= 10 * 800
     assert sum(o.nbytes for o in data._orders.values()) == data._order_bytes
     np.testing.assert_array_equal(stream.order(1), np.random.default_rng([3, 1]).permutation(100))
+
+
+def test_threads_asking_at_once_get_the_same_orders_and_keep_the_count(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(data, "ORDER_CACHE_BYTES", 20 * 8 * 300)  # evictions all along
+    def ask(i: int) -> np.ndarray:
+        return BatchStream(300, 16, seed=i % 3).order(i % 50)
+
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(ask, range(2000)))
+    for i in (0, 7, 1999):
+        np.testing.assert_array_equal(got[i], np.random.default_rng([i % 3, i % 50])
+                                      .permutation(300))
+    assert data._order_bytes == sum(o.nbytes for o in data._orders.values()) <= 20 * 8 * 300
