@@ -42,7 +42,7 @@ from aicf_induct.induction.evaluate import (
     gap_text,
     summary,
 )
-from aicf_induct.induction.lopo import LopoResult
+from aicf_induct.induction.lopo import RANK_SEEDS, LopoResult
 from aicf_induct.induction.meta_dataset import load_meta_dataset
 from aicf_induct.induction.metamodel import RANKINGS, MetaModel
 from aicf_induct.induction.mining import Miner
@@ -92,7 +92,7 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=1, help="processes sharing the LOPO folds "
                                                         "(-1: one per core)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--rank-seeds", choices=("score", "all"), default="score",
+    ap.add_argument("--rank-seeds", choices=RANK_SEEDS, default="score",
                     help="seeds of the training problems the meta-model's ranking learns "
                          "from: the score seeds (as its interval; the measured method) or all")
     ap.add_argument("--ranking", choices=RANKINGS, default="rank",
