@@ -2,7 +2,7 @@
 do, per problem held out of the proposer by leave-one-group-out.
 
     .venv/bin/python benchmarks/mainjob_bench.py --warehouse DIR [--groups N] [--steps S]
-        [--patience P] [--default KEY] [--feedback DIR] [--write-results]
+        [--patience P] [--default KEY] [--feedback DIR] [--jobs N] [--write-results]
 
 The warehouse holds a sweep corpus (a full matrix: every problem × candidate × seed) and
 adaptive runs (`corpus build --adaptive N`: the rewrite history). The seeds are halved as in
@@ -36,8 +36,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import multiprocessing as mp
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -143,51 +145,87 @@ def norm(err: float, best: float, median: float) -> float:
     return float(np.clip((err - best) / (median - best), 0.0, 1.0))
 
 
-def evaluate(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, Any]]:
+def load_context(args: argparse.Namespace) -> dict[str, Any]:
+    """What every held-out group reads: the meta-dataset, the rewrite history, the runs'
+    compute, the default and the seed halves."""
     meta, _ = corpus_meta(args.warehouse, args.protocol)
-    history = load_rewrite_history(args.history or args.warehouse, args.horizon)
-    compute = compute_table(args.warehouse).set_index(["problem_id", "candidate", "seed"])
-    default = resolve_default(meta, args.default)
     choose, score = split_seeds(meta)
-    groups = sorted(meta["group"].unique())[:args.groups or None]
-    rng = np.random.default_rng(args.seed)
+    return {"args": args, "meta": meta, "choose": choose, "score": score,
+            "history": load_rewrite_history(args.history or args.warehouse, args.horizon),
+            "compute": compute_table(args.warehouse).set_index(
+                ["problem_id", "candidate", "seed"]),
+            "default": resolve_default(meta, args.default)}
+
+
+_CONTEXT: dict[str, Any] = {}
+
+
+def _start_worker(args: argparse.Namespace) -> None:
+    _CONTEXT.update(load_context(args))
+
+
+def _group_in_worker(index: int, group: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    return evaluate_group(_CONTEXT, index, group)
+
+
+def evaluate_group(ctx: dict[str, Any], index: int, g: Any) -> \
+        tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A to E on the problems of held-out group `g` (its `index` seeds E's draws, so a
+    group's figures do not depend on which process or in what order it ran)."""
+    args, meta, history, compute = ctx["args"], ctx["meta"], ctx["history"], ctx["compute"]
+    choose, score, default = ctx["choose"], ctx["score"], ctx["default"]
+    rng = np.random.default_rng([args.seed, index])
     rows: list[dict[str, Any]] = []
     jobs: list[dict[str, Any]] = []
-    for g in groups:
-        held = meta["group"] == g
-        train = meta[~held]
-        prop = Proposer(metamodel=MetaModel(max_iter=args.max_iter)).fit(train)
-        names = set(meta.loc[held, "problem"]) | set(meta.loc[held, "problem_id"])
-        effects = RewriteEffects().fit(excluding(history, names)) if len(history) else \
-            RewriteEffects.from_table(pd.DataFrame())
-        for pid, rows_p in meta[held].groupby("problem_id"):
-            info = rows_p.iloc[0]
-            feats = {c: float(info[c]) for c in rows_p.columns if c.startswith("f.")}
-            top = prop.propose(feats, 1).candidates[0]
-            best, median = normalizer(meta, str(pid), score)
-            test = rows_p.pivot_table(index="candidate", columns="seed", values="test_error")
-            val = rows_p.pivot_table(index="candidate", columns="seed", values="val_error")
-            comp = compute.loc[str(pid)]["compute"]
-            job = {"problem": str(info["problem"]), "key": top.structure_key, "names": names,
-                   "n_rows": feats.get("f.simple.n_rows", np.nan), "best": best,
-                   "median": median}
-            jobs.append(job)
-            a_err, a_comp, learned, kept = method_a(job, effects, score, args, args.feedback)
-            sweep = val[list(choose)].mean(axis=1).idxmin()
-            d_comp = float(comp[comp.index.get_level_values("seed").isin(choose)].sum())
-            e_errs = [random_search(val, test, comp, choose, score, a_comp, rng)
-                      for _ in range(args.n_random)]
-            errs = {"A_adaptive": a_err,
-                    "B_default": float(test.loc[default, list(score)].mean()),
-                    "C_top1": float(test.loc[top.candidate, list(score)].mean()),
-                    "D_sweep": float(test.loc[sweep, list(score)].mean()),
-                    "E_random": float(np.mean(e_errs))}
-            rows.append({"problem": str(info["problem"]), "group": g,
-                         **{m: norm(e, best, median) for m, e in errs.items()},
-                         "A_compute": a_comp, "D_compute": d_comp,
-                         "learned": learned, "kept": kept})
-            print(f"{info['problem']}: " + ", ".join(f"{m} {rows[-1][m]:.3f}" for m in METHODS)
-                  + f"; A/D compute {a_comp / max(d_comp, 1):.3f}", file=sys.stderr, flush=True)
+    held = meta["group"] == g
+    train = meta[~held]
+    prop = Proposer(metamodel=MetaModel(max_iter=args.max_iter)).fit(train)
+    names = set(meta.loc[held, "problem"]) | set(meta.loc[held, "problem_id"])
+    effects = RewriteEffects().fit(excluding(history, names)) if len(history) else \
+        RewriteEffects.from_table(pd.DataFrame())
+    for pid, rows_p in meta[held].groupby("problem_id"):
+        info = rows_p.iloc[0]
+        feats = {c: float(info[c]) for c in rows_p.columns if c.startswith("f.")}
+        top = prop.propose(feats, 1).candidates[0]
+        best, median = normalizer(meta, str(pid), score)
+        test = rows_p.pivot_table(index="candidate", columns="seed", values="test_error")
+        val = rows_p.pivot_table(index="candidate", columns="seed", values="val_error")
+        comp = compute.loc[str(pid)]["compute"]
+        job = {"problem": str(info["problem"]), "key": top.structure_key, "names": names,
+               "n_rows": feats.get("f.simple.n_rows", np.nan), "best": best,
+               "median": median}
+        jobs.append(job)
+        a_err, a_comp, learned, kept = method_a(job, effects, score, args, args.feedback)
+        sweep = val[list(choose)].mean(axis=1).idxmin()
+        d_comp = float(comp[comp.index.get_level_values("seed").isin(choose)].sum())
+        e_errs = [random_search(val, test, comp, choose, score, a_comp, rng)
+                  for _ in range(args.n_random)]
+        errs = {"A_adaptive": a_err,
+                "B_default": float(test.loc[default, list(score)].mean()),
+                "C_top1": float(test.loc[top.candidate, list(score)].mean()),
+                "D_sweep": float(test.loc[sweep, list(score)].mean()),
+                "E_random": float(np.mean(e_errs))}
+        rows.append({"problem": str(info["problem"]), "group": g,
+                     **{m: norm(e, best, median) for m, e in errs.items()},
+                     "A_compute": a_comp, "D_compute": d_comp,
+                     "learned": learned, "kept": kept})
+        print(f"{info['problem']}: " + ", ".join(f"{m} {rows[-1][m]:.3f}" for m in METHODS)
+              + f"; A/D compute {a_comp / max(d_comp, 1):.3f}", file=sys.stderr, flush=True)
+    return rows, jobs
+
+
+def evaluate(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, Any]]:
+    ctx = load_context(args)
+    meta, history, score = ctx["meta"], ctx["history"], ctx["score"]
+    groups = sorted(meta["group"].unique())[:args.groups or None]
+    if args.jobs > 1:  # spawned, not forked: this process already runs DuckDB's threads
+        with ProcessPoolExecutor(args.jobs, mp_context=mp.get_context("spawn"),
+                                 initializer=_start_worker, initargs=(args,)) as pool:
+            parts = list(pool.map(_group_in_worker, range(len(groups)), groups))
+    else:
+        parts = [evaluate_group(ctx, i, g) for i, g in enumerate(groups)]
+    rows = [r for part_rows, _ in parts for r in part_rows]
+    jobs = [j for _, part_jobs in parts for j in part_jobs]
     df = pd.DataFrame(rows)
     if args.feedback:  # one round: A again, the other problems' A runs added to the history
         pooled = pd.concat([history, load_rewrite_history(args.feedback, args.horizon)],
@@ -197,7 +235,7 @@ def evaluate(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, Any]]:
             a_err, _, learned, kept = method_a(job, effects, score, args, None)
             df.loc[i, ["A_feedback", "learned_feedback", "kept_feedback"]] = \
                 [norm(a_err, job["best"], job["median"]), learned, kept]
-    return df, {"default": default, "choose": choose, "score": score,
+    return df, {"default": ctx["default"], "choose": ctx["choose"], "score": score,
                 "history": len(history), "groups": len(groups)}
 
 
@@ -293,6 +331,8 @@ def main() -> int:
                     help="log A's runs into this warehouse, then run A again with them added "
                          "to the rewrite history (each problem without its own): one round "
                          "of feedback, and the rewrite precision before and after")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="processes sharing the held-out groups (default 1)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--write-results", action="store_true",
                     help="replace this benchmark's section of benchmarks/RESULTS.md")
