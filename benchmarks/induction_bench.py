@@ -43,7 +43,7 @@ from aicf_induct.induction.evaluate import (
     summary,
 )
 from aicf_induct.induction.lopo import RANK_SEEDS, LopoResult
-from aicf_induct.induction.meta_dataset import load_meta_dataset
+from aicf_induct.induction.meta_dataset import complete_problems, load_meta_dataset
 from aicf_induct.induction.metamodel import RANKINGS, MetaModel
 from aicf_induct.induction.mining import Miner
 from aicf_induct.induction.replication import rule_replication
@@ -97,10 +97,14 @@ def main() -> int:
                          "from: the score seeds (as its interval; the measured method) or all")
     ap.add_argument("--ranking", choices=RANKINGS, default="rank",
                     help="what orders the proposer's candidates: a model of their rank within "
-                         "the problem (the measured method) or the expected normalized error")
+                         "the problem of the normalized error (rank, the measured method) or "
+                         "of the raw error (raw_rank), or the expected normalized error")
     ap.add_argument("--swap-seeds", action="store_true",
                     help="choose on the second half of the seeds and score on the first (the "
                          "same evaluation on the other draw of the seeds' noise)")
+    ap.add_argument("--complete-only", action="store_true",
+                    help="evaluate only the problems whose every (candidate, seed) finished "
+                         "(a corpus still being built)")
     ap.add_argument("--write-results", action="store_true",
                     help="replace this benchmark's section of benchmarks/RESULTS.md")
     args = ap.parse_args()
@@ -111,6 +115,9 @@ def main() -> int:
                                  groups=json.loads(Path(args.groups).read_text()))
     else:  # the corpus's near-duplicate groups, as `aicf-induct induce evaluate` uses them
         meta, _ = corpus_meta(args.warehouse, args.protocol)
+    if args.complete_only:
+        meta, partial = complete_problems(meta)
+        print(f"{len(partial)} problem(s) left out, not complete", file=sys.stderr)
     ks = tuple(int(k) for k in args.ks.split(","))
     ev = evaluate_corpus(meta, default=args.default, ks=ks,
                          metamodel=MetaModel(max_iter=args.max_iter, ranking=args.ranking),

@@ -168,6 +168,27 @@ def _group_in_worker(index: int, group: Any) -> tuple[list[dict[str, Any]], list
     return evaluate_group(_CONTEXT, index, group)
 
 
+def _feedback_in_worker(job: dict[str, Any]) -> tuple[float, int, int]:
+    if "pooled" not in _CONTEXT:  # A's logged runs exist only once the first pass is over
+        _CONTEXT["pooled"] = pooled_history(_CONTEXT["args"], _CONTEXT["history"])
+    return feedback_a(_CONTEXT, _CONTEXT["pooled"], job)
+
+
+def pooled_history(args: argparse.Namespace, history: pd.DataFrame) -> pd.DataFrame:
+    """The rewrite history with A's first-pass runs added (the feedback round's)."""
+    return pd.concat([history, load_rewrite_history(args.feedback, args.horizon)],
+                     ignore_index=True)
+
+
+def feedback_a(ctx: dict[str, Any], pooled: pd.DataFrame, job: dict[str, Any]) -> \
+        tuple[float, int, int]:
+    """A again on one problem, its rewrite proposer refit on the pooled history without
+    the problem's group: normalized error, learned rewrites, kept."""
+    effects = RewriteEffects().fit(excluding(pooled, job["names"]))
+    a_err, _, learned, kept = method_a(job, effects, ctx["score"], ctx["args"], None)
+    return norm(a_err, job["best"], job["median"]), learned, kept
+
+
 def evaluate_group(ctx: dict[str, Any], index: int, g: Any) -> \
         tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A to E on the problems of held-out group `g` (its `index` seeds E's draws, so a
@@ -218,23 +239,25 @@ def evaluate(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, Any]]:
     ctx = load_context(args)
     meta, history, score = ctx["meta"], ctx["history"], ctx["score"]
     groups = sorted(meta["group"].unique())[:args.groups or None]
-    if args.jobs > 1:  # spawned, not forked: this process already runs DuckDB's threads
-        with ProcessPoolExecutor(args.jobs, mp_context=mp.get_context("spawn"),
-                                 initializer=_start_worker, initargs=(args,)) as pool:
-            parts = list(pool.map(_group_in_worker, range(len(groups)), groups))
-    else:
-        parts = [evaluate_group(ctx, i, g) for i, g in enumerate(groups)]
-    rows = [r for part_rows, _ in parts for r in part_rows]
-    jobs = [j for _, part_jobs in parts for j in part_jobs]
-    df = pd.DataFrame(rows)
-    if args.feedback:  # one round: A again, the other problems' A runs added to the history
-        pooled = pd.concat([history, load_rewrite_history(args.feedback, args.horizon)],
-                           ignore_index=True)
-        for i, job in enumerate(jobs):
-            effects = RewriteEffects().fit(excluding(pooled, job["names"]))
-            a_err, _, learned, kept = method_a(job, effects, score, args, None)
-            df.loc[i, ["A_feedback", "learned_feedback", "kept_feedback"]] = \
-                [norm(a_err, job["best"], job["median"]), learned, kept]
+    pool = ProcessPoolExecutor(args.jobs, mp_context=mp.get_context("spawn"),
+                               initializer=_start_worker, initargs=(args,)) \
+        if args.jobs > 1 else None  # spawned, not forked: DuckDB's threads run here
+    try:
+        parts = list(pool.map(_group_in_worker, range(len(groups)), groups)) if pool else \
+            [evaluate_group(ctx, i, g) for i, g in enumerate(groups)]
+        rows = [r for part_rows, _ in parts for r in part_rows]
+        jobs = [j for _, part_jobs in parts for j in part_jobs]
+        df = pd.DataFrame(rows)
+        if args.feedback:  # one round: A again, the other problems' A runs in the history
+            if pool:
+                again = list(pool.map(_feedback_in_worker, jobs))
+            else:
+                pooled = pooled_history(args, history)
+                again = [feedback_a(ctx, pooled, job) for job in jobs]
+            df[["A_feedback", "learned_feedback", "kept_feedback"]] = again
+    finally:
+        if pool:
+            pool.shutdown()
     return df, {"default": ctx["default"], "choose": ctx["choose"], "score": score,
                 "history": len(history), "groups": len(groups)}
 

@@ -242,6 +242,23 @@ def score_matrix(df: pd.DataFrame, column: str, seeds: Sequence[int] | None = No
                            aggfunc="mean").sort_index(axis=0).sort_index(axis=1)
 
 
+def complete_problems(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The rows of the problems whose matrix is full, and the names of the others. Full: every
+    candidate that ran on the problem has every seed of the corpus, and none is missing of
+    the candidates that ran on most problems (one that applies to few, as a `cnn` to
+    image-shaped problems, is not expected elsewhere). A sweep still under way leaves some
+    problems partial; scoring them would compare methods on different candidate sets."""
+    n_seeds = df["seed"].nunique()
+    pairs = df.groupby(["problem_id", "candidate"])["seed"].nunique()
+    spread = pairs.groupby(level="candidate").size()
+    common = set(spread.index[spread > df["problem_id"].nunique() / 2])
+    ok = [pid for pid, sub in pairs.groupby(level="problem_id")
+          if (sub == n_seeds).all() and common <= set(sub.index.get_level_values("candidate"))]
+    keep = df["problem_id"].isin(ok)
+    return (df[keep].reset_index(drop=True),
+            sorted(df.loc[~keep, "problem"].astype(str).unique()))
+
+
 def check_meta(df: pd.DataFrame) -> None:
     """ConfigError naming a missing column, if `df` is not a meta-dataset."""
     missing = [c for c in ID_COLUMNS if c not in df.columns]

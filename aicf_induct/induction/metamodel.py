@@ -10,19 +10,20 @@ Scikit-learn histogram gradient-boosting models (they take NaN as is): the mean 
 error) gives the expected normalized error; the (1 − level)/2 and (1 + level)/2 quantile
 models give the `level` interval (80 % by default); with `ranking="rank"` (the default) a
 fourth, the rank model, predicts the candidate's rank within its problem
-(`within_problem_rank`: 0 best, 1 worst) and orders the candidates. The rank target weighs
-every problem alike and tells apart the candidates worse than the median, which the
-normalized error clips to 1 (on the 183-problem corpus, leave-one-group-out, it lowered
-the top-1's normalized error by 0.018 and 0.024 on the two halves of the seeds;
-benchmarks/RESULTS.md). `ranking="error"` orders by the mean model, as packs from before
-the rank model do. The interval is for a mean over as many seeds as
-the target averages: trained on 4-seed means and checked on 2-seed means, a nominal 80 %
-covered 62 % of held-out outcomes on a synthetic corpus; trained on the same 2 seeds, 83 %
-(LOPO passes its score seeds). The mean and rank models' target averages `rank_seeds`
-(all by default; LOPO passes its score seeds unless told `rank_seeds="all"`). `conformal_folds` ≥ 2
-adds conformalized quantile regression on out-of-fold predictions, problem groups as folds
-(there it moved nothing, at 3x the fitting time, hence off by default). `evaluate` measures
-the coverage.
+(`within_problem_rank` of the normalized error, 0 best, 1 worst) and orders the
+candidates. The rank weighs every problem alike, whatever its errors' spread; like the
+normalized error it ties the candidates worse than the median (the order among those does
+not matter to a top-k). `ranking="raw_rank"` ranks the raw error instead, telling the bad
+from the very bad; on the 183-problem corpus it was level with "rank" (benchmarks/
+RESULTS.md, "Induction: leave-one-problem-out evaluation", measures the three orders).
+`ranking="error"` orders by the mean model, as packs from before the rank model do. The
+interval is for a mean over as many seeds as the target averages: trained on 4-seed means
+and checked on 2-seed means, a nominal 80 % covered 62 % of held-out outcomes on a
+synthetic corpus; trained on the same 2 seeds, 83 % (LOPO passes its score seeds). The mean
+and rank models' target averages `rank_seeds` (all by default; LOPO passes its score seeds
+unless told `rank_seeds="all"`). `conformal_folds` ≥ 2 adds conformalized quantile
+regression on out-of-fold predictions, problem groups as folds (there it moved nothing, at
+3x the fitting time, hence off by default). `evaluate` measures the coverage.
 """
 
 from __future__ import annotations
@@ -52,17 +53,22 @@ if TYPE_CHECKING:  # fitting only: `propose` restores the trees and never import
 
 PREDICTION_COLUMNS = ("expected", "low", "high")  # normalized error: mean, interval bounds
 ENSEMBLES = ("mean", "low", "high")  # the fitted models: `<name>_model_`, and "rank"
-RANKINGS = ("rank", "error")
+RANKINGS = ("rank", "raw_rank", "error")
+RANK_MODELS = ("rank", "raw_rank")  # the orders a fourth model, the rank model, gives
+# "raw_rank" ranks a normalized-error target's raw error (err = 1 − score)
+RAW_ERROR = {"test_norm_error": "test_error", "val_norm_error": "val_error"}
 
 
 def within_problem_rank(errors: np.ndarray) -> np.ndarray:
     """(P, C) errors -> each candidate's rank within its problem's row scaled to [0, 1] (0
-    best, ties averaged; 0.5 for a row's one finite value; NaN stays NaN): a ranking target
-    on one scale for every problem, whatever its errors' spread."""
+    best, ties averaged; +inf, a run without a finite score, ranks last; 0.5 for a row's one
+    scored value; NaN, unscored, stays NaN): a ranking target on one scale for every
+    problem, whatever its errors' spread."""
     ranks = pd.DataFrame(errors).rank(axis=1, method="average").to_numpy(float)
-    n = np.isfinite(errors).sum(axis=1, keepdims=True).astype(float)
+    scored = ~np.isnan(errors)
+    n = scored.sum(axis=1, keepdims=True).astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(n > 1, (ranks - 1) / (n - 1), np.where(np.isfinite(errors), 0.5, np.nan))
+        return np.where(n > 1, (ranks - 1) / (n - 1), np.where(scored, 0.5, np.nan))
 
 
 class MetaModel(BaseEstimator):
@@ -91,8 +97,9 @@ class MetaModel(BaseEstimator):
         # the default (one per core) ran 30x slower than one thread. None: leave it alone.
         self.threads = threads
         self.random_state = random_state
-        # what orders the candidates: "rank", a model of the candidate's rank within its
-        # problem (`within_problem_rank`), or "error", the mean model's normalized error
+        # what orders the candidates: "rank" / "raw_rank", a model of the candidate's rank
+        # within its problem (`within_problem_rank`) of the normalized / the raw error, or
+        # "error", the mean model's normalized error
         self.ranking = ranking
 
     def fit(self, meta: pd.DataFrame, y: Any = None) -> MetaModel:
@@ -109,8 +116,8 @@ class MetaModel(BaseEstimator):
         self.candidates_ = candidate_table(meta)
         self.optimizers_ = sorted(self.candidates_["optimizer"].astype(str).unique())
         self.pattern_names_ = pattern_columns(meta)
-        def target(seeds: tuple[int, ...] | None) -> np.ndarray:
-            return score_matrix(meta, self.target, seeds).reindex(
+        def target(seeds: tuple[int, ...] | None, column: str = self.target) -> np.ndarray:
+            return score_matrix(meta, column, seeds).reindex(
                 index=probs.index, columns=self.candidates_.index).to_numpy(float).ravel()
 
         X_all = self.design(probs[self.feature_names_].to_numpy(float))  # (P * C, D)
@@ -124,10 +131,14 @@ class MetaModel(BaseEstimator):
         X, yv = X_all[ok], yv[ok]
         with threadpool_limits(self.threads, user_api="openmp"):
             self.mean_model_ = self._model("squared_error").fit(X_all[rank_ok], ry[rank_ok])
-            if self.ranking == "rank":
-                rr = within_problem_rank(ry.reshape(len(probs), -1)).ravel()
-                self.rank_model_ = self._model("squared_error").fit(X_all[rank_ok],
-                                                                    rr[rank_ok])
+            if self.ranking in RANK_MODELS:  # "rank" ranks the target, where every
+                # candidate worse than the median ties at 1; "raw_rank" the raw error
+                ranked_of = target(self.rank_seeds, RAW_ERROR.get(self.target, self.target)) \
+                    if self.ranking == "raw_rank" else ry
+                rr = within_problem_rank(ranked_of.reshape(len(probs), -1)).ravel()
+                ranked = np.isfinite(rr)
+                self.rank_model_ = self._model("squared_error").fit(X_all[ranked],
+                                                                    rr[ranked])
             self.low_model_, self.high_model_ = self._quantile_pair(X, yv)
             self.margin_ = self._conformal_margin(X, yv, groups)
         self.n_features_in_ = X.shape[1]
@@ -177,7 +188,7 @@ class MetaModel(BaseEstimator):
                            .to_record() for name in self._ensembles()}}
 
     def _ensembles(self) -> tuple[str, ...]:
-        return (*ENSEMBLES, "rank") if self.ranking == "rank" else ENSEMBLES
+        return (*ENSEMBLES, "rank") if self.ranking in RANK_MODELS else ENSEMBLES
 
     @classmethod
     def restore(cls, meta: pd.DataFrame, rec: Mapping[str, Any]) -> MetaModel:
@@ -235,14 +246,14 @@ class MetaModel(BaseEstimator):
 
     def predict_problem(self, features: Mapping[str, float] | np.ndarray) -> pd.DataFrame:
         """Every candidate's expected normalized error and interval on one problem, best
-        first (index: candidate key); with ranking "rank", also its expected rank within
-        the problem (`rank`, 0 best), which orders them."""
+        first (index: candidate key); with a rank model ("rank", "raw_rank"), also its
+        expected rank within the problem (`rank`, 0 best), which orders them."""
         f = features if isinstance(features, np.ndarray) else self.feature_vector(features)
         X = self.design(f[None, :])
         lo, hi = self.predict_interval(X)
         out = pd.DataFrame({"expected": self.predict(X), "low": lo, "high": hi},
                            index=self.candidates_.index)
-        if self.ranking != "rank":
+        if self.ranking not in RANK_MODELS:
             return out.sort_values(["expected", "low"], kind="stable")
         with threadpool_limits(self.threads, user_api="openmp"):
             out["rank"] = np.asarray(self.rank_model_.predict(X))

@@ -16,6 +16,7 @@ from aicf_induct.induction.lopo import METHODS, LopoConfig, run_lopo, split_seed
 from aicf_induct.induction.meta_dataset import (
     ID_COLUMNS,
     candidate_table,
+    complete_problems,
     load_meta_dataset,
     normalize,
     problem_groups,
@@ -156,3 +157,20 @@ def test_proposals_on_the_real_corpus_carry_canonical_ir(corpus: tuple[Path, Swe
     assert ir is not None and ir["format"] == "aicf.ir/1"
     by_key = {c.structure_key: c for c in spec.candidates}
     assert ir == to_dict(by_key[prop.candidates[0].structure_key].graph(13, 3))
+
+
+def test_complete_problems_keep_the_full_matrix_rows() -> None:
+    # 4 problems × candidates a, b (everywhere) and c (one problem only, as a cnn) × 2 seeds
+    rows = [(p, c, s) for p in "PQRS" for c in "ab" for s in (0, 1)] + [("P", "c", 0),
+                                                                        ("P", "c", 1)]
+    df = pd.DataFrame(rows, columns=["problem_id", "candidate", "seed"])
+    df["problem"] = df["problem_id"].str.lower()
+    drop = ((df["problem_id"] == "Q") & (df["candidate"] == "b") & (df["seed"] == 1)) | \
+        ((df["problem_id"] == "R") & (df["candidate"] == "a"))
+    kept, partial = complete_problems(df[~drop])
+    assert sorted(kept["problem_id"].unique()) == ["P", "S"]  # c on P alone is no gap
+    assert partial == ["q", "r"]  # Q lacks a seed of b, R the whole of a
+    assert len(kept) == 10
+    one_seed_short = df[~((df["problem_id"] == "P") & (df["candidate"] == "c") &
+                          (df["seed"] == 0))]
+    assert complete_problems(one_seed_short)[1] == ["p"]  # a rare candidate needs every seed

@@ -11,7 +11,7 @@ import pytest
 from sklearn.base import clone
 
 from aicf_induct.errors import ConfigError
-from aicf_induct.induction.meta_dataset import assemble
+from aicf_induct.induction.meta_dataset import assemble, score_matrix
 from aicf_induct.induction.metamodel import MetaModel, within_problem_rank
 from aicf_induct.induction.mining import Miner
 from aicf_induct.induction.proposer import Proposer
@@ -44,7 +44,7 @@ def test_metamodel_contract_and_predictions() -> None:
         by_error.index))  # the same mean and interval models either way
     with pytest.raises(ConfigError, match="level must be in"):
         MetaModel(level=1.5).fit(meta)
-    with pytest.raises(ConfigError, match="ranking must be one of rank, error"):
+    with pytest.raises(ConfigError, match="ranking must be one of rank, raw_rank, error"):
         MetaModel(ranking="score").fit(meta)
 
 
@@ -53,6 +53,37 @@ def test_within_problem_ranks_by_hand() -> None:
     np.testing.assert_array_equal(within_problem_rank(errors), [[1.0, 0.0, 0.5],
                                                                 [np.nan, 0.5, 0.5],
                                                                 [0.5, np.nan, np.nan]])
+
+
+def test_within_problem_ranks_put_a_failed_score_last() -> None:
+    errors = np.array([[np.inf, 1.0, 2.0], [np.inf, np.nan, 3.0], [np.inf, np.inf, 0.5]])
+    np.testing.assert_array_equal(within_problem_rank(errors), [[1.0, 0.0, 0.5],
+                                                                [1.0, np.nan, 0.0],
+                                                                [0.75, 0.75, 0.0]])
+
+
+def test_the_raw_rank_tells_the_bad_from_the_very_bad() -> None:
+    # c00 just worse than the median everywhere, c01 the worst everywhere: the normalized
+    # error clips both to 1, so "rank" ties them; their raw errors' ranks differ (0.6, 1)
+    rng = np.random.default_rng(7)
+    P = 45
+    pats = [{"norm.layernorm": float(ln), "depth": float(d), "act.relu": float(r)}
+            for ln, d, r in itertools.product((0, 1), (1, 2, 3, 4), (0, 1))]
+    scores = np.empty((P, 16, 2))
+    for p in range(P):
+        scores[p, 2:] = rng.permutation(np.linspace(0.40, 0.60, 14))[:, None]
+        scores[p, 0], scores[p, 1] = 0.47, 0.05
+    scores += rng.normal(0, 1e-4, scores.shape)
+    meta = assemble(*frames(scores, {k: rng.random(P) for k in "ab"}, pats, 2))
+    assert (score_matrix(meta, "test_norm_error")[["c00", "c01"]] == 1.0).all().all()
+    raw = MetaModel(**SMALL, ranking="raw_rank").fit(meta).predict_problem({"a": 0.5, "b": 0.5})
+    assert raw.at["c00", "rank"] < 0.75 < 0.9 < raw.at["c01", "rank"]
+    tied = MetaModel(**SMALL).fit(meta).predict_problem({"a": 0.5, "b": 0.5})
+    assert abs(tied.at["c00", "rank"] - tied.at["c01", "rank"]) < 0.05
+    rec = json.loads(json.dumps(MetaModel(**SMALL, ranking="raw_rank").fit(meta).export()))
+    pd.testing.assert_frame_equal(MetaModel.restore(meta, rec).predict_problem({"a": 0.5}),
+                                  MetaModel(**SMALL, ranking="raw_rank").fit(meta)
+                                  .predict_problem({"a": 0.5}))
 
 
 def _best_or_worst_against_just_above_median(P: int = 45) -> pd.DataFrame:
