@@ -2,7 +2,8 @@
 baselines, on the sweep corpus in a warehouse.
 
     .venv/bin/python benchmarks/induction_bench.py --warehouse DIR [--default KEY]
-        [--ks 1,3,5] [--groups groups.json] [--jobs N] [--write-results]
+        [--ks 1,3,5] [--groups groups.json] [--jobs N] [--ranking rank|raw_rank|error]
+        [--rank-seeds score|all] [--swap-seeds] [--complete-only] [--write-results]
 
 Reads the meta-dataset (`aicf_induct.induction.meta_dataset`), halves the corpus's seeds
 (choose on the first half, score on the second), holds out each near-duplicate group in
@@ -11,7 +12,8 @@ validation, per task and size); per method and k the mean normalized error [95 %
 CI], regret and average rank; the proposer against each baseline (win rate, mean
 difference [CI], Wilcoxon p, Holm); the share of the default → full-search gap it closes;
 the calibration of its 80 % intervals; rules mined on half the problems and the share that
-replicate on the other half; the strongest rules on the whole corpus. `--write-results`
+replicate on the other half; the strongest rules on the whole corpus. `--complete-only`
+evaluates a corpus still being built on its problems with a full matrix. `--write-results`
 replaces this benchmark's section of RESULTS.md.
 """
 

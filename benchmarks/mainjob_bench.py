@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from machine import cpu_model, git_commit, write_section
 from scipy.stats import wilcoxon
+from threadpoolctl import threadpool_limits
 
 from aicf_induct.induction.baselines import resolve_default
 from aicf_induct.induction.corpus import corpus_meta
@@ -161,6 +162,9 @@ _CONTEXT: dict[str, Any] = {}
 
 
 def _start_worker(args: argparse.Namespace) -> None:
+    # one BLAS thread per worker: the jobs share the cores (a BLAS pool per worker made 4
+    # busy threads on 2 cores, and each run ran at half speed)
+    threadpool_limits(1)
     _CONTEXT.update(load_context(args))
 
 
