@@ -163,7 +163,7 @@ _CONTEXT: dict[str, Any] = {}
 
 def _start_worker(args: argparse.Namespace) -> None:
     # one BLAS thread per worker: the jobs share the cores (a BLAS pool per worker made 4
-    # busy threads on 2 cores, and each run ran at half speed)
+    # busy threads on 2 cores, and the problems went at a third of the speed)
     threadpool_limits(1)
     _CONTEXT.update(load_context(args))
 
