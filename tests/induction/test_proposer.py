@@ -76,14 +76,14 @@ def test_the_raw_rank_tells_the_bad_from_the_very_bad() -> None:
     scores += rng.normal(0, 1e-4, scores.shape)
     meta = assemble(*frames(scores, {k: rng.random(P) for k in "ab"}, pats, 2))
     assert (score_matrix(meta, "test_norm_error")[["c00", "c01"]] == 1.0).all().all()
-    raw = MetaModel(**SMALL, ranking="raw_rank").fit(meta).predict_problem({"a": 0.5, "b": 0.5})
+    feats = {"a": 0.5, "b": 0.5}
+    by_raw = MetaModel(**SMALL, ranking="raw_rank").fit(meta)
+    raw = by_raw.predict_problem(feats)
     assert raw.at["c00", "rank"] < 0.75 < 0.9 < raw.at["c01", "rank"]
-    tied = MetaModel(**SMALL).fit(meta).predict_problem({"a": 0.5, "b": 0.5})
+    tied = MetaModel(**SMALL).fit(meta).predict_problem(feats)
     assert abs(tied.at["c00", "rank"] - tied.at["c01", "rank"]) < 0.05
-    rec = json.loads(json.dumps(MetaModel(**SMALL, ranking="raw_rank").fit(meta).export()))
-    pd.testing.assert_frame_equal(MetaModel.restore(meta, rec).predict_problem({"a": 0.5}),
-                                  MetaModel(**SMALL, ranking="raw_rank").fit(meta)
-                                  .predict_problem({"a": 0.5}))
+    rec = json.loads(json.dumps(by_raw.export()))
+    pd.testing.assert_frame_equal(MetaModel.restore(meta, rec).predict_problem(feats), raw)
 
 
 def _best_or_worst_against_just_above_median(P: int = 45) -> pd.DataFrame:
