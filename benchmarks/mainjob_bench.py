@@ -26,7 +26,7 @@ problem with the induction benchmark's formula, (err − best) / (median − bes
 [0, 1], but aggregated differently: here a method's mean test error over the score seeds is
 normalized once, best and median over the candidates' means on the score seeds; the
 induction benchmark normalizes each seed's error (best and median over the candidates'
-means on all seeds) and averages, which the clip makes lower (the default: 0.496 there,
+means on all seeds) and averages, so the two differ (the default: 0.496 there,
 0.630 here, on the 8-seed corpus). Reported: mean
 normalized error per method [95 % bootstrap CI], A − X paired differences with CIs and
 Wilcoxon p, A's compute over D's, and the rewrite proposer's precision (share of its
