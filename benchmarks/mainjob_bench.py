@@ -60,6 +60,7 @@ from aicf_induct.induction.baselines import resolve_default
 from aicf_induct.induction.corpus import corpus_meta
 from aicf_induct.induction.inference import bootstrap_mean_ci
 from aicf_induct.induction.lopo import split_seeds
+from aicf_induct.induction.meta_dataset import normalize
 from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.proposer import Proposer
 from aicf_induct.induction.rewrite_effects import RewriteEffects
@@ -135,19 +136,17 @@ def adaptive_run(problem_name: str, structure_key: str, seed: int, effects: Rewr
             "rewrites": res.rewrites}
 
 
-def normalizer(meta: pd.DataFrame, pid: str, score: tuple[int, ...]) -> tuple[float, float]:
-    """(best, median) of the candidates' mean test error on the score seeds."""
+def normalizer(meta: pd.DataFrame, pid: str, score: tuple[int, ...]) -> np.ndarray:
+    """The candidates' mean test errors on the score seeds (the finite ones): what a
+    method's error is normalized against."""
     rows = meta[(meta["problem_id"] == pid) & meta["seed"].isin(score)]
     err = rows.replace([np.inf, -np.inf], np.nan).groupby("candidate")["test_error"].mean()
-    return float(err.min()), float(err.median())
+    return err.dropna().to_numpy(float)
 
 
-def norm(err: float, best: float, median: float) -> float:
-    if not np.isfinite(err):
-        return 1.0
-    if median <= best:
-        return 0.0 if err <= best else 1.0
-    return float(np.clip((err - best) / (median - best), 0.0, 1.0))
+def norm(err: float, ref: np.ndarray) -> float:
+    """`err` normalized against the candidates' errors `ref` (a failed run: 1, the worst)."""
+    return float(normalize(np.array([err]), ref)[0]) if np.isfinite(err) else 1.0
 
 
 def load_context(args: argparse.Namespace) -> dict[str, Any]:
@@ -194,7 +193,7 @@ def feedback_a(ctx: dict[str, Any], pooled: pd.DataFrame, job: dict[str, Any]) -
     the problem's group: normalized error, learned rewrites, kept."""
     effects = RewriteEffects().fit(excluding(pooled, job["names"]))
     a_err, _, learned, kept = method_a(job, effects, ctx["score"], ctx["args"], None)
-    return norm(a_err, job["best"], job["median"]), learned, kept
+    return norm(a_err, job["ref"]), learned, kept
 
 
 def evaluate_group(ctx: dict[str, Any], index: int, g: Any) -> \
@@ -216,13 +215,12 @@ def evaluate_group(ctx: dict[str, Any], index: int, g: Any) -> \
         info = rows_p.iloc[0]
         feats = {c: float(info[c]) for c in rows_p.columns if c.startswith("f.")}
         top = prop.propose(feats, 1).candidates[0]
-        best, median = normalizer(meta, str(pid), score)
+        ref = normalizer(meta, str(pid), score)
         test = rows_p.pivot_table(index="candidate", columns="seed", values="test_error")
         val = rows_p.pivot_table(index="candidate", columns="seed", values="val_error")
         comp = compute.loc[str(pid)]["compute"]
         job = {"problem": str(info["problem"]), "key": top.structure_key, "names": names,
-               "n_rows": feats.get("f.simple.n_rows", np.nan), "best": best,
-               "median": median}
+               "n_rows": feats.get("f.simple.n_rows", np.nan), "ref": ref}
         jobs.append(job)
         a_err, a_comp, learned, kept = method_a(job, effects, score, args, args.feedback)
         sweep = val[list(choose)].mean(axis=1).idxmin()
@@ -235,7 +233,7 @@ def evaluate_group(ctx: dict[str, Any], index: int, g: Any) -> \
                 "D_sweep": float(test.loc[sweep, list(score)].mean()),
                 "E_random": float(np.mean(e_errs))}
         rows.append({"problem": str(info["problem"]), "group": g,
-                     **{m: norm(e, best, median) for m, e in errs.items()},
+                     **{m: norm(e, ref) for m, e in errs.items()},
                      "A_compute": a_comp, "D_compute": d_comp,
                      "learned": learned, "kept": kept})
         print(f"{info['problem']}: " + ", ".join(f"{m} {rows[-1][m]:.3f}" for m in METHODS)
