@@ -21,13 +21,12 @@ rewrite history; then for each problem of the group:
      compute passes A's, the best by validation scored on the score seeds (mean of 20 draws).
 
 Compute is parameter-steps: Σ over executed steps of the model's parameter count (for A,
-integrated over its evaluations, rolled-back steps included). Errors are normalized per
-problem with the induction benchmark's formula, (err − best) / (median − best) clipped to
-[0, 1], but aggregated differently: here a method's mean test error over the score seeds is
-normalized once, best and median over the candidates' means on the score seeds; the
-induction benchmark normalizes each seed's error (best and median over the candidates'
-means on all seeds) and averages, so the two differ (the default: 0.496 there,
-0.630 here, on the 8-seed corpus). Reported: mean
+integrated over its evaluations, rolled-back steps included). Errors are normalized as
+the induction benchmark normalizes them (`meta_dataset.mean_normalized_error`): each score
+seed's test error, A's runs included, becomes (err − best) / (median − best) clipped to
+[0, 1], best and median of the problem's candidates' mean test errors over all seeds, and a
+method's score is the mean over the score seeds (E's, the mean over its draws); B, C and D
+score exactly as the same candidates do in the induction benchmark. Reported: mean
 normalized error per method [95 % bootstrap CI], A − X paired differences with CIs and
 Wilcoxon p, A's compute over D's, and the rewrite proposer's precision (share of its
 rewrites the guard kept); with `--feedback DIR`, the same after one round of feedback (A's
@@ -60,7 +59,7 @@ from aicf_induct.induction.baselines import resolve_default
 from aicf_induct.induction.corpus import corpus_meta
 from aicf_induct.induction.inference import bootstrap_mean_ci
 from aicf_induct.induction.lopo import split_seeds
-from aicf_induct.induction.meta_dataset import normalize
+from aicf_induct.induction.meta_dataset import mean_normalized_error
 from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.proposer import Proposer
 from aicf_induct.induction.rewrite_effects import RewriteEffects
@@ -136,19 +135,6 @@ def adaptive_run(problem_name: str, structure_key: str, seed: int, effects: Rewr
             "rewrites": res.rewrites}
 
 
-def normalizer(meta: pd.DataFrame, pid: str, score: tuple[int, ...]) -> np.ndarray:
-    """The candidates' mean test errors on the score seeds (the finite ones): what a
-    method's error is normalized against."""
-    rows = meta[(meta["problem_id"] == pid) & meta["seed"].isin(score)]
-    err = rows.replace([np.inf, -np.inf], np.nan).groupby("candidate")["test_error"].mean()
-    return err.dropna().to_numpy(float)
-
-
-def norm(err: float, ref: np.ndarray) -> float:
-    """`err` normalized against the candidates' errors `ref` (a failed run: 1, the worst)."""
-    return float(normalize(np.array([err]), ref)[0]) if np.isfinite(err) else 1.0
-
-
 def load_context(args: argparse.Namespace) -> dict[str, Any]:
     """What every held-out group reads: the meta-dataset, the rewrite history, the runs'
     compute, the default and the seed halves."""
@@ -192,8 +178,8 @@ def feedback_a(ctx: dict[str, Any], pooled: pd.DataFrame, job: dict[str, Any]) -
     """A again on one problem, its rewrite proposer refit on the pooled history without
     the problem's group: normalized error, learned rewrites, kept."""
     effects = RewriteEffects().fit(excluding(pooled, job["names"]))
-    a_err, _, learned, kept = method_a(job, effects, ctx["score"], ctx["args"], None)
-    return norm(a_err, job["ref"]), learned, kept
+    a_errs, _, learned, kept = method_a(job, effects, ctx["score"], ctx["args"], None)
+    return mean_normalized_error(a_errs, job["rows"]), learned, kept
 
 
 def evaluate_group(ctx: dict[str, Any], index: int, g: Any) -> \
@@ -215,25 +201,24 @@ def evaluate_group(ctx: dict[str, Any], index: int, g: Any) -> \
         info = rows_p.iloc[0]
         feats = {c: float(info[c]) for c in rows_p.columns if c.startswith("f.")}
         top = prop.propose(feats, 1).candidates[0]
-        ref = normalizer(meta, str(pid), score)
         test = rows_p.pivot_table(index="candidate", columns="seed", values="test_error")
         val = rows_p.pivot_table(index="candidate", columns="seed", values="val_error")
         comp = compute.loc[str(pid)]["compute"]
         job = {"problem": str(info["problem"]), "key": top.structure_key, "names": names,
-               "n_rows": feats.get("f.simple.n_rows", np.nan), "ref": ref}
+               "n_rows": feats.get("f.simple.n_rows", np.nan),
+               "rows": rows_p[["candidate", "test_error"]]}
         jobs.append(job)
-        a_err, a_comp, learned, kept = method_a(job, effects, score, args, args.feedback)
+        a_errs, a_comp, learned, kept = method_a(job, effects, score, args, args.feedback)
         sweep = val[list(choose)].mean(axis=1).idxmin()
         d_comp = float(comp[comp.index.get_level_values("seed").isin(choose)].sum())
-        e_errs = [random_search(val, test, comp, choose, score, a_comp, rng)
-                  for _ in range(args.n_random)]
-        errs = {"A_adaptive": a_err,
-                "B_default": float(test.loc[default, list(score)].mean()),
-                "C_top1": float(test.loc[top.candidate, list(score)].mean()),
-                "D_sweep": float(test.loc[sweep, list(score)].mean()),
-                "E_random": float(np.mean(e_errs))}
+        e_picks = [random_search(val, comp, choose, a_comp, rng) for _ in range(args.n_random)]
+        scored = {c: mean_normalized_error(test.loc[c, list(score)], rows_p)
+                  for c in {default, top.candidate, sweep, *e_picks}}  # on the score seeds
         rows.append({"problem": str(info["problem"]), "group": g,
-                     **{m: norm(e, ref) for m, e in errs.items()},
+                     "A_adaptive": mean_normalized_error(a_errs, rows_p),
+                     "B_default": scored[default], "C_top1": scored[top.candidate],
+                     "D_sweep": scored[sweep],
+                     "E_random": float(np.mean([scored[c] for c in e_picks])),
                      "A_compute": a_comp, "D_compute": d_comp,
                      "learned": learned, "kept": kept})
         print(f"{info['problem']}: " + ", ".join(f"{m} {rows[-1][m]:.3f}" for m in METHODS)
@@ -269,28 +254,26 @@ def evaluate(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, Any]]:
 
 
 def method_a(job: dict[str, Any], effects: RewriteEffects, score: tuple[int, ...],
-             args: argparse.Namespace, log_to: str | None) -> tuple[float, float, int, int]:
-    """A on the score seeds: mean test error, total compute, learned rewrites, kept."""
+             args: argparse.Namespace, log_to: str | None) -> tuple[list[float], float, int, int]:
+    """A on the score seeds: test error per seed, total compute, learned rewrites, kept."""
     runs = [adaptive_run(job["problem"], job["key"], s, effects, job["n_rows"], args.steps,
                          args.patience, args.backend, log_to) for s in score]
-    return (float(np.mean([r["error"] for r in runs])),
+    return ([float(r["error"]) for r in runs],
             float(np.sum([r["compute"] for r in runs])),
             sum(r["learned_rewrites"] for r in runs), sum(r["learned_kept"] for r in runs))
 
 
-def random_search(val: pd.DataFrame, test: pd.DataFrame, comp: pd.Series,
-                  choose: tuple[int, ...], score: tuple[int, ...], budget: float,
-                  rng: np.random.Generator) -> float:
+def random_search(val: pd.DataFrame, comp: pd.Series, choose: tuple[int, ...],
+                  budget: float, rng: np.random.Generator) -> str:
     """E: candidates in random order until their compute on the choose seeds passes
-    `budget` (at least one), the best by validation scored on the score seeds."""
+    `budget` (at least one); the best by validation (it is scored on the score seeds)."""
     order, spent, seen = rng.permutation(val.index.to_numpy()), 0.0, []
     for cand in order:
         seen.append(cand)
         spent += float(sum(comp.get((cand, s), 0.0) for s in choose))
         if spent >= budget:
             break
-    pick = val.loc[seen, list(choose)].mean(axis=1).idxmin()
-    return float(test.loc[pick, list(score)].mean())
+    return str(val.loc[seen, list(choose)].mean(axis=1).idxmin())
 
 
 def report(df: pd.DataFrame, facts: dict[str, Any], args: argparse.Namespace,

@@ -192,13 +192,27 @@ def normalize(err: np.ndarray, ref: np.ndarray) -> np.ndarray:
     return np.clip(np.where(np.isnan(out), 1.0, out), 0.0, 1.0)
 
 
+def reference_errors(rows: pd.DataFrame, err_col: str = "test_error") -> np.ndarray:
+    """One problem's rows → each candidate's mean error over all its seeds: what that
+    problem's errors are normalized against."""
+    return rows.groupby("candidate")[err_col].mean().to_numpy(float)
+
+
 def normalized_errors(df: pd.DataFrame, err_col: str) -> pd.Series:
     """Per problem: each row's error normalized by the candidates' mean errors."""
     out = pd.Series(np.nan, index=df.index, dtype=float)
     for _, sub in df.groupby("problem_id", sort=False):
-        ref = sub.groupby("candidate")[err_col].mean().to_numpy(float)
-        out[sub.index] = normalize(sub[err_col].to_numpy(float), ref)
+        out[sub.index] = normalize(sub[err_col].to_numpy(float), reference_errors(sub, err_col))
     return out
+
+
+def mean_normalized_error(errors: Sequence[float], rows: pd.DataFrame,
+                          err_col: str = "test_error") -> float:
+    """Per-seed errors of any method on one problem (a run the corpus does not hold, say),
+    each normalized as the meta-dataset normalizes the problem's rows, then averaged: so an
+    outside run and a corpus candidate are scored on one scale."""
+    return float(np.mean(normalize(np.asarray(errors, dtype=float),
+                                   reference_errors(rows, err_col))))
 
 
 def rank_scores(problem: pd.Series, score: pd.Series) -> pd.Series:

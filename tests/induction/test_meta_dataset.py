@@ -18,10 +18,13 @@ from aicf_induct.induction.meta_dataset import (
     candidate_table,
     complete_problems,
     load_meta_dataset,
+    mean_normalized_error,
     normalize,
+    normalized_errors,
     problem_groups,
     problem_table,
     rank_scores,
+    reference_errors,
     score_matrix,
 )
 from aicf_induct.induction.metamodel import MetaModel
@@ -98,6 +101,22 @@ def test_normalize_is_tabrepo_normalized_error() -> None:
                                [0.0, 1.0])  # no spread: best or not
     np.testing.assert_allclose(normalize(np.array([0.3, np.inf]),
                                          np.array([0.1, 0.3, np.inf])), [1.0, 1.0])
+
+
+def test_an_outside_run_is_scored_as_a_corpus_candidate() -> None:
+    # one problem, candidates x (seeds 0, 1) and y (seeds 0, 1): means 0.2 and 0.4 (best 0.2,
+    # median 0.3), so the errors 0.1, 0.3, 0.3, 0.5 normalize to 0, 1, 1, 1
+    rows = pd.DataFrame({"problem_id": "p", "candidate": ["x", "x", "y", "y"],
+                         "seed": [0, 1, 0, 1], "test_error": [0.1, 0.3, 0.3, 0.5]})
+    rows["test_norm_error"] = normalized_errors(rows, "test_error")
+    np.testing.assert_allclose(rows["test_norm_error"], [0.0, 1.0, 1.0, 1.0])
+    np.testing.assert_allclose(reference_errors(rows), [0.2, 0.4])
+    # a candidate's own errors give its mean normalized error on those seeds
+    for _, sub in rows.groupby("candidate"):
+        assert mean_normalized_error(sub["test_error"], rows) == \
+            pytest.approx(sub["test_norm_error"].mean())
+    # a run outside the corpus: 0.25 on one seed (0.5), a failed run on the other (1)
+    assert mean_normalized_error([0.25, np.inf], rows) == pytest.approx(0.75)
 
 
 def test_rank_scores_hand_case() -> None:
