@@ -212,7 +212,8 @@ def evaluate_group(ctx: dict[str, Any], index: int, g: Any) -> \
         sweep = val[list(choose)].mean(axis=1).idxmin()
         d_comp = float(comp[comp.index.get_level_values("seed").isin(choose)].sum())
         e_picks = [random_search(val, comp, choose, a_comp, rng) for _ in range(args.n_random)]
-        scored = {c: mean_normalized_error(test.loc[c, list(score)], rows_p)
+        scored = {c: mean_normalized_error(test.reindex(index=[c], columns=list(score)).iloc[0],
+                                           rows_p)
                   for c in {default, top.candidate, sweep, *e_picks}}  # on the score seeds
         rows.append({"problem": str(info["problem"]), "group": g,
                      "A_adaptive": mean_normalized_error(a_errs, rows_p),

@@ -210,9 +210,14 @@ def mean_normalized_error(errors: Sequence[float], rows: pd.DataFrame,
                           err_col: str = "test_error") -> float:
     """Per-seed errors of any method on one problem (a run the corpus does not hold, say),
     each normalized as the meta-dataset normalizes the problem's rows, then averaged: so an
-    outside run and a corpus candidate are scored on one scale."""
-    return float(np.mean(normalize(np.asarray(errors, dtype=float),
-                                   reference_errors(rows, err_col))))
+    outside run and a corpus candidate are scored on one scale. A seed with no run (NaN) is
+    left out of the mean, as `score_matrix` leaves it; none at all counts 1, the worst; a
+    failed run (inf) counts 1."""
+    err = np.asarray(errors, dtype=float)
+    err = err[~np.isnan(err)]
+    if not len(err):
+        return 1.0
+    return float(np.mean(normalize(err, reference_errors(rows, err_col))))
 
 
 def rank_scores(problem: pd.Series, score: pd.Series) -> pd.Series:

@@ -117,6 +117,9 @@ def test_an_outside_run_is_scored_as_a_corpus_candidate() -> None:
             pytest.approx(sub["test_norm_error"].mean())
     # a run outside the corpus: 0.25 on one seed (0.5), a failed run on the other (1)
     assert mean_normalized_error([0.25, np.inf], rows) == pytest.approx(0.75)
+    # a seed with no run is left out, as score_matrix leaves it; no run at all is the worst
+    assert mean_normalized_error([0.25, np.nan], rows) == pytest.approx(0.5)
+    assert mean_normalized_error([np.nan, np.nan], rows) == 1.0
 
 
 def test_rank_scores_hand_case() -> None:
