@@ -1,7 +1,8 @@
 """Induction benchmark: leave-one-problem-out evaluation of the proposer against the AutoML
-baselines, on the sweep corpus in a warehouse.
+baselines, on the sweep corpus in a warehouse or a knowledge pack's per-seed scores.
 
-    .venv/bin/python benchmarks/induction_bench.py --warehouse DIR [--default KEY]
+    .venv/bin/python benchmarks/induction_bench.py (--warehouse DIR | --pack [PACK]) [--seeds N]
+        [--default KEY]
         [--ks 1,3,5] [--groups groups.json] [--jobs N] [--ranking rank|raw_rank|error]
         [--rank-seeds score|all] [--swap-seeds] [--complete-only] [--write-results]
 
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import sys
 import time
@@ -32,9 +32,9 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from corpus_source import add_source_args, load_corpus
 from machine import cpu_model, git_commit, write_section
 
-from aicf_induct.induction.corpus import corpus_meta
 from aicf_induct.induction.evaluate import (
     calibration,
     compare,
@@ -45,7 +45,7 @@ from aicf_induct.induction.evaluate import (
     summary,
 )
 from aicf_induct.induction.lopo import RANK_SEEDS, LopoResult
-from aicf_induct.induction.meta_dataset import complete_problems, load_meta_dataset
+from aicf_induct.induction.meta_dataset import complete_problems
 from aicf_induct.induction.metamodel import RANKINGS, MetaModel
 from aicf_induct.induction.mining import Miner
 from aicf_induct.induction.replication import rule_replication
@@ -82,8 +82,7 @@ def headroom(meta: pd.DataFrame, res: LopoResult) -> pd.DataFrame:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--warehouse", required=True, help="warehouse holding the sweep corpus")
-    ap.add_argument("--protocol", help="sweep protocol to read (when it holds several)")
+    add_source_args(ap)
     ap.add_argument("--default", help="default MLP: candidate key, structure key or model "
                                       "spec (default: MLPSpec() with the default recipe)")
     ap.add_argument("--ks", default="1,3,5", help="proposal sizes k")
@@ -112,11 +111,9 @@ def main() -> int:
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    if args.groups:
-        meta = load_meta_dataset(args.warehouse, protocol=args.protocol,
-                                 groups=json.loads(Path(args.groups).read_text()))
-    else:  # the corpus's near-duplicate groups, as `aicf-induct induce evaluate` uses them
-        meta, _ = corpus_meta(args.warehouse, args.protocol)
+    # the corpus's near-duplicate groups (as `aicf-induct induce evaluate` uses them) unless
+    # --groups maps them
+    meta = load_corpus(args, args.groups)
     if args.complete_only:
         meta, partial = complete_problems(meta)
         print(f"{len(partial)} problem(s) left out, not complete", file=sys.stderr)

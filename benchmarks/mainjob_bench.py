@@ -1,11 +1,14 @@
 """Main-job benchmark: one adaptive run from the proposal against what a user would otherwise
 do, per problem held out of the proposer by leave-one-group-out.
 
-    .venv/bin/python benchmarks/mainjob_bench.py --warehouse DIR [--groups N] [--steps S]
+    .venv/bin/python benchmarks/mainjob_bench.py (--warehouse DIR | --pack [PACK] --history DIR)
+        [--seeds N] [--groups N] [--steps S]
         [--patience P] [--default KEY] [--feedback DIR] [--jobs N] [--write-results]
 
 The warehouse holds a sweep corpus (a full matrix: every problem × candidate × seed) and
-adaptive runs (`corpus build --adaptive N`: the rewrite history). The seeds are halved as in
+adaptive runs (`corpus build --adaptive N`: the rewrite history); or the corpus comes from a
+knowledge pack's per-seed scores and compute (`--pack`) and the rewrite history from
+`--history`. The seeds are halved as in
 the induction benchmark: methods that choose, choose on the first half (validation) and
 are scored on the second (test). For each held-out group, the structure proposer is fitted
 on the other groups' corpus rows and the learned rewrite proposer on the other groups'
@@ -51,12 +54,12 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from corpus_source import add_source_args, load_corpus
 from machine import cpu_model, git_commit, write_section
 from scipy.stats import wilcoxon
 from threadpoolctl import threadpool_limits
 
 from aicf_induct.induction.baselines import resolve_default
-from aicf_induct.induction.corpus import corpus_meta
 from aicf_induct.induction.inference import bootstrap_mean_ci
 from aicf_induct.induction.lopo import split_seeds
 from aicf_induct.induction.meta_dataset import mean_normalized_error
@@ -68,24 +71,6 @@ from aicf_induct.induction.space import candidate_of
 
 HEADING = "## Main job: adaptive from the proposal vs static, top-1, full sweep, random search"
 METHODS = ("A_adaptive", "B_default", "C_top1", "D_sweep", "E_random")
-COMPUTE_SQL = """
-SELECT r.problem_id, json_extract_string(r.config, '$.sweep.candidate') AS candidate, r.seed,
-       coalesce(r.steps_taken, 0) * s.param_count AS compute
-FROM runs r JOIN ir_snapshots s ON s.run_id = r.run_id AND s.reason = 'start'
-WHERE r.origin = 'sweep' AND list_contains($statuses, r.status)
-"""
-
-
-def compute_table(root: str) -> pd.DataFrame:
-    import warehouse
-    from aicf_induct.induction.sweep import END_STATUSES
-    from warehouse.catalog import frame
-
-    # finished runs only: an interrupted run and its rerun are the same triple
-    return warehouse.with_retry(
-        Path(root), lambda c: frame(c, COMPUTE_SQL, {"statuses": list(END_STATUSES)}))
-
-
 def adaptive_run(problem_name: str, structure_key: str, seed: int, effects: RewriteEffects,
                  n_rows: float, steps: int, patience: int, backend: str = "auto",
                  log_to: str | None = None) -> dict[str, Any]:
@@ -138,12 +123,12 @@ def adaptive_run(problem_name: str, structure_key: str, seed: int, effects: Rewr
 def load_context(args: argparse.Namespace) -> dict[str, Any]:
     """What every held-out group reads: the meta-dataset, the rewrite history, the runs'
     compute, the default and the seed halves."""
-    meta, _ = corpus_meta(args.warehouse, args.protocol)
+    meta = load_corpus(args)
     choose, score = split_seeds(meta)
+    compute = meta.set_index(["problem_id", "candidate", "seed"])[["param_steps"]]
     return {"args": args, "meta": meta, "choose": choose, "score": score,
             "history": load_rewrite_history(args.history or args.warehouse, args.horizon),
-            "compute": compute_table(args.warehouse).set_index(
-                ["problem_id", "candidate", "seed"]),
+            "compute": compute.rename(columns={"param_steps": "compute"}),
             "default": resolve_default(meta, args.default)}
 
 
@@ -321,9 +306,9 @@ def report(df: pd.DataFrame, facts: dict[str, Any], args: argparse.Namespace,
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--warehouse", required=True, help="sweep corpus (+ adaptive runs)")
-    ap.add_argument("--history", help="warehouse of the rewrite history (default: --warehouse)")
-    ap.add_argument("--protocol", help="sweep protocol, when the warehouse holds several")
+    add_source_args(ap)
+    ap.add_argument("--history", help="warehouse of the rewrite history (default: --warehouse; "
+                                      "needed with --pack)")
     ap.add_argument("--default", help="the default MLP (candidate key, structure key or spec)")
     ap.add_argument("--groups", type=int, default=0, help="held-out groups (0: all)")
     ap.add_argument("--steps", type=int, default=50_000,
@@ -350,6 +335,8 @@ def main() -> int:
     ap.add_argument("--write-results", action="store_true",
                     help="replace this benchmark's section of benchmarks/RESULTS.md")
     args = ap.parse_args()
+    if args.pack and not args.history:
+        ap.error("--pack holds no rewrite history: name its warehouse with --history DIR")
     t0 = time.perf_counter()
     df, facts = evaluate(args)
     text = report(df, facts, args, time.perf_counter() - t0)

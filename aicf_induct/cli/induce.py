@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from aicf_induct.cli import options
 from aicf_induct.cli.table import print_table
 from aicf_induct.errors import ConfigError
 
@@ -57,6 +58,9 @@ def _fit_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     f.add_argument("--exclude", default="", metavar="SEL",
                    help="comma list of problems to keep out of the pack (names, with or "
                         "without options, or problem ids)")
+    f.add_argument("--seeds", type=options.positive_int, default=None, metavar="N",
+                   help="read only seeds 0..N-1 of the corpus (default: all; for a corpus "
+                        "whose further seeds are still being trained)")
     f.add_argument("-o", "--output", default=str(DEFAULT_PACK), metavar="PACK",
                    help="where to write the pack (default: the package's own, "
                         "aicf_induct/induction/data/knowledge_pack.parquet)")
@@ -89,7 +93,7 @@ def fit(args: argparse.Namespace) -> int:
     bar = _steps(4, args.quiet)
     bar.set_description_str("induce fit: reading the corpus")
     exclude = [e for e in args.exclude.split(",") if e.strip()]
-    meta, unmatched = corpus_meta(root, args.protocol, exclude)
+    meta, unmatched = corpus_meta(root, args.protocol, exclude, n_seeds=args.seeds)
     for name in unmatched:
         print(f"note: --exclude '{name}' matches no problem of the corpus", file=sys.stderr)
     if meta.empty:
@@ -107,6 +111,8 @@ def fit(args: argparse.Namespace) -> int:
         command += ["--protocol", args.protocol]
     if exclude:
         command += ["--exclude", ",".join(e.strip() for e in exclude)]
+    if args.seeds:
+        command += ["--seeds", str(args.seeds)]
     command += ["--min-problems", str(args.min_problems), "--bootstrap", str(args.bootstrap)]
     if Path(args.output).resolve() != DEFAULT_PACK:  # the package's own path is this machine's
         command += ["-o", args.output]

@@ -204,13 +204,14 @@ def selection_names(sel: list[CorpusProblem] | list[str]) -> list[str]:
 
 
 def corpus_meta(root: str | Path, protocol: str | None = None,
-                exclude: Sequence[str] = ()) -> tuple[pd.DataFrame, list[str]]:
+                exclude: Sequence[str] = (), n_seeds: int | None = None
+                ) -> tuple[pd.DataFrame, list[str]]:
     """The warehouse's meta-dataset with the corpus's groups (`groups_of`), the `exclude`
-    problems (names with or without options, or ids) left out. Returns it and the exclude
-    names that matched no problem."""
+    problems (names with or without options, or ids) left out, and only seeds
+    0..n_seeds-1 when given. Returns it and the exclude names that matched no problem."""
     from aicf_induct.induction.meta_dataset import load_meta_dataset
 
-    meta = load_meta_dataset(root, protocol=protocol)
+    meta = load_meta_dataset(root, protocol=protocol, n_seeds=n_seeds)
     names = sorted(meta["problem"].astype(str).unique())
     meta["group"] = meta["problem"].map(groups_of(names)).astype(str)
     drop = {e.strip() for e in exclude if e.strip()}

@@ -9,6 +9,7 @@
     seed, val_score, test_score,                         accuracy (classification) or R²
     val_error, test_error,                               err = 1 - score (1 - R² for regression)
     val_norm_error, test_norm_error, rank_score,
+    param_steps,                                         compute: parameters x optimizer steps
     f.<meta-feature> ...,                                problem meta-features (NaN: not defined)
     p.<pattern> ...                                      IR patterns of the run's final structure
 
@@ -41,11 +42,11 @@ PATTERN_PREFIX = "p."
 RECIPE_COLUMNS = ("optimizer", "lr", "weight_decay", "batch_size")
 ID_COLUMNS = ("problem_id", "problem", "source", "task", "group", "candidate", "structure_key",
               "model", *RECIPE_COLUMNS, "seed", "val_score", "test_score", "val_error",
-              "test_error", "val_norm_error", "test_norm_error", "rank_score")
+              "test_error", "val_norm_error", "test_norm_error", "rank_score", "param_steps")
 
 RUNS_SQL = """
 WITH r AS (
-    SELECT run_id, problem_id, task, seed, started_at,
+    SELECT run_id, problem_id, task, seed, started_at, steps_taken,
            json_extract_string(config, '$.model') AS model,
            json_extract_string(config, '$.sweep.candidate') AS candidate,
            json_extract_string(config, '$.sweep.structure_key') AS structure_key,
@@ -59,10 +60,12 @@ WITH r AS (
       AND res.metric = CASE r.task WHEN 'regression' THEN 'r2' ELSE 'accuracy' END
     QUALIFY row_number() OVER (PARTITION BY res.run_id, res.split ORDER BY res.step DESC) = 1
 )
-SELECT r.*, v.value AS val_score, t.value AS test_score, st.fingerprint
+SELECT r.* EXCLUDE (steps_taken), v.value AS val_score, t.value AS test_score,
+       st.fingerprint, coalesce(r.steps_taken, 0) * sn.param_count AS param_steps
 FROM r JOIN s v ON v.run_id = r.run_id AND v.split = 'val'
        JOIN s t ON t.run_id = r.run_id AND t.split = 'test'
        LEFT JOIN run_structure st ON st.run_id = r.run_id
+       LEFT JOIN ir_snapshots sn ON sn.run_id = r.run_id AND sn.reason = 'start'
 """
 PROBLEMS_SQL = "SELECT problem_id, name, source, task, n_features, target FROM problems"
 FEATURES_SQL = "SELECT problem_id, feature, value FROM problem_features"
@@ -74,9 +77,12 @@ WHERE p.fingerprint IN (SELECT DISTINCT fingerprint FROM run_structure)
 
 def load_meta_dataset(root: str | Path, *, protocol: str | None = None,
                       groups: Mapping[str, str] | None = None,
-                      statuses: Sequence[str] = DONE_STATUSES) -> pd.DataFrame:
+                      statuses: Sequence[str] = DONE_STATUSES,
+                      n_seeds: int | None = None) -> pd.DataFrame:
     """The tidy meta-dataset of the sweep corpus at `root` (see the module docstring).
-    `protocol`: which sweep protocol to read; None needs the warehouse to hold exactly one."""
+    `protocol`: which sweep protocol to read; None needs the warehouse to hold exactly one.
+    `n_seeds`: read only seeds 0..n_seeds-1 (a corpus whose further seeds are being trained),
+    before normalizing, so no problem's scale depends on how far its extra seeds got."""
     import warehouse
     from warehouse.catalog import frame
 
@@ -86,6 +92,8 @@ def load_meta_dataset(root: str | Path, *, protocol: str | None = None,
 
     runs, problems, features, patterns = warehouse.with_retry(root, read)
     runs = _one_protocol(runs, protocol)
+    if n_seeds is not None:
+        runs = runs[runs["seed"] < n_seeds]
     return assemble(runs, problems, features, patterns, groups)
 
 
@@ -116,10 +124,8 @@ def assemble(runs: pd.DataFrame, problems: pd.DataFrame, features: pd.DataFrame,
                     how="left")
     df["problem"] = df["problem"].fillna(df["problem_id"])
     df = pd.concat([df.reset_index(drop=True), parse_recipes(df["structure_key"])], axis=1)
-    for split in ("val", "test"):
-        df[f"{split}_error"] = error_of(df[f"{split}_score"].to_numpy(float))
-        df[f"{split}_norm_error"] = normalized_errors(df, f"{split}_error")
-    df["rank_score"] = rank_scores(df["problem_id"], df["test_score"])
+    df = with_derived_scores(df)
+    df["param_steps"] = df["param_steps"].astype(float)
     feats = _wide(features, "problem_id", "feature", FEATURE_PREFIX)
     pats = _wide(patterns, "fingerprint", "pattern", PATTERN_PREFIX).fillna(0.0)
     df = df.merge(feats, on="problem_id", how="left").merge(pats, on="fingerprint", how="left")
@@ -130,6 +136,20 @@ def assemble(runs: pd.DataFrame, problems: pd.DataFrame, features: pd.DataFrame,
     out = df[cols].sort_values(["problem", "candidate", "seed"]).reset_index(drop=True)
     out["seed"] = out["seed"].astype("int64")
     return out
+
+
+def with_derived_scores(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` (rows of one corpus: problem_id, candidate, val_score, test_score) with the
+    scores the meta-dataset derives from them: errors, normalized errors, rank score.
+    Derived in (problem, candidate, seed) order whatever the rows' order: a candidate's mean
+    over seeds then sums in one order, and a problem whose best and median tie (every
+    candidate perfect, say) normalizes the same from the warehouse and from the pack."""
+    df = df.sort_values(["problem_id", "candidate", "seed"])
+    for split in ("val", "test"):
+        df[f"{split}_error"] = error_of(df[f"{split}_score"].to_numpy(float))
+        df[f"{split}_norm_error"] = normalized_errors(df, f"{split}_error")
+    df["rank_score"] = rank_scores(df["problem_id"], df["test_score"])
+    return df
 
 
 def _wide(long: pd.DataFrame, key: str, name: str, prefix: str) -> pd.DataFrame:

@@ -3,8 +3,14 @@
 A pack holds the corpus's meta-dataset **averaged over seeds** (one row per problem ×
 candidate: the meta-dataset's id columns, the mean of every score column and `*_std`, its
 standard deviation over seeds (a diverged run's infinite error left out; normalized errors
-are always finite), `n_seeds`, the problem's meta-features `f.*` and the
-candidate's patterns `p.*`), and, in the Parquet file's key-value metadata, the mined
+are always finite), `n_seeds`, **the per-seed values as lists** (`seeds`, `val_score_seeds`,
+`test_score_seeds`, `param_steps_seeds`: what `Pack.seed_meta()` turns back into the
+per-seed meta-dataset, so the benchmarks run from the pack alone, as TabRepo ships its
+per-fold matrix), the problem's meta-features `f.*` and the candidate's patterns `p.*` (its
+lowest seed's; `pattern_overrides` holds, as JSON, the other seeds' patterns that differ:
+the input width, so a residual's projection and the parameter counts, follows the seed's
+split of categorical columns)),
+and, in the Parquet file's key-value metadata, the mined
 `rules` and `correlations` tables, the learned rewrite proposer's aggregate table `rewrites`
 (`rewrite_table.aggregate`: per transform and condition, the effect's count, mean and
 variance; optional: a pack built from a corpus without adaptive runs has none, and a pack
@@ -45,6 +51,7 @@ from aicf_induct.induction.meta_dataset import (
     ID_COLUMNS,
     feature_columns,
     pattern_columns,
+    with_derived_scores,
 )
 from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.mining import CORRELATION_COLUMNS, RULE_COLUMNS, Miner
@@ -52,12 +59,16 @@ from aicf_induct.induction.proposer import Proposer
 from aicf_induct.induction.rewrite_effects import RewriteEffects
 from aicf_induct.induction.rewrite_table import table_from_records, table_records
 
-FORMAT = "aicf.pack/2"  # bump on any change a reader of the old format would misread
+FORMAT = "aicf.pack/3"  # bump on any change a reader of the old format would misread
 META_KEY = b"aicf.pack"  # the Parquet key-value metadata entry holding the pack's header
 DEFAULT_PACK = Path(__file__).resolve().parent / "data" / "knowledge_pack.parquet"
 BUILD_COMMAND = "aicf-induct induce fit --warehouse DIR"  # writes DEFAULT_PACK
 SCORE_COLUMNS = ("val_score", "test_score", "val_error", "test_error", "val_norm_error",
-                 "test_norm_error", "rank_score")
+                 "test_norm_error", "rank_score", "param_steps")
+# per-seed values kept as lists (list column -> meta-dataset column); the rest is derived
+SEED_LISTS = {"seeds": "seed", "val_score_seeds": "val_score",
+              "test_score_seeds": "test_score", "param_steps_seeds": "param_steps"}
+OVERRIDES = "pattern_overrides"  # JSON {seed: {pattern: value}}; "" when none
 PAIR_COLUMNS = tuple(c for c in ID_COLUMNS if c not in SCORE_COLUMNS and c != "seed")
 
 
@@ -85,6 +96,23 @@ class Pack:
         df.insert(list(ID_COLUMNS).index("seed"), "seed", -1)
         return df[[*ID_COLUMNS, *feature_columns(df), *pattern_columns(df)]]
 
+    def seed_meta(self, n_seeds: int | None = None) -> pd.DataFrame:
+        """The per-seed meta-dataset the pack was built from (seeds 0..n_seeds-1 when
+        given): the same frame `load_meta_dataset` reads from the corpus's warehouse, its
+        errors, normalized errors and rank scores derived again from the per-seed scores."""
+        pairs = self.table.drop(columns=[*SCORE_COLUMNS, *(f"{c}_std" for c in SCORE_COLUMNS),
+                                         "n_seeds"])
+        long = pairs.explode(list(SEED_LISTS), ignore_index=True).rename(columns=SEED_LISTS)
+        long["seed"] = long["seed"].astype("int64")
+        for c in ("val_score", "test_score", "param_steps"):
+            long[c] = long[c].astype(float)
+        _apply_overrides(long)
+        if n_seeds is not None:
+            long = long[long["seed"] < n_seeds]
+        long = with_derived_scores(long.reset_index(drop=True))
+        cols = [*ID_COLUMNS, *feature_columns(long), *pattern_columns(long)]
+        return long[cols].sort_values(["problem", "candidate", "seed"]).reset_index(drop=True)
+
     def miner(self) -> Miner:
         """A Miner holding the pack's mined tables (as `fit` would have left them)."""
         return restored_miner(self.correlations, self.rules, self.header.get("miner", {}))
@@ -102,7 +130,10 @@ class Pack:
         h.update(json.dumps(self.metamodel, sort_keys=True).encode())
         # the rewrite table counts only when present: a pack without one keeps its digest
         extra = (self.rewrites,) if len(self.rewrites) else ()
-        for df in (self.table, self.rules, self.correlations, *extra):
+        table = self.table.copy()
+        for c in SEED_LISTS:  # arrays are not hashable: their bytes are
+            table[c] = table[c].map(lambda a: np.asarray(a).tobytes().hex())
+        for df in (table, self.rules, self.correlations, *extra):
             h.update(pd.util.hash_pandas_object(df, index=False).to_numpy().tobytes())
             h.update(json.dumps(list(map(str, df.columns))).encode())
         return h.hexdigest()[:16]
@@ -136,14 +167,51 @@ def aggregate(meta: pd.DataFrame) -> pd.DataFrame:
         g = scores.groupby(keys, sort=True)
         means, stds = g.mean(), g.std(ddof=1).add_suffix("_std")
     n = grouped.size().rename("n_seeds")
-    extra = grouped[[*feature_columns(meta), *pattern_columns(meta)]].first()
+    by_seed = meta.sort_values("seed").groupby(keys, sort=True)
+    # one array per cell, as pyarrow reads a list column back
+    lists = pd.DataFrame({name: by_seed[col].agg(_array) for name, col in SEED_LISTS.items()})
+    extra = by_seed[[*feature_columns(meta), *pattern_columns(meta)]].first()
+    overrides = _pattern_overrides(meta, keys).reindex(extra.index, fill_value="").astype(str)
     # copy(): one block per dtype before reset_index inserts the keys (pandas warns otherwise)
-    out = pd.concat([first, means, stds, n, extra], axis=1).copy().reset_index()
-    cols = [*PAIR_COLUMNS, *SCORE_COLUMNS, *stds.columns, "n_seeds",
+    out = pd.concat([first, means, stds, n, lists, overrides, extra], axis=1).copy() \
+        .reset_index()
+    cols = [*PAIR_COLUMNS, *SCORE_COLUMNS, *stds.columns, "n_seeds", *SEED_LISTS, OVERRIDES,
             *feature_columns(meta), *pattern_columns(meta)]
     out = out[cols].sort_values(["problem", "candidate"]).reset_index(drop=True)
     out["n_seeds"] = out["n_seeds"].astype("int64")
     return out
+
+
+def _pattern_overrides(meta: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """Per (problem, candidate): JSON of the patterns by which a seed's run differs from the
+    lowest seed's (the pack row's), for the pairs that have any."""
+    pats = pattern_columns(meta)
+    ordered = meta.sort_values([*keys, "seed"])
+    base = ordered.groupby(keys, sort=False)[pats].transform("first")
+    differs = ordered[pats].ne(base) & ordered[pats].notna()
+    found: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
+    for idx in ordered.index[differs.any(axis=1)]:
+        row = ordered.loc[idx]
+        cols = [c for c in pats if differs.at[idx, c]]
+        found.setdefault((row["problem_id"], row["candidate"]), {})[str(int(row["seed"]))] = \
+            {c: float(row[c]) for c in cols}
+    index = pd.MultiIndex.from_tuples(list(found), names=keys) if found else \
+        pd.MultiIndex.from_arrays([[], []], names=keys)
+    return pd.Series([json.dumps(v, sort_keys=True) for v in found.values()], index=index,
+                     name=OVERRIDES, dtype=object)
+
+
+def _apply_overrides(long: pd.DataFrame) -> None:
+    """Put the per-seed patterns of `pattern_overrides` back on the exploded rows."""
+    for idx in long.index[long[OVERRIDES] != ""]:
+        seed_patterns = json.loads(str(long.at[idx, OVERRIDES])).get(str(long.at[idx, "seed"]), {})
+        for col, value in seed_patterns.items():
+            long.at[idx, col] = value
+
+
+def _array(values: pd.Series) -> np.ndarray:
+    dtype = np.int64 if pd.api.types.is_integer_dtype(values) else np.float64
+    return np.asarray(values, dtype=dtype)
 
 
 def build_pack(meta: pd.DataFrame, miner: Miner, excluded: Sequence[str] = (),
@@ -301,7 +369,8 @@ def load_pack(path: str | Path | None = None) -> Pack:
                           f"{header.get('library', '?')}) is not the '{FORMAT}' this "
                           f"aicf-induct {__version__} reads; rebuild it with `{BUILD_COMMAND}`")
     table = pf.read().to_pandas()
-    missing = [c for c in PAIR_COLUMNS + SCORE_COLUMNS if c not in table.columns]
+    missing = [c for c in (*PAIR_COLUMNS, *SCORE_COLUMNS, *SEED_LISTS, OVERRIDES)
+               if c not in table.columns]
     if missing:
         raise ConfigError(f"{p}: the knowledge pack lacks column(s) {', '.join(missing)}")
     if table.empty:

@@ -25,8 +25,8 @@ def frames(scores: np.ndarray, feats: dict[str, np.ndarray], pats: list[dict[str
         "structure_key": f"mlp:c{c}|optimizer=adam,lr={lrs[c]!r},weight_decay=0.0,"
                          "batch_size=32",
         "protocol": "x", "val_score": scores[p, c, s], "test_score": scores[p, c, s],
-        "fingerprint": f"fp{c}"} for p, c, s in itertools.product(range(P), range(C),
-                                                                  range(S))])
+        "fingerprint": f"fp{c}", "param_steps": 1000.0 * (c + 1)}
+        for p, c, s in itertools.product(range(P), range(C), range(S))])
     problems = pd.DataFrame({"problem_id": [f"id{p:03d}" for p in range(P)], "name": names,
                              "source": "sklearn", "task": "classification", "n_features": 4,
                              "target": "y"})

@@ -170,3 +170,30 @@ def test_mined_tables_are_readable_by_sql(corpus: Path) -> None:
     cols = {r[0] for r in conn.execute("DESCRIBE correlations").fetchall()}
     assert {"feature", "trait", "correlation", "ci_low", "ci_high", "q_value",
             "fit_id"} <= cols
+
+
+def test_the_pack_gives_back_the_per_seed_meta_dataset(corpus: Path, tmp_path: Path) -> None:
+    """The benchmarks run from the pack alone: its per-seed lists give back the very
+    meta-dataset the warehouse gives, derived scores included, and fewer seeds on request
+    renormalize as the warehouse's reader does."""
+    meta, _ = corpus_meta(corpus)
+    path = write_pack(build_pack(meta, _miner().fit(meta)), tmp_path / "p.parquet", ["t"])
+    pack = load_pack(path)
+    pd.testing.assert_frame_equal(pack.seed_meta(), meta, check_dtype=False)
+    one, _ = corpus_meta(corpus, n_seeds=1)
+    assert set(one["seed"]) == {0}
+    pd.testing.assert_frame_equal(pack.seed_meta(n_seeds=1), one, check_dtype=False)
+    assert (meta["param_steps"] > 0).all()
+
+
+def test_a_seed_whose_structure_differs_keeps_its_own_patterns(corpus: Path,
+                                                               tmp_path: Path) -> None:
+    """A seed's split can change the input width (categories), so a run's patterns may differ
+    from its pair's other seeds: the pack keeps the difference and gives it back."""
+    meta, _ = corpus_meta(corpus)
+    row = meta.index[(meta["seed"] == 1)][0]
+    meta.loc[row, ["p.params.count", "p.nodes"]] += [12.0, 1.0]
+    path = write_pack(build_pack(meta, _miner().fit(meta)), tmp_path / "p.parquet", ["t"])
+    pack = load_pack(path)
+    assert (pack.table["pattern_overrides"] != "").sum() == 1
+    pd.testing.assert_frame_equal(pack.seed_meta(), meta, check_dtype=False)
