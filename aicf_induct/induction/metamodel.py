@@ -16,7 +16,14 @@ normalized error it ties the candidates worse than the median (the order among t
 not matter to a top-k). `ranking="raw_rank"` ranks the raw error instead, telling the bad
 from the very bad; on the 183-problem corpus it was level with "rank" (benchmarks/
 RESULTS.md, "Induction: leave-one-problem-out evaluation", measures the three orders).
-`ranking="error"` orders by the mean model, as packs from before the rank model do. The
+`ranking="error"` orders by the mean model, as packs from before the rank model do.
+`ranking="gain"` is anchored on the **best-on-average candidate** of the training problems
+(the lowest mean target; on the corpus, the default MLP): a fourth model, the gain model,
+predicts each candidate's target minus the anchor's on the same problem, the anchor's own
+gain is 0 by definition, and the candidates are ordered by predicted gain, so the top-1
+leaves the anchor only for a candidate predicted to beat it on this problem. A difference
+within one problem drops what makes a problem hard for every candidate, which a level model
+must learn and a ranking of levels carries as noise. The
 interval is for a mean over as many seeds as the target averages: trained on 4-seed means
 and checked on 2-seed means, a nominal 80 % covered 62 % of held-out outcomes on a
 synthetic corpus; trained on the same 2 seeds, 83 % (LOPO passes its score seeds). The mean
@@ -53,7 +60,7 @@ if TYPE_CHECKING:  # fitting only: `propose` restores the trees and never import
 
 PREDICTION_COLUMNS = ("expected", "low", "high")  # normalized error: mean, interval bounds
 ENSEMBLES = ("mean", "low", "high")  # the fitted models: `<name>_model_`, and "rank"
-RANKINGS = ("rank", "raw_rank", "error")
+RANKINGS = ("rank", "raw_rank", "error", "gain")
 RANK_MODELS = ("rank", "raw_rank")  # the orders a fourth model, the rank model, gives
 # "raw_rank" ranks a normalized-error target's raw error (err = 1 − score)
 RAW_ERROR = {"test_norm_error": "test_error", "val_norm_error": "val_error"}
@@ -139,10 +146,22 @@ class MetaModel(BaseEstimator):
                 ranked = np.isfinite(rr)
                 self.rank_model_ = self._model("squared_error").fit(X_all[ranked],
                                                                     rr[ranked])
+            elif self.ranking == "gain":
+                self.anchor_, gain = self._gains(ry.reshape(len(probs), -1))
+                kept = np.isfinite(gain)
+                self.gain_model_ = self._model("squared_error").fit(X_all[kept], gain[kept])
             self.low_model_, self.high_model_ = self._quantile_pair(X, yv)
             self.margin_ = self._conformal_margin(X, yv, groups)
         self.n_features_in_ = X.shape[1]
         return self
+
+    def _gains(self, y: np.ndarray) -> tuple[str, np.ndarray]:
+        """(P, C) targets -> the anchor (the candidate lowest on average) and every row's
+        target minus the anchor's on its problem, flattened problem-major."""
+        with np.errstate(invalid="ignore"):
+            means = np.nanmean(np.where(np.isfinite(y), y, np.nan), axis=0)
+        a = int(np.nanargmin(means))
+        return str(self.candidates_.index[a]), (y - y[:, [a]]).ravel()
 
     def _quantile_pair(self, X: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
         a = (1 - self.level) / 2
@@ -180,7 +199,8 @@ class MetaModel(BaseEstimator):
         same meta-dataset gives a model that predicts the same numbers."""
         params = {k: v for k, v in self.get_params().items()
                   if isinstance(v, int | float | str | bool)}
-        return {"params": params, "margin": float(self.margin_),
+        anchor = {"anchor": self.anchor_} if self.ranking == "gain" else {}
+        return {"params": params, "margin": float(self.margin_), **anchor,
                 "feature_names": list(self.feature_names_),
                 "optimizers": list(self.optimizers_),
                 "pattern_names": list(self.pattern_names_),
@@ -188,7 +208,9 @@ class MetaModel(BaseEstimator):
                            .to_record() for name in self._ensembles()}}
 
     def _ensembles(self) -> tuple[str, ...]:
-        return (*ENSEMBLES, "rank") if self.ranking in RANK_MODELS else ENSEMBLES
+        if self.ranking in RANK_MODELS:
+            return (*ENSEMBLES, "rank")
+        return (*ENSEMBLES, "gain") if self.ranking == "gain" else ENSEMBLES
 
     @classmethod
     def restore(cls, meta: pd.DataFrame, rec: Mapping[str, Any]) -> MetaModel:
@@ -208,6 +230,10 @@ class MetaModel(BaseEstimator):
                 raise ValueError(f"the {name} model is missing (ranking {mm.ranking!r})")
             setattr(mm, f"{name}_model_", TreeEnsemble.from_record(rec["models"][name]))
         mm.margin_ = float(rec["margin"])
+        if mm.ranking == "gain":
+            mm.anchor_ = str(rec["anchor"])
+            if mm.anchor_ not in mm.candidates_.index:
+                raise ValueError(f"the gain model's anchor {mm.anchor_} is not a candidate")
         mm.n_features_in_ = len(mm.feature_names_) + mm.candidate_inputs().shape[1]
         return mm
 
@@ -247,12 +273,19 @@ class MetaModel(BaseEstimator):
     def predict_problem(self, features: Mapping[str, float] | np.ndarray) -> pd.DataFrame:
         """Every candidate's expected normalized error and interval on one problem, best
         first (index: candidate key); with a rank model ("rank", "raw_rank"), also its
-        expected rank within the problem (`rank`, 0 best), which orders them."""
+        expected rank within the problem (`rank`, 0 best), which orders them; with the gain
+        model, its expected normalized error minus the anchor's (`gain`, the anchor's 0),
+        which orders them."""
         f = features if isinstance(features, np.ndarray) else self.feature_vector(features)
         X = self.design(f[None, :])
         lo, hi = self.predict_interval(X)
         out = pd.DataFrame({"expected": self.predict(X), "low": lo, "high": hi},
                            index=self.candidates_.index)
+        if self.ranking == "gain":
+            with threadpool_limits(self.threads, user_api="openmp"):
+                out["gain"] = np.asarray(self.gain_model_.predict(X))
+            out.loc[self.anchor_, "gain"] = 0.0
+            return out.sort_values(["gain", "expected"], kind="stable")
         if self.ranking not in RANK_MODELS:
             return out.sort_values(["expected", "low"], kind="stable")
         with threadpool_limits(self.threads, user_api="openmp"):

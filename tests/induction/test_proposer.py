@@ -189,3 +189,33 @@ def test_the_proposer_uses_a_fitted_metamodel_as_given() -> None:
     pd.testing.assert_frame_equal(p.metamodel_.predict_problem({"a": 0.3}),
                                   mm.predict_problem({"a": 0.3}))
     assert np.isfinite(p.propose({"a": 0.3}, 2).candidates[0].expected_norm_error)
+
+
+def test_the_gain_model_leaves_the_anchor_only_where_another_candidate_beats_it() -> None:
+    """c01 is the best candidate on average (the anchor); c05 beats it by far where a < 0.5
+    and loses by far elsewhere. Ordered by predicted gain over the anchor, the top-1 is c05
+    on a problem with a = 0.2 and the anchor on one with a = 0.8; a pack record restores
+    the same order."""
+    rng = np.random.default_rng(11)
+    P = 60
+    pats = [{"norm.layernorm": float(ln), "depth": float(d), "act.relu": float(r)}
+            for ln, d, r in itertools.product((0, 1), (1, 2, 3, 4), (0, 1))]
+    a = rng.random(P)
+    scores = np.empty((P, 16, 2))
+    for p in range(P):
+        scores[p] = rng.uniform(0.40, 0.60, 16)[:, None]
+        scores[p, 1] = 0.70
+        scores[p, 5] = 0.95 if a[p] < 0.5 else 0.20
+    scores += rng.normal(0, 1e-3, scores.shape)
+    meta = assemble(*frames(scores, {"a": a, "b": rng.random(P)}, pats, 2))
+    model = MetaModel(**SMALL, ranking="gain").fit(meta)
+    assert model.anchor_ == "c01"
+    low, high = model.predict_problem({"a": 0.2, "b": 0.5}), \
+        model.predict_problem({"a": 0.8, "b": 0.5})
+    assert low.index[0] == "c05" and low.at["c05", "gain"] < -0.2
+    assert high.index[0] == "c01" and high.at["c01", "gain"] == 0.0
+    assert high.at["c05", "gain"] > 0.2
+    rec = json.loads(json.dumps(model.export()))
+    assert rec["anchor"] == "c01"
+    pd.testing.assert_frame_equal(MetaModel.restore(meta, rec).predict_problem({"a": 0.2}),
+                                  model.predict_problem({"a": 0.2}))
