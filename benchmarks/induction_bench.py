@@ -96,10 +96,11 @@ def main() -> int:
     ap.add_argument("--rank-seeds", choices=RANK_SEEDS, default="score",
                     help="seeds of the training problems the meta-model's ranking learns "
                          "from: the score seeds (as its interval; the measured method) or all")
-    ap.add_argument("--ranking", choices=RANKINGS, default="rank",
-                    help="what orders the proposer's candidates: a model of their rank within "
-                         "the problem of the normalized error (rank, the measured method) or "
-                         "of the raw error (raw_rank), or the expected normalized error")
+    ap.add_argument("--ranking", choices=RANKINGS, default="gain",
+                    help="what orders the proposer's candidates: a model of their gain over "
+                         "the best-on-average candidate (gain, the default), of their rank "
+                         "within the problem of the normalized error (rank) or of the raw "
+                         "error (raw_rank), or the expected normalized error (error)")
     ap.add_argument("--swap-seeds", action="store_true",
                     help="choose on the second half of the seeds and score on the first (the "
                          "same evaluation on the other draw of the seeds' noise)")

@@ -33,9 +33,10 @@ def test_metamodel_contract_and_predictions() -> None:
     assert clone(mm).get_params() == mm.get_params() and not hasattr(mm, "mean_model_")
     assert mm.fit(meta) is mm
     pred = mm.predict_problem({"a": 0.1, "b": 0.5, "c": 0.5})
-    assert list(pred.columns) == ["expected", "low", "high", "rank"] and len(pred) == 16
+    assert list(pred.columns) == ["expected", "low", "high", "gain"] and len(pred) == 16
     assert (pred["low"] <= pred["high"]).all()
-    assert pred["rank"].is_monotonic_increasing  # the rank model orders by default
+    assert pred["gain"].is_monotonic_increasing  # the gain model orders by default
+    assert pred.at[mm.anchor_, "gain"] == 0.0
     by_error = MetaModel(**SMALL, ranking="error").fit(meta).predict_problem(
         {"a": 0.1, "b": 0.5, "c": 0.5})
     assert list(by_error.columns) == ["expected", "low", "high"]
@@ -44,7 +45,7 @@ def test_metamodel_contract_and_predictions() -> None:
         by_error.index))  # the same mean and interval models either way
     with pytest.raises(ConfigError, match="level must be in"):
         MetaModel(level=1.5).fit(meta)
-    with pytest.raises(ConfigError, match="ranking must be one of rank, raw_rank, error"):
+    with pytest.raises(ConfigError, match="ranking must be one of rank, raw_rank, error, gain"):
         MetaModel(ranking="score").fit(meta)
 
 
@@ -80,7 +81,7 @@ def test_the_raw_rank_tells_the_bad_from_the_very_bad() -> None:
     by_raw = MetaModel(**SMALL, ranking="raw_rank").fit(meta)
     raw = by_raw.predict_problem(feats)
     assert raw.at["c00", "rank"] < 0.75 < 0.9 < raw.at["c01", "rank"]
-    tied = MetaModel(**SMALL).fit(meta).predict_problem(feats)
+    tied = MetaModel(**SMALL, ranking="rank").fit(meta).predict_problem(feats)
     assert abs(tied.at["c00", "rank"] - tied.at["c01", "rank"]) < 0.05
     rec = json.loads(json.dumps(by_raw.export()))
     pd.testing.assert_frame_equal(MetaModel.restore(meta, rec).predict_problem(feats), raw)
@@ -106,7 +107,7 @@ def _best_or_worst_against_just_above_median(P: int = 45) -> pd.DataFrame:
 def test_the_rank_model_orders_by_rank_where_the_clipped_error_disagrees() -> None:
     meta = _best_or_worst_against_just_above_median()
     feats = {"a": 0.5, "b": 0.5}
-    by_rank = MetaModel(**SMALL).fit(meta).predict_problem(feats)
+    by_rank = MetaModel(**SMALL, ranking="rank").fit(meta).predict_problem(feats)
     by_error = MetaModel(**SMALL, ranking="error").fit(meta).predict_problem(feats)
     order = [str(k) for k in by_rank.index]
     assert order.index("c01") < order.index("c00")
@@ -118,7 +119,7 @@ def test_the_rank_model_orders_by_rank_where_the_clipped_error_disagrees() -> No
 
 def test_a_pack_record_restores_its_ranking() -> None:
     meta = planted(P=30)
-    mm = MetaModel(**SMALL).fit(meta)
+    mm = MetaModel(**SMALL, ranking="rank").fit(meta)
     rec = json.loads(json.dumps(mm.export()))
     assert set(rec["models"]) == {"mean", "low", "high", "rank"}
     pd.testing.assert_frame_equal(MetaModel.restore(meta, rec).predict_problem({"a": 0.2}),
