@@ -286,15 +286,18 @@ def print_proposal(out: dict[str, Any]) -> None:
     print(f"pack {pk['path']}: {pk['problems']} problems × {pk['candidates']} candidates "
           f"(built {pk['built'] or '?'}, commit {str(pk['commit'] or '?')[:12]})")
     level = f"{out['level']:.0%}"
-    print(f"\nProposals, best first by the expected rank within the space (0 = best, 1 = "
-          f"worst); expected normalized error (0 = best of the space, 1 = median) with its "
-          f"{level} interval:")
-    print_table([[c["rank"], _rank_of(c), c["expected_norm_error"],
+    ranked = any(c.get("expected_rank") is not None for c in out["candidates"])
+    order = ("the expected rank within the space (0 = best, 1 = worst)" if ranked else
+             "the expected gain over the structure best on average across the corpus (it "
+             "comes first unless another is predicted to beat it on this problem)")
+    print(f"\nProposals, best first by {order}; expected normalized error (0 = best of the "
+          f"space, 1 = median) with its {level} interval:")
+    print_table([[c["rank"], *([_rank_of(c)] if ranked else []), c["expected_norm_error"],
                   f"[{c['low']:.2f}, {c['high']:.2f}]", short_spec(c["model"]),
                   _recipe(c["recipe"]), (c["fingerprint"] or "")[:12]]
                  for c in out["candidates"]],
-                ["rank", "within-problem rank", "expected", "interval", "model", "recipe",
-                 "IR fingerprint"])
+                ["rank", *(["within-problem rank"] if ranked else []), "expected", "interval",
+                 "model", "recipe", "IR fingerprint"])
     for c in out["candidates"]:
         near = ", ".join(f"{k} {v:.2f}" for k, v in c["on_neighbors"].items())
         print(f"\n#{c['rank']} {c['structure_key']}")
