@@ -20,8 +20,8 @@ RESULTS.md, "Induction: leave-one-problem-out evaluation", measures the three or
 `ranking="gain"` (the default since the eighth sitting: on the full corpus at 6 seeds its
 top-1 closed 80 % of the default → full-search gap where "rank"'s fell behind the default;
 benchmarks/RESULTS.md, "Induction") is anchored on the **best-on-average candidate** of the
-training problems
-(the lowest mean target; on the corpus, the default MLP): a fourth model, the gain model,
+training problems (the lowest mean target; on the corpus, the default MLP): a fourth model,
+the gain model,
 predicts each candidate's target minus the anchor's on the same problem, the anchor's own
 gain is 0 by definition, and the candidates are ordered by predicted gain, so the top-1
 leaves the anchor only for a candidate predicted to beat it on this problem. A difference
