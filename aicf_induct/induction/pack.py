@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -56,8 +56,10 @@ from aicf_induct.induction.meta_dataset import (
 from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.mining import CORRELATION_COLUMNS, RULE_COLUMNS, Miner
 from aicf_induct.induction.proposer import Proposer
-from aicf_induct.induction.rewrite_effects import RewriteEffects
 from aicf_induct.induction.rewrite_table import table_from_records, table_records
+
+if TYPE_CHECKING:  # lazy (see rewrite_effects): the runtime it imports costs `propose` ~20 ms
+    from aicf_induct.induction.rewrite_effects import RewriteEffects
 
 FORMAT = "aicf.pack/3"  # bump on any change a reader of the old format would misread
 META_KEY = b"aicf.pack"  # the Parquet key-value metadata entry holding the pack's header
@@ -92,9 +94,10 @@ class Pack:
 
     def meta(self) -> pd.DataFrame:
         """The pack as a meta-dataset (one pseudo-seed, -1, holding the means over seeds)."""
-        df = self.table.copy()
+        t = self.table  # the kept columns only: copying the per-seed lists too cost ~10 ms
+        df = t[[*(c for c in ID_COLUMNS if c != "seed"), *feature_columns(t), *pattern_columns(t)]]
         df.insert(list(ID_COLUMNS).index("seed"), "seed", -1)
-        return df[[*ID_COLUMNS, *feature_columns(df), *pattern_columns(df)]]
+        return df
 
     def seed_meta(self, n_seeds: int | None = None) -> pd.DataFrame:
         """The per-seed meta-dataset the pack was built from (seeds 0..n_seeds-1 when
@@ -140,6 +143,8 @@ class Pack:
 
     def rewrite_effects(self) -> RewriteEffects:
         """The learned rewrite proposer on the pack's rewrite table (empty: no history)."""
+        from aicf_induct.induction.rewrite_effects import RewriteEffects
+
         return RewriteEffects.from_table(self.rewrites)
 
     def proposer(self) -> Proposer:

@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn import datasets
 
 from aicf_induct.errors import ConfigError
 from aicf_induct.problems.preprocess import Table, Task
@@ -74,6 +73,8 @@ def _relative_noise(y: np.ndarray, noise: float, seed: int) -> np.ndarray:
 
 
 def _generate(family: str, o: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, Task]:
+    from sklearn import datasets  # lazy: ~30 ms that `propose` on a file does not need
+
     n, seed = o["n"], o["seed"]
     if family == "classification":
         X, y = datasets.make_classification(
