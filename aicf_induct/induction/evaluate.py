@@ -22,8 +22,8 @@ from aicf_induct.induction.metamodel import MetaModel
 
 SUMMARY_COLUMNS = ("method", "k", "problems", "norm_error", "ci_low", "ci_high", "regret",
                    "avg_rank")
-COMPARISON_COLUMNS = ("method", "baseline", "k", "problems", "win_rate", "mean_diff",
-                      "ci_low", "ci_high", "p_value", "p_holm")
+COMPARISON_COLUMNS = ("method", "baseline", "k", "baseline_k", "problems", "win_rate",
+                      "mean_diff", "ci_low", "ci_high", "p_value", "p_holm")
 
 
 def _wide(choices: pd.DataFrame, k: int, column: str = "norm_error") -> pd.DataFrame:
@@ -54,21 +54,25 @@ def summary(result: LopoResult, n_boot: int = 2000, seed: int = 0) -> pd.DataFra
 
 def compare(result: LopoResult, method: str = "proposer", k: int = 1,
             baselines: tuple[str, ...] | None = None, n_boot: int = 2000,
-            seed: int = 0) -> pd.DataFrame:
-    """`method` against each baseline at k, on the problems both scored: win rate (lower
-    normalized error; ties count half), mean difference (method − baseline; negative:
-    method better) with its bootstrap CI, two-sided paired Wilcoxon p, Holm over the
-    baselines. `oracle` is left out: no method beats it."""
-    err = _wide(result.choices, k)
-    names = baselines or tuple(m for m in METHODS if m in err.columns and
+            seed: int = 0, baseline_k: int | None = None) -> pd.DataFrame:
+    """`method`'s top-k against each baseline's top-`baseline_k` (default: k too), on the
+    problems both scored: win rate (lower normalized error; ties count half), mean
+    difference (method − baseline; negative: method better) with its bootstrap CI,
+    two-sided paired Wilcoxon p, Holm over the baselines. `oracle` is left out: no method
+    beats it. A `baseline_k` above k asks whether one pick beats k trained ones."""
+    bk = k if baseline_k is None else baseline_k
+    ours, theirs = _wide(result.choices, k)[method], _wide(result.choices, bk)
+    names = baselines or tuple(m for m in METHODS if m in theirs.columns and
                                m not in (method, "oracle"))
     rows = []
     for base in names:
-        pair = err[[method, base]].dropna()
-        d = (pair[method] - pair[base]).to_numpy(float)
+        pair = pd.concat([ours.rename("ours"), theirs[base].rename("theirs")],
+                         axis=1).dropna()
+        d = (pair["ours"] - pair["theirs"]).to_numpy(float)
         lo, hi = bootstrap_mean_ci(d, n_boot, seed=seed)
         p = float(wilcoxon(d, zero_method="zsplit").pvalue) if np.any(d != 0) else 1.0
-        rows.append({"method": method, "baseline": base, "k": k, "problems": len(d),
+        rows.append({"method": method, "baseline": base, "k": k, "baseline_k": bk,
+                     "problems": len(d),
                      "win_rate": float(np.mean((d < 0) + 0.5 * (d == 0))),
                      "mean_diff": float(d.mean()), "ci_low": lo, "ci_high": hi,
                      "p_value": p})

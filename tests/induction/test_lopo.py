@@ -188,3 +188,17 @@ def test_no_method_picks_a_candidate_that_does_not_apply_to_the_problem() -> Non
     assert "c00" not in set(res.calibration.loc[
         res.calibration["problem_id"] != meta.loc[meta["problem"] == "digits",
                                                   "problem_id"].iloc[0], "candidate"])
+
+
+def test_a_top_1_is_compared_with_baselines_at_another_k() -> None:
+    res = hand_result()
+    # the default's top-3 on the same problems: better than its top-1 by 0.1 everywhere
+    at3 = res.choices[res.choices["method"] == "default"].assign(
+        k=3, norm_error=lambda d: d["norm_error"] - 0.1)
+    res = LopoResult(pd.concat([res.choices, at3], ignore_index=True), res.calibration,
+                     res.level)
+    c = compare(res, k=1, baseline_k=3, baselines=("default",), n_boot=200).iloc[0]
+    # proposer top-1 0.15 against the default's top-3 0.325
+    assert (c["k"], c["baseline_k"], c["problems"]) == (1, 3, 4)
+    assert c["mean_diff"] == pytest.approx(0.15 - 0.325)
+    assert compare(res, k=1, n_boot=200).set_index("baseline").loc["default", "baseline_k"] == 1
