@@ -43,7 +43,3 @@ def load_corpus(args: argparse.Namespace, groups: str | None = None) -> pd.DataF
                                  n_seeds=args.seeds)
     meta, _ = corpus_meta(args.warehouse, args.protocol, n_seeds=args.seeds)
     return meta
-
-
-def source_name(args: argparse.Namespace) -> str:
-    return f"pack {args.pack}" if args.pack else f"warehouse {args.warehouse}"

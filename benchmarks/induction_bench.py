@@ -14,9 +14,8 @@ CI], regret and average rank; the proposer against each baseline (win rate, mean
 difference [CI], Wilcoxon p, Holm), and its top-1 against their top-3; the share of the
 default → full-search gap it closes; the calibration of its 80 % intervals; rules mined on
 half the problems and the share that replicate on the other half; the strongest rules on
-the whole corpus. `--complete-only`
-evaluates a corpus still being built on its problems with a full matrix. `--write-results`
-replaces this benchmark's section of RESULTS.md.
+the whole corpus. `--complete-only` evaluates a corpus still being built on its problems
+with a full matrix. `--write-results` replaces this benchmark's section of RESULTS.md.
 """
 
 from __future__ import annotations
