@@ -93,6 +93,10 @@ def main() -> int:
     ap.add_argument("--max-iter", type=int, default=200, help="meta-model boosting rounds")
     ap.add_argument("--jobs", type=int, default=1, help="processes sharing the LOPO folds "
                                                         "(-1: one per core)")
+    ap.add_argument("--conformal-folds", type=int, default=0, metavar="K",
+                    help="widen the intervals by conformalized quantile regression over K "
+                         "group folds of the training problems (default 0: the quantile "
+                         "models as fitted; K >= 2 fits the interval models K more times)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rank-seeds", choices=RANK_SEEDS, default="score",
                     help="seeds of the training problems the meta-model's ranking learns "
@@ -121,7 +125,8 @@ def main() -> int:
         print(f"{len(partial)} problem(s) left out, not complete", file=sys.stderr)
     ks = tuple(int(k) for k in args.ks.split(","))
     ev = evaluate_corpus(meta, default=args.default, ks=ks,
-                         metamodel=MetaModel(max_iter=args.max_iter, ranking=args.ranking),
+                         metamodel=MetaModel(max_iter=args.max_iter, ranking=args.ranking,
+                                             conformal_folds=args.conformal_folds),
                          n_random=args.n_random,
                          n_jobs=args.jobs, seed=args.seed, rank_seeds=args.rank_seeds,
                          swap_seeds=args.swap_seeds)

@@ -3,7 +3,8 @@ do, per problem held out of the proposer by leave-one-group-out.
 
     .venv/bin/python benchmarks/mainjob_bench.py (--warehouse DIR | --pack [PACK] --history DIR)
         [--seeds N] [--groups N] [--steps S]
-        [--patience P] [--default KEY] [--feedback DIR] [--jobs N] [--write-results]
+        [--patience P] [--guard level|counterfactual] [--default KEY] [--feedback DIR]
+        [--jobs N] [--shard I/N --rows-out CSV | --from-rows CSV...] [--write-results]
 
 The warehouse holds a sweep corpus (a full matrix: every problem × candidate × seed) and
 adaptive runs (`corpus build --adaptive N`: the rewrite history); or the corpus comes from a
@@ -66,14 +67,14 @@ from aicf_induct.induction.meta_dataset import mean_normalized_error
 from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.proposer import Proposer
 from aicf_induct.induction.rewrite_effects import RewriteEffects
-from aicf_induct.induction.rewrite_history import excluding, load_rewrite_history
+from aicf_induct.induction.rewrite_history import COLUMNS, excluding, load_rewrite_history
 from aicf_induct.induction.space import candidate_of
 
 HEADING = "## Main job: adaptive from the proposal vs static, top-1, full sweep, random search"
 METHODS = ("A_adaptive", "B_default", "C_top1", "D_sweep", "E_random")
 def adaptive_run(problem_name: str, structure_key: str, seed: int, effects: RewriteEffects,
                  n_rows: float, steps: int, patience: int, backend: str = "auto",
-                 log_to: str | None = None) -> dict[str, Any]:
+                 log_to: str | None = None, guard: str = "level") -> dict[str, Any]:
     """Method A on one seed: test error of the best model and its parameter-steps (logged
     into the warehouse `log_to` when given: the feedback round's history)."""
     from aicf_induct.induction.mainjob import LearnedRewritePolicy, local_rewrites
@@ -92,7 +93,8 @@ def adaptive_run(problem_name: str, structure_key: str, seed: int, effects: Rewr
     # epochs without a new best, a kept rewrite starting its patience again), so that A and
     # the static runs it is compared with stop by the same rule
     adapt = AdaptConfig(steps=steps, warmup_steps=min(100, steps // 4), eval_every=0,
-                        early_stop=patience, guard=GuardConfig(steps=50))
+                        early_stop=patience,
+                        guard=GuardConfig(steps=50, counterfactual=guard == "counterfactual"))
     policy = LearnedRewritePolicy(local_rewrites(effects, n_rows), RuleBasedPolicy(),
                                   stream=sys.stderr)
     import warehouse
@@ -127,9 +129,25 @@ def load_context(args: argparse.Namespace) -> dict[str, Any]:
     choose, score = split_seeds(meta)
     compute = meta.set_index(["problem_id", "candidate", "seed"])[["param_steps"]]
     return {"args": args, "meta": meta, "choose": choose, "score": score,
-            "history": load_rewrite_history(args.history or args.warehouse, args.horizon),
+            "history": rewrite_history(args),
             "compute": compute.rename(columns={"param_steps": "compute"}),
             "default": resolve_default(meta, args.default)}
+
+
+def rewrite_history(args: argparse.Namespace) -> pd.DataFrame:
+    """The decisions of `--history`: a warehouse, or a Parquet file of the table
+    `load_rewrite_history` returns (a copy that travels without the warehouse)."""
+    source = args.history or args.warehouse
+    if Path(source).suffix != ".parquet":
+        return load_rewrite_history(source, args.horizon)
+    if args.horizon:
+        raise SystemExit("--horizon applies when the history is read from a warehouse, not "
+                         "from a Parquet copy")
+    table = pd.read_parquet(source)
+    if missing := [c for c in COLUMNS if c not in table.columns]:
+        raise SystemExit(f"--history {source}: not a rewrite-history table (no "
+                         f"{', '.join(missing)})")
+    return table
 
 
 _CONTEXT: dict[str, Any] = {}
@@ -216,6 +234,9 @@ def evaluate(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, Any]]:
     ctx = load_context(args)
     meta, history, score = ctx["meta"], ctx["history"], ctx["score"]
     groups = sorted(meta["group"].unique())[:args.groups or None]
+    if args.shard:  # this process's share; `--from-rows` reports the shares together
+        index, count = args.shard
+        groups = groups[index::count]
     pool = ProcessPoolExecutor(args.jobs, mp_context=mp.get_context("spawn"),
                                initializer=_start_worker, initargs=(args,)) \
         if args.jobs > 1 else None  # spawned, not forked: DuckDB's threads run here
@@ -239,11 +260,33 @@ def evaluate(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, Any]]:
                 "history": len(history), "groups": len(groups)}
 
 
+def parse_shard(text: str) -> tuple[int, int]:
+    try:
+        index, count = (int(v) for v in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected I/N, e.g. 0/2, got {text!r}") from None
+    if not 0 <= index < count:
+        raise argparse.ArgumentTypeError(f"need 0 <= I < N, got {text!r}")
+    return index, count
+
+
+def combined_rows(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The per-problem rows of every share, and the facts the report states."""
+    df = pd.concat([pd.read_csv(f) for f in args.from_rows], ignore_index=True)
+    if df["problem"].duplicated().any():
+        dup = sorted(df.loc[df["problem"].duplicated(), "problem"])[:5]
+        raise SystemExit(f"--from-rows: problems in more than one file: {', '.join(dup)}")
+    ctx = load_context(args)
+    return df.sort_values("problem", ignore_index=True), {
+        "default": ctx["default"], "choose": ctx["choose"], "score": ctx["score"],
+        "history": len(ctx["history"]), "groups": df["group"].nunique()}
+
+
 def method_a(job: dict[str, Any], effects: RewriteEffects, score: tuple[int, ...],
              args: argparse.Namespace, log_to: str | None) -> tuple[list[float], float, int, int]:
     """A on the score seeds: test error per seed, total compute, learned rewrites, kept."""
     runs = [adaptive_run(job["problem"], job["key"], s, effects, job["n_rows"], args.steps,
-                         args.patience, args.backend, log_to) for s in score]
+                         args.patience, args.backend, log_to, args.guard) for s in score]
     return ([float(r["error"]) for r in runs],
             float(np.sum([r["compute"] for r in runs])),
             sum(r["learned_rewrites"] for r in runs), sum(r["learned_kept"] for r in runs))
@@ -271,7 +314,7 @@ def report(df: pd.DataFrame, facts: dict[str, Any], args: argparse.Namespace,
              f"{list(facts['choose'])}, score seeds {list(facts['score'])}; default "
              f"{facts['default']}; rewrite history {facts['history']} decisions; A: "
              f"early stopping after {args.patience} epochs without a new best validation "
-             f"loss, {args.steps} steps at most per run.", "",
+             f"loss, {args.steps} steps at most per run, the {args.guard} guard.", "",
              "| method | mean normalized error | 95 % CI |", "|---|---|---|"]
     for m in METHODS:
         lo, hi = bootstrap_mean_ci(df[m].to_numpy(), seed=args.seed)
@@ -308,7 +351,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_source_args(ap)
     ap.add_argument("--history", help="warehouse of the rewrite history (default: --warehouse; "
-                                      "needed with --pack)")
+                                      "needed with --pack), or a .parquet copy of its "
+                                      "decisions (rewrite_history.load_rewrite_history's "
+                                      "table, written with DataFrame.to_parquet)")
     ap.add_argument("--default", help="the default MLP (candidate key, structure key or spec)")
     ap.add_argument("--groups", type=int, default=0, help="held-out groups (0: all)")
     ap.add_argument("--steps", type=int, default=50_000,
@@ -329,16 +374,35 @@ def main() -> int:
                     help="log A's runs into this warehouse, then run A again with them added "
                          "to the rewrite history (each problem without its own): one round "
                          "of feedback, and the rewrite precision before and after")
+    ap.add_argument("--guard", choices=["level", "counterfactual"], default="level",
+                    help="A's guard: against the losses before a rewrite (default), or against "
+                         "the run continued without it (a control arm)")
     ap.add_argument("--jobs", type=int, default=1,
                     help="processes sharing the held-out groups (default 1)")
+    ap.add_argument("--shard", type=parse_shard, metavar="I/N",
+                    help="evaluate only the I-th of N shares of the held-out groups (0-based; "
+                         "with --rows-out), e.g. to spread the run over machines")
+    ap.add_argument("--rows-out", metavar="CSV", help="also write the per-problem rows there")
+    ap.add_argument("--from-rows", nargs="+", metavar="CSV",
+                    help="report the rows that --rows-out wrote (every share) instead of "
+                         "evaluating")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--write-results", action="store_true",
                     help="replace this benchmark's section of benchmarks/RESULTS.md")
     args = ap.parse_args()
     if args.pack and not args.history:
         ap.error("--pack holds no rewrite history: name its warehouse with --history DIR")
+    if args.shard and not args.rows_out:
+        ap.error("--shard needs --rows-out (report the shares together with --from-rows)")
+    if args.feedback and (args.shard or args.from_rows):
+        ap.error("--feedback needs every group's first pass in one process: no --shard")
     t0 = time.perf_counter()
-    df, facts = evaluate(args)
+    if args.from_rows:
+        df, facts = combined_rows(args)
+    else:
+        df, facts = evaluate(args)
+    if args.rows_out:
+        df.to_csv(args.rows_out, index=False)
     text = report(df, facts, args, time.perf_counter() - t0)
     print(text)
     if args.write_results:

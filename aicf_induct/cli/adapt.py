@@ -105,6 +105,9 @@ class Timeline(BaseRecorder):
                            f"{d['pause_ms']:.1f} ms")
         elif rec.kind == "guard":
             self._say(rec, f"{rec.name}: {d['verdict']} ({d['reason']})")
+        elif rec.kind == "rollback" and d.get("to") == "control arm":
+            self._say(rec, f"{rec.name}: on from the control arm (the run without the "
+                           f"rewrite, step {d.get('to_step')}), {d['blacklisted']} blacklisted")
         elif rec.kind == "rollback":
             extra = f", {d['blacklisted']} blacklisted" if d.get("blacklisted") else ""
             self._say(rec, f"{rec.name}: back to step {d.get('to_step')}, learning rate "
@@ -127,6 +130,9 @@ class Timeline(BaseRecorder):
     def close(self) -> None:
         self._flush_idle()
         self.stream.flush()
+
+
+GUARDS = ("level", "counterfactual")
 
 
 def add_adapt_options(p: argparse.ArgumentParser) -> None:
@@ -153,6 +159,11 @@ def add_adapt_options(p: argparse.ArgumentParser) -> None:
                    help=f"relative improvement that counts (default {d.plateau_min_delta})")
     a.add_argument("--guard-steps", type=options.positive_int, default=g.steps,
                    help=f"steps the guard watches after a rewrite (default {g.steps})")
+    a.add_argument("--guard", default="level", choices=GUARDS,
+                   help="what a rewrite is judged against after its trial: level, the losses "
+                        "before it (default); counterfactual, the same run continued without "
+                        "it over the same batches (a control arm: the steps cost twice, and "
+                        "a rewrite is kept only if it beats it on validation)")
     a.add_argument("--max-rewrites", type=options.non_negative_int, default=d.max_rewrites,
                    help=f"(default {d.max_rewrites})")
     a.add_argument("--checkpoint-dir", metavar="DIR",
@@ -175,7 +186,8 @@ def adapt_config(args: argparse.Namespace) -> AdaptConfig:
                        epoch_trigger=args.trigger_epochs, eval_every=args.eval_every,
                        plateau_patience=args.plateau_patience,
                        plateau_min_delta=args.plateau_min_delta,
-                       guard=GuardConfig(steps=args.guard_steps),
+                       guard=GuardConfig(steps=args.guard_steps,
+                                         counterfactual=args.guard == "counterfactual"),
                        max_rewrites=args.max_rewrites, early_stop=args.patience,
                        checkpoint_steps=args.checkpoint_steps)
 

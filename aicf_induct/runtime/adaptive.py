@@ -170,6 +170,14 @@ class AdaptResult:
     pause_ms: list[float]  # pause-to-resume time of each rewrite
 
 
+@dataclass(frozen=True)
+class ControlArm:
+    """The counterfactual guard's control: the run continued without the rewrite."""
+    arm: Snapshot  # the rewritten arm, to return to if it wins
+    val_loss: float
+    losses: list[float]
+
+
 class AdaptiveRun:
     def __init__(self, problem: Problem, graph: Graph, config: TrainConfig,
                  adapt: AdaptConfig, policy: Policy, *, recorder: Recorder | None = None,
@@ -539,23 +547,81 @@ class AdaptiveRun:
         return True
 
     def _finish_guard(self) -> bool:
-        """The guard's verdict; True if it rolled the rewrite back."""
+        """The guard's verdict; True if it rolled the rewrite back (in counterfactual mode:
+        if the run goes on from the control arm)."""
         m = self.measure()
         self.last_metrics = m
-        v = self.guard.verdict(m["val_loss"])
         g = self.guard
+        control = self._control_arm() if g.config.counterfactual else None
+        v = g.verdict(m["val_loss"], control.val_loss if control else math.nan)
         self._event("guard", g.transform, {"verdict": "harm" if v.harm else "keep",
                                            "reason": v.reason, "site": g.site,
                                            "rewrite_step": g.step, **v.metrics},
                     {"train_loss": v.metrics["pre_mean"], "val_loss": g.val_before},
                     {"train_loss": v.metrics["post_mean"], "val_loss": m["val_loss"]})
         if v.harm:
-            self._rollback(g.snapshot, "guard", v.reason, blacklist=g.transform,
-                           lr_backoff=False)
+            if control is not None:
+                self._go_on_from_control(control, v.reason)
+            else:
+                self._rollback(g.snapshot, "guard", v.reason, blacklist=g.transform,
+                               lr_backoff=False)
             return True
+        if control is not None:
+            self._return_to(control.arm)
         self.since_best = 0  # the new structure gets its own patience
         g.clear()
         return False
+
+    def _control_arm(self) -> ControlArm:
+        """The un-rewritten model trained from the pre-rewrite snapshot over the batches the
+        rewrite's trial used (the steps are not logged: they are not the run's trajectory,
+        but `work` counts them). Leaves the trainer on the control arm."""
+        tr, pre = self.trainer, self.guard.snapshot
+        arm, end = self.snapshot(), self.position
+        skips = [tuple(p) for p in pre.meta["run"]["skip"]]
+        pre.restore(tr)
+        self.position = (pre.epoch, pre.batch)
+        bpe = tr.stream.batches_per_epoch()
+        recorder, tr.recorder = tr.recorder, NullRecorder()
+        losses: list[float] = []
+        try:
+            while self.position != end:
+                epoch, batch = self.position
+                if self.position not in skips:  # the rewritten arm skipped it too
+                    idx = self._batch(epoch, batch)
+                    losses.append(tr.train_step(self.problem.train.X[idx],
+                                                self.problem.train.y[idx], epoch).loss)
+                    self.work += 1
+                self.position = (epoch + 1, 0) if batch + 1 == bpe else (epoch, batch + 1)
+        finally:
+            tr.recorder = recorder
+        return ControlArm(arm, self.measure()["val_loss"], losses)
+
+    def _return_to(self, arm: Snapshot) -> None:
+        """Back on the rewritten arm after the control arm lost."""
+        arm.restore(self.trainer)
+        self.position = (arm.epoch, arm.batch)
+        self._load_controller(arm.meta["controller"])
+        self.last_metrics = self.measure()
+
+    def _go_on_from_control(self, control: ControlArm, reason: str) -> None:
+        """The rewrite lost to the run without it: go on from the control arm (already in
+        the trainer, at the same step), the transform blacklisted as after a rollback."""
+        g, tr = self.guard, self.trainer
+        transform, pre = g.transform, g.snapshot
+        self._load_controller(pre.meta["controller"])  # the guard inactive, triggers as before
+        self.recent = control.losses[-self.adapt.guard.steps:]
+        self.blacklist.block(transform, self.work, self.adapt.guard.blacklist_steps)
+        self.rollbacks += 1
+        after = self.measure()
+        self.last_metrics = after
+        self._event("rollback", "guard", {"reason": reason, "from_step": tr.step_count,
+                                          "to_step": tr.step_count, "to": "control arm",
+                                          "lr_scale": self.schedule.scale,
+                                          "blacklisted": transform},
+                    {"step": float(tr.step_count), "lr_scale": self.schedule.scale},
+                    {**after, "lr_scale": self.schedule.scale})
+        self.recorder.snapshot(snapshot_record(self.run_id, tr.step_count, "rollback", tr.graph))
 
     def _harmful(self, f: Fired) -> bool:
         """Whether an instability calls for a rollback: always for a non-finite loss; for a

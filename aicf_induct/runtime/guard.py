@@ -12,6 +12,14 @@ on the rewrite); the z standard errors absorb batch noise. A healthy run's loss 
 so a rewrite that leaves it as it was passes; one that lifts it is rolled back. The
 validation losses are measured at T and after the K steps.
 
+**Counterfactual mode** (`counterfactual=True`): the run measures against itself without
+the rewrite. At the verdict the un-rewritten model is trained from the pre-rewrite snapshot
+over the same K batches (the control arm), and the rewrite is kept only if its validation
+loss is below the control's by more than `min_gain` (relative); non-finite training losses
+are harm as before. On a run still converging, "not worse than before the rewrite" passes
+nearly any rewrite; "better than the same run without it" measures the rewrite's effect.
+When the control wins, the run goes on from the control arm (no steps repeated).
+
 A harmful transform is blacklisted by name for a number of executed steps (a counter that
 rollbacks do not rewind), so the policy proposes something else meanwhile.
 """
@@ -32,6 +40,10 @@ class GuardConfig:
     z: float = 2.0  # standard errors of the pre-rewrite noise added to the allowance
     val_tolerance: float = 0.10  # relative rise of the validation loss that counts as harm
     blacklist_steps: int = 500  # executed steps a harmful transform stays blocked
+    # judge against the run continued without the rewrite (a control arm over the same
+    # batches) instead of against the level before it
+    counterfactual: bool = False
+    min_gain: float = 0.0  # counterfactual: relative validation gain over the control to keep
 
 
 @dataclass(frozen=True)
@@ -82,7 +94,9 @@ class Guard:
     def done(self) -> bool:
         return self.active and len(self.post) >= self.config.steps
 
-    def verdict(self, val_after: float) -> Verdict:
+    def verdict(self, val_after: float, val_control: float = math.nan) -> Verdict:
+        """Harm or keep; `val_control` (counterfactual mode) is the validation loss of the
+        control arm, the un-rewritten model trained over the same K batches."""
         c = self.config
         post_mean = float(np.mean(self.post)) if self.post else math.nan
         if not self.pre:
@@ -99,6 +113,8 @@ class Guard:
         metrics = {"pre_mean": pre_mean, "pre_std": pre_std, "pre_slope": slope,
                    "post_mean": post_mean, "allowance": allowance,
                    "val_before": self.val_before, "val_after": val_after}
+        if c.counterfactual:
+            return self._against_control(post_mean, val_after, val_control, metrics)
         if not math.isfinite(post_mean) or post_mean > allowance:
             return Verdict(True, f"training loss {post_mean:.4g} over the next {len(self.post)} "
                                  f"steps exceeds {allowance:.4g} (pre-rewrite {pre_mean:.4g})",
@@ -109,6 +125,24 @@ class Guard:
                                  f"{val_after:.4g} (limit {limit:.4g})", metrics)
         return Verdict(False, f"training loss {post_mean:.4g} within {allowance:.4g}; "
                               f"validation {self.val_before:.4g} -> {val_after:.4g}", metrics)
+
+    def _against_control(self, post_mean: float, val_after: float, val_control: float,
+                         metrics: dict[str, float]) -> Verdict:
+        metrics = {**metrics, "val_control": val_control}
+        if not math.isfinite(post_mean) or not math.isfinite(val_after):
+            return Verdict(True, f"non-finite loss after the rewrite (training {post_mean:.4g}, "
+                                 f"validation {val_after:.4g})", metrics)
+        if not math.isfinite(val_control):  # the control arm diverged: the rewrite wins
+            return Verdict(False, f"validation {val_after:.4g}; the control arm's "
+                                  f"{val_control:.4g}", metrics)
+        bar = val_control * (1 - self.config.min_gain)
+        if val_after < bar:
+            return Verdict(False, f"validation {val_after:.4g} below the control arm's "
+                                  f"{val_control:.4g} over the same {len(self.post)} steps",
+                           metrics)
+        return Verdict(True, f"validation {val_after:.4g} not below the control arm's "
+                             f"{val_control:.4g} (bar {bar:.4g}) over the same "
+                             f"{len(self.post)} steps", metrics)
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-able; the snapshot is not included (checkpoints wait for the verdict)."""

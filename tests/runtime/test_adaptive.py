@@ -138,3 +138,58 @@ def test_fork_continues_as_a_child_run(problem) -> None:
     assert child_steps[0] == 50 and child_steps[-1] == 119
     parent_steps = [s for s in rec.steps if s.run_id == run.run_id]
     assert len(parent_steps) == 50  # the parent did not move
+
+
+def _prune_at_warmup(obs):  # type: ignore[no-untyped-def]
+    if obs.fired.trigger == "warmup":  # a trained model: cutting 7 of 8 units hurts
+        return [Proposal("prune", "blocks.0.linear", {"units": 7}, 1.0, "test")]
+    return []
+
+
+def test_counterfactual_guard_goes_on_from_the_run_without_the_rewrite(problem) -> None:
+    """The harmful prune loses to its control arm; the run goes on from that arm, which is
+    exactly the run that never rewrote, at the same step (no step repeated)."""
+    cf = _adapt(steps=150, warmup_steps=60, guard=GuardConfig(steps=12, counterfactual=True))
+    rec = MemoryRecorder()
+    run = AdaptiveRun(problem, toy_graph(problem), CONFIG, cf, ProposalPolicy(_prune_at_warmup),
+                      recorder=rec)
+    plain = AdaptiveRun(problem, toy_graph(problem), CONFIG, cf, ProposalPolicy(lambda obs: []))
+    run.start()
+    plain.start()
+    while not any(e.kind == "rollback" for e in rec.events):
+        run.step()
+    while plain.trainer.step_count < run.trainer.step_count:
+        plain.step()
+    guard = next(e for e in rec.events if e.kind == "guard")
+    rb = next(e for e in rec.events if e.kind == "rollback")
+    assert guard.detail["verdict"] == "harm" and "control arm" in guard.detail["reason"]
+    assert rb.detail["to"] == "control arm" and rb.detail["blacklisted"] == "prune"
+    assert rb.detail["from_step"] == rb.detail["to_step"] == 72 == run.trainer.step_count
+    assert run.work == 72 + 12  # the control arm's steps are counted, not logged
+    assert [s.step for s in rec.steps] == list(range(72))
+    assert fingerprint(run.trainer.graph) == fingerprint(plain.trainer.graph)
+    np.testing.assert_array_equal(run.trainer.store.data, plain.trainer.store.data)
+    assert guard.detail["val_control"] == pytest.approx(plain.measure()["val_loss"], rel=1e-12)
+    assert guard.detail["val_after"] > guard.detail["val_control"]
+    res = run.run()
+    assert res.status == "completed" and res.rewrites == 1
+
+
+def test_counterfactual_guard_returns_to_the_rewritten_arm_when_it_wins(problem) -> None:
+    # a bar every finite loss clears: the keep path, back on the rewritten arm
+    cf = _adapt(steps=150, warmup_steps=60,
+                guard=GuardConfig(steps=12, counterfactual=True, min_gain=-1.0))
+    rec = MemoryRecorder()
+    start = toy_graph(problem)
+    run = AdaptiveRun(problem, start, CONFIG, cf, ProposalPolicy(_prune_at_warmup),
+                      recorder=rec)
+    run.start()
+    while not any(e.kind == "guard" for e in rec.events):
+        run.step()
+    guard = next(e for e in rec.events if e.kind == "guard")
+    assert guard.detail["verdict"] == "keep" and math.isfinite(guard.detail["val_control"])
+    assert not any(e.kind == "rollback" for e in rec.events)
+    assert fingerprint(run.trainer.graph) != fingerprint(start)  # the pruned model goes on
+    assert run.trainer.step_count == 72 and run.work == 72 + 12
+    assert run.measure()["val_loss"] == pytest.approx(guard.detail["val_after"], rel=1e-12)
+    assert run.run().status == "completed"
