@@ -97,9 +97,11 @@ def adaptive_run(problem_name: str, structure_key: str, seed: int, effects: Rewr
                         guard=GuardConfig(steps=50, counterfactual=guard == "counterfactual"))
     policy = LearnedRewritePolicy(local_rewrites(effects, n_rows), RuleBasedPolicy(),
                                   stream=sys.stderr)
-    import warehouse
+    rec = None
+    if log_to:
+        import warehouse  # only here: a machine without DuckDB runs the rest
 
-    rec = warehouse.open_recorder(log_to) if log_to else None
+        rec = warehouse.open_recorder(log_to)
     try:
         res = AdaptiveRun(problem, cand.graph(problem.n_features, problem.n_outputs), config,
                           adapt, policy, recorder=rec).run()
