@@ -16,7 +16,8 @@ on the other groups' corpus rows and the learned rewrite proposer on the other g
 rewrite history; then for each problem of the group:
 
   A  one adaptive run from the top-1 proposal per score seed (learned rewrites, rule
-     fallback, guard; the best model by validation reported on test);
+     fallback, the counterfactual guard as `adapt --from-proposal` has it, `--guard level`
+     the older one; the best model by validation reported on test);
   B  the default MLP trained statically (the corpus's runs, score seeds);
   C  the top-1 proposal trained statically (the corpus's runs, score seeds);
   D  the full sweep: every candidate on the choose seeds, the best by validation scored on
@@ -74,7 +75,7 @@ HEADING = "## Main job: adaptive from the proposal vs static, top-1, full sweep,
 METHODS = ("A_adaptive", "B_default", "C_top1", "D_sweep", "E_random")
 def adaptive_run(problem_name: str, structure_key: str, seed: int, effects: RewriteEffects,
                  n_rows: float, steps: int, patience: int, backend: str = "auto",
-                 log_to: str | None = None, guard: str = "level") -> dict[str, Any]:
+                 log_to: str | None = None, guard: str = "counterfactual") -> dict[str, Any]:
     """Method A on one seed: test error of the best model and its parameter-steps (logged
     into the warehouse `log_to` when given: the feedback round's history)."""
     from aicf_induct.induction.mainjob import LearnedRewritePolicy, local_rewrites
@@ -376,9 +377,10 @@ def main() -> int:
                     help="log A's runs into this warehouse, then run A again with them added "
                          "to the rewrite history (each problem without its own): one round "
                          "of feedback, and the rewrite precision before and after")
-    ap.add_argument("--guard", choices=["level", "counterfactual"], default="level",
-                    help="A's guard: against the losses before a rewrite (default), or against "
-                         "the run continued without it (a control arm)")
+    ap.add_argument("--guard", choices=["level", "counterfactual"], default="counterfactual",
+                    help="A's guard: against the run continued without the rewrite (a control "
+                         "arm; default, as `adapt --from-proposal`), or against the losses "
+                         "before it")
     ap.add_argument("--jobs", type=int, default=1,
                     help="processes sharing the held-out groups (default 1)")
     ap.add_argument("--shard", type=parse_shard, metavar="I/N",

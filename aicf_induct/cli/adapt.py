@@ -159,11 +159,12 @@ def add_adapt_options(p: argparse.ArgumentParser) -> None:
                    help=f"relative improvement that counts (default {d.plateau_min_delta})")
     a.add_argument("--guard-steps", type=options.positive_int, default=g.steps,
                    help=f"steps the guard watches after a rewrite (default {g.steps})")
-    a.add_argument("--guard", default="level", choices=GUARDS,
+    a.add_argument("--guard", choices=GUARDS,
                    help="what a rewrite is judged against after its trial: level, the losses "
-                        "before it (default); counterfactual, the same run continued without "
-                        "it over the same batches (a control arm: the steps cost twice, and "
-                        "a rewrite is kept only if it beats it on validation)")
+                        "before it; counterfactual, the same run continued without it over "
+                        "the same batches (a control arm: the trial's steps cost twice, and "
+                        "a rewrite is kept only if it beats it on validation). Default: "
+                        "counterfactual with --from-proposal, else level")
     a.add_argument("--max-rewrites", type=options.non_negative_int, default=d.max_rewrites,
                    help=f"(default {d.max_rewrites})")
     a.add_argument("--checkpoint-dir", metavar="DIR",
@@ -181,13 +182,20 @@ def add_adapt_options(p: argparse.ArgumentParser) -> None:
                         "(the model blows up: a spike the loop rolls back)")
 
 
+def guard_mode(args: argparse.Namespace) -> str:
+    """--guard, or its default: counterfactual for the main job (as its benchmark measures
+    it), level for the rule policy's runs (as "Live rewriting" measures them)."""
+    return args.guard or ("counterfactual" if getattr(args, "from_proposal", False)
+                          else "level")
+
+
 def adapt_config(args: argparse.Namespace) -> AdaptConfig:
     return AdaptConfig(steps=args.steps, warmup_steps=args.trigger_warmup,
                        epoch_trigger=args.trigger_epochs, eval_every=args.eval_every,
                        plateau_patience=args.plateau_patience,
                        plateau_min_delta=args.plateau_min_delta,
                        guard=GuardConfig(steps=args.guard_steps,
-                                         counterfactual=args.guard == "counterfactual"),
+                                         counterfactual=guard_mode(args) == "counterfactual"),
                        max_rewrites=args.max_rewrites, early_stop=args.patience,
                        checkpoint_steps=args.checkpoint_steps)
 

@@ -77,6 +77,7 @@ def test_from_proposal_starts_from_the_top_proposal_and_logs_what_it_acted_on(
                                [out["run_id"]]).fetchone()
     cfg = json.loads(cfg)
     assert origin == "adapt" and cfg["proposal"]["rank"] == 1
+    assert cfg["adapt"]["guard"]["counterfactual"] is True  # the main job's guard
     assert cfg["model"] == cfg["proposal"]["structure_key"].split("|")[0]
     assert cfg["policy"] == "learned" and cfg["fallback_policy"] == "rules"
     decisions = _decisions(root, out["run_id"])
