@@ -70,6 +70,11 @@ def _fit_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                    help="bootstrap resamples for the CIs (default 1000)")
     f.add_argument("--no-write", action="store_true",
                    help="do not write the mined tables to the warehouse")
+    f.add_argument("--conformal-folds", type=options.non_negative_int, default=None,
+                   metavar="K",
+                   help="widen the proposer's intervals by conformalized quantile regression "
+                        "over K problem-group folds (default 5; 0: the quantile models as "
+                        "fitted, a third of the fitting time)")
     f.add_argument("--quiet", action="store_true", help="no progress bar")
     f.set_defaults(func=fit)
 
@@ -87,7 +92,12 @@ def fit(args: argparse.Namespace) -> int:
     from aicf_induct.induction.corpus import corpus_meta
     from aicf_induct.induction.mined import write_mined
     from aicf_induct.induction.mining import Miner
-    from aicf_induct.induction.pack import DEFAULT_PACK, build_pack, write_pack
+    from aicf_induct.induction.pack import (
+        CONFORMAL_FOLDS,
+        DEFAULT_PACK,
+        build_pack,
+        write_pack,
+    )
 
     root = _root(args.warehouse)
     bar = _steps(4, args.quiet)
@@ -105,7 +115,9 @@ def fit(args: argparse.Namespace) -> int:
     # the pack first: a pack that cannot be written leaves the warehouse untouched
     bar.set_description_str("induce fit: writing the pack")
     pack = build_pack(meta, miner, excluded=sorted(e.strip() for e in exclude),
-                      rewrites=_rewrite_table(root, exclude))
+                      rewrites=_rewrite_table(root, exclude),
+                      conformal_folds=CONFORMAL_FOLDS if args.conformal_folds is None
+                      else args.conformal_folds)
     command = ["aicf-induct", "induce", "fit", "--warehouse", str(root)]
     if args.protocol:
         command += ["--protocol", args.protocol]
@@ -114,6 +126,8 @@ def fit(args: argparse.Namespace) -> int:
     if args.seeds:
         command += ["--seeds", str(args.seeds)]
     command += ["--min-problems", str(args.min_problems), "--bootstrap", str(args.bootstrap)]
+    if args.conformal_folds is not None:
+        command += ["--conformal-folds", str(args.conformal_folds)]
     if Path(args.output).resolve() != DEFAULT_PACK:  # the package's own path is this machine's
         command += ["-o", args.output]
     out = write_pack(pack, args.output, command)
