@@ -237,15 +237,16 @@ def evaluate(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, Any]]:
     ctx = load_context(args)
     meta, history, score = ctx["meta"], ctx["history"], ctx["score"]
     groups = sorted(meta["group"].unique())[:args.groups or None]
+    indices = list(range(len(groups)))  # a group's index seeds its draws, whatever the share
     if args.shard:  # this process's share; `--from-rows` reports the shares together
-        index, count = args.shard
-        groups = groups[index::count]
+        share, count = args.shard
+        indices, groups = indices[share::count], groups[share::count]
     pool = ProcessPoolExecutor(args.jobs, mp_context=mp.get_context("spawn"),
                                initializer=_start_worker, initargs=(args,)) \
         if args.jobs > 1 else None  # spawned, not forked: DuckDB's threads run here
     try:
-        parts = list(pool.map(_group_in_worker, range(len(groups)), groups)) if pool else \
-            [evaluate_group(ctx, i, g) for i, g in enumerate(groups)]
+        parts = list(pool.map(_group_in_worker, indices, groups)) if pool else \
+            [evaluate_group(ctx, i, g) for i, g in zip(indices, groups, strict=True)]
         rows = [r for part_rows, _ in parts for r in part_rows]
         jobs = [j for _, part_jobs in parts for j in part_jobs]
         df = pd.DataFrame(rows)
