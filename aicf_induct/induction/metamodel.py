@@ -181,9 +181,12 @@ class MetaModel(BaseEstimator):
 
         scores = np.empty(len(y))
         for fit_idx, cal_idx in GroupKFold(n_splits=k).split(X, y, groups):
-            lo, hi = self._quantile_pair(X[fit_idx], y[fit_idx])
-            scores[cal_idx] = np.maximum(lo.predict(X[cal_idx]) - y[cal_idx],
-                                         y[cal_idx] - hi.predict(X[cal_idx]))
+            # a feature none of the fold's problems has tells nothing (and fails the binning)
+            cols = np.isfinite(X[fit_idx]).any(axis=0)
+            lo, hi = self._quantile_pair(X[fit_idx][:, cols], y[fit_idx])
+            cal = X[cal_idx][:, cols]
+            scores[cal_idx] = np.maximum(lo.predict(cal) - y[cal_idx],
+                                         y[cal_idx] - hi.predict(cal))
         q = min(1.0, self.level * (1 + 1 / len(y)))
         return float(np.quantile(scores, q))
 
@@ -265,7 +268,10 @@ class MetaModel(BaseEstimator):
             lo, hi = self.low_model_.predict(X), self.high_model_.predict(X)
         lo, hi = np.minimum(lo, hi), np.maximum(lo, hi)  # quantile models may cross
         mid = (lo + hi) / 2  # a negative margin shrinks the interval, never past its middle
-        return np.minimum(lo - self.margin_, mid), np.maximum(hi + self.margin_, mid)
+        lo, hi = np.minimum(lo - self.margin_, mid), np.maximum(hi + self.margin_, mid)
+        if self.target.endswith("norm_error"):  # the outcome lives in [0, 1]: so does its
+            lo, hi = np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)  # interval, widened or not
+        return lo, hi
 
     def feature_vector(self, features: Mapping[str, float]) -> np.ndarray:
         """A problem's meta-features (names with or without `f.`) in the model's order."""
