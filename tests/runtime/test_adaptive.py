@@ -15,7 +15,12 @@ from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun, FaultInjectio
 from aicf_induct.runtime.guard import GuardConfig
 from aicf_induct.runtime.policies import Proposal, ProposalPolicy, RuleBasedPolicy, RuleConfig
 from aicf_induct.runtime.trainer import TrainConfig
-from tests.runtime.test_adaptive_fixtures import toy_graph, toy_problem
+from tests.runtime.test_adaptive_fixtures import (
+    prune_at_warmup,
+    toy_graph,
+    toy_problem,
+    until_the_control_arm_wins,
+)
 
 CONFIG = TrainConfig(lr=1e-2, batch_size=32, seed=0)
 GROWING = RuleBasedPolicy(RuleConfig(gap_tolerance=0.5))  # the toy data's gap is noisy
@@ -140,26 +145,10 @@ def test_fork_continues_as_a_child_run(problem) -> None:
     assert len(parent_steps) == 50  # the parent did not move
 
 
-def _prune_at_warmup(obs):  # type: ignore[no-untyped-def]
-    if obs.fired.trigger == "warmup":  # a trained model: cutting 7 of 8 units hurts
-        return [Proposal("prune", "blocks.0.linear", {"units": 7}, 1.0, "test")]
-    return []
-
-
 def test_counterfactual_guard_goes_on_from_the_run_without_the_rewrite(problem) -> None:
     """The harmful prune loses to its control arm; the run goes on from that arm, which is
     exactly the run that never rewrote, at the same step (no step repeated)."""
-    cf = _adapt(steps=150, warmup_steps=60, guard=GuardConfig(steps=12, counterfactual=True))
-    rec = MemoryRecorder()
-    run = AdaptiveRun(problem, toy_graph(problem), CONFIG, cf, ProposalPolicy(_prune_at_warmup),
-                      recorder=rec)
-    plain = AdaptiveRun(problem, toy_graph(problem), CONFIG, cf, ProposalPolicy(lambda obs: []))
-    run.start()
-    plain.start()
-    while not any(e.kind == "rollback" for e in rec.events):
-        run.step()
-    while plain.trainer.step_count < run.trainer.step_count:
-        plain.step()
+    run, plain, rec = until_the_control_arm_wins(problem, CONFIG)
     guard = next(e for e in rec.events if e.kind == "guard")
     rb = next(e for e in rec.events if e.kind == "rollback")
     assert guard.detail["verdict"] == "harm" and "control arm" in guard.detail["reason"]
@@ -181,7 +170,7 @@ def test_counterfactual_guard_returns_to_the_rewritten_arm_when_it_wins(problem)
                 guard=GuardConfig(steps=12, counterfactual=True, min_gain=-1.0))
     rec = MemoryRecorder()
     start = toy_graph(problem)
-    run = AdaptiveRun(problem, start, CONFIG, cf, ProposalPolicy(_prune_at_warmup),
+    run = AdaptiveRun(problem, start, CONFIG, cf, ProposalPolicy(prune_at_warmup),
                       recorder=rec)
     run.start()
     while not any(e.kind == "guard" for e in rec.events):

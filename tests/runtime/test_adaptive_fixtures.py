@@ -50,3 +50,36 @@ def run_steps(trainer: Trainer, n: int) -> list[float]:
 def make_trainer(problem: Problem, graph: Graph, **config: object) -> Trainer:
     cfg = TrainConfig(**{"lr": 3e-3, "batch_size": 32, **config})  # type: ignore[arg-type]
     return Trainer(problem, graph, cfg)
+
+
+def prune_at_warmup(obs):  # type: ignore[no-untyped-def]
+    """A proposer that cuts 7 of 8 units at the warm-up trigger: on a trained model, harm."""
+    from aicf_induct.runtime.policies import Proposal
+
+    if obs.fired.trigger == "warmup":
+        return [Proposal("prune", "blocks.0.linear", {"units": 7}, 1.0, "test")]
+    return []
+
+
+def until_the_control_arm_wins(problem: Problem, config: TrainConfig, **adapt: object):  # type: ignore[no-untyped-def]
+    """(run, plain, recorder): a run whose harmful prune lost to its counterfactual guard's
+    control arm, stopped there, and a run that never rewrote stepped to the same step."""
+    from aicf_induct.records import MemoryRecorder
+    from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun
+    from aicf_induct.runtime.guard import GuardConfig
+    from aicf_induct.runtime.policies import ProposalPolicy
+
+    cf = AdaptConfig(**{"steps": 150, "warmup_steps": 60, "plateau_patience": 2,  # type: ignore[arg-type]
+                        "plateau_min_delta": 0.02,
+                        "guard": GuardConfig(steps=12, counterfactual=True), **adapt})
+    rec = MemoryRecorder()
+    run = AdaptiveRun(problem, toy_graph(problem), config, cf, ProposalPolicy(prune_at_warmup),
+                      recorder=rec)
+    plain = AdaptiveRun(problem, toy_graph(problem), config, cf, ProposalPolicy(lambda obs: []))
+    run.start()
+    plain.start()
+    while not any(e.kind == "rollback" for e in rec.events):
+        run.step()
+    while plain.trainer.step_count < run.trainer.step_count:
+        plain.step()
+    return run, plain, rec
