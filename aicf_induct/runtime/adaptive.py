@@ -567,7 +567,7 @@ class AdaptiveRun:
                                lr_backoff=False)
             return True
         if control is not None:
-            self._return_to(control.arm)
+            self._return_to(control.arm, m)
         self.since_best = 0  # the new structure gets its own patience
         g.clear()
         return False
@@ -597,12 +597,12 @@ class AdaptiveRun:
             tr.recorder = recorder
         return ControlArm(arm, self.measure()["val_loss"], losses)
 
-    def _return_to(self, arm: Snapshot) -> None:
-        """Back on the rewritten arm after the control arm lost."""
+    def _return_to(self, arm: Snapshot, metrics: dict[str, float]) -> None:
+        """Back on the rewritten arm (measured as `metrics`) after the control arm lost."""
         arm.restore(self.trainer)
         self.position = (arm.epoch, arm.batch)
         self._load_controller(arm.meta["controller"])
-        self.last_metrics = self.measure()
+        self.last_metrics = metrics
 
     def _go_on_from_control(self, control: ControlArm, reason: str) -> None:
         """The rewrite lost to the run without it: go on from the control arm (already in
