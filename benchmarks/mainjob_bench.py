@@ -70,6 +70,7 @@ from aicf_induct.induction.proposer import Proposer
 from aicf_induct.induction.rewrite_effects import RewriteEffects
 from aicf_induct.induction.rewrite_history import COLUMNS, excluding, load_rewrite_history
 from aicf_induct.induction.space import candidate_of
+from aicf_induct.runtime.guard import GUARDS
 
 HEADING = "## Main job: adaptive from the proposal vs static, top-1, full sweep, random search"
 METHODS = ("A_adaptive", "B_default", "C_top1", "D_sweep", "E_random")
@@ -378,7 +379,7 @@ def main() -> int:
                     help="log A's runs into this warehouse, then run A again with them added "
                          "to the rewrite history (each problem without its own): one round "
                          "of feedback, and the rewrite precision before and after")
-    ap.add_argument("--guard", choices=["level", "counterfactual"], default="counterfactual",
+    ap.add_argument("--guard", choices=GUARDS, default="counterfactual",
                     help="A's guard: against the run continued without the rewrite (a control "
                          "arm; default, as `adapt --from-proposal`), or against the losses "
                          "before it")

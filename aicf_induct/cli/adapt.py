@@ -33,7 +33,7 @@ from aicf_induct.records import (
 )
 from aicf_induct.runtime import snapshot as disk
 from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun, FaultInjection, StepHook
-from aicf_induct.runtime.guard import GuardConfig
+from aicf_induct.runtime.guard import GUARDS, GuardConfig
 from aicf_induct.runtime.parallel import Communicator, DataParallel
 from aicf_induct.runtime.policies import POLICIES, make_policy
 
@@ -130,9 +130,6 @@ class Timeline(BaseRecorder):
     def close(self) -> None:
         self._flush_idle()
         self.stream.flush()
-
-
-GUARDS = ("level", "counterfactual")
 
 
 def add_adapt_options(p: argparse.ArgumentParser) -> None:

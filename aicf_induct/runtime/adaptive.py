@@ -174,7 +174,7 @@ class AdaptResult:
 class ControlArm:
     """The counterfactual guard's control: the run continued without the rewrite."""
     arm: Snapshot  # the rewritten arm, to return to if it wins
-    val_loss: float
+    metrics: dict[str, float]  # the control's, as `measure` gives them
     losses: list[float]
 
 
@@ -553,18 +553,15 @@ class AdaptiveRun:
         self.last_metrics = m
         g = self.guard
         control = self._control_arm() if g.config.counterfactual else None
-        v = g.verdict(m["val_loss"], control.val_loss if control else math.nan)
+        v = g.verdict(m["val_loss"], control.metrics["val_loss"] if control else math.nan)
         self._event("guard", g.transform, {"verdict": "harm" if v.harm else "keep",
                                            "reason": v.reason, "site": g.site,
                                            "rewrite_step": g.step, **v.metrics},
                     {"train_loss": v.metrics["pre_mean"], "val_loss": g.val_before},
                     {"train_loss": v.metrics["post_mean"], "val_loss": m["val_loss"]})
         if v.harm:
-            if control is not None:
-                self._go_on_from_control(control, v.reason)
-            else:
-                self._rollback(g.snapshot, "guard", v.reason, blacklist=g.transform,
-                               lr_backoff=False)
+            self._rollback(g.snapshot, "guard", v.reason, blacklist=g.transform,
+                           lr_backoff=False, control=control)
             return True
         if control is not None:
             self._return_to(control.arm, m)
@@ -595,7 +592,7 @@ class AdaptiveRun:
                 self.position = (epoch + 1, 0) if batch + 1 == bpe else (epoch, batch + 1)
         finally:
             tr.recorder = recorder
-        return ControlArm(arm, self.measure()["val_loss"], losses)
+        return ControlArm(arm, self.measure(), losses)
 
     def _return_to(self, arm: Snapshot, metrics: dict[str, float]) -> None:
         """Back on the rewritten arm (measured as `metrics`) after the control arm lost."""
@@ -603,25 +600,6 @@ class AdaptiveRun:
         self.position = (arm.epoch, arm.batch)
         self._load_controller(arm.meta["controller"])
         self.last_metrics = metrics
-
-    def _go_on_from_control(self, control: ControlArm, reason: str) -> None:
-        """The rewrite lost to the run without it: go on from the control arm (already in
-        the trainer, at the same step), the transform blacklisted as after a rollback."""
-        g, tr = self.guard, self.trainer
-        transform, pre = g.transform, g.snapshot
-        self._load_controller(pre.meta["controller"])  # the guard inactive, triggers as before
-        self.recent = control.losses[-self.adapt.guard.steps:]
-        self.blacklist.block(transform, self.work, self.adapt.guard.blacklist_steps)
-        self.rollbacks += 1
-        after = self.measure()
-        self.last_metrics = after
-        self._event("rollback", "guard", {"reason": reason, "from_step": tr.step_count,
-                                          "to_step": tr.step_count, "to": "control arm",
-                                          "lr_scale": self.schedule.scale,
-                                          "blacklisted": transform},
-                    {"step": float(tr.step_count), "lr_scale": self.schedule.scale},
-                    {**after, "lr_scale": self.schedule.scale})
-        self.recorder.snapshot(snapshot_record(self.run_id, tr.step_count, "rollback", tr.graph))
 
     def _harmful(self, f: Fired) -> bool:
         """Whether an instability calls for a rollback: always for a non-finite loss; for a
@@ -656,22 +634,29 @@ class AdaptiveRun:
         return None
 
     def _rollback(self, target: Snapshot, name: str, reason: str, *, blacklist: str | None,
-                  lr_backoff: bool) -> None:
+                  lr_backoff: bool, control: ControlArm | None = None) -> None:
+        """Back to `target`'s model and controller; with a `control` arm (the counterfactual
+        guard's, already in the trainer at the same step) the model stays, nothing rewinds."""
         tr = self.trainer
         before = {"step": float(tr.step_count), "lr_scale": self.schedule.scale}
         from_step = tr.step_count
-        target.restore(tr)
-        self.position = (target.epoch, target.batch)
+        if control is None:
+            target.restore(tr)
+            self.position = (target.epoch, target.batch)
         self._load_controller(target.meta["controller"])
+        if control is not None:  # the control's own recent losses, not the pre-rewrite ones
+            self.recent = control.losses[-self.adapt.guard.steps:]
         if lr_backoff:
             self.schedule.scale *= self.adapt.lr_backoff
         if blacklist:
             self.blacklist.block(blacklist, self.work, self.adapt.guard.blacklist_steps)
         self.rollbacks += 1
-        after = self.measure()
+        after = control.metrics if control is not None else self.measure()
         self.last_metrics = after
+        where = {"to": "control arm"} if control is not None else {}
         self._event("rollback", name, {"reason": reason, "from_step": from_step,
-                                       "to_step": target.step, "lr_scale": self.schedule.scale,
+                                       "to_step": tr.step_count, **where,
+                                       "lr_scale": self.schedule.scale,
                                        "blacklisted": blacklist or ""},
                     before, {**after, "lr_scale": self.schedule.scale})
         self.recorder.snapshot(snapshot_record(self.run_id, tr.step_count, "rollback", tr.graph))

@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+GUARDS = ("level", "counterfactual")  # what a rewrite is judged against (GuardConfig)
+
 
 @dataclass(frozen=True)
 class GuardConfig:
