@@ -14,16 +14,18 @@ def host(a: Any) -> np.ndarray:
     return np.asarray(a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else a)
 
 
-def rel_err(got: Any, ref: Any) -> float:
+def rel_err(got: Any, ref: Any, floor: float = 0.0) -> float:
+    """|got - ref| / max(|ref|, floor) over the whole tensor; `floor` for a tensor that is a
+    sum of terms which cancel, whose rounding is relative to the terms, not to the sum."""
     g, r = host(got).astype(np.float64), host(ref).astype(np.float64)
     assert g.shape == r.shape, (g.shape, r.shape)
     assert not np.isnan(g).any(), "NaN in the result"
-    denom = np.linalg.norm(r)
+    denom = max(float(np.linalg.norm(r)), floor)
     return float(np.linalg.norm(g - r) / (denom if denom > 0 else 1.0))
 
 
-def assert_close(got: Any, ref: Any, rtol: float, what: str = "") -> None:
-    err = rel_err(got, ref)
+def assert_close(got: Any, ref: Any, rtol: float, what: str = "", floor: float = 0.0) -> None:
+    err = rel_err(got, ref, floor)
     assert err <= rtol, f"{what}: relative error {err:.3g} > {rtol:.3g}"
 
 
