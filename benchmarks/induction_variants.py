@@ -1,0 +1,229 @@
+"""Variants of the proposer's top-1 under the induction benchmark's leave-one-group-out.
+
+The shipped knowledge pack's corpus, choice on the first half of the seeds and score on the
+rest (as `induction_bench.py`); every variant's top-1 against the baselines' top-3 (kNN-3,
+portfolio-3, average-3, each picked by validation on the choice seeds), Wilcoxon and Holm
+over the three. The variants change only how the gain model's candidate order is made:
+  gain             the shipped gain model (HGB, targets on the score seeds)
+  gain_allseeds    the same learning every seed of the training problems
+  gain_regular     shallower trees, larger leaves
+  extratrees       extremely randomized trees in place of the boosting
+  bagged           10 boosted models on bootstraps of the training groups, gains averaged
+  blend_knn        half the gain model, half the 5 nearest training problems' mean gains
+  *_threshold      leave the anchor only for a predicted gain beyond a threshold picked by
+                   5-fold group CV inside the training problems
+  gain_in_port5    the gain model's order restricted to the portfolio-5 (and the anchor)
+Nothing is tuned on the held-out group. About 35 s of one core per group.
+
+usage: python benchmarks/induction_variants.py [--jobs N] [--groups N] [--out CSV]
+"""
+import argparse
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+import pandas as pd
+from threadpoolctl import threadpool_limits
+
+from aicf_induct.induction import baselines
+from aicf_induct.induction.lopo import split_seeds
+from aicf_induct.induction.meta_dataset import (
+    candidate_table,
+    feature_columns,
+    pattern_columns,
+    problem_table,
+    score_matrix,
+)
+from aicf_induct.induction.metamodel import MetaModel
+from aicf_induct.induction.neighbors import Neighbors
+from aicf_induct.induction.pack import DEFAULT_PACK, load_pack
+
+META = load_pack(DEFAULT_PACK).seed_meta()
+CHOOSE, SCORE = split_seeds(META)
+PROBS = problem_table(META)
+FCOLS = [c for c in PROBS.columns if str(c).startswith("f.")]
+CANDS = sorted(str(c) for c in META["candidate"].unique())
+VAL_A = score_matrix(META, "val_norm_error", CHOOSE).reindex(columns=CANDS)
+TEST_B = score_matrix(META, "test_norm_error", SCORE).reindex(columns=CANDS)
+THRESHOLDS = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2)
+
+
+def hgb(**kw):
+    from sklearn.ensemble import HistGradientBoostingRegressor
+    p = dict(max_iter=200, learning_rate=0.05, max_leaf_nodes=15, min_samples_leaf=20,
+             random_state=0)
+    p.update(kw)
+    return HistGradientBoostingRegressor(**p)
+
+
+def setup(train: pd.DataFrame, seeds):
+    """The shipped gain model's design: (P*C, D) rows, gain targets, the anchor."""
+    probs = problem_table(train)
+    mm = MetaModel(seeds=SCORE, rank_seeds=seeds)
+    mm.feature_names_ = [f for f in feature_columns(train)
+                         if np.isfinite(probs[f].to_numpy(float)).any()]
+    mm.candidates_ = candidate_table(train)
+    mm.optimizers_ = sorted(mm.candidates_["optimizer"].astype(str).unique())
+    mm.pattern_names_ = pattern_columns(train)
+    X = mm.design(probs[mm.feature_names_].to_numpy(float))
+    y = score_matrix(train, "test_norm_error", seeds).reindex(
+        index=probs.index, columns=mm.candidates_.index).to_numpy(float)
+    anchor, gain = mm._gains(y)
+    return mm, probs, X, gain, anchor
+
+
+def top1(mm, gains: np.ndarray, anchor: str, threshold: float = 0.0,
+         allowed=None) -> str:
+    g = pd.Series(gains, index=mm.candidates_.index)
+    g[anchor] = 0.0
+    if allowed is not None:
+        g = g[g.index.isin(allowed)]
+    g = g.sort_values(kind="stable")
+    return anchor if g.iloc[0] > -threshold else str(g.index[0])
+
+
+def inner_threshold(train: pd.DataFrame, k: int = 5) -> float:
+    """The departure threshold with the lowest inner-CV top-1 error on `train`'s groups."""
+    groups = np.array(sorted(train["group"].unique()))
+    rng = np.random.default_rng(1)
+    perm = rng.permutation(len(groups))
+    err = {t: [] for t in THRESHOLDS}
+    for i in range(k):
+        out_g = set(groups[perm[i::k]])
+        inner = train[~train["group"].isin(out_g)]
+        mm, _, X, gain, anchor = setup(inner, SCORE)
+        ok = np.isfinite(gain)
+        model = hgb().fit(X[ok], gain[ok])
+        held = train[train["group"].isin(out_g)]
+        hp = problem_table(held)
+        errs = score_matrix(held, "test_norm_error", SCORE).reindex(columns=CANDS)
+        for pid in hp.index:
+            f = mm.feature_vector({c: float(hp.at[pid, c]) for c in FCOLS})
+            g = model.predict(mm.design(f[None, :]))
+            for t in THRESHOLDS:
+                v = float(errs.loc[pid].get(top1(mm, g, anchor, t), np.nan))
+                err[t].append(v if np.isfinite(v) else 1.0)
+    means = {t: float(np.mean(v)) for t, v in err.items()}
+    return min(THRESHOLDS, key=lambda t: (means[t], t))
+
+
+def fold(groups):
+    threadpool_limits(1)
+    from sklearn.ensemble import ExtraTreesRegressor
+    rows = []
+    for grp in groups:
+        held = META["group"] == grp
+        train = META[~held]
+        mm, tprobs, X, gain, anchor = setup(train, SCORE)
+        ok = np.isfinite(gain)
+        _, _, _, gain_all, anchor_all = setup(train, None)
+        ok_all = np.isfinite(gain_all)
+        models = {
+            "gain": hgb().fit(X[ok], gain[ok]),
+            "gain_allseeds": hgb().fit(X[ok_all], gain_all[ok_all]),
+            "gain_regular": hgb(max_iter=150, max_leaf_nodes=7, min_samples_leaf=100)
+            .fit(X[ok], gain[ok]),
+            "extratrees": ExtraTreesRegressor(n_estimators=200, min_samples_leaf=30,
+                                              max_features=0.5, random_state=0, n_jobs=1)
+            .fit(np.nan_to_num(X[ok], nan=-1e9), gain[ok]),
+        }
+        # bagging over problem groups: 10 bootstraps of the training groups
+        tg = tprobs["group"].to_numpy(str)
+        ug = np.unique(tg)
+        C = len(mm.candidates_)
+        bags = []
+        for b in range(10):
+            rng = np.random.default_rng(100 + b)
+            pick = rng.choice(ug, len(ug), replace=True)
+            counts = pd.Series(pick).value_counts()
+            w = np.repeat(counts.reindex(tg).fillna(0).to_numpy(float), C)
+            sel = ok & (w > 0)
+            bags.append(hgb(random_state=b).fit(X[sel], gain[sel], sample_weight=w[sel]))
+        t_inner = inner_threshold(train)
+        errors = score_matrix(train, "test_norm_error").reindex(columns=CANDS)
+        knn = Neighbors().fit(problem_table(train))
+        port5 = baselines.portfolio_choice(errors, 5)
+        tgain = gain.reshape(len(tprobs), C)
+        for pid in sorted(META.loc[held, "problem_id"].unique()):
+            feats = {c: float(PROBS.at[pid, c]) for c in FCOLS}
+            f = mm.feature_vector(feats)
+            Xq = mm.design(f[None, :])
+            val = VAL_A.loc[pid] if pid in VAL_A.index else pd.Series(np.nan, index=CANDS)
+            test = TEST_B.loc[pid]
+
+            def err(c, test=test):
+                v = float(test.get(c, np.nan))
+                return v if np.isfinite(v) else 1.0
+
+            def pick(ranked, val=val):
+                v = val.reindex(list(ranked)).fillna(np.inf).to_numpy(float)
+                return str(ranked[int(np.argmin(v))])
+
+            preds = {name: m.predict(np.nan_to_num(Xq, nan=-1e9) if name == "extratrees"
+                                     else Xq) for name, m in models.items()}
+            preds["bagged"] = np.mean([m.predict(Xq) for m in bags], axis=0)
+            # kNN regression of the gain: the 5 nearest training problems' mean gain
+            near = [p for p, _ in knn.nearest(knn.query_vector(feats), 5)]
+            rows_idx = [list(tprobs.index).index(p) for p in near]
+            knn_gain = np.nanmean(tgain[rows_idx], axis=0)
+            preds["blend_knn"] = 0.5 * preds["gain"] + 0.5 * np.nan_to_num(knn_gain, nan=0.0)
+            row = {"problem_id": pid, "group": grp, "t_inner": t_inner}
+            for name, g in preds.items():
+                a = anchor_all if name == "gain_allseeds" else anchor
+                row[name] = err(top1(mm, g, a))
+            row["gain_threshold"] = err(top1(mm, preds["gain"], anchor, t_inner))
+            row["bagged_threshold"] = err(top1(mm, preds["bagged"], anchor, t_inner))
+            row["gain_in_port5"] = err(top1(mm, preds["gain"], anchor, allowed=port5))
+            row["knn3"] = err(pick(baselines.knn_choice(errors, knn, knn.query_vector(feats), 3)))
+            row["portfolio3"] = err(pick(baselines.portfolio_choice(errors, 3)))
+            row["average3"] = err(pick(baselines.average_choice(errors, 3)))
+            row["default"] = err(anchor)
+            row["full_search"] = err(pick(CANDS))
+            rows.append(row)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--jobs", type=int, default=2, help="processes (default 2)")
+    ap.add_argument("--groups", type=int, default=0, help="first N groups only (0: all)")
+    ap.add_argument("--out", default=None, help="write the per-problem rows to this CSV")
+    a = ap.parse_args()
+    t0 = time.time()
+    groups = sorted(META["group"].unique())
+    if a.groups:
+        groups = groups[:a.groups]
+    parts = [groups[i::a.jobs * 3] for i in range(a.jobs * 3)]
+    with ProcessPoolExecutor(a.jobs) as ex:
+        rows = [r for part in ex.map(fold, parts) for r in part]
+    df = pd.DataFrame(rows).sort_values("problem_id")
+    if a.out:
+        df.to_csv(a.out, index=False)
+    summarize(df)
+    print(f"{len(df)} problems, {len(groups)} groups, {time.time() - t0:.0f} s")
+
+
+def summarize(df: pd.DataFrame) -> None:
+    from scipy.stats import wilcoxon
+
+    from aicf_induct.induction.inference import bootstrap_mean_ci, holm
+    methods = [c for c in df.columns if c not in ("problem_id", "group", "t_inner",
+                                                  "knn3", "portfolio3", "average3",
+                                                  "default", "full_search")]
+    print("means:", {c: round(float(df[c].mean()), 4) for c in df.columns
+                     if c not in ("problem_id", "group")})
+    for m in methods:
+        ps, parts = [], []
+        for b in ("knn3", "portfolio3", "average3"):
+            d = (df[m] - df[b]).to_numpy()
+            p = wilcoxon(d[d != 0]).pvalue if (d != 0).any() else 1.0
+            lo, hi = bootstrap_mean_ci(d)
+            ps.append(p)
+            parts.append(f"{b} {d.mean():+.4f} [{lo:+.3f},{hi:+.3f}] p {p:.3g}")
+        h = holm(np.array(ps))
+        print(f"{m:18s} {df[m].mean():.4f} | " + " | ".join(
+            f"{s} holm {hh:.3g}" for s, hh in zip(parts, h, strict=True)))
+
+
+if __name__ == "__main__":
+    main()
