@@ -210,4 +210,10 @@ def test_through_the_service_it_logs_what_the_local_run_logs(corpus, tmp_path: P
     mine, theirs = _logged(local, a["run_id"]), _logged(served_root, b["run_id"])
     assert mine["events"] and any(k == "decision" for _, k, *_ in mine["events"])
     for kind in ("events", "snapshots", "results"):
-        assert theirs[kind] == mine[kind], kind
+        t, m = theirs[kind], mine[kind]
+        # the first row that differs, whole (pytest truncates a long row's repr)
+        i = next((i for i, (a, b) in enumerate(zip(t, m, strict=False)) if a != b),
+                 min(len(t), len(m)))
+        assert t == m, (f"{kind}: {len(t)} served, {len(m)} local rows; row {i}:\n"
+                        f"served {t[i] if i < len(t) else None!r}\n"
+                        f"local  {m[i] if i < len(m) else None!r}")
