@@ -5,18 +5,21 @@ baselines, on the sweep corpus in a warehouse or a knowledge pack's per-seed sco
         [--default KEY]
         [--ks 1,3,5] [--groups groups.json] [--jobs N] [--ranking rank|raw_rank|error]
         [--rank-seeds score|all] [--conformal-folds K] [--swap-seeds] [--complete-only]
-        [--write-results]
+        [--save DIR] [--write-results]
 
 Reads the meta-dataset (`aicf_induct.induction.meta_dataset`), halves the corpus's seeds
 (choose on the first half, score on the second), holds out each near-duplicate group in
 turn (`induction.lopo`), and prints: the corpus; the headroom (default vs full search by
 validation, per task and size); per method and k the mean normalized error [95 % bootstrap
 CI], regret and average rank; the proposer against each baseline (win rate, mean
-difference [CI], Wilcoxon p, Holm), and its top-1 against their top-3; the share of the
+difference [CI], Wilcoxon p, Holm), and its top-1 against their top-3; the same line for
+the choice oracle's top-1 and what a pick gets from n of the problem's own choice seeds
+(the information ceiling of any top-1 under the seeds' noise); the share of the
 default → full-search gap it closes; the calibration of its 80 % intervals; rules mined on
 half the problems and the share that replicate on the other half; the strongest rules on
 the whole corpus. `--complete-only` evaluates a corpus still being built on its problems
-with a full matrix. `--write-results` replaces this benchmark's section of RESULTS.md.
+with a full matrix. `--save DIR` writes the LOPO's rows (choices.csv, calibration.csv) for
+`induction_crossfit.py`. `--write-results` replaces this benchmark's section of RESULTS.md.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from aicf_induct.induction.evaluate import (
     families,
     gap_closed,
     gap_text,
+    seed_curve,
     summary,
 )
 from aicf_induct.induction.lopo import RANK_SEEDS, LopoResult
@@ -83,6 +87,34 @@ def headroom(meta: pd.DataFrame, res: LopoResult) -> pd.DataFrame:
                                "median": "median gain"})
 
 
+def save_result(res: LopoResult, out: Path) -> None:
+    """The LOPO's rows as CSV files (`induction_crossfit.py` reads them back)."""
+    out.mkdir(parents=True, exist_ok=True)
+    res.choices.to_csv(out / "choices.csv", index=False)
+    res.calibration.to_csv(out / "calibration.csv", index=False)
+
+
+def ceiling_lines(res: LopoResult, meta: pd.DataFrame, choose: tuple[int, ...],
+                  score: tuple[int, ...], ks: tuple[int, ...]) -> list[str]:
+    """The choice oracle's top-1 against the 3-pick baselines, and the seed curve."""
+    curve = seed_curve(meta, choose, score)
+    limit = curve.attrs.get("limit")
+    lines = []
+    if {1, 3} <= set(ks):
+        lines += ["The choice oracle's pick (the best candidate by the held-out problem's own "
+                  "test error on the choice seeds; no method can see it) against the same "
+                  "three: the information ceiling of any top-1 under the seeds' noise:", "",
+                  table(compare(res, method="choice_oracle", k=1, baseline_k=3,
+                                baselines=THREE_PICKS)), ""]
+    lines += ["What a single pick gets from the held-out problem's own test outcomes on n of "
+              "the choice seeds (every n-subset averaged; `evaluate.seed_curve`):", "",
+              table(curve, digits=4), ""]
+    if limit is not None:
+        lines += [f"Fit a + b/n: a = {limit:.3f}, an estimate of the pick that knows every "
+                  "candidate's expected error (n → ∞) scored on these score seeds.", ""]
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_source_args(ap)
@@ -115,6 +147,8 @@ def main() -> int:
     ap.add_argument("--complete-only", action="store_true",
                     help="evaluate only the problems whose every (candidate, seed) finished "
                          "(a corpus still being built)")
+    ap.add_argument("--save", metavar="DIR",
+                    help="write the LOPO's rows to DIR (choices.csv, calibration.csv)")
     ap.add_argument("--write-results", action="store_true",
                     help="replace this benchmark's section of benchmarks/RESULTS.md")
     args = ap.parse_args()
@@ -135,6 +169,8 @@ def main() -> int:
                          swap_seeds=args.swap_seeds)
     res, default, choose, score = ev.result, ev.default, ev.choose_seeds, ev.score_seeds
     t_lopo = time.perf_counter() - t0
+    if args.save:
+        save_result(res, Path(args.save))
     miner = Miner(random_state=args.seed)
     rep = rule_replication(meta, miner, seed=args.seed)
     top_rules = miner.fit(meta).rules_.head(8)
@@ -170,7 +206,7 @@ def report(args: argparse.Namespace, meta: pd.DataFrame, res: LopoResult, defaul
         "err = 1 − accuracy or 1 − R²; regret in accuracy / R² units.", "",
         "Headroom (test score of the full search by validation minus the default's):", "",
         table(headroom(meta, res)), "",
-        "Per method and k (full search and oracle do not depend on k):", "",
+        "Per method and k (full search and the oracles do not depend on k):", "",
         table(summary(res)), "",
         "Proposer against each baseline (mean_diff < 0: proposer better; Holm over the "
         "baselines at each k):", "",
@@ -178,6 +214,7 @@ def report(args: argparse.Namespace, meta: pd.DataFrame, res: LopoResult, defaul
         *(["The proposer's top-1 against the baselines' top-3 (three trained structures "
            "picked by validation; Holm over the three):", "", table(top1_vs), ""]
           if top1_vs is not None else []),
+        *ceiling_lines(res, meta, choose, score, ks),
         f"Share of the default → full-search gap the proposer closes: {gaps}.", "",
         f"Calibration of the proposer's {res.level:.0%} intervals (held-out outcomes inside):",
         "", table(calibration(res, ks)), "",

@@ -9,6 +9,7 @@ Problems are the unit everywhere: bootstraps resample problems; Wilcoxon pairs t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import combinations
 
 import numpy as np
 import pandas as pd
@@ -17,7 +18,15 @@ from scipy.stats import wilcoxon
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.baselines import resolve_default
 from aicf_induct.induction.inference import bootstrap_mean_ci, holm
-from aicf_induct.induction.lopo import METHODS, LopoConfig, LopoResult, run_lopo, split_seeds
+from aicf_induct.induction.lopo import (
+    METHODS,
+    REFERENCES,
+    LopoConfig,
+    LopoResult,
+    run_lopo,
+    split_seeds,
+)
+from aicf_induct.induction.meta_dataset import score_matrix
 from aicf_induct.induction.metamodel import MetaModel
 
 SUMMARY_COLUMNS = ("method", "k", "problems", "norm_error", "ci_low", "ci_high", "regret",
@@ -58,12 +67,13 @@ def compare(result: LopoResult, method: str = "proposer", k: int = 1,
     """`method`'s top-k against each baseline's top-`baseline_k` (default: k too), on the
     problems both scored: win rate (lower normalized error; ties count half), mean
     difference (method − baseline; negative: method better) with its bootstrap CI,
-    two-sided paired Wilcoxon p, Holm over the baselines. `oracle` is left out: no method
-    beats it. A `baseline_k` above k asks whether one pick beats k trained ones."""
+    two-sided paired Wilcoxon p, Holm over the baselines. The references (`oracle`,
+    `choice_oracle`) are left out unless named: they are scales, not baselines. A
+    `baseline_k` above k asks whether one pick beats k trained ones."""
     bk = k if baseline_k is None else baseline_k
     ours, theirs = _wide(result.choices, k)[method], _wide(result.choices, bk)
     names = baselines or tuple(m for m in METHODS if m in theirs.columns and
-                               m not in (method, "oracle"))
+                               m != method and m not in REFERENCES)
     rows = []
     for base in names:
         pair = pd.concat([ours.rename("ours"), theirs[base].rename("theirs")],
@@ -141,6 +151,57 @@ def calibration(result: LopoResult, ks: tuple[int, ...] = (1, 3, 5)) -> pd.DataF
     return out
 
 
+def seed_curve(meta: pd.DataFrame, choose: tuple[int, ...], score: tuple[int, ...]
+               ) -> pd.DataFrame:
+    """What a single pick gets from the held-out problem's own test outcomes on n of the
+    choice seeds, n = 1 .. len(choose): per problem, the candidate with the lowest test
+    normalized error averaged over n choice seeds, scored on the score seeds (unscored: 1),
+    averaged over problems and over every n-subset of the choice seeds. At n = len(choose)
+    it is the `choice_oracle`. `limit`: the fit a + b/n's a, an estimate of the pick that
+    knows every candidate's expected error (n → ∞), the ceiling of any top-1 that the seed
+    noise of `score` leaves."""
+    outcome = score_matrix(meta, "test_norm_error", score)
+    per_seed = {s: score_matrix(meta, "test_norm_error", (s,)).reindex_like(outcome)
+                for s in choose}
+    scored = outcome.fillna(1.0).to_numpy(float)
+    rows = []
+    for n in range(1, len(choose) + 1):
+        subsets = list(combinations(choose, n))
+        means = []
+        for sub in subsets:
+            runs = np.stack([per_seed[s].to_numpy(float) for s in sub])  # (n, P, C)
+            count = np.isfinite(runs).sum(axis=0)  # a mean over the seeds scored, as
+            seen = np.where(count > 0, np.nansum(runs, axis=0) / np.maximum(count, 1),
+                            np.inf)  # score_matrix takes it
+            pick = np.argmin(seen, axis=1)
+            means.append(float(scored[np.arange(len(pick)), pick].mean()))
+        rows.append({"seeds_seen": n, "subsets": len(subsets),
+                     "norm_error": float(np.mean(means))})
+    out = pd.DataFrame(rows)
+    if len(out) > 1:
+        _, a = np.polyfit(1.0 / out["seeds_seen"].to_numpy(float), out["norm_error"], 1)
+        out.attrs["limit"] = float(a)
+    return out
+
+
+def cross_fit(first: LopoResult, second: LopoResult) -> LopoResult:
+    """Two LOPO runs over the same problems with the seeds' halves swapped (choose on A,
+    score on B; then choose on B, score on A) as one: each (problem, method, k)'s
+    normalized error and regret averaged over the two draws, each draw's choice still
+    disjoint from its score, so the seed noise of the score is halved, as in 2-fold cross-
+    validation. `candidate` is the first draw's pick; the calibration holds both draws'."""
+    keys = ["problem_id", "method", "k"]
+    a, b = first.choices.set_index(keys), second.choices.set_index(keys)
+    if set(a.index) != set(b.index):
+        raise ConfigError("cross-fitting needs two LOPO runs over the same problems, methods "
+                          "and k")
+    both = a.copy()
+    for col in ("norm_error", "regret"):
+        both[col] = (a[col] + b[col].reindex(a.index)) / 2
+    cal = pd.concat([first.calibration, second.calibration], ignore_index=True)
+    return LopoResult(both.reset_index()[list(first.choices.columns)], cal, first.level)
+
+
 BASELINES = tuple(m for m in METHODS if m != "proposer")
 
 
@@ -187,7 +248,7 @@ def evaluate_corpus(meta: pd.DataFrame, *, default: str | None = None,
     res = run_lopo(meta, config, n_jobs=n_jobs, progress=progress)
     shown = {"proposer", *baselines}
     s = summary(res, n_boot=n_boot, seed=seed)
-    against = tuple(b for b in baselines if b != "oracle")  # no method beats the oracle
+    against = tuple(b for b in baselines if b not in REFERENCES)  # scales, not baselines
     comps = pd.concat([compare(res, k=k, baselines=against, n_boot=n_boot, seed=seed)
                        for k in ks], ignore_index=True) if against else \
         pd.DataFrame(columns=list(COMPARISON_COLUMNS))

@@ -35,7 +35,11 @@ from aicf_induct.induction.space import applies_to
 
 RANK_SEEDS = ("score", "all")
 METHODS = ("proposer", "knn", "portfolio", "average", "random", "default", "full_search",
-           "oracle")
+           "choice_oracle", "oracle")
+# picks that read the held-out problem's test outcomes: scales for the others, left out of
+# the comparisons' Holm families
+REFERENCES = ("choice_oracle", "oracle")
+SINGLE_PICKS = ("full_search", "choice_oracle", "oracle")  # methods that do not depend on k
 
 
 @dataclass(frozen=True)
@@ -150,6 +154,7 @@ def _folds(ctx: _Context, groups: Sequence[str]) -> tuple[list[dict[str, object]
     probs = problem_table(meta)
     fcols = [str(c) for c in probs.columns if str(c).startswith("f.")]
     val_a = ctx.matrix("val_norm_error", config.choose_seeds)
+    test_a = ctx.matrix("test_norm_error", config.choose_seeds)
     test_b = ctx.matrix("test_norm_error", config.score_seeds)
     raw_b = ctx.matrix("test_score", config.score_seeds)
     rows: list[dict[str, object]] = []
@@ -178,6 +183,7 @@ def _folds(ctx: _Context, groups: Sequence[str]) -> tuple[list[dict[str, object]
                 "average": baselines.average_choice(fits, max(config.ks)),
                 "default": [config.default],
                 "full_search": ok,
+                "choice_oracle": [str(_row(test_a, pid, cands)[ok].fillna(np.inf).idxmin())],
                 "oracle": [str(outcome.test[ok].fillna(np.inf).idxmin())],
             }
             rng = np.random.default_rng([config.random_state, int(np.flatnonzero(
@@ -188,7 +194,7 @@ def _folds(ctx: _Context, groups: Sequence[str]) -> tuple[list[dict[str, object]
                 base = {"problem_id": pid, "problem": probs.at[pid, "problem"],
                         "group": probs.at[pid, "group"], "k": k}
                 for method, ranked in lists.items():
-                    top = ranked if method in ("full_search", "oracle") else ranked[:k]
+                    top = ranked if method in SINGLE_PICKS else ranked[:k]
                     pick = outcome.pick(top)
                     rows.append({**base, "method": method, "candidate": pick,
                                  "norm_error": outcome.error(pick),

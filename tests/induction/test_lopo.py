@@ -13,9 +13,11 @@ from aicf_induct.errors import ConfigError
 from aicf_induct.induction.evaluate import (
     calibration,
     compare,
+    cross_fit,
     families,
     gap_closed,
     gap_text,
+    seed_curve,
     summary,
 )
 from aicf_induct.induction.lopo import LopoConfig, LopoResult, folds, run_lopo, split_seeds
@@ -82,6 +84,34 @@ def test_choice_uses_validation_seeds_only() -> None:
     with pytest.raises(ConfigError, match="overlap"):
         LopoConfig(default="c00", choose_seeds=(0, 1), score_seeds=(1,))
     assert split_seeds(twins(True, seeds=4)) == ((0, 1), (2, 3))
+
+
+def test_the_choice_oracle_sees_the_choice_seeds_test_only() -> None:
+    # c01 is best on seed 0's test (the choice seed), c00 on seed 1's (the score seed)
+    scores = np.array([[[0.5, 0.9], [0.8, 0.2]], [[0.5, 0.9], [0.8, 0.2]]])  # (P, C, S)
+    meta = assemble(*frames(scores, {"x": np.array([0.0, 1.0])},
+                            [{"depth": 1.0}, {"depth": 2.0}], 2))
+    res = run_lopo(meta, LopoConfig(default="c00", choose_seeds=(0,), score_seeds=(1,),
+                                    ks=(1, 2), metamodel=SMALL))
+    seen = res.choices.query("method == 'choice_oracle'")
+    assert (seen["candidate"] == "c01").all() and (seen["norm_error"] == 1.0).all()
+    assert np.allclose(seen["regret"], 0.7)
+    oracle = res.choices.query("method == 'oracle'")
+    assert (oracle["candidate"] == "c00").all() and (oracle["norm_error"] == 0.0).all()
+
+
+def test_seed_curve_on_a_hand_case() -> None:
+    # one problem, errors (1 - score) per seed; candidate means 0.15, 0.3, 0.4, so the
+    # normalized error is (err - 0.15) / 0.15 clipped: c0 0, 2/3, 0; c1 1, 0, 1; c2 1, 1, 1
+    scores = 1 - np.array([[[0.1, 0.25, 0.1], [0.4, 0.1, 0.4], [0.4, 0.4, 0.4]]])
+    meta = assemble(*frames(scores, {"x": np.array([0.0])},
+                            [{"depth": float(d)} for d in (1, 2, 3)], 3))
+    curve = seed_curve(meta, choose=(0, 1), score=(2,))
+    # one seed seen: seed 0 picks c0 (scores 0 on seed 2), seed 1 picks c1 (scores 1);
+    # both seen: c0's mean 1/3 beats c1's 1/2
+    assert curve["seeds_seen"].tolist() == [1, 2] and curve["subsets"].tolist() == [2, 1]
+    assert curve["norm_error"].to_numpy() == pytest.approx([0.5, 0.0])
+    assert curve.attrs["limit"] == pytest.approx(-0.5)  # the line through (1, .5), (1/2, 0)
 
 
 def test_the_ranking_learns_from_the_score_seeds_unless_told_all() -> None:
@@ -202,3 +232,29 @@ def test_a_top_1_is_compared_with_baselines_at_another_k() -> None:
     assert (c["k"], c["baseline_k"], c["problems"]) == (1, 3, 4)
     assert c["mean_diff"] == pytest.approx(0.15 - 0.325)
     assert compare(res, k=1, n_boot=200).set_index("baseline").loc["default", "baseline_k"] == 1
+
+
+def test_references_are_scales_not_baselines() -> None:
+    res = hand_result()
+    seen = res.choices[res.choices["method"] == "full_search"].assign(
+        method="choice_oracle", norm_error=0.0)
+    res = LopoResult(pd.concat([res.choices, seen], ignore_index=True), res.calibration,
+                     res.level)
+    # left out of the default comparison (and its Holm family), compared when named
+    assert set(compare(res, n_boot=200)["baseline"]) == {"default", "full_search"}
+    c = compare(res, method="choice_oracle", baselines=("default",), n_boot=200).iloc[0]
+    assert c["mean_diff"] == pytest.approx(-0.425) and c["win_rate"] == 1.0
+
+
+def test_cross_fit_averages_the_two_draws_per_problem() -> None:
+    first = hand_result()
+    second = LopoResult(first.choices.assign(norm_error=lambda d: 1 - d["norm_error"],
+                                             regret=0.0), first.calibration, first.level)
+    both = cross_fit(first, second)
+    assert both.choices["norm_error"].to_numpy() == pytest.approx(0.5)
+    assert both.choices["regret"].to_numpy() == pytest.approx(
+        first.choices["regret"].to_numpy() / 2)
+    assert len(both.calibration) == 2 * len(first.calibration)
+    fewer = LopoResult(first.choices.iloc[1:], first.calibration, first.level)
+    with pytest.raises(ConfigError, match="same problems"):
+        cross_fit(first, fewer)
