@@ -373,7 +373,9 @@ def _evaluate_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     e.add_argument("--warehouse", default=None, metavar="DIR", help=WH_HELP)
     e.add_argument("--protocol", default=None, help="sweep protocol, when there are several")
     e.add_argument("--baselines", default=",".join(BASELINES), metavar="LIST",
-                   help=f"comma list of {', '.join(BASELINES)} (default: all)")
+                   help=f"comma list of {', '.join(BASELINES)} (default: all; the "
+                        "two oracles see the held-out problem's test outcomes: scales, not "
+                        "baselines, left out of the comparisons)")
     e.add_argument("--ks", default="1,3,5", metavar="LIST", help="proposal sizes k (1,3,5)")
     e.add_argument("--default", default=None, metavar="KEY",
                    help="the default MLP: candidate key, structure key or model spec "
