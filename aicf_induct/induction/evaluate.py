@@ -161,19 +161,14 @@ def seed_curve(meta: pd.DataFrame, choose: tuple[int, ...], score: tuple[int, ..
     knows every candidate's expected error (n → ∞), the ceiling of any top-1 that the seed
     noise of `score` leaves."""
     outcome = score_matrix(meta, "test_norm_error", score)
-    per_seed = {s: score_matrix(meta, "test_norm_error", (s,)).reindex_like(outcome)
-                for s in choose}
     scored = outcome.fillna(1.0).to_numpy(float)
     rows = []
     for n in range(1, len(choose) + 1):
         subsets = list(combinations(choose, n))
         means = []
         for sub in subsets:
-            runs = np.stack([per_seed[s].to_numpy(float) for s in sub])  # (n, P, C)
-            count = np.isfinite(runs).sum(axis=0)  # a mean over the seeds scored, as
-            seen = np.where(count > 0, np.nansum(runs, axis=0) / np.maximum(count, 1),
-                            np.inf)  # score_matrix takes it
-            pick = np.argmin(seen, axis=1)
+            seen = score_matrix(meta, "test_norm_error", sub).reindex_like(outcome)
+            pick = np.argmin(seen.fillna(np.inf).to_numpy(float), axis=1)
             means.append(float(scored[np.arange(len(pick)), pick].mean()))
         rows.append({"seeds_seen": n, "subsets": len(subsets),
                      "norm_error": float(np.mean(means))})
