@@ -12,17 +12,32 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, runtime_checkable
 
 if TYPE_CHECKING:
     import numpy as np
 
 
+_CLOCK_LOCK = threading.Lock()
+_last_now = datetime.min.replace(tzinfo=UTC)
+_TICK = timedelta(microseconds=1)
+
+
 def utc_now() -> datetime:
-    return datetime.now(UTC)
+    """The time now, strictly later than every earlier call in this process.
+
+    The clock reads in microseconds and back-to-back calls often return the same one, so
+    records made in a burst (a trigger and its decision) would tie and `ORDER BY at` would
+    put them in any order; one microsecond past the last reading keeps their order.
+    """
+    global _last_now
+    with _CLOCK_LOCK:
+        _last_now = max(datetime.now(UTC), _last_now + _TICK)
+        return _last_now
 
 
 @dataclass(frozen=True)

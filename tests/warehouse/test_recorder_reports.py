@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from pathlib import Path
@@ -7,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from aicf_induct.records import Recorder, RunEndRecord
+from aicf_induct.records import EventRecord, Recorder, RunEndRecord, utc_now
 from tests.warehouse.conftest import log_run, problem
 from warehouse import WarehouseError, WarehouseRecorder, connect, open_recorder, run_report
 
@@ -41,6 +42,21 @@ def test_a_warehouse_that_cannot_be_written_is_refused_before_any_row(tmp_path: 
     left = sorted(p.relative_to(tmp_path / "new" / "wh").as_posix()
                   for p in (tmp_path / "new" / "wh").rglob("*"))
     assert left == ["_leases"]
+
+
+def test_events_made_in_a_burst_come_back_in_order_by_their_time(root: Path) -> None:
+    # back-to-back clock readings often share a microsecond: the clock must still order them
+    stamps = [utc_now() for _ in range(10_000)]
+    assert all(a < b for a, b in itertools.pairwise(stamps))
+    p = problem("p1", n_rows_log=4.6)
+    rec = WarehouseRecorder(root)
+    log_run(rec, "a", p, 0.9, "fp1", {"depth": 3.0, "params": 50}, end=False)
+    names = [f"e{i:03d}" for i in range(200)]
+    for name in names:  # a trigger and its decision are made this close together
+        rec.event(EventRecord("a", 7, "decision", name))
+    rec.close()
+    got = _q(root, "SELECT name FROM events WHERE run_id = 'a' AND step = 7 ORDER BY \"at\"")
+    assert [n for (n,) in got] == names
 
 
 def test_recorder_logs_every_table(root: Path) -> None:
