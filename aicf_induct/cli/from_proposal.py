@@ -13,12 +13,12 @@ mid-run: the fallback policy decides from then on (said once).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from dataclasses import dataclass
 from typing import Any
 
-from aicf_induct.cli.train import API_KEY_ENV
+from aicf_induct.cli import options
+from aicf_induct.cli.options import API_KEY_ENV
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.mainjob import (
     LearnedRewritePolicy,
@@ -37,17 +37,30 @@ from aicf_induct.runtime.trainer import TrainConfig
 TOP = 3  # candidates asked for (the run starts from the first)
 
 
-def add_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("starting from a proposal")
-    g.add_argument("--from-proposal", action="store_true",
-                   help="start from the top proposed structure and recipe; at triggers the "
-                        "learned rewrite proposer decides, --policy as fallback")
+def add_options(p: argparse.ArgumentParser, *, shortlist: bool = False) -> None:
+    """--from-proposal, --pack, --service; with `shortlist` (train), --top and the help of a
+    command that trains the top proposals and keeps the best by validation."""
+    g = p.add_argument_group("from a proposal")
+    if shortlist:
+        g.add_argument("--from-proposal", action="store_true",
+                       help="train the top proposed structures, each with its proposed "
+                            "recipe (optimizer, lr, weight decay, batch size), one after "
+                            "another on the same split, and keep the best by validation")
+        g.add_argument("--top", type=options.int_at_least(1), default=None, metavar="K",
+                       help=f"with --from-proposal: how many proposals to train (default "
+                            f"{TOP}: on held-out corpus problems the top {TOP} picked by "
+                            f"validation did as well as a search of all 32 candidates)")
+    else:
+        g.add_argument("--from-proposal", action="store_true",
+                       help="start from the top proposed structure and recipe; at triggers "
+                            "the learned rewrite proposer decides, --policy as fallback")
     g.add_argument("--pack", metavar="PACK", default=None,
                    help="knowledge pack of the embedded proposer (default: the shipped one; "
                         "with --service, used only if the service cannot propose)")
+    asks = "the proposal" if shortlist else "the proposal and the rewrites"
     g.add_argument("--service", metavar="URL", default=None,
-                   help="ask the service at URL for the proposal and the rewrites, and log "
-                        "through it (--api-key or $" + API_KEY_ENV + ")")
+                   help=f"ask the service at URL for {asks}, and log through it (--api-key "
+                        f"or ${API_KEY_ENV})")
 
 
 @dataclass
@@ -61,14 +74,20 @@ class Plan:
 
 
 def check(args: argparse.Namespace) -> None:
+    """Refuse what does not go with --from-proposal (or needs it), before anything loads."""
     if not args.from_proposal:
-        if args.service or args.pack:
-            raise ConfigError("--service and --pack go with --from-proposal")
+        given = [o for o, v in (("--service", args.service), ("--pack", args.pack),
+                                ("--top", getattr(args, "top", None))) if v is not None]
+        if given:
+            raise ConfigError(f"{' and '.join(given)}: only with --from-proposal")
         return
-    if args.resume:
+    if getattr(args, "resume", None):
         raise ConfigError("--from-proposal starts a new run: drop --resume")
-    if args.model is not None:
-        raise ConfigError("--from-proposal takes the structure from the proposal: drop --model")
+    for option, value in (("--model", args.model), ("--ir", getattr(args, "ir", None)),
+                          ("--values", getattr(args, "values", None))):
+        if value is not None:
+            raise ConfigError(f"--from-proposal takes the structure from the proposal: "
+                              f"drop {option}")
 
 
 def plan(args: argparse.Namespace, problem: Problem, config: TrainConfig,
@@ -76,12 +95,9 @@ def plan(args: argparse.Namespace, problem: Problem, config: TrainConfig,
     from aicf_induct.problems import extract_features
 
     features = dict(extract_features(problem))
-    proposal, source = _proposal(args, problem, features)
+    proposal, source = ask_proposal(args, problem, features, TOP)
     start = start_point(proposal, problem, source)
-    r = start.recipe
-    config = dataclasses.replace(config, optimizer=r["optimizer"], lr=float(r["lr"]),
-                                 weight_decay=float(r["weight_decay"]),
-                                 batch_size=int(r["batch_size"]))
+    config = start.configure(config)
     if args.service:
         ask = service_rewrites(args.service, _key(args), features=features)
         who = f"service {args.service}"
@@ -103,14 +119,16 @@ def _key(args: argparse.Namespace) -> str | None:
     return args.api_key or os.environ.get(API_KEY_ENV)
 
 
-def _proposal(args: argparse.Namespace, problem: Problem,
-              features: dict[str, float]) -> tuple[dict[str, Any], str]:
+def ask_proposal(args: argparse.Namespace, problem: Problem, features: dict[str, float],
+                 top: int) -> tuple[dict[str, Any], str]:
+    """The proposal of `top` candidates for the problem and who gave it: the service with
+    --service (the embedded proposer if it cannot), else the embedded proposer."""
     from aicf_induct.induction.proposals import propose_problem
 
     if args.service:
         try:
             answer = post_json(args.service, "/v1/proposals",
-                               {"dataset": args.dataset, "top": TOP}, _key(args), 30.0)
+                               {"dataset": args.dataset, "top": top}, _key(args), 30.0)
             if answer.get("candidates"):
                 return answer, f"service {args.service}"
             why = "an answer without candidates"
@@ -121,7 +139,7 @@ def _proposal(args: argparse.Namespace, problem: Problem,
     from aicf_induct.induction.pack import load_pack
 
     pack = load_pack(args.pack)
-    return propose_problem(problem, features, pack, TOP), f"pack {pack.path}"
+    return propose_problem(problem, features, pack, top), f"pack {pack.path}"
 
 
 def service_recorder(args: argparse.Namespace) -> tuple[Recorder, str] | None:

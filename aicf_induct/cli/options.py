@@ -15,6 +15,8 @@ from collections.abc import Callable
 from aicf_induct.errors import ConfigError
 from aicf_induct.problems.splits import MAX_SEED
 
+API_KEY_ENV = "AICF_API_KEY"  # the default of every --api-key
+
 
 def _int(text: str) -> int:
     try:

@@ -7,10 +7,12 @@ import dataclasses
 import json
 import os
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
-from aicf_induct.cli import options
+from aicf_induct.cli import from_proposal, options
+from aicf_induct.cli.options import API_KEY_ENV
 from aicf_induct.compiler.fusion import PRECISIONS
 from aicf_induct.errors import ConfigError
 from aicf_induct.frontend.families import CNNSpec, parse_spec, spec_graph
@@ -26,7 +28,6 @@ from aicf_induct.runtime.parallel import Communicator, DataParallel
 from aicf_induct.runtime.trainer import TrainConfig, Trainer, TrainResult
 
 DEFAULT_MODEL = "mlp"
-API_KEY_ENV = "AICF_API_KEY"
 
 
 def add_train_options(p: argparse.ArgumentParser) -> None:
@@ -200,12 +201,18 @@ def print_metrics(metrics: dict[str, float]) -> None:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "train", help="train a model on a dataset and log the run",
-        description="Train a model on a dataset (on an NVIDIA GPU through CuPy when there is "
-                    "one, else with NumPy), log the run (IR snapshot, per-step dynamics, "
-                    "per-epoch metrics, results) to the warehouse, and print the final "
-                    "metrics.",
-        epilog='example: aicf-induct train --dataset iris '
-               '--model "mlp:depth=2,width=64,act=gelu,norm=layernorm" --epochs 50 --seed 0',
+        description=textwrap.fill(
+            "Train a model on a dataset (on an NVIDIA GPU through CuPy when there is one, "
+            "else with NumPy), log the run (IR snapshot, per-step dynamics, per-epoch "
+            "metrics, results) to the warehouse, and print the final metrics. With "
+            "--from-proposal, train the top proposals for the dataset instead (each a logged "
+            "run) and keep the best by validation.", 79, break_on_hyphens=False),
+        epilog='examples:\n'
+               '  aicf-induct train --dataset iris '
+               '--model "mlp:depth=2,width=64,act=gelu,norm=layernorm" --epochs 50 --seed 0\n'
+               '  aicf-induct train --dataset wine --from-proposal --top 3 --epochs 500 '
+               '--patience 20   # the corpus\'s protocol',
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--dataset", required=True,
                    help="dataset name: iris, wine, breast_cancer, digits, diabetes, or any "
@@ -225,6 +232,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="write the model's IR (canonical JSON)")
     add_train_options(p)
     add_parallel_options(p)
+    from_proposal.add_options(p, shortlist=True)
     add_log_options(p)
     p.add_argument("--json", action="store_true", help="print the final metrics as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -258,6 +266,9 @@ def parallel_setup(args: argparse.Namespace, config: TrainConfig
 
 
 def run(args: argparse.Namespace) -> int:
+    from_proposal.check(args)
+    if args.from_proposal:
+        return run_shortlist(args)
     ranks, gpus, config = parallel_setup(args, train_config(args))
     problem = load_problem(args.dataset, seed=args.seed)
     graph = model_graph(problem, args.model, args.ir)
@@ -315,3 +326,67 @@ def train_other_rank(comm: Communicator, payload: tuple[argparse.Namespace, Trai
     values = load_values(args.values, graph) if args.values else None
     Trainer(problem, graph, config, values=values, tuning=tuning_store(where),
             parallel=DataParallel(comm)).fit()
+
+
+def run_shortlist(args: argparse.Namespace) -> int:
+    """`train --from-proposal`: the top proposals trained one after another, the best by
+    validation kept (`aicf_induct.induction.shortlist`)."""
+    from aicf_induct.cli.table import format_table
+    from aicf_induct.induction.mainjob import StartPoint
+    from aicf_induct.induction.shortlist import train_shortlist
+    from aicf_induct.problems import extract_features
+    from aicf_induct.runtime.metrics import score_name
+
+    if args.gpus or (args.ranks and args.ranks > 1):
+        raise ConfigError("--from-proposal trains its proposals in this process one after "
+                          "another: drop --gpus/--ranks")
+    config = train_config(args)
+    problem = load_problem(args.dataset, seed=args.seed)
+    top = args.top or from_proposal.TOP
+    features = dict(extract_features(problem))
+    proposal, source = from_proposal.ask_proposal(args, problem, features, top)
+    recorder, where = from_proposal.service_recorder(args) or open_recorder(args)
+    tuning = tuning_store(where)
+    n = min(top, len(proposal.get("candidates") or [])) or 1
+
+    def train(start: StartPoint, cfg: TrainConfig) -> TrainResult:
+        return Trainer(problem, start.graph, cfg, recorder=recorder, origin="cli",
+                       progress=not args.quiet, tuning=tuning,
+                       extra_config={"model": start.model, "proposal": start.record}).fit()
+
+    def announce(i: int, start: StartPoint) -> None:
+        if not args.json:
+            r = start.recipe
+            print(f"[{i + 1}/{n}] proposal #{start.record['rank']}: {start.model} | "
+                  f"{r['optimizer']} lr {r['lr']:g} weight decay {r['weight_decay']:g} "
+                  f"batch {r['batch_size']}", flush=True)
+
+    if not args.json:
+        print(f"{problem.name}: {problem.task}, {problem.n_rows} rows, {problem.n_features} "
+              f"features; the top {n} proposal{'s' * (n > 1)} from {source}")
+    try:
+        shortlist = train_shortlist(proposal, problem, config, train, top=top, source=source,
+                                    announce=announce)
+    finally:
+        recorder.close()
+    picked = shortlist.picked
+    if args.save_ir:
+        canonical.save(picked.start.graph, args.save_ir)
+    if args.json:
+        print(json.dumps({"dataset": proposal.get("dataset"), "source": source,
+                          **shortlist.as_dict()}, indent=1))
+        return 0
+    name = score_name(problem.task)
+    rows = [[t.rank, t.start.record["candidate"], t.score("val", problem.task),
+             t.score("test", problem.task), t.result.epochs,
+             t.start.record["expected_norm_error"], t.result.run_id,
+             "<- picked" if t is picked else ""] for t in shortlist.trained]
+    print(format_table(rows, ["#", "candidate", f"val {name}", f"test {name}", "epochs",
+                              "expected norm. error", "run", ""], digits=4))
+    print(f"picked by validation: proposal #{picked.rank}, {picked.start.model}")
+    print_metrics(picked.result.metrics)
+    if where:
+        print(f"logged to {where}")
+    if args.save_ir:
+        print(f"IR of the pick written to {args.save_ir}")
+    return 0

@@ -2,9 +2,9 @@
 triggers with the learned rewrite proposer (in-process or the service's), the rule policy as
 fallback.
 
-- `start_point(proposal, problem)`: the top candidate of a proposal dict (what `propose
-  --json` prints and `POST /v1/proposals` answers) as the graph to train and its recipe, and
-  the short record of it that every decision event names.
+- `start_point(proposal, problem, source, index)`: a candidate (the top one by default) of a
+  proposal dict (what `propose --json` prints and `POST /v1/proposals` answers) as the graph
+  to train and its recipe, and the short record of it that every decision event names.
 - `LearnedRewritePolicy(ask, fallback)`: at a trigger asks `ask(query)` for a rewrite answer
   dict (`RewriteAnswer.as_dict()`: what `POST /v1/rewrites` answers); takes the first proposed
   rewrite that applies (a deepen only up to the rules' depth ceiling), or honours a "no
@@ -18,6 +18,7 @@ fallback.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -40,6 +41,7 @@ from aicf_induct.runtime.policies import (
     RuleBasedPolicy,
     RuleConfig,
 )
+from aicf_induct.runtime.trainer import TrainConfig
 from aicf_induct.runtime.transforms import RewriteError, make_transform
 from aicf_induct.runtime.transforms.surgery import hidden_linears
 from aicf_induct.runtime.triggers import Fired
@@ -58,19 +60,29 @@ class StartPoint:
     model: str  # model spec
     record: dict[str, Any]  # what decisions name: source, rank, candidate, expected, pack
 
+    def configure(self, base: TrainConfig) -> TrainConfig:
+        """`base` with this candidate's recipe in place of its own."""
+        r = self.recipe
+        return dataclasses.replace(base, optimizer=r["optimizer"], lr=float(r["lr"]),
+                                   weight_decay=float(r["weight_decay"]),
+                                   batch_size=int(r["batch_size"]))
 
-def start_point(proposal: Mapping[str, Any], problem: Problem, source: str) -> StartPoint:
-    """The top candidate of a proposal dict, built for the problem's sizes."""
+
+def start_point(proposal: Mapping[str, Any], problem: Problem, source: str,
+                index: int = 0) -> StartPoint:
+    """A candidate of a proposal dict (the top one by default), built for the problem's
+    sizes."""
     from aicf_induct.induction.space import candidate_of
 
+    which = "top candidate" if index == 0 else f"candidate #{index + 1}"
     try:
-        top = proposal["candidates"][0]
+        top = proposal["candidates"][index]
         cand = candidate_of(str(top["structure_key"]))
     except (KeyError, IndexError, TypeError, ValueError) as err:
-        raise ConfigError(f"the proposal from {source} has no usable top candidate "
+        raise ConfigError(f"the proposal from {source} has no usable {which} "
                           f"({type(err).__name__}: {err})") from None
     pack = proposal.get("pack") or {}
-    record = {"source": source, "rank": int(top.get("rank", 1)),
+    record = {"source": source, "rank": int(top.get("rank", index + 1)),
               "candidate": str(top.get("candidate", cand.key)),
               "structure_key": cand.structure_key,
               "expected_norm_error": top.get("expected_norm_error"),

@@ -97,7 +97,7 @@ def test_bad_combinations_are_one_line_errors(capsys) -> None:
         assert main(["adapt", "--dataset", "iris", "--from-proposal", "--no-log", *extra]) == 2
         assert text in capsys.readouterr().err
     assert main(["adapt", "--dataset", "iris", "--service", "http://x", "--no-log"]) == 2
-    assert "go with --from-proposal" in capsys.readouterr().err
+    assert "--service: only with --from-proposal" in capsys.readouterr().err
 
 
 def test_from_proposal_through_the_service_logs_into_its_warehouse(corpus, capsys) -> None:
@@ -113,6 +113,22 @@ def test_from_proposal_through_the_service_logs_into_its_warehouse(corpus, capsy
         if "policy" not in d:  # history for it, from the fallback; "none" names its policy
             assert d["source"] in (f"service {url}", "rules:fallback"), d
     assert "failed" not in capsys.readouterr().err  # the service answered every rewrite
+
+
+def test_train_from_proposal_through_the_service_logs_every_trained_proposal_there(
+        corpus) -> None:
+    root, _ = corpus
+    key = cli("keys", "create", "--scope", "write", "--warehouse", str(root)).strip()
+    with serving(root, env=LIMITS) as served:
+        url = served.url
+        out = json.loads(cli("train", "--dataset", "wine", "--from-proposal", "--top", "2",
+                             "--service", url, "--api-key", key, "--epochs", "2", "--quiet",
+                             "--json"))
+    assert out["source"] == f"service {url}" and len(out["trained"]) == 2
+    ids = [t["run_id"] for t in out["trained"]]
+    got = warehouse.connect(root).execute(
+        f"SELECT run_id FROM runs WHERE run_id IN ({', '.join('?' * len(ids))})", ids).fetchall()
+    assert sorted(r for (r,) in got) == sorted(ids)
 
 
 class KillServer:

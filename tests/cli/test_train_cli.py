@@ -133,3 +133,62 @@ def test_a_warehouse_that_is_a_file_is_refused_before_training(command: list[str
     assert captured.err == f"error: warehouse {f} is not a directory\n"
     assert captured.out == ""  # nothing trained
     assert f.read_text() == "a file" and list(tmp_path.iterdir()) == [f]
+
+
+def test_from_proposal_trains_the_top_k_and_keeps_the_best_by_validation(
+        tmp_path: Path, capsys) -> None:
+    import warehouse
+
+    wh = tmp_path / "wh"
+    assert main(["propose", "--dataset", "wine", "--top", "3", "--json"]) == 0
+    proposed = json.loads(capsys.readouterr().out)["candidates"]
+    out = _train(capsys, "--dataset", "wine", "--from-proposal", "--top", "3", "--epochs", "4",
+                 "--seed", "5", "--warehouse", str(wh))
+    trained = out["trained"]
+    assert [t["rank"] for t in trained] == [1, 2, 3]
+    assert [t["structure_key"] for t in trained] == [c["structure_key"] for c in proposed]
+    best = max(trained, key=lambda t: (t["val_score"], -t["metrics"]["val_loss"], -t["rank"]))
+    assert (out["picked_rank"], out["picked_run_id"]) == (best["rank"], best["run_id"])
+    assert out["score"] == "accuracy" and all(
+        t["val_score"] == t["metrics"]["val_accuracy"] for t in trained)
+    # each proposal is one logged run with its own recipe, on the same split (seed)
+    conn = warehouse.connect(wh)
+    rows = conn.execute("SELECT run_id, seed, config FROM runs").fetchall()
+    assert sorted(r[0] for r in rows) == sorted(t["run_id"] for t in trained)
+    configs = {r[0]: json.loads(r[2]) for r in rows}
+    for t, c in zip(trained, proposed, strict=True):
+        cfg = configs[t["run_id"]]
+        assert cfg["proposal"]["rank"] == t["rank"] and cfg["model"] == c["model"]
+        recipe = cfg["train"]
+        assert (recipe["optimizer"], recipe["lr"], recipe["weight_decay"],
+                recipe["batch_size"]) == (
+            c["recipe"]["optimizer"], c["recipe"]["lr"], c["recipe"]["weight_decay"],
+            c["recipe"]["batch_size"])
+    assert {r[1] for r in rows} == {5}
+
+
+def test_from_proposal_text_output_and_the_pick_s_ir(tmp_path: Path, capsys) -> None:
+    ir = tmp_path / "pick.json"
+    assert main(["train", "--quiet", "--dataset", "iris", "--from-proposal", "--top", "2",
+                 "--epochs", "2", "--no-log", "--save-ir", str(ir)]) == 0
+    text = capsys.readouterr().out
+    assert "[1/2] proposal #1: mlp:" in text and "[2/2] proposal #2: mlp:" in text
+    assert text.count("<- picked") == 1 and "picked by validation: proposal #" in text
+    picked = text.split("picked by validation: proposal #", 1)[1].split(", ", 1)[1].split("\n")[0]
+    assert main(["ir", "show", str(ir)]) == 0
+    assert picked in capsys.readouterr().out  # the IR written is the pick's graph
+
+
+@pytest.mark.parametrize(("extra", "text"), [
+    (["--top", "2"], "--top: only with --from-proposal"),
+    (["--pack", "x.parquet"], "--pack: only with --from-proposal"),
+    (["--from-proposal", "--model", "mlp"], "drop --model"),
+    (["--from-proposal", "--ir", "m.json"], "drop --ir"),
+    (["--from-proposal", "--ranks", "2"], "drop --gpus/--ranks"),
+    (["--from-proposal", "--top", "0"], "argument --top"),
+])
+def test_from_proposal_bad_combinations_are_one_line_errors(extra: list[str], text: str,
+                                                            capsys) -> None:
+    assert main(["train", "--dataset", "iris", "--no-log", *extra]) == 2
+    err = capsys.readouterr().err
+    assert text in err and "Traceback" not in err and len(err.strip().splitlines()) <= 2
