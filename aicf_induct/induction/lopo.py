@@ -15,12 +15,20 @@ them.
 and `regret` = the best candidate's mean test score on the score seeds − the kept one's
 (accuracy or R² units). `LopoResult.calibration`: one row per (problem, candidate): the
 meta-model's interval and whether the held-out outcome fell inside.
+
+`run_lopo_partitions` averages the same over many partitions of the seeds into (choose,
+score), every half-and-half split by default (`seed_partitions`: 70 of 8 seeds), so a figure
+no longer depends on which seeds happened to be the score seeds. There the meta-model ranks
+on every seed of the training problems, as the shipped pack's does, and the rows give each
+(problem, method, k)'s mean over the partitions (`candidate`: the pick made most often); no
+calibration (the interval is one for a mean over one partition's seeds).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -90,11 +98,44 @@ def folds(meta: pd.DataFrame, groups: Sequence[str] | None = None
         yield sorted(meta.loc[held, "problem_id"].unique()), meta[~held]
 
 
+Partition = tuple[tuple[int, ...], tuple[int, ...]]  # (choose seeds, score seeds)
+
+
+def seed_partitions(meta: pd.DataFrame) -> list[Partition]:
+    """Every split of the corpus's seeds into a choose half and a score half (the first
+    `split_seeds` gives first): C(n, n/2) of them, each half once as the choose seeds."""
+    seeds = sorted(int(s) for s in meta["seed"].unique())
+    first = split_seeds(meta)
+    h = len(first[0])
+    parts = [(a, tuple(s for s in seeds if s not in a))
+             for a in itertools.combinations(seeds, h)]
+    return [first, *(p for p in parts if p != first)]
+
+
 def run_lopo(meta: pd.DataFrame, config: LopoConfig, n_jobs: int = 1,
              progress: bool = False) -> LopoResult:
     """Every fold of `meta` (see the module docstring); `n_jobs` processes share the folds
     (joblib; -1: one per core). The result does not depend on `n_jobs`. `progress`: a bar
     on stderr (per group; with several jobs, per share of the groups)."""
+    return _run(meta, config, [(config.choose_seeds, config.score_seeds)], n_jobs, progress)
+
+
+def run_lopo_partitions(meta: pd.DataFrame, config: LopoConfig,
+                        partitions: Sequence[Partition] | None = None, n_jobs: int = 1,
+                        progress: bool = False) -> LopoResult:
+    """`run_lopo` averaged over `partitions` of the seeds (default: `seed_partitions`), the
+    meta-model ranking on every seed of the training problems; `config`'s own seeds are
+    not used. See the module docstring."""
+    parts = list(partitions) if partitions is not None else seed_partitions(meta)
+    if not parts:
+        raise ConfigError("no partition of the seeds to average over")
+    for choose, score in parts:  # each checked as a config of its own
+        replace(config, choose_seeds=tuple(choose), score_seeds=tuple(score))
+    return _run(meta, replace(config, rank_seeds="all"), parts, n_jobs, progress)
+
+
+def _run(meta: pd.DataFrame, config: LopoConfig, partitions: Sequence[Partition], n_jobs: int,
+         progress: bool) -> LopoResult:
     from tqdm.auto import tqdm
 
     check_meta(meta)
@@ -103,7 +144,15 @@ def run_lopo(meta: pd.DataFrame, config: LopoConfig, n_jobs: int = 1,
     firsts = meta.drop_duplicates("candidate")
     keys = dict(zip(firsts["candidate"].astype(str), firsts["structure_key"].astype(str),
                     strict=True))
-    ctx = _Context(meta, config, cands, keys)
+
+    def matrices(choose: tuple[int, ...], score: tuple[int, ...]) -> _Matrices:
+        def m(column: str, seeds: tuple[int, ...]) -> pd.DataFrame:
+            return score_matrix(meta, column, seeds).reindex(columns=cands)
+        return _Matrices(m("val_norm_error", choose), m("test_norm_error", choose),
+                         m("test_norm_error", score), m("test_score", score))
+
+    ctx = _Context(meta, config, cands, keys,
+                   tuple(matrices(tuple(a), tuple(b)) for a, b in partitions))
     groups = sorted(meta["group"].unique())
     if n_jobs == 1:
         parts = [_folds(ctx, [g]) for g in tqdm(groups, desc="LOPO folds", unit="group",
@@ -131,16 +180,26 @@ def run_lopo(meta: pd.DataFrame, config: LopoConfig, n_jobs: int = 1,
 
 
 @dataclass(frozen=True)
+class _Matrices:
+    """One partition's problem × candidate means: validation and test normalized error on
+    the choose seeds, test normalized error and raw test score on the score seeds."""
+
+    val_a: pd.DataFrame
+    test_a: pd.DataFrame
+    test_b: pd.DataFrame
+    raw_b: pd.DataFrame
+
+
+@dataclass(frozen=True)
 class _Context:
-    """What every fold reads: the corpus and the held-out problems' per-candidate means."""
+    """What every fold reads: the corpus and, per partition of the seeds, the held-out
+    problems' per-candidate means."""
 
     meta: pd.DataFrame
     config: LopoConfig
     cands: list[str]
     keys: dict[str, str]  # candidate -> its structure key
-
-    def matrix(self, column: str, seeds: tuple[int, ...]) -> pd.DataFrame:
-        return score_matrix(self.meta, column, seeds).reindex(columns=self.cands)
+    partitions: tuple[_Matrices, ...]
 
     def applicable(self, problem: str) -> list[str]:
         """The candidates that train on `problem` (the sweep's rule), in `cands` order."""
@@ -149,32 +208,28 @@ class _Context:
 
 def _folds(ctx: _Context, groups: Sequence[str]) -> tuple[list[dict[str, object]],
                                                              list[pd.DataFrame]]:
-    """The rows of the folds holding out `groups`."""
+    """The rows of the folds holding out `groups`: with one partition of the seeds, its
+    rows and the calibration; with several, each row the mean over the partitions."""
     meta, config, cands = ctx.meta, ctx.config, ctx.cands
+    single = len(ctx.partitions) == 1
     probs = problem_table(meta)
     fcols = [str(c) for c in probs.columns if str(c).startswith("f.")]
-    val_a = ctx.matrix("val_norm_error", config.choose_seeds)
-    test_a = ctx.matrix("test_norm_error", config.choose_seeds)
-    test_b = ctx.matrix("test_norm_error", config.score_seeds)
-    raw_b = ctx.matrix("test_score", config.score_seeds)
     rows: list[dict[str, object]] = []
     cal: list[pd.DataFrame] = []
     for held, train in folds(meta, groups):
-        ranked_on = config.score_seeds if config.rank_seeds == "score" else None
-        mm = clone(config.metamodel).set_params(seeds=config.score_seeds,
-                                                rank_seeds=ranked_on).fit(train)
+        if single:  # the interval is for a mean over the score seeds
+            ranked_on = config.score_seeds if config.rank_seeds == "score" else None
+            mm = clone(config.metamodel).set_params(seeds=config.score_seeds,
+                                                    rank_seeds=ranked_on).fit(train)
+        else:
+            mm = clone(config.metamodel).set_params(seeds=None, rank_seeds=None).fit(train)
         errors = score_matrix(train, "test_norm_error").reindex(columns=cands)
         knn = Neighbors().fit(problem_table(train))
         for pid in held:
-            outcome = _Outcome(_row(val_a, pid, cands), _row(test_b, pid, cands),
-                               _row(raw_b, pid, cands))
-            if not np.isfinite(outcome.test.to_numpy(float)).any():
-                continue  # nothing scored on the score seeds
             feats = dict(zip(fcols, probs.loc[[pid], fcols].to_numpy(float)[0], strict=True))
             ok = ctx.applicable(str(probs.at[pid, "problem"]))
             pred = mm.predict_problem(feats)
             pred = pred[pred.index.isin(ok)]
-            cal.append(_calibration(pid, pred, outcome.test))
             fits = errors[ok]
             lists = {
                 "proposer": [str(c) for c in pred.index],
@@ -183,29 +238,62 @@ def _folds(ctx: _Context, groups: Sequence[str]) -> tuple[list[dict[str, object]
                 "average": baselines.average_choice(fits, max(config.ks)),
                 "default": [config.default],
                 "full_search": ok,
-                "choice_oracle": [str(_row(test_a, pid, cands)[ok].fillna(np.inf).idxmin())],
-                "oracle": [str(outcome.test[ok].fillna(np.inf).idxmin())],
             }
             rng = np.random.default_rng([config.random_state, int(np.flatnonzero(
                 probs.index == pid)[0])])
             draws = [baselines.random_choice(ok, max(config.ks), rng)
                      for _ in range(config.n_random)]
-            for k in config.ks:
-                base = {"problem_id": pid, "problem": probs.at[pid, "problem"],
-                        "group": probs.at[pid, "group"], "k": k}
-                for method, ranked in lists.items():
-                    top = ranked if method in SINGLE_PICKS else ranked[:k]
-                    pick = outcome.pick(top)
-                    rows.append({**base, "method": method, "candidate": pick,
-                                 "norm_error": outcome.error(pick),
-                                 "regret": outcome.regret(pick)})
-                picks = [outcome.pick(d[:k]) for d in draws]
-                regrets = np.array([outcome.regret(p) for p in picks])
-                rows.append({**base, "method": "random", "candidate": "",
-                             "norm_error": float(np.mean([outcome.error(p) for p in picks])),
-                             "regret": float(regrets[np.isfinite(regrets)].mean())
-                             if np.isfinite(regrets).any() else float("nan")})
+            base = {"problem_id": pid, "problem": probs.at[pid, "problem"],
+                    "group": probs.at[pid, "group"]}
+            per: list[list[dict[str, object]]] = []
+            for mats in ctx.partitions:
+                outcome = _Outcome(_row(mats.val_a, pid, cands), _row(mats.test_b, pid, cands),
+                                   _row(mats.raw_b, pid, cands))
+                if not np.isfinite(outcome.test.to_numpy(float)).any():
+                    continue  # nothing scored on the score seeds
+                if single:
+                    cal.append(_calibration(pid, pred, outcome.test))
+                oracles = {
+                    "choice_oracle": [str(_row(mats.test_a, pid, cands)[ok].fillna(np.inf)
+                                          .idxmin())],
+                    "oracle": [str(outcome.test[ok].fillna(np.inf).idxmin())],
+                }
+                per.append(_scored(base, {**lists, **oracles}, draws, outcome, config.ks))
+            rows += per[0] if single and per else _mean_rows(per)
     return rows, cal
+
+
+def _scored(base: Mapping[str, object], lists: dict[str, list[str]], draws: list[list[str]],
+            outcome: _Outcome, ks: tuple[int, ...]) -> list[dict[str, object]]:
+    """One held-out problem's rows under one partition: every method's pick at every k."""
+    rows: list[dict[str, object]] = []
+    for k in ks:
+        for method, ranked in lists.items():
+            top = ranked if method in SINGLE_PICKS else ranked[:k]
+            pick = outcome.pick(top)
+            rows.append({**base, "k": k, "method": method, "candidate": pick,
+                         "norm_error": outcome.error(pick), "regret": outcome.regret(pick)})
+        picks = [outcome.pick(d[:k]) for d in draws]
+        regrets = np.array([outcome.regret(p) for p in picks])
+        rows.append({**base, "k": k, "method": "random", "candidate": "",
+                     "norm_error": float(np.mean([outcome.error(p) for p in picks])),
+                     "regret": float(regrets[np.isfinite(regrets)].mean())
+                     if np.isfinite(regrets).any() else float("nan")})
+    return rows
+
+
+def _mean_rows(per: list[list[dict[str, object]]]) -> list[dict[str, object]]:
+    """Rows of the same (problem, method, k) under several partitions as one: the mean
+    normalized error and regret (NaN-skipping), the pick made most often."""
+    if not per:
+        return []
+    df = pd.DataFrame([r for rows in per for r in rows])
+    keys = ["problem_id", "problem", "group", "k", "method"]
+    out = df.groupby(keys, sort=False).agg(
+        norm_error=("norm_error", "mean"), regret=("regret", "mean"),
+        candidate=("candidate", lambda c: c.value_counts().index[0]))
+    return [{str(c): v for c, v in r.items()} for r in
+            out.reset_index()[[*keys, "candidate", "norm_error", "regret"]].to_dict("records")]
 
 
 def _row(df: pd.DataFrame, pid: str, cands: list[str]) -> pd.Series:

@@ -20,7 +20,15 @@ from aicf_induct.induction.evaluate import (
     seed_curve,
     summary,
 )
-from aicf_induct.induction.lopo import LopoConfig, LopoResult, folds, run_lopo, split_seeds
+from aicf_induct.induction.lopo import (
+    LopoConfig,
+    LopoResult,
+    folds,
+    run_lopo,
+    run_lopo_partitions,
+    seed_partitions,
+    split_seeds,
+)
 from aicf_induct.induction.meta_dataset import assemble
 from aicf_induct.induction.metamodel import MetaModel
 from tests.induction.synthetic_meta import frames
@@ -258,3 +266,34 @@ def test_cross_fit_averages_the_two_draws_per_problem() -> None:
     fewer = LopoResult(first.choices.iloc[1:], first.calibration, first.level)
     with pytest.raises(ConfigError, match="same problems"):
         cross_fit(first, fewer)
+
+
+def test_seed_partitions_are_every_half_and_half_split_the_usual_one_first() -> None:
+    parts = seed_partitions(twins(True, n_groups=2, seeds=4))
+    assert parts[0] == ((0, 1), (2, 3)) and len(parts) == 6 == len(set(parts))
+    for choose, score in parts:
+        assert sorted(choose + score) == [0, 1, 2, 3] and len(choose) == 2
+    assert ((2, 3), (0, 1)) in parts  # each half is the choose half once
+
+
+def test_partitions_average_what_each_partition_gives_alone() -> None:
+    rng = np.random.default_rng(3)
+    P, C, S = 8, 4, 4
+    scores = rng.uniform(0.3, 0.9, (P, C, S))
+    meta = assemble(*frames(scores, {"x": rng.random(P), "z": rng.random(P)},
+                            [{"depth": float(c + 1)} for c in range(C)], S))
+    cfg = LopoConfig(default="c00", choose_seeds=(0, 1), score_seeds=(2, 3), ks=(1, 2),
+                     metamodel=SMALL)
+    parts = seed_partitions(meta)[:3]
+    alone = [run_lopo(meta, LopoConfig(default="c00", choose_seeds=a, score_seeds=b,
+                                       ks=(1, 2), metamodel=SMALL, rank_seeds="all"))
+             for a, b in parts]
+    assert alone[0].choices.equals(run_lopo_partitions(meta, cfg, parts[:1]).choices)
+    together = run_lopo_partitions(meta, cfg, parts, n_jobs=2).choices
+    keys = ["problem_id", "method", "k"]
+    mean = pd.concat([r.choices for r in alone]).groupby(keys)["norm_error"].mean()
+    got = together.set_index(keys)["norm_error"]
+    assert got.to_numpy() == pytest.approx(mean.reindex(got.index).to_numpy())
+    assert list(together.columns) == list(alone[0].choices.columns)
+    with pytest.raises(ConfigError, match="overlap"):
+        run_lopo_partitions(meta, cfg, [((0, 1), (1, 2))])
