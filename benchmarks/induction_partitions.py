@@ -1,7 +1,7 @@
 """The induction benchmark averaged over every half-and-half split of the corpus's seeds.
 
     .venv/bin/python benchmarks/induction_partitions.py (--warehouse DIR | --pack [PACK])
-        [--jobs N] [--partitions N] [--save DIR]
+        [--jobs N] [--partitions N] [--ranking gain|rank|raw_rank|error] [--save DIR]
 
 `induction_bench.py` chooses on the first half of the seeds and scores on the second, and
 its swapped run the other way round: two draws of the seeds' noise, which gave the same
@@ -36,7 +36,7 @@ from machine import cpu_model, git_commit
 from aicf_induct.induction.baselines import resolve_default
 from aicf_induct.induction.evaluate import compare, gap_closed, gap_text, summary
 from aicf_induct.induction.lopo import LopoConfig, run_lopo_partitions, seed_partitions
-from aicf_induct.induction.metamodel import MetaModel
+from aicf_induct.induction.metamodel import RANKINGS, MetaModel
 
 
 def main() -> int:
@@ -46,6 +46,9 @@ def main() -> int:
                                                         "(-1: one per core)")
     ap.add_argument("--partitions", type=int, default=0, metavar="N",
                     help="average the first N splits of the seeds only (default: all)")
+    ap.add_argument("--ranking", choices=RANKINGS, default="gain",
+                    help="what orders the proposer's candidates (as induction_bench.py; "
+                         "default gain, the shipped pack's)")
     ap.add_argument("--save", metavar="DIR", help="write the averaged rows to DIR/choices.csv")
     args = ap.parse_args()
     t0 = time.perf_counter()
@@ -55,7 +58,7 @@ def main() -> int:
         parts = parts[:args.partitions]
     first = parts[0]
     config = LopoConfig(resolve_default(meta, None), first[0], first[1], (1, 3, 5),
-                        metamodel=MetaModel())
+                        metamodel=MetaModel(ranking=args.ranking))
     res = run_lopo_partitions(meta, config, parts, n_jobs=args.jobs, progress=True)
     if args.save:
         save_result(res, Path(args.save))
@@ -67,7 +70,8 @@ def main() -> int:
     lines = [
         f"{cpu_model()}, commit {git_commit()}, {time.perf_counter() - t0:.0f} s. Corpus: "
         f"{n['problem_id']} problems ({n['group']} groups) × {n['candidate']} candidates × "
-        f"{n['seed']} seeds; {len(parts)} splits of the seeds averaged.", "",
+        f"{n['seed']} seeds; {len(parts)} splits of the seeds averaged; proposer ordered by "
+        f"its {args.ranking} model.", "",
         "Mean normalized error per method (each problem's mean over the splits):", "",
         table(wide.reset_index()), "",
     ]
