@@ -14,7 +14,7 @@ validation, per task and size); per method and k the mean normalized error [95 %
 CI], regret and average rank; the proposer against each baseline (win rate, mean
 difference [CI], Wilcoxon p, Holm), and its top-1 against their top-3; the same line for
 the choice oracle's top-1 and what a pick gets from n of the problem's own choice seeds
-(the information ceiling of any top-1 under the seeds' noise); the share of the
+(a pick with information no zero-shot method has, for scale); the share of the
 default → full-search gap it closes; the calibration of its 80 % intervals; rules mined on
 half the problems and the share that replicate on the other half; the strongest rules on
 the whole corpus. `--complete-only` evaluates a corpus still being built on its problems
@@ -103,7 +103,7 @@ def ceiling_lines(res: LopoResult, meta: pd.DataFrame, choose: tuple[int, ...],
     if {1, 3} <= set(ks):
         lines += ["The choice oracle's pick (the best candidate by the held-out problem's own "
                   "test error on the choice seeds; no method can see it) against the same "
-                  "three: the information ceiling of any top-1 under the seeds' noise:", "",
+                  "three, for scale:", "",
                   table(compare(res, method="choice_oracle", k=1, baseline_k=3,
                                 baselines=THREE_PICKS)), ""]
     lines += ["What a single pick gets from the held-out problem's own test outcomes on n of "

@@ -24,6 +24,8 @@ from aicf_induct.induction.lopo import (
     LopoConfig,
     LopoResult,
     run_lopo,
+    run_lopo_partitions,
+    seed_partitions,
     split_seeds,
 )
 from aicf_induct.induction.meta_dataset import score_matrix
@@ -139,6 +141,8 @@ def calibration(result: LopoResult, ks: tuple[int, ...] = (1, 3, 5)) -> pd.DataF
     """Share of held-out outcomes inside the meta-model's intervals: over every candidate,
     and over the top-k proposals; with the mean interval width."""
     cal = result.calibration
+    if cal.empty:  # averaged over splits of the seeds: no interval to check
+        return pd.DataFrame(columns=["level", "candidates", "n", "coverage", "width"])
     rows = [{"candidates": "all", "n": len(cal), "coverage": float(cal["inside"].mean()),
              "width": float((cal["high"] - cal["low"]).mean())}]
     for k in ks:
@@ -206,13 +210,14 @@ class Evaluation:
 
     result: LopoResult
     default: str  # the default MLP's candidate key
-    choose_seeds: tuple[int, ...]
+    choose_seeds: tuple[int, ...]  # of the one split (with several: the first)
     score_seeds: tuple[int, ...]
     baselines: tuple[str, ...]  # those reported
     summary: pd.DataFrame
     comparisons: pd.DataFrame  # the proposer against each baseline, every k
     gaps: dict[int, float]  # k -> share of the default → full-search gap closed
     calibration: pd.DataFrame
+    splits: int = 1  # splits of the seeds averaged (`lopo.run_lopo_partitions`)
 
 
 def parse_baselines(text: str | None) -> tuple[str, ...]:
@@ -230,17 +235,24 @@ def evaluate_corpus(meta: pd.DataFrame, *, default: str | None = None,
                     baselines: tuple[str, ...] = BASELINES, ks: tuple[int, ...] = (1, 3, 5),
                     metamodel: MetaModel | None = None, n_random: int = 20, n_jobs: int = 1,
                     n_boot: int = 2000, seed: int = 0, progress: bool = False,
-                    rank_seeds: str = "score", swap_seeds: bool = False) -> Evaluation:
+                    rank_seeds: str = "score", swap_seeds: bool = False,
+                    all_splits: bool = False) -> Evaluation:
     """Leave-one-group-out evaluation of the proposer on `meta` (choice on the first half of
     the seeds, score on the rest; `swap_seeds`: choice on the second half, score on the
-    first), reported against `baselines`: the function the CLI and the benchmark call."""
+    first; `all_splits`: averaged over every split, `lopo.run_lopo_partitions`), reported
+    against `baselines`: the function the CLI and the benchmark call."""
     default_key = resolve_default(meta, default)
     choose, score = split_seeds(meta)
     if swap_seeds:  # the same evaluation on the other draw of the seeds' noise
+        if all_splits:
+            raise ConfigError("swapping the seeds' halves is one split; averaging every "
+                              "split takes both: give one of them")
         choose, score = score, choose
     config = LopoConfig(default_key, choose, score, ks, n_random,
                         metamodel if metamodel is not None else MetaModel(), seed, rank_seeds)
-    res = run_lopo(meta, config, n_jobs=n_jobs, progress=progress)
+    parts = seed_partitions(meta) if all_splits else [(choose, score)]
+    res = run_lopo_partitions(meta, config, parts, n_jobs=n_jobs, progress=progress) \
+        if all_splits else run_lopo(meta, config, n_jobs=n_jobs, progress=progress)
     shown = {"proposer", *baselines}
     s = summary(res, n_boot=n_boot, seed=seed)
     against = tuple(b for b in baselines if b not in REFERENCES)  # scales, not baselines
@@ -249,4 +261,4 @@ def evaluate_corpus(meta: pd.DataFrame, *, default: str | None = None,
         pd.DataFrame(columns=list(COMPARISON_COLUMNS))
     return Evaluation(res, default_key, choose, score, baselines,
                       s[s["method"].isin(shown)].reset_index(drop=True), comps,
-                      {k: gap_closed(res, k=k) for k in ks}, calibration(res, ks))
+                      {k: gap_closed(res, k=k) for k in ks}, calibration(res, ks), len(parts))

@@ -126,6 +126,35 @@ def test_induce_evaluate_runs_the_lopo_table(corpus: Path,
     assert set(got["gap_closed"]) == {"1", "2"}
 
 
+def test_induce_evaluate_all_splits_averages_every_split_of_the_seeds(
+        corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from aicf_induct.induction.space_io import parse_space
+
+    default = parse_space(TINY_SPACE).candidates()[0].key
+    argv = ["induce", "evaluate", "--warehouse", str(corpus), "--default", default, "--ks",
+            "1", "--baselines", "default,full_search", "--quiet", "--all-splits"]
+    rc, out, err = _run([*argv, "--json"], capsys)
+    assert rc == 0, err
+    got = json.loads(out)
+    # 2 seeds: choose 0 / score 1, and choose 1 / score 0
+    assert got["splits"] == 2 and got["calibration"] == []
+    # each figure is the mean of the two splits' (the usual and the swapped), the proposer
+    # ranking on every seed in both
+    from aicf_induct.induction.corpus import corpus_meta
+    from aicf_induct.induction.evaluate import evaluate_corpus
+
+    meta, _ = corpus_meta(corpus, None)
+    runs = [evaluate_corpus(meta, default=default, ks=(1,), swap_seeds=swap,
+                            rank_seeds="all").result.choices
+            for swap in (False, True)]
+    both = pd.concat(runs).groupby("method")["norm_error"].mean()
+    for r in got["summary"]:
+        assert r["norm_error"] == pytest.approx(both[r["method"]]), r["method"]
+    rc, out, err = _run(argv, capsys)
+    assert rc == 0, err
+    assert "every (2) split of the seeds" in out and "No calibration" in out
+
+
 def test_corpus_list_and_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = _run(["corpus", "list", "--problems", "iris,breast_cancer", "--quiet"],
                         capsys)
