@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -288,12 +289,12 @@ def propose(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out, indent=1))
     else:
-        print_proposal(out)
+        print_proposal(out, args.dataset)
     print(f"answered in {took:.2f} s", file=sys.stderr)
     return 0
 
 
-def print_proposal(out: dict[str, Any]) -> None:
+def print_proposal(out: dict[str, Any], dataset: str) -> None:
     d, pk = out["dataset"], out["pack"]
     print(f"{d['name']}: {d['task']}, {d['rows']} rows, {d['features']} features "
           f"(problem {d['problem_id']})")
@@ -322,7 +323,9 @@ def print_proposal(out: dict[str, Any]) -> None:
     print_table([[n["problem"], n["distance"], short_spec(n["winner_structure"].split("|")[0]),
                   _recipe(_recipe_of(n["winner_structure"]))]
                  for n in out["neighbors"]], ["problem", "distance", "winner there", "its recipe"])
-    print("\n(--json adds each candidate's canonical IR)")
+    print("\n(--json adds each candidate's canonical IR; `aicf-induct train --dataset "
+          f"{shlex.quote(dataset)} --from-proposal` trains the top 3 and keeps the best by "
+          "validation)")
 
 
 def short_spec(spec: str) -> str:
