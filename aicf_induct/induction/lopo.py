@@ -125,13 +125,14 @@ def run_lopo_partitions(meta: pd.DataFrame, config: LopoConfig,
                         progress: bool = False) -> LopoResult:
     """`run_lopo` averaged over `partitions` of the seeds (default: `seed_partitions`), the
     meta-model ranking on every seed of the training problems; `config`'s own seeds are
-    not used. See the module docstring."""
-    parts = list(partitions) if partitions is not None else seed_partitions(meta)
+    replaced by the partitions'. See the module docstring."""
+    parts = [(tuple(a), tuple(b)) for a, b in
+             (partitions if partitions is not None else seed_partitions(meta))]
     if not parts:
         raise ConfigError("no partition of the seeds to average over")
-    for choose, score in parts:  # each checked as a config of its own
-        replace(config, choose_seeds=tuple(choose), score_seeds=tuple(score))
-    return _run(meta, replace(config, rank_seeds="all"), parts, n_jobs, progress)
+    configs = [replace(config, choose_seeds=a, score_seeds=b, rank_seeds="all")
+               for a, b in parts]  # each partition checked as a config of its own
+    return _run(meta, configs[0], parts, n_jobs, progress)
 
 
 def _run(meta: pd.DataFrame, config: LopoConfig, partitions: Sequence[Partition], n_jobs: int,

@@ -289,6 +289,9 @@ def test_partitions_average_what_each_partition_gives_alone() -> None:
                                        ks=(1, 2), metamodel=SMALL, rank_seeds="all"))
              for a, b in parts]
     assert alone[0].choices.equals(run_lopo_partitions(meta, cfg, parts[:1]).choices)
+    one = run_lopo_partitions(meta, cfg, parts[1:2])  # not the config's own seeds
+    assert alone[1].choices.equals(one.choices)
+    assert alone[1].calibration.equals(one.calibration)
     together = run_lopo_partitions(meta, cfg, parts, n_jobs=2).choices
     keys = ["problem_id", "method", "k"]
     mean = pd.concat([r.choices for r in alone]).groupby(keys)["norm_error"].mean()
