@@ -40,6 +40,7 @@ from corpus_source import add_source_args, load_corpus
 from machine import cpu_model, git_commit, write_section
 
 from aicf_induct.induction.evaluate import (
+    WARM_STARTS,
     calibration,
     compare,
     evaluate_corpus,
@@ -57,7 +58,7 @@ from aicf_induct.induction.pack import CONFORMAL_FOLDS
 from aicf_induct.induction.replication import rule_replication
 
 HEADING = "## Induction: leave-one-problem-out evaluation"
-THREE_PICKS = ("knn", "portfolio", "average")  # the warm starts the top-1 must beat at k = 3
+THREE_PICKS = WARM_STARTS  # the warm starts the top-1 must beat at k = 3
 
 
 def table(df: pd.DataFrame, digits: int = 3) -> str:

@@ -370,7 +370,8 @@ def _evaluate_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                     "half of the seeds (validation) and are scored on the other half (test "
                     "normalized error). Prints per method and k the mean normalized error "
                     "[95 % CI], regret and average rank, the proposer against each baseline "
-                    "(win rate, mean difference, Wilcoxon p, Holm), the share of the default "
+                    "(win rate, mean difference, Wilcoxon p, Holm) and its top-1 against the "
+                    "top-3 of kNN, portfolio and best-on-average, the share of the default "
                     "-> full-search gap closed and the calibration of the intervals.",
         epilog="example: aicf-induct induce evaluate --warehouse corpus_wh --jobs 8")
     e.add_argument("--warehouse", default=None, metavar="DIR", help=WH_HELP)
@@ -417,6 +418,7 @@ def evaluate(args: argparse.Namespace) -> int:
                           "choose_seeds": ev.choose_seeds, "score_seeds": ev.score_seeds,
                           "summary": ev.summary.to_dict("records"),
                           "comparisons": ev.comparisons.to_dict("records"),
+                          "top1_vs_three": ev.top1_vs_three.to_dict("records"),
                           # null: no gap (the full search no better than the default)
                           "gap_closed": {str(k): v if v == v else None
                                          for k, v in ev.gaps.items()},
@@ -435,10 +437,11 @@ def evaluate(args: argparse.Namespace) -> int:
                 ["method", "k", "problems", "norm_error", "95% CI", "regret", "avg_rank"])
     if len(ev.comparisons):
         print("\nProposer against each baseline (mean_diff < 0: proposer better):")
-        print_table([[r.baseline, r.k, r.win_rate, r.mean_diff,
-                      f"[{r.ci_low:.3f}, {r.ci_high:.3f}]", r.p_value, r.p_holm]
-                     for r in ev.comparisons.itertuples()],
-                    ["baseline", "k", "win_rate", "mean_diff", "95% CI", "p", "p_holm"])
+        _print_comparisons(ev.comparisons)
+    if len(ev.top1_vs_three):
+        print("\nThe proposer's top-1 against the warm starts' top-3 (one untrained pick "
+              "against three trained ones, picked by validation):")
+        _print_comparisons(ev.top1_vs_three)
     print("\nShare of the default -> full-search gap closed: " + ", ".join(
         f"k = {k}: {gap_text(v)}" for k, v in ev.gaps.items()))
     if ev.calibration.empty:
@@ -449,3 +452,10 @@ def evaluate(args: argparse.Namespace) -> int:
                  for r in ev.calibration.itertuples()],
                 ["candidates", "n", "coverage", "mean width"])
     return 0
+
+
+def _print_comparisons(df: pd.DataFrame) -> None:
+    print_table([[r.baseline, r.baseline_k, r.win_rate, r.mean_diff,
+                  f"[{r.ci_low:.3f}, {r.ci_high:.3f}]", r.p_value, r.p_holm]
+                 for r in df.itertuples()],
+                ["baseline", "its k", "win_rate", "mean_diff", "95% CI", "p", "p_holm"])

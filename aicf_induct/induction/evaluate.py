@@ -8,7 +8,7 @@ Problems are the unit everywhere: bootstraps resample problems; Wilcoxon pairs t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 
 import numpy as np
@@ -202,6 +202,7 @@ def cross_fit(first: LopoResult, second: LopoResult) -> LopoResult:
 
 
 BASELINES = tuple(m for m in METHODS if m != "proposer")
+WARM_STARTS = ("knn", "portfolio", "average")  # the 3-pick baselines a top-1 is held against
 
 
 @dataclass
@@ -218,6 +219,10 @@ class Evaluation:
     gaps: dict[int, float]  # k -> share of the default → full-search gap closed
     calibration: pd.DataFrame
     splits: int = 1  # splits of the seeds averaged (`lopo.run_lopo_partitions`)
+    # the proposer's top-1 against the warm starts' top-3 (Holm over them): one untrained
+    # pick against three trained ones; empty unless k = 1 and 3 are both evaluated
+    top1_vs_three: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=list(COMPARISON_COLUMNS)))
 
 
 def parse_baselines(text: str | None) -> tuple[str, ...]:
@@ -259,6 +264,10 @@ def evaluate_corpus(meta: pd.DataFrame, *, default: str | None = None,
     comps = pd.concat([compare(res, k=k, baselines=against, n_boot=n_boot, seed=seed)
                        for k in ks], ignore_index=True) if against else \
         pd.DataFrame(columns=list(COMPARISON_COLUMNS))
+    warm = tuple(b for b in WARM_STARTS if b in baselines)
+    goal = compare(res, k=1, baseline_k=3, baselines=warm, n_boot=n_boot, seed=seed) \
+        if {1, 3} <= set(ks) and warm else pd.DataFrame(columns=list(COMPARISON_COLUMNS))
     return Evaluation(res, default_key, choose, score, baselines,
                       s[s["method"].isin(shown)].reset_index(drop=True), comps,
-                      {k: gap_closed(res, k=k) for k in ks}, calibration(res, ks), len(parts))
+                      {k: gap_closed(res, k=k) for k in ks}, calibration(res, ks), len(parts),
+                      goal)

@@ -116,14 +116,18 @@ def test_induce_evaluate_runs_the_lopo_table(corpus: Path,
 
     default = parse_space(TINY_SPACE).candidates()[0].key
     rc, out, err = _run(["induce", "evaluate", "--warehouse", str(corpus), "--default", default,
-                         "--ks", "1,2", "--baselines", "default,knn,portfolio,oracle",
+                         "--ks", "1,3", "--baselines", "default,knn,portfolio,oracle",
                          "--json", "--quiet"], capsys)
     assert rc == 0, err
     got = json.loads(out)
     assert {r["method"] for r in got["summary"]} == {"proposer", "default", "knn",
                                                      "portfolio", "oracle"}
     assert {r["baseline"] for r in got["comparisons"]} == {"default", "knn", "portfolio"}
-    assert set(got["gap_closed"]) == {"1", "2"}
+    assert set(got["gap_closed"]) == {"1", "3"}
+    # the goal line: one untrained pick against three trained ones of each warm start named
+    goal = got["top1_vs_three"]
+    assert {(r["baseline"], r["k"], r["baseline_k"]) for r in goal} == {
+        ("knn", 1, 3), ("portfolio", 1, 3)}
 
 
 def test_induce_evaluate_all_splits_averages_every_split_of_the_seeds(
