@@ -15,11 +15,20 @@ over the three. The variants change only how the gain model's candidate order is
   gain_in_port5    the gain model's order restricted to the portfolio-5 (and the anchor)
 Nothing is tuned on the held-out group. About 35 s of one core per group.
 
+`--expectation DIR` asks the same of the expectation over every split of the seeds: every
+variant learns from every seed of the training problems, and a top-1's figure is its
+candidate's test normalized error over all the held-out problem's seeds (a single pick
+needs no choice seeds, and each seed is a score seed in half of the splits, so this is its
+mean over the splits); the baselines' figures are read from DIR/choices.csv, written by
+`induction_partitions.py --save DIR`.
+
 usage: python benchmarks/induction_variants.py [--jobs N] [--groups N] [--out CSV]
+                                               [--expectation DIR]
 """
 import argparse
 import time
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -45,6 +54,7 @@ FCOLS = [c for c in PROBS.columns if str(c).startswith("f.")]
 CANDS = sorted(str(c) for c in META["candidate"].unique())
 VAL_A = score_matrix(META, "val_norm_error", CHOOSE).reindex(columns=CANDS)
 TEST_B = score_matrix(META, "test_norm_error", SCORE).reindex(columns=CANDS)
+TEST_ALL = score_matrix(META, "test_norm_error").reindex(columns=CANDS)
 THRESHOLDS = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2)
 
 
@@ -82,8 +92,9 @@ def top1(mm, gains: np.ndarray, anchor: str, threshold: float = 0.0,
     return anchor if g.iloc[0] > -threshold else str(g.index[0])
 
 
-def inner_threshold(train: pd.DataFrame, k: int = 5) -> float:
-    """The departure threshold with the lowest inner-CV top-1 error on `train`'s groups."""
+def inner_threshold(train: pd.DataFrame, seeds, k: int = 5) -> float:
+    """The departure threshold with the lowest inner-CV top-1 error on `train`'s groups
+    (models and errors on `seeds` of the training problems; None: all)."""
     groups = np.array(sorted(train["group"].unique()))
     rng = np.random.default_rng(1)
     perm = rng.permutation(len(groups))
@@ -91,12 +102,12 @@ def inner_threshold(train: pd.DataFrame, k: int = 5) -> float:
     for i in range(k):
         out_g = set(groups[perm[i::k]])
         inner = train[~train["group"].isin(out_g)]
-        mm, _, X, gain, anchor = setup(inner, SCORE)
+        mm, _, X, gain, anchor = setup(inner, seeds)
         ok = np.isfinite(gain)
         model = hgb().fit(X[ok], gain[ok])
         held = train[train["group"].isin(out_g)]
         hp = problem_table(held)
-        errs = score_matrix(held, "test_norm_error", SCORE).reindex(columns=CANDS)
+        errs = score_matrix(held, "test_norm_error", seeds).reindex(columns=CANDS)
         for pid in hp.index:
             f = mm.feature_vector({c: float(hp.at[pid, c]) for c in FCOLS})
             g = model.predict(mm.design(f[None, :]))
@@ -107,14 +118,15 @@ def inner_threshold(train: pd.DataFrame, k: int = 5) -> float:
     return min(THRESHOLDS, key=lambda t: (means[t], t))
 
 
-def fold(groups):
+def fold(groups, expectation: bool = False):
     threadpool_limits(1)
     from sklearn.ensemble import ExtraTreesRegressor
+    seeds = None if expectation else SCORE  # the training problems' seeds the models learn
     rows = []
     for grp in groups:
         held = META["group"] == grp
         train = META[~held]
-        mm, tprobs, X, gain, anchor = setup(train, SCORE)
+        mm, tprobs, X, gain, anchor = setup(train, seeds)
         ok = np.isfinite(gain)
         _, _, _, gain_all, anchor_all = setup(train, None)
         ok_all = np.isfinite(gain_all)
@@ -139,7 +151,7 @@ def fold(groups):
             w = np.repeat(counts.reindex(tg).fillna(0).to_numpy(float), C)
             sel = ok & (w > 0)
             bags.append(hgb(random_state=b).fit(X[sel], gain[sel], sample_weight=w[sel]))
-        t_inner = inner_threshold(train)
+        t_inner = inner_threshold(train, seeds)
         errors = score_matrix(train, "test_norm_error").reindex(columns=CANDS)
         knn = Neighbors().fit(problem_table(train))
         port5 = baselines.portfolio_choice(errors, 5)
@@ -149,7 +161,7 @@ def fold(groups):
             f = mm.feature_vector(feats)
             Xq = mm.design(f[None, :])
             val = VAL_A.loc[pid] if pid in VAL_A.index else pd.Series(np.nan, index=CANDS)
-            test = TEST_B.loc[pid]
+            test = (TEST_ALL if expectation else TEST_B).loc[pid]
 
             def err(c, test=test):
                 v = float(test.get(c, np.nan))
@@ -174,6 +186,9 @@ def fold(groups):
             row["gain_threshold"] = err(top1(mm, preds["gain"], anchor, t_inner))
             row["bagged_threshold"] = err(top1(mm, preds["bagged"], anchor, t_inner))
             row["gain_in_port5"] = err(top1(mm, preds["gain"], anchor, allowed=port5))
+            if expectation:  # the baselines pick by validation: their figures come averaged
+                rows.append(row)  # over the splits, from induction_partitions.py
+                continue
             row["knn3"] = err(pick(baselines.knn_choice(errors, knn, knn.query_vector(feats), 3)))
             row["portfolio3"] = err(pick(baselines.portfolio_choice(errors, 3)))
             row["average3"] = err(pick(baselines.average_choice(errors, 3)))
@@ -188,19 +203,37 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2, help="processes (default 2)")
     ap.add_argument("--groups", type=int, default=0, help="first N groups only (0: all)")
     ap.add_argument("--out", default=None, help="write the per-problem rows to this CSV")
+    ap.add_argument("--expectation", metavar="DIR", default=None,
+                    help="the expectation over every split of the seeds, the baselines from "
+                         "DIR/choices.csv (induction_partitions.py --save DIR)")
     a = ap.parse_args()
     t0 = time.time()
     groups = sorted(META["group"].unique())
     if a.groups:
         groups = groups[:a.groups]
     parts = [groups[i::a.jobs * 3] for i in range(a.jobs * 3)]
+    expect = a.expectation is not None
     with ProcessPoolExecutor(a.jobs) as ex:
-        rows = [r for part in ex.map(fold, parts) for r in part]
+        rows = [r for part in ex.map(fold, parts, [expect] * len(parts)) for r in part]
     df = pd.DataFrame(rows).sort_values("problem_id")
+    if expect:
+        df = df.merge(partition_baselines(Path(a.expectation)), on="problem_id",
+                      validate="one_to_one")
     if a.out:
         df.to_csv(a.out, index=False)
     summarize(df)
     print(f"{len(df)} problems, {len(groups)} groups, {time.time() - t0:.0f} s")
+
+
+def partition_baselines(folder: Path) -> pd.DataFrame:
+    """Per problem: kNN-3, portfolio-3, best-on-average-3, the default and the full search
+    averaged over every split of the seeds (`induction_partitions.py --save`'s rows)."""
+    ch = pd.read_csv(folder / "choices.csv")
+    want = {"knn3": ("knn", 3), "portfolio3": ("portfolio", 3), "average3": ("average", 3),
+            "default": ("default", 1), "full_search": ("full_search", 1)}
+    cols = {name: ch[(ch["method"] == m) & (ch["k"] == k)].set_index("problem_id")
+            ["norm_error"] for name, (m, k) in want.items()}
+    return pd.DataFrame(cols).rename_axis("problem_id").reset_index()
 
 
 def summarize(df: pd.DataFrame) -> None:
