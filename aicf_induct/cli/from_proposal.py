@@ -34,7 +34,7 @@ from aicf_induct.records import Recorder
 from aicf_induct.runtime.policies import Policy
 from aicf_induct.runtime.trainer import TrainConfig
 
-TOP = 3  # candidates asked for (the run starts from the first)
+TOP = 3  # candidates asked for (adapt starts from the first; train trains them all)
 
 
 def add_options(p: argparse.ArgumentParser, *, shortlist: bool = False) -> None:
