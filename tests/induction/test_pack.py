@@ -43,6 +43,33 @@ def _build(root: Path, out: Path, exclude: tuple[str, ...] = ()) -> Path:
     return write_pack(build_pack(meta, _miner().fit(meta), exclude), out, ["test"])
 
 
+def test_a_loaded_pack_s_digest_is_remembered_per_file(corpus: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AICF_CACHE_DIR", str(tmp_path / "cache"))
+    memo = tmp_path / "cache" / pack_mod.DIGESTS_FILE
+    hashed: list[str] = []
+    real = pack_mod.Pack._hash
+
+    def counted(self: pack_mod.Pack) -> str:
+        if self.path is not None:  # write_pack hashes the pack it is given, in memory
+            hashed.append(str(self.path))
+        return real(self)
+
+    monkeypatch.setattr(pack_mod.Pack, "_hash", counted)
+    path = _build(corpus, tmp_path / "p.parquet")
+    first = load_pack(path).digest()
+    assert len(hashed) == 1 and memo.exists()
+    assert load_pack(path).digest() == first and len(hashed) == 1  # read, not hashed
+    # the file rewritten with other content: another key, and the old entry is dropped
+    _build(corpus, path, exclude=(TINY_PROBLEMS[0],))
+    other = load_pack(path).digest()
+    assert other != first and len(hashed) == 2
+    assert list(json.loads(memo.read_text()).values()) == [other]
+    memo.write_text("not json")  # a spoilt memo is hashed past and rewritten
+    assert load_pack(path).digest() == other and len(hashed) == 3
+    assert list(json.loads(memo.read_text()).values()) == [other]
+
+
 def test_pack_round_trip_with_provenance(corpus: Path, tmp_path: Path) -> None:
     meta, _ = corpus_meta(corpus)
     miner = _miner().fit(meta)
