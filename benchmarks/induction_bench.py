@@ -88,6 +88,24 @@ def headroom(meta: pd.DataFrame, res: LopoResult) -> pd.DataFrame:
                                "median": "median gain"})
 
 
+def section(name: str, res: LopoResult, ks: tuple[int, ...] = (1, 3)) -> list[str]:
+    """Markdown lines for one LOPO result: the mean normalized error per method at `ks`, the
+    proposer's and the choice oracle's top-1 against the three warm starts' top-3 (Holm over
+    the three), and the share of the default → full-search gap the top-1 closes."""
+    s = summary(res)
+    wide = s[s["k"].isin(ks)].pivot_table(index="method", columns="k",
+                                          values="norm_error", sort=False)
+    wide.columns = [f"k = {k}" for k in wide.columns]
+    lines = [f"### {name}", "", table(wide.reset_index()), ""]
+    for method in ("proposer", "choice_oracle"):
+        lines += [f"{method} top-1 against the baselines' top-3:", "",
+                  table(compare(res, method=method, k=1, baseline_k=3,
+                                baselines=THREE_PICKS)), ""]
+    lines += [f"Gap default → full search closed by the top-1: "
+              f"{gap_text(gap_closed(res, k=1))}.", ""]
+    return lines
+
+
 def save_result(res: LopoResult, out: Path) -> None:
     """The LOPO's rows as CSV files (`induction_crossfit.py` reads them back)."""
     out.mkdir(parents=True, exist_ok=True)

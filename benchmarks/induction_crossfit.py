@@ -21,30 +21,15 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from induction_bench import THREE_PICKS, table
+from induction_bench import section
 
-from aicf_induct.induction.evaluate import compare, cross_fit, gap_closed, gap_text, summary
+from aicf_induct.induction.evaluate import cross_fit
 from aicf_induct.induction.lopo import LopoResult
 
 
 def load(folder: Path) -> LopoResult:
     return LopoResult(pd.read_csv(folder / "choices.csv"),
                       pd.read_csv(folder / "calibration.csv"), 0.8)
-
-
-def section(name: str, res: LopoResult) -> list[str]:
-    s = summary(res)
-    wide = s[s["k"].isin([1, 3])].pivot_table(index="method", columns="k",
-                                               values="norm_error", sort=False)
-    wide.columns = [f"k = {k}" for k in wide.columns]
-    lines = [f"### {name}", "", table(wide.reset_index()), ""]
-    for method in ("proposer", "choice_oracle"):
-        lines += [f"{method} top-1 against the baselines' top-3:", "",
-                  table(compare(res, method=method, k=1, baseline_k=3,
-                                baselines=THREE_PICKS)), ""]
-    lines += [f"Gap default → full search closed by the top-1: "
-              f"{gap_text(gap_closed(res, k=1))}.", ""]
-    return lines
 
 
 def main() -> int:

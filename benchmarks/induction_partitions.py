@@ -30,11 +30,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from corpus_source import add_source_args, load_corpus
-from induction_bench import THREE_PICKS, save_result, table
+from induction_bench import save_result, section, table
 from machine import cpu_model, git_commit
 
 from aicf_induct.induction.baselines import resolve_default
-from aicf_induct.induction.evaluate import compare, gap_closed, gap_text, summary
+from aicf_induct.induction.evaluate import compare
 from aicf_induct.induction.lopo import LopoConfig, run_lopo_partitions, seed_partitions
 from aicf_induct.induction.metamodel import RANKINGS, MetaModel
 
@@ -63,26 +63,17 @@ def main() -> int:
     if args.save:
         save_result(res, Path(args.save))
     n = {c: meta[c].nunique() for c in ("problem_id", "group", "candidate", "seed")}
-    s = summary(res)
-    wide = s.pivot_table(index="method", columns="k", values="norm_error", sort=False)
-    wide.columns = [f"k = {k}" for k in wide.columns]
-    top3 = compare(res, k=3, baselines=("full_search",))
     lines = [
         f"{cpu_model()}, commit {git_commit()}, {time.perf_counter() - t0:.0f} s. Corpus: "
         f"{n['problem_id']} problems ({n['group']} groups) × {n['candidate']} candidates × "
         f"{n['seed']} seeds; {len(parts)} splits of the seeds averaged; proposer ordered by "
         f"its {args.ranking} model.", "",
-        "Mean normalized error per method (each problem's mean over the splits):", "",
-        table(wide.reset_index()), "",
+        *section("Mean normalized error per method (each problem's mean over the splits)",
+                 res, ks=(1, 3, 5)),
+        "Top-1 against the default; top-3 against the full search by validation:", "",
+        table(compare(res, k=1, baselines=("default",))), "",
+        table(compare(res, k=3, baselines=("full_search",))), "",
     ]
-    for method in ("proposer", "choice_oracle"):
-        lines += [f"{method} top-1 against the baselines' top-3 (Holm over the three):", "",
-                  table(compare(res, method=method, k=1, baseline_k=3,
-                                baselines=THREE_PICKS)), ""]
-    lines += ["Top-1 against the default; top-3 against the full search by validation:", "",
-              table(compare(res, k=1, baselines=("default",))), "", table(top3), "",
-              f"Gap default → full search closed by the top-1: "
-              f"{gap_text(gap_closed(res, k=1))}.", ""]
     print("\n".join(lines))
     return 0
 
