@@ -218,12 +218,11 @@ def _folds(ctx: _Context, groups: Sequence[str]) -> tuple[list[dict[str, object]
     rows: list[dict[str, object]] = []
     cal: list[pd.DataFrame] = []
     for held, train in folds(meta, groups):
-        if single:  # the interval is for a mean over the score seeds
-            ranked_on = config.score_seeds if config.rank_seeds == "score" else None
-            mm = clone(config.metamodel).set_params(seeds=config.score_seeds,
-                                                    rank_seeds=ranked_on).fit(train)
-        else:
-            mm = clone(config.metamodel).set_params(seeds=None, rank_seeds=None).fit(train)
+        # the interval is for a mean over one split's score seeds; averaged over splits
+        # (rank_seeds "all") it is not checked, and the model learns every seed
+        ranked_on = config.score_seeds if config.rank_seeds == "score" else None
+        mm = clone(config.metamodel).set_params(seeds=config.score_seeds if single else None,
+                                                rank_seeds=ranked_on).fit(train)
         errors = score_matrix(train, "test_norm_error").reindex(columns=cands)
         knn = Neighbors().fit(problem_table(train))
         for pid in held:
