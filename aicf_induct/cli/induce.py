@@ -4,7 +4,8 @@
                      (with the rewrite history of its adaptive runs)
     mine             print the correlations and rules (of a warehouse, or of a pack)
     propose          ranked structures for a dataset, from a knowledge pack
-    induce evaluate  leave-one-problem-out evaluation against the AutoML baselines
+    induce evaluate  leave-one-problem-out evaluation against the AutoML baselines (or a
+                     pack scored on held-out problems it never saw: --holdout)
 """
 
 from __future__ import annotations
@@ -15,13 +16,16 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from aicf_induct.cli import options
 from aicf_induct.cli.table import print_table
 from aicf_induct.errors import ConfigError
+
+if TYPE_CHECKING:
+    from aicf_induct.induction.evaluate import Evaluation
 
 WH_HELP = "warehouse holding the corpus (default: $AICF_WAREHOUSE, else ./aicf_warehouse)"
 
@@ -373,8 +377,18 @@ def _evaluate_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                     "(win rate, mean difference, Wilcoxon p, Holm) and its top-1 against the "
                     "top-3 of kNN, portfolio and best-on-average, the share of the default "
                     "-> full-search gap closed and the calibration of the intervals.",
-        epilog="example: aicf-induct induce evaluate --warehouse corpus_wh --jobs 8")
+        epilog="examples: aicf-induct induce evaluate --warehouse corpus_wh --jobs 8;  "
+               "aicf-induct corpus build --problems holdout --seeds 6 --warehouse holdout_wh "
+               "&& aicf-induct induce evaluate --holdout holdout_wh")
     e.add_argument("--warehouse", default=None, metavar="DIR", help=WH_HELP)
+    e.add_argument("--holdout", default=None, metavar="DIR",
+                   help="instead of leave-one-out: score a knowledge pack (--pack) on the "
+                        "problems of this warehouse, which it must not hold (e.g. `corpus "
+                        "build --problems holdout`); every method learns from the pack's "
+                        "corpus, every split of the seeds is averaged, and the pack's own "
+                        "intervals are checked against each problem's mean over its seeds")
+    e.add_argument("--pack", default=None, metavar="PACK",
+                   help="with --holdout: the knowledge pack (default: the shipped one)")
     e.add_argument("--protocol", default=None, help="sweep protocol, when there are several")
     e.add_argument("--baselines", default=",".join(BASELINES), metavar="LIST",
                    help=f"comma list of {', '.join(BASELINES)} (default: all; the "
@@ -409,10 +423,21 @@ def evaluate(args: argparse.Namespace) -> int:
         raise ConfigError(f"--ks must list integers >= 1, got '{args.ks}'")
     if args.jobs == 0 or args.jobs < -1:
         raise ConfigError(f"--jobs must be >= 1 or -1, got {args.jobs}")
-    meta, _ = corpus_meta(_root(args.warehouse), args.protocol)
-    ev = evaluate_corpus(meta, default=args.default, baselines=baselines, ks=ks,
-                         n_jobs=args.jobs, progress=not args.quiet,
-                         all_splits=args.all_splits)
+    if args.holdout is not None:
+        ev, header = _evaluate_holdout(args, baselines, ks)
+    else:
+        if args.pack is not None:
+            raise ConfigError("--pack is for --holdout (leave-one-out reads a warehouse's "
+                              "corpus: --warehouse)")
+        meta, _ = corpus_meta(_root(args.warehouse), args.protocol)
+        ev = evaluate_corpus(meta, default=args.default, baselines=baselines, ks=ks,
+                             n_jobs=args.jobs, progress=not args.quiet,
+                             all_splits=args.all_splits)
+        seeds = f"every ({ev.splits}) split of the seeds into a choice and a score half " \
+            f"averaged" if ev.splits > 1 else f"choice on seeds {list(ev.choose_seeds)}, " \
+            f"score on seeds {list(ev.score_seeds)}"
+        header = f"{meta['problem_id'].nunique()} problems in {meta['group'].nunique()} " \
+            f"groups × {meta['candidate'].nunique()} candidates; {seeds}"
     if args.json:
         print(json.dumps({"default": ev.default, "splits": ev.splits,
                           "choose_seeds": ev.choose_seeds, "score_seeds": ev.score_seeds,
@@ -422,14 +447,11 @@ def evaluate(args: argparse.Namespace) -> int:
                           # null: no gap (the full search no better than the default)
                           "gap_closed": {str(k): v if v == v else None
                                          for k, v in ev.gaps.items()},
-                          "calibration": ev.calibration.to_dict("records")}, default=float))
+                          "calibration": ev.calibration.to_dict("records"),
+                          "near_duplicates": ev.near_duplicates.to_dict("records")},
+                         default=float))
         return 0
-    n = meta["problem_id"].nunique()
-    seeds = f"every ({ev.splits}) split of the seeds into a choice and a score half " \
-        f"averaged" if ev.splits > 1 else f"choice on seeds {list(ev.choose_seeds)}, " \
-        f"score on seeds {list(ev.score_seeds)}"
-    print(f"{n} problems in {meta['group'].nunique()} groups × {meta['candidate'].nunique()} "
-          f"candidates; {seeds}")
+    print(header)
     print("\nPer method and k (normalized error: lower is better):")
     print_table([[r.method, r.k, r.problems, r.norm_error,
                   f"[{r.ci_low:.3f}, {r.ci_high:.3f}]", r.regret, r.avg_rank]
@@ -447,11 +469,52 @@ def evaluate(args: argparse.Namespace) -> int:
     if ev.calibration.empty:
         print("\nNo calibration: an interval is for the mean over one split's score seeds")
         return 0
+    if args.holdout is not None:
+        print("\n(The pack's intervals are for a mean over as many seeds as its corpus has; "
+              "each held-out outcome is the mean over the held-out warehouse's seeds.)")
     print(f"\nCalibration of the {ev.result.level:.0%} intervals:")
     print_table([[r.candidates, r.n, r.coverage, r.width]
                  for r in ev.calibration.itertuples()],
                 ["candidates", "n", "coverage", "mean width"])
     return 0
+
+
+def _evaluate_holdout(args: argparse.Namespace, baselines: tuple[str, ...],
+                      ks: tuple[int, ...]) -> tuple[Evaluation, str]:
+    """`--holdout`: the pack scored on the warehouse's problems; the evaluation and its
+    header line."""
+    from aicf_induct.induction.corpus import corpus_meta
+    from aicf_induct.induction.evaluate import evaluate_holdout
+    from aicf_induct.induction.meta_dataset import complete_problems
+    from aicf_induct.induction.pack import load_pack
+
+    for flag, given in (("--warehouse", args.warehouse is not None),
+                        ("--all-splits", args.all_splits), ("--jobs", args.jobs != 1)):
+        if given:
+            raise ConfigError(f"{flag} is for leave-one-out; --holdout scores the pack "
+                              "(--pack) on every split of the held-out warehouse's seeds")
+    pack = load_pack(args.pack)
+    held, _ = corpus_meta(_root(args.holdout), args.protocol)
+    held, partial = complete_problems(held)
+    if partial:
+        print(f"left out, not every (candidate, seed) trained: {', '.join(partial)}",
+              file=sys.stderr)
+    if held.empty:
+        raise ConfigError(f"{args.holdout}: no problem with every (candidate, seed) trained")
+    ev = evaluate_holdout(pack.seed_meta(), held, fitted=pack.proposer().metamodel_,
+                          default=args.default, baselines=baselines, ks=ks,
+                          progress=not args.quiet)
+    for r in ev.near_duplicates.itertuples():
+        print(f"left out, a near-duplicate of the pack's {r.nearest}: {r.problem} (meta-"
+              f"feature distance {r.distance:.2f}, below {r.threshold:.2f}, half the least "
+              "between two of the pack's groups)", file=sys.stderr)
+    held = held[~held["problem_id"].isin(ev.near_duplicates.get("problem_id", []))]
+    where = pack.path or "the pack"
+    header = (f"{held['problem_id'].nunique()} held-out problems in {held['group'].nunique()} "
+              f"groups × {held['candidate'].nunique()} candidates, scored against {where} "
+              f"({len(pack.problems)} problems); every ({ev.splits}) split of the seeds into "
+              f"a choice and a score half averaged")
+    return ev, header
 
 
 def _print_comparisons(df: pd.DataFrame) -> None:

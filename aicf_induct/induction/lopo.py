@@ -135,25 +135,81 @@ def run_lopo_partitions(meta: pd.DataFrame, config: LopoConfig,
     return _run(meta, configs[0], parts, n_jobs, progress)
 
 
+def run_holdout(train: pd.DataFrame, held: pd.DataFrame, config: LopoConfig,
+                partitions: Sequence[Partition] | None = None,
+                fitted: MetaModel | None = None, progress: bool = False) -> LopoResult:
+    """Every method learns from `train` (the corpus) once and is scored on each problem of
+    `held` (problems the corpus does not hold, none sharing a group with it), each row the
+    mean over `partitions` of `held`'s seeds (default: `seed_partitions(held)`). `fitted`:
+    the meta-model as is (a shipped pack's) instead of `config.metamodel` fitted on `train`,
+    ranking on every seed. The calibration checks each held-out problem's mean over all its
+    seeds against the meta-model's interval."""
+    from tqdm.auto import tqdm
+
+    check_held_out(train, held)
+    parts = [(tuple(a), tuple(b)) for a, b in
+             (partitions if partitions is not None else seed_partitions(held))]
+    if not parts:
+        raise ConfigError("no partition of the seeds to average over")
+    configs = [replace(config, choose_seeds=a, score_seeds=b, rank_seeds="all")
+               for a, b in parts]  # each partition checked as a config of its own
+    meta = pd.concat([train, held], ignore_index=True)
+    cands, keys = _candidates(train, config)
+    outcomes = score_matrix(held, "test_norm_error").reindex(columns=cands)
+    ctx = _Context(meta, configs[0], cands, keys, _partition_matrices(held, cands, parts),
+                   outcomes)
+    learned = _learn(configs[0], train, cands, single=False, fitted=fitted)
+    probs = problem_table(meta)
+    rows: list[dict[str, object]] = []
+    cal: list[pd.DataFrame] = []
+    for pid in tqdm(sorted(held["problem_id"].astype(str).unique()), desc="held-out problems",
+                    unit="problem", disable=not progress, leave=False):
+        r, c = _held_out(ctx, learned, probs, pid)
+        rows += r
+        cal += c
+    return _result(rows, cal, learned.metamodel.level)
+
+
+def check_held_out(train: pd.DataFrame, held: pd.DataFrame) -> None:
+    """ConfigError unless both are meta-datasets and no problem of `held` is one of
+    `train`'s or shares a group with one (naming them)."""
+    check_meta(train)
+    check_meta(held)
+    shared = set(held["group"].astype(str)) & set(train["group"].astype(str))
+    seen = set(held["problem_id"].astype(str)) & set(train["problem_id"].astype(str))
+    if seen or shared:
+        what = held.loc[held["problem_id"].isin(seen) | held["group"].isin(shared), "problem"]
+        raise ConfigError(f"{', '.join(sorted(set(what.astype(str))))}: in the training "
+                          "problems (or their group), so not held out")
+
+
+def _candidates(meta: pd.DataFrame, config: LopoConfig) -> tuple[list[str], dict[str, str]]:
+    """The candidates (sorted) and their structure keys; ConfigError if the default is not
+    one of them."""
+    cands = sorted(str(c) for c in meta["candidate"].unique())
+    baselines.default_choice(cands, config.default)
+    firsts = meta.drop_duplicates("candidate")
+    return cands, dict(zip(firsts["candidate"].astype(str),
+                           firsts["structure_key"].astype(str), strict=True))
+
+
+def _partition_matrices(meta: pd.DataFrame, cands: list[str],
+                        partitions: Sequence[Partition]) -> tuple[_Matrices, ...]:
+    def m(column: str, seeds: tuple[int, ...]) -> pd.DataFrame:
+        return score_matrix(meta, column, seeds).reindex(columns=cands)
+
+    return tuple(_Matrices(m("val_norm_error", a), m("test_norm_error", a),
+                           m("test_norm_error", b), m("test_score", b))
+                 for a, b in partitions)
+
+
 def _run(meta: pd.DataFrame, config: LopoConfig, partitions: Sequence[Partition], n_jobs: int,
          progress: bool) -> LopoResult:
     from tqdm.auto import tqdm
 
     check_meta(meta)
-    cands = sorted(str(c) for c in meta["candidate"].unique())
-    baselines.default_choice(cands, config.default)
-    firsts = meta.drop_duplicates("candidate")
-    keys = dict(zip(firsts["candidate"].astype(str), firsts["structure_key"].astype(str),
-                    strict=True))
-
-    def matrices(choose: tuple[int, ...], score: tuple[int, ...]) -> _Matrices:
-        def m(column: str, seeds: tuple[int, ...]) -> pd.DataFrame:
-            return score_matrix(meta, column, seeds).reindex(columns=cands)
-        return _Matrices(m("val_norm_error", choose), m("test_norm_error", choose),
-                         m("test_norm_error", score), m("test_score", score))
-
-    ctx = _Context(meta, config, cands, keys,
-                   tuple(matrices(tuple(a), tuple(b)) for a, b in partitions))
+    cands, keys = _candidates(meta, config)
+    ctx = _Context(meta, config, cands, keys, _partition_matrices(meta, cands, partitions))
     groups = sorted(meta["group"].unique())
     if n_jobs == 1:
         parts = [_folds(ctx, [g]) for g in tqdm(groups, desc="LOPO folds", unit="group",
@@ -167,8 +223,13 @@ def _run(meta: pd.DataFrame, config: LopoConfig, partitions: Sequence[Partition]
             delayed(_folds)(ctx, groups[i::m]) for i in range(m))
         parts = list(tqdm(jobs, total=m, desc="LOPO folds", unit="share",
                           disable=not progress, leave=False))
-    rows = [r for part in parts for r in part[0]]
-    cal = [c for part in parts for c in part[1]]
+    return _result([r for part in parts for r in part[0]],
+                   [c for part in parts for c in part[1]], config.metamodel.level)
+
+
+def _result(rows: list[dict[str, object]], cal: list[pd.DataFrame], level: float
+            ) -> LopoResult:
+    """The rows and calibration frames as a LopoResult, in a fixed order."""
     choices = pd.DataFrame(rows)
     if len(choices):
         order = {m: i for i, m in enumerate(METHODS)}
@@ -177,7 +238,7 @@ def _run(meta: pd.DataFrame, config: LopoConfig, partitions: Sequence[Partition]
                                       kind="stable").reset_index(drop=True)
     calibration = pd.concat(cal).sort_values(["problem_id", "proposed_rank"]) \
         .reset_index(drop=True) if cal else pd.DataFrame()
-    return LopoResult(choices, calibration, config.metamodel.level)
+    return LopoResult(choices, calibration, level)
 
 
 @dataclass(frozen=True)
@@ -201,66 +262,97 @@ class _Context:
     cands: list[str]
     keys: dict[str, str]  # candidate -> its structure key
     partitions: tuple[_Matrices, ...]
+    # problem × candidate test normalized error over all seeds that calibration checks
+    # (`run_holdout`); None: one partition's score seeds, and only with one partition
+    outcomes: pd.DataFrame | None = None
 
     def applicable(self, problem: str) -> list[str]:
         """The candidates that train on `problem` (the sweep's rule), in `cands` order."""
         return [c for c in self.cands if applies_to(self.keys[c], problem)]
 
 
+@dataclass(frozen=True)
+class _Learned:
+    """What the methods learn from the training problems: the meta-model, the candidates'
+    test normalized errors (for the warm starts), the neighbors."""
+
+    metamodel: MetaModel
+    errors: pd.DataFrame
+    knn: Neighbors
+
+
+def _learn(config: LopoConfig, train: pd.DataFrame, cands: list[str], single: bool,
+           fitted: MetaModel | None = None) -> _Learned:
+    """The methods fitted on `train` (`fitted`: that meta-model as is)."""
+    if fitted is None:
+        # the interval is for a mean over one split's score seeds; averaged over splits
+        # (rank_seeds "all") it is not checked, and the model learns every seed
+        ranked_on = config.score_seeds if config.rank_seeds == "score" else None
+        fitted = clone(config.metamodel).set_params(
+            seeds=config.score_seeds if single else None, rank_seeds=ranked_on).fit(train)
+    return _Learned(fitted, score_matrix(train, "test_norm_error").reindex(columns=cands),
+                    Neighbors().fit(problem_table(train)))
+
+
 def _folds(ctx: _Context, groups: Sequence[str]) -> tuple[list[dict[str, object]],
                                                              list[pd.DataFrame]]:
     """The rows of the folds holding out `groups`: with one partition of the seeds, its
     rows and the calibration; with several, each row the mean over the partitions."""
-    meta, config, cands = ctx.meta, ctx.config, ctx.cands
-    single = len(ctx.partitions) == 1
-    probs = problem_table(meta)
-    fcols = [str(c) for c in probs.columns if str(c).startswith("f.")]
+    probs = problem_table(ctx.meta)
     rows: list[dict[str, object]] = []
     cal: list[pd.DataFrame] = []
-    for held, train in folds(meta, groups):
-        # the interval is for a mean over one split's score seeds; averaged over splits
-        # (rank_seeds "all") it is not checked, and the model learns every seed
-        ranked_on = config.score_seeds if config.rank_seeds == "score" else None
-        mm = clone(config.metamodel).set_params(seeds=config.score_seeds if single else None,
-                                                rank_seeds=ranked_on).fit(train)
-        errors = score_matrix(train, "test_norm_error").reindex(columns=cands)
-        knn = Neighbors().fit(problem_table(train))
+    for held, train in folds(ctx.meta, groups):
+        learned = _learn(ctx.config, train, ctx.cands, len(ctx.partitions) == 1)
         for pid in held:
-            feats = dict(zip(fcols, probs.loc[[pid], fcols].to_numpy(float)[0], strict=True))
-            ok = ctx.applicable(str(probs.at[pid, "problem"]))
-            pred = mm.predict_problem(feats)
-            pred = pred[pred.index.isin(ok)]
-            fits = errors[ok]
-            lists = {
-                "proposer": [str(c) for c in pred.index],
-                "knn": baselines.knn_choice(fits, knn, knn.query_vector(feats), max(config.ks)),
-                "portfolio": baselines.portfolio_choice(fits, max(config.ks)),
-                "average": baselines.average_choice(fits, max(config.ks)),
-                "default": [config.default],
-                "full_search": ok,
-            }
-            rng = np.random.default_rng([config.random_state, int(np.flatnonzero(
-                probs.index == pid)[0])])
-            draws = [baselines.random_choice(ok, max(config.ks), rng)
-                     for _ in range(config.n_random)]
-            base = {"problem_id": pid, "problem": probs.at[pid, "problem"],
-                    "group": probs.at[pid, "group"]}
-            per: list[list[dict[str, object]]] = []
-            for mats in ctx.partitions:
-                outcome = _Outcome(_row(mats.val_a, pid, cands), _row(mats.test_b, pid, cands),
-                                   _row(mats.raw_b, pid, cands))
-                if not np.isfinite(outcome.test.to_numpy(float)).any():
-                    continue  # nothing scored on the score seeds
-                if single:
-                    cal.append(_calibration(pid, pred, outcome.test))
-                oracles = {
-                    "choice_oracle": [str(_row(mats.test_a, pid, cands)[ok].fillna(np.inf)
-                                          .idxmin())],
-                    "oracle": [str(outcome.test[ok].fillna(np.inf).idxmin())],
-                }
-                per.append(_scored(base, {**lists, **oracles}, draws, outcome, config.ks))
-            rows += per[0] if single and per else _mean_rows(per)
+            r, c = _held_out(ctx, learned, probs, pid)
+            rows += r
+            cal += c
     return rows, cal
+
+
+def _held_out(ctx: _Context, learned: _Learned, probs: pd.DataFrame, pid: str
+              ) -> tuple[list[dict[str, object]], list[pd.DataFrame]]:
+    """One held-out problem's rows (one partition's, or the mean over several) and its
+    calibration (against `ctx.outcomes` when given, else one partition's score seeds)."""
+    config, cands = ctx.config, ctx.cands
+    single = len(ctx.partitions) == 1
+    fcols = [str(c) for c in probs.columns if str(c).startswith("f.")]
+    feats = dict(zip(fcols, probs.loc[[pid], fcols].to_numpy(float)[0], strict=True))
+    ok = ctx.applicable(str(probs.at[pid, "problem"]))
+    pred = learned.metamodel.predict_problem(feats)
+    pred = pred[pred.index.isin(ok)]
+    fits = learned.errors[ok]
+    knn = learned.knn
+    lists = {
+        "proposer": [str(c) for c in pred.index],
+        "knn": baselines.knn_choice(fits, knn, knn.query_vector(feats), max(config.ks)),
+        "portfolio": baselines.portfolio_choice(fits, max(config.ks)),
+        "average": baselines.average_choice(fits, max(config.ks)),
+        "default": [config.default],
+        "full_search": ok,
+    }
+    rng = np.random.default_rng([config.random_state, int(np.flatnonzero(
+        probs.index == pid)[0])])
+    draws = [baselines.random_choice(ok, max(config.ks), rng) for _ in range(config.n_random)]
+    base = {"problem_id": pid, "problem": probs.at[pid, "problem"],
+            "group": probs.at[pid, "group"]}
+    cal: list[pd.DataFrame] = []
+    if ctx.outcomes is not None:
+        cal.append(_calibration(pid, pred, _row(ctx.outcomes, pid, cands)))
+    per: list[list[dict[str, object]]] = []
+    for mats in ctx.partitions:
+        outcome = _Outcome(_row(mats.val_a, pid, cands), _row(mats.test_b, pid, cands),
+                           _row(mats.raw_b, pid, cands))
+        if not np.isfinite(outcome.test.to_numpy(float)).any():
+            continue  # nothing scored on the score seeds
+        if single and ctx.outcomes is None:
+            cal.append(_calibration(pid, pred, outcome.test))
+        oracles = {
+            "choice_oracle": [str(_row(mats.test_a, pid, cands)[ok].fillna(np.inf).idxmin())],
+            "oracle": [str(outcome.test[ok].fillna(np.inf).idxmin())],
+        }
+        per.append(_scored(base, {**lists, **oracles}, draws, outcome, config.ks))
+    return (per[0] if single and per else _mean_rows(per)), cal
 
 
 def _scored(base: Mapping[str, object], lists: dict[str, list[str]], draws: list[list[str]],

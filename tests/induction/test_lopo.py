@@ -24,6 +24,7 @@ from aicf_induct.induction.lopo import (
     LopoConfig,
     LopoResult,
     folds,
+    run_holdout,
     run_lopo,
     run_lopo_partitions,
     seed_partitions,
@@ -300,3 +301,39 @@ def test_partitions_average_what_each_partition_gives_alone() -> None:
     assert list(together.columns) == list(alone[0].choices.columns)
     with pytest.raises(ConfigError, match="overlap"):
         run_lopo_partitions(meta, cfg, [((0, 1), (1, 2))])
+
+
+def test_a_holdout_scores_as_the_fold_that_holds_its_problems_out() -> None:
+    rng = np.random.default_rng(4)
+    P, C, S = 8, 4, 4
+    scores = rng.uniform(0.3, 0.9, (P, C, S))
+    meta = assemble(*frames(scores, {"x": rng.random(P), "z": rng.random(P)},
+                            [{"depth": float(c + 1)} for c in range(C)], S))
+    cfg = LopoConfig(default="c00", choose_seeds=(0, 1), score_seeds=(2, 3), ks=(1, 2),
+                     metamodel=SMALL)
+    parts = seed_partitions(meta)[:3]
+    held_group = sorted(meta["group"].unique())[2]
+    held = meta[meta["group"] == held_group]
+    got = run_holdout(meta[meta["group"] != held_group], held, cfg, parts)
+    fold = run_lopo_partitions(meta, cfg, parts).choices
+    fold = fold[fold["group"] == held_group].reset_index(drop=True)
+    # random-k draws are keyed by the problem's place in the table; every other row is the
+    # fold's, learned from the same training problems
+    keep = fold["method"] != "random"
+    assert got.choices[keep].reset_index(drop=True).equals(fold[keep].reset_index(drop=True))
+    # the calibration checks the mean over every seed of the held-out problem
+    cal = got.calibration
+    mean = held.groupby("candidate")["test_norm_error"].mean()
+    assert cal["actual"].to_numpy() == pytest.approx(mean.reindex(cal["candidate"]).to_numpy())
+    assert len(cal) == C
+
+
+def test_a_holdout_refuses_problems_the_training_problems_hold() -> None:
+    meta = twins(grouped=True, n_groups=3)
+    cfg = LopoConfig(default="c00", choose_seeds=(0,), score_seeds=(1,), metamodel=SMALL)
+    twin = meta[meta["problem"] == "g1a"]
+    train = meta[meta["problem"] != "g1a"]  # g1b, its twin, stays: the group is shared
+    with pytest.raises(ConfigError, match="g1a: in the training problems"):
+        run_holdout(train, twin, cfg)
+    with pytest.raises(ConfigError, match="g0a, g0b: in the training problems"):
+        run_holdout(meta, meta[meta["group"] == "g0"], cfg)

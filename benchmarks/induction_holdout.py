@@ -1,0 +1,125 @@
+"""The shipped knowledge pack on problems it never saw: the holdout set.
+
+    .venv/bin/python benchmarks/induction_holdout.py (--warehouse DIR | --meta FILE)
+        [--pack PACK] [--default KEY] [--save-meta FILE] [--save DIR]
+
+Leave-one-problem-out scores the proposer on the corpus it was chosen on: every choice of
+model since the sixth sitting was made on those figures. Here the pack, as shipped (its
+meta-model restored, not refitted), and every baseline learned from its corpus are scored on
+the holdout set (`corpus.select_holdout`: eligible tables the corpus's per-package cap left
+out, none grouped with a corpus table), built by
+
+    aicf-induct corpus build --problems holdout --seeds 6 --engine gpu --warehouse holdout_wh
+
+Each (problem, method, k) is averaged over every split of the held-out seeds into a choose
+and a score half (`lopo.run_holdout`), choice and score disjoint within each. Prints the
+mean normalized error per method at k = 1, 3, 5; the top-1 against kNN-3, portfolio-3 and
+average-3 (Holm over the three); the share of the default → full-search gap closed; the
+top-1 against the default and the top-3 against the full search; the calibration of the
+pack's intervals; the headroom (default vs full search, in accuracy / R² units); and each
+problem's nearest corpus problem by meta-features beside the corpus problems' own nearest
+other-group distances, to show how far the holdout sits from what the pack learned from. A
+held-out problem at most half as far from a corpus problem as the nearest two corpus groups
+are from each other is left out as a near-duplicate (the same data under another package's
+name: `neighbors.near_duplicates`).
+
+`--meta FILE` reads a held-out meta-dataset saved by `--save-meta` (a warehouse of runs
+with their dynamics is hundreds of MB; the meta-dataset is a few hundred kB, so a GPU
+machine's sweep comes back as one file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from induction_bench import headroom, save_result, section, table
+from machine import cpu_model, git_commit
+
+from aicf_induct.induction.corpus import corpus_meta
+from aicf_induct.induction.evaluate import compare, evaluate_holdout
+from aicf_induct.induction.meta_dataset import complete_problems, problem_table
+from aicf_induct.induction.neighbors import Neighbors, closest_other_group
+from aicf_induct.induction.pack import DEFAULT_PACK, load_pack
+
+
+def nearest_corpus(corpus: pd.DataFrame, held: pd.DataFrame) -> pd.DataFrame:
+    """Per held-out problem: its nearest corpus problem (MinMax-scaled meta-features, L1, as
+    the kNN baseline measures them) and the distance."""
+    probs = problem_table(corpus)
+    knn = Neighbors(1).fit(probs)
+    rows = []
+    for _, row in problem_table(held).iterrows():
+        feats = {str(c): float(v) for c, v in row.items() if str(c).startswith("f.")}
+        (near, dist), = knn.nearest(feats, 1)
+        rows.append({"problem": row["problem"], "task": row["task"],
+                     "nearest corpus problem": probs.at[near, "problem"], "distance": dist})
+    return pd.DataFrame(rows)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--warehouse", help="warehouse holding the holdout set's sweep")
+    src.add_argument("--meta", metavar="FILE", help="a held-out meta-dataset (--save-meta)")
+    ap.add_argument("--pack", default=str(DEFAULT_PACK), help="knowledge pack (default: "
+                                                              "the shipped one)")
+    ap.add_argument("--default", metavar="KEY", help="the default MLP's candidate (default: "
+                                                      "MLPSpec() with the default recipe)")
+    ap.add_argument("--save-meta", metavar="FILE", help="write the held-out meta-dataset")
+    ap.add_argument("--save", metavar="DIR", help="write the averaged rows to DIR")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    held = pd.read_parquet(args.meta) if args.meta else corpus_meta(args.warehouse)[0]
+    if args.save_meta:
+        held.to_parquet(args.save_meta, index=False)
+    held, partial = complete_problems(held)
+    pack = load_pack(args.pack)
+    corpus = pack.seed_meta()
+    ev = evaluate_holdout(corpus, held, fitted=pack.proposer().metamodel_,
+                          default=args.default, progress=True)
+    res = ev.result
+    if args.save:
+        save_result(res, Path(args.save))
+    near = nearest_corpus(corpus, held)
+    own = closest_other_group(problem_table(corpus)).to_numpy()
+    dups = ev.near_duplicates
+    held = held[~held["problem_id"].isin(dups.get("problem_id", []))]
+    n = {c: held[c].nunique() for c in ("problem_id", "group", "candidate", "seed")}
+    cal = ev.calibration.drop(columns="level")
+    lines = [
+        f"{cpu_model()}, commit {git_commit()}, {time.perf_counter() - t0:.0f} s. Held out: "
+        f"{n['problem_id']} problems ({n['group']} groups) × {n['candidate']} candidates × "
+        f"{n['seed']} seeds, every ({ev.splits}) split of the seeds averaged"
+        + (f"; left out, not fully trained: {', '.join(partial)}" if partial else "")
+        + "".join(f"; left out, a near-duplicate of the corpus's {r.nearest} (meta-feature "
+                  f"distance {r.distance:.2f} < {r.threshold:.2f}, half the least between two "
+                  f"corpus groups): {r.problem}" for r in dups.itertuples())
+        + f". Learned from {Path(args.pack).name} ({len(pack.problems)} problems).", "",
+        *section("Mean normalized error per method on the holdout set", res, ks=(1, 3, 5)),
+        "Top-1 against the default; top-3 against the full search by validation:", "",
+        table(compare(res, k=1, baselines=("default",))), "",
+        table(compare(res, k=3, baselines=("full_search",))), "",
+        f"Calibration of the pack's {ev.result.level:.0%} intervals (each problem's mean over "
+        f"its {n['seed']} seeds):", "", table(cal), "",
+        "Headroom, default vs full search by validation (test-score units, mean over splits):",
+        "", table(headroom(held, res)), "",
+        f"Distance to the nearest corpus problem: median {near['distance'].median():.2f} "
+        f"(range {near['distance'].min():.2f}-{near['distance'].max():.2f}); the corpus "
+        f"problems' own nearest other-group distance: median {np.median(own):.2f} (range "
+        f"{own.min():.2f}-{own.max():.2f}).", "",
+        table(near.sort_values("distance").reset_index(drop=True), digits=3), "",
+    ]
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

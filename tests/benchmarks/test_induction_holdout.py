@@ -1,0 +1,45 @@
+"""benchmarks/induction_holdout.py scores a pack on a held-out warehouse, and reads the same
+held-out meta-dataset back from the file it saves (how a GPU machine's sweep comes back)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from aicf_induct.cli.main import main
+from aicf_induct.induction.space_io import parse_space
+from tests.induction.helpers import TINY_SPACE, build_tiny_corpus
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "induction_holdout.py"
+HELD_OUT = ("wine", "synthetic:circles?n=300&seed=2")
+
+
+def _run(*args: str) -> str:
+    out = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_the_holdout_benchmark_from_a_warehouse_and_from_its_saved_meta(
+        tmp_path: Path) -> None:
+    corpus = build_tiny_corpus(tmp_path / "corpus")
+    pack = tmp_path / "pack.parquet"
+    assert main(["induce", "fit", "--warehouse", str(corpus), "--min-problems", "2",
+                 "--bootstrap", "100", "-o", str(pack), "--quiet"]) == 0
+    held = tmp_path / "held"
+    assert main(["corpus", "build", "--problems", ",".join(HELD_OUT), "--space", TINY_SPACE,
+                 "--seeds", "2", "--epochs", "3", "--patience", "2", "--workers", "1",
+                 "--warehouse", str(held), "--quiet"]) == 0
+    saved = tmp_path / "held_meta.parquet"
+    default = ("--default", parse_space(TINY_SPACE).candidates()[0].key)
+    first = _run("--warehouse", str(held), "--pack", str(pack), *default, "--save-meta",
+                 str(saved))
+    again = _run("--meta", str(saved), "--pack", str(pack), *default)
+    assert "Held out: 2 problems (2 groups) × 4 candidates × 2 seeds, every (2) split" in first
+    assert "Calibration of the pack's 80% intervals" in first
+    for name in HELD_OUT:
+        assert f"| {name} |" in first
+    # the header's first line holds the wall time; everything after it is the same
+    assert first.split("\n", 1)[1] == again.split("\n", 1)[1]
