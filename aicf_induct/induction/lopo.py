@@ -126,13 +126,22 @@ def run_lopo_partitions(meta: pd.DataFrame, config: LopoConfig,
     """`run_lopo` averaged over `partitions` of the seeds (default: `seed_partitions`), the
     meta-model ranking on every seed of the training problems; `config`'s own seeds are
     replaced by the partitions'. See the module docstring."""
+    parts, first = _partitioned(meta, config, partitions)
+    return _run(meta, first, parts, n_jobs, progress)
+
+
+def _partitioned(meta: pd.DataFrame, config: LopoConfig,
+                 partitions: Sequence[Partition] | None
+                 ) -> tuple[list[Partition], LopoConfig]:
+    """The partitions (default: every split of `meta`'s seeds), each checked as a config of
+    its own, and the first one's config, ranking on every seed."""
     parts = [(tuple(a), tuple(b)) for a, b in
              (partitions if partitions is not None else seed_partitions(meta))]
     if not parts:
         raise ConfigError("no partition of the seeds to average over")
     configs = [replace(config, choose_seeds=a, score_seeds=b, rank_seeds="all")
-               for a, b in parts]  # each partition checked as a config of its own
-    return _run(meta, configs[0], parts, n_jobs, progress)
+               for a, b in parts]
+    return parts, configs[0]
 
 
 def run_holdout(train: pd.DataFrame, held: pd.DataFrame, config: LopoConfig,
@@ -147,18 +156,13 @@ def run_holdout(train: pd.DataFrame, held: pd.DataFrame, config: LopoConfig,
     from tqdm.auto import tqdm
 
     check_held_out(train, held)
-    parts = [(tuple(a), tuple(b)) for a, b in
-             (partitions if partitions is not None else seed_partitions(held))]
-    if not parts:
-        raise ConfigError("no partition of the seeds to average over")
-    configs = [replace(config, choose_seeds=a, score_seeds=b, rank_seeds="all")
-               for a, b in parts]  # each partition checked as a config of its own
+    parts, first = _partitioned(held, config, partitions)
     meta = pd.concat([train, held], ignore_index=True)
     cands, keys = _candidates(train, config)
     outcomes = score_matrix(held, "test_norm_error").reindex(columns=cands)
-    ctx = _Context(meta, configs[0], cands, keys, _partition_matrices(held, cands, parts),
+    ctx = _Context(meta, first, cands, keys, _partition_matrices(held, cands, parts),
                    outcomes)
-    learned = _learn(configs[0], train, cands, single=False, fitted=fitted)
+    learned = _learn(first, train, cands, single=False, fitted=fitted)
     probs = problem_table(meta)
     rows: list[dict[str, object]] = []
     cal: list[pd.DataFrame] = []
