@@ -23,6 +23,7 @@ from aicf_induct.induction.lopo import (
     REFERENCES,
     LopoConfig,
     LopoResult,
+    Partition,
     check_held_out,
     run_holdout,
     run_lopo,
@@ -291,7 +292,7 @@ def evaluate_holdout(train: pd.DataFrame, held: pd.DataFrame, *,
     return ev
 
 
-def _evaluation(res: LopoResult, default_key: str, first: tuple[tuple[int, ...], ...],
+def _evaluation(res: LopoResult, default_key: str, first: Partition,
                 splits: int, baselines: tuple[str, ...], ks: tuple[int, ...], n_boot: int,
                 seed: int) -> Evaluation:
     """The tables of one evaluation's rows, for the methods `baselines` names."""

@@ -175,10 +175,21 @@ def run_holdout(train: pd.DataFrame, held: pd.DataFrame, config: LopoConfig,
 
 
 def check_held_out(train: pd.DataFrame, held: pd.DataFrame) -> None:
-    """ConfigError unless both are meta-datasets and no problem of `held` is one of
-    `train`'s or shares a group with one (naming them)."""
+    """ConfigError unless both are meta-datasets of the same candidates and no problem of
+    `held` is one of `train`'s or shares a group with one (naming them)."""
     check_meta(train)
     check_meta(held)
+    firsts = train.drop_duplicates("candidate")
+    keys = dict(zip(firsts["candidate"].astype(str), firsts["structure_key"].astype(str),
+                    strict=True))
+    names = held["problem"].astype(str).unique()
+    # a candidate that trains on none of them (a cnn, on tables) is not expected
+    expected = {c for c, k in keys.items() if any(applies_to(k, n) for n in names)}
+    odd = sorted(set(held["candidate"].astype(str)) ^ expected)
+    if odd:
+        raise ConfigError(f"the held-out problems were trained on other candidates than the "
+                          f"training problems ({len(odd)} in one and not the other, e.g. "
+                          f"{odd[0]}): sweep them with the same space")
     shared = set(held["group"].astype(str)) & set(train["group"].astype(str))
     seen = set(held["problem_id"].astype(str)) & set(train["problem_id"].astype(str))
     if seen or shared:

@@ -337,3 +337,6 @@ def test_a_holdout_refuses_problems_the_training_problems_hold() -> None:
         run_holdout(train, twin, cfg)
     with pytest.raises(ConfigError, match="g0a, g0b: in the training problems"):
         run_holdout(meta, meta[meta["group"] == "g0"], cfg)
+    g0 = meta[meta["group"] == "g0"]
+    with pytest.raises(ConfigError, match="other candidates than the training problems"):
+        run_holdout(meta[meta["group"] != "g0"], g0[g0["candidate"] != "c01"], cfg)
