@@ -333,7 +333,7 @@ def run_shortlist(args: argparse.Namespace) -> int:
     validation kept (`aicf_induct.induction.shortlist`)."""
     from aicf_induct.cli.table import format_table
     from aicf_induct.induction.mainjob import StartPoint
-    from aicf_induct.induction.shortlist import train_shortlist
+    from aicf_induct.induction.shortlist import shortlist_size, train_shortlist
     from aicf_induct.problems import extract_features
     from aicf_induct.runtime.metrics import score_name
 
@@ -347,7 +347,7 @@ def run_shortlist(args: argparse.Namespace) -> int:
     proposal, source = from_proposal.ask_proposal(args, problem, features, top)
     recorder, where = from_proposal.service_recorder(args) or open_recorder(args)
     tuning = tuning_store(where)
-    n = min(top, len(proposal.get("candidates") or [])) or 1
+    n = shortlist_size(proposal, top)
 
     def train(start: StartPoint, cfg: TrainConfig) -> TrainResult:
         return Trainer(problem, start.graph, cfg, recorder=recorder, origin="cli",

@@ -310,7 +310,7 @@ def _remembered_digest(pack: Pack) -> str:
     ($AICF_CACHE_DIR) by the file's path, size and modification time, so that a command
     that loads the same file again (every `propose`) reads it instead of hashing; a file
     rewritten since is another key. A cache that cannot be read or written is skipped."""
-    from aicf_induct.problems.rdatasets_source import cache_dir
+    from aicf_induct.cache import cache_dir
 
     assert pack.path is not None
     try:

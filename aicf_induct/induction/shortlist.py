@@ -86,6 +86,12 @@ def pick_by_validation(val_scores: Sequence[float], val_losses: Sequence[float])
 Train = Callable[[StartPoint, TrainConfig], TrainResult]
 
 
+def shortlist_size(proposal: Mapping[str, Any], top: int) -> int:
+    """How many candidates `train_shortlist` trains: `top`, or all the proposal holds if
+    fewer (one at least: a proposal without candidates starts from its first start point)."""
+    return max(1, min(top, len(proposal.get("candidates") or [])))
+
+
 def train_shortlist(proposal: Mapping[str, Any], problem: Problem, config: TrainConfig,
                     train: Train, *, top: int, source: str,
                     announce: Callable[[int, StartPoint], None] | None = None) -> Shortlist:
@@ -95,8 +101,8 @@ def train_shortlist(proposal: Mapping[str, Any], problem: Problem, config: Train
     `train` runs and logs one candidate (the caller's recorder, device and progress bar);
     `config` is the recipe's base: each candidate's optimizer, lr, weight decay and batch
     size replace its own."""
-    n = min(top, len(proposal.get("candidates") or []))
-    starts = [start_point(proposal, problem, source, i) for i in range(max(n, 1))]
+    starts = [start_point(proposal, problem, source, i)
+              for i in range(shortlist_size(proposal, top))]
     trained = []
     for i, start in enumerate(starts):
         if announce is not None:
@@ -108,4 +114,4 @@ def train_shortlist(proposal: Mapping[str, Any], problem: Problem, config: Train
     return Shortlist(problem.task, tuple(trained), pick)
 
 
-__all__ = ["Shortlist", "Trained", "pick_by_validation", "train_shortlist"]
+__all__ = ["Shortlist", "Trained", "pick_by_validation", "shortlist_size", "train_shortlist"]

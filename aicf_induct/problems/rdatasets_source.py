@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from aicf_induct.cache import cache_dir
 from aicf_induct.errors import DataError
 from aicf_induct.problems import rdatasets_analysis
 from aicf_induct.problems.preprocess import Table, Task
@@ -104,12 +105,6 @@ def discover(progress: bool = False,
             _write_cache(path, cached)
         _DISCOVERED = cached
     return _DISCOVERED
-
-
-def cache_dir() -> Path:
-    """$AICF_CACHE_DIR, else ~/.cache/aicf_induct."""
-    env = os.environ.get("AICF_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "aicf_induct"
 
 
 def _cache_file() -> Path:
