@@ -7,6 +7,9 @@ what the meta-features do not?
         [--jobs N] [--partitions N] [--save DIR]
     .venv/bin/python benchmarks/induction_probe.py holdout --probes probes.parquet
         --meta HOLDOUT_META [--rows DIR]
+    .venv/bin/python benchmarks/induction_probe.py compute --candidates --out short.parquet
+    .venv/bin/python benchmarks/induction_probe.py short --short short.parquet
+        [--corpus-rows plain.csv --lists FILE] [--holdout-meta FILE --holdout-rows DIR]
 
 The choice oracle (a pick that sees the problem's own test outcomes) passes the Holm line
 where no zero-shot order does: what a single pick lacks is information about the problem
@@ -29,6 +32,16 @@ baselines of the run without (so kNN measures the meta-features AutoML users kno
 scored on the held-out problems (`lopo.run_holdout`), against the baselines and proposer of
 `induction_holdout.py --save DIR` (`--rows DIR`). A probe costs a user about 1/15 of one
 training of the default.
+
+Short runs of every candidate (`compute --candidates`: each corpus32 candidate 5 epochs with
+its own recipe, on the probe seed) ask the multi-fidelity form of the question: is a
+candidate's validation score after 5 epochs a guide to its converged test error? `short`
+scores the single picks they make (among all 32, among the first 3 or 5 of the proposer's,
+the portfolio's or kNN's list) by each problem's expected test normalized error, as a top-1
+is scored (its candidate's error over all the problem's seeds, which is its mean over every
+split), against kNN-3, portfolio-3 and average-3 (`--corpus-rows`: `evaluate --save`'s
+plain.csv; `--holdout-rows`: `induction_holdout.py --save`) and the full search. The
+corpus's lists are the leave-one-group-out folds' (`--lists` keeps them: 177 fits).
 """
 
 from __future__ import annotations
@@ -88,13 +101,53 @@ def probe(name: str) -> dict[str, object]:
             "f.probe.overfit": last["val_loss"] / last["train_loss"]}
 
 
+def short_runs(name: str) -> list[dict[str, object]]:
+    """Every corpus32 candidate trained PROBE_EPOCHS epochs on the problem with its own
+    recipe, on the probe seed: its validation score and loss then (see `short`)."""
+    import os
+
+    from threadpoolctl import threadpool_limits
+
+    from aicf_induct.induction.space_io import parse_space
+    from aicf_induct.problems import load_problem
+    from aicf_induct.runtime.trainer import TrainConfig, Trainer
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    p = load_problem(name, seed=PROBE_SEED)
+    key = "val_accuracy" if p.task == "classification" else "val_r2"
+    rows = []
+    with threadpool_limits(1):
+        for c in parse_space("corpus32").candidates():
+            r = c.recipe
+            cfg = TrainConfig(epochs=PROBE_EPOCHS, patience=0, seed=PROBE_SEED,
+                              backend="numpy", optimizer=r.optimizer, lr=r.lr,
+                              weight_decay=r.weight_decay, batch_size=r.batch_size)
+            last = Trainer(p, c.graph(p.n_features, p.n_outputs), cfg).fit().history[-1]
+            rows.append({"problem": name, "candidate": c.key,
+                         "short_val_score": float(last[key]),
+                         "short_val_loss": float(last["val_loss"])})
+    return rows
+
+
 def compute(args: argparse.Namespace) -> None:
     from tqdm import tqdm
 
     names = (Path(args.problems).read_text().strip().split(",") if args.problems
              else load_pack(DEFAULT_PACK).problems)
-    with ProcessPoolExecutor(args.jobs) as pool:
-        rows = list(tqdm(pool.map(probe, names), total=len(names), desc="probes"))
+    if args.candidates:  # every candidate, short: one file row per (problem, candidate)
+        from concurrent.futures import as_completed
+
+        rows = []
+        with ProcessPoolExecutor(args.jobs) as pool:
+            jobs = [pool.submit(short_runs, n) for n in names]
+            for i, job in enumerate(tqdm(as_completed(jobs), total=len(jobs),
+                                         desc="short runs"), 1):
+                rows += job.result()
+                if i % 8 == 0:  # a run cut short keeps what it finished
+                    pd.DataFrame(rows).to_parquet(args.out, index=False)
+    else:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            rows = list(tqdm(pool.map(probe, names), total=len(names), desc="probes"))
     pd.DataFrame(rows).to_parquet(args.out, index=False)
     print(f"{len(rows)} probes written to {args.out}")
 
@@ -178,6 +231,151 @@ def holdout(args: argparse.Namespace) -> None:
                      *report("Holdout", plain, probed)]))
 
 
+SHORT_KS = (3, 5)  # how many of a list's candidates a short-run pick looks at
+
+
+def short_pick(short: pd.DataFrame, problem: str, ranked: list[str]) -> str:
+    """Of `ranked`, the candidate with the best short-run validation score on `problem`
+    (ties: the lower validation loss, then the list's order)."""
+    sub = short[short["problem"] == problem].set_index("candidate").reindex(ranked)
+    order = sorted(range(len(ranked)), key=lambda i: (-sub["short_val_score"].iloc[i],
+                                                      sub["short_val_loss"].iloc[i], i))
+    return ranked[order[0]]
+
+
+_FOLD_META = pd.DataFrame()  # the corpus the fold processes read (inherited on fork)
+
+
+def _fold_lists(held_ids: list[str]) -> list[dict[str, object]]:
+    """One corpus fold: the proposer's, the portfolio's and kNN's lists for its held-out
+    problems, learned from the other groups (the gain model ranking on every seed)."""
+    from aicf_induct.induction import baselines
+    from aicf_induct.induction.meta_dataset import problem_table, score_matrix
+    from aicf_induct.induction.neighbors import Neighbors
+
+    meta, n = _FOLD_META, max(SHORT_KS)
+    train = meta[~meta["problem_id"].isin(held_ids)]
+    mm = MetaModel().fit(train)
+    errors = score_matrix(train, "test_norm_error")
+    knn = Neighbors().fit(problem_table(train))
+    probs = problem_table(meta)
+    fcols = [c for c in probs.columns if str(c).startswith("f.")]
+    out = []
+    for pid in held_ids:
+        feats = dict(zip(fcols, probs.loc[pid, fcols].to_numpy(float), strict=True))
+        out.append({"problem_id": pid, "problem": probs.at[pid, "problem"],
+                    "proposer": list(mm.predict_problem(feats).index[:n]),
+                    "portfolio": baselines.portfolio_choice(errors, n),
+                    "knn": baselines.knn_choice(errors, knn, knn.query_vector(feats), n)})
+    return out
+
+
+def short_methods(lists: pd.DataFrame, short: pd.DataFrame, test: pd.DataFrame,
+                  default: str) -> pd.DataFrame:
+    """Per problem, the expected test normalized error (over all its seeds: a single pick's
+    figure averaged over every split) of the picks that short runs make: of every candidate
+    (`short_all`), of a list's first k (`<list>_short<k>`), and the lists' own top-1 and
+    the default for reference."""
+    rows = []
+    every = list(test.columns)
+    for r in lists.itertuples():
+        t = test.loc[r.problem_id]
+        row: dict[str, object] = {"problem_id": r.problem_id, "problem": r.problem,
+                                  "default": t[default], "proposer_top1": t[r.proposer[0]],
+                                  "short_all": t[short_pick(short, r.problem, every)]}
+        for name in ("proposer", "portfolio", "knn"):
+            for k in SHORT_KS:
+                row[f"{name}_short{k}"] = t[short_pick(short, r.problem, getattr(r, name)[:k])]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def short_report(name: str, picks: pd.DataFrame, base: pd.DataFrame) -> list[str]:
+    """The short-run picks against kNN-3, portfolio-3, average-3 (trained in full, picked by
+    validation; `base`: an evaluation's rows) and the full search, Holm over the three."""
+    from scipy.stats import wilcoxon
+
+    from aicf_induct.induction.inference import bootstrap_mean_ci, holm
+
+    three = base[base["k"] == 3].pivot_table(index="problem_id", columns="method",
+                                             values="norm_error")
+    full = base[base["k"] == 1].pivot_table(index="problem_id", columns="method",
+                                            values="norm_error")["full_search"]
+    cols = [c for c in picks.columns if c not in ("problem_id", "problem")]
+    p = picks.set_index("problem_id")
+    lines = [f"### {name}: picks by 5-epoch runs ({len(p)} problems)", "",
+             "| pick | mean | − kNN-3 | − portfolio-3 | − average-3 | Holm p (three) "
+             "| − full search [95 % CI] |", "|---|---|---|---|---|---|---|"]
+    for c in cols:
+        diffs, ps = [], []
+        for b in THREE:
+            d = (p[c] - three[b].reindex(p.index)).to_numpy(float)
+            diffs.append(d.mean())
+            ps.append(float(wilcoxon(d, zero_method="zsplit").pvalue) if np.any(d != 0)
+                      else 1.0)
+        h = holm(np.array(ps))
+        f = (p[c] - full.reindex(p.index)).to_numpy(float)
+        lo, hi = bootstrap_mean_ci(f, 2000, seed=0)
+        lines.append(f"| {c} | {p[c].mean():.3f} | {diffs[0]:+.3f} | {diffs[1]:+.3f} | "
+                     f"{diffs[2]:+.3f} | {', '.join(f'{x:.2g}' for x in h)} | "
+                     f"{f.mean():+.3f} [{lo:+.3f}, {hi:+.3f}] |")
+    return [*lines, ""]
+
+
+def short(args: argparse.Namespace) -> None:
+    from aicf_induct.induction.meta_dataset import score_matrix
+
+    t0 = time.perf_counter()
+    runs = pd.concat([pd.read_parquet(f) for f in args.short], ignore_index=True)
+    pack = load_pack(DEFAULT_PACK)
+    meta = pack.seed_meta()
+    default = resolve_default(meta, None)
+    n = max(SHORT_KS)
+    lines = [f"{cpu_model()}, commit {git_commit()}.", ""]
+    if args.corpus_rows:
+        global _FOLD_META
+        _FOLD_META = meta
+        cache = Path(args.lists) if args.lists else None
+        if cache is not None and cache.exists():
+            lists = pd.read_pickle(cache)
+        else:
+            groups = meta.groupby("group")["problem_id"].unique()
+            with ProcessPoolExecutor(args.jobs) as pool:
+                lists = pd.DataFrame([r for rs in pool.map(_fold_lists, map(list, groups))
+                                      for r in rs])
+            if cache is not None:
+                lists.to_pickle(cache)
+        test = score_matrix(meta, "test_norm_error").fillna(1.0)
+        picks = short_methods(lists, runs, test, default)
+        lines += short_report("Corpus, leave-one-group-out (expectation over the splits)",
+                              picks, pd.read_csv(args.corpus_rows))
+    if args.holdout_meta:
+        from aicf_induct.induction import baselines
+        from aicf_induct.induction.meta_dataset import problem_table
+        from aicf_induct.induction.neighbors import Neighbors
+
+        base = pd.read_csv(Path(args.holdout_rows) / "choices.csv")
+        held, _ = complete_problems(pd.read_parquet(args.holdout_meta))
+        held = held[held["problem_id"].isin(base["problem_id"])]
+        mm = pack.proposer().metamodel_
+        errors = score_matrix(meta, "test_norm_error")
+        knn = Neighbors().fit(problem_table(meta))
+        probs = problem_table(held)
+        fcols = [c for c in probs.columns if str(c).startswith("f.")]
+        rows = []
+        for pid, row in probs.iterrows():
+            feats = {c: float(row[c]) for c in fcols}
+            rows.append({"problem_id": pid, "problem": row["problem"],
+                         "proposer": list(mm.predict_problem(feats).index[:n]),
+                         "portfolio": baselines.portfolio_choice(errors, n),
+                         "knn": baselines.knn_choice(errors, knn, knn.query_vector(feats), n)})
+        test = score_matrix(held, "test_norm_error").fillna(1.0)
+        picks = short_methods(pd.DataFrame(rows), runs, test, default)
+        lines += short_report("Holdout (the shipped pack's lists)", picks, base)
+    lines.append(f"({time.perf_counter() - t0:.0f} s)")
+    print("\n".join(lines))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -185,6 +383,8 @@ def main() -> int:
     c.add_argument("--out", required=True)
     c.add_argument("--problems", help="a file with a comma list of problem names")
     c.add_argument("--jobs", type=int, default=2)
+    c.add_argument("--candidates", action="store_true",
+                   help="every corpus32 candidate short, not the default's probe features")
     c.set_defaults(func=compute)
     e = sub.add_parser("evaluate", help="leave-one-group-out with and without probes")
     e.add_argument("--probes", required=True)
@@ -197,6 +397,16 @@ def main() -> int:
     h.add_argument("--meta", required=True, help="the held-out meta-dataset")
     h.add_argument("--rows", required=True, help="induction_holdout.py --save DIR")
     h.set_defaults(func=holdout)
+    sh = sub.add_parser("short", help="picks by the short runs of every candidate")
+    sh.add_argument("--short", nargs="+", required=True, help="compute --candidates files")
+    sh.add_argument("--corpus-rows", help="the partitions run's rows (evaluate --save's "
+                                          "plain.csv): the corpus's baselines")
+    sh.add_argument("--holdout-meta", help="the held-out meta-dataset")
+    sh.add_argument("--holdout-rows", help="induction_holdout.py --save DIR")
+    sh.add_argument("--jobs", type=int, default=2)
+    sh.add_argument("--lists", metavar="FILE", help="keep the corpus folds' lists here (a "
+                                                    "pickle; read back when it exists)")
+    sh.set_defaults(func=short)
     args = ap.parse_args()
     args.func(args)
     return 0
