@@ -51,6 +51,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -80,18 +81,34 @@ PROBE_COLUMNS = ("f.probe.val_score", "f.probe.score_gain", "f.probe.loss_ratio"
 THREE = ("knn", "portfolio", "average")
 
 
-def probe(name: str) -> dict[str, object]:
-    """One problem's probe features (see the module docstring)."""
-    from aicf_induct.frontend.families import spec_graph
-    from aicf_induct.frontend.specs import MLPSpec
-    from aicf_induct.problems import load_problem
+def _short(p: Any, cand: Any) -> list[dict[str, float]]:
+    """The per-epoch history of `cand` (a space candidate: structure and recipe) trained
+    PROBE_EPOCHS epochs on the loaded problem `p` on the probe seed, early stopping off."""
+    from threadpoolctl import threadpool_limits
+
     from aicf_induct.runtime.trainer import TrainConfig, Trainer
 
+    r = cand.recipe
+    cfg = TrainConfig(epochs=PROBE_EPOCHS, patience=0, seed=PROBE_SEED, backend="numpy",
+                      optimizer=r.optimizer, lr=r.lr, weight_decay=r.weight_decay,
+                      batch_size=r.batch_size)
+    with threadpool_limits(1):  # one core per process: the pool is the parallelism
+        return Trainer(p, cand.graph(p.n_features, p.n_outputs), cfg).fit().history
+
+
+def _score_key(p: Any) -> str:
+    return "val_accuracy" if p.task == "classification" else "val_r2"
+
+
+def probe(name: str) -> dict[str, object]:
+    """One problem's probe features (see the module docstring)."""
+    from aicf_induct.frontend.specs import MLPSpec
+    from aicf_induct.induction.space import Candidate
+    from aicf_induct.problems import load_problem
+
     p = load_problem(name, seed=PROBE_SEED)
-    g = spec_graph(MLPSpec(), p.n_features, p.n_outputs)
-    h = Trainer(p, g, TrainConfig(epochs=PROBE_EPOCHS, patience=0, seed=PROBE_SEED,
-                                  backend="numpy")).fit().history
-    key = "val_accuracy" if p.task == "classification" else "val_r2"
+    h = _short(p, Candidate(MLPSpec()))  # the default MLP with the default recipe
+    key = _score_key(p)
     first, last = h[0], h[-1]
     score = float(np.clip(last[key], -1, 1))
     return {"problem_id": p.problem_id, "problem": name,
@@ -104,28 +121,16 @@ def probe(name: str) -> dict[str, object]:
 def short_runs(name: str) -> list[dict[str, object]]:
     """Every corpus32 candidate trained PROBE_EPOCHS epochs on the problem with its own
     recipe, on the probe seed: its validation score and loss then (see `short`)."""
-    import os
-
-    from threadpoolctl import threadpool_limits
-
     from aicf_induct.induction.space_io import parse_space
     from aicf_induct.problems import load_problem
-    from aicf_induct.runtime.trainer import TrainConfig, Trainer
 
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
     p = load_problem(name, seed=PROBE_SEED)
-    key = "val_accuracy" if p.task == "classification" else "val_r2"
     rows = []
-    with threadpool_limits(1):
-        for c in parse_space("corpus32").candidates():
-            r = c.recipe
-            cfg = TrainConfig(epochs=PROBE_EPOCHS, patience=0, seed=PROBE_SEED,
-                              backend="numpy", optimizer=r.optimizer, lr=r.lr,
-                              weight_decay=r.weight_decay, batch_size=r.batch_size)
-            last = Trainer(p, c.graph(p.n_features, p.n_outputs), cfg).fit().history[-1]
-            rows.append({"problem": name, "candidate": c.key,
-                         "short_val_score": float(last[key]),
-                         "short_val_loss": float(last["val_loss"])})
+    for c in parse_space("corpus32").candidates():
+        last = _short(p, c)[-1]
+        rows.append({"problem": name, "candidate": c.key,
+                     "short_val_score": float(last[_score_key(p)]),
+                     "short_val_loss": float(last["val_loss"])})
     return rows
 
 
