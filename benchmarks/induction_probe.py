@@ -159,8 +159,8 @@ def compute(args: argparse.Namespace) -> None:
 
 def with_probes(meta: pd.DataFrame, probes: pd.DataFrame) -> pd.DataFrame:
     """`meta` with the probe features joined by problem name (every problem must have one;
-    by name, not id: two corpus tables prepare to other contents under this machine's
-    pandas than the corpus's, so their ids differ)."""
+    by name, not id: the shipped pack's ids of two tables, quantreg/uis and dplyr/storms,
+    predate `content_id`'s folding of -0.0, so theirs and a fresh load's differ)."""
     cols = ["problem", *PROBE_COLUMNS]
     out = meta.merge(probes[cols], on="problem", how="left", validate="many_to_one")
     missing = out.loc[out[PROBE_COLUMNS[0]].isna(), "problem"].unique()

@@ -179,11 +179,17 @@ def normalise(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def content_id(frame: pd.DataFrame, y: np.ndarray, task: str, target: str) -> str:
-    """Stable id of prepared content: column names, values, target values, target, task."""
+    """Stable id of prepared content: column names, values, target values, target, task.
+    −0.0 counts as 0.0 (the same value): pandas 3.1's hash folds the sign of zero and 3.0's
+    did not, so without this a table holding a −0.0 got another id on each (quantreg/uis
+    and dplyr/storms did), and one problem became two in a warehouse both logged to."""
     h = hashlib.sha256(json.dumps([task, target, [str(c) for c in frame.columns]]).encode())
     if frame.shape[1]:
-        h.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
-    h.update(np.ascontiguousarray(y, dtype=np.float64).tobytes())
+        unsigned = frame.copy()
+        floats = unsigned.select_dtypes("float").columns
+        unsigned[floats] = unsigned[floats] + 0.0  # -0.0 + 0.0 = 0.0
+        h.update(pd.util.hash_pandas_object(unsigned, index=False).to_numpy().tobytes())
+    h.update(np.ascontiguousarray(np.asarray(y, dtype=np.float64) + 0.0).tobytes())
     return h.hexdigest()[:16]
 
 

@@ -123,6 +123,19 @@ def test_content_id_is_pinned() -> None:
         "9de7f78cc48883a6"
 
 
+def test_content_id_folds_the_sign_of_zero() -> None:
+    """-0.0 is 0.0: the id must not hang on how a pandas release hashes it (3.0 told the two
+    apart, 3.1 does not, and quantreg/uis got another id on each) nor on the target's bytes."""
+    f = pd.DataFrame({"a": [0.0, 1.0], "c": ["x", "y"]})
+    signed = pd.DataFrame({"a": [-0.0, 1.0], "c": ["x", "y"]})
+    y = np.array([0.0, 1.0])
+    one = content_id(f, y, "regression", "t")
+    assert content_id(signed, y, "regression", "t") == one
+    assert content_id(f, np.array([-0.0, 1.0]), "regression", "t") == one
+    assert np.signbit(signed["a"].iloc[0])  # the caller's frame is left as it was
+    assert content_id(f.assign(a=[0.5, 1.0]), y, "regression", "t") != one
+
+
 def _missing_text_frames(good_frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The same table, its text column's gaps spelled every way pandas 2.x and 3.x give
     them: object cells None / NaN / pd.NA, the nullable "string" dtype, the `str` dtype
