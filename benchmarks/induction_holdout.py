@@ -46,22 +46,8 @@ from machine import cpu_model, git_commit
 from aicf_induct.induction.corpus import corpus_meta
 from aicf_induct.induction.evaluate import compare, evaluate_holdout
 from aicf_induct.induction.meta_dataset import complete_problems, problem_table
-from aicf_induct.induction.neighbors import Neighbors, closest_other_group
+from aicf_induct.induction.neighbors import closest_other_group, nearest_problems
 from aicf_induct.induction.pack import DEFAULT_PACK, load_pack
-
-
-def nearest_corpus(corpus: pd.DataFrame, held: pd.DataFrame) -> pd.DataFrame:
-    """Per held-out problem: its nearest corpus problem (MinMax-scaled meta-features, L1, as
-    the kNN baseline measures them) and the distance."""
-    probs = problem_table(corpus)
-    knn = Neighbors(1).fit(probs)
-    rows = []
-    for _, row in problem_table(held).iterrows():
-        feats = {str(c): float(v) for c, v in row.items() if str(c).startswith("f.")}
-        (near, dist), = knn.nearest(feats, 1)
-        rows.append({"problem": row["problem"], "task": row["task"],
-                     "nearest corpus problem": probs.at[near, "problem"], "distance": dist})
-    return pd.DataFrame(rows)
 
 
 def main() -> int:
@@ -88,11 +74,14 @@ def main() -> int:
     res = ev.result
     if args.save:
         save_result(res, Path(args.save))
-    near = nearest_corpus(corpus, held)
+    near = nearest_problems(problem_table(corpus), problem_table(held)) \
+        .rename(columns={"nearest": "nearest corpus problem"}).drop(columns="problem_id")
     own = closest_other_group(problem_table(corpus)).to_numpy()
     dups = ev.near_duplicates
-    held = held[~held["problem_id"].isin(dups.get("problem_id", []))]
-    n = {c: held[c].nunique() for c in ("problem_id", "group", "candidate", "seed")}
+    # problems and groups scored (the near-duplicates out), candidates and seeds trained
+    n = {c: frame[c].nunique() for frame, cols in ((res.choices, ("problem_id", "group")),
+                                                   (held, ("candidate", "seed")))
+         for c in cols}
     cal = ev.calibration.drop(columns="level")
     lines = [
         f"{cpu_model()}, commit {git_commit()}, {time.perf_counter() - t0:.0f} s. Held out: "

@@ -508,10 +508,11 @@ def _evaluate_holdout(args: argparse.Namespace, baselines: tuple[str, ...],
         print(f"left out, a near-duplicate of the pack's {r.nearest}: {r.problem} (meta-"
               f"feature distance {r.distance:.2f}, below {r.threshold:.2f}, half the least "
               "between two of the pack's groups)", file=sys.stderr)
-    held = held[~held["problem_id"].isin(ev.near_duplicates.get("problem_id", []))]
+    scored = ev.result.choices  # the near-duplicates out
     where = pack.path or "the pack"
-    header = (f"{held['problem_id'].nunique()} held-out problems in {held['group'].nunique()} "
-              f"groups × {held['candidate'].nunique()} candidates, scored against {where} "
+    header = (f"{scored['problem_id'].nunique()} held-out problems in "
+              f"{scored['group'].nunique()} groups × {held['candidate'].nunique()} "
+              f"candidates, scored against {where} "
               f"({len(pack.problems)} problems); every ({ev.splits}) split of the seeds into "
               f"a choice and a score half averaged")
     return ev, header

@@ -179,9 +179,7 @@ def check_held_out(train: pd.DataFrame, held: pd.DataFrame) -> None:
     `held` is one of `train`'s or shares a group with one (naming them)."""
     check_meta(train)
     check_meta(held)
-    firsts = train.drop_duplicates("candidate")
-    keys = dict(zip(firsts["candidate"].astype(str), firsts["structure_key"].astype(str),
-                    strict=True))
+    keys = _structure_keys(train)
     names = held["problem"].astype(str).unique()
     # a candidate that trains on none of them (a cnn, on tables) is not expected
     expected = {c for c, k in keys.items() if any(applies_to(k, n) for n in names)}
@@ -203,9 +201,14 @@ def _candidates(meta: pd.DataFrame, config: LopoConfig) -> tuple[list[str], dict
     one of them."""
     cands = sorted(str(c) for c in meta["candidate"].unique())
     baselines.default_choice(cands, config.default)
+    return cands, _structure_keys(meta)
+
+
+def _structure_keys(meta: pd.DataFrame) -> dict[str, str]:
+    """Candidate key -> its structure key."""
     firsts = meta.drop_duplicates("candidate")
-    return cands, dict(zip(firsts["candidate"].astype(str),
-                           firsts["structure_key"].astype(str), strict=True))
+    return dict(zip(firsts["candidate"].astype(str), firsts["structure_key"].astype(str),
+                    strict=True))
 
 
 def _partition_matrices(meta: pd.DataFrame, cands: list[str],

@@ -81,21 +81,27 @@ def closest_other_group(problems: pd.DataFrame) -> pd.Series:
     return pd.Series(out, index=problems.index, name="distance")
 
 
+def nearest_problems(corpus: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """Per problem of `new` (a problem table): its nearest problem of `corpus` (one too) by
+    `Neighbors`' distance fitted on the corpus. Columns: problem_id, problem, task, nearest,
+    distance."""
+    knn = Neighbors(1).fit(corpus)
+    rows = []
+    for pid, row in new.iterrows():
+        feats = {str(c): float(v) for c, v in row.items() if str(c).startswith(FEATURE_PREFIX)}
+        (near, dist), = knn.nearest(feats, 1)
+        rows.append({"problem_id": pid, "problem": row["problem"], "task": row.get("task"),
+                     "nearest": corpus.at[near, "problem"], "distance": dist})
+    return pd.DataFrame(rows, columns=["problem_id", "problem", "task", "nearest", "distance"])
+
+
 def near_duplicates(corpus: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     """The problems of `new` (a problem table) at most half as far from a corpus problem
     (`corpus`, one too) as the two nearest corpus problems of different groups are from
     each other: the same data under another package's name (a case the corpus's groups,
     same package and columns, cannot see), found by its meta-features. One row each:
     problem, nearest corpus problem, distance, threshold."""
-    knn = Neighbors(1).fit(corpus)
     threshold = NEAR_DUPLICATE_SHARE * float(closest_other_group(corpus).min())
-    rows = []
-    for pid, row in new.iterrows():
-        feats = {str(c): float(v) for c, v in row.items() if str(c).startswith(FEATURE_PREFIX)}
-        (near, dist), = knn.nearest(feats, 1)
-        if dist < threshold:
-            rows.append({"problem_id": pid, "problem": row["problem"],
-                         "nearest": corpus.at[near, "problem"], "distance": dist,
-                         "threshold": threshold})
-    return pd.DataFrame(rows, columns=["problem_id", "problem", "nearest", "distance",
-                                       "threshold"])
+    near = nearest_problems(corpus, new)
+    out = near[near["distance"] < threshold].drop(columns="task").reset_index(drop=True)
+    return out.assign(threshold=threshold)
