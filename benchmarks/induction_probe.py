@@ -179,18 +179,15 @@ def mixed(plain: LopoResult, probed: LopoResult) -> LopoResult:
 
 def report(name: str, plain: LopoResult, probed: LopoResult) -> list[str]:
     both = mixed(plain, probed)
-    p1 = plain.choices.query("method == 'proposer'").set_index(["problem_id", "k"])
-    q1 = probed.choices.query("method == 'proposer'").set_index(["problem_id", "k"])
-    d = (q1["norm_error"] - p1["norm_error"].reindex(q1.index)).groupby(level="k")
-    from scipy.stats import wilcoxon
-
+    ours = probed.choices[probed.choices["method"] == "proposer"].assign(method="probed")
+    pair = LopoResult(pd.concat([plain.choices, ours], ignore_index=True), plain.calibration,
+                      plain.level)
     lines = [*section(f"{name}: the proposer with probes, the baselines without", both,
                       ks=(1, 3, 5)),
              "The proposer with probes minus without, per k (mean [Wilcoxon p]):", ""]
-    for k, diff in d:
-        v = diff.to_numpy(float)
-        p = float(wilcoxon(v, zero_method="zsplit").pvalue) if np.any(v != 0) else 1.0
-        lines.append(f"- k = {k}: {v.mean():+.4f} (p {p:.3g})")
+    for k in sorted(ours["k"].unique()):
+        c = compare(pair, method="probed", k=int(k), baselines=("proposer",)).iloc[0]
+        lines.append(f"- k = {k}: {c['mean_diff']:+.4f} (p {c['p_value']:.3g})")
     lines += ["", f"Without probes the top-1 closes {gap_closed(plain, k=1):.0%} of the gap.",
               "", "Top-3 with probes against the full search:", "",
               table(compare(both, k=3, baselines=("full_search",))), ""]
@@ -254,21 +251,31 @@ _FOLD_META = pd.DataFrame()  # the corpus the fold processes read (inherited on 
 def _fold_lists(held_ids: list[str]) -> list[dict[str, object]]:
     """One corpus fold: the proposer's, the portfolio's and kNN's lists for its held-out
     problems, learned from the other groups (the gain model ranking on every seed)."""
+    from aicf_induct.induction.meta_dataset import problem_table
+
+    meta = _FOLD_META
+    train = meta[~meta["problem_id"].isin(held_ids)]
+    probs = problem_table(meta)
+    return lists_for(MetaModel().fit(train), train, probs.loc[held_ids])
+
+
+def lists_for(mm: MetaModel, train: pd.DataFrame, held: pd.DataFrame
+              ) -> list[dict[str, object]]:
+    """Per problem of `held` (a problem table): the first max(SHORT_KS) candidates of the
+    proposer's order (`mm`), of the portfolio's and of kNN's, the last two learned from
+    `train`."""
     from aicf_induct.induction import baselines
     from aicf_induct.induction.meta_dataset import problem_table, score_matrix
     from aicf_induct.induction.neighbors import Neighbors
 
-    meta, n = _FOLD_META, max(SHORT_KS)
-    train = meta[~meta["problem_id"].isin(held_ids)]
-    mm = MetaModel().fit(train)
+    n = max(SHORT_KS)
     errors = score_matrix(train, "test_norm_error")
     knn = Neighbors().fit(problem_table(train))
-    probs = problem_table(meta)
-    fcols = [c for c in probs.columns if str(c).startswith("f.")]
+    fcols = [c for c in held.columns if str(c).startswith("f.")]
     out = []
-    for pid in held_ids:
-        feats = dict(zip(fcols, probs.loc[pid, fcols].to_numpy(float), strict=True))
-        out.append({"problem_id": pid, "problem": probs.at[pid, "problem"],
+    for pid, row in held.iterrows():
+        feats = {str(c): float(row[c]) for c in fcols}
+        out.append({"problem_id": pid, "problem": row["problem"],
                     "proposer": list(mm.predict_problem(feats).index[:n]),
                     "portfolio": baselines.portfolio_choice(errors, n),
                     "knn": baselines.knn_choice(errors, knn, knn.query_vector(feats), n)})
@@ -298,32 +305,23 @@ def short_methods(lists: pd.DataFrame, short: pd.DataFrame, test: pd.DataFrame,
 def short_report(name: str, picks: pd.DataFrame, base: pd.DataFrame) -> list[str]:
     """The short-run picks against kNN-3, portfolio-3, average-3 (trained in full, picked by
     validation; `base`: an evaluation's rows) and the full search, Holm over the three."""
-    from scipy.stats import wilcoxon
-
-    from aicf_induct.induction.inference import bootstrap_mean_ci, holm
-
-    three = base[base["k"] == 3].pivot_table(index="problem_id", columns="method",
-                                             values="norm_error")
-    full = base[base["k"] == 1].pivot_table(index="problem_id", columns="method",
-                                            values="norm_error")["full_search"]
     cols = [c for c in picks.columns if c not in ("problem_id", "problem")]
-    p = picks.set_index("problem_id")
-    lines = [f"### {name}: picks by 5-epoch runs ({len(p)} problems)", "",
+    long = picks.melt(id_vars=["problem_id", "problem"], value_vars=cols, var_name="method",
+                      value_name="norm_error")
+    long["method"] = "pick:" + long["method"]  # apart from the evaluation's own methods
+    res = LopoResult(pd.concat([base, long.assign(k=1)], ignore_index=True), pd.DataFrame(),
+                     0.8)
+    lines = [f"### {name}: picks by 5-epoch runs ({len(picks)} problems)", "",
              "| pick | mean | − kNN-3 | − portfolio-3 | − average-3 | Holm p (three) "
              "| − full search [95 % CI] |", "|---|---|---|---|---|---|---|"]
     for c in cols:
-        diffs, ps = [], []
-        for b in THREE:
-            d = (p[c] - three[b].reindex(p.index)).to_numpy(float)
-            diffs.append(d.mean())
-            ps.append(float(wilcoxon(d, zero_method="zsplit").pvalue) if np.any(d != 0)
-                      else 1.0)
-        h = holm(np.array(ps))
-        f = (p[c] - full.reindex(p.index)).to_numpy(float)
-        lo, hi = bootstrap_mean_ci(f, 2000, seed=0)
-        lines.append(f"| {c} | {p[c].mean():.3f} | {diffs[0]:+.3f} | {diffs[1]:+.3f} | "
-                     f"{diffs[2]:+.3f} | {', '.join(f'{x:.2g}' for x in h)} | "
-                     f"{f.mean():+.3f} [{lo:+.3f}, {hi:+.3f}] |")
+        three = compare(res, method=f"pick:{c}", k=1, baseline_k=3, baselines=THREE)
+        full = compare(res, method=f"pick:{c}", k=1, baselines=("full_search",)).iloc[0]
+        d = three["mean_diff"].to_numpy(float)
+        lines.append(f"| {c} | {picks[c].mean():.3f} | {d[0]:+.3f} | {d[1]:+.3f} | "
+                     f"{d[2]:+.3f} | {', '.join(f'{x:.2g}' for x in three['p_holm'])} | "
+                     f"{full['mean_diff']:+.3f} [{full['ci_low']:+.3f}, "
+                     f"{full['ci_high']:+.3f}] |")
     return [*lines, ""]
 
 
@@ -335,7 +333,6 @@ def short(args: argparse.Namespace) -> None:
     pack = load_pack(DEFAULT_PACK)
     meta = pack.seed_meta()
     default = resolve_default(meta, None)
-    n = max(SHORT_KS)
     lines = [f"{cpu_model()}, commit {git_commit()}.", ""]
     if args.corpus_rows:
         global _FOLD_META
@@ -355,25 +352,12 @@ def short(args: argparse.Namespace) -> None:
         lines += short_report("Corpus, leave-one-group-out (expectation over the splits)",
                               picks, pd.read_csv(args.corpus_rows))
     if args.holdout_meta:
-        from aicf_induct.induction import baselines
         from aicf_induct.induction.meta_dataset import problem_table
-        from aicf_induct.induction.neighbors import Neighbors
 
         base = pd.read_csv(Path(args.holdout_rows) / "choices.csv")
         held, _ = complete_problems(pd.read_parquet(args.holdout_meta))
         held = held[held["problem_id"].isin(base["problem_id"])]
-        mm = pack.proposer().metamodel_
-        errors = score_matrix(meta, "test_norm_error")
-        knn = Neighbors().fit(problem_table(meta))
-        probs = problem_table(held)
-        fcols = [c for c in probs.columns if str(c).startswith("f.")]
-        rows = []
-        for pid, row in probs.iterrows():
-            feats = {c: float(row[c]) for c in fcols}
-            rows.append({"problem_id": pid, "problem": row["problem"],
-                         "proposer": list(mm.predict_problem(feats).index[:n]),
-                         "portfolio": baselines.portfolio_choice(errors, n),
-                         "knn": baselines.knn_choice(errors, knn, knn.query_vector(feats), n)})
+        rows = lists_for(pack.proposer().metamodel_, meta, problem_table(held))
         test = score_matrix(held, "test_norm_error").fillna(1.0)
         picks = short_methods(pd.DataFrame(rows), runs, test, default)
         lines += short_report("Holdout (the shipped pack's lists)", picks, base)
