@@ -9,10 +9,9 @@ from pathlib import Path
 
 from aicf_induct.cli.main import main
 from aicf_induct.induction.space_io import parse_space
-from tests.induction.helpers import TINY_SPACE, build_tiny_corpus
+from tests.induction.helpers import TINY_HELD_OUT, TINY_SPACE, build_tiny_corpus
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "induction_holdout.py"
-HELD_OUT = ("wine", "synthetic:circles?n=300&seed=2")
 
 
 def _run(*args: str) -> str:
@@ -28,10 +27,7 @@ def test_the_holdout_benchmark_from_a_warehouse_and_from_its_saved_meta(
     pack = tmp_path / "pack.parquet"
     assert main(["induce", "fit", "--warehouse", str(corpus), "--min-problems", "2",
                  "--bootstrap", "100", "-o", str(pack), "--quiet"]) == 0
-    held = tmp_path / "held"
-    assert main(["corpus", "build", "--problems", ",".join(HELD_OUT), "--space", TINY_SPACE,
-                 "--seeds", "2", "--epochs", "3", "--patience", "2", "--workers", "1",
-                 "--warehouse", str(held), "--quiet"]) == 0
+    held = build_tiny_corpus(tmp_path / "held", TINY_HELD_OUT)
     saved = tmp_path / "held_meta.parquet"
     default = ("--default", parse_space(TINY_SPACE).candidates()[0].key)
     first = _run("--warehouse", str(held), "--pack", str(pack), *default, "--save-meta",
@@ -39,7 +35,7 @@ def test_the_holdout_benchmark_from_a_warehouse_and_from_its_saved_meta(
     again = _run("--meta", str(saved), "--pack", str(pack), *default)
     assert "Held out: 2 problems (2 groups) × 4 candidates × 2 seeds, every (2) split" in first
     assert "Calibration of the pack's 80% intervals" in first
-    for name in HELD_OUT:
+    for name in TINY_HELD_OUT:
         assert f"| {name} |" in first
     # the header's first line holds the wall time; everything after it is the same
     assert first.split("\n", 1)[1] == again.split("\n", 1)[1]

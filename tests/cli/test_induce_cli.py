@@ -14,7 +14,12 @@ import warehouse
 from aicf_induct.cli.main import main
 from aicf_induct.induction import pack as pack_mod
 from aicf_induct.induction.proposals import propose_dataset
-from tests.induction.helpers import TINY_PROBLEMS, TINY_SPACE, build_tiny_corpus
+from tests.induction.helpers import (
+    TINY_HELD_OUT,
+    TINY_PROBLEMS,
+    TINY_SPACE,
+    build_tiny_corpus,
+)
 
 
 @pytest.fixture(scope="module")
@@ -170,14 +175,8 @@ def held_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     frame = load_iris(as_frame=True).frame
     frame.columns = [f"c{i}" for i in range(frame.shape[1] - 1)] + ["target"]
     frame.to_csv(tmp / "iris_copy.csv", index=False)
-    names = [*HELD_OUT, f"file:{tmp / 'iris_copy.csv'}?target=target"]
-    assert main(["corpus", "build", "--problems", ",".join(names), "--space", TINY_SPACE,
-                 "--seeds", "2", "--epochs", "3", "--patience", "2", "--workers", "1",
-                 "--warehouse", str(tmp / "wh"), "--quiet"]) == 0
-    return tmp / "wh"
-
-
-HELD_OUT = ("wine", "synthetic:circles?n=300&seed=2")
+    return build_tiny_corpus(tmp / "wh", [*TINY_HELD_OUT,
+                                          f"file:{tmp / 'iris_copy.csv'}?target=target"])
 
 
 def test_induce_evaluate_holdout_scores_the_pack_on_problems_it_never_saw(
@@ -205,7 +204,7 @@ def test_induce_evaluate_holdout_scores_the_pack_on_problems_it_never_saw(
                           default=default, ks=(1,))
     picks = ev.result.choices.query("method == 'proposer' and k == 1") \
         .set_index("problem")["candidate"]
-    for name in HELD_OUT:
+    for name in TINY_HELD_OUT:
         top = propose_dataset(name, pack=loaded, top_k=1)["candidates"][0]["candidate"]
         assert picks[name] == top, name
     rc, out, err = _run(argv, capsys)
