@@ -22,6 +22,11 @@ no longer depends on which seeds happened to be the score seeds. There the meta-
 on every seed of the training problems, as the shipped pack's does, and the rows give each
 (problem, method, k)'s mean over the partitions (`candidate`: the pick made most often); no
 calibration (the interval is one for a mean over one partition's seeds).
+
+`LopoConfig.train_groups` = n: each fold learns from n of the other groups only, drawn at
+random (seeded by `random_state` and the held-out group's name, so the draw does not depend
+on `n_jobs`), every method from the same n: the learning curve of a smaller corpus, scored
+on the same held-out problems as the whole one.
 """
 
 from __future__ import annotations
@@ -62,6 +67,8 @@ class LopoConfig:
     # the seeds of the training problems the meta-model's ranking learns from: "score" (the
     # score seeds, as its interval) or "all"
     rank_seeds: str = "score"
+    # each fold learns from this many of the other groups, drawn at random; None: all
+    train_groups: int | None = None
 
     def __post_init__(self) -> None:
         if set(self.choose_seeds) & set(self.score_seeds):
@@ -72,6 +79,9 @@ class LopoConfig:
         if self.rank_seeds not in RANK_SEEDS:
             raise ConfigError(f"rank_seeds must be one of {', '.join(RANK_SEEDS)}, got "
                               f"{self.rank_seeds!r}")
+        if self.train_groups is not None and self.train_groups < 2:
+            raise ConfigError(f"train_groups must be >= 2 (or None: all), got "
+                              f"{self.train_groups}")
 
 
 @dataclass
@@ -319,13 +329,26 @@ def _folds(ctx: _Context, groups: Sequence[str]) -> tuple[list[dict[str, object]
     probs = problem_table(ctx.meta)
     rows: list[dict[str, object]] = []
     cal: list[pd.DataFrame] = []
-    for held, train in folds(ctx.meta, groups):
+    for group, (held, train) in zip(groups, folds(ctx.meta, groups), strict=True):
+        train = _drawn(train, ctx.config, group)
         learned = _learn(ctx.config, train, ctx.cands, len(ctx.partitions) == 1)
         for pid in held:
             r, c = _held_out(ctx, learned, probs, pid)
             rows += r
             cal += c
     return rows, cal
+
+
+def _drawn(train: pd.DataFrame, config: LopoConfig, held_group: str) -> pd.DataFrame:
+    """`config.train_groups` of `train`'s groups, drawn for the fold holding out
+    `held_group` (all of them when None, or when there are no more)."""
+    n = config.train_groups
+    names = sorted(train["group"].astype(str).unique())
+    if n is None or n >= len(names):
+        return train
+    rng = np.random.default_rng([config.random_state, *held_group.encode()])
+    kept = rng.choice(names, size=n, replace=False)
+    return train[train["group"].astype(str).isin(set(kept))]
 
 
 def _held_out(ctx: _Context, learned: _Learned, probs: pd.DataFrame, pid: str

@@ -4,6 +4,7 @@ score on disjoint seeds; the evaluation's numbers on hand cases."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -340,3 +341,34 @@ def test_a_holdout_refuses_problems_the_training_problems_hold() -> None:
     g0 = meta[meta["group"] == "g0"]
     with pytest.raises(ConfigError, match="other candidates than the training problems"):
         run_holdout(meta[meta["group"] != "g0"], g0[g0["candidate"] != "c01"], cfg)
+
+
+def test_a_smaller_corpus_draws_its_groups_per_fold(monkeypatch: pytest.MonkeyPatch) -> None:
+    import aicf_induct.induction.lopo as lopo
+
+    meta = twins(grouped=True, n_groups=6)
+    seen: list[set[str]] = []
+    learn = lopo._learn
+
+    def spy(config: LopoConfig, train: pd.DataFrame, *args: object, **kw: object) -> object:
+        seen.append(set(train["group"].astype(str)))
+        return learn(config, train, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lopo, "_learn", spy)
+    cfg = LopoConfig(default="c00", choose_seeds=(0,), score_seeds=(1,), ks=(1, 2),
+                     metamodel=SMALL, train_groups=3)
+    drawn = run_lopo(meta, cfg)
+    groups = sorted(meta["group"].unique())
+    assert len(seen) == len(groups)
+    for held, learnt in zip(groups, seen, strict=True):
+        assert len(learnt) == 3 and held not in learnt  # 3 of the 5 others, never itself
+    assert len({frozenset(s) for s in seen}) > 1  # drawn per fold, not one subset for all
+    # every held-out problem is still scored, and the draw does not depend on the jobs
+    assert set(drawn.choices["problem_id"]) == set(meta["problem_id"])
+    pd.testing.assert_frame_equal(drawn.choices, run_lopo(meta, cfg, n_jobs=2).choices)
+    # as many groups as there are others: the whole corpus, the same rows as without
+    whole = replace(cfg, train_groups=5)
+    pd.testing.assert_frame_equal(run_lopo(meta, whole).choices,
+                                  run_lopo(meta, replace(cfg, train_groups=None)).choices)
+    with pytest.raises(ConfigError, match="train_groups"):
+        replace(cfg, train_groups=1)
