@@ -63,8 +63,6 @@ def write_csv(folder: Path) -> Path:
 
 def command(python: str, dataset: str, pack: str | None) -> list[str]:
     script = Path(python).with_name("aicf-induct")
-    if not script.exists():
-        raise SystemExit(f"no aicf-induct script beside {python}")
     return [str(script), "propose", "--dataset", dataset, *(["--pack", pack] if pack else [])]
 
 
@@ -159,6 +157,10 @@ def main() -> int:
         ap.error("--runs must be >= 1")
     t0 = time.perf_counter()
     pythons = {"this": sys.executable, **({"compared": args.compare} if args.compare else {})}
+    for python in pythons.values():
+        if not Path(python).is_file() or not Path(python).with_name("aicf-induct").is_file():
+            ap.error(f"--compare: no interpreter with an aicf-induct script beside it at "
+                     f"{python}")
     envs = {label: libraries(python) for label, python in pythons.items()}
     with tempfile.TemporaryDirectory() as tmp:
         datasets = {"wine": "wine", "my.csv": f"file:{write_csv(Path(tmp))}?target=y"}
