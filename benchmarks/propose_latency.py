@@ -1,7 +1,7 @@
 """How long `aicf-induct propose` takes from a fresh process, as a user waits for it.
 
     .venv/bin/python benchmarks/propose_latency.py [--runs 11] [--pack PACK]
-        [--compare PYTHON] [--write-results]
+        [--import-runs 3] [--compare PYTHON] [--write-results]
 
 Each run starts the installed console script in a new process (what a user types, on a fresh
 clone: no server, no cache), once for `--dataset wine` and once for a CSV file
@@ -9,8 +9,8 @@ clone: no server, no cache), once for `--dataset wine` and once for a CSV file
 temporary folder), alternating, and measures the wall time from the process's start to its
 exit. Also read: `propose`'s own "answered in" line (loading the pack, featurising the
 dataset, ranking, the part the service pays per request), so that the rest is the
-interpreter's start and the imports. One more run of each under `python -X importtime`
-says which packages the imports are spent in.
+interpreter's start and the imports. `--import-runs` more runs of each (default 3) under
+`python -X importtime` say which packages the imports are spent in (the median per package).
 
 `--compare PYTHON` runs the same commands in a second environment (its `aicf-induct` script
 beside that interpreter, e.g. a venv with another scipy), interleaved run by run with this
@@ -97,6 +97,10 @@ def import_breakdown(python: str, argv: list[str]) -> dict[str, float]:
     return spent
 
 
+def median_breakdown(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {p: statistics.median(r.get(p, 0.0) for r in runs) for p in (*PACKAGES, "other")}
+
+
 def percentile(xs: list[float], q: float) -> float:
     return float(np.percentile(xs, q))
 
@@ -112,7 +116,7 @@ def libraries(python: str) -> str:
 
 def report(results: dict[str, list[tuple[float, float]]],
            imports: dict[str, dict[str, float]], envs: dict[str, str], command_line: str,
-           runs: int, took: float) -> str:
+           runs: int, import_runs: int, took: float) -> str:
     lines = [
         HEADING, "",
         f"Measured {dt.date.today()} on {cpu_model()} (commit {git_commit()}), {runs} fresh "
@@ -132,8 +136,8 @@ def report(results: dict[str, list[tuple[float, float]]],
                      f"{percentile(walls, 90):.2f} s | {max(walls):.2f} s | "
                      f"{within} of {len(walls)} | {statistics.median(own):.2f} s | "
                      f"{statistics.median(rest):.2f} s |")
-    lines += ["", "Import time by package, one `-X importtime` run each (each module's own "
-              "time, summed by top-level name):", "",
+    lines += ["", f"Import time by package, the median of {import_runs} `-X importtime` runs "
+              "each (each module's own time, summed by top-level name):", "",
               "| environment | dataset | " + " | ".join(PACKAGES) + " | other | total |",
               "|---|---|" + "---|" * (len(PACKAGES) + 2)]
     for key, spent in imports.items():
@@ -146,6 +150,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=11, help="fresh processes per dataset "
                                                          "(default 11)")
+    ap.add_argument("--import-runs", type=int, default=3, metavar="N",
+                    help="-X importtime runs per dataset for the breakdown (default 3)")
     ap.add_argument("--pack", default=None, help="knowledge pack (default: the shipped one)")
     ap.add_argument("--compare", metavar="PYTHON",
                     help="a second environment's interpreter, measured interleaved with "
@@ -153,8 +159,8 @@ def main() -> int:
     ap.add_argument("--write-results", action="store_true",
                     help="replace this benchmark's section of benchmarks/RESULTS.md")
     args = ap.parse_args()
-    if args.runs < 1:
-        ap.error("--runs must be >= 1")
+    if args.runs < 1 or args.import_runs < 1:
+        ap.error("--runs and --import-runs must be >= 1")
     t0 = time.perf_counter()
     pythons = {"this": sys.executable, **({"compared": args.compare} if args.compare else {})}
     for python in pythons.values():
@@ -172,9 +178,12 @@ def main() -> int:
         for _ in range(args.runs):
             for key, (_, argv) in argvs.items():
                 results[key].append(timed_run(argv))
-        imports = {key: import_breakdown(python, argv) for key, (python, argv) in argvs.items()}
+        imports = {key: median_breakdown([import_breakdown(python, argv)
+                                          for _ in range(args.import_runs)])
+                   for key, (python, argv) in argvs.items()}
     command_line = " ".join(["python benchmarks/propose_latency.py", *sys.argv[1:]])
-    text = report(results, imports, envs, command_line, args.runs, time.perf_counter() - t0)
+    text = report(results, imports, envs, command_line, args.runs, args.import_runs,
+                  time.perf_counter() - t0)
     print(text)
     if args.write_results:
         write_section(text)

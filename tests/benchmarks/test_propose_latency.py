@@ -19,7 +19,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_latency_benchmark_times_both_datasets_and_breaks_the_imports_down() -> None:
-    done = _run("--runs", "1")
+    done = _run("--runs", "1", "--import-runs", "1")
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "- this: Python " in out and "scipy " in out
@@ -35,6 +35,6 @@ def test_the_latency_benchmark_times_both_datasets_and_breaks_the_imports_down()
 
 
 def test_a_compared_environment_without_the_script_is_named() -> None:
-    done = _run("--runs", "1", "--compare", "/nonexistent/bin/python")
+    done = _run("--runs", "1", "--import-runs", "1", "--compare", "/nonexistent/bin/python")
     assert done.returncode != 0
     assert "/nonexistent/bin/python" in done.stderr and "Traceback" not in done.stderr
