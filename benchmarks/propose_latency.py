@@ -181,7 +181,9 @@ def main() -> int:
         imports = {key: median_breakdown([import_breakdown(python, argv)
                                           for _ in range(args.import_runs)])
                    for key, (python, argv) in argvs.items()}
-    command_line = " ".join(["python benchmarks/propose_latency.py", *sys.argv[1:]])
+    # the compared interpreter's path is this machine's: the report names its libraries
+    command_line = " ".join(["python benchmarks/propose_latency.py",
+                             *("PYTHON" if a == args.compare else a for a in sys.argv[1:])])
     text = report(results, imports, envs, command_line, args.runs, args.import_runs,
                   time.perf_counter() - t0)
     print(text)
