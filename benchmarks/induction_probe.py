@@ -8,7 +8,10 @@ what the meta-features do not?
     .venv/bin/python benchmarks/induction_probe.py holdout --probes probes.parquet
         --meta HOLDOUT_META [--rows DIR]
     .venv/bin/python benchmarks/induction_probe.py compute --candidates --out short.parquet
-    .venv/bin/python benchmarks/induction_probe.py short --short short.parquet
+        [--epochs 5] [--pairs PAIRS]
+    .venv/bin/python benchmarks/induction_probe.py pairs --out PAIRS --lists FILE
+        --holdout-meta FILE --holdout-rows DIR [--top 5]
+    .venv/bin/python benchmarks/induction_probe.py short --short short.parquet [--at 5]
         [--corpus-rows plain.csv --lists FILE] [--holdout-meta FILE --holdout-rows DIR]
 
 The choice oracle (a pick that sees the problem's own test outcomes) passes the Holm line
@@ -42,6 +45,14 @@ is scored (its candidate's error over all the problem's seeds, which is its mean
 split), against kNN-3, portfolio-3 and average-3 (`--corpus-rows`: `evaluate --save`'s
 plain.csv; `--holdout-rows`: `induction_holdout.py --save`) and the full search. The
 corpus's lists are the leave-one-group-out folds' (`--lists` keeps them: 177 fits).
+
+Longer short runs, the next rung of a successive-halving schedule: `pairs` writes the first
+`--top` candidates of the proposer's list on every problem (the corpus folds' lists kept by
+`short --lists`, the shipped pack's on the holdout), `compute --candidates --pairs PAIRS
+--epochs 20` trains only those, recording the validation score after 5, 10 and 20 epochs
+(the schedule is constant, so the first epochs of a longer run are the shorter run), and
+`short --at 10` or `--at 20` scores the picks among the proposer's first 3 or 5 at that
+rung. A pick whose list holds a candidate without a run at that rung is not reported.
 """
 
 from __future__ import annotations
@@ -76,20 +87,21 @@ from aicf_induct.induction.pack import DEFAULT_PACK, load_pack
 
 PROBE_SEED = 100  # none of the corpus's seeds
 PROBE_EPOCHS = 5
+RUNGS = (5, 10, 20)  # epochs at which a longer short run records its validation score
 PROBE_COLUMNS = ("f.probe.val_score", "f.probe.score_gain", "f.probe.loss_ratio",
                  "f.probe.overfit")
 THREE = ("knn", "portfolio", "average")
 
 
-def _short(p: Any, cand: Any) -> list[dict[str, float]]:
+def _short(p: Any, cand: Any, epochs: int = PROBE_EPOCHS) -> list[dict[str, float]]:
     """The per-epoch history of `cand` (a space candidate: structure and recipe) trained
-    PROBE_EPOCHS epochs on the loaded problem `p` on the probe seed, early stopping off."""
+    `epochs` epochs on the loaded problem `p` on the probe seed, early stopping off."""
     from threadpoolctl import threadpool_limits
 
     from aicf_induct.runtime.trainer import TrainConfig, Trainer
 
     r = cand.recipe
-    cfg = TrainConfig(epochs=PROBE_EPOCHS, patience=0, seed=PROBE_SEED, backend="numpy",
+    cfg = TrainConfig(epochs=epochs, patience=0, seed=PROBE_SEED, backend="numpy",
                       optimizer=r.optimizer, lr=r.lr, weight_decay=r.weight_decay,
                       batch_size=r.batch_size)
     with threadpool_limits(1):  # one core per process: the pool is the parallelism
@@ -118,19 +130,25 @@ def probe(name: str) -> dict[str, object]:
             "f.probe.overfit": last["val_loss"] / last["train_loss"]}
 
 
-def short_runs(name: str) -> list[dict[str, object]]:
-    """Every corpus32 candidate trained PROBE_EPOCHS epochs on the problem with its own
-    recipe, on the probe seed: its validation score and loss then (see `short`)."""
+def short_runs(name: str, keys: frozenset[str] | None = None,
+               epochs: int = PROBE_EPOCHS) -> list[dict[str, object]]:
+    """The corpus32 candidates (`keys`: those only) trained `epochs` epochs on the problem
+    with their own recipes, on the probe seed: the validation score and loss at each rung
+    of RUNGS up to `epochs`, and at `epochs` (see `short`)."""
     from aicf_induct.induction.space_io import parse_space
     from aicf_induct.problems import load_problem
 
     p = load_problem(name, seed=PROBE_SEED)
     rows = []
     for c in parse_space("corpus32").candidates():
-        last = _short(p, c)[-1]
-        rows.append({"problem": name, "candidate": c.key,
-                     "short_val_score": float(last[_score_key(p)]),
-                     "short_val_loss": float(last["val_loss"])})
+        if keys is not None and c.key not in keys:
+            continue
+        history = _short(p, c, epochs)
+        for rung in sorted({r for r in RUNGS if r <= epochs} | {epochs}):
+            at = history[rung - 1]
+            rows.append({"problem": name, "candidate": c.key, "epochs": rung,
+                         "short_val_score": float(at[_score_key(p)]),
+                         "short_val_loss": float(at["val_loss"])})
     return rows
 
 
@@ -139,12 +157,17 @@ def compute(args: argparse.Namespace) -> None:
 
     names = (Path(args.problems).read_text().strip().split(",") if args.problems
              else load_pack(DEFAULT_PACK).problems)
+    keys: dict[str, frozenset[str] | None] = dict.fromkeys(names)
+    if args.pairs:  # only these (problem, candidate) pairs
+        pairs = pd.read_csv(args.pairs)
+        keys = {str(n): frozenset(map(str, g["candidate"])) for n, g in pairs.groupby("problem")}
+        names = list(keys)
     if args.candidates:  # every candidate, short: one file row per (problem, candidate)
         from concurrent.futures import as_completed
 
         rows = []
         with ProcessPoolExecutor(args.jobs) as pool:
-            jobs = [pool.submit(short_runs, n) for n in names]
+            jobs = [pool.submit(short_runs, n, keys[n], args.epochs) for n in names]
             for i, job in enumerate(tqdm(as_completed(jobs), total=len(jobs),
                                          desc="short runs"), 1):
                 rows += job.result()
@@ -236,10 +259,12 @@ def holdout(args: argparse.Namespace) -> None:
 SHORT_KS = (3, 5)  # how many of a list's candidates a short-run pick looks at
 
 
-def short_pick(short: pd.DataFrame, problem: str, ranked: list[str]) -> str:
+def short_pick(short: pd.DataFrame, problem: str, ranked: list[str]) -> str | None:
     """Of `ranked`, the candidate with the best short-run validation score on `problem`
-    (ties: the lower validation loss, then the list's order)."""
+    (ties: the lower validation loss, then the list's order); None if one has no run."""
     sub = short[short["problem"] == problem].set_index("candidate").reindex(ranked)
+    if sub["short_val_score"].isna().any():
+        return None
     order = sorted(range(len(ranked)), key=lambda i: (-sub["short_val_score"].iloc[i],
                                                       sub["short_val_loss"].iloc[i], i))
     return ranked[order[0]]
@@ -287,22 +312,25 @@ def short_methods(lists: pd.DataFrame, short: pd.DataFrame, test: pd.DataFrame,
     """Per problem, the expected test normalized error (over all its seeds: a single pick's
     figure averaged over every split) of the picks that short runs make: of every candidate
     (`short_all`), of a list's first k (`<list>_short<k>`), and the lists' own top-1 and
-    the default for reference."""
+    the default for reference. A pick missing a run on some problem is left out."""
     rows = []
     every = list(test.columns)
     for r in lists.itertuples():
         t = test.loc[r.problem_id]
         row: dict[str, object] = {"problem_id": r.problem_id, "problem": r.problem,
-                                  "default": t[default], "proposer_top1": t[r.proposer[0]],
-                                  "short_all": t[short_pick(short, r.problem, every)]}
-        for name in ("proposer", "portfolio", "knn"):
-            for k in SHORT_KS:
-                row[f"{name}_short{k}"] = t[short_pick(short, r.problem, getattr(r, name)[:k])]
+                                  "default": t[default], "proposer_top1": t[r.proposer[0]]}
+        picks = {"short_all": every, **{f"{name}_short{k}": getattr(r, name)[:k]
+                                        for name in ("proposer", "portfolio", "knn")
+                                        for k in SHORT_KS}}
+        for col, ranked in picks.items():
+            pick = short_pick(short, r.problem, ranked)
+            row[col] = np.nan if pick is None else t[pick]
         rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).dropna(axis=1)
 
 
-def short_report(name: str, picks: pd.DataFrame, base: pd.DataFrame) -> list[str]:
+def short_report(name: str, picks: pd.DataFrame, base: pd.DataFrame, at: int
+                 ) -> list[str]:
     """The short-run picks against kNN-3, portfolio-3, average-3 (trained in full, picked by
     validation; `base`: an evaluation's rows) and the full search, Holm over the three."""
     cols = [c for c in picks.columns if c not in ("problem_id", "problem")]
@@ -311,7 +339,7 @@ def short_report(name: str, picks: pd.DataFrame, base: pd.DataFrame) -> list[str
     long["method"] = "pick:" + long["method"]  # apart from the evaluation's own methods
     res = LopoResult(pd.concat([base, long.assign(k=1)], ignore_index=True), pd.DataFrame(),
                      0.8)
-    lines = [f"### {name}: picks by 5-epoch runs ({len(picks)} problems)", "",
+    lines = [f"### {name}: picks by {at}-epoch runs ({len(picks)} problems)", "",
              "| pick | mean | − kNN-3 | − portfolio-3 | − average-3 | Holm p (three) "
              "| − full search [95 % CI] |", "|---|---|---|---|---|---|---|"]
     for c in cols:
@@ -325,42 +353,69 @@ def short_report(name: str, picks: pd.DataFrame, base: pd.DataFrame) -> list[str
     return [*lines, ""]
 
 
+def corpus_lists(meta: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
+    """The corpus folds' lists (`lists_for` per leave-one-group-out fold), read back from
+    `args.lists` when kept there, else computed (`args.jobs` processes) and kept."""
+    global _FOLD_META
+    _FOLD_META = meta
+    cache = Path(args.lists) if args.lists else None
+    if cache is not None and cache.exists():
+        return pd.read_pickle(cache)
+    groups = meta.groupby("group")["problem_id"].unique()
+    with ProcessPoolExecutor(args.jobs) as pool:
+        lists = pd.DataFrame([r for rs in pool.map(_fold_lists, map(list, groups))
+                              for r in rs])
+    if cache is not None:
+        lists.to_pickle(cache)
+    return lists
+
+
+def holdout_lists(pack: Any, meta: pd.DataFrame, args: argparse.Namespace
+                  ) -> tuple[pd.DataFrame, pd.DataFrame, list[dict[str, object]]]:
+    """The held-out meta-dataset (its scored problems: near-duplicates out), the holdout
+    benchmark's rows, and the shipped pack's lists on those problems."""
+    from aicf_induct.induction.meta_dataset import problem_table
+
+    base = pd.read_csv(Path(args.holdout_rows) / "choices.csv")
+    held, _ = complete_problems(pd.read_parquet(args.holdout_meta))
+    held = held[held["problem_id"].isin(base["problem_id"])]
+    return held, base, lists_for(pack.proposer().metamodel_, meta, problem_table(held))
+
+
+def pairs(args: argparse.Namespace) -> None:
+    """The (problem, candidate) pairs of the proposer's first `--top` on every problem."""
+    pack = load_pack(DEFAULT_PACK)
+    meta = pack.seed_meta()
+    rows = [*corpus_lists(meta, args).to_dict("records"),
+            *holdout_lists(pack, meta, args)[2]]
+    out = pd.DataFrame([{"problem": r["problem"], "candidate": c}
+                        for r in rows for c in list(r["proposer"])[:args.top]])
+    out.to_csv(args.out, index=False)
+    print(f"{len(out)} pairs on {out['problem'].nunique()} problems written to {args.out}")
+
+
 def short(args: argparse.Namespace) -> None:
     from aicf_induct.induction.meta_dataset import score_matrix
 
     t0 = time.perf_counter()
     runs = pd.concat([pd.read_parquet(f) for f in args.short], ignore_index=True)
+    if "epochs" not in runs.columns:  # files of the first short runs: 5 epochs
+        runs["epochs"] = PROBE_EPOCHS
+    runs = runs[runs["epochs"].fillna(PROBE_EPOCHS) == args.at]
     pack = load_pack(DEFAULT_PACK)
     meta = pack.seed_meta()
     default = resolve_default(meta, None)
     lines = [f"{cpu_model()}, commit {git_commit()}.", ""]
     if args.corpus_rows:
-        global _FOLD_META
-        _FOLD_META = meta
-        cache = Path(args.lists) if args.lists else None
-        if cache is not None and cache.exists():
-            lists = pd.read_pickle(cache)
-        else:
-            groups = meta.groupby("group")["problem_id"].unique()
-            with ProcessPoolExecutor(args.jobs) as pool:
-                lists = pd.DataFrame([r for rs in pool.map(_fold_lists, map(list, groups))
-                                      for r in rs])
-            if cache is not None:
-                lists.to_pickle(cache)
         test = score_matrix(meta, "test_norm_error").fillna(1.0)
-        picks = short_methods(lists, runs, test, default)
+        picks = short_methods(corpus_lists(meta, args), runs, test, default)
         lines += short_report("Corpus, leave-one-group-out (expectation over the splits)",
-                              picks, pd.read_csv(args.corpus_rows))
+                              picks, pd.read_csv(args.corpus_rows), args.at)
     if args.holdout_meta:
-        from aicf_induct.induction.meta_dataset import problem_table
-
-        base = pd.read_csv(Path(args.holdout_rows) / "choices.csv")
-        held, _ = complete_problems(pd.read_parquet(args.holdout_meta))
-        held = held[held["problem_id"].isin(base["problem_id"])]
-        rows = lists_for(pack.proposer().metamodel_, meta, problem_table(held))
+        held, base, rows = holdout_lists(pack, meta, args)
         test = score_matrix(held, "test_norm_error").fillna(1.0)
         picks = short_methods(pd.DataFrame(rows), runs, test, default)
-        lines += short_report("Holdout (the shipped pack's lists)", picks, base)
+        lines += short_report("Holdout (the shipped pack's lists)", picks, base, args.at)
     lines.append(f"({time.perf_counter() - t0:.0f} s)")
     print("\n".join(lines))
 
@@ -374,7 +429,19 @@ def main() -> int:
     c.add_argument("--jobs", type=int, default=2)
     c.add_argument("--candidates", action="store_true",
                    help="every corpus32 candidate short, not the default's probe features")
+    c.add_argument("--epochs", type=int, default=PROBE_EPOCHS,
+                   help=f"epochs of each short run (default {PROBE_EPOCHS})")
+    c.add_argument("--pairs", metavar="FILE", help="train only these (problem, candidate) "
+                                                   "pairs (a CSV: `pairs` writes it)")
     c.set_defaults(func=compute)
+    pa = sub.add_parser("pairs", help="the proposer's first candidates on every problem")
+    pa.add_argument("--out", required=True)
+    pa.add_argument("--lists", required=True, help="the corpus folds' lists (short --lists)")
+    pa.add_argument("--holdout-meta", required=True, help="the held-out meta-dataset")
+    pa.add_argument("--holdout-rows", required=True, help="induction_holdout.py --save DIR")
+    pa.add_argument("--top", type=int, default=5)
+    pa.add_argument("--jobs", type=int, default=2)
+    pa.set_defaults(func=pairs)
     e = sub.add_parser("evaluate", help="leave-one-group-out with and without probes")
     e.add_argument("--probes", required=True)
     e.add_argument("--jobs", type=int, default=1)
@@ -392,6 +459,8 @@ def main() -> int:
                                           "plain.csv): the corpus's baselines")
     sh.add_argument("--holdout-meta", help="the held-out meta-dataset")
     sh.add_argument("--holdout-rows", help="induction_holdout.py --save DIR")
+    sh.add_argument("--at", type=int, default=PROBE_EPOCHS, metavar="E",
+                    help=f"the rung read: runs' scores after E epochs (default {PROBE_EPOCHS})")
     sh.add_argument("--jobs", type=int, default=2)
     sh.add_argument("--lists", metavar="FILE", help="keep the corpus folds' lists here (a "
                                                     "pickle; read back when it exists)")
