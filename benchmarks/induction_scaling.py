@@ -120,8 +120,9 @@ def size_row(n: int, res: LopoResult, largest: LopoResult | None) -> dict[str, o
     row.update({f"{m}-{k}": float(s[(m, k)]) for m, k in COLUMNS})
     row["gap closed"] = gap_closed(res)
     goal = compare(res, k=1, baseline_k=3, baselines=WARM_STARTS).set_index("baseline")
-    for b in WARM_STARTS:
-        row[f"Holm p vs {b}-3"] = float(goal.at[b, "p_holm"])
+    for b in WARM_STARTS:  # the sign says which way: a small p with a + is significantly worse
+        row[f"top-1 − {b}-3"] = float(goal.at[b, "mean_diff"])
+        row[f"Holm p ({b})"] = float(goal.at[b, "p_holm"])
     if largest is not None and largest is not res:
         both = pd.concat([res.choices.assign(method=lambda d: d["method"] + "@n"),
                           largest.choices])
@@ -148,7 +149,10 @@ def plot(rows: pd.DataFrame, path: Path) -> None:
     for col, label in (("default-1", "default"), ("full_search-1", "full search")):
         ax.axhline(float(rows[col].iloc[-1]), color="grey",
                    linestyle=":" if col == "default-1" else "-.", label=label)
-    ax.set_xlabel("training groups per fold")
+    ax.set_xscale("log", base=2)  # equal steps per doubling: how a learning curve is read
+    ax.set_xticks(list(x), [str(v) for v in x])
+    ax.minorticks_off()
+    ax.set_xlabel("training groups per fold (log scale)")
     ax.set_ylabel("mean normalized error (lower is better)")
     ax.set_title("Learning from more problems")
     ax.legend(fontsize=8)
