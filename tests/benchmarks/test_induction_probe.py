@@ -33,3 +33,25 @@ def test_probes_join_by_name_and_a_missing_one_is_named() -> None:
     assert list(out["f.probe.val_score"]) == [1.0, 1.0, 2.0]
     with pytest.raises(SystemExit, match="no probe for pb"):
         ip.with_probes(meta, probes.iloc[:1])
+
+
+def test_a_longer_short_run_records_each_rung_and_its_first_epochs_are_the_short_run() -> None:
+    from aicf_induct.induction.space_io import parse_space
+
+    keys = [c.key for c in parse_space("corpus32").candidates()[:2]]
+    long = pd.DataFrame(ip.short_runs("wine", frozenset(keys), epochs=10))
+    assert sorted(long["epochs"].unique()) == [5, 10] and set(long["candidate"]) == set(keys)
+    short = pd.DataFrame(ip.short_runs("wine", frozenset(keys[:1])))
+    first = long[(long["epochs"] == 5) & (long["candidate"] == keys[0])].iloc[0]
+    # a constant schedule: a 10-epoch run's first 5 epochs are the 5-epoch run
+    assert first["short_val_score"] == short["short_val_score"].iloc[0]
+    assert first["short_val_loss"] == short["short_val_loss"].iloc[0]
+
+
+def test_a_short_pick_is_the_best_validation_score_and_none_without_every_run() -> None:
+    runs = pd.DataFrame({"problem": ["p"] * 3, "candidate": ["a", "b", "c"],
+                         "short_val_score": [0.7, 0.9, 0.9],
+                         "short_val_loss": [0.5, 0.4, 0.3]})
+    assert ip.short_pick(runs, "p", ["a", "b"]) == "b"
+    assert ip.short_pick(runs, "p", ["a", "b", "c"]) == "c"  # a tie: the lower loss
+    assert ip.short_pick(runs, "p", ["a", "d"]) is None  # d has no run
