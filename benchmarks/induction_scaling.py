@@ -95,7 +95,7 @@ def sizes_of(text: str, n_groups: int) -> list[int]:
     out = set()
     for part in text.split(","):
         part = part.strip()
-        n = n_groups - 1 if part == "all" else int(part)
+        n = n_groups - 1 if part == "all" else int(part) if part.isdigit() else 0
         if not 2 <= n <= n_groups - 1:
             raise SystemExit(f"--sizes: {part} is not between 2 and {n_groups - 1} (the "
                              "other groups) or 'all'")

@@ -86,6 +86,8 @@ def import_breakdown(python: str, argv: list[str]) -> dict[str, float]:
             f"sys.argv = {['aicf-induct', *argv[1:]]!r}; sys.exit(main())")
     done = subprocess.run([python, "-X", "importtime", "-c", code],
                           capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} under -X importtime failed:\n{done.stderr[-2000:]}")
     spent: dict[str, float] = {}
     for line in done.stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
