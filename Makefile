@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[dev]'
 	# An editable install compiles nothing of the project: compile it now, so that the
-	# first command after set-up (`propose` answers in about two seconds, most of them
+	# first command after set-up (`propose` answers in about 1.5 s, most of it
 	# importing scikit-learn and pandas) does not pay for it
 	$(PY) -m compileall -q aicf_induct warehouse api
 	touch $(STAMP)
