@@ -115,6 +115,21 @@ def save_result(res: LopoResult, out: Path) -> None:
     res.calibration.to_csv(out / "calibration.csv", index=False)
 
 
+def read_rows(path: str | Path) -> pd.DataFrame:
+    """Saved LOPO rows (`save_result`'s choices.csv, or any file of its columns), the ids
+    read as text: a problem id is 16 hex digits, and one that happens to hold only decimal
+    digits would otherwise come back as a number and match nothing."""
+    return pd.read_csv(path, dtype={"problem_id": str, "group": str, "candidate": str})
+
+
+def load_result(folder: Path, level: float = 0.8) -> LopoResult:
+    """`save_result`'s files read back (`level`: the intervals' nominal coverage)."""
+    return LopoResult(read_rows(folder / "choices.csv"),
+                      pd.read_csv(folder / "calibration.csv", dtype={"problem_id": str,
+                                                                     "candidate": str}),
+                      level)
+
+
 def ceiling_lines(res: LopoResult, meta: pd.DataFrame, choose: tuple[int, ...],
                   score: tuple[int, ...], ks: tuple[int, ...]) -> list[str]:
     """The choice oracle's top-1 against the 3-pick baselines, and the seed curve."""

@@ -17,19 +17,11 @@ import argparse
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from induction_bench import section
+from induction_bench import load_result, section
 
 from aicf_induct.induction.evaluate import cross_fit
-from aicf_induct.induction.lopo import LopoResult
-
-
-def load(folder: Path) -> LopoResult:
-    return LopoResult(pd.read_csv(folder / "choices.csv"),
-                      pd.read_csv(folder / "calibration.csv"), 0.8)
 
 
 def main() -> int:
@@ -38,7 +30,7 @@ def main() -> int:
                                              "first half of the seeds")
     ap.add_argument("second", type=Path, help="--save folder of the --swap-seeds draw")
     args = ap.parse_args()
-    a, b = load(args.first), load(args.second)
+    a, b = load_result(args.first), load_result(args.second)
     print("\n".join([*section("choose on the first half, score on the second", a),
                      *section("choose on the second half, score on the first", b),
                      *section("cross-fit: both draws averaged per problem",

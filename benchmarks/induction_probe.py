@@ -69,7 +69,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from induction_bench import section, table
+from induction_bench import read_rows, section, table
 from machine import cpu_model, git_commit
 
 from aicf_induct.induction.baselines import resolve_default
@@ -241,7 +241,7 @@ def holdout(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     probes = pd.read_parquet(args.probes)
     meta = load_pack(DEFAULT_PACK).seed_meta()
-    plain_rows = pd.read_csv(Path(args.rows) / "choices.csv")
+    plain_rows = read_rows(Path(args.rows) / "choices.csv")
     held, _ = complete_problems(pd.read_parquet(args.meta))
     held = held[held["problem_id"].isin(plain_rows["problem_id"])]  # near-duplicates out
     parts = seed_partitions(held)
@@ -376,7 +376,7 @@ def holdout_lists(pack: Any, meta: pd.DataFrame, args: argparse.Namespace
     benchmark's rows, and the shipped pack's lists on those problems."""
     from aicf_induct.induction.meta_dataset import problem_table
 
-    base = pd.read_csv(Path(args.holdout_rows) / "choices.csv")
+    base = read_rows(Path(args.holdout_rows) / "choices.csv")
     held, _ = complete_problems(pd.read_parquet(args.holdout_meta))
     held = held[held["problem_id"].isin(base["problem_id"])]
     return held, base, lists_for(pack.proposer().metamodel_, meta, problem_table(held))
@@ -410,7 +410,7 @@ def short(args: argparse.Namespace) -> None:
         test = score_matrix(meta, "test_norm_error").fillna(1.0)
         picks = short_methods(corpus_lists(meta, args), runs, test, default)
         lines += short_report("Corpus, leave-one-group-out (expectation over the splits)",
-                              picks, pd.read_csv(args.corpus_rows), args.at)
+                              picks, read_rows(args.corpus_rows), args.at)
     if args.holdout_meta:
         held, base, rows = holdout_lists(pack, meta, args)
         test = score_matrix(held, "test_norm_error").fillna(1.0)

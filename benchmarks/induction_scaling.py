@@ -40,7 +40,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from corpus_source import add_source_args, load_corpus
-from induction_bench import table
+from induction_bench import read_rows, table
 from machine import cpu_model, git_commit
 
 from aicf_induct.errors import AicfError
@@ -200,8 +200,7 @@ def run(args: argparse.Namespace) -> int:
     for n in sizes:
         kept = args.rows / f"size_{n}.csv" if args.rows else None
         if kept is not None and kept.exists():
-            results[n] = LopoResult(pd.read_csv(kept, dtype={"problem_id": str}),
-                                    pd.DataFrame(), MetaModel().level)
+            results[n] = LopoResult(read_rows(kept), pd.DataFrame(), MetaModel().level)
             continue
         draws = 1 if n == n_groups - 1 else args.repeats
         print(f"{n} groups per fold, {draws} draw(s) ...", file=sys.stderr)

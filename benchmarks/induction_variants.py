@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from induction_bench import read_rows
 from threadpoolctl import threadpool_limits
 
 from aicf_induct.induction import baselines
@@ -228,7 +229,7 @@ def main() -> None:
 def partition_baselines(folder: Path) -> pd.DataFrame:
     """Per problem: kNN-3, portfolio-3, best-on-average-3, the default and the full search
     averaged over every split of the seeds (`induction_partitions.py --save`'s rows)."""
-    ch = pd.read_csv(folder / "choices.csv")
+    ch = read_rows(folder / "choices.csv")
     want = {"knn3": ("knn", 3), "portfolio3": ("portfolio", 3), "average3": ("average", 3),
             "default": ("default", 1), "full_search": ("full_search", 1)}
     cols = {name: ch[(ch["method"] == m) & (ch["k"] == k)].set_index("problem_id")
