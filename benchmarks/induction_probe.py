@@ -75,6 +75,7 @@ from machine import cpu_model, git_commit
 from aicf_induct.induction.baselines import resolve_default
 from aicf_induct.induction.evaluate import compare, gap_closed
 from aicf_induct.induction.lopo import (
+    Learned,
     LopoConfig,
     LopoResult,
     run_holdout,
@@ -288,22 +289,18 @@ def lists_for(mm: MetaModel, train: pd.DataFrame, held: pd.DataFrame
               ) -> list[dict[str, object]]:
     """Per problem of `held` (a problem table): the first max(SHORT_KS) candidates of the
     proposer's order (`mm`), of the portfolio's and of kNN's, the last two learned from
-    `train`."""
-    from aicf_induct.induction import baselines
-    from aicf_induct.induction.meta_dataset import problem_table, score_matrix
-    from aicf_induct.induction.neighbors import Neighbors
-
+    `train` (`lopo.Learned.lists`, as the leave-one-out makes them; every corpus32
+    candidate applies to a table)."""
     n = max(SHORT_KS)
-    errors = score_matrix(train, "test_norm_error")
-    knn = Neighbors().fit(problem_table(train))
+    cands = sorted(str(c) for c in train["candidate"].unique())
+    learned = Learned.of(train, cands, mm)
     fcols = [c for c in held.columns if str(c).startswith("f.")]
     out = []
     for pid, row in held.iterrows():
-        feats = {str(c): float(row[c]) for c in fcols}
+        _, lists = learned.lists({str(c): float(row[c]) for c in fcols}, cands, n)
         out.append({"problem_id": pid, "problem": row["problem"],
-                    "proposer": list(mm.predict_problem(feats).index[:n]),
-                    "portfolio": baselines.portfolio_choice(errors, n),
-                    "knn": baselines.knn_choice(errors, knn, knn.query_vector(feats), n)})
+                    "proposer": lists["proposer"][:n], "portfolio": lists["portfolio"],
+                    "knn": lists["knn"]})
     return out
 
 

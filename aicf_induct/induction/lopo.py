@@ -300,7 +300,7 @@ class _Context:
 
 
 @dataclass(frozen=True)
-class _Learned:
+class Learned:
     """What the methods learn from the training problems: the meta-model, the candidates'
     test normalized errors (for the warm starts), the neighbors."""
 
@@ -308,9 +308,31 @@ class _Learned:
     errors: pd.DataFrame
     knn: Neighbors
 
+    @classmethod
+    def of(cls, train: pd.DataFrame, cands: list[str], metamodel: MetaModel) -> Learned:
+        """The warm starts learned from `train` (columns `cands`), beside a fitted
+        meta-model."""
+        return cls(metamodel, score_matrix(train, "test_norm_error").reindex(columns=cands),
+                   Neighbors().fit(problem_table(train)))
+
+    def lists(self, features: Mapping[str, float], ok: list[str], n: int
+              ) -> tuple[pd.DataFrame, dict[str, list[str]]]:
+        """For a problem with these meta-features, among the candidates `ok`: the
+        meta-model's predictions (best first), and the ranked lists of the proposer (all of
+        `ok`) and of kNN, the portfolio and best-on-average (their first n)."""
+        pred = self.metamodel.predict_problem(features)
+        pred = pred[pred.index.isin(ok)]
+        fits = self.errors[ok]
+        return pred, {
+            "proposer": [str(c) for c in pred.index],
+            "knn": baselines.knn_choice(fits, self.knn, self.knn.query_vector(features), n),
+            "portfolio": baselines.portfolio_choice(fits, n),
+            "average": baselines.average_choice(fits, n),
+        }
+
 
 def _learn(config: LopoConfig, train: pd.DataFrame, cands: list[str], single: bool,
-           fitted: MetaModel | None = None) -> _Learned:
+           fitted: MetaModel | None = None) -> Learned:
     """The methods fitted on `train` (`fitted`: that meta-model as is)."""
     if fitted is None:
         # the interval is for a mean over one split's score seeds; averaged over splits
@@ -318,8 +340,7 @@ def _learn(config: LopoConfig, train: pd.DataFrame, cands: list[str], single: bo
         ranked_on = config.score_seeds if config.rank_seeds == "score" else None
         fitted = clone(config.metamodel).set_params(
             seeds=config.score_seeds if single else None, rank_seeds=ranked_on).fit(train)
-    return _Learned(fitted, score_matrix(train, "test_norm_error").reindex(columns=cands),
-                    Neighbors().fit(problem_table(train)))
+    return Learned.of(train, cands, fitted)
 
 
 def _folds(ctx: _Context, groups: Sequence[str]) -> tuple[list[dict[str, object]],
@@ -351,7 +372,7 @@ def _drawn(train: pd.DataFrame, config: LopoConfig, held_group: str) -> pd.DataF
     return train[train["group"].astype(str).isin(set(kept))]
 
 
-def _held_out(ctx: _Context, learned: _Learned, probs: pd.DataFrame, pid: str
+def _held_out(ctx: _Context, learned: Learned, probs: pd.DataFrame, pid: str
               ) -> tuple[list[dict[str, object]], list[pd.DataFrame]]:
     """One held-out problem's rows (one partition's, or the mean over several) and its
     calibration (against `ctx.outcomes` when given, else one partition's score seeds)."""
@@ -360,18 +381,8 @@ def _held_out(ctx: _Context, learned: _Learned, probs: pd.DataFrame, pid: str
     fcols = [str(c) for c in probs.columns if str(c).startswith("f.")]
     feats = dict(zip(fcols, probs.loc[[pid], fcols].to_numpy(float)[0], strict=True))
     ok = ctx.applicable(str(probs.at[pid, "problem"]))
-    pred = learned.metamodel.predict_problem(feats)
-    pred = pred[pred.index.isin(ok)]
-    fits = learned.errors[ok]
-    knn = learned.knn
-    lists = {
-        "proposer": [str(c) for c in pred.index],
-        "knn": baselines.knn_choice(fits, knn, knn.query_vector(feats), max(config.ks)),
-        "portfolio": baselines.portfolio_choice(fits, max(config.ks)),
-        "average": baselines.average_choice(fits, max(config.ks)),
-        "default": [config.default],
-        "full_search": ok,
-    }
+    pred, ranked = learned.lists(feats, ok, max(config.ks))
+    lists = {**ranked, "default": [config.default], "full_search": ok}
     rng = np.random.default_rng([config.random_state, int(np.flatnonzero(
         probs.index == pid)[0])])
     draws = [baselines.random_choice(ok, max(config.ks), rng) for _ in range(config.n_random)]
