@@ -140,11 +140,7 @@ def holdout_rule(facts: Sequence[CorpusProblem], columns: Mapping[str, tuple[str
                  ) -> list[CorpusProblem]:
     """The holdout rule over tables' facts: eligible tables `apply_rule` leaves out, none
     with a corpus table's (package, columns), at most HOLDOUT_PER_PACKAGE per package."""
-    corpus = apply_rule(facts, columns)
-    taken = {_plain_name(p.name) for p in corpus}
-    grouped = {(p.package, columns.get(_plain_name(p.name))) for p in corpus}
-    rest = [p for p in facts if p.name not in taken
-            and (p.package, columns.get(p.name)) not in grouped]
+    rest = _not_among(facts, columns, apply_rule(facts, columns))
     return apply_rule(rest, columns, per_package=HOLDOUT_PER_PACKAGE)
 
 
@@ -159,10 +155,7 @@ def rest_rule(facts: Sequence[CorpusProblem], columns: Mapping[str, tuple[str, .
     """The eligible tables neither the corpus nor the holdout takes, none with one of
     their (package, columns), the largest of each group, round-robin over the packages."""
     taken = [*apply_rule(facts, columns), *holdout_rule(facts, columns)]
-    names = {_plain_name(p.name) for p in taken}
-    grouped = {(p.package, columns.get(_plain_name(p.name))) for p in taken}
-    rest = [p for p in facts if p.name not in names
-            and (p.package, columns.get(p.name)) not in grouped]
+    rest = _not_among(facts, columns, taken)
     largest: dict[str, CorpusProblem] = {}
     for p in sorted(apply_rule(rest, columns, per_package=len(rest)),
                     key=lambda p: (-p.rows, p.name)):
@@ -173,6 +166,16 @@ def rest_rule(facts: Sequence[CorpusProblem], columns: Mapping[str, tuple[str, .
     rounds = max((len(v) for v in by_package.values()), default=0)
     return [by_package[pkg][r] for r in range(rounds) for pkg in sorted(by_package)
             if r < len(by_package[pkg])]
+
+
+def _not_among(facts: Sequence[CorpusProblem], columns: Mapping[str, tuple[str, ...]],
+               taken: Sequence[CorpusProblem]) -> list[CorpusProblem]:
+    """The tables of `facts` that are not in `taken` and share no (package, columns) with
+    one of them (a near-duplicate of a taken table is taken too)."""
+    names = {_plain_name(p.name) for p in taken}
+    grouped = {(p.package, columns.get(_plain_name(p.name))) for p in taken}
+    return [p for p in facts if p.name not in names
+            and (p.package, columns.get(p.name)) not in grouped]
 
 
 def apply_rule(facts: Sequence[CorpusProblem], columns: Mapping[str, tuple[str, ...]],
