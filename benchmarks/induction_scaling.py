@@ -45,21 +45,23 @@ from machine import cpu_model, git_commit
 
 from aicf_induct.errors import AicfError
 from aicf_induct.induction.baselines import resolve_default
-from aicf_induct.induction.evaluate import compare, gap_closed, summary
+from aicf_induct.induction.evaluate import (
+    compare,
+    gap_closed,
+    summary,
+    without_near_duplicates,
+)
 from aicf_induct.induction.lopo import (
     LopoConfig,
     LopoResult,
-    check_held_out,
     run_lopo_partitions,
     seed_partitions,
 )
 from aicf_induct.induction.meta_dataset import (
     complete_problems,
-    problem_table,
     with_derived_scores,
 )
 from aicf_induct.induction.metamodel import MetaModel
-from aicf_induct.induction.neighbors import near_duplicates
 
 WARM_STARTS = ("knn", "portfolio", "average")
 COLUMNS = [("proposer", 1), ("proposer", 3), ("knn", 3), ("portfolio", 3), ("average", 3),
@@ -75,13 +77,12 @@ def combined(corpus: pd.DataFrame, extras: list[Path]) -> tuple[pd.DataFrame, li
         extra, partial = complete_problems(pd.read_parquet(path))
         if partial:
             notes.append(f"{path.name}: not fully trained, left out: {', '.join(partial)}")
-        check_held_out(corpus, extra)
-        dups = near_duplicates(problem_table(corpus), problem_table(extra))
+        extra, dups = without_near_duplicates(corpus, extra)
         for r in dups.itertuples():
             notes.append(f"{path.name}: {r.problem} left out, a near-duplicate of the corpus's "
                          f"{r.nearest} (meta-feature distance {r.distance:.2f} < "
                          f"{r.threshold:.2f})")
-        parts.append(extra[~extra["problem"].isin(set(dups["problem"]))])
+        parts.append(extra)
     common = set.intersection(*(set(p["seed"].astype(int)) for p in parts))
     if any(set(p["seed"].astype(int)) != common for p in parts):
         notes.append(f"read on the seeds all sources hold: {sorted(common)}")

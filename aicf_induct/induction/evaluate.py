@@ -279,9 +279,7 @@ def evaluate_holdout(train: pd.DataFrame, held: pd.DataFrame, *,
     that are near-duplicates of a training problem by their meta-features
     (`neighbors.near_duplicates`) are left out, and listed in `Evaluation.near_duplicates`."""
     default_key = resolve_default(train, default)
-    check_held_out(train, held)  # the same problems: said so, before any distance
-    dups = near_duplicates(problem_table(train), problem_table(held))
-    held = held[~held["problem_id"].isin(dups["problem_id"])]
+    held, dups = without_near_duplicates(train, held)
     if held.empty:
         raise ConfigError("every held-out problem is a near-duplicate of a training problem")
     parts = seed_partitions(held)
@@ -290,6 +288,17 @@ def evaluate_holdout(train: pd.DataFrame, held: pd.DataFrame, *,
     ev = _evaluation(res, default_key, parts[0], len(parts), baselines, ks, n_boot, seed)
     ev.near_duplicates = dups
     return ev
+
+
+def without_near_duplicates(train: pd.DataFrame, held: pd.DataFrame
+                            ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`held`'s rows without the problems that are near-duplicates of a `train` problem by
+    their meta-features (`neighbors.near_duplicates`), and those near-duplicates' rows;
+    ConfigError first if a held-out problem (or its group) is one of `train`'s, so that the
+    same table is named as such before any distance is measured."""
+    check_held_out(train, held)
+    dups = near_duplicates(problem_table(train), problem_table(held))
+    return held[~held["problem_id"].isin(dups["problem_id"])], dups
 
 
 def _evaluation(res: LopoResult, default_key: str, first: Partition,
