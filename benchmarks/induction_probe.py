@@ -238,13 +238,19 @@ def evaluate(args: argparse.Namespace) -> None:
                      *report("Corpus, leave-one-group-out", plain, probed)]))
 
 
+def scored_held_out(meta_file: str, rows_dir: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The held-out meta-dataset's problems that `induction_holdout.py --save DIR` scored
+    (fully trained, near-duplicates out), and those saved rows."""
+    rows = read_rows(Path(rows_dir) / "choices.csv")
+    held, _ = complete_problems(pd.read_parquet(meta_file))
+    return held[held["problem_id"].isin(rows["problem_id"])], rows
+
+
 def holdout(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     probes = pd.read_parquet(args.probes)
     meta = load_pack(DEFAULT_PACK).seed_meta()
-    plain_rows = read_rows(Path(args.rows) / "choices.csv")
-    held, _ = complete_problems(pd.read_parquet(args.meta))
-    held = held[held["problem_id"].isin(plain_rows["problem_id"])]  # near-duplicates out
+    held, plain_rows = scored_held_out(args.meta, args.rows)
     parts = seed_partitions(held)
     config = LopoConfig(resolve_default(meta, None), *parts[0], (1, 3, 5),
                         metamodel=MetaModel())
@@ -373,9 +379,7 @@ def holdout_lists(pack: Any, meta: pd.DataFrame, args: argparse.Namespace
     benchmark's rows, and the shipped pack's lists on those problems."""
     from aicf_induct.induction.meta_dataset import problem_table
 
-    base = read_rows(Path(args.holdout_rows) / "choices.csv")
-    held, _ = complete_problems(pd.read_parquet(args.holdout_meta))
-    held = held[held["problem_id"].isin(base["problem_id"])]
+    held, base = scored_held_out(args.holdout_meta, args.holdout_rows)
     return held, base, lists_for(pack.proposer().metamodel_, meta, problem_table(held))
 
 
