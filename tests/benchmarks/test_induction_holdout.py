@@ -3,20 +3,16 @@ held-out meta-dataset back from the file it saves (how a GPU machine's sweep com
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from aicf_induct.cli.main import main
 from aicf_induct.induction.space_io import parse_space
+from tests.benchmarks.scripts import run_script
 from tests.induction.helpers import TINY_HELD_OUT, TINY_SPACE, build_tiny_corpus
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "induction_holdout.py"
 
 
 def _run(*args: str) -> str:
-    out = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True,
-                         text=True, timeout=600)
+    out = run_script("induction_holdout.py", *args)
     assert out.returncode == 0, out.stderr
     return out.stdout
 

@@ -4,22 +4,14 @@ refused by name."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 
 from aicf_induct.induction.corpus import corpus_meta
 from aicf_induct.induction.space_io import parse_space
+from tests.benchmarks.scripts import run_script
 from tests.induction.helpers import TINY_HELD_OUT, TINY_PROBLEMS, TINY_SPACE, build_tiny_corpus
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "induction_scaling.py"
-
-
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True,
-                          text=True, timeout=600)
 
 
 def test_the_scaling_benchmark_grows_the_corpus_and_draws_smaller_ones(tmp_path: Path) -> None:
@@ -31,7 +23,7 @@ def test_the_scaling_benchmark_grows_the_corpus_and_draws_smaller_ones(tmp_path:
     csv, png = tmp_path / "curve.csv", tmp_path / "curve.png"
     common = ("--warehouse", str(corpus), "--extra", str(extra), "--default", default,
               "--sizes", "2,all", "--repeats", "2", "--rows", str(tmp_path / "rows"))
-    done = _run(*common, "--plot", str(png), "--save", str(csv))
+    done = run_script("induction_scaling.py", *common, "--plot", str(png), "--save", str(csv))
     assert done.returncode == 0, done.stderr
     n = len(TINY_PROBLEMS) + len(TINY_HELD_OUT)
     assert f"Corpus: {n} problems ({n} groups) × 4 candidates × 2 seeds" in done.stdout
@@ -43,13 +35,14 @@ def test_the_scaling_benchmark_grows_the_corpus_and_draws_smaller_ones(tmp_path:
     # the kept rows are read back, not computed again: the same table
     assert sorted(p.name for p in (tmp_path / "rows").iterdir()) == ["size_2.csv",
                                                                       f"size_{n - 1}.csv"]
-    again = _run(*common)
+    again = run_script("induction_scaling.py", *common)
     assert again.returncode == 0 and "groups per fold, " not in again.stderr
     assert again.stdout.split("\n", 1)[1] == done.stdout.split("\n", 1)[1]
     # the corpus's own problems as "more problems": refused by name, one line, no traceback
     own = tmp_path / "own_meta.parquet"
     corpus_meta(str(corpus))[0].to_parquet(own, index=False)
-    refused = _run("--warehouse", str(corpus), "--extra", str(own), "--default", default)
+    refused = run_script("induction_scaling.py", "--warehouse", str(corpus), "--extra",
+                         str(own), "--default", default)
     assert refused.returncode != 0
     assert "not held out" in refused.stderr and "iris" in refused.stderr
     assert "Traceback" not in refused.stderr

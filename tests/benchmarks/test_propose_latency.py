@@ -6,20 +6,13 @@ both commands answer and every part of the report is there."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "propose_latency.py"
-
-
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True,
-                          text=True, timeout=300)
+from tests.benchmarks.scripts import run_script
 
 
 def test_the_latency_benchmark_times_both_datasets_and_breaks_the_imports_down() -> None:
-    done = _run("--runs", "1", "--import-runs", "1")
+    done = run_script("propose_latency.py", "--runs", "1", "--import-runs", "1",
+                      timeout=300)
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "- this: Python " in out and "scipy " in out
@@ -35,6 +28,7 @@ def test_the_latency_benchmark_times_both_datasets_and_breaks_the_imports_down()
 
 
 def test_a_compared_environment_without_the_script_is_named() -> None:
-    done = _run("--runs", "1", "--import-runs", "1", "--compare", "/nonexistent/bin/python")
+    done = run_script("propose_latency.py", "--runs", "1", "--import-runs", "1", "--compare",
+                      "/nonexistent/bin/python", timeout=300)
     assert done.returncode != 0
     assert "/nonexistent/bin/python" in done.stderr and "Traceback" not in done.stderr
