@@ -49,9 +49,10 @@ from aicf_induct.induction.evaluate import (
     gap_text,
     seed_curve,
     summary,
+    without_near_duplicates,
 )
-from aicf_induct.induction.lopo import RANK_SEEDS, LopoResult
-from aicf_induct.induction.meta_dataset import complete_problems
+from aicf_induct.induction.lopo import RANK_SEEDS, LopoResult, check_held_out
+from aicf_induct.induction.meta_dataset import complete_problems, with_derived_scores
 from aicf_induct.induction.metamodel import RANKINGS, MetaModel
 from aicf_induct.induction.mining import Miner
 from aicf_induct.induction.pack import CONFORMAL_FOLDS
@@ -128,6 +129,30 @@ def load_result(folder: Path, level: float = 0.8) -> LopoResult:
                       pd.read_csv(folder / "calibration.csv", dtype={"problem_id": str,
                                                                      "candidate": str}),
                       level)
+
+
+def combined(corpus: pd.DataFrame, extras: list[Path]) -> tuple[pd.DataFrame, list[str]]:
+    """The corpus grown by the extra meta-datasets' problems, on the seeds all hold; and
+    what was left out, as sentences."""
+    notes: list[str] = []
+    parts = [corpus]
+    for path in extras:
+        extra, partial = complete_problems(pd.read_parquet(path))
+        if partial:
+            notes.append(f"{path.name}: not fully trained, left out: {', '.join(partial)}")
+        check_held_out(pd.concat(parts, ignore_index=True), extra)  # nor an earlier extra's
+        extra, dups = without_near_duplicates(corpus, extra)
+        for r in dups.itertuples():
+            notes.append(f"{path.name}: {r.problem} left out, a near-duplicate of the corpus's "
+                         f"{r.nearest} (meta-feature distance {r.distance:.2f} < "
+                         f"{r.threshold:.2f})")
+        parts.append(extra)
+    common = set.intersection(*(set(p["seed"].astype(int)) for p in parts))
+    if any(set(p["seed"].astype(int)) != common for p in parts):
+        notes.append(f"read on the seeds all sources hold: {sorted(common)}")
+    meta = pd.concat(parts, ignore_index=True)
+    meta = meta[meta["seed"].astype(int).isin(common)]
+    return with_derived_scores(meta).reset_index(drop=True), notes
 
 
 def ceiling_lines(res: LopoResult, meta: pd.DataFrame, choose: tuple[int, ...],

@@ -13,8 +13,8 @@ per problem. "all" is every other group, the leave-one-out itself.
 
 `--extra META` adds problems from saved meta-datasets of the same candidates (the holdout
 set's, `induction_holdout.py --save-meta`): the corpus grows by them, and the curve can be
-read past the pack's own size. A problem of META that is one of the corpus's, or shares its
-group, is refused by name; one that is a near-duplicate of a corpus problem by meta-features
+read past the pack's own size. A problem of META that is one of the corpus's or an earlier
+META's, or shares its group, is refused by name; one that is a near-duplicate of a corpus problem by meta-features
 (`neighbors.near_duplicates`: the same data under another package's name) is left out and
 named. Where the sources hold different seeds, only the seeds all of them hold are read, and
 the normalized errors are derived again from those.
@@ -40,55 +40,23 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from corpus_source import add_source_args, load_corpus
-from induction_bench import read_rows, table
+from induction_bench import combined, read_rows, table
 from machine import cpu_model, git_commit
 
 from aicf_induct.errors import AicfError
 from aicf_induct.induction.baselines import resolve_default
-from aicf_induct.induction.evaluate import (
-    compare,
-    gap_closed,
-    summary,
-    without_near_duplicates,
-)
+from aicf_induct.induction.evaluate import compare, gap_closed, summary
 from aicf_induct.induction.lopo import (
     LopoConfig,
     LopoResult,
     run_lopo_partitions,
     seed_partitions,
 )
-from aicf_induct.induction.meta_dataset import (
-    complete_problems,
-    with_derived_scores,
-)
 from aicf_induct.induction.metamodel import MetaModel
 
 WARM_STARTS = ("knn", "portfolio", "average")
 COLUMNS = [("proposer", 1), ("proposer", 3), ("knn", 3), ("portfolio", 3), ("average", 3),
            ("default", 1), ("full_search", 1)]
-
-
-def combined(corpus: pd.DataFrame, extras: list[Path]) -> tuple[pd.DataFrame, list[str]]:
-    """The corpus grown by the extra meta-datasets' problems, on the seeds all hold; and
-    what was left out, as sentences."""
-    notes: list[str] = []
-    parts = [corpus]
-    for path in extras:
-        extra, partial = complete_problems(pd.read_parquet(path))
-        if partial:
-            notes.append(f"{path.name}: not fully trained, left out: {', '.join(partial)}")
-        extra, dups = without_near_duplicates(corpus, extra)
-        for r in dups.itertuples():
-            notes.append(f"{path.name}: {r.problem} left out, a near-duplicate of the corpus's "
-                         f"{r.nearest} (meta-feature distance {r.distance:.2f} < "
-                         f"{r.threshold:.2f})")
-        parts.append(extra)
-    common = set.intersection(*(set(p["seed"].astype(int)) for p in parts))
-    if any(set(p["seed"].astype(int)) != common for p in parts):
-        notes.append(f"read on the seeds all sources hold: {sorted(common)}")
-    meta = pd.concat(parts, ignore_index=True)
-    meta = meta[meta["seed"].astype(int).isin(common)]
-    return with_derived_scores(meta).reset_index(drop=True), notes
 
 
 def sizes_of(text: str, n_groups: int) -> list[int]:

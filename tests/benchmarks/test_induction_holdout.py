@@ -1,14 +1,19 @@
 """benchmarks/induction_holdout.py scores a pack on a held-out warehouse, and reads the same
-held-out meta-dataset back from the file it saves (how a GPU machine's sweep comes back)."""
+held-out meta-dataset back from the file it saves (how a GPU machine's sweep comes back);
+`--grow` sets a proposer of a grown corpus against one of the corpus alone."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from aicf_induct.cli.main import main
+from aicf_induct.induction.corpus import corpus_meta
 from aicf_induct.induction.space_io import parse_space
 from tests.benchmarks.scripts import run_script
 from tests.induction.helpers import TINY_HELD_OUT, TINY_SPACE, build_tiny_corpus
+
+# more problems, neither the corpus's nor the holdout's, for --grow
+TINY_EXTRA = ("synthetic:friedman1?n=300&seed=5", "synthetic:classification?n=300&seed=6")
 
 
 def _run(*args: str) -> str:
@@ -35,3 +40,21 @@ def test_the_holdout_benchmark_from_a_warehouse_and_from_its_saved_meta(
         assert f"| {name} |" in first
     # the header's first line holds the wall time; everything after it is the same
     assert first.split("\n", 1)[1] == again.split("\n", 1)[1]
+
+    # --grow: the corpus grown by another sweep's problems against the corpus alone, on
+    # the same held-out problems; held-out problems offered as "more problems" are refused
+    extra = build_tiny_corpus(tmp_path / "extra", TINY_EXTRA)
+    extra_meta = tmp_path / "extra_meta.parquet"
+    corpus_meta(str(extra))[0].to_parquet(extra_meta, index=False)
+    grown = _run("--meta", str(saved), "--pack", str(pack), *default, "--grow",
+                 str(extra_meta))
+    assert "fitted on the corpus alone (4 problems) and on the corpus grown to 6 problems " \
+           "(seeds [0, 1]), scored on 2 held-out problems" in grown
+    head = "| k | corpus alone | grown | grown − alone | 95 % CI | p | grown wins |"
+    body = grown.split(head, 1)[1].strip().splitlines()[1:4]
+    assert [line.split(" | ")[0] for line in body] == ["| 1", "| 3", "| 5"]
+    refused = run_script("induction_holdout.py", "--meta", str(saved), "--pack", str(pack),
+                         *default, "--grow", str(saved))
+    assert refused.returncode != 0
+    assert "not held out" in refused.stderr and "wine" in refused.stderr
+    assert "Traceback" not in refused.stderr

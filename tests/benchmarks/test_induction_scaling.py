@@ -46,3 +46,9 @@ def test_the_scaling_benchmark_grows_the_corpus_and_draws_smaller_ones(tmp_path:
     assert refused.returncode != 0
     assert "not held out" in refused.stderr and "iris" in refused.stderr
     assert "Traceback" not in refused.stderr
+    # the same problems offered twice (two saved meta-datasets of one sweep): refused too
+    twice = run_script("induction_scaling.py", "--warehouse", str(corpus), "--extra",
+                       str(extra), "--extra", str(extra), "--default", default)
+    assert twice.returncode != 0
+    assert "not held out" in twice.stderr and "wine" in twice.stderr
+    assert "Traceback" not in twice.stderr
