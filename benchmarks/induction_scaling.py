@@ -14,9 +14,9 @@ per problem. "all" is every other group, the leave-one-out itself.
 `--extra META` adds problems from saved meta-datasets of the same candidates (the holdout
 set's, `induction_holdout.py --save-meta`): the corpus grows by them, and the curve can be
 read past the pack's own size. A problem of META that is one of the corpus's or an earlier
-META's, or shares its group, is refused by name; one that is a near-duplicate of a corpus problem by meta-features
-(`neighbors.near_duplicates`: the same data under another package's name) is left out and
-named. Where the sources hold different seeds, only the seeds all of them hold are read, and
+META's, or shares its group, is refused by name; one that is a near-duplicate of a corpus
+problem by meta-features (`neighbors.near_duplicates`: the same data under another
+package's name) is left out and named. Where the sources hold different seeds, only the seeds all of them hold are read, and
 the normalized errors are derived again from those.
 
 Prints, per size, the mean normalized error of the proposer at k = 1 and 3 and of the
