@@ -196,17 +196,25 @@ def error_of(score: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(err), err, np.inf)
 
 
+# Errors this close are one error: a candidate's mean over seeds of equal errors can differ
+# from them in the last bit, by the summation order (which pandas versions change), and on a
+# problem where most candidates tie that bit would flip a row's normalized error 0 <-> 1.
+TIE_TOLERANCE = 1e-9
+
+
 def normalize(err: np.ndarray, ref: np.ndarray) -> np.ndarray:
     """(err − best) / (median − best) clipped to [0, 1], best and median of `ref` (the
-    candidates' errors). A degenerate scale (median = best) gives 0 at best, 1 above it."""
+    candidates' errors). A degenerate scale (median = best, within TIE_TOLERANCE relative)
+    gives 0 at best, 1 above it."""
     err = np.asarray(err, dtype=float)
     ref = np.asarray(ref, dtype=float)
     best, median = float(np.min(ref)), float(np.median(ref))
     if not np.isfinite(best):
         return np.where(np.isfinite(err), 0.0, 1.0)
+    tie = TIE_TOLERANCE * max(1.0, abs(best))
     scale = median - best
-    if not np.isfinite(scale) or scale <= 0:
-        return np.where(err <= best, 0.0, 1.0)
+    if not np.isfinite(scale) or scale <= tie:
+        return np.where(err <= best + tie, 0.0, 1.0)
     with np.errstate(invalid="ignore"):
         out = (err - best) / scale
     return np.clip(np.where(np.isnan(out), 1.0, out), 0.0, 1.0)

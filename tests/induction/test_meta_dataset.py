@@ -103,6 +103,22 @@ def test_normalize_is_tabrepo_normalized_error() -> None:
                                          np.array([0.1, 0.3, np.inf])), [1.0, 1.0])
 
 
+def test_a_tie_is_a_tie_whatever_the_summation_order() -> None:
+    # 0.1 summed six times, over six, is not 0.1 in floating point: a candidate's mean over
+    # seeds of one error can sit a bit off that error, and must not turn tied rows into 0s
+    # and 1s
+    x = 0.1
+    off = sum([x] * 6) / 6
+    assert off != x
+    for ref in (np.array([x, x, x, off]), np.array([off, off, off, x])):
+        np.testing.assert_array_equal(normalize(np.array([x, off, x + 0.01]), ref),
+                                      [0.0, 0.0, 1.0])
+    # a real spread, however small, still normalizes
+    np.testing.assert_allclose(normalize(np.array([0.2, 0.2 + 5e-7]),
+                                         np.array([0.2, 0.2 + 1e-6, 0.2 + 1e-6])),
+                               [0.0, 0.5])
+
+
 def test_an_outside_run_is_scored_as_a_corpus_candidate() -> None:
     # one problem, candidates x (seeds 0, 1) and y (seeds 0, 1): means 0.2 and 0.4 (best 0.2,
     # median 0.3), so the errors 0.1, 0.3, 0.3, 0.5 normalize to 0, 1, 1, 1
