@@ -159,13 +159,12 @@ def grown_lines(corpus: pd.DataFrame, held: pd.DataFrame, extras: list[Path],
     both = pd.concat([res["corpus"].choices.assign(method=lambda d: d["method"] + "@corpus"),
                       res["grown"].choices])
     paired = LopoResult(both, pd.DataFrame(), res["grown"].level)
+    means = {n: summary(r).set_index(["method", "k"])["norm_error"] for n, r in res.items()}
     rows = []
     for k in (1, 3, 5):
         d = compare(paired, k=k, baselines=("proposer@corpus",)).iloc[0]
-        means = {n: float(summary(r).set_index(["method", "k"]).at[("proposer", k),
-                                                                  "norm_error"])
-                 for n, r in res.items()}
-        rows.append({"k": k, "corpus alone": means["corpus"], "grown": means["grown"],
+        rows.append({"k": k, "corpus alone": float(means["corpus"][("proposer", k)]),
+                     "grown": float(means["grown"][("proposer", k)]),
                      "grown − alone": d["mean_diff"], "95 % CI": f"[{d['ci_low']:+.3f}, "
                      f"{d['ci_high']:+.3f}]", "p": d["p_value"], "grown wins": d["win_rate"]})
     n = {name: train["problem_id"].nunique() for name, train in arms.items()}
