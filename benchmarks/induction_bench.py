@@ -131,6 +131,14 @@ def load_result(folder: Path, level: float = 0.8) -> LopoResult:
                       level)
 
 
+def paired(a: LopoResult, b: LopoResult, k: int, method: str = "proposer") -> pd.Series:
+    """`method`'s top-k in `a` against the same method's in `b` (two runs scoring the same
+    problems), paired problem by problem: `evaluate.compare`'s row, its differences a − b."""
+    both = pd.concat([a.choices.assign(method=lambda d: d["method"] + "@a"), b.choices])
+    return compare(LopoResult(both, pd.DataFrame(), a.level), method=f"{method}@a", k=k,
+                   baselines=(method,)).iloc[0]
+
+
 def combined(corpus: pd.DataFrame, extras: list[Path]) -> tuple[pd.DataFrame, list[str]]:
     """The corpus grown by the extra meta-datasets' problems, on the seeds all hold; and
     what was left out, as sentences."""
@@ -140,7 +148,8 @@ def combined(corpus: pd.DataFrame, extras: list[Path]) -> tuple[pd.DataFrame, li
         extra, partial = complete_problems(pd.read_parquet(path))
         if partial:
             notes.append(f"{path.name}: not fully trained, left out: {', '.join(partial)}")
-        check_held_out(pd.concat(parts, ignore_index=True), extra)  # nor an earlier extra's
+        if len(parts) > 1:  # none of an earlier extra's (the corpus's: checked below)
+            check_held_out(pd.concat(parts[1:], ignore_index=True), extra)
         extra, dups = without_near_duplicates(corpus, extra)
         for r in dups.itertuples():
             notes.append(f"{path.name}: {r.problem} left out, a near-duplicate of the corpus's "

@@ -47,7 +47,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from induction_bench import combined, headroom, save_result, section, table
+from induction_bench import combined, headroom, paired, save_result, section, table
 from machine import cpu_model, git_commit
 
 from aicf_induct.errors import AicfError
@@ -59,7 +59,6 @@ from aicf_induct.induction.evaluate import (
     summary,
     without_near_duplicates,
 )
-from aicf_induct.induction.lopo import LopoResult
 from aicf_induct.induction.meta_dataset import (
     complete_problems,
     problem_table,
@@ -156,13 +155,10 @@ def grown_lines(corpus: pd.DataFrame, held: pd.DataFrame, extras: list[Path],
     arms = {"corpus": alone, "grown": grown}
     res = {name: evaluate_holdout(train, held, default=default).result
            for name, train in arms.items()}
-    both = pd.concat([res["corpus"].choices.assign(method=lambda d: d["method"] + "@corpus"),
-                      res["grown"].choices])
-    paired = LopoResult(both, pd.DataFrame(), res["grown"].level)
     means = {n: summary(r).set_index(["method", "k"])["norm_error"] for n, r in res.items()}
     rows = []
     for k in (1, 3, 5):
-        d = compare(paired, k=k, baselines=("proposer@corpus",)).iloc[0]
+        d = paired(res["grown"], res["corpus"], k=k)
         rows.append({"k": k, "corpus alone": float(means["corpus"][("proposer", k)]),
                      "grown": float(means["grown"][("proposer", k)]),
                      "grown − alone": d["mean_diff"], "95 % CI": f"[{d['ci_low']:+.3f}, "

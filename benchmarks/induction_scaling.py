@@ -47,7 +47,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from corpus_source import add_source_args, load_corpus
-from induction_bench import combined, read_rows, table
+from induction_bench import combined, paired, read_rows, table
 from machine import cpu_model, git_commit
 
 from aicf_induct.errors import AicfError
@@ -101,10 +101,7 @@ def size_row(n: int, res: LopoResult, largest: LopoResult | None) -> dict[str, o
         row[f"top-1 − {b}-3"] = float(goal.at[b, "mean_diff"])
         row[f"Holm p ({b})"] = float(goal.at[b, "p_holm"])
     if largest is not None and largest is not res:
-        both = pd.concat([res.choices.assign(method=lambda d: d["method"] + "@n"),
-                          largest.choices])
-        diff = compare(LopoResult(both, pd.DataFrame(), res.level), method="proposer@n", k=1,
-                       baselines=("proposer",)).iloc[0]
+        diff = paired(res, largest, k=1)
         row["top-1 − at largest"] = float(diff["mean_diff"])
         row["p"] = float(diff["p_value"])
     return row
