@@ -37,6 +37,7 @@ def _wheel(path: Path) -> Path:
         "balanced/raw/ring.dat": _dat(800, ["a", "b"]),  # artificial
         "balanced/raw/iris.dat": _dat(150, ["x", "y", "z"]),  # too few rows
         "balanced/raw/letter.dat": _dat(900, [chr(65 + i) for i in range(26)]),  # 26 classes
+        "balanced/raw/wdbc.dat": _dat(569, ["B", "M"]),  # scikit-learn's breast_cancer
         # yeast: two variants, the larger minority (yeast1: 300 of 1,200) is taken
         "imbalanced/raw/yeast1.dat": _dat(1200, ["p"] + ["n"] * 3),
         "imbalanced/raw/yeast3.dat": _dat(1200, ["p"] + ["n"] * 7),
