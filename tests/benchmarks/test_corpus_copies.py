@@ -3,12 +3,17 @@ and not tables that only share a grid of round values."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from tests.benchmarks.scripts import run_script
+from tests.induction.synthetic_meta import planted
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import corpus_copies
 
 
 def _tables(folder: Path) -> list[str]:
@@ -54,3 +59,21 @@ def test_one_table_is_a_one_line_error(tmp_path: Path) -> None:
     assert done.stderr.startswith("error: ") and "Traceback" not in done.stderr
     done = run_script("corpus_copies.py", "--extra", str(tmp_path / "base.csv"))
     assert done.returncode == 2 and done.stderr.count("\n") == 1
+
+
+def test_a_copy_in_training_is_what_knn_finds() -> None:
+    """A problem's exact copy under another name, in training or not: kNN-1 with the copy
+    takes the copy's best candidate, the problem's own; what does not learn from other
+    problems (the default, the searches) does not move."""
+    meta = planted(P=12, seeds=4)
+    first = meta[meta["problem"] == "p000"]
+    copy = first.assign(problem="copy", problem_id="idcopy", group="copy")
+    effect = corpus_copies.partner_effect(pd.concat([meta, copy], ignore_index=True),
+                                          [("p000", "copy")],
+                                          default=str(meta["candidate"].iloc[0]))
+    assert set(effect["table"]) == {"p000", "copy"}
+    rows = effect.set_index(["table", "method", "k"])
+    for method in ("default", "full_search", "oracle", "choice_oracle"):
+        assert (rows.xs(method, level="method")["without − with"] == 0).all()
+    knn = rows.loc[("p000", "knn", 1)]
+    assert knn["with"] < knn["without"]
