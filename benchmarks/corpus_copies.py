@@ -159,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="for pairs inside the pack's corpus: each member held out with "
                              "and without its partner in training")
     args = parser.parse_args(argv)
+    if args.effect and args.pack is None:
+        parser.error("--effect holds out pairs of a pack's corpus: name it with --pack")
     try:
         names = problem_names(args)
         if len(names) < 2:

@@ -59,6 +59,8 @@ def test_one_table_is_a_one_line_error(tmp_path: Path) -> None:
     assert done.stderr.startswith("error: ") and "Traceback" not in done.stderr
     done = run_script("corpus_copies.py", "--extra", str(tmp_path / "base.csv"))
     assert done.returncode == 2 and done.stderr.count("\n") == 1
+    done = run_script("corpus_copies.py", "--names", str(tmp_path / "names.txt"), "--effect")
+    assert done.returncode == 2 and "--effect" in done.stderr.splitlines()[-1]
 
 
 def test_a_copy_in_training_is_what_knn_finds() -> None:
