@@ -98,10 +98,11 @@ def underlying(name: str) -> str:
     return re.split(r"[-_]|\d", name, maxsplit=1)[0]
 
 
-def select(tables: dict[tuple[str, str], pd.DataFrame]) -> list[str]:
-    """The chosen tables' names, by the rule of the module docstring, sorted."""
+def select(tables: dict[tuple[str, str], pd.DataFrame]) -> list[tuple[str, str]]:
+    """The chosen tables' (kind, name) keys, by the rule of the module docstring, sorted by
+    name. The key, not the name: pima and wisconsin are in both sets, coded differently."""
     standard = sorted(
-        name for (kind, name), frame in tables.items()
+        ("balanced", name) for (kind, name), frame in tables.items()
         if kind == "balanced" and len(frame) >= MIN_ROWS and name not in ARTIFICIAL
         and name not in SAME_DATA and frame[TARGET].nunique() <= MAX_CLASSES)
     taken = {underlying(n) for (kind, n) in tables if kind == "balanced"}
@@ -115,7 +116,8 @@ def select(tables: dict[tuple[str, str], pd.DataFrame]) -> list[str]:
             continue
         if base not in best or (-minority, name) < (-best[base][0], best[base][1]):
             best[base] = (minority, name)
-    return sorted(standard + [name for _, name in best.values()])
+    return sorted(standard + [("imbalanced", name) for _, name in best.values()],
+                  key=lambda key: key[1])
 
 
 def without_constants(frame: pd.DataFrame) -> pd.DataFrame:
@@ -130,17 +132,18 @@ def problem_name(out: Path, name: str, rows: int) -> str:
     return f"file:{out.as_posix()}/{name}.parquet?target={TARGET}&task=classification{subsample}"
 
 
-def write(tables: dict[tuple[str, str], pd.DataFrame], names: list[str], out: Path) -> list[str]:
+def write(tables: dict[tuple[str, str], pd.DataFrame], keys: list[tuple[str, str]],
+          out: Path) -> list[str]:
     """Write each chosen table (temp file, then rename) and return its problem name."""
     out.mkdir(parents=True, exist_ok=True)
-    by_name = {name: frame for (_, name), frame in tables.items()}
     problems = []
-    for name in names:
+    for key in keys:
+        name, frame = key[1], tables[key]
         path = out / f"{name}.parquet"
         tmp = path.with_suffix(".tmp")
-        without_constants(by_name[name]).to_parquet(tmp, index=False)
+        without_constants(frame).to_parquet(tmp, index=False)
         os.replace(tmp, path)
-        problems.append(problem_name(out, name, len(by_name[name])))
+        problems.append(problem_name(out, name, len(frame)))
     return problems
 
 

