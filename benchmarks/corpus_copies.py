@@ -134,10 +134,11 @@ def partner_effect(meta: pd.DataFrame, pairs: Iterable[tuple[str, str]],
     return out[["table", "partner", "method", "k", "with", "without", "without − with"]]
 
 
-def problem_names(args: argparse.Namespace) -> list[str]:
+def problem_names(args: argparse.Namespace, corpus: pd.DataFrame | None) -> list[str]:
+    """The pack's corpus's problems (`corpus`: its meta-dataset), the extras', `--names`."""
     names: list[str] = []
-    if args.pack is not None:
-        names += sorted(set(load_pack(args.pack).seed_meta()["problem"].astype(str)))
+    if corpus is not None:
+        names += sorted(set(corpus["problem"].astype(str)))
     for meta in args.extra:
         names += sorted(set(pd.read_parquet(meta, columns=["problem"])["problem"].astype(str)))
     if args.names:
@@ -162,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.effect and args.pack is None:
         parser.error("--effect holds out pairs of a pack's corpus: name it with --pack")
     try:
-        names = problem_names(args)
+        corpus = load_pack(args.pack).seed_meta() if args.pack is not None else None
+        names = problem_names(args, corpus)
         if len(names) < 2:
             raise AicfError("name at least two problems (--pack, --extra or --names)")
         found = copies(table_fingerprints(names), args.min_columns)
@@ -173,15 +175,14 @@ def main(argv: list[str] | None = None) -> int:
           f"columns of values ({int((~found['grouped']).sum())} not grouped):\n")
     if len(found):
         print(table(found))
-    if args.effect and args.pack is not None:
-        meta = load_pack(args.pack).seed_meta()
-        inside = set(meta["problem"].astype(str))
+    if args.effect and corpus is not None:
+        inside = set(corpus["problem"].astype(str))
         pairs = [(a, b) for a, b in zip(found["table"], found["copy"], strict=True)
                  if a in inside and b in inside]
         print(f"\n{len(pairs)} pair(s) inside the pack's corpus: each member held out with "
               "and without its partner in training\n")
         if pairs:
-            print(table(partner_effect(meta, pairs)))
+            print(table(partner_effect(corpus, pairs)))
     return 0
 
 
