@@ -26,6 +26,7 @@ from aicf_induct.errors import ConfigError
 
 if TYPE_CHECKING:
     from aicf_induct.induction.evaluate import Evaluation
+    from aicf_induct.induction.pack import Pack
 
 WH_HELP = "warehouse holding the corpus (default: $AICF_WAREHOUSE, else ./aicf_warehouse)"
 
@@ -54,10 +55,19 @@ def _fit_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                     "back to the warehouse as the `correlations` and `rules` tables) and "
                     "write the knowledge pack (Parquet, with its provenance as JSON beside "
                     "it). The same corpus gives the same pack (byte for byte with the same library "
-                    "versions).",
-        epilog="example: aicf-induct induce fit --warehouse corpus_wh --exclude wine "
-               "-o pack.parquet")
-    f.add_argument("--warehouse", default=None, metavar="DIR", help=WH_HELP)
+                    "versions). With --pack, refit from a knowledge pack's corpus instead "
+                    "(it holds every seed's scores), with no warehouse: the shipped pack "
+                    "less some problems, say, on a fresh clone.",
+        epilog="examples:\n"
+               "  aicf-induct induce fit --warehouse corpus_wh --exclude wine -o pack.parquet\n"
+               "  aicf-induct induce fit --pack PACK --exclude wine -o pack.parquet",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    source = f.add_mutually_exclusive_group()
+    source.add_argument("--warehouse", default=None, metavar="DIR", help=WH_HELP)
+    source.add_argument("--pack", default=None, metavar="PACK",
+                        help="refit from this knowledge pack's corpus (its per-seed "
+                             "meta-dataset and rewrite table; the groups by the current "
+                             "rule) instead of a warehouse; writes nothing but the new pack")
     f.add_argument("--protocol", default=None,
                    help="sweep protocol to read, when the warehouse holds several")
     f.add_argument("--exclude", default="", metavar="SEL",
@@ -101,14 +111,26 @@ def fit(args: argparse.Namespace) -> int:
         CONFORMAL_FOLDS,
         DEFAULT_PACK,
         build_pack,
+        load_pack,
         write_pack,
     )
 
-    root = _root(args.warehouse)
+    if args.pack is not None and args.protocol:
+        raise ConfigError("--protocol reads a warehouse; a pack holds one protocol's corpus")
+    # the source first: one that is not there fails before the progress bar starts
+    source = load_pack(args.pack) if args.pack is not None else None
+    root = _root(args.warehouse) if source is None else None
     bar = _steps(4, args.quiet)
     bar.set_description_str("induce fit: reading the corpus")
     exclude = [e for e in args.exclude.split(",") if e.strip()]
-    meta, unmatched = corpus_meta(root, args.protocol, exclude, n_seeds=args.seeds)
+    if source is not None:
+        meta, unmatched = _pack_corpus(source, exclude, args.seeds)
+        rewrites = source.rewrites
+        exclude = [*source.header.get("excluded", []), *exclude]  # kept out of both
+    else:
+        assert root is not None
+        meta, unmatched = corpus_meta(root, args.protocol, exclude, n_seeds=args.seeds)
+        rewrites = _rewrite_table(root, exclude)
     for name in unmatched:
         print(f"note: --exclude '{name}' matches no problem of the corpus", file=sys.stderr)
     if meta.empty:
@@ -119,11 +141,12 @@ def fit(args: argparse.Namespace) -> int:
     bar.update(1)
     # the pack first: a pack that cannot be written leaves the warehouse untouched
     bar.set_description_str("induce fit: writing the pack")
-    pack = build_pack(meta, miner, excluded=sorted(e.strip() for e in exclude),
-                      rewrites=_rewrite_table(root, exclude),
+    pack = build_pack(meta, miner, excluded=sorted({e.strip() for e in exclude}),
+                      rewrites=rewrites,
                       conformal_folds=CONFORMAL_FOLDS if args.conformal_folds is None
                       else args.conformal_folds)
-    command = ["aicf-induct", "induce", "fit", "--warehouse", str(root)]
+    command = ["aicf-induct", "induce", "fit",
+               *(["--warehouse", str(root)] if root is not None else ["--pack", args.pack])]
     if args.protocol:
         command += ["--protocol", args.protocol]
     if exclude:
@@ -135,10 +158,11 @@ def fit(args: argparse.Namespace) -> int:
         command += ["--conformal-folds", str(args.conformal_folds)]
     if Path(args.output).resolve() != DEFAULT_PACK:  # the package's own path is this machine's
         command += ["-o", args.output]
-    out = write_pack(pack, args.output, command)
+    out = write_pack(pack, args.output, command,
+                     refit_of=_refit_of(source) if source is not None else None)
     bar.update(1)
     fit_id = None
-    if not args.no_write:
+    if root is not None and not args.no_write:
         bar.set_description_str("induce fit: writing correlations and rules")
         fit_id = write_mined(root, miner)
     bar.update(1)
@@ -156,6 +180,27 @@ def fit(args: argparse.Namespace) -> int:
     if fit_id:
         print(f"mined tables written to {root} (fit {fit_id}): SELECT * FROM rules")
     return 0
+
+
+def _pack_corpus(source: Pack, exclude: list[str], n_seeds: int | None
+                 ) -> tuple[pd.DataFrame, list[str]]:
+    """A pack's corpus as `corpus_meta` gives a warehouse's (the groups by the current
+    rule) and the exclude names that matched no problem."""
+    from aicf_induct.induction.corpus import grouped_meta
+
+    if exclude and len(source.rewrites):
+        # an aggregate over problems cannot leave one out
+        raise ConfigError(f"{source.path} holds a rewrite table (an aggregate of adaptive "
+                          "runs) that cannot leave problems out: fit from the warehouse to "
+                          "--exclude")
+    return grouped_meta(source.seed_meta(n_seeds), exclude)
+
+
+def _refit_of(source: Pack) -> dict[str, Any]:
+    """What a refit's provenance says of the pack it was refit from."""
+    prov = source.provenance
+    return {"digest": source.digest(),
+            **{k: prov[k] for k in ("command", "commit", "date", "refit_of") if k in prov}}
 
 
 def _rewrite_table(root: Path, exclude: list[str]) -> pd.DataFrame:

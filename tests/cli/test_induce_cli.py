@@ -58,6 +58,36 @@ def test_fit_writes_the_pack_and_the_mined_tables(corpus: Path, pack: Path) -> N
     assert conn.execute("SELECT count(DISTINCT fit_id) FROM correlations").fetchone() == (1,)
 
 
+def test_fit_from_a_pack_gives_the_pack_the_warehouse_gives(
+        corpus: Path, pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`induce fit --pack` refits from the pack's per-seed corpus: the same bytes as the
+    pack built from the warehouse, with the chain in the provenance; `--exclude` works on
+    a fresh clone's pack and adds to what the source pack left out."""
+    again = tmp_path / "again.parquet"
+    rc, out, _ = _run(["induce", "fit", "--pack", str(pack), "--min-problems", "2",
+                       "--bootstrap", "200", "-o", str(again), "--quiet"], capsys)
+    assert rc == 0 and "mined tables written" not in out
+    assert again.read_bytes() == pack.read_bytes()
+    prov = json.loads(again.with_suffix(".json").read_text())
+    source = json.loads(pack.with_suffix(".json").read_text())
+    assert prov["command"].startswith(f"aicf-induct induce fit --pack {pack}")
+    assert prov["digest"] == source["digest"]
+    assert prov["refit_of"] == {k: source[k] for k in ("digest", "command", "commit", "date")}
+    less = tmp_path / "less.parquet"
+    assert main(["induce", "fit", "--pack", str(pack), "--exclude", TINY_PROBLEMS[0],
+                 "--min-problems", "2", "--bootstrap", "200", "-o", str(less),
+                 "--quiet"]) == 0
+    fewer = tmp_path / "fewer.parquet"
+    assert main(["induce", "fit", "--pack", str(less), "--exclude", TINY_PROBLEMS[1],
+                 "--min-problems", "2", "--bootstrap", "200", "-o", str(fewer),
+                 "--quiet"]) == 0
+    got = pack_mod.load_pack(fewer)
+    assert set(got.problems) == set(TINY_PROBLEMS) - set(TINY_PROBLEMS[:2])
+    assert got.header["excluded"] == sorted(TINY_PROBLEMS[:2])
+    assert json.loads(fewer.with_suffix(".json").read_text())["refit_of"]["refit_of"][
+        "digest"] == source["digest"]
+
+
 def test_propose_json_round_trip_is_the_library_dict(
         pack: Path, capsys: pytest.CaptureFixture[str]) -> None:
     t0 = time.perf_counter()
@@ -265,6 +295,11 @@ def test_corpus_build_resumes_without_duplicates(corpus: Path,
     (["induce", "evaluate", "--holdout", "{tmp}/none"], "no warehouse at"),
     (["corpus", "build", "--problems", "holdout:x"], "holdout:N with N a number"),
     (["induce", "fit", "--warehouse", "{tmp}/none"], "no warehouse at"),
+    (["induce", "fit", "--pack", "{tmp}/empty.parquet"], "is empty"),
+    (["induce", "fit", "--pack", "{tmp}/p.parquet", "--protocol", "x"],
+     "--protocol reads a warehouse"),
+    (["induce", "fit", "--pack", "{tmp}/p.parquet", "--warehouse", "{tmp}"],
+     "not allowed with argument --pack"),
     (["mine", "--pack", "{tmp}/p.parquet", "--fdr", "0"], "--fdr must be in (0, 1]"),
 ])
 def test_bad_input_is_one_error_line(argv: list[str], words: str, tmp_path: Path, pack: Path,
@@ -303,3 +338,15 @@ def test_propose_without_a_pack_says_how_to_build_one(
     rc, _, err = _run(["propose", "--dataset", "wine"], capsys)
     assert rc == 2
     assert "no knowledge pack is installed" in err and "induce fit --warehouse DIR" in err
+
+
+def test_a_pack_s_rewrite_table_cannot_leave_problems_out(pack: Path) -> None:
+    from aicf_induct.cli.induce import _pack_corpus
+    from aicf_induct.errors import ConfigError
+
+    source = pack_mod.load_pack(pack)
+    source.rewrites = pd.DataFrame({"level": [0], "n": [3]})  # an aggregate over problems
+    with pytest.raises(ConfigError, match="cannot leave problems out"):
+        _pack_corpus(source, [TINY_PROBLEMS[0]], None)
+    meta, unmatched = _pack_corpus(source, [], None)
+    assert set(meta["problem"]) == set(TINY_PROBLEMS) and unmatched == []

