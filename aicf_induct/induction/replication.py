@@ -46,3 +46,14 @@ def rule_replication(meta: pd.DataFrame, miner: Miner, q: float = 0.05,
                      "effect_other": eff, "ci_low_other": lo, "ci_high_other": hi,
                      "replicated": bool(same and (lo > 0 or hi < 0))})
     return pd.DataFrame(rows, columns=list(REPLICATION_COLUMNS))
+
+
+def replication_summary(rep: pd.DataFrame) -> dict[str, float]:
+    """`rep`: rows of `rule_replication` over several random halves, with a `split` column.
+    The share of all those rules that replicate, and each split's share's mean, minimum
+    and maximum (a split with no rule has no share), over `splits` splits."""
+    per_split = rep.groupby("split")["replicated"].mean()
+    return {"splits": float(rep["split"].nunique()), "rules": float(len(rep)),
+            "pooled": float(rep["replicated"].mean()) if len(rep) else float("nan"),
+            "mean": float(per_split.mean()), "min": float(per_split.min()),
+            "max": float(per_split.max())}
