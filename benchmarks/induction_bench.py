@@ -4,7 +4,8 @@ baselines, on the sweep corpus in a warehouse or a knowledge pack's per-seed sco
     .venv/bin/python benchmarks/induction_bench.py (--warehouse DIR | --pack [PACK]) [--seeds N]
         [--default KEY]
         [--ks 1,3,5] [--groups groups.json] [--jobs N] [--ranking rank|raw_rank|error]
-        [--rank-seeds score|all] [--conformal-folds K] [--swap-seeds] [--complete-only]
+        [--rank-seeds score|all] [--conformal-folds K] [--conformal-repeats R] [--swap-seeds]
+        [--complete-only]
         [--save DIR] [--write-results]
 
 Reads the meta-dataset (`aicf_induct.induction.meta_dataset`), halves the corpus's seeds
@@ -55,7 +56,7 @@ from aicf_induct.induction.lopo import RANK_SEEDS, LopoResult, check_held_out
 from aicf_induct.induction.meta_dataset import complete_problems, with_derived_scores
 from aicf_induct.induction.metamodel import RANKINGS, MetaModel
 from aicf_induct.induction.mining import Miner
-from aicf_induct.induction.pack import CONFORMAL_FOLDS
+from aicf_induct.induction.pack import CONFORMAL_FOLDS, CONFORMAL_REPEATS
 from aicf_induct.induction.replication import rule_replication
 
 HEADING = "## Induction: leave-one-problem-out evaluation"
@@ -202,6 +203,9 @@ def main() -> int:
                          f"group folds of the training problems (default {CONFORMAL_FOLDS}, as "
                          f"the shipped pack; 0: the quantile models as fitted, about a third "
                          f"of the fitting time)")
+    ap.add_argument("--conformal-repeats", type=int, default=CONFORMAL_REPEATS, metavar="R",
+                    help=f"pool the out-of-fold scores of R assignments of the groups to the "
+                         f"folds (default {CONFORMAL_REPEATS}, as the shipped pack)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rank-seeds", choices=RANK_SEEDS, default="score",
                     help="seeds of the training problems the meta-model's ranking learns "
@@ -233,7 +237,8 @@ def main() -> int:
     ks = tuple(int(k) for k in args.ks.split(","))
     ev = evaluate_corpus(meta, default=args.default, ks=ks,
                          metamodel=MetaModel(max_iter=args.max_iter, ranking=args.ranking,
-                                             conformal_folds=args.conformal_folds),
+                                             conformal_folds=args.conformal_folds,
+                                             conformal_repeats=args.conformal_repeats),
                          n_random=args.n_random,
                          n_jobs=args.jobs, seed=args.seed, rank_seeds=args.rank_seeds,
                          swap_seeds=args.swap_seeds)

@@ -90,6 +90,10 @@ def _fit_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                    help="widen the proposer's intervals by conformalized quantile regression "
                         "over K problem-group folds (default 5; 0: the quantile models as "
                         "fitted, a third of the fitting time)")
+    f.add_argument("--conformal-repeats", type=options.positive_int, default=None,
+                   metavar="R",
+                   help="pool the out-of-fold scores of R assignments of the groups to those "
+                        "folds (default 5; 1: one assignment, a fifth of their time)")
     f.add_argument("--quiet", action="store_true", help="no progress bar")
     f.set_defaults(func=fit)
 
@@ -109,6 +113,7 @@ def fit(args: argparse.Namespace) -> int:
     from aicf_induct.induction.mining import Miner
     from aicf_induct.induction.pack import (
         CONFORMAL_FOLDS,
+        CONFORMAL_REPEATS,
         DEFAULT_PACK,
         build_pack,
         load_pack,
@@ -144,7 +149,9 @@ def fit(args: argparse.Namespace) -> int:
     pack = build_pack(meta, miner, excluded=sorted({e.strip() for e in exclude}),
                       rewrites=rewrites,
                       conformal_folds=CONFORMAL_FOLDS if args.conformal_folds is None
-                      else args.conformal_folds)
+                      else args.conformal_folds,
+                      conformal_repeats=CONFORMAL_REPEATS if args.conformal_repeats is None
+                      else args.conformal_repeats)
     command = ["aicf-induct", "induce", "fit",
                *(["--warehouse", str(root)] if root is not None else ["--pack", args.pack])]
     if args.protocol:
@@ -156,6 +163,8 @@ def fit(args: argparse.Namespace) -> int:
     command += ["--min-problems", str(args.min_problems), "--bootstrap", str(args.bootstrap)]
     if args.conformal_folds is not None:
         command += ["--conformal-folds", str(args.conformal_folds)]
+    if args.conformal_repeats is not None:
+        command += ["--conformal-repeats", str(args.conformal_repeats)]
     if Path(args.output).resolve() != DEFAULT_PACK:  # the package's own path is this machine's
         command += ["-o", args.output]
     out = write_pack(pack, args.output, command,

@@ -81,6 +81,17 @@ def within_problem_rank(errors: np.ndarray) -> np.ndarray:
         return np.where(n > 1, (ranks - 1) / (n - 1), np.where(scored, 0.5, np.nan))
 
 
+def fold_labels(groups: np.ndarray, repeat: int, random_state: int = 0) -> np.ndarray:
+    """The labels `GroupKFold` assigns the groups to folds by, for the conformal step's
+    `repeat`-th assignment: the groups' own order for the first, shuffled (seeded by
+    `random_state` and `repeat`) for the others. `GroupKFold` puts equal-sized groups in
+    folds by their labels, so each order is another assignment."""
+    names = np.unique(groups)
+    order = np.random.default_rng([random_state, repeat]).permutation(len(names)) \
+        if repeat else np.arange(len(names))
+    return order[np.searchsorted(names, groups)]
+
+
 class MetaModel(BaseEstimator):
     """Fit on a meta-dataset; `predict_problem(features)` scores every known candidate."""
 
@@ -89,7 +100,7 @@ class MetaModel(BaseEstimator):
                  min_samples_leaf: int = 20, seeds: tuple[int, ...] | None = None,
                  rank_seeds: tuple[int, ...] | None = None, conformal_folds: int = 0,
                  threads: int | None = 1, random_state: int = 0,
-                 ranking: str = "gain") -> None:
+                 ranking: str = "gain", conformal_repeats: int = 1) -> None:
         self.target = target
         self.level = level
         self.max_iter = max_iter
@@ -103,6 +114,10 @@ class MetaModel(BaseEstimator):
         # seed of the training problems (less noise), the interval from `seeds`
         self.rank_seeds = rank_seeds
         self.conformal_folds = conformal_folds
+        # assignments of the groups to those folds whose out-of-fold scores are pooled:
+        # `GroupKFold` assigns groups of equal size by their names, and one assignment's
+        # margin moved by ~0.006 (sd) with the names (benchmarks/RESULTS.md, "The pack refit")
+        self.conformal_repeats = conformal_repeats
         # OpenMP threads of the boosting: the matrices are small, and on a shared machine
         # the default (one per core) ran 30x slower than one thread. None: leave it alone.
         self.threads = threads
@@ -173,22 +188,31 @@ class MetaModel(BaseEstimator):
     def _conformal_margin(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray) -> float:
         """Conformalized quantile regression (Romano et al. 2019): how far the quantile
         models' interval must widen (or may shrink) to hold `level` of out-of-fold outcomes,
-        folds by problem group. 0 with `conformal_folds` < 2 or too few groups."""
+        folds by problem group, the scores of `conformal_repeats` assignments of the groups
+        to the folds pooled. 0 with `conformal_folds` < 2 or too few groups."""
         k = min(self.conformal_folds, len(np.unique(groups)))
         if k < 2:
             return 0.0
+        pooled = [self._out_of_fold_scores(X, y, fold_labels(groups, r, self.random_state), k)
+                  for r in range(max(1, self.conformal_repeats))]
+        q = min(1.0, self.level * (1 + 1 / len(y)))
+        return float(np.quantile(np.concatenate(pooled), q))
+
+    def _out_of_fold_scores(self, X: np.ndarray, y: np.ndarray, labels: np.ndarray,
+                            k: int) -> np.ndarray:
+        """Each row's nonconformity under quantile models fitted without its fold (`k`
+        group folds of `labels`)."""
         from sklearn.model_selection import GroupKFold
 
         scores = np.empty(len(y))
-        for fit_idx, cal_idx in GroupKFold(n_splits=k).split(X, y, groups):
+        for fit_idx, cal_idx in GroupKFold(n_splits=k).split(X, y, labels):
             # a feature none of the fold's problems has tells nothing (and fails the binning)
             cols = np.isfinite(X[fit_idx]).any(axis=0)
             lo, hi = self._quantile_pair(X[fit_idx][:, cols], y[fit_idx])
             cal = X[cal_idx][:, cols]
             scores[cal_idx] = np.maximum(lo.predict(cal) - y[cal_idx],
                                          y[cal_idx] - hi.predict(cal))
-        q = min(1.0, self.level * (1 + 1 / len(y)))
-        return float(np.quantile(scores, q))
+        return scores
 
     def _model(self, loss: str, quantile: float | None = None) -> HistGradientBoostingRegressor:
         from sklearn.ensemble import HistGradientBoostingRegressor
@@ -222,8 +246,11 @@ class MetaModel(BaseEstimator):
     def restore(cls, meta: pd.DataFrame, rec: Mapping[str, Any]) -> MetaModel:
         """A fitted model from `export`'s data and the meta-dataset it was fitted on (its
         candidates); no fitting."""
-        # a pack from before the rank model ranked by the mean model's error
-        mm = cls(**{"ranking": "error", **rec["params"]})
+        # a pack from before the rank model ranked by the mean model's error; a parameter
+        # this version does not know only mattered to the fit, which restoring skips
+        known = cls().get_params()
+        mm = cls(**{"ranking": "error", **{k: v for k, v in rec["params"].items()
+                                           if k in known}})
         mm.feature_names_ = [str(f) for f in rec["feature_names"]]
         mm.optimizers_ = [str(o) for o in rec["optimizers"]]
         mm.pattern_names_ = [str(p) for p in rec["pattern_names"]]

@@ -66,6 +66,9 @@ if TYPE_CHECKING:  # lazy (see rewrite_effects): the runtime it imports costs `p
 # alone covered 63 % of the top-1's held-out outcomes at the nominal 80 %, conformalized 78 %
 # (benchmarks/RESULTS.md, "Induction")
 CONFORMAL_FOLDS = 5
+# ... and their out-of-fold scores pooled over this many assignments of the groups to the
+# folds: one assignment's margin moved by ~0.006 (sd) with the groups' names
+CONFORMAL_REPEATS = 5
 FORMAT = "aicf.pack/3"  # bump on any change a reader of the old format would misread
 META_KEY = b"aicf.pack"  # the Parquet key-value metadata entry holding the pack's header
 DEFAULT_PACK = Path(__file__).resolve().parent / "data" / "knowledge_pack.parquet"
@@ -227,7 +230,8 @@ def _array(values: pd.Series) -> np.ndarray:
 
 def build_pack(meta: pd.DataFrame, miner: Miner, excluded: Sequence[str] = (),
                rewrites: pd.DataFrame | None = None,
-               conformal_folds: int = CONFORMAL_FOLDS) -> Pack:
+               conformal_folds: int = CONFORMAL_FOLDS,
+               conformal_repeats: int = CONFORMAL_REPEATS) -> Pack:
     """A pack of `meta` (the corpus, excluded problems already dropped), a fitted miner and
     the rewrite history's aggregate table (None or empty: none)."""
     if meta.empty:
@@ -247,7 +251,8 @@ def build_pack(meta: pd.DataFrame, miner: Miner, excluded: Sequence[str] = (),
     pack = Pack(table, miner.rules_[list(RULE_COLUMNS)].reset_index(drop=True),
                 miner.correlations_[list(CORRELATION_COLUMNS)].reset_index(drop=True), header,
                 {}, rewrites=rw)
-    pack.metamodel = MetaModel(conformal_folds=conformal_folds).fit(pack.meta()).export()
+    pack.metamodel = MetaModel(conformal_folds=conformal_folds,
+                               conformal_repeats=conformal_repeats).fit(pack.meta()).export()
     return pack
 
 

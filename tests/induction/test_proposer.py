@@ -12,7 +12,7 @@ from sklearn.base import clone
 
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.meta_dataset import assemble, score_matrix
-from aicf_induct.induction.metamodel import MetaModel, within_problem_rank
+from aicf_induct.induction.metamodel import MetaModel, fold_labels, within_problem_rank
 from aicf_induct.induction.mining import Miner
 from aicf_induct.induction.proposer import Proposer
 from aicf_induct.induction.replication import REPLICATION_COLUMNS, rule_replication
@@ -220,3 +220,50 @@ def test_the_gain_model_leaves_the_anchor_only_where_another_candidate_beats_it(
     assert rec["anchor"] == "c01"
     pd.testing.assert_frame_equal(MetaModel.restore(meta, rec).predict_problem({"a": 0.2}),
                                   model.predict_problem({"a": 0.2}))
+
+
+
+def test_fold_labels_keep_the_groups_and_change_the_assignment() -> None:
+    groups = np.array(["b", "a", "c", "a", "d", "b", "e", "f"])
+    first = fold_labels(groups, 0)
+    assert list(first) == [1, 0, 2, 0, 3, 1, 4, 5]  # the groups' own (sorted) order
+    for r in (1, 2):
+        labels = fold_labels(groups, r)
+        # the same partition into groups, under other labels
+        assert len(set(zip(groups, labels, strict=True))) == 6 == len(set(labels))
+        assert not np.array_equal(labels, first)
+    assert np.array_equal(fold_labels(groups, 1), fold_labels(groups, 1))
+    assert not np.array_equal(fold_labels(groups, 1), fold_labels(groups, 1, random_state=1))
+
+
+def test_the_conformal_margin_pools_every_assignment_s_out_of_fold_scores() -> None:
+    """The margin of R assignments is the `level` quantile of their scores pooled, so it
+    lies between the least and the greatest single assignment's; one is the default."""
+    meta = planted(P=24, seeds=2, effect=0.1)
+    captured: dict[str, np.ndarray] = {}
+    original = MetaModel._conformal_margin
+
+    def keep(self: MetaModel, X: np.ndarray, y: np.ndarray, groups: np.ndarray) -> float:
+        captured.update(X=X, y=y, groups=groups)
+        return original(self, X, y, groups)
+
+    MetaModel._conformal_margin = keep  # type: ignore[method-assign]
+    try:
+        mm = MetaModel(**SMALL, conformal_folds=4, conformal_repeats=3).fit(meta)
+    finally:
+        MetaModel._conformal_margin = original  # type: ignore[method-assign]
+    X, y, groups = captured["X"], captured["y"], captured["groups"]
+    scores = [mm._out_of_fold_scores(X, y, fold_labels(groups, r), 4) for r in range(3)]
+    q = 0.8 * (1 + 1 / len(y))
+    singles = [float(np.quantile(s, q)) for s in scores]
+    assert mm.margin_ == float(np.quantile(np.concatenate(scores), q))
+    assert min(singles) <= mm.margin_ <= max(singles) and len(set(singles)) > 1
+    assert MetaModel(**SMALL, conformal_folds=4).fit(meta).margin_ == singles[0]
+
+def test_a_pack_record_with_a_parameter_this_version_does_not_know_restores() -> None:
+    meta = planted(P=30)
+    mm = MetaModel(**SMALL).fit(meta)
+    rec = json.loads(json.dumps(mm.export()))
+    rec["params"]["from_a_later_version"] = 3  # mattered to its fit only
+    pd.testing.assert_frame_equal(MetaModel.restore(meta, rec).predict_problem({"a": 0.2}),
+                                  mm.predict_problem({"a": 0.2}))
