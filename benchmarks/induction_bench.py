@@ -206,7 +206,7 @@ def main() -> int:
     ap.add_argument("--conformal-repeats", type=int, default=CONFORMAL_REPEATS, metavar="R",
                     help=f"pool the out-of-fold scores of R assignments of the groups to the "
                          f"folds (default {CONFORMAL_REPEATS}, as the shipped pack; 1: one, "
-                         f"about a third of the run's time; the ranking figures are the same)")
+                         f"five times fewer conformal fits; the ranking figures are the same)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rank-seeds", choices=RANK_SEEDS, default="score",
                     help="seeds of the training problems the meta-model's ranking learns "
