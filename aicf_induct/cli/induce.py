@@ -89,7 +89,7 @@ def _fit_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                    metavar="K",
                    help="widen the proposer's intervals by conformalized quantile regression "
                         "over K problem-group folds (default 5; 0: the quantile models as "
-                        "fitted, a third of the fitting time)")
+                        "fitted, no conformal fits)")
     f.add_argument("--conformal-repeats", type=options.positive_int, default=None,
                    metavar="R",
                    help="pool the out-of-fold scores of R assignments of the groups to those "
@@ -128,10 +128,11 @@ def fit(args: argparse.Namespace) -> int:
     bar = _steps(4, args.quiet)
     bar.set_description_str("induce fit: reading the corpus")
     exclude = [e for e in args.exclude.split(",") if e.strip()]
+    excluded = list(exclude)  # what the pack records as kept out
     if source is not None:
         meta, unmatched = _pack_corpus(source, exclude, args.seeds)
         rewrites = source.rewrites
-        exclude = [*source.header.get("excluded", []), *exclude]  # kept out of both
+        excluded += source.header.get("excluded", [])  # kept out of the source too
     else:
         assert root is not None
         meta, unmatched = corpus_meta(root, args.protocol, exclude, n_seeds=args.seeds)
@@ -146,7 +147,7 @@ def fit(args: argparse.Namespace) -> int:
     bar.update(1)
     # the pack first: a pack that cannot be written leaves the warehouse untouched
     bar.set_description_str("induce fit: writing the pack")
-    pack = build_pack(meta, miner, excluded=sorted({e.strip() for e in exclude}),
+    pack = build_pack(meta, miner, excluded=sorted({e.strip() for e in excluded}),
                       rewrites=rewrites,
                       conformal_folds=CONFORMAL_FOLDS if args.conformal_folds is None
                       else args.conformal_folds,

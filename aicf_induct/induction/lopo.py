@@ -123,11 +123,14 @@ def seed_partitions(meta: pd.DataFrame) -> list[Partition]:
 
 
 def run_lopo(meta: pd.DataFrame, config: LopoConfig, n_jobs: int = 1,
-             progress: bool = False) -> LopoResult:
+             progress: bool = False, held_groups: Sequence[str] | None = None) -> LopoResult:
     """Every fold of `meta` (see the module docstring); `n_jobs` processes share the folds
     (joblib; -1: one per core). The result does not depend on `n_jobs`. `progress`: a bar
-    on stderr (per group; with several jobs, per share of the groups)."""
-    return _run(meta, config, [(config.choose_seeds, config.score_seeds)], n_jobs, progress)
+    on stderr (per group; with several jobs, per share of the groups). `held_groups`: hold
+    out only these groups, in turn (each fold still learns from every other group): a
+    sample of the folds, for a quicker look."""
+    return _run(meta, config, [(config.choose_seeds, config.score_seeds)], n_jobs, progress,
+                held_groups)
 
 
 def run_lopo_partitions(meta: pd.DataFrame, config: LopoConfig,
@@ -232,13 +235,18 @@ def _partition_matrices(meta: pd.DataFrame, cands: list[str],
 
 
 def _run(meta: pd.DataFrame, config: LopoConfig, partitions: Sequence[Partition], n_jobs: int,
-         progress: bool) -> LopoResult:
+         progress: bool, held_groups: Sequence[str] | None = None) -> LopoResult:
     from tqdm.auto import tqdm
 
     check_meta(meta)
     cands, keys = _candidates(meta, config)
     ctx = _Context(meta, config, cands, keys, _partition_matrices(meta, cands, partitions))
-    groups = sorted(meta["group"].unique())
+    known = sorted(str(g) for g in meta["group"].unique())
+    if held_groups is not None:
+        unknown = sorted(set(held_groups) - set(known))
+        if unknown:
+            raise ConfigError(f"no group {', '.join(unknown)} in the corpus")
+    groups = known if held_groups is None else sorted(set(held_groups))
     if n_jobs == 1:
         parts = [_folds(ctx, [g]) for g in tqdm(groups, desc="LOPO folds", unit="group",
                                                 disable=not progress, leave=False)]

@@ -84,6 +84,9 @@ def test_fit_from_a_pack_gives_the_pack_the_warehouse_gives(
     got = pack_mod.load_pack(fewer)
     assert set(got.problems) == set(TINY_PROBLEMS) - set(TINY_PROBLEMS[:2])
     assert got.header["excluded"] == sorted(TINY_PROBLEMS[:2])
+    # the command is what was run: only its own --exclude
+    assert f"--exclude {TINY_PROBLEMS[1]} " in got.provenance["command"]
+    assert TINY_PROBLEMS[0] not in got.provenance["command"]
     assert json.loads(fewer.with_suffix(".json").read_text())["refit_of"]["refit_of"][
         "digest"] == source["digest"]
 

@@ -1,0 +1,96 @@
+"""The proposer's intervals under leave-one-group-out, on a sample of the folds.
+
+    .venv/bin/python benchmarks/induction_calibration.py (--warehouse DIR | --pack [PACK])
+        [--default KEY] [--sample N] [--conformal-folds K] [--conformal-repeats R] [--jobs N]
+        [--save CSV] [--compare CSV]
+
+`induction_bench.py` checks the meta-model's intervals in every fold of its leave-one-out,
+with every baseline beside them; with the conformal margin pooled over five fold
+assignments (the pack's default) each fold fits 25 pairs of quantile models, and the whole
+run takes long. This runs the same folds (the same configuration: choice on the first half
+of the seeds, score on the rest, the gain model, intervals for a mean over the score seeds)
+holding out a random sample of N groups only, each fold still learning from every other
+group, and prints the coverage of the nominal 80 % intervals over every candidate and the
+top-k. `--compare CSV`: another run's calibration rows (`--save`, or `induction_bench.py
+--save DIR`'s DIR/calibration.csv) on the same problems, beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from corpus_source import add_source_args, load_corpus
+from induction_bench import table
+from machine import cpu_model, git_commit
+
+from aicf_induct.errors import AicfError
+from aicf_induct.induction.baselines import resolve_default
+from aicf_induct.induction.evaluate import calibration
+from aicf_induct.induction.lopo import LopoConfig, LopoResult, run_lopo, split_seeds
+from aicf_induct.induction.metamodel import MetaModel
+from aicf_induct.induction.pack import CONFORMAL_FOLDS, CONFORMAL_REPEATS
+
+
+def sample_groups(meta: pd.DataFrame, n: int, seed: int = 0) -> list[str]:
+    """`n` of the corpus's groups drawn at random (all of them when `n` is 0 or more)."""
+    groups = sorted(str(g) for g in meta["group"].unique())
+    if n <= 0 or n >= len(groups):
+        return groups
+    return sorted(np.random.default_rng(seed).choice(groups, size=n, replace=False))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_source_args(ap)
+    ap.add_argument("--default", default=None, metavar="KEY",
+                    help="the default MLP's candidate (default: MLPSpec() with the default "
+                         "recipe)")
+    ap.add_argument("--sample", type=int, default=0, metavar="N",
+                    help="hold out N groups drawn at random (default 0: every group)")
+    ap.add_argument("--conformal-folds", type=int, default=CONFORMAL_FOLDS, metavar="K")
+    ap.add_argument("--conformal-repeats", type=int, default=CONFORMAL_REPEATS, metavar="R")
+    ap.add_argument("--jobs", type=int, default=1, help="processes sharing the folds")
+    ap.add_argument("--save", metavar="CSV", help="write the calibration rows")
+    ap.add_argument("--compare", metavar="CSV", help="another run's calibration rows")
+    args = ap.parse_args()
+    try:
+        return run(args)
+    except AicfError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    t0 = time.perf_counter()
+    meta = load_corpus(args)
+    held = sample_groups(meta, args.sample)
+    choose, score = split_seeds(meta)
+    model = MetaModel(conformal_folds=args.conformal_folds,
+                      conformal_repeats=args.conformal_repeats)
+    config = LopoConfig(resolve_default(meta, args.default), choose, score, (1, 3, 5), 1, model)
+    res = run_lopo(meta, config, n_jobs=args.jobs, progress=True, held_groups=held)
+    if args.save:
+        res.calibration.to_csv(args.save, index=False)
+    print(f"{cpu_model()}, commit {git_commit()}, {time.perf_counter() - t0:.0f} s. "
+          f"{len(held)} of {meta['group'].nunique()} groups held out in turn "
+          f"({res.calibration['problem_id'].nunique()} problems); conformal folds "
+          f"{args.conformal_folds}, assignments {args.conformal_repeats}.\n")
+    print(table(calibration(res)))
+    if args.compare:
+        other = pd.read_csv(args.compare)
+        other = other[other["problem_id"].isin(set(res.calibration["problem_id"]))]
+        print(f"\n{args.compare}, the same {other['problem_id'].nunique()} problems:\n")
+        print(table(calibration(LopoResult(pd.DataFrame(), other, res.level))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
