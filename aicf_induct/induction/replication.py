@@ -50,8 +50,9 @@ def rule_replication(meta: pd.DataFrame, miner: Miner, q: float = 0.05,
 
 def replication_summary(rep: pd.DataFrame) -> dict[str, float]:
     """`rep`: rows of `rule_replication` over several random halves, with a `split` column.
-    The share of all those rules that replicate, and each split's share's mean, minimum
-    and maximum (a split with no rule has no share), over `splits` splits."""
+    `pooled`: the share of all those rules that replicate; `mean`, `min`, `max`: of each
+    split's share; `splits`: the splits that mined a rule (one that mined none has no
+    share); `rules`: how many rules in all."""
     per_split = rep.groupby("split")["replicated"].mean()
     return {"splits": float(rep["split"].nunique()), "rules": float(len(rep)),
             "pooled": float(rep["replicated"].mean()) if len(rep) else float("nan"),
