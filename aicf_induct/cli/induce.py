@@ -14,6 +14,7 @@ import argparse
 import json
 import shlex
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,14 +51,15 @@ def _fit_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
     f = isub.add_parser(
         "fit", help="meta-dataset -> correlations, rules -> knowledge pack",
-        description="Read the corpus from the warehouse (scored sweep runs, one protocol), "
-                    "group near-duplicate problems, mine correlations and rules (written "
-                    "back to the warehouse as the `correlations` and `rules` tables) and "
-                    "write the knowledge pack (Parquet, with its provenance as JSON beside "
-                    "it). The same corpus gives the same pack (byte for byte with the same library "
-                    "versions). With --pack, refit from a knowledge pack's corpus instead "
-                    "(it holds every seed's scores), with no warehouse: the shipped pack "
-                    "less some problems, say, on a fresh clone.",
+        description=textwrap.fill(
+            "Read the corpus from the warehouse (scored sweep runs, one protocol), group "
+            "near-duplicate problems, mine correlations and rules (written back to the "
+            "warehouse as the `correlations` and `rules` tables) and write the knowledge pack "
+            "(Parquet, with its provenance as JSON beside it). The same corpus gives the same "
+            "pack (byte for byte with the same library versions). With --pack, refit from a "
+            "knowledge pack's corpus instead (it holds every seed's scores), with no "
+            "warehouse: the shipped pack less some problems, say, on a fresh clone.", 79,
+            break_on_hyphens=False),
         epilog="examples:\n"
                "  aicf-induct induce fit --warehouse corpus_wh --exclude wine -o pack.parquet\n"
                "  aicf-induct induce fit --pack PACK --exclude wine -o pack.parquet",
