@@ -201,8 +201,8 @@ def main() -> int:
     ap.add_argument("--conformal-folds", type=int, default=CONFORMAL_FOLDS, metavar="K",
                     help=f"widen the intervals by conformalized quantile regression over K "
                          f"group folds of the training problems (default {CONFORMAL_FOLDS}, as "
-                         f"the shipped pack; 0: the quantile models as fitted, about a third "
-                         f"of the fitting time)")
+                         f"the shipped pack; 0: the quantile models as fitted, no conformal "
+                         f"fits)")
     ap.add_argument("--conformal-repeats", type=int, default=CONFORMAL_REPEATS, metavar="R",
                     help=f"pool the out-of-fold scores of R assignments of the groups to the "
                          f"folds (default {CONFORMAL_REPEATS}, as the shipped pack; 1: one, "

@@ -40,7 +40,8 @@ from aicf_induct.induction.pack import CONFORMAL_FOLDS, CONFORMAL_REPEATS
 
 
 def sample_groups(meta: pd.DataFrame, n: int, seed: int = 0) -> list[str]:
-    """`n` of the corpus's groups drawn at random (all of them when `n` is 0 or more)."""
+    """`n` of the corpus's groups drawn at random (all of them when `n` is 0, or at least
+    their number)."""
     groups = sorted(str(g) for g in meta["group"].unique())
     if n <= 0 or n >= len(groups):
         return groups

@@ -30,7 +30,11 @@ from induction_bench import table
 from machine import cpu_model, git_commit
 
 from aicf_induct.induction.mining import Miner
-from aicf_induct.induction.replication import replication_summary, rule_replication
+from aicf_induct.induction.replication import (
+    replication_by_split,
+    replication_summary,
+    rule_replication,
+)
 
 GOAL = 0.7  # the share the induction issue asks of one half
 META: pd.DataFrame | None = None  # each worker's copy of the corpus (set by _init)
@@ -65,11 +69,7 @@ def main() -> int:
     rep = pd.concat(parts, ignore_index=True)
     if args.save:
         rep.to_csv(args.save, index=False)
-    per = rep.groupby("split").agg(rules=("replicated", "size"),
-                                   replicate=("replicated", "mean"))
-    # a half that mines no rule with q < 0.05 is a row of 0 rules and no share
-    per = per.reindex(range(args.splits)).fillna({"rules": 0}).rename_axis("split") \
-        .reset_index()
+    per = replication_by_split(rep, list(range(args.splits)))
     s = replication_summary(rep)
     print(f"{cpu_model()}, commit {git_commit()}, {time.perf_counter() - t0:.0f} s. "
           f"{meta['problem_id'].nunique()} problems in {meta['group'].nunique()} groups.\n")

@@ -48,13 +48,22 @@ def rule_replication(meta: pd.DataFrame, miner: Miner, q: float = 0.05,
     return pd.DataFrame(rows, columns=list(REPLICATION_COLUMNS))
 
 
-def replication_summary(rep: pd.DataFrame) -> dict[str, float]:
+def replication_by_split(rep: pd.DataFrame, splits: list[int]) -> pd.DataFrame:
     """`rep`: rows of `rule_replication` over several random halves, with a `split` column.
-    `pooled`: the share of all those rules that replicate; `mean`, `min`, `max`: of each
-    split's share; `splits`: the splits that mined a rule (one that mined none has no
-    share); `rules`: how many rules in all."""
-    per_split = rep.groupby("split")["replicated"].mean()
-    return {"splits": float(rep["split"].nunique()), "rules": float(len(rep)),
+    One row per split of `splits`: its rules with q < 0.05 and the share that replicate (a
+    split that mined none: 0 rules, no share)."""
+    per = rep.groupby("split").agg(rules=("replicated", "size"),
+                                   replicate=("replicated", "mean"))
+    per = per.reindex(splits).fillna({"rules": 0}).astype({"rules": "int64"})
+    return per.rename_axis("split").reset_index()
+
+
+def replication_summary(rep: pd.DataFrame) -> dict[str, float]:
+    """`rep` as `replication_by_split` takes it. `pooled`: the share of all those rules
+    that replicate; `mean`, `min`, `max`: of each split's share; `splits`: the splits that
+    mined a rule (one that mined none has no share); `rules`: how many rules in all."""
+    per_split = replication_by_split(rep, sorted(rep["split"].unique()))["replicate"]
+    return {"splits": float(len(per_split)), "rules": float(len(rep)),
             "pooled": float(rep["replicated"].mean()) if len(rep) else float("nan"),
             "mean": float(per_split.mean()), "min": float(per_split.min()),
             "max": float(per_split.max())}
