@@ -14,7 +14,9 @@ from aicf_induct.induction.meta_dataset import load_meta_dataset
 from aicf_induct.induction.pack import DEFAULT_PACK, load_pack
 
 
-def add_source_args(ap: argparse.ArgumentParser) -> None:
+def add_source_args(ap: argparse.ArgumentParser) -> argparse._MutuallyExclusiveGroup:
+    """--warehouse or --pack (one of them required; the group returned, for a script with
+    another way in), --protocol and --seeds."""
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--warehouse", help="warehouse holding the sweep corpus")
     src.add_argument("--pack", nargs="?", const=str(DEFAULT_PACK), metavar="PACK",
@@ -25,6 +27,7 @@ def add_source_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--seeds", type=int, metavar="N",
                     help="read only the corpus's seeds 0..N-1 (default: all; for a corpus "
                          "whose further seeds are still being trained)")
+    return src
 
 
 def load_corpus(args: argparse.Namespace, groups: str | None = None) -> pd.DataFrame:

