@@ -15,6 +15,14 @@ over the three. The variants change only how the gain model's candidate order is
   gain_in_port5    the gain model's order restricted to the portfolio-5 (and the anchor)
 Nothing is tuned on the held-out group. About 35 s of one core per group.
 
+`--by-task` runs three others instead, and prints every figure per task too:
+  gain                    the shipped gain model, as above
+  gain_by_task            a gain model fitted on the training problems of the held-out
+                          problem's task only, with that task's anchor (the candidate best
+                          on average there)
+  gain_by_task_threshold  that, leaving the anchor only for a predicted gain beyond a
+                          threshold picked by 5-fold group CV inside those problems
+
 `--expectation DIR` asks the same of the expectation over every split of the seeds: every
 variant learns from every seed of the training problems, and a top-1's figure is its
 candidate's test normalized error over all the held-out problem's seeds (a single pick
@@ -23,7 +31,7 @@ mean over the splits); the baselines' figures are read from DIR/choices.csv, wri
 `induction_partitions.py --save DIR`.
 
 usage: python benchmarks/induction_variants.py [--jobs N] [--groups N] [--out CSV]
-                                               [--expectation DIR]
+                                               [--expectation DIR] [--by-task]
 """
 import argparse
 import time
@@ -56,6 +64,7 @@ CANDS = sorted(str(c) for c in META["candidate"].unique())
 VAL_A = score_matrix(META, "val_norm_error", CHOOSE).reindex(columns=CANDS)
 TEST_B = score_matrix(META, "test_norm_error", SCORE).reindex(columns=CANDS)
 TEST_ALL = score_matrix(META, "test_norm_error").reindex(columns=CANDS)
+TASK = META.groupby("problem_id")["task"].first()
 THRESHOLDS = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2)
 
 
@@ -158,20 +167,8 @@ def fold(groups, expectation: bool = False):
         port5 = baselines.portfolio_choice(errors, 5)
         tgain = gain.reshape(len(tprobs), C)
         for pid in sorted(META.loc[held, "problem_id"].unique()):
-            feats = {c: float(PROBS.at[pid, c]) for c in FCOLS}
-            f = mm.feature_vector(feats)
-            Xq = mm.design(f[None, :])
-            val = VAL_A.loc[pid] if pid in VAL_A.index else pd.Series(np.nan, index=CANDS)
-            test = (TEST_ALL if expectation else TEST_B).loc[pid]
-
-            def err(c, test=test):
-                v = float(test.get(c, np.nan))
-                return v if np.isfinite(v) else 1.0
-
-            def pick(ranked, val=val):
-                v = val.reindex(list(ranked)).fillna(np.inf).to_numpy(float)
-                return str(ranked[int(np.argmin(v))])
-
+            feats, err, pick = held_out(pid, expectation)
+            Xq = mm.design(mm.feature_vector(feats)[None, :])
             preds = {name: m.predict(np.nan_to_num(Xq, nan=-1e9) if name == "extratrees"
                                      else Xq) for name, m in models.items()}
             preds["bagged"] = np.mean([m.predict(Xq) for m in bags], axis=0)
@@ -187,14 +184,72 @@ def fold(groups, expectation: bool = False):
             row["gain_threshold"] = err(top1(mm, preds["gain"], anchor, t_inner))
             row["bagged_threshold"] = err(top1(mm, preds["bagged"], anchor, t_inner))
             row["gain_in_port5"] = err(top1(mm, preds["gain"], anchor, allowed=port5))
-            if expectation:  # the baselines pick by validation: their figures come averaged
-                rows.append(row)  # over the splits, from induction_partitions.py
-                continue
-            row["knn3"] = err(pick(baselines.knn_choice(errors, knn, knn.query_vector(feats), 3)))
-            row["portfolio3"] = err(pick(baselines.portfolio_choice(errors, 3)))
-            row["average3"] = err(pick(baselines.average_choice(errors, 3)))
-            row["default"] = err(anchor)
-            row["full_search"] = err(pick(CANDS))
+            if not expectation:  # else the baselines' figures come averaged over the
+                row.update(baseline_row(errors, knn, feats, anchor, err, pick))  # splits
+            rows.append(row)
+    return rows
+
+
+def held_out(pid: str, expectation: bool):
+    """The held-out problem's meta-features, and its `err` (a candidate's test normalized
+    error on the score seeds, or all of them; 1 if unscored) and `pick` (the candidate of a
+    list best on the choice seeds' validation)."""
+    feats = {c: float(PROBS.at[pid, c]) for c in FCOLS}
+    val = VAL_A.loc[pid] if pid in VAL_A.index else pd.Series(np.nan, index=CANDS)
+    test = (TEST_ALL if expectation else TEST_B).loc[pid]
+
+    def err(c):
+        v = float(test.get(c, np.nan))
+        return v if np.isfinite(v) else 1.0
+
+    def pick(ranked):
+        v = val.reindex(list(ranked)).fillna(np.inf).to_numpy(float)
+        return str(ranked[int(np.argmin(v))])
+
+    return feats, err, pick
+
+
+def baseline_row(errors, knn, feats, anchor, err, pick) -> dict[str, float]:
+    """kNN-3, portfolio-3, best-on-average-3 (each picked by validation), the default and
+    the full search, on the single draw."""
+    return {"knn3": err(pick(baselines.knn_choice(errors, knn, knn.query_vector(feats), 3))),
+            "portfolio3": err(pick(baselines.portfolio_choice(errors, 3))),
+            "average3": err(pick(baselines.average_choice(errors, 3))),
+            "default": err(anchor), "full_search": err(pick(CANDS))}
+
+
+def task_fold(groups, expectation: bool = False):
+    """`--by-task`: the pooled gain model against one per task (see the docstring)."""
+    threadpool_limits(1)
+    seeds = None if expectation else SCORE
+    rows = []
+    for grp in groups:
+        held = META["group"] == grp
+        train = META[~held]
+        mm, _, X, gain, anchor = setup(train, seeds)
+        ok = np.isfinite(gain)
+        pooled = hgb().fit(X[ok], gain[ok])
+        errors = score_matrix(train, "test_norm_error").reindex(columns=CANDS)
+        knn = Neighbors().fit(problem_table(train))
+        per_task = {}
+        for pid in sorted(META.loc[held, "problem_id"].unique()):
+            task = str(TASK[pid])
+            if task not in per_task:  # fitted once per fold and task
+                sub = train[train["task"] == task]
+                mm_t, _, X_t, gain_t, anchor_t = setup(sub, seeds)
+                ok_t = np.isfinite(gain_t)
+                per_task[task] = (mm_t, hgb().fit(X_t[ok_t], gain_t[ok_t]), anchor_t,
+                                  inner_threshold(sub, seeds))
+            mm_t, model_t, anchor_t, tau = per_task[task]
+            feats, err, pick = held_out(pid, expectation)
+            g_t = model_t.predict(mm_t.design(mm_t.feature_vector(feats)[None, :]))
+            row = {"problem_id": pid, "group": grp, "task": task, "t_inner": tau,
+                   "gain": err(top1(mm, pooled.predict(mm.design(
+                       mm.feature_vector(feats)[None, :])), anchor)),
+                   "gain_by_task": err(top1(mm_t, g_t, anchor_t)),
+                   "gain_by_task_threshold": err(top1(mm_t, g_t, anchor_t, tau))}
+            if not expectation:
+                row.update(baseline_row(errors, knn, feats, anchor, err, pick))
             rows.append(row)
     return rows
 
@@ -204,6 +259,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2, help="processes (default 2)")
     ap.add_argument("--groups", type=int, default=0, help="first N groups only (0: all)")
     ap.add_argument("--out", default=None, help="write the per-problem rows to this CSV")
+    ap.add_argument("--by-task", action="store_true",
+                    help="the pooled gain model against one per task, figures per task too")
     ap.add_argument("--expectation", metavar="DIR", default=None,
                     help="the expectation over every split of the seeds, the baselines from "
                          "DIR/choices.csv (induction_partitions.py --save DIR)")
@@ -215,7 +272,8 @@ def main() -> None:
     parts = [groups[i::a.jobs * 3] for i in range(a.jobs * 3)]
     expect = a.expectation is not None
     with ProcessPoolExecutor(a.jobs) as ex:
-        rows = [r for part in ex.map(fold, parts, [expect] * len(parts)) for r in part]
+        rows = [r for part in ex.map(task_fold if a.by_task else fold, parts,
+                                     [expect] * len(parts)) for r in part]
     df = pd.DataFrame(rows).sort_values("problem_id")
     if expect:
         df = df.merge(partition_baselines(Path(a.expectation)), on="problem_id",
@@ -223,6 +281,10 @@ def main() -> None:
     if a.out:
         df.to_csv(a.out, index=False)
     summarize(df)
+    if a.by_task:
+        for task, sub in df.groupby("task"):
+            print(f"\n{task}, {len(sub)} problems:")
+            summarize(sub.drop(columns="task"))
     print(f"{len(df)} problems, {len(groups)} groups, {time.time() - t0:.0f} s")
 
 
@@ -241,11 +303,11 @@ def summarize(df: pd.DataFrame) -> None:
     from scipy.stats import wilcoxon
 
     from aicf_induct.induction.inference import bootstrap_mean_ci, holm
-    methods = [c for c in df.columns if c not in ("problem_id", "group", "t_inner",
+    methods = [c for c in df.columns if c not in ("problem_id", "group", "task", "t_inner",
                                                   "knn3", "portfolio3", "average3",
                                                   "default", "full_search")]
     print("means:", {c: round(float(df[c].mean()), 4) for c in df.columns
-                     if c not in ("problem_id", "group")})
+                     if c not in ("problem_id", "group", "task")})
     for m in methods:
         ps, parts = [], []
         for b in ("knn3", "portfolio3", "average3"):
