@@ -20,6 +20,14 @@ columns do not matter, so a subsample, a recoding of the categorical columns or 
 with more rows is still found. What it lists is for a person to confirm: two tables can
 share a column of published constants without being one dataset.
 
+Tables of counts and categories have few such columns, so the other columns (integers,
+categories, round values) are compared by their level counts: each one's counts of its
+levels, sorted, for those with at least `MIN_LEVELS` (3) levels whose counts are not all
+equal (a balanced design's factor matches any other of its size). Two tables sharing
+`--min-columns` such profiles are listed too. Labels and order do not matter, so a
+recoded, renamed or shuffled copy is found; a subsample or a copy with more rows is not
+(its counts differ).
+
 Problems: the pack's corpus (`--pack`, default the shipped one), every `--extra`
 meta-dataset's, and `--names FILE` (one problem name a line); a table that does not load
 is named on stderr and skipped.
@@ -36,6 +44,7 @@ import argparse
 import itertools
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -57,20 +66,41 @@ from aicf_induct.problems.registry import load_table
 MIN_DISTINCT = 30
 SIZE_RATIO = 0.3
 OVERLAP = 0.9
+MIN_LEVELS = 3
 
 Fingerprint = frozenset[float]
+Profile = tuple[int, ...]
 
 
-def fingerprints(columns: Iterable[pd.Series]) -> list[Fingerprint]:
-    """The distinct-value sets of the columns worth comparing (see the module docstring)."""
-    out = []
+@dataclass(frozen=True)
+class TablePrint:
+    values: list[Fingerprint]  # the distinct-value sets of its measured columns
+    counts: list[Profile]  # the sorted level counts of its other columns
+
+
+def fingerprint(col: pd.Series) -> Fingerprint | None:
+    """A measured column's distinct-value set, or None for a column of few or round values
+    (see the module docstring)."""
+    values = pd.to_numeric(col, errors="coerce").dropna().to_numpy(float)
+    distinct = np.unique(np.round(values, 6))
+    off_grid = np.abs(distinct * 100 - np.round(distinct * 100)) > 1e-6
+    if len(distinct) >= MIN_DISTINCT and off_grid.mean() >= 0.5:
+        return frozenset(distinct.tolist())
+    return None
+
+
+def table_print(columns: Iterable[pd.Series]) -> TablePrint:
+    """A table's measured columns by their values, the others by their level counts."""
+    values, counts = [], []
     for col in columns:
-        values = pd.to_numeric(col, errors="coerce").dropna().to_numpy(float)
-        distinct = np.unique(np.round(values, 6))
-        off_grid = np.abs(distinct * 100 - np.round(distinct * 100)) > 1e-6
-        if len(distinct) >= MIN_DISTINCT and off_grid.mean() >= 0.5:
-            out.append(frozenset(distinct.tolist()))
-    return out
+        f = fingerprint(col)
+        if f is not None:
+            values.append(f)
+            continue
+        levels = col.dropna().astype(str).value_counts()
+        if len(levels) >= MIN_LEVELS and levels.nunique() > 1:
+            counts.append(tuple(sorted(levels.tolist(), reverse=True)))
+    return TablePrint(values, counts)
 
 
 def same_values(x: Fingerprint, y: Fingerprint) -> bool:
@@ -83,31 +113,36 @@ def shared_columns(a: list[Fingerprint], b: list[Fingerprint]) -> int:
     return sum(any(same_values(x, y) for y in b) for x in a)
 
 
-def table_fingerprints(names: list[str], progress: bool = True) -> dict[str, list[Fingerprint]]:
-    prints: dict[str, list[Fingerprint]] = {}
+def table_prints(names: list[str], progress: bool = True) -> dict[str, TablePrint]:
+    prints: dict[str, TablePrint] = {}
     for name in tqdm(names, desc="tables", unit="table", disable=not progress, leave=False):
         try:
             table, _, _ = load_table(name)
         except AicfError as err:
             print(f"skipped {name}: {err}", file=sys.stderr)
             continue
-        prints[name] = fingerprints([*(table.frame[c] for c in table.frame.columns), table.y])
+        prints[name] = table_print([*(table.frame[c] for c in table.frame.columns), table.y])
     return prints
 
 
-def copies(prints: dict[str, list[Fingerprint]], min_columns: int = 2) -> pd.DataFrame:
-    """Pairs of tables sharing at least `min_columns` columns of values, most shared first,
-    with whether `groups_of` groups them already."""
+COPY_COLUMNS = ["table", "copy", "shared columns", "shared level counts", "grouped"]
+
+
+def copies(prints: dict[str, TablePrint], min_columns: int = 2) -> pd.DataFrame:
+    """Pairs of tables sharing at least `min_columns` columns of values or of level counts,
+    most shared first, with whether `groups_of` groups them already."""
     groups = groups_of(prints)
     rows = []
     for a, b in itertools.combinations(sorted(prints), 2):
-        n = shared_columns(prints[a], prints[b])
-        if n >= min_columns:
-            rows.append({"table": a, "copy": b, "shared columns": n,
-                         "grouped": groups[a] == groups[b]})
-    out = pd.DataFrame(rows, columns=["table", "copy", "shared columns", "grouped"])
-    return out.sort_values(["shared columns", "table"], ascending=[False, True],
-                           ignore_index=True)
+        n = shared_columns(prints[a].values, prints[b].values)
+        theirs = set(prints[b].counts)
+        m = sum(p in theirs for p in prints[a].counts)
+        if n >= min_columns or m >= min_columns:
+            rows.append(dict(zip(COPY_COLUMNS, (a, b, n, m, groups[a] == groups[b]),
+                                 strict=True)))
+    out = pd.DataFrame(rows, columns=COPY_COLUMNS)
+    return out.sort_values(["shared columns", "shared level counts", "table"],
+                           ascending=[False, False, True], ignore_index=True)
 
 
 def partner_effect(meta: pd.DataFrame, pairs: Iterable[tuple[str, str]],
@@ -155,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a saved meta-dataset of more problems (repeatable)")
     parser.add_argument("--names", type=Path, help="a file of problem names, one a line")
     parser.add_argument("--min-columns", type=int, default=2,
-                        help="shared columns of values that make a pair (default 2)")
+                        help="shared columns of values, or of level counts, that make a pair "
+                             "(default 2)")
     parser.add_argument("--effect", action="store_true",
                         help="for pairs inside the pack's corpus: each member held out with "
                              "and without its partner in training")
@@ -167,12 +203,13 @@ def main(argv: list[str] | None = None) -> int:
         names = problem_names(args, corpus)
         if len(names) < 2:
             raise AicfError("name at least two problems (--pack, --extra or --names)")
-        found = copies(table_fingerprints(names), args.min_columns)
+        found = copies(table_prints(names), args.min_columns)
     except (AicfError, OSError, ValueError) as err:  # ValueError: not a Parquet file
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"{len(names)} tables; {len(found)} pairs share at least {args.min_columns} "
-          f"columns of values ({int((~found['grouped']).sum())} not grouped):\n")
+          f"columns of values or of level counts ({int((~found['grouped']).sum())} not "
+          "grouped):\n")
     if len(found):
         print(table(found))
     if args.effect and corpus is not None:

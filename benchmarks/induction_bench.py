@@ -40,10 +40,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from corpus_source import add_source_args, load_corpus
 from machine import cpu_model, git_commit, write_section
 
+from aicf_induct.induction.corpus import with_same_data
 from aicf_induct.induction.evaluate import (
     WARM_STARTS,
     calibration,
     compare,
+    duplicate_note,
     evaluate_corpus,
     families,
     gap_closed,
@@ -152,16 +154,18 @@ def combined(corpus: pd.DataFrame, extras: list[Path]) -> tuple[pd.DataFrame, li
         if len(parts) > 1:  # none of an earlier extra's (the corpus's: checked below)
             check_held_out(pd.concat(parts[1:], ignore_index=True), extra)
         extra, dups = without_near_duplicates(corpus, extra)
-        for r in dups.itertuples():
-            notes.append(f"{path.name}: {r.problem} left out, a near-duplicate of the corpus's "
-                         f"{r.nearest} (meta-feature distance {r.distance:.2f} < "
-                         f"{r.threshold:.2f})")
+        notes += [f"{path.name}: {duplicate_note(r)}" for r in dups.itertuples()]
         parts.append(extra)
     common = set.intersection(*(set(p["seed"].astype(int)) for p in parts))
     if any(set(p["seed"].astype(int)) != common for p in parts):
         notes.append(f"read on the seeds all sources hold: {sorted(common)}")
     meta = pd.concat(parts, ignore_index=True)
     meta = meta[meta["seed"].astype(int).isin(common)]
+    # each sweep drew its groups alone: copies across sweeps (SAME_DATA) share one here
+    pairs = meta.drop_duplicates("problem")
+    grouped = with_same_data(dict(zip(pairs["problem"].astype(str),
+                                      pairs["group"].astype(str), strict=True)))
+    meta["group"] = meta["problem"].astype(str).map(grouped)
     return with_derived_scores(meta).reset_index(drop=True), notes
 
 

@@ -54,6 +54,7 @@ from aicf_induct.errors import AicfError
 from aicf_induct.induction.corpus import corpus_meta
 from aicf_induct.induction.evaluate import (
     compare,
+    duplicate_note,
     evaluate_holdout,
     gap_closed,
     summary,
@@ -116,9 +117,7 @@ def run(args: argparse.Namespace) -> int:
         f"{n['problem_id']} problems ({n['group']} groups) × {n['candidate']} candidates × "
         f"{n['seed']} seeds, every ({ev.splits}) split of the seeds averaged"
         + (f"; left out, not fully trained: {', '.join(partial)}" if partial else "")
-        + "".join(f"; left out, a near-duplicate of the corpus's {r.nearest} (meta-feature "
-                  f"distance {r.distance:.2f} < {r.threshold:.2f}, half the least between two "
-                  f"corpus groups): {r.problem}" for r in dups.itertuples())
+        + "".join(f"; {duplicate_note(r)}" for r in dups.itertuples())
         + f". Learned from {Path(args.pack).name} ({len(pack.problems)} problems).", "",
         *section("Mean normalized error per method on the holdout set", res, ks=(1, 3, 5)),
         "Top-1 against the default; top-3 against the full search by validation:", "",

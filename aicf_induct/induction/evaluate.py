@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import combinations
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,7 @@ from scipy.stats import wilcoxon
 
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.baselines import resolve_default
+from aicf_induct.induction.corpus import same_data_partners
 from aicf_induct.induction.inference import bootstrap_mean_ci, holm
 from aicf_induct.induction.lopo import (
     METHODS,
@@ -292,13 +294,37 @@ def evaluate_holdout(train: pd.DataFrame, held: pd.DataFrame, *,
 
 def without_near_duplicates(train: pd.DataFrame, held: pd.DataFrame
                             ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """`held`'s rows without the problems that are near-duplicates of a `train` problem by
-    their meta-features (`neighbors.near_duplicates`), and those near-duplicates' rows;
+    """`held`'s rows without the problems that are near-duplicates of a `train` problem,
+    by their meta-features (`neighbors.near_duplicates`) or because `corpus.SAME_DATA` names
+    them as the same data (`same_data` true; no distance), and those near-duplicates' rows;
     ConfigError first if a held-out problem (or its group) is one of `train`'s, so that the
     same table is named as such before any distance is measured."""
     check_held_out(train, held)
-    dups = near_duplicates(problem_table(train), problem_table(held))
+    dups = near_duplicates(problem_table(train), problem_table(held)).assign(same_data=False)
+    partners = same_data_partners(train["problem"].astype(str).unique(),
+                                  held["problem"].astype(str).unique())
+    named = held.drop_duplicates("problem_id")
+    named = named[named["problem"].isin(partners) & ~named["problem_id"].isin(
+        dups["problem_id"])]
+    copies = pd.DataFrame({"problem_id": named["problem_id"], "problem": named["problem"],
+                           "nearest": named["problem"].map(partners), "distance": np.nan,
+                           "threshold": dups["threshold"].iloc[0] if len(dups) else np.nan,
+                           "same_data": True})
+    if not copies.empty:
+        dups = pd.concat([dups, copies], ignore_index=True) if len(dups) else \
+            copies.reset_index(drop=True)
     return held[~held["problem_id"].isin(dups["problem_id"])], dups
+
+
+def duplicate_note(row: Any, whose: str = "the corpus's") -> str:
+    """Why a near-duplicate (a row of `without_near_duplicates`'s second frame) is left
+    out, as the scripts and the CLI print it."""
+    if row.same_data:
+        return (f"{row.problem} left out, the same data as {whose} {row.nearest} "
+                "(corpus.SAME_DATA)")
+    return (f"{row.problem} left out, a near-duplicate of {whose} {row.nearest} (meta-feature "
+            f"distance {row.distance:.2f} < {row.threshold:.2f}, half the least between two "
+            "of its groups)")
 
 
 def _evaluation(res: LopoResult, default_key: str, first: Partition,

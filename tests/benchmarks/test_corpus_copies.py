@@ -46,9 +46,39 @@ def test_the_copy_is_found_and_nothing_else(tmp_path: Path) -> None:
     (tmp_path / "names.txt").write_text("\n".join(names) + "\n")
     done = run_script("corpus_copies.py", "--names", str(tmp_path / "names.txt"))
     assert done.returncode == 0, done.stderr
-    assert "5 tables; 1 pairs share at least 2 columns of values (1 not grouped)" in done.stdout
+    assert ("5 tables; 1 pairs share at least 2 columns of values or of level counts (1 "
+            "not grouped)") in done.stdout
     row = next(line for line in done.stdout.splitlines() if "base.csv" in line)
-    assert "copy.parquet" in row and "| 3 | False |" in row  # a, b and the target
+    assert "copy.parquet" in row and "| 3 | 0 | False |" in row  # a, b and the target
+
+
+def test_a_copy_of_counts_and_categories_is_found_by_its_level_counts(tmp_path: Path) -> None:
+    """A table with no measured column, copied with its rows shuffled, its columns renamed
+    and its categories recoded, is found by its columns' level counts; two balanced designs
+    of one size (every level counted alike) are not."""
+    rng = np.random.default_rng(3)
+    base = pd.DataFrame({"region": rng.choice(["n", "s", "e", "w"], 700, p=[.4, .3, .2, .1]),
+                         "visits": rng.poisson(2.0, 700),
+                         "grade": rng.choice(["a", "b", "c"], 700, p=[.5, .3, .2]),
+                         "y": rng.choice(["yes", "no"], 700)})
+    base.to_csv(tmp_path / "base.csv", index=False)
+    copy = base.sample(frac=1.0, random_state=2).rename(columns={"region": "r", "grade": "g",
+                                                                  "visits": "v"})
+    copy["r"] = copy["r"].map({"n": 1, "s": 2, "e": 3, "w": 4})
+    copy.to_csv(tmp_path / "copy.csv", index=False)
+    for name in ("design1", "design2"):
+        pd.DataFrame({"block": np.repeat(np.arange(5), 140), "dose": np.tile(np.arange(7), 100),
+                      "y": rng.normal(size=700).round(4)}).to_csv(tmp_path / f"{name}.csv",
+                                                                  index=False)
+    names = [f"file:{tmp_path}/{n}.csv?target={t}" for n, t in
+             (("base", "y"), ("copy", "y"), ("design1", "y"), ("design2", "y"))]
+    prints = corpus_copies.table_prints(names, progress=False)
+    assert len(prints[names[0]].counts) == 3 and not prints[names[0]].values  # y: 2 levels
+    assert prints[names[2]].counts == []  # balanced: nothing to compare
+    found = corpus_copies.copies(prints)
+    assert len(found) == 1
+    assert found.loc[0, "table"] == names[0] and found.loc[0, "copy"] == names[1]
+    assert found.loc[0, "shared level counts"] == 3 and found.loc[0, "shared columns"] == 0
 
 
 def test_one_table_is_a_one_line_error(tmp_path: Path) -> None:

