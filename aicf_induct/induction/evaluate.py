@@ -324,7 +324,7 @@ def duplicate_note(row: Any, whose: str = "the corpus's") -> str:
                 "(corpus.SAME_DATA)")
     return (f"{row.problem} left out, a near-duplicate of {whose} {row.nearest} (meta-feature "
             f"distance {row.distance:.2f} < {row.threshold:.2f}, half the least between two "
-            "of its groups)")
+            f"of {whose} groups)")
 
 
 def _evaluation(res: LopoResult, default_key: str, first: Partition,
