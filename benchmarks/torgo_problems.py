@@ -43,9 +43,9 @@ from scipy.io import arff
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from file_collection import emit, write_tables
+from file_collection import add_output_args, finish, write_tables
 
-from aicf_induct.errors import AicfError, ConfigError, DataError
+from aicf_induct.errors import ConfigError, DataError
 from aicf_induct.induction.corpus import MIN_ROWS
 
 TARGET = "y"
@@ -121,17 +121,10 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arff", type=Path, required=True,
                         help="the regression/ folder of a renatopp/arff-datasets checkout")
-    parser.add_argument("--out", type=Path, required=True,
-                        help="folder for the Parquet files (relative to where the sweep runs)")
-    parser.add_argument("--names", type=Path, help="write the problem names here, one a line")
+    add_output_args(parser)
     args = parser.parse_args(argv)
-    try:
-        problems = write_tables(select(args.arff), args.out, TARGET, "regression")
-    except AicfError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    emit(problems, args.names)
-    return 0
+    return finish(lambda: write_tables(select(args.arff), args.out, TARGET, "regression"),
+                  args.names)
 
 
 if __name__ == "__main__":
