@@ -66,21 +66,30 @@ def shard(groups: list[str], spec: str | None) -> list[str]:
     return groups[i - 1::n]
 
 
-def merge(paths: list[str]) -> int:
-    """The coverage of saved calibration rows together (every shard's `--save`)."""
+def read_calibration(paths: list[str]) -> pd.DataFrame:
+    """Saved calibration rows (`--save`, or `induction_bench.py --save DIR`'s), the files'
+    together; a file that cannot be read, is not such rows, or repeats another's problem is
+    a one-line error."""
     parts = []
     for path in paths:
         try:
-            parts.append(pd.read_csv(path))
+            part = pd.read_csv(path)
         except (OSError, ValueError) as err:
             raise ConfigError(f"{path}: cannot read calibration rows ({err})") from None
+        missing = sorted({"problem_id", "candidate", "low", "high", "inside",
+                          "proposed_rank"} - set(part.columns))
+        if missing:
+            raise ConfigError(f"{path}: not calibration rows (no column '{missing[0]}')")
+        parts.append(part)
     rows = pd.concat(parts, ignore_index=True)
-    missing = sorted({"problem_id", "candidate", "low", "high", "inside", "proposed_rank"}
-                     - set(rows.columns))
-    if missing:
-        raise ConfigError(f"{paths[0]}: not calibration rows (no column '{missing[0]}')")
     if rows.duplicated(["problem_id", "candidate"]).any():
         raise ConfigError("the files share a problem: merge the shards of one run")
+    return rows
+
+
+def merge(paths: list[str]) -> int:
+    """The coverage of saved calibration rows together (every shard's `--save`)."""
+    rows = read_calibration(paths)
     print(f"{len(paths)} files, {rows['problem_id'].nunique()} problems.\n")
     print(table(calibration(LopoResult(pd.DataFrame(), rows, MetaModel().level))))
     return 0
@@ -97,8 +106,8 @@ def main() -> int:
     ap.add_argument("--shard", metavar="I/N",
                     help="hold out the I-th of N interleaved slices of those groups")
     source.add_argument("--merge", nargs="+", metavar="CSV",
-                    help="print the coverage of saved rows (every shard's --save) together, "
-                         "fitting nothing")
+                        help="print the coverage of saved rows (every shard's --save) "
+                             "together, fitting nothing")
     ap.add_argument("--conformal-folds", type=int, default=CONFORMAL_FOLDS, metavar="K")
     ap.add_argument("--conformal-repeats", type=int, default=CONFORMAL_REPEATS, metavar="R")
     ap.add_argument("--jobs", type=int, default=1, help="processes sharing the folds")
@@ -129,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
           f"{args.conformal_folds}, assignments {args.conformal_repeats}.\n")
     print(table(calibration(res)))
     if args.compare:
-        other = pd.read_csv(args.compare)
+        other = read_calibration([args.compare])
         other = other[other["problem_id"].isin(set(res.calibration["problem_id"]))]
         print(f"\n{args.compare}, the same {other['problem_id'].nunique()} problems:\n")
         print(table(calibration(LopoResult(pd.DataFrame(), other, res.level))))

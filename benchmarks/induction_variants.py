@@ -168,7 +168,7 @@ def fold(groups, expectation: bool = False):
         tgain = gain.reshape(len(tprobs), C)
         for pid in sorted(META.loc[held, "problem_id"].unique()):
             feats, err, pick = held_out(pid, expectation)
-            Xq = mm.design(mm.feature_vector(feats)[None, :])
+            Xq = design_row(mm, feats)
             preds = {name: m.predict(np.nan_to_num(Xq, nan=-1e9) if name == "extratrees"
                                      else Xq) for name, m in models.items()}
             preds["bagged"] = np.mean([m.predict(Xq) for m in bags], axis=0)
@@ -209,6 +209,11 @@ def held_out(pid: str, expectation: bool):
     return feats, err, pick
 
 
+def design_row(mm, feats) -> np.ndarray:
+    """The held-out problem's design rows (one per candidate) for `mm`'s models."""
+    return mm.design(mm.feature_vector(feats)[None, :])
+
+
 def baseline_row(errors, knn, feats, anchor, err, pick) -> dict[str, float]:
     """kNN-3, portfolio-3, best-on-average-3 (each picked by validation), the default and
     the full search, on the single draw."""
@@ -229,8 +234,9 @@ def task_fold(groups, expectation: bool = False):
         mm, _, X, gain, anchor = setup(train, seeds)
         ok = np.isfinite(gain)
         pooled = hgb().fit(X[ok], gain[ok])
-        errors = score_matrix(train, "test_norm_error").reindex(columns=CANDS)
-        knn = Neighbors().fit(problem_table(train))
+        if not expectation:  # the baselines, scored here only on the single draw
+            errors = score_matrix(train, "test_norm_error").reindex(columns=CANDS)
+            knn = Neighbors().fit(problem_table(train))
         per_task = {}
         for pid in sorted(META.loc[held, "problem_id"].unique()):
             task = str(TASK[pid])
@@ -242,10 +248,9 @@ def task_fold(groups, expectation: bool = False):
                                   inner_threshold(sub, seeds))
             mm_t, model_t, anchor_t, tau = per_task[task]
             feats, err, pick = held_out(pid, expectation)
-            g_t = model_t.predict(mm_t.design(mm_t.feature_vector(feats)[None, :]))
+            g_t = model_t.predict(design_row(mm_t, feats))
             row = {"problem_id": pid, "group": grp, "task": task, "t_inner": tau,
-                   "gain": err(top1(mm, pooled.predict(mm.design(
-                       mm.feature_vector(feats)[None, :])), anchor)),
+                   "gain": err(top1(mm, pooled.predict(design_row(mm, feats)), anchor)),
                    "gain_by_task": err(top1(mm_t, g_t, anchor_t)),
                    "gain_by_task_threshold": err(top1(mm_t, g_t, anchor_t, tau))}
             if not expectation:
