@@ -96,6 +96,10 @@ def _fit_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                    metavar="R",
                    help="pool the out-of-fold scores of R assignments of the groups to those "
                         "folds (default 5; 1: one assignment, a fifth of their time)")
+    f.add_argument("--add-features", action="store_true",
+                   help="compute the meta-features this version extracts that the corpus "
+                        "lacks (a corpus swept by an older version), each problem loaded by "
+                        "its name and split by seed 0, before fitting")
     f.add_argument("--quiet", action="store_true", help="no progress bar")
     f.set_defaults(func=fit)
 
@@ -143,6 +147,8 @@ def fit(args: argparse.Namespace) -> int:
         print(f"note: --exclude '{name}' matches no problem of the corpus", file=sys.stderr)
     if meta.empty:
         raise ConfigError("no corpus problem left after --exclude")
+    if args.add_features:
+        meta = _add_features(meta, args.quiet)
     bar.update(1)
     bar.set_description_str(f"induce fit: mining {meta['problem_id'].nunique()} problems")
     miner = Miner(min_problems=args.min_problems, n_bootstrap=args.bootstrap).fit(meta)
@@ -163,6 +169,8 @@ def fit(args: argparse.Namespace) -> int:
         command += ["--exclude", ",".join(e.strip() for e in exclude)]
     if args.seeds:
         command += ["--seeds", str(args.seeds)]
+    if args.add_features:
+        command += ["--add-features"]
     command += ["--min-problems", str(args.min_problems), "--bootstrap", str(args.bootstrap)]
     if args.conformal_folds is not None:
         command += ["--conformal-folds", str(args.conformal_folds)]
@@ -206,6 +214,21 @@ def _pack_corpus(source: Pack, exclude: list[str], n_seeds: int | None
                           "runs) that cannot leave problems out: fit from the warehouse to "
                           "--exclude")
     return grouped_meta(source.seed_meta(n_seeds), exclude)
+
+
+def _add_features(meta: pd.DataFrame, quiet: bool) -> pd.DataFrame:
+    from tqdm.auto import tqdm
+
+    from aicf_induct.induction.new_features import with_new_features
+
+    def bar(names: Any) -> Any:
+        return tqdm(names, desc="induce fit: features", unit="problem", disable=quiet,
+                    file=sys.stderr, leave=False)
+
+    meta, added = with_new_features(meta, progress=bar)
+    names = ", ".join(a.removeprefix("f.") for a in added)
+    print(f"features added: {names or 'none (the corpus has all)'}", file=sys.stderr)
+    return meta
 
 
 def _refit_of(source: Pack) -> dict[str, Any]:

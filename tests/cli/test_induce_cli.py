@@ -58,6 +58,37 @@ def test_fit_writes_the_pack_and_the_mined_tables(corpus: Path, pack: Path) -> N
     assert conn.execute("SELECT count(DISTINCT fit_id) FROM correlations").fetchone() == (1,)
 
 
+def test_fit_adds_the_features_an_older_corpus_lacks(
+        pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A pack whose corpus was swept before some features existed gains them with
+    `--add-features` (seed 0's split of each problem), and says so in its provenance; a
+    pack that has them all refits with the flag to the same bytes."""
+    import pyarrow.parquet as pq
+
+    from aicf_induct.induction.new_features import problem_features
+
+    table = pq.read_table(pack)
+    lacking = ["f.landmark.nonlinearity", "f.landmark.knn10"]
+    older = tmp_path / "older.parquet"
+    pq.write_table(table.drop_columns(lacking), older)  # the pack header kept
+    out = tmp_path / "out.parquet"
+    rc, _, err = _run(["induce", "fit", "--pack", str(older), "--add-features",
+                       "--min-problems", "2", "--bootstrap", "200", "-o", str(out),
+                       "--quiet"], capsys)
+    assert rc == 0 and "features added: landmark.knn10, landmark.nonlinearity" in err
+    got = pack_mod.load_pack(out)
+    assert "--add-features" in got.provenance["command"]
+    rows = got.table.drop_duplicates("problem").set_index("problem")
+    for name in TINY_PROBLEMS:
+        assert rows.loc[name, lacking].tolist() == [problem_features(name)[c] for c in lacking]
+    same = tmp_path / "same.parquet"
+    rc, _, err = _run(["induce", "fit", "--pack", str(pack), "--add-features",
+                       "--min-problems", "2", "--bootstrap", "200", "-o", str(same),
+                       "--quiet"], capsys)
+    assert rc == 0 and "features added: none" in err
+    assert same.read_bytes() == pack.read_bytes()
+
+
 def test_fit_from_a_pack_gives_the_pack_the_warehouse_gives(
         corpus: Path, pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`induce fit --pack` refits from the pack's per-seed corpus: the same bytes as the

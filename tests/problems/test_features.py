@@ -14,7 +14,11 @@ from aicf_induct.problems.features import (
     extract_features,
     log_problem_features,
 )
-from aicf_induct.problems.features.landmarks import fold_ids, nearest_out_of_fold
+from aicf_induct.problems.features.landmarks import (
+    fold_ids,
+    landmark_features,
+    nearest_out_of_fold,
+)
 from aicf_induct.problems.features.oracle import PYMFE_EQUIVALENTS, pymfe_features
 from aicf_induct.records import MemoryRecorder
 
@@ -85,6 +89,45 @@ def test_regression_and_constant_columns_are_nan_free() -> None:
     assert f["landmark.linear_r2"] > 0.3
     digits = extract_features(load_problem("digits"))  # constant border pixels
     assert all(np.isfinite(v) for v in digits.values())
+
+
+BENDING = ("landmark.tree_depth4", "landmark.knn10", "landmark.nonlinearity",
+           "landmark.tree_minus_knn")
+
+
+def test_nonlinearity_tells_a_bent_target_from_a_straight_one() -> None:
+    """A linear model reaches what a depth-4 tree and 10-NN reach on a straight target, and
+    falls far behind on a bent one (XOR; a product of a sine and a square), both tasks."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, size=(1500, 4))
+    noise = 0.1 * rng.normal(size=1500)
+    targets = {
+        "straight regression": (X @ [1.0, -0.5, 0.3, 0.0] + noise, False),
+        "bent regression": (np.sin(2 * X[:, 0]) * X[:, 1] ** 2 + noise, False),
+        "straight classification": ((X[:, 0] + X[:, 1] > 0).astype(np.int64), True),
+        "bent classification": (((X[:, 0] > 0) ^ (X[:, 1] > 0)).astype(np.int64), True),
+    }
+    got = {name: compute_features(X, y, cls) for name, (y, cls) in targets.items()}
+    for name, f in got.items():
+        assert set(BENDING) <= set(f), name  # one name per feature, whatever the task
+        assert f["landmark.tree_minus_knn"] == pytest.approx(
+            f["landmark.tree_depth4"] - f["landmark.knn10"])
+        if name.startswith("straight"):
+            assert f["landmark.nonlinearity"] < 0.02, name
+        else:
+            assert f["landmark.nonlinearity"] > 0.3, name
+    straight = got["straight regression"]
+    assert straight["landmark.nonlinearity"] == pytest.approx(
+        max(straight["landmark.tree_depth4"], straight["landmark.knn10"])
+        - straight["landmark.linear_r2"])
+
+
+def test_nonlinearity_on_a_table_smaller_than_ten_neighbours() -> None:
+    """6 rows: 6 folds of 5 training rows, so 5 neighbours; no error, all finite."""
+    rng = np.random.default_rng(2)
+    X, y = rng.normal(size=(6, 2)), rng.normal(size=6)
+    f = landmark_features(X, y, classification=False)
+    assert set(BENDING) <= set(f) and all(np.isfinite(f[k]) for k in BENDING)
 
 
 def test_same_feature_names_for_every_problem_of_a_task() -> None:

@@ -12,6 +12,8 @@ training split (nothing from val/test labels), every value finite. Groups and na
   number of features, noise-to-signal ratio (regression: on the binned target);
 - `landmark.*`: 10-fold CV scores of 1-NN, a decision stump, naive Bayes, LDA
   (classification accuracy), or 1-NN, stump, ridge (regression R², names end in `_r2`);
+  and, one name for both tasks, a depth-4 tree, 10-NN, and how far the better of those two
+  gets past a linear model (`landmark.nonlinearity`; `landmarks.py`);
 - `complexity.*`: principal components for 95 % of the variance (count, per feature,
   per row).
 

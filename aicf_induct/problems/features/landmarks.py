@@ -1,10 +1,18 @@
-"""Landmarkers: cross-validated scores of four cheap learners.
+"""Landmarkers: cross-validated scores of cheap learners.
 
 Classification (accuracy, mean over folds, as pymfe's landmarking group with its defaults:
 10 stratified folds, not shuffled): `one_nn` (1-nearest neighbour, Euclidean),
 `stump` (pymfe best_node: a depth-1 decision tree), `naive_bayes` (Gaussian), `linear`
 (pymfe linear_discr: linear discriminant analysis). Regression (R², same folds unstratified):
 `one_nn_r2`, `stump_r2`, `linear_r2` (ridge, alpha 1).
+
+Both tasks, on the same folds, one name per feature (accuracy for classification, R² for
+regression): `tree_depth4` (a depth-4 decision tree), `knn10` (10 nearest neighbours),
+`nonlinearity` (the better of those two less a linear model's score: logistic regression,
+or the ridge above) and `tree_minus_knn`. They say how much a learner that bends gains over
+a straight one, and of which kind: what tells apart the problems where a deeper or wider
+network pays from those where the default is as good as any (benchmarks/RESULTS.md, "Four
+landmarks of non-linearity").
 
 1-NN does not refit per fold: one pass over row blocks computes all distances with a
 matrix product and masks each row's own fold, so every row finds its nearest neighbour
@@ -19,14 +27,17 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
-from sklearn.linear_model import Ridge
+from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.metrics import r2_score
 from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.naive_bayes import GaussianNB
+from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 N_FOLDS = 10  # pymfe num_cv_folds
 BLOCK_ENTRIES = 1 << 22  # distances per block (32 MB of float64), whatever the row count
+TREE_DEPTH = 4
+NEIGHBORS = 10
 
 
 def fold_ids(y: np.ndarray, classification: bool, n_folds: int = N_FOLDS) -> np.ndarray:
@@ -99,9 +110,9 @@ def landmark_features(X: np.ndarray, y: np.ndarray, classification: bool,
     folds = fold_ids(y, classification)
     nn = nearest_out_of_fold(X, folds)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # collinear columns in LDA, tiny folds
+        warnings.simplefilter("ignore")  # collinear columns in LDA, tiny folds, lbfgs's stops
         if classification:
-            return {
+            out = {
                 "landmark.one_nn": float(np.mean([_accuracy(y[te], y[nn[te]])
                                                   for _, te in _folds(folds)])),
                 "landmark.stump": _cv_score(
@@ -110,7 +121,8 @@ def landmark_features(X: np.ndarray, y: np.ndarray, classification: bool,
                 "landmark.naive_bayes": _cv_score(GaussianNB, X, y, folds, _accuracy),
                 "landmark.linear": _lda_score(X, y, folds),
             }
-        return {
+            return out | _bending(X, y, folds, True, _logistic_score(X, y, folds), seed)
+        out = {
             "landmark.one_nn_r2": float(np.mean([_r2(y[te], y[nn[te]])
                                                  for _, te in _folds(folds)])),
             "landmark.stump_r2": _cv_score(
@@ -118,3 +130,27 @@ def landmark_features(X: np.ndarray, y: np.ndarray, classification: bool,
                 X, y, folds, _r2),
             "landmark.linear_r2": _cv_score(lambda: Ridge(alpha=1.0), X, y, folds, _r2),
         }
+        return out | _bending(X, y, folds, False, out["landmark.linear_r2"], seed)
+
+
+def _logistic_score(X: np.ndarray, y: np.ndarray, folds: np.ndarray) -> float:
+    """Logistic regression's accuracy; NaN where a fold's training rows hold one class."""
+    for train, _ in _folds(folds):
+        if len(np.unique(y[train])) < 2:
+            return float("nan")
+    return _cv_score(lambda: LogisticRegression(max_iter=300), X, y, folds, _accuracy)
+
+
+def _bending(X: np.ndarray, y: np.ndarray, folds: np.ndarray, classification: bool,
+             linear: float, seed: int) -> dict[str, float]:
+    """The non-linearity landmarks (module docstring), `linear` the linear model's score."""
+    score = _accuracy if classification else _r2
+    tree_type = DecisionTreeClassifier if classification else DecisionTreeRegressor
+    knn_type = KNeighborsClassifier if classification else KNeighborsRegressor
+    fewest = min(len(train) for train, _ in _folds(folds))  # a tiny table: fewer neighbours
+    tree = _cv_score(lambda: tree_type(max_depth=TREE_DEPTH, random_state=seed),
+                     X, y, folds, score)
+    knn = _cv_score(lambda: knn_type(n_neighbors=min(NEIGHBORS, fewest)), X, y, folds, score)
+    return {"landmark.tree_depth4": tree, "landmark.knn10": knn,
+            "landmark.nonlinearity": max(tree, knn) - linear,
+            "landmark.tree_minus_knn": tree - knn}
