@@ -334,7 +334,6 @@ def run_shortlist(args: argparse.Namespace) -> int:
     from aicf_induct.cli.table import format_table
     from aicf_induct.induction.mainjob import StartPoint
     from aicf_induct.induction.shortlist import shortlist_size, train_shortlist
-    from aicf_induct.problems import extract_features
     from aicf_induct.runtime.metrics import score_name
 
     if args.gpus or (args.ranks and args.ranks > 1):
@@ -343,7 +342,7 @@ def run_shortlist(args: argparse.Namespace) -> int:
     config = train_config(args)
     problem = load_problem(args.dataset, seed=args.seed)
     top = args.top or from_proposal.TOP
-    features = dict(extract_features(problem))
+    features = from_proposal.proposal_features(args, problem)
     proposal, source = from_proposal.ask_proposal(args, problem, features, top)
     recorder, where = from_proposal.service_recorder(args) or open_recorder(args)
     tuning = tuning_store(where)
