@@ -1,9 +1,9 @@
 """Meta-features a corpus lacks, computed now: a corpus swept by an older version of the
 featurizer gains the features this version adds, without sweeping again.
 
-`with_new_features(meta)` loads each of the meta-dataset's problems by its name (split by
-`seed`, 0 by default), extracts its features as the sweep does (`extract_features`) and adds
-the columns no row of `meta` has yet; the columns it has are kept as they are. A fresh sweep
+`with_new_features(meta)` loads each of the meta-dataset's problems by its name (seed 0's
+split, as `propose` does), extracts its features as the sweep does (`extract_features`)
+and adds the columns no row of `meta` has yet; the columns it has are kept. A fresh sweep
 computes every feature on each seed's split and the meta-dataset keeps one seed's: a feature
 added here may differ from a fresh sweep's by that split, so the pack's provenance names the
 step (`induce fit --add-features`).
@@ -25,25 +25,25 @@ from aicf_induct.induction.meta_dataset import (
 Progress = Callable[[Iterable[str]], Iterable[str]]
 
 
-def problem_features(name: str, seed: int = 0) -> dict[str, float]:
-    """`name`'s meta-features (training split of `seed`), keys with the `f.` prefix."""
-    from aicf_induct.problems import extract_features, load_problem
+def problem_features(name: str) -> dict[str, float]:
+    """`name`'s meta-features as `propose` computes them (`proposals.featurise`: seed 0's
+    training split), keys with the `f.` prefix."""
+    from aicf_induct.induction.proposals import featurise
 
     try:
-        problem = load_problem(name, seed=seed)
+        _, features = featurise(name)
     except AicfError as e:
         raise DataError(f"cannot compute the features of corpus problem '{name}': {e}") from e
-    return {FEATURE_PREFIX + k: float(v) for k, v in extract_features(problem).items()}
+    return {FEATURE_PREFIX + k: float(v) for k, v in features.items()}
 
 
-def with_new_features(meta: pd.DataFrame, seed: int = 0,
-                      progress: Progress | None = None,
+def with_new_features(meta: pd.DataFrame, progress: Progress | None = None,
                       features_of: Callable[[str], dict[str, float]] | None = None
                       ) -> tuple[pd.DataFrame, list[str]]:
     """`meta` with the feature columns it lacks and returns them (sorted); columns in the
     meta-dataset's order (ids, features sorted, patterns). `features_of(name)` is
     `problem_features` by default (tests pass their own)."""
-    compute = features_of or (lambda name: problem_features(name, seed))
+    compute = features_of or problem_features
     have = set(feature_columns(meta))
     names = sorted(meta["problem"].astype(str).unique())
     found: dict[str, dict[str, float]] = {}
