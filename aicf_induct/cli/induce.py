@@ -222,8 +222,9 @@ def _add_features(meta: pd.DataFrame, quiet: bool) -> pd.DataFrame:
     from aicf_induct.induction.new_features import with_new_features
 
     def bar(names: Any) -> Any:
-        return tqdm(names, desc="induce fit: features", unit="problem", disable=quiet,
-                    file=sys.stderr, leave=False)
+        # a second bar under the steps' moves the cursor up: escape codes in a log file
+        return tqdm(names, desc="induce fit: features", unit="problem",
+                    disable=quiet or not sys.stderr.isatty(), file=sys.stderr, leave=False)
 
     meta, added = with_new_features(meta, progress=bar)
     names = ", ".join(a.removeprefix("f.") for a in added)

@@ -73,9 +73,9 @@ def test_fit_adds_the_features_an_older_corpus_lacks(
     pq.write_table(table.drop_columns(lacking), older)  # the pack header kept
     out = tmp_path / "out.parquet"
     rc, _, err = _run(["induce", "fit", "--pack", str(older), "--add-features",
-                       "--min-problems", "2", "--bootstrap", "200", "-o", str(out),
-                       "--quiet"], capsys)
+                       "--min-problems", "2", "--bootstrap", "200", "-o", str(out)], capsys)
     assert rc == 0 and "features added: landmark.knn10, landmark.nonlinearity" in err
+    assert "\x1b[" not in err  # stderr is not a terminal: no bar moves the cursor
     got = pack_mod.load_pack(out)
     assert "--add-features" in got.provenance["command"]
     rows = got.table.drop_duplicates("problem").set_index("problem")
