@@ -4,6 +4,9 @@ Each variant runs in a fresh child process (so imports, caches and memory peaks 
 leak between them) on the same data (make_classification, 3 classes, standardised):
 
 - `ours`: `compute_features` with the default row budget (5,000 rows sampled);
+- `ours-sequential`: `ours` with the landmarks' folds fitted one after another
+  (`fold_threads=1`); `ours` fits them in threads on a large sample (one per core, at most
+  10), with the same values;
 - `ours-full`: every row (row_budget=None): the exact pymfe definitions on the same rows;
 - `pymfe-lean`: pymfe's MFE restricted to the features both compute
   (`PYMFE_EQUIVALENTS`), fitted without precomputation (`precomp_groups=None`): the
@@ -22,6 +25,7 @@ Reported: wall time, peak memory above the process's state before extraction (pe
 from getrusage), the speed ratio, and the agreement of values with pymfe.
 
     .venv/bin/python benchmarks/features_bench.py [--rows 20000] [--cols 100]
+        [--variants ours,ours-sequential,ours-full,pymfe-lean,pymfe]
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 from machine import cpu_model  # noqa: E402
 
-VARIANTS = ("ours", "ours-full", "pymfe-lean", "pymfe")
+VARIANTS = ("ours", "ours-sequential", "ours-full", "pymfe-lean", "pymfe")
 
 
 def make_data(rows: int, cols: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -79,8 +83,10 @@ def run_child(variant: str, rows: int, cols: int, seed: int) -> dict[str, object
                     "cpu_s": time.process_time() - c0, "peak_mb": peak_rss_mb() - base,
                     "values": {}, "failed": type(cause).__name__}
     else:
-        budget = FeatureConfig().row_budget if variant == "ours" else None
-        values = compute_features(X, y, True, FeatureConfig(row_budget=budget, seed=seed))
+        budget = None if variant == "ours-full" else FeatureConfig().row_budget
+        threads = 1 if variant == "ours-sequential" else None
+        values = compute_features(X, y, True, FeatureConfig(row_budget=budget, seed=seed,
+                                                            fold_threads=threads))
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {"variant": variant, "wall_s": wall, "cpu_s": cpu,
             "peak_mb": peak_rss_mb() - base, "values": values}
@@ -167,6 +173,10 @@ def report(results: dict[str, dict[str, object]], rows: int, cols: int,
                      f"{float(ref.get('cpu_s', float('nan'))) / cpu:.1f}x")  # type: ignore
         print(f"| {name} | {wall:.2f} | {cpu:.2f} | {float(r['peak_mb']):.0f} "  # type: ignore
               f"| {ratio} |")
+    if "ours" in results and "ours-sequential" in results:
+        same = results["ours"]["values"] == results["ours-sequential"]["values"]
+        print(f"\nours (folds in threads) and ours-sequential: "
+              f"{'the same values' if same else 'VALUES DIFFER'}")
     if ref:
         theirs: dict[str, float] = ref["values"]  # type: ignore[assignment]
         for name in ("ours-full", "ours"):

@@ -15,7 +15,10 @@ from aicf_induct.problems.features import (
     log_problem_features,
 )
 from aicf_induct.problems.features.landmarks import (
+    N_FOLDS,
+    PARALLEL_ENTRIES,
     fold_ids,
+    fold_threads,
     landmark_features,
     nearest_out_of_fold,
 )
@@ -128,6 +131,26 @@ def test_nonlinearity_on_a_table_smaller_than_ten_neighbours() -> None:
     X, y = rng.normal(size=(6, 2)), rng.normal(size=6)
     f = landmark_features(X, y, classification=False)
     assert set(BENDING) <= set(f) and all(np.isfinite(f[k]) for k in BENDING)
+
+
+@pytest.mark.parametrize("classification", [True, False])
+def test_landmarks_do_not_depend_on_the_threads_their_folds_fit_in(
+        classification: bool) -> None:
+    """Every landmark is the same number whether its 10 folds fit one after another or in 4
+    threads (each fold's model and score are its own; the mean keeps the folds' order)."""
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(800, 12))
+    signal = np.sin(2 * X[:, 0]) + X[:, 1] * X[:, 2] + 0.3 * rng.normal(size=800)
+    y = (signal > 0).astype(np.int64) + (X[:, 3] > 1) if classification else signal
+    one = landmark_features(X, y, classification, threads=1)
+    four = landmark_features(X, y, classification, threads=4)
+    assert len(one) >= 7 and one == four
+
+
+def test_fold_threads_only_for_a_large_sample() -> None:
+    assert fold_threads(PARALLEL_ENTRIES - 1) == 1  # wine-sized: no pool to start
+    assert 1 <= fold_threads(PARALLEL_ENTRIES) <= N_FOLDS
+    assert fold_threads(10, requested=3) == 3 and fold_threads(10**9, requested=1) == 1
 
 
 def test_same_feature_names_for_every_problem_of_a_task() -> None:

@@ -61,6 +61,9 @@ class FeatureConfig:
     # busy machine (parallel extractions, training next door) runs them 10x slower. None:
     # leave the BLAS setting alone.
     blas_threads: int | None = 1
+    # threads the landmarks' folds fit in (the values do not depend on it): None, one per
+    # core on a large sample and 1 on a small one (`landmarks.fold_threads`)
+    fold_threads: int | None = None
 
 
 def _sample_rows(X: np.ndarray, y: np.ndarray, classification: bool,
@@ -104,7 +107,7 @@ def _compute(X: np.ndarray, y: np.ndarray, classification: bool,
     out |= info_features(Xs, y_codes, bins)
     if not classification:
         out |= target_features(Xs, ys)
-    out |= landmark_features(Xs, ys, classification, seed=cfg.seed)
+    out |= landmark_features(Xs, ys, classification, seed=cfg.seed, threads=cfg.fold_threads)
     return {k: float(v) for k, v in out.items() if np.isfinite(v)}  # never NaN or inf
 
 
