@@ -96,10 +96,16 @@ def _fit_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                    metavar="R",
                    help="pool the out-of-fold scores of R assignments of the groups to those "
                         "folds (default 5; 1: one assignment, a fifth of their time)")
-    f.add_argument("--add-features", action="store_true",
-                   help="compute the meta-features this version extracts that the corpus "
-                        "lacks (a corpus swept by an older version), each problem loaded by "
-                        "its name and split by seed 0, before fitting")
+    feats = f.add_mutually_exclusive_group()
+    feats.add_argument("--add-features", action="store_true",
+                       help="compute the meta-features this version extracts that the "
+                            "corpus lacks (a corpus swept by an older version), each problem "
+                            "loaded by its name and split by seed 0, before fitting")
+    feats.add_argument("--refeaturise", action="store_true",
+                       help="recompute every meta-feature this version extracts, each "
+                            "problem loaded by its name and split by seed 0 as `propose` "
+                            "splits a dataset (a sweep's are of whichever seed's split was "
+                            "logged last), before fitting")
     f.add_argument("--quiet", action="store_true", help="no progress bar")
     f.set_defaults(func=fit)
 
@@ -147,8 +153,8 @@ def fit(args: argparse.Namespace) -> int:
         print(f"note: --exclude '{name}' matches no problem of the corpus", file=sys.stderr)
     if meta.empty:
         raise ConfigError("no corpus problem left after --exclude")
-    if args.add_features:
-        meta = _add_features(meta, args.quiet)
+    if args.add_features or args.refeaturise:
+        meta = _add_features(meta, args.quiet, replace=args.refeaturise)
     bar.update(1)
     bar.set_description_str(f"induce fit: mining {meta['problem_id'].nunique()} problems")
     miner = Miner(min_problems=args.min_problems, n_bootstrap=args.bootstrap).fit(meta)
@@ -171,6 +177,8 @@ def fit(args: argparse.Namespace) -> int:
         command += ["--seeds", str(args.seeds)]
     if args.add_features:
         command += ["--add-features"]
+    if args.refeaturise:
+        command += ["--refeaturise"]
     command += ["--min-problems", str(args.min_problems), "--bootstrap", str(args.bootstrap)]
     if args.conformal_folds is not None:
         command += ["--conformal-folds", str(args.conformal_folds)]
@@ -216,7 +224,7 @@ def _pack_corpus(source: Pack, exclude: list[str], n_seeds: int | None
     return grouped_meta(source.seed_meta(n_seeds), exclude)
 
 
-def _add_features(meta: pd.DataFrame, quiet: bool) -> pd.DataFrame:
+def _add_features(meta: pd.DataFrame, quiet: bool, replace: bool = False) -> pd.DataFrame:
     from tqdm.auto import tqdm
 
     from aicf_induct.induction.new_features import with_new_features
@@ -226,8 +234,11 @@ def _add_features(meta: pd.DataFrame, quiet: bool) -> pd.DataFrame:
         return tqdm(names, desc="induce fit: features", unit="problem",
                     disable=quiet or not sys.stderr.isatty(), file=sys.stderr, leave=False)
 
-    meta, added = with_new_features(meta, progress=bar)
-    names = ", ".join(a.removeprefix("f.") for a in added)
+    meta, written = with_new_features(meta, progress=bar, replace=replace)
+    if replace:
+        print(f"features recomputed on seed 0's split: {len(written)}", file=sys.stderr)
+        return meta
+    names = ", ".join(a.removeprefix("f.") for a in written)
     print(f"features added: {names or 'none (the corpus has all)'}", file=sys.stderr)
     return meta
 

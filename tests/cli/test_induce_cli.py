@@ -89,6 +89,36 @@ def test_fit_adds_the_features_an_older_corpus_lacks(
     assert same.read_bytes() == pack.read_bytes()
 
 
+def test_refeaturise_puts_every_feature_on_the_split_propose_uses(
+        pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--refeaturise`: every meta-feature of every corpus problem becomes the one
+    `propose` computes (seed 0's split), whatever split the sweep logged; the provenance
+    says so."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from aicf_induct.induction.new_features import problem_features
+
+    table = pq.read_table(pack)
+    stale = tmp_path / "stale.parquet"  # as if logged from another split
+    skew = pa.compute.add(table.column("f.stat.skewness_mean"), 0.5)
+    pq.write_table(table.set_column(table.schema.get_field_index("f.stat.skewness_mean"),
+                                    "f.stat.skewness_mean", skew), stale)
+    out = tmp_path / "out.parquet"
+    rc, _, err = _run(["induce", "fit", "--pack", str(stale), "--refeaturise",
+                       "--min-problems", "2", "--bootstrap", "200", "-o", str(out),
+                       "--quiet"], capsys)
+    assert rc == 0 and "features recomputed on seed 0's split" in err
+    got = pack_mod.load_pack(out)
+    assert "--refeaturise" in got.provenance["command"]
+    rows = got.table.drop_duplicates("problem").set_index("problem")
+    for name in TINY_PROBLEMS:
+        now = problem_features(name)
+        stored = {c: rows.loc[name, c] for c in rows.columns
+                  if c.startswith("f.") and pd.notna(rows.loc[name, c])}
+        assert stored == now
+
+
 def test_fit_from_a_pack_gives_the_pack_the_warehouse_gives(
         corpus: Path, pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`induce fit --pack` refits from the pack's per-seed corpus: the same bytes as the
@@ -335,6 +365,8 @@ def test_corpus_build_resumes_without_duplicates(corpus: Path,
     (["induce", "fit", "--pack", "{tmp}/p.parquet", "--warehouse", "{tmp}"],
      "not allowed with argument --pack"),
     (["mine", "--pack", "{tmp}/p.parquet", "--fdr", "0"], "--fdr must be in (0, 1]"),
+    (["induce", "fit", "--pack", "{tmp}/p.parquet", "--refeaturise", "--add-features"],
+     "not allowed with argument --refeaturise"),
 ])
 def test_bad_input_is_one_error_line(argv: list[str], words: str, tmp_path: Path, pack: Path,
                                      capsys: pytest.CaptureFixture[str]) -> None:

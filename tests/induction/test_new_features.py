@@ -38,6 +38,21 @@ def test_adds_only_the_missing_columns_each_problem_its_own() -> None:
     assert none == [] and again is out
 
 
+def test_replace_recomputes_every_feature_it_is_given_and_keeps_the_rest() -> None:
+    """`replace=True` (`induce fit --refeaturise`): the stored values of the features
+    computed now are replaced, a feature a problem's split leaves undefined becomes NaN
+    there, and a column the featurizer does not give is kept as it was."""
+    meta = _meta().assign(**{"f.gone": [7.0, 7.0, 8.0, 8.0]})
+    computed = {"pa": {"f.old": 10.0, "f.new": 1.0}, "pb": {"f.new": 2.0}}  # pb: no f.old
+    out, written = with_new_features(meta, features_of=computed.__getitem__, replace=True)
+    assert written == ["f.new", "f.old"]
+    assert out["f.old"].iloc[:2].tolist() == [10.0, 10.0] and out["f.old"].iloc[2:].isna().all()
+    assert out["f.new"].tolist() == [1.0, 1.0, 2.0, 2.0]
+    assert out["f.gone"].tolist() == [7.0, 7.0, 8.0, 8.0]
+    assert list(out.columns) == ["problem_id", "problem", "candidate", "test_norm_error",
+                                 "f.gone", "f.new", "f.old", "p.depth"]
+
+
 def test_a_real_problem_gets_what_extraction_gives_on_seed_0() -> None:
     from aicf_induct.problems import extract_features, load_problem
 
