@@ -25,6 +25,8 @@ but the `simple.*` counts is computed on a stratified random sample of that many
 above `column_budget` columns (default 1,000) on a random subset of columns. The largest
 buffers are then the sample (rows x columns x 8 bytes), one 1-NN distance block
 (1,024 x rows x 8 bytes) and the columns x columns covariance: about 80 MB at the defaults.
+On a sample of 250,000 entries or more the landmarks' folds fit in threads, each with its
+own working memory (about 50 MB per thread at 4,500 x 300; `FeatureConfig.fold_threads`).
 `simple.sampled_rows` says how many rows were used.
 """
 
