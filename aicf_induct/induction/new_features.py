@@ -8,11 +8,12 @@ and adds the columns no row of `meta` has yet; the columns it has are kept
 the features this version adds, without sweeping again).
 
 With `replace=True` every feature this version extracts is recomputed that way
-(`induce fit --refeaturise`). A sweep logs each run's problem with the features of that
-run's split, and the warehouse keeps one row per feature and problem, the last written: so
-a corpus's features are of whichever seed's split was logged last (the shipped pack's were
-seed 6's, its four newest landmarks seed 0's), while `propose` featurises seed 0's split.
-Recomputing them all puts the corpus on the split `propose` uses, one split per problem.
+(`induce fit --refeaturise`). Until the twenty-first sitting a sweep logged each run's
+problem with the features of that run's split, and the warehouse keeps one row per feature
+and problem, the last written: so an older corpus's features are of whichever seed's split
+was logged last (the shipped pack's were seed 6's, its four newest landmarks seed 0's),
+while `propose` featurises seed 0's split. Runs now log seed 0's
+(`problems.meta_features`); recomputing them puts an older corpus on that split too.
 """
 
 from __future__ import annotations

@@ -214,8 +214,9 @@ def finished_triples(root: str | Path, protocol: str, statuses: Sequence[str] = 
 def load_problems(names: Sequence[str], seed: int, recorder: Any,
                   say: Callable[[str], None]) -> tuple[dict[str, str], dict[str, str]]:
     """Load each problem once: name -> problem_id, and name -> error for those that fail.
-    Logs each problem's row; its meta-features come with its runs (`runtime.runs` logs them
-    per training split, in the workers), not computed here, serially, before any run starts."""
+    Logs each problem's row; its meta-features come with its runs (`runtime.runs` logs seed
+    0's split's, once per problem in each worker), not computed here, serially, before any
+    run starts."""
     ids: dict[str, str] = {}
     errors: dict[str, str] = {}
     for name in names:

@@ -39,7 +39,7 @@ from aicf_induct.induction.sweep_worker import (
 )
 from aicf_induct.problems import load_problem
 from aicf_induct.problems.problem import Problem
-from aicf_induct.runtime.runs import remember_features
+from aicf_induct.runtime.runs import problem_meta_features, remember_features
 
 Ended = tuple[Task, Outcome | None, str | None]
 MODELS = 128  # runs in flight on one GPU by default: small models leave most of it idle
@@ -50,13 +50,11 @@ Loaded = tuple[Problem, Any]  # a problem split by a seed, its splits on the dev
 
 
 def prepare_problem(name: str, seed: int) -> tuple[Problem, dict[str, float]]:
-    """In a helper process: the problem split by `seed` and its training split's
-    meta-features, the two slow parts of a run's start (seconds on a large table), done
-    there so that the engine's process keeps feeding the GPU meanwhile."""
-    from aicf_induct.problems.features import extract_features
-
+    """In a helper process: the problem split by `seed` and its meta-features (seed 0's
+    split's: `problems.meta_features`), the two slow parts of a run's start (seconds on a
+    large table), done there so that the engine's process keeps feeding the GPU meanwhile."""
     problem = load_problem(name, seed=seed)
-    return problem, dict(extract_features(problem))
+    return problem, problem_meta_features(problem)  # once per problem in this process
 
 
 class _Live:

@@ -278,4 +278,5 @@ def prepare(table: Table, seed: int = 0, policy: Policy = "drop",
         val=Split(np.asarray(X_va, np.float64), y[va]),
         test=Split(np.asarray(X_te, np.float64), y[te]),
         y_mean=y_mean, y_std=y_std, notes=tuple(notes), dropped=tuple(dropped), raw=raw,
+        split_seed=seed,
     )

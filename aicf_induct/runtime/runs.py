@@ -15,7 +15,6 @@ and `interrupted` when Ctrl-C (KeyboardInterrupt) or SystemExit does, before eit
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import platform
 import signal
 import threading
@@ -47,10 +46,10 @@ if TYPE_CHECKING:
 
 NOT_STARTED = "none (failed before training)"  # device label of a run that never trained
 
-# (problem_id, training split's digest) -> meta-features, once per process. The id names the
-# prepared table, not its split, and the features are computed on the training split, so a
-# split seed other than the first must not reuse them.
-_FEATURES: dict[tuple[str, str], dict[str, float]] = {}
+# problem_id -> meta-features, once per process: every split seed of a problem logs those
+# of seed 0's split (`problems.meta_features`), so the id, which names the prepared table
+# and not its split, is the key
+_FEATURES: dict[str, dict[str, float]] = {}
 
 
 def library_versions() -> dict[str, str]:
@@ -68,32 +67,28 @@ def snapshot_record(run_id: str, step: int, reason: str, graph: Graph) -> Snapsh
 
 
 def problem_record(problem: Problem, recorder: Recorder) -> ProblemRecord:
-    """The problem with its meta-features, computed once per process and only for a
-    recorder that keeps problem rows (they take a second or two on a large table)."""
+    """The problem with its meta-features (`problem_meta_features`), only for a recorder
+    that keeps problem rows (they take a second or two on a large table)."""
     if not keeps_problems(recorder):
         return problem.record()
-    key = (problem.problem_id, _split_digest(problem))
-    features = _FEATURES.get(key)
-    if features is None:
-        from aicf_induct.problems.features import extract_features
+    return problem.record(problem_meta_features(problem))
 
-        features = _FEATURES[key] = dict(extract_features(problem))
-    return problem.record(features)
+
+def problem_meta_features(problem: Problem) -> dict[str, float]:
+    """Seed 0's split's meta-features whatever split `problem` trains on
+    (`problems.meta_features`), computed once per process per problem."""
+    features = _FEATURES.get(problem.problem_id)
+    if features is None:
+        from aicf_induct.problems.meta_features import meta_features
+
+        features = _FEATURES[problem.problem_id] = meta_features(problem)
+    return dict(features)
 
 
 def remember_features(problem: Problem, features: Mapping[str, float]) -> None:
-    """Meta-features of `problem`'s training split computed elsewhere (another process),
-    kept for `problem_record`, which then computes nothing."""
-    _FEATURES[(problem.problem_id, _split_digest(problem))] = dict(features)
-
-
-def _split_digest(problem: Problem) -> str:
-    train = problem.train
-    h = hashlib.blake2b(digest_size=16)
-    for a in (train.X, train.y):
-        h.update(str(a.shape).encode())
-        h.update(np.ascontiguousarray(a).tobytes())
-    return h.hexdigest()
+    """`problem`'s meta-features (`problems.meta_features`) computed elsewhere (another
+    process), kept for `problem_record`, which then computes nothing."""
+    _FEATURES[problem.problem_id] = dict(features)
 
 
 def run_start_record(run_id: str, problem_id: str, problem_name: str, task: str,

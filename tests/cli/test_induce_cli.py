@@ -89,6 +89,21 @@ def test_fit_adds_the_features_an_older_corpus_lacks(
     assert same.read_bytes() == pack.read_bytes()
 
 
+def _stored_features(pack_path: Path, name: str) -> dict[str, float]:
+    rows = pack_mod.load_pack(pack_path).table.drop_duplicates("problem").set_index("problem")
+    return {c: rows.loc[name, c] for c in rows.columns
+            if c.startswith("f.") and pd.notna(rows.loc[name, c])}
+
+
+def test_a_sweeps_pack_holds_the_features_propose_computes(pack: Path) -> None:
+    """The tiny corpus trains every problem on seeds 0 and 1; each run logs seed 0's split's
+    features, so the pack holds exactly what `propose` computes for each problem."""
+    from aicf_induct.induction.new_features import problem_features
+
+    for name in TINY_PROBLEMS:
+        assert _stored_features(pack, name) == problem_features(name)
+
+
 def test_refeaturise_puts_every_feature_on_the_split_propose_uses(
         pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`--refeaturise`: every meta-feature of every corpus problem becomes the one
@@ -109,14 +124,9 @@ def test_refeaturise_puts_every_feature_on_the_split_propose_uses(
                        "--min-problems", "2", "--bootstrap", "200", "-o", str(out),
                        "--quiet"], capsys)
     assert rc == 0 and "features recomputed on seed 0's split" in err
-    got = pack_mod.load_pack(out)
-    assert "--refeaturise" in got.provenance["command"]
-    rows = got.table.drop_duplicates("problem").set_index("problem")
+    assert "--refeaturise" in pack_mod.load_pack(out).provenance["command"]
     for name in TINY_PROBLEMS:
-        now = problem_features(name)
-        stored = {c: rows.loc[name, c] for c in rows.columns
-                  if c.startswith("f.") and pd.notna(rows.loc[name, c])}
-        assert stored == now
+        assert _stored_features(out, name) == problem_features(name)
 
 
 def test_fit_from_a_pack_gives_the_pack_the_warehouse_gives(

@@ -4,6 +4,7 @@ error ends a run `failed`, Ctrl-C `interrupted`."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -115,19 +116,34 @@ def test_features_are_computed_only_for_a_recorder_that_keeps_problems() -> None
     assert [(e.status, e.error) for e in rec.run_ends] == [("completed", None)]
 
 
-def test_features_are_cached_per_training_split_not_per_problem_id() -> None:
-    """The problem id names the prepared table, whatever the split seed; the features are the
-    training split's. A process that logs two seeds of one table logs each seed's own."""
+def test_every_split_seed_logs_the_features_of_seed_0s_split() -> None:
+    """The problem id names the prepared table, whatever the split seed, and the warehouse
+    keeps one row per problem and feature: so every seed's run logs the features `propose`
+    computes, those of seed 0's split, not its own (which would leave the corpus with
+    whichever seed was logged last)."""
     from aicf_induct.problems.features import extract_features
     from aicf_induct.runtime.runs import problem_record
 
     rec = MemoryRecorder()
     seed0, seed1 = load_problem("iris", seed=0), load_problem("iris", seed=1)
-    assert seed0.problem_id == seed1.problem_id
-    first = problem_record(seed0, rec).features
-    second = problem_record(seed1, rec).features
-    assert first == extract_features(seed0) and second == extract_features(seed1)
-    assert first != second
+    assert seed0.problem_id == seed1.problem_id and seed1.split_seed == 1
+    assert extract_features(seed1) != extract_features(seed0)  # the splits do differ
+    assert problem_record(seed1, rec).features == extract_features(seed0)
+    assert problem_record(seed0, rec).features == extract_features(seed0)
+
+
+def test_a_problem_its_name_cannot_load_keeps_its_own_splits_features() -> None:
+    """A table prepared in memory (its name loads nothing, or other data) is featurised on
+    the split it has, whatever its seed."""
+    from aicf_induct.problems.features import extract_features
+    from aicf_induct.problems.meta_features import meta_features
+    from aicf_induct.problems.preprocess import prepare
+    from aicf_induct.problems.registry import load_table
+
+    table, policy, _ = load_table("wine")
+    for name in ("not a loadable name", "iris"):  # nothing; another table
+        own = prepare(dataclasses.replace(table, name=name), seed=2, policy=policy)
+        assert meta_features(own) == extract_features(own)
 
 
 def test_interrupts_deferred_holds_a_signal_that_another_thread_receives() -> None:
