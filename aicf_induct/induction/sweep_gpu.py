@@ -54,7 +54,7 @@ def prepare_problem(name: str, seed: int) -> tuple[Problem, dict[str, float]]:
     split's: `problems.meta_features`), the two slow parts of a run's start (seconds on a
     large table), done there so that the engine's process keeps feeding the GPU meanwhile."""
     problem = load_problem(name, seed=seed)
-    return problem, problem_meta_features(problem)  # once per problem in this process
+    return problem, problem_meta_features(problem)  # once per (problem, split) here
 
 
 class _Live:

@@ -15,6 +15,7 @@ and `interrupted` when Ctrl-C (KeyboardInterrupt) or SystemExit does, before eit
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import platform
 import signal
 import threading
@@ -46,10 +47,10 @@ if TYPE_CHECKING:
 
 NOT_STARTED = "none (failed before training)"  # device label of a run that never trained
 
-# problem_id -> meta-features, once per process: every split seed of a problem logs those
-# of seed 0's split (`problems.meta_features`), so the id, which names the prepared table
-# and not its split, is the key
-_FEATURES: dict[str, dict[str, float]] = {}
+# (problem_id, training split's digest) -> meta-features (seed 0's split's:
+# `problems.meta_features`), once per process and split. The id alone is not enough: it is
+# whatever a hand-made problem says, and two such problems may share one.
+_FEATURES: dict[tuple[str, str], dict[str, float]] = {}
 
 
 def library_versions() -> dict[str, str]:
@@ -76,19 +77,29 @@ def problem_record(problem: Problem, recorder: Recorder) -> ProblemRecord:
 
 def problem_meta_features(problem: Problem) -> dict[str, float]:
     """Seed 0's split's meta-features whatever split `problem` trains on
-    (`problems.meta_features`), computed once per process per problem."""
-    features = _FEATURES.get(problem.problem_id)
+    (`problems.meta_features`), computed once per process per problem and split."""
+    key = (problem.problem_id, _split_digest(problem))
+    features = _FEATURES.get(key)
     if features is None:
         from aicf_induct.problems.meta_features import meta_features
 
-        features = _FEATURES[problem.problem_id] = meta_features(problem)
+        features = _FEATURES[key] = meta_features(problem)
     return dict(features)
 
 
 def remember_features(problem: Problem, features: Mapping[str, float]) -> None:
     """`problem`'s meta-features (`problems.meta_features`) computed elsewhere (another
     process), kept for `problem_record`, which then computes nothing."""
-    _FEATURES[problem.problem_id] = dict(features)
+    _FEATURES[(problem.problem_id, _split_digest(problem))] = dict(features)
+
+
+def _split_digest(problem: Problem) -> str:
+    train = problem.train
+    h = hashlib.blake2b(digest_size=16)
+    for a in (train.X, train.y):
+        h.update(str(a.shape).encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
 
 
 def run_start_record(run_id: str, problem_id: str, problem_name: str, task: str,

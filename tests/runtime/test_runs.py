@@ -132,6 +132,18 @@ def test_every_split_seed_logs_the_features_of_seed_0s_split() -> None:
     assert problem_record(seed0, rec).features == extract_features(seed0)
 
 
+def test_two_problems_sharing_an_id_keep_their_own_features() -> None:
+    """The features are cached per process; a hand-made problem's id is whatever it says,
+    so two of them with one id (a toy of 250 rows, then of 200) must not share features."""
+    from aicf_induct.runtime.runs import problem_record
+
+    rec = MemoryRecorder()
+    big, small = toy_problem(n=250), toy_problem(n=200)
+    assert big.problem_id == small.problem_id
+    assert problem_record(big, rec).features["simple.n_rows"] == 250
+    assert problem_record(small, rec).features["simple.n_rows"] == 200
+
+
 def test_a_problem_its_name_cannot_load_keeps_its_own_splits_features() -> None:
     """A table prepared in memory (its name loads nothing, or other data) is featurised on
     the split it has, whatever its seed."""
