@@ -85,7 +85,8 @@ def register(subparsers: Any) -> None:
     feats.add_argument("--json", action="store_true",
                        help="one JSON object per problem: name, problem_id, features")
     feats.add_argument("--log", action="store_true",
-                       help="log problems and features into the warehouse")
+                       help="log problems and features into the warehouse (as every run "
+                            "logs them: seed 0's split, the default row budget)")
     feats.add_argument("--warehouse", metavar="DIR",
                        help="warehouse root for --log (default: $AICF_WAREHOUSE or "
                             "./aicf_warehouse)")
@@ -217,6 +218,13 @@ def cmd_features(args: argparse.Namespace) -> int:
     names = _feature_names(args)
     if args.row_budget < 0:
         raise ConfigError("--row-budget must be >= 0")
+    default_budget = FeatureConfig().row_budget
+    if args.log and (args.seed != 0 or args.row_budget != default_budget):
+        # the warehouse keeps one row per problem and feature, which every run and propose
+        # compute on seed 0's split (problems.meta_features): another split's would mix in
+        raise ConfigError(f"--log writes the features every run logs, seed 0's split with "
+                          f"--row-budget {default_budget}: drop --seed {args.seed} / "
+                          f"--row-budget {args.row_budget} or --log")
     cfg = FeatureConfig(row_budget=args.row_budget or None)
     recorder = _open_recorder(args.warehouse) if args.log else None
     single = len(names) == 1 and not args.json
