@@ -92,7 +92,7 @@ def check(args: argparse.Namespace) -> None:
 
 def plan(args: argparse.Namespace, problem: Problem, config: TrainConfig,
          fallback: Policy) -> Plan:
-    features = proposal_features(args, problem)
+    features = proposal_features(problem)
     proposal, source = ask_proposal(args, problem, features, TOP)
     start = start_point(proposal, problem, source)
     config = start.configure(config)
@@ -117,17 +117,14 @@ def _key(args: argparse.Namespace) -> str | None:
     return args.api_key or os.environ.get(API_KEY_ENV)
 
 
-def proposal_features(args: argparse.Namespace, problem: Problem) -> dict[str, float]:
+def proposal_features(problem: Problem) -> dict[str, float]:
     """The dataset's meta-features as `propose --dataset` computes them, on seed 0's split
-    whatever the run's `--seed`: the landmarks of a small table move with the split, and
-    `--from-proposal` must start from what `propose` lists."""
-    from aicf_induct.problems import extract_features
+    whatever the run's `--seed` (the landmarks of a small table move with the split, and
+    `--from-proposal` must start from what `propose` lists): the features the run logs,
+    computed once for both (`runs.problem_meta_features`)."""
+    from aicf_induct.runtime.runs import problem_meta_features
 
-    if getattr(args, "seed", 0) == 0:
-        return dict(extract_features(problem))
-    from aicf_induct.induction.proposals import featurise
-
-    return featurise(args.dataset)[1]
+    return problem_meta_features(problem)
 
 
 def ask_proposal(args: argparse.Namespace, problem: Problem, features: dict[str, float],

@@ -342,7 +342,7 @@ def run_shortlist(args: argparse.Namespace) -> int:
     config = train_config(args)
     problem = load_problem(args.dataset, seed=args.seed)
     top = args.top or from_proposal.TOP
-    features = from_proposal.proposal_features(args, problem)
+    features = from_proposal.proposal_features(problem)
     proposal, source = from_proposal.ask_proposal(args, problem, features, top)
     recorder, where = from_proposal.service_recorder(args) or open_recorder(args)
     tuning = tuning_store(where)
