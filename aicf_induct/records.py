@@ -53,6 +53,8 @@ class ProblemRecord:
     n_classes: int  # 0 for regression
     target: str  # target column name
     features: dict[str, float] = field(default_factory=dict)  # meta-feature name -> value
+    # the seed whose training split the features were computed on; None: not known
+    features_split_seed: int | None = None
 
 
 @dataclass(frozen=True)

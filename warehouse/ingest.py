@@ -74,7 +74,8 @@ class F:
 KINDS: dict[str, tuple[F, ...]] = {  # the record types' fields, by batch key
     "problems": (F("problem_id", "str"), F("name", "str"), F("source", "str"), F("task", "str"),
                  F("n_rows", "int"), F("n_features", "int"), F("n_classes", "int"),
-                 F("target", "str"), F("features", "map", True)),
+                 F("target", "str"), F("features", "map", True),
+                 F("features_split_seed", "int", True)),
     "runs": (F("run_id", "str"), F("problem_id", "str"), F("problem_name", "str"),
              F("task", "str"), F("config", "json"), F("seed", "int"), F("device", "str"),
              F("library_versions", "json"), F("origin", "str"), F("parent_run_id", "str", True),
@@ -178,12 +179,14 @@ def tables_of(batch: Mapping[str, Any], writer_id: str) -> dict[str, pa.Table]:
             continue
         if kind == "problems":
             out["problems"] = _table("problems", {**c, "recorded_at": [now] * n})
-            feats = [(p, k, float(v)) for p, fs in zip(c["problem_id"], c["features"],
-                                                       strict=True)
+            feats = [(p, k, float(v), seed)
+                     for p, fs, seed in zip(c["problem_id"], c["features"],
+                                            c["features_split_seed"], strict=True)
                      for k, v in (fs or {}).items()]
             out["problem_features"] = _table("problem_features", {
                 "problem_id": [f[0] for f in feats], "feature": [f[1] for f in feats],
-                "value": [f[2] for f in feats], "recorded_at": [now] * len(feats)})
+                "value": [f[2] for f in feats], "split_seed": [f[3] for f in feats],
+                "recorded_at": [now] * len(feats)})
         elif kind == "runs":
             out["runs"] = _table("runs", {
                 **c, "config": [_json(v) for v in c["config"]],

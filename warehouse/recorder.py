@@ -92,8 +92,8 @@ class WarehouseRecorder(BaseRecorder):
             rec.problem_id, rec.name, rec.source, rec.task, rec.n_rows, rec.n_features,
             rec.n_classes, rec.target, now))
         for name, value in rec.features.items():
-            self.writer.append_row("problem_features",
-                                   (rec.problem_id, name, float(value), now))
+            self.writer.append_row("problem_features", (
+                rec.problem_id, name, float(value), rec.features_split_seed, now))
 
     def run_start(self, rec: RunStartRecord) -> None:
         self.writer.append_row("runs", (

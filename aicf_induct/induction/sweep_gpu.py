@@ -39,22 +39,24 @@ from aicf_induct.induction.sweep_worker import (
 )
 from aicf_induct.problems import load_problem
 from aicf_induct.problems.problem import Problem
-from aicf_induct.runtime.runs import problem_meta_features, remember_features
+from aicf_induct.runtime.runs import problem_meta_features_with_seed, remember_features
 
 Ended = tuple[Task, Outcome | None, str | None]
 MODELS = 128  # runs in flight on one GPU by default: small models leave most of it idle
 # processes loading problems (and their meta-features) while the GPU trains
 PREPARERS = min(4, os.cpu_count() or 1)
 GATHER_S = 0.5  # wait() gathers the ends of this long after the first (one flush for them)
+MetaFeatures = tuple[dict[str, float], int]  # a problem's meta-features, their split's seed
 Loaded = tuple[Problem, Any]  # a problem split by a seed, its splits on the device (or None)
 
 
-def prepare_problem(name: str, seed: int) -> tuple[Problem, dict[str, float]]:
+def prepare_problem(name: str, seed: int) -> tuple[Problem, MetaFeatures]:
     """In a helper process: the problem split by `seed` and its meta-features (seed 0's
-    split's: `problems.meta_features`), the two slow parts of a run's start (seconds on a
-    large table), done there so that the engine's process keeps feeding the GPU meanwhile."""
+    split's: `problems.meta_features`) with their split's seed, the two slow parts of a
+    run's start (seconds on a large table), done there so that the engine's process keeps
+    feeding the GPU meanwhile."""
     problem = load_problem(name, seed=seed)
-    return problem, problem_meta_features(problem)  # once per (problem, split) here
+    return problem, problem_meta_features_with_seed(problem)  # once per (problem, split)
 
 
 class _Live:
@@ -76,7 +78,7 @@ class GpuEngine:
         self._live: list[_Live] = []
         self._ended: list[Ended] = []
         self._problems: dict[tuple[str, int], Loaded | BaseException] = {}
-        self._loading: dict[tuple[str, int], Future[tuple[Problem, dict[str, float]]]] = {}
+        self._loading: dict[tuple[str, int], Future[tuple[Problem, MetaFeatures]]] = {}
         self._waiting: list[tuple[Task, float]] = []  # submitted, their problem loading
         self._pool: ProcessPoolExecutor | None = None
         self._recorder: Any = None
@@ -105,8 +107,8 @@ class GpuEngine:
             if fut.done():
                 del self._loading[key]
                 try:
-                    problem, features = fut.result()
-                    remember_features(problem, features)
+                    problem, (features, split_seed) = fut.result()
+                    remember_features(problem, features, split_seed)
                     self._problems[key] = (problem, None)
                 except Exception as err:  # its runs fail with this error
                     self._problems[key] = err

@@ -57,9 +57,15 @@ class Problem:
     def n_rows(self) -> int:
         return len(self.train) + len(self.val) + len(self.test)
 
-    def record(self, features: dict[str, float] | None = None) -> ProblemRecord:
+    def record(self, features: dict[str, float] | None = None,
+               features_split_seed: int | None = None) -> ProblemRecord:
+        """The problem's record with `features`, computed on the training split of
+        `features_split_seed` (default: this problem's own split)."""
+        if features and features_split_seed is None:
+            features_split_seed = self.split_seed
         return ProblemRecord(
             problem_id=self.problem_id, name=self.name, source=self.source, task=self.task,
             n_rows=self.n_rows, n_features=self.n_features, n_classes=self.n_classes,
             target=self.target, features=dict(features or {}),
+            features_split_seed=features_split_seed if features else None,
         )

@@ -50,7 +50,7 @@ NOT_STARTED = "none (failed before training)"  # device label of a run that neve
 # (problem_id, training split's digest) -> meta-features (seed 0's split's:
 # `problems.meta_features`), once per process and split. The id alone is not enough: it is
 # whatever a hand-made problem says, and two such problems may share one.
-_FEATURES: dict[tuple[str, str], dict[str, float]] = {}
+_FEATURES: dict[tuple[str, str], tuple[dict[str, float], int]] = {}
 
 
 def library_versions() -> dict[str, str]:
@@ -68,29 +68,38 @@ def snapshot_record(run_id: str, step: int, reason: str, graph: Graph) -> Snapsh
 
 
 def problem_record(problem: Problem, recorder: Recorder) -> ProblemRecord:
-    """The problem with its meta-features (`problem_meta_features`), only for a recorder
-    that keeps problem rows (they take a second or two on a large table)."""
+    """The problem with its meta-features (`problem_meta_features`) and the seed of the
+    split they are of, only for a recorder that keeps problem rows (they take a second or
+    two on a large table)."""
     if not keeps_problems(recorder):
         return problem.record()
-    return problem.record(problem_meta_features(problem))
+    features, split_seed = problem_meta_features_with_seed(problem)
+    return problem.record(features, features_split_seed=split_seed)
 
 
 def problem_meta_features(problem: Problem) -> dict[str, float]:
     """Seed 0's split's meta-features whatever split `problem` trains on
     (`problems.meta_features`), computed once per process per problem and split."""
+    return problem_meta_features_with_seed(problem)[0]
+
+
+def remember_features(problem: Problem, features: Mapping[str, float],
+                      split_seed: int) -> None:
+    """`problem`'s meta-features (`problems.meta_features`, of the split of `split_seed`)
+    computed elsewhere (another process), kept for `problem_record`, which then computes
+    nothing."""
+    _FEATURES[(problem.problem_id, _split_digest(problem))] = (dict(features), split_seed)
+
+
+def problem_meta_features_with_seed(problem: Problem) -> tuple[dict[str, float], int]:
+    """`problem_meta_features` and the seed of the split they are of."""
     key = (problem.problem_id, _split_digest(problem))
-    features = _FEATURES.get(key)
-    if features is None:
-        from aicf_induct.problems.meta_features import meta_features
+    found = _FEATURES.get(key)
+    if found is None:
+        from aicf_induct.problems.meta_features import meta_features_with_seed
 
-        features = _FEATURES[key] = meta_features(problem)
-    return dict(features)
-
-
-def remember_features(problem: Problem, features: Mapping[str, float]) -> None:
-    """`problem`'s meta-features (`problems.meta_features`) computed elsewhere (another
-    process), kept for `problem_record`, which then computes nothing."""
-    _FEATURES[(problem.problem_id, _split_digest(problem))] = dict(features)
+        found = _FEATURES[key] = meta_features_with_seed(problem)
+    return dict(found[0]), found[1]
 
 
 def _split_digest(problem: Problem) -> str:

@@ -29,6 +29,9 @@ class ProblemIn(_In):
     n_classes: int
     target: str
     features: dict[str, float] = Field(default_factory=dict)
+    features_split_seed: int | None = Field(
+        None, description="the seed whose training split the features were computed on "
+                          "(runs log seed 0's, the split `propose` featurises)")
 
 
 class RunIn(_In):

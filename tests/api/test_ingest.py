@@ -106,6 +106,12 @@ def test_a_run_logged_through_the_service_equals_the_local_run(service: Ingest,
         local_n = rows(tmp_path / "local", f"SELECT count(*) FROM {table} WHERE run_id = ?",
                        local["run_id"])[0][0]
         assert count == local_n >= n, table
+    # the problem's features, of seed 0's split though the run trained on seed 3's
+    sql = ("SELECT feature, value, split_seed FROM problem_features WHERE problem_id = "
+           "(SELECT problem_id FROM runs WHERE run_id = ?) ORDER BY feature")
+    features = rows(service.root, sql, remote["run_id"])
+    assert features == rows(tmp_path / "local", sql, local["run_id"])
+    assert len(features) > 40 and {f[2] for f in features} == {0}
     with service.client(None) as c:
         run = c.get(f"/v1/runs/{remote['run_id']}").json()
     assert run["status"] == "completed" and run["logged_steps"] == 12

@@ -89,6 +89,33 @@ def test_fit_adds_the_features_an_older_corpus_lacks(
     assert same.read_bytes() == pack.read_bytes()
 
 
+def test_fit_says_when_the_corpus_features_are_not_of_seed_0s_split(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A warehouse whose features were logged without their split (an older writer's
+    parts, no `split_seed` column) gets one line naming `--refeaturise`; the fresh sweep's,
+    all of seed 0's split, gets none."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from warehouse.layout import visible_parts
+
+    fit = ["--min-problems", "2", "--bootstrap", "50", "--no-write", "--quiet"]
+    rc, _, err = _run(["induce", "fit", "--warehouse", str(corpus), *fit,
+                       "-o", str(tmp_path / "a.parquet")], capsys)
+    assert rc == 0 and "note: the meta-features" not in err
+    older = tmp_path / "older"
+    shutil.copytree(corpus, older)
+    for part in visible_parts(older, "problem_features"):
+        pq.write_table(pq.read_table(part).drop_columns(["split_seed"]), part)
+    rc, _, err = _run(["induce", "fit", "--warehouse", str(older), *fit,
+                       "-o", str(tmp_path / "b.parquet")], capsys)
+    notes = [ln for ln in err.splitlines() if ln.startswith("note: the meta-features")]
+    assert rc == 0 and len(notes) == 1
+    assert f"of {len(TINY_PROBLEMS)} problem(s) logged without the split" in notes[0]
+    assert "--refeaturise" in notes[0]
+
+
 def _stored_features(pack_path: Path, name: str) -> dict[str, float]:
     rows = pack_mod.load_pack(pack_path).table.drop_duplicates("problem").set_index("problem")
     return {c: rows.loc[name, c] for c in rows.columns

@@ -128,8 +128,10 @@ def test_every_split_seed_logs_the_features_of_seed_0s_split() -> None:
     seed0, seed1 = load_problem("iris", seed=0), load_problem("iris", seed=1)
     assert seed0.problem_id == seed1.problem_id and seed1.split_seed == 1
     assert extract_features(seed1) != extract_features(seed0)  # the splits do differ
-    assert problem_record(seed1, rec).features == extract_features(seed0)
-    assert problem_record(seed0, rec).features == extract_features(seed0)
+    for problem in (seed1, seed0):
+        record = problem_record(problem, rec)
+        assert record.features == extract_features(seed0)
+        assert record.features_split_seed == 0  # what the warehouse keeps beside them
 
 
 def test_two_problems_sharing_an_id_keep_their_own_features() -> None:
@@ -148,7 +150,7 @@ def test_a_problem_its_name_cannot_load_keeps_its_own_splits_features() -> None:
     """A table prepared in memory (its name loads nothing, or other data) is featurised on
     the split it has, whatever its seed."""
     from aicf_induct.problems.features import extract_features
-    from aicf_induct.problems.meta_features import meta_features
+    from aicf_induct.problems.meta_features import meta_features, meta_features_with_seed
     from aicf_induct.problems.preprocess import prepare
     from aicf_induct.problems.registry import load_table
 
@@ -156,6 +158,7 @@ def test_a_problem_its_name_cannot_load_keeps_its_own_splits_features() -> None:
     for name in ("not a loadable name", "iris"):  # nothing; another table
         own = prepare(dataclasses.replace(table, name=name), seed=2, policy=policy)
         assert meta_features(own) == extract_features(own)
+        assert meta_features_with_seed(own) == (extract_features(own), 2)
 
 
 def test_interrupts_deferred_holds_a_signal_that_another_thread_receives() -> None:
