@@ -49,6 +49,7 @@ from aicf_induct.induction.evaluate import (
     evaluate_corpus,
     families,
     gap_closed,
+    gap_closed_ci,
     gap_text,
     seed_curve,
     summary,
@@ -107,7 +108,8 @@ def section(name: str, res: LopoResult, ks: tuple[int, ...] = (1, 3)) -> list[st
                                 baselines=THREE_PICKS)), ""]
     at1 = s[s["k"] == 1].set_index("method")["norm_error"]
     lines += [f"Gap default → full search closed by the top-1: "
-              f"{gap_text(gap_closed(res, k=1))} (default {at1['default']:.3f}, full search "
+              f"{gap_text(gap_closed(res, k=1), gap_closed_ci(res, k=1))} "
+              f"(default {at1['default']:.3f}, full search "
               f"{at1['full_search']:.3f}, top-1 {at1['proposer']:.3f}).", ""]
     return lines
 
@@ -267,7 +269,8 @@ def report(args: argparse.Namespace, meta: pd.DataFrame, res: LopoResult, defaul
            rep: pd.DataFrame, top_rules: pd.DataFrame, t_lopo: float, t_all: float) -> str:
     n = {c: meta[c].nunique() for c in ("problem_id", "group", "candidate", "seed")}
     share = float(rep["replicated"].mean()) if len(rep) else float("nan")
-    gaps = ", ".join(f"k = {k}: {gap_text(gap_closed(res, k=k))}" for k in ks)
+    gaps = ", ".join(f"k = {k}: {gap_text(gap_closed(res, k=k), gap_closed_ci(res, k=k))}"
+                     for k in ks)
     comps = pd.concat([compare(res, k=k) for k in ks], ignore_index=True)
     # the goal line: one untrained pick against three trained ones of each warm start
     top1_vs = compare(res, k=1, baseline_k=3, baselines=THREE_PICKS) \

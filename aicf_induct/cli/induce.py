@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import sys
 import textwrap
@@ -551,6 +552,10 @@ def evaluate(args: argparse.Namespace) -> int:
                           # null: no gap (the full search no better than the default)
                           "gap_closed": {str(k): v if v == v else None
                                          for k, v in ev.gaps.items()},
+                          # its 95 % bootstrap interval; null: none, or unbounded that side
+                          "gap_closed_ci": {str(k): [b if math.isfinite(b) else None
+                                                     for b in ci]
+                                            for k, ci in ev.gap_intervals.items()},
                           "calibration": ev.calibration.to_dict("records"),
                           "near_duplicates": ev.near_duplicates.to_dict("records")},
                          default=float))
@@ -569,7 +574,7 @@ def evaluate(args: argparse.Namespace) -> int:
               "against three trained ones, picked by validation):")
         _print_comparisons(ev.top1_vs_three)
     print("\nShare of the default -> full-search gap closed: " + ", ".join(
-        f"k = {k}: {gap_text(v)}" for k, v in ev.gaps.items()))
+        f"k = {k}: {gap_text(v, ev.gap_intervals.get(k))}" for k, v in ev.gaps.items()))
     if ev.calibration.empty:
         print("\nNo calibration: an interval is for the mean over one split's score seeds")
         return 0

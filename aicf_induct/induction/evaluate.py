@@ -19,7 +19,7 @@ from scipy.stats import wilcoxon
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.baselines import resolve_default
 from aicf_induct.induction.corpus import same_data_partners
-from aicf_induct.induction.inference import bootstrap_mean_ci, holm
+from aicf_induct.induction.inference import bootstrap_indices, bootstrap_mean_ci, holm
 from aicf_induct.induction.lopo import (
     METHODS,
     REFERENCES,
@@ -109,10 +109,37 @@ def gap_closed(result: LopoResult, method: str = "proposer", k: int = 1) -> floa
     return float((err["default"] - err[method]) / gap) if gap > 0 else float("nan")
 
 
-def gap_text(share: float) -> str:
-    """A gap share as printed: a percentage, or why there is none."""
-    return "no gap (full search no better than the default)" if np.isnan(share) \
-        else f"{share:.0%}"
+def gap_closed_ci(result: LopoResult, method: str = "proposer", k: int = 1,
+                  n_boot: int = 2000, level: float = 0.95, seed: int = 0
+                  ) -> tuple[float, float]:
+    """Percentile bootstrap interval of `gap_closed`, the problems resampled (their default,
+    full-search and `method` errors together; problems missing one are left out). A draw
+    whose gap is not positive has no share: it counts as +inf or -inf by the sign of the
+    method's gain over the default (a vanishing gap's limit), so a bound is infinite when
+    such draws reach past its tail. NaN, NaN when `gap_closed` is NaN."""
+    if np.isnan(gap_closed(result, method, k)):
+        return float("nan"), float("nan")
+    err = _wide(result.choices, k)[["default", "full_search", method]].dropna().to_numpy()
+    idx = bootstrap_indices(len(err), n_boot, np.random.default_rng(seed))
+    means = err[idx].mean(axis=1)  # (n_boot, 3)
+    gain, gap = means[:, 0] - means[:, 2], means[:, 0] - means[:, 1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(gap > 0, gain / gap, np.where(gain >= 0, np.inf, -np.inf))
+    a = (1 - level) / 2
+    lo, hi = np.quantile(share, [a, 1 - a], method="inverted_cdf")  # no inf arithmetic
+    return float(lo), float(hi)
+
+
+def gap_text(share: float, interval: tuple[float, float] | None = None) -> str:
+    """A gap share as printed: a percentage (with its 95 % interval when given), or why
+    there is none."""
+    if np.isnan(share):
+        return "no gap (full search no better than the default)"
+    if interval is None or np.isnan(interval[0]):
+        return f"{share:.0%}"
+    lo, hi = (f"{b:.0%}" if np.isfinite(b) else ("-inf" if b < 0 else "+inf")
+              for b in interval)
+    return f"{share:.0%} [95% CI {lo}, {hi}]"
 
 
 # column of the family table -> the method whose picks it counts
@@ -231,6 +258,8 @@ class Evaluation:
         default_factory=lambda: pd.DataFrame(columns=list(COMPARISON_COLUMNS)))
     # held-out problems left out as near-duplicates of training ones (`evaluate_holdout`)
     near_duplicates: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # k -> the gap share's 95 % bootstrap interval over problems (`gap_closed_ci`)
+    gap_intervals: dict[int, tuple[float, float]] = field(default_factory=dict)
 
 
 def parse_baselines(text: str | None) -> tuple[str, ...]:
@@ -343,4 +372,5 @@ def _evaluation(res: LopoResult, default_key: str, first: Partition,
     return Evaluation(res, default_key, first[0], first[1], baselines,
                       s[s["method"].isin(shown)].reset_index(drop=True), comps,
                       {k: gap_closed(res, k=k) for k in ks}, calibration(res, ks), splits,
-                      goal)
+                      goal, gap_intervals={k: gap_closed_ci(res, k=k, n_boot=n_boot,
+                                                            seed=seed) for k in ks})

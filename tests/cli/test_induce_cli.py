@@ -259,7 +259,13 @@ def test_induce_evaluate_runs_the_lopo_table(corpus: Path,
     assert {r["method"] for r in got["summary"]} == {"proposer", "default", "knn",
                                                      "portfolio", "oracle"}
     assert {r["baseline"] for r in got["comparisons"]} == {"default", "knn", "portfolio"}
-    assert set(got["gap_closed"]) == {"1", "3"}
+    assert set(got["gap_closed"]) == set(got["gap_closed_ci"]) == {"1", "3"}
+    for k, share in got["gap_closed"].items():  # its interval holds it (null: no gap there)
+        lo, hi = got["gap_closed_ci"][k]
+        if share is None:
+            assert lo is None and hi is None
+        else:
+            assert (lo is None or lo <= share) and (hi is None or share <= hi)
     # the goal line: one untrained pick against three trained ones of each warm start named
     goal = got["top1_vs_three"]
     assert {(r["baseline"], r["k"], r["baseline_k"]) for r in goal} == {

@@ -18,6 +18,7 @@ from aicf_induct.induction.evaluate import (
     duplicate_note,
     families,
     gap_closed,
+    gap_closed_ci,
     gap_text,
     seed_curve,
     summary,
@@ -178,9 +179,45 @@ def test_evaluation_numbers_on_a_hand_case() -> None:
         res.choices["method"] == "full_search", 0.9, res.choices["norm_error"])),
         res.calibration, res.level)
     assert np.isnan(gap_closed(worse)) and gap_text(gap_closed(worse)).startswith("no gap")
+    assert np.isnan(gap_closed_ci(worse)[0]) and np.isnan(gap_closed_ci(worse)[1])
     cal = calibration(res, ks=(1,)).set_index("candidates")
     assert cal.loc["all", "coverage"] == pytest.approx(2 / 3)
     assert cal.loc["top-1", "coverage"] == 1.0 and cal.loc["top-1", "n"] == 2
+
+
+def _gap_result(errors: dict[str, list[float]]) -> LopoResult:
+    rows = [{"problem_id": f"p{i}", "method": m, "k": 1, "norm_error": v[i], "regret": v[i]}
+            for m, v in errors.items() for i in range(len(v))]
+    return LopoResult(pd.DataFrame(rows), pd.DataFrame(), 0.8)
+
+
+def test_the_gap_share_s_interval_on_hand_cases() -> None:
+    # every problem alike: every draw gives (0.5 - 0.2) / (0.5 - 0.1) = 0.75
+    same = _gap_result({"default": [0.5] * 6, "full_search": [0.1] * 6,
+                        "proposer": [0.2] * 6})
+    assert gap_closed_ci(same) == pytest.approx((0.75, 0.75))
+    assert gap_text(0.75, gap_closed_ci(same)) == "75% [95% CI 75%, 75%]"
+    # two problems, drawn as {p0, p0} (1/4), {p0, p1} (1/2), {p1, p1} (1/4): shares
+    # 0.2 / 0.4 = 0.5, (0.1) / (0.05) = 2, and no gap (-0.3) with a gain of 0: +inf
+    two = _gap_result({"default": [0.5, 0.1], "full_search": [0.1, 0.4],
+                       "proposer": [0.3, 0.1]})
+    assert gap_closed(two) == pytest.approx(2.0)
+    lo, hi = gap_closed_ci(two, n_boot=4000)
+    assert lo == pytest.approx(0.5) and hi == np.inf
+    assert gap_text(gap_closed(two), (lo, hi)) == "200% [95% CI 50%, +inf]"
+    # the interval narrows as problems are added, around the same share
+    rng = np.random.default_rng(1)
+    widths = []
+    for n in (30, 300):
+        default = rng.uniform(0.4, 0.6, n)
+        full = default - rng.uniform(0.0, 0.2, n)
+        res = _gap_result({"default": list(default), "full_search": list(full),
+                           "proposer": list(default - 0.6 * (default - full)
+                                            + rng.normal(0, 0.05, n))})
+        lo, hi = gap_closed_ci(res)
+        assert lo < gap_closed(res) < hi
+        widths.append(hi - lo)
+    assert widths[1] < widths[0] / 2
 
 
 @pytest.mark.slow  # starting joblib's worker processes takes most of its ~15 s
