@@ -11,30 +11,18 @@ warehouse records which split a problem's features are of (`problem_features.spl
 
 from __future__ import annotations
 
-from aicf_induct.problems.features import FeatureConfig, extract_features
 from aicf_induct.problems.problem import Problem
 from aicf_induct.problems.registry import load_problem
 
 FEATURE_SEED = 0  # the split every problem is featurised on
 
 
-def meta_features(problem: Problem, config: FeatureConfig | None = None) -> dict[str, float]:
-    """`extract_features` of `featurised_split(problem)`: seed 0's split's."""
-    return meta_features_with_seed(problem, config)[0]
-
-
-def meta_features_with_seed(problem: Problem, config: FeatureConfig | None = None
-                            ) -> tuple[dict[str, float], int]:
-    """`meta_features(problem)` and the seed of the split they are of (`FEATURE_SEED`, or
-    the problem's own where its name does not load it again)."""
-    base = featurised_split(problem)
-    return dict(extract_features(base, config)), base.split_seed
-
-
 def featurised_split(problem: Problem) -> Problem:
-    """`problem` split by `FEATURE_SEED`: itself when it is that seed's split, else the same
-    data loaded again by its name and split so (itself when the name does not load the same
-    data). Its `split_seed` says which split the features are of."""
+    """`problem` split by `FEATURE_SEED`, the split its meta-features are extracted from:
+    itself when it is that seed's split, else the same data loaded again by its name and
+    split so (itself when the name does not load the same data). Its `split_seed` says
+    which split the features are of; `runtime.runs.problem_meta_features` extracts and
+    caches them."""
     if problem.split_seed == FEATURE_SEED:
         return problem
     try:

@@ -42,7 +42,7 @@ class Problem:
     # kinds); the simple meta-features read them.
     raw: dict[str, float] = field(default_factory=dict)
     # the seed that drew the train/val/test split (and fitted the scaling on its training
-    # rows); a problem's meta-features are those of seed 0's split (`meta_features`)
+    # rows); a problem's meta-features are those of seed 0's split (`problems.meta_features`)
     split_seed: int = 0
 
     @property

@@ -48,8 +48,10 @@ if TYPE_CHECKING:
 NOT_STARTED = "none (failed before training)"  # device label of a run that never trained
 
 # (problem_id, training split's digest) -> meta-features (seed 0's split's:
-# `problems.meta_features`), once per process and split. The id alone is not enough: it is
-# whatever a hand-made problem says, and two such problems may share one.
+# `problems.meta_features`) and their split's seed, once per process and split, kept under
+# the key of the problem asked about and of the split featurised, so that every seed's split
+# of one table extracts them once. The id alone is not enough: it is whatever a hand-made
+# problem says, and two such problems may share one.
 _FEATURES: dict[tuple[str, str], tuple[dict[str, float], int]] = {}
 
 
@@ -88,27 +90,34 @@ def remember_features(problem: Problem, features: Mapping[str, float],
     """`problem`'s meta-features (`problems.meta_features`, of the split of `split_seed`)
     computed elsewhere (another process), kept for `problem_record`, which then computes
     nothing."""
-    _FEATURES[(problem.problem_id, _split_digest(problem))] = (dict(features), split_seed)
+    _FEATURES[_features_key(problem)] = (dict(features), split_seed)
 
 
 def problem_meta_features_with_seed(problem: Problem) -> tuple[dict[str, float], int]:
     """`problem_meta_features` and the seed of the split they are of."""
-    key = (problem.problem_id, _split_digest(problem))
+    key = _features_key(problem)
     found = _FEATURES.get(key)
     if found is None:
-        from aicf_induct.problems.meta_features import meta_features_with_seed
+        from aicf_induct.problems.features import extract_features
+        from aicf_induct.problems.meta_features import featurised_split
 
-        found = _FEATURES[key] = meta_features_with_seed(problem)
+        base = featurised_split(problem)  # loading a table costs less than featurising it
+        found = _FEATURES.get(_features_key(base))
+        if found is None:
+            found = _FEATURES[_features_key(base)] = (dict(extract_features(base)),
+                                                      base.split_seed)
+        _FEATURES[key] = found
     return dict(found[0]), found[1]
 
 
-def _split_digest(problem: Problem) -> str:
+def _features_key(problem: Problem) -> tuple[str, str]:
+    """(problem id, digest of its training split): the cache's key."""
     train = problem.train
     h = hashlib.blake2b(digest_size=16)
     for a in (train.X, train.y):
         h.update(str(a.shape).encode())
         h.update(np.ascontiguousarray(a).tobytes())
-    return h.hexdigest()
+    return problem.problem_id, h.hexdigest()
 
 
 def run_start_record(run_id: str, problem_id: str, problem_name: str, task: str,

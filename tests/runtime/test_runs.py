@@ -150,15 +150,41 @@ def test_a_problem_its_name_cannot_load_keeps_its_own_splits_features() -> None:
     """A table prepared in memory (its name loads nothing, or other data) is featurised on
     the split it has, whatever its seed."""
     from aicf_induct.problems.features import extract_features
-    from aicf_induct.problems.meta_features import meta_features, meta_features_with_seed
+    from aicf_induct.problems.meta_features import featurised_split
     from aicf_induct.problems.preprocess import prepare
     from aicf_induct.problems.registry import load_table
+    from aicf_induct.runtime import runs
 
     table, policy, _ = load_table("wine")
     for name in ("not a loadable name", "iris"):  # nothing; another table
         own = prepare(dataclasses.replace(table, name=name), seed=2, policy=policy)
-        assert meta_features(own) == extract_features(own)
-        assert meta_features_with_seed(own) == (extract_features(own), 2)
+        assert featurised_split(own) is own
+        runs._FEATURES.clear()  # wine's seed-2 split may be cached by its own name
+        record = runs.problem_record(own, MemoryRecorder())
+        assert (record.features, record.features_split_seed) == (extract_features(own), 2)
+
+
+def test_every_seed_s_split_of_one_table_featurises_it_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every seed's split of one table has seed 0's features: a sweep's worker running
+    seeds 0-7 of a problem loads the table again for a new split (cheap), not featurises
+    it again (seconds on a large table)."""
+    from aicf_induct.problems import features
+    from aicf_induct.runtime import runs
+
+    calls: list[int] = []
+    extract = features.extract_features
+
+    def counted(problem, config=None):  # type: ignore[no-untyped-def]
+        calls.append(problem.split_seed)
+        return extract(problem, config)
+
+    monkeypatch.setattr(features, "extract_features", counted)
+    monkeypatch.setattr(runs, "_FEATURES", {})
+    got = [runs.problem_meta_features_with_seed(load_problem("iris", seed=s))
+           for s in (3, 1, 0, 3)]
+    assert calls == [0]  # once, on seed 0's split
+    assert all(g == got[0] for g in got) and got[0][1] == 0
 
 
 def test_interrupts_deferred_holds_a_signal_that_another_thread_receives() -> None:
