@@ -1,0 +1,83 @@
+"""Two proposers scored on the same problems, set against each other problem by problem.
+
+    .venv/bin/python benchmarks/induction_holdout.py --meta M --pack A.parquet --save a_M
+    .venv/bin/python benchmarks/induction_holdout.py --meta M --pack B.parquet --save b_M
+    .venv/bin/python benchmarks/induction_paired.py --a a_M [a_N ...] --b b_M [b_N ...]
+
+Each side is one or more folders of saved rows (`--save` of `induction_holdout.py`,
+`induction_bench.py` or `induction_partitions.py`), pooled: several held-out sets read as one
+(a problem in two folders of one side is an error). The two sides must score the same
+problems. Prints, for each k: the proposer's top-k of A against B's (mean difference of the
+normalized error, A − B, with its 95 % bootstrap interval; win rate; paired Wilcoxon p), and
+for each side its top-1 and top-3, the share of the default → full-search gap its top-1
+closes with the share's 95 % interval, and its top-1 against kNN-3, portfolio-3 and
+average-3 (Holm over the three), as the other induction benchmarks print them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from induction_bench import load_result, paired, table
+
+from aicf_induct.induction.evaluate import compare, gap_closed, gap_closed_ci, gap_text
+from aicf_induct.induction.lopo import LopoResult
+
+LINE = ("knn", "portfolio", "average")  # the Holm line's baselines, at k = 3
+
+
+def pooled(folders: list[Path]) -> LopoResult:
+    """The saved rows of `folders` as one result; a problem in two of them is an error."""
+    results = [load_result(f) for f in folders]
+    seen: dict[str, Path] = {}
+    for folder, res in zip(folders, results, strict=True):
+        for pid in res.choices["problem_id"].unique():
+            if pid in seen:
+                raise SystemExit(f"error: problem {pid} is in both {seen[pid]} and {folder}")
+            seen[pid] = folder
+    return LopoResult(pd.concat([r.choices for r in results], ignore_index=True),
+                      pd.concat([r.calibration for r in results], ignore_index=True),
+                      results[0].level)
+
+
+def side_lines(name: str, res: LopoResult) -> list[str]:
+    c = res.choices
+    mean = {k: c[(c["k"] == k) & (c["method"] == "proposer")]["norm_error"].mean()
+            for k in (1, 3)}
+    line = compare(res, k=1, baselines=LINE, baseline_k=3)
+    holm = "; ".join(f"{r.baseline}-3 {r.mean_diff:+.3f} (Holm p {r.p_holm:.2g})"
+                     for r in line.itertuples())
+    return [f"{name}: top-1 {mean[1]:.3f}, top-3 {mean[3]:.3f}; gap closed by the top-1 "
+            f"{gap_text(gap_closed(res), gap_closed_ci(res))}; top-1 against {holm}"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--a", nargs="+", type=Path, required=True, metavar="DIR",
+                    help="saved rows of the first proposer (pooled)")
+    ap.add_argument("--b", nargs="+", type=Path, required=True, metavar="DIR",
+                    help="saved rows of the second, on the same problems")
+    ap.add_argument("--ks", default="1,3,5", help="the k to compare at (default 1,3,5)")
+    args = ap.parse_args(argv)
+    a, b = pooled(args.a), pooled(args.b)
+    ids_a, ids_b = (set(r.choices["problem_id"]) for r in (a, b))
+    if ids_a != ids_b:
+        raise SystemExit(f"error: the two sides score different problems ({len(ids_a - ids_b)}"
+                         f" only in --a, {len(ids_b - ids_a)} only in --b)")
+    rows = [paired(a, b, k=int(k)) for k in args.ks.split(",")]
+    diffs = pd.DataFrame(rows)[["k", "problems", "win_rate", "mean_diff", "ci_low",
+                                "ci_high", "p_value"]]
+    print("\n".join([f"A − B, the proposer's top-k on the same {len(ids_a)} problems "
+                     "(negative: A better):", "", table(diffs), "",
+                     *side_lines("A", a), *side_lines("B", b)]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
