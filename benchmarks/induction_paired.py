@@ -1,17 +1,19 @@
-"""Two proposers scored on the same problems, set against each other problem by problem.
+"""Two proposers scored on the same problems, set against each other problem by problem;
+or one proposer's rows of several held-out sets, pooled.
 
     .venv/bin/python benchmarks/induction_holdout.py --meta M --pack A.parquet --save a_M
     .venv/bin/python benchmarks/induction_holdout.py --meta M --pack B.parquet --save b_M
-    .venv/bin/python benchmarks/induction_paired.py --a a_M [a_N ...] --b b_M [b_N ...]
+    .venv/bin/python benchmarks/induction_paired.py --a a_M [a_N ...] [--b b_M [b_N ...]]
 
 Each side is one or more folders of saved rows (`--save` of `induction_holdout.py`,
 `induction_bench.py` or `induction_partitions.py`), pooled: several held-out sets read as one
 (a problem in two folders of one side is an error). The two sides must score the same
 problems. Prints, for each k: the proposer's top-k of A against B's (mean difference of the
 normalized error, A − B, with its 95 % bootstrap interval; win rate; paired Wilcoxon p), and
-for each side its top-1 and top-3, the share of the default → full-search gap its top-1
-closes with the share's 95 % interval, and its top-1 against kNN-3, portfolio-3 and
-average-3 (Holm over the three), as the other induction benchmarks print them.
+for each side (A alone without --b): its top-1 and top-3, the share of the default →
+full-search gap its top-1 closes with the share's 95 % interval, its top-1 against kNN-3,
+portfolio-3 and average-3 (Holm over the three), as the other induction benchmarks print
+them, its top-1 against the default and its top-3 against the full search by validation.
 """
 
 from __future__ import annotations
@@ -53,19 +55,30 @@ def side_lines(name: str, res: LopoResult) -> list[str]:
     line = compare(res, k=1, baselines=LINE, baseline_k=3)
     holm = "; ".join(f"{r.baseline}-3 {r.mean_diff:+.3f} (Holm p {r.p_holm:.2g})"
                      for r in line.itertuples())
-    return [f"{name}: top-1 {mean[1]:.3f}, top-3 {mean[3]:.3f}; gap closed by the top-1 "
-            f"{gap_text(gap_closed(res), gap_closed_ci(res))}; top-1 against {holm}"]
+    lines = [f"{name}: top-1 {mean[1]:.3f}, top-3 {mean[3]:.3f}; gap closed by the top-1 "
+             f"{gap_text(gap_closed(res), gap_closed_ci(res))}; top-1 against {holm}"]
+    for k, baseline, label in ((1, "default", "the default"),
+                               (3, "full_search", "the full search by validation")):
+        r = compare(res, k=k, baselines=(baseline,)).iloc[0]
+        lines.append(f"{name}: top-{k} against {label}: {r.mean_diff:+.3f} "
+                     f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}], Wilcoxon p {r.p_value:.2g}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--a", nargs="+", type=Path, required=True, metavar="DIR",
                     help="saved rows of the first proposer (pooled)")
-    ap.add_argument("--b", nargs="+", type=Path, required=True, metavar="DIR",
-                    help="saved rows of the second, on the same problems")
+    ap.add_argument("--b", nargs="+", type=Path, metavar="DIR",
+                    help="saved rows of the second, on the same problems (none: A's "
+                         "figures alone)")
     ap.add_argument("--ks", default="1,3,5", help="the k to compare at (default 1,3,5)")
     args = ap.parse_args(argv)
-    a, b = pooled(args.a), pooled(args.b)
+    a = pooled(args.a)
+    if not args.b:
+        print("\n".join(side_lines(f"{a.choices['problem_id'].nunique()} problems", a)))
+        return 0
+    b = pooled(args.b)
     ids_a, ids_b = (set(r.choices["problem_id"]) for r in (a, b))
     if ids_a != ids_b:
         raise SystemExit(f"error: the two sides score different problems ({len(ids_a - ids_b)}"

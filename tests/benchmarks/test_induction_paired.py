@@ -68,3 +68,18 @@ def test_sides_of_other_problems_or_a_problem_twice_are_errors(tmp_path: Path) -
                       "--b", str(tmp_path / "a"))
     assert done.returncode != 0 and done.stderr.strip().splitlines() == [
         f"error: problem {ids[0]} is in both {tmp_path / 'a'} and {tmp_path / 'b'}"]
+
+
+def test_one_side_alone_prints_its_pooled_figures(tmp_path: Path) -> None:
+    ids = [f"{i:016x}" for i in range(30)]
+    err = np.linspace(0.42, 0.58, 30)  # mean 0.5: the default 0.6, the full search 0.4
+    save_result(_rows(ids[:10], err[:10]), tmp_path / "x")
+    save_result(_rows(ids[10:], err[10:]), tmp_path / "y")
+    done = run_script("induction_paired.py", "--a", str(tmp_path / "x"), str(tmp_path / "y"))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("30 problems: top-1 0.500, top-3 0.500; gap closed by the "
+                               "top-1 50% [95% CI ")
+    assert lines[1].startswith("30 problems: top-1 against the default: -0.100 [")
+    assert lines[2].startswith("30 problems: top-3 against the full search by validation: "
+                               "+0.100 [")
