@@ -57,6 +57,7 @@ from aicf_induct.induction.evaluate import (
 )
 from aicf_induct.induction.lopo import RANK_SEEDS, LopoResult, check_held_out
 from aicf_induct.induction.meta_dataset import complete_problems, with_derived_scores
+from aicf_induct.induction.meta_file import read_meta_file
 from aicf_induct.induction.metamodel import RANKINGS, MetaModel
 from aicf_induct.induction.mining import Miner
 from aicf_induct.induction.pack import CONFORMAL_FOLDS, CONFORMAL_REPEATS
@@ -150,7 +151,7 @@ def combined(corpus: pd.DataFrame, extras: list[Path]) -> tuple[pd.DataFrame, li
     notes: list[str] = []
     parts = [corpus]
     for path in extras:
-        extra, partial = complete_problems(pd.read_parquet(path))
+        extra, partial = complete_problems(read_meta_file(path))
         if partial:
             notes.append(f"{path.name}: not fully trained, left out: {', '.join(partial)}")
         if len(parts) > 1:  # none of an earlier extra's (the corpus's: checked below)

@@ -65,6 +65,7 @@ from aicf_induct.induction.meta_dataset import (
     problem_table,
     with_derived_scores,
 )
+from aicf_induct.induction.meta_file import read_meta_file, write_meta_file
 from aicf_induct.induction.neighbors import closest_other_group, nearest_problems
 from aicf_induct.induction.pack import DEFAULT_PACK, load_pack
 
@@ -92,9 +93,9 @@ def main() -> int:
 
 def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    held = pd.read_parquet(args.meta) if args.meta else corpus_meta(args.warehouse)[0]
+    held = read_meta_file(args.meta) if args.meta else corpus_meta(args.warehouse)[0]
     if args.save_meta:
-        held.to_parquet(args.save_meta, index=False)
+        write_meta_file(held, args.save_meta)
     held, partial = complete_problems(held)
     pack = load_pack(args.pack)
     corpus = pack.seed_meta()

@@ -83,6 +83,7 @@ from aicf_induct.induction.lopo import (
     seed_partitions,
 )
 from aicf_induct.induction.meta_dataset import complete_problems
+from aicf_induct.induction.meta_file import read_meta_file
 from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.pack import DEFAULT_PACK, load_pack
 
@@ -242,7 +243,7 @@ def scored_held_out(meta_file: str, rows_dir: str) -> tuple[pd.DataFrame, pd.Dat
     """The held-out meta-dataset's problems that `induction_holdout.py --save DIR` scored
     (fully trained, near-duplicates out), and those saved rows."""
     rows = read_rows(Path(rows_dir) / "choices.csv")
-    held, _ = complete_problems(pd.read_parquet(meta_file))
+    held, _ = complete_problems(read_meta_file(meta_file))
     return held[held["problem_id"].isin(rows["problem_id"])], rows
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from aicf_induct.cli import options
 from aicf_induct.cli.sweep import ENGINE_HELP, WORKERS_HELP
@@ -104,6 +105,50 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ls.add_argument("--json", action="store_true", help="one JSON object per problem")
     ls.add_argument("--quiet", action="store_true", help="no progress bars")
     ls.set_defaults(func=list_cmd)
+
+    m = csub.add_parser(
+        "meta", help="write the warehouse's meta-dataset as one Parquet file",
+        description="Write the meta-dataset of the warehouse's sweep (one row per scored "
+                    "(problem, candidate, seed) run, with the problems' meta-features and "
+                    "the corpus's groups) as one Parquet file: a few hundred kB to carry "
+                    "back from a GPU machine in place of the warehouse. `induce evaluate "
+                    "--holdout FILE` scores the knowledge pack on it.",
+        epilog="example: aicf-induct corpus build --problems holdout --seeds 6 --engine gpu "
+               "--warehouse holdout_wh && aicf-induct corpus meta --warehouse holdout_wh "
+               "-o holdout_meta.parquet")
+    m.add_argument("--warehouse", default=None, metavar="DIR",
+                   help="warehouse directory (default: $AICF_WAREHOUSE, else ./aicf_warehouse)")
+    m.add_argument("--protocol", default=None, help="sweep protocol, when there are several")
+    m.add_argument("-o", "--output", required=True, metavar="FILE",
+                   help="the Parquet file to write (replaced atomically)")
+    m.set_defaults(func=meta_cmd)
+
+
+def corpus_root(path: str | None) -> Path:
+    """The warehouse a command reads the corpus from: `path`, else $AICF_WAREHOUSE, else
+    ./aicf_warehouse; one that does not exist is an error (reading must not create it)."""
+    import warehouse
+
+    root = Path(path) if path is not None else warehouse.default_root()
+    if not root.is_dir():
+        raise ConfigError(f"no warehouse at {root} (build a corpus first: aicf-induct corpus "
+                          "build)")
+    return root
+
+
+def meta_cmd(args: argparse.Namespace) -> int:
+    from aicf_induct.induction.corpus import corpus_meta
+    from aicf_induct.induction.meta_file import write_meta_file
+
+    root = corpus_root(args.warehouse)
+    meta, _ = corpus_meta(root, args.protocol)
+    if meta.empty:
+        raise ConfigError(f"{root}: no scored runs to write")
+    out = write_meta_file(meta, args.output)
+    print(f"wrote {out} ({out.stat().st_size / 1e3:,.0f} kB): "
+          f"{meta['problem_id'].nunique()} problems × {meta['candidate'].nunique()} "
+          f"candidates × {meta['seed'].nunique()} seeds, {len(meta):,} runs")
+    return 0
 
 
 def list_cmd(args: argparse.Namespace) -> int:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from aicf_induct.cli import options
+from aicf_induct.cli.corpus import corpus_root
 from aicf_induct.cli.table import print_table
 from aicf_induct.errors import ConfigError
 
@@ -137,7 +138,7 @@ def fit(args: argparse.Namespace) -> int:
         raise ConfigError("--protocol reads a warehouse; a pack holds one protocol's corpus")
     # the source first: one that is not there fails before the progress bar starts
     source = load_pack(args.pack) if args.pack is not None else None
-    root = _root(args.warehouse) if source is None else None
+    root = corpus_root(args.warehouse) if source is None else None
     bar = _steps(4, args.quiet)
     bar.set_description_str("induce fit: reading the corpus")
     exclude = [e for e in args.exclude.split(",") if e.strip()]
@@ -273,16 +274,6 @@ def _rewrite_table(root: Path, exclude: list[str]) -> pd.DataFrame:
     return aggregate(history) if len(history) else pd.DataFrame()
 
 
-def _root(path: str | None) -> Path:
-    import warehouse
-
-    root = Path(path) if path is not None else warehouse.default_root()
-    if not root.is_dir():
-        raise ConfigError(f"no warehouse at {root} (build a corpus first: aicf-induct corpus "
-                          "build)")
-    return root
-
-
 # -- mine ----------------------------------------------------------------------------------------
 def _mine_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     m = sub.add_parser(
@@ -322,7 +313,7 @@ def mine(args: argparse.Namespace) -> int:
 
         bar = _steps(2, args.quiet)
         bar.set_description_str("mine: reading the corpus")
-        meta, _ = corpus_meta(_root(args.warehouse), args.protocol)
+        meta, _ = corpus_meta(corpus_root(args.warehouse), args.protocol)
         bar.update(1)
         bar.set_description_str(f"mine: mining {meta['problem_id'].nunique()} problems")
         miner = Miner(min_problems=args.min_problems).fit(meta)
@@ -484,14 +475,17 @@ def _evaluate_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                     "-> full-search gap closed and the calibration of the intervals.",
         epilog="examples: aicf-induct induce evaluate --warehouse corpus_wh --jobs 8;  "
                "aicf-induct corpus build --problems holdout --seeds 6 --warehouse holdout_wh "
-               "&& aicf-induct induce evaluate --holdout holdout_wh")
+               "&& aicf-induct induce evaluate --holdout holdout_wh  (or, the sweep on "
+               "another machine: corpus meta --warehouse holdout_wh -o held.parquet there, "
+               "then --holdout held.parquet here)")
     e.add_argument("--warehouse", default=None, metavar="DIR", help=WH_HELP)
-    e.add_argument("--holdout", default=None, metavar="DIR",
+    e.add_argument("--holdout", default=None, metavar="DIR|FILE",
                    help="instead of leave-one-out: score a knowledge pack (--pack) on the "
-                        "problems of this warehouse, which it must not hold (e.g. `corpus "
-                        "build --problems holdout`); every method learns from the pack's "
-                        "corpus, every split of the seeds is averaged, and the pack's own "
-                        "intervals are checked against each problem's mean over its seeds")
+                        "problems of this warehouse, or of this meta-dataset file (`corpus "
+                        "meta`), which it must not hold (e.g. `corpus build --problems "
+                        "holdout`); every method learns from the pack's corpus, every split "
+                        "of the seeds is averaged, and the pack's own intervals are checked "
+                        "against each problem's mean over its seeds")
     e.add_argument("--pack", default=None, metavar="PACK",
                    help="with --holdout: the knowledge pack (default: the shipped one)")
     e.add_argument("--protocol", default=None, help="sweep protocol, when there are several")
@@ -534,7 +528,7 @@ def evaluate(args: argparse.Namespace) -> int:
         if args.pack is not None:
             raise ConfigError("--pack is for --holdout (leave-one-out reads a warehouse's "
                               "corpus: --warehouse)")
-        meta, _ = corpus_meta(_root(args.warehouse), args.protocol)
+        meta, _ = corpus_meta(corpus_root(args.warehouse), args.protocol)
         ev = evaluate_corpus(meta, default=args.default, baselines=baselines, ks=ks,
                              n_jobs=args.jobs, progress=not args.quiet,
                              all_splits=args.all_splits)
@@ -592,9 +586,10 @@ def _evaluate_holdout(args: argparse.Namespace, baselines: tuple[str, ...],
                       ks: tuple[int, ...]) -> tuple[Evaluation, str]:
     """`--holdout`: the pack scored on the warehouse's problems; the evaluation and its
     header line."""
-    from aicf_induct.induction.corpus import corpus_meta
+    from aicf_induct.induction.corpus import corpus_meta, grouped_meta
     from aicf_induct.induction.evaluate import duplicate_note, evaluate_holdout
     from aicf_induct.induction.meta_dataset import complete_problems
+    from aicf_induct.induction.meta_file import read_meta_file
     from aicf_induct.induction.pack import load_pack
 
     for flag, given in (("--warehouse", args.warehouse is not None),
@@ -603,7 +598,13 @@ def _evaluate_holdout(args: argparse.Namespace, baselines: tuple[str, ...],
             raise ConfigError(f"{flag} is for leave-one-out; --holdout scores the pack "
                               "(--pack) on every split of the held-out warehouse's seeds")
     pack = load_pack(args.pack)
-    held, _ = corpus_meta(_root(args.holdout), args.protocol)
+    if Path(args.holdout).is_file() or Path(args.holdout).suffix == ".parquet":
+        if args.protocol is not None:
+            raise ConfigError("--protocol reads a warehouse; a meta-dataset file holds one "
+                              "protocol's runs already")
+        held, _ = grouped_meta(read_meta_file(args.holdout))
+    else:
+        held, _ = corpus_meta(corpus_root(args.holdout), args.protocol)
     held, partial = complete_problems(held)
     if partial:
         print(f"left out, not every (candidate, seed) trained: {', '.join(partial)}",

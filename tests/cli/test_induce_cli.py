@@ -357,6 +357,30 @@ def test_induce_evaluate_holdout_scores_the_pack_on_problems_it_never_saw(
     assert rc == 2 and "so not held out" in err and "iris" in err
 
 
+def test_a_meta_file_carried_from_the_sweep_scores_as_its_warehouse(
+        pack: Path, held_out: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from aicf_induct.induction.corpus import corpus_meta
+    from aicf_induct.induction.meta_file import read_meta_file
+    from aicf_induct.induction.space_io import parse_space
+
+    out_file = tmp_path / "held.parquet"
+    rc, out, err = _run(["corpus", "meta", "--warehouse", str(held_out), "-o",
+                         str(out_file)], capsys)
+    assert rc == 0, err
+    assert out.startswith(f"wrote {out_file} (") and \
+        "3 problems × 4 candidates × 2 seeds, 24 runs" in out
+    pd.testing.assert_frame_equal(read_meta_file(out_file), corpus_meta(held_out)[0])
+    default = parse_space(TINY_SPACE).candidates()[0].key
+    argv = ["induce", "evaluate", "--pack", str(pack), "--default", default, "--ks", "1,3",
+            "--quiet", "--json"]
+    rc, from_file, err = _run([*argv, "--holdout", str(out_file)], capsys)
+    assert rc == 0, err
+    rc, from_warehouse, err = _run([*argv, "--holdout", str(held_out)], capsys)
+    assert rc == 0, err
+    assert json.loads(from_file) == json.loads(from_warehouse)
+
+
 def test_corpus_list_and_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = _run(["corpus", "list", "--problems", "iris,breast_cancer", "--quiet"],
                         capsys)
@@ -400,6 +424,15 @@ def test_corpus_build_resumes_without_duplicates(corpus: Path,
     (["induce", "evaluate", "--warehouse", "{tmp}", "--pack", "{tmp}/p.parquet"],
      "--pack is for --holdout"),
     (["induce", "evaluate", "--holdout", "{tmp}/none"], "no warehouse at"),
+    (["induce", "evaluate", "--holdout", "{tmp}/none.parquet"], "no such meta-dataset file"),
+    (["induce", "evaluate", "--holdout", "{tmp}/empty.parquet"], "empty file (0 bytes)"),
+    (["induce", "evaluate", "--holdout", "{tmp}/text.csv"], "text.csv: not a Parquet file"),
+    (["induce", "evaluate", "--holdout", "{tmp}/p.parquet"],
+     "p.parquet: not a meta-dataset: no column"),
+    (["induce", "evaluate", "--holdout", "{tmp}/p.parquet", "--protocol", "x"],
+     "--protocol reads a warehouse"),
+    (["corpus", "meta", "--warehouse", "{tmp}/none", "-o", "{tmp}/m.parquet"],
+     "no warehouse at"),
     (["corpus", "build", "--problems", "holdout:x"], "holdout:N with N a number"),
     (["induce", "fit", "--warehouse", "{tmp}/none"], "no warehouse at"),
     (["induce", "fit", "--pack", "{tmp}/empty.parquet"], "is empty"),
