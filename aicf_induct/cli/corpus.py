@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from aicf_induct.cli import options
+from aicf_induct.cli.corpus_root import corpus_root
 from aicf_induct.cli.sweep import ENGINE_HELP, WORKERS_HELP
 from aicf_induct.cli.table import print_table
 from aicf_induct.errors import ConfigError
@@ -122,18 +122,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     m.add_argument("-o", "--output", required=True, metavar="FILE",
                    help="the Parquet file to write (replaced atomically)")
     m.set_defaults(func=meta_cmd)
-
-
-def corpus_root(path: str | None) -> Path:
-    """The warehouse a command reads the corpus from: `path`, else $AICF_WAREHOUSE, else
-    ./aicf_warehouse; one that does not exist is an error (reading must not create it)."""
-    import warehouse
-
-    root = Path(path) if path is not None else warehouse.default_root()
-    if not root.is_dir():
-        raise ConfigError(f"no warehouse at {root} (build a corpus first: aicf-induct corpus "
-                          "build)")
-    return root
 
 
 def meta_cmd(args: argparse.Namespace) -> int:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from aicf_induct.cli import options
-from aicf_induct.cli.corpus import corpus_root
+from aicf_induct.cli.corpus_root import corpus_root
 from aicf_induct.cli.table import print_table
 from aicf_induct.errors import ConfigError
 
