@@ -129,9 +129,7 @@ def meta_cmd(args: argparse.Namespace) -> int:
     from aicf_induct.induction.meta_file import write_meta_file
 
     root = corpus_root(args.warehouse)
-    meta, _ = corpus_meta(root, args.protocol)
-    if meta.empty:
-        raise ConfigError(f"{root}: no scored runs to write")
+    meta, _ = corpus_meta(root, args.protocol)  # a DataError when it holds no scored run
     out = write_meta_file(meta, args.output)
     print(f"wrote {out} ({out.stat().st_size / 1e3:,.0f} kB): "
           f"{meta['problem_id'].nunique()} problems × {meta['candidate'].nunique()} "

@@ -20,7 +20,7 @@ def write_meta_file(meta: pd.DataFrame, path: str | Path) -> Path:
     """`meta` (a meta-dataset: `load_meta_dataset`'s columns) as the Parquet file `path`."""
     from warehouse.layout import atomic_write
 
-    missing = [c for c in ID_COLUMNS if c not in meta.columns]
+    missing = _missing_columns(meta)
     if missing:
         raise DataError(f"not a meta-dataset: no column {missing[0]!r}")
     out = Path(path)
@@ -43,10 +43,15 @@ def read_meta_file(path: str | Path) -> pd.DataFrame:
         meta = pd.read_parquet(p)
     except Exception as err:  # pyarrow raises several kinds for a file that is not Parquet
         raise DataError(f"{p}: not a Parquet file ({type(err).__name__})") from None
-    missing = [c for c in ID_COLUMNS if c not in meta.columns]
+    missing = _missing_columns(meta)
     if missing:
         raise DataError(f"{p}: not a meta-dataset: no column {missing[0]!r} "
                         f"({len(missing)} of its {len(ID_COLUMNS)} columns missing)")
     if meta.empty:
         raise DataError(f"{p}: a meta-dataset with no runs")
     return meta
+
+
+def _missing_columns(meta: pd.DataFrame) -> list[str]:
+    """The meta-dataset columns (`ID_COLUMNS`) that `meta` lacks, in their order."""
+    return [c for c in ID_COLUMNS if c not in meta.columns]
