@@ -232,13 +232,15 @@ def gemm_batched(transa: int, transb: int, m: int, n: int, k: int, a: Any, lda: 
         mat(c, i * stride_c, m, n, ldc)[...] = opa @ opb
 
 
-def gemm_recorded(*args: Any) -> None:
+def gemm_recorded(*args: Any, ws: Any) -> None:
+    # the instruction's own workspace, allocated before any capture (launch.gemm_workspace)
+    assert isinstance(ws, np.ndarray) and ws.nbytes > 0, "a GEMM without its workspace"
     CAPTURE.run(lambda: gemm_batched(*args))
 
 
 def gemm_one(precision: str, transa: int, transb: int, m: int, n: int, k: int, a: Any,
-             lda: int, b: Any, ldb: int, c: Any, ldc: int) -> None:
-    gemm_recorded(transa, transb, m, n, k, a, lda, 0, b, ldb, 0, c, ldc, 0, 1)
+             lda: int, b: Any, ldb: int, c: Any, ldc: int, *, ws: Any) -> None:
+    gemm_recorded(transa, transb, m, n, k, a, lda, 0, b, ldb, 0, c, ldc, 0, 1, ws=ws)
 
 
 class DevArray(np.ndarray):

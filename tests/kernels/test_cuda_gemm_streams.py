@@ -1,14 +1,12 @@
 """cuda tier: the GEMM variants' workspaces under the GPU engine's conditions.
 
-WIP (twenty-third sitting, not yet run on a GPU; see the sitting's note):
-- cuBLASLt calls share one 32 MiB workspace (`compile.cublaslt`), and the GPU engine
-  runs many runs' steps on concurrent streams; an algorithm that uses the workspace (split-K
-  with in-place reduction keeps its counters there) would race across streams.
-- `gemm.cublas_gemm` calls cublasSetStream before each GEMM, which resets the handle's
-  workspace to cuBLAS's own pool; under a capture cuBLAS then allocates it with
-  cudaMallocAsync, so the step's graph holds memory nodes and cannot be repeated as child
-  graph nodes (CUresult 801), which is why test_many_gpu's repeat test fails after the
-  process's tuning budget is spent (new shapes then take the `cublas` variant untimed).
+WIP (twenty-third sitting, not yet run on a GPU; see the sitting's note). Until this
+branch, cuBLASLt calls shared one 32 MiB workspace (`compile.cublaslt`) while the GPU engine
+runs many runs' steps on concurrent streams (split-K with in-place reduction keeps its
+counters in the workspace), and `gemm.cublas_gemm`'s cublasSetStream reset the handle's
+workspace, so under a capture cuBLAS allocated one itself (memory nodes: the step's graph
+could not be repeated as child nodes, CUresult 801, test_many_gpu's order-dependent
+failure). Each GEMM instruction now brings its own workspace (`launch.gemm_workspace`).
 """
 
 from __future__ import annotations
@@ -19,6 +17,7 @@ import ctypes
 import numpy as np
 import pytest
 
+from aicf_induct.kernels.cuda.launch import GEMM_WORKSPACE_BYTES
 from aicf_induct.runtime.cuda_step import capture
 
 pytestmark = pytest.mark.cuda
@@ -58,9 +57,10 @@ def test_lt_weight_gradients_on_concurrent_streams_equal_one_stream_s(shape) -> 
     xs = [cp.asarray(rng.standard_normal((m, k), dtype=np.float32)) for _ in range(STREAMS)]
     gw = [cp.empty((n, k), np.float32) for _ in range(STREAMS)]
     gb = [cp.empty((n,), np.float32) for _ in range(STREAMS)]
+    ws = [cp.empty(GEMM_WORKSPACE_BYTES, np.uint8) for _ in range(STREAMS)]  # one a run
     alone = []
     for s in range(STREAMS):  # one at a time on the null stream: the reference bits
-        assert lt.wgrad_bgrad("fp32", gs[s], xs[s], gw[s], gb[s])
+        assert lt.wgrad_bgrad("fp32", gs[s], xs[s], gw[s], gb[s], ws=ws[s])
         cp.cuda.Device().synchronize()
         alone.append((gw[s].get(), gb[s].get()))
     streams = [cp.cuda.Stream(non_blocking=True) for _ in range(STREAMS)]
@@ -68,7 +68,7 @@ def test_lt_weight_gradients_on_concurrent_streams_equal_one_stream_s(shape) -> 
     for s in range(STREAMS):
         with streams[s]:
             graph, error = capture(
-                lambda s=s: lt.wgrad_bgrad("fp32", gs[s], xs[s], gw[s], gb[s]), sync=True)
+                lambda s=s: lt.wgrad_bgrad("fp32", gs[s], xs[s], gw[s], gb[s], ws=ws[s]), sync=True)
         assert graph is not None, error
         graphs.append(graph)
     for launch in ("eager", "graphs"):
@@ -78,7 +78,7 @@ def test_lt_weight_gradients_on_concurrent_streams_equal_one_stream_s(shape) -> 
                     graphs[s].launch(streams[s])
                 else:
                     with streams[s]:
-                        lt.wgrad_bgrad("fp32", gs[s], xs[s], gw[s], gb[s])
+                        lt.wgrad_bgrad("fp32", gs[s], xs[s], gw[s], gb[s], ws=ws[s])
             cp.cuda.Device().synchronize()
             for s in range(STREAMS):
                 np.testing.assert_array_equal(gw[s].get(), alone[s][0], err_msg=launch)
@@ -92,8 +92,9 @@ def test_a_captured_cublas_gemm_holds_no_memory_nodes() -> None:
     x = cp.asarray(rng.standard_normal((512, 64), dtype=np.float32))
     w = cp.asarray(rng.standard_normal((128, 64), dtype=np.float32))
     out = cp.empty((512, 128), np.float32)
-    xwt("fp32", x, w, out)  # warm: the handle and its workspace exist before the capture
-    graph, error = capture(lambda: xwt("fp32", x, w, out))
+    ws = cp.empty(GEMM_WORKSPACE_BYTES, np.uint8)
+    xwt("fp32", x, w, out, ws=ws)  # warm: the handle exists before the capture
+    graph, error = capture(lambda: xwt("fp32", x, w, out, ws=ws))
     assert graph is not None, error
     types = node_types(graph)
     assert types[10] == 0 and types[11] == 0, f"memory nodes in the graph: {dict(types)}"

@@ -18,7 +18,17 @@ import numpy as np
 from aicf_induct.ir.ops import Array, OpContext
 from aicf_induct.kernels.cuda import gemm
 from aicf_induct.kernels.cuda.compile import device, function
-from aicf_induct.kernels.cuda.launch import act_id, ctype, f64, i32, ptr, rng_args, scalar, scratch
+from aicf_induct.kernels.cuda.launch import (
+    act_id,
+    ctype,
+    f64,
+    gemm_workspace,
+    i32,
+    ptr,
+    rng_args,
+    scalar,
+    scratch,
+)
 from aicf_induct.kernels.cuda.sources import Family
 from aicf_induct.kernels.registry import KernelQuery
 
@@ -67,7 +77,7 @@ def _dropout_args(ctx: OpContext, attrs: dict[str, Any], dtype: Any) -> tuple[An
 def _qkv(attrs: dict[str, Any], x2: Array, params: dict[str, Array]) -> Array:
     """The packed projection (B*S, 3d) into the instruction's scratch."""
     qkv = scratch(attrs, "qkv", (x2.shape[0], 3 * x2.shape[1]), x2.dtype)
-    gemm.xwt("fp32", x2, params["in_weight"], qkv)
+    gemm.xwt("fp32", x2, params["in_weight"], qkv, ws=gemm_workspace(attrs))
     if "in_bias" in params:
         gemm.bias_act(qkv, params["in_bias"], None, qkv, act_id(None))
     return qkv
@@ -84,7 +94,7 @@ def attention_fwd(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array]
     _launch("attn_fwd", x.dtype, fwd_smem(s, d // h, x.itemsize), b * h,
             (i32(h), i32(s), i32(d // h), qkv, o, *_dropout_args(ctx, attrs, x.dtype)))
     y2 = out.reshape(b * s, d)
-    gemm.xwt("fp32", o, params["out_weight"], y2)
+    gemm.xwt("fp32", o, params["out_weight"], y2, ws=gemm_workspace(attrs))
     if "out_bias" in params:
         gemm.bias_act(y2, params["out_bias"], None, y2, act_id(None))
 
@@ -102,20 +112,21 @@ def attention_vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array]
     h = int(attrs["heads"])
     x2, g2 = x.reshape(b * s, d), gy.reshape(b * s, d)
     qkv = _qkv(attrs, x2, params)
+    ws = gemm_workspace(attrs)
     go = scratch(attrs, "go", (b * s, d), x.dtype)
-    gemm.gw("fp32", g2, params["out_weight"], go)  # dO = gy W_out
+    gemm.gw("fp32", g2, params["out_weight"], go, ws=ws)  # dO = gy W_out
     gqkv = scratch(attrs, "gqkv", (b * s, 3 * d), x.dtype)
     o = scratch(attrs, "o", (b * s, d), x.dtype) if "out_weight" in gparams else None
     _launch("attn_bwd", x.dtype, bwd_smem(s, d // h, x.itemsize), b * h,
             (i32(h), i32(s), i32(d // h), qkv, go, gqkv, ptr(o),
              *_dropout_args(ctx, attrs, x.dtype)))
     if o is not None:
-        gemm.gtx("fp32", g2, o, gparams["out_weight"])
+        gemm.gtx("fp32", g2, o, gparams["out_weight"], ws=ws)
     if "out_bias" in gparams:
         _colsum(attrs, "_out_bias", g2, gparams["out_bias"])
     if "in_weight" in gparams:
-        gemm.gtx("fp32", gqkv, x2, gparams["in_weight"])
+        gemm.gtx("fp32", gqkv, x2, gparams["in_weight"], ws=ws)
     if "in_bias" in gparams:
         _colsum(attrs, "_in_bias", gqkv, gparams["in_bias"])
     if gins[0] is not None:
-        gemm.gw("fp32", gqkv, params["in_weight"], gins[0].reshape(b * s, d))
+        gemm.gw("fp32", gqkv, params["in_weight"], gins[0].reshape(b * s, d), ws=ws)

@@ -25,6 +25,7 @@ from aicf_induct.kernels.cuda.launch import (
     NULL,
     act_id,
     ctype,
+    gemm_workspace,
     grid_1d,
     i32,
     i64,
@@ -50,15 +51,23 @@ GEMM_WMMA = Family("gemm_wmma.cu", toolkit=True)
 ELEMENTWISE = Family("elementwise.cu", defines={"EW_ILP": EW_ILP})
 
 
-def cublas_gemm(precision: str, transa: int, transb: int, m: int, n: int, k: int, a: Array,
-                lda: int, b: Array, ldb: int, c: Array, ldc: int) -> None:
-    """Column-major C (m, n) = op(A) op(B) through cuBLAS on the current stream (callable
-    while the stream captures a CUDA graph)."""
+def _on_stream(ws: Array) -> tuple[Any, int]:
+    """cuBLAS's library and handle on the current stream with `ws` as its workspace (set
+    after the stream: cublasSetStream resets it; `launch.gemm_workspace`)."""
     import cupy
 
     lib, h = cublas()
     check_cublas(lib.cublasSetStream_v2(h, cupy.cuda.get_current_stream().ptr),
                  "cublasSetStream")
+    check_cublas(lib.cublasSetWorkspace_v2(h, ws.data.ptr, ws.nbytes), "cublasSetWorkspace")
+    return lib, h
+
+
+def cublas_gemm(precision: str, transa: int, transb: int, m: int, n: int, k: int, a: Array,
+                lda: int, b: Array, ldb: int, c: Array, ldc: int, *, ws: Array) -> None:
+    """Column-major C (m, n) = op(A) op(B) through cuBLAS on the current stream with the
+    workspace `ws` (callable while the stream captures a CUDA graph)."""
+    lib, h = _on_stream(ws)
     one, zero = _SCALARS[c.dtype]
     if c.dtype == np.float64:
         dt, compute = CUDA_R_64F, COMPUTE_64F
@@ -71,15 +80,12 @@ def cublas_gemm(precision: str, transa: int, transb: int, m: int, n: int, k: int
 
 def cublas_gemm_batched(transa: int, transb: int, m: int, n: int, k: int, a: Array, lda: int,
                         stride_a: int, b: Array, ldb: int, stride_b: int, c: Array, ldc: int,
-                        stride_c: int, batch: int) -> None:
+                        stride_c: int, batch: int, *, ws: Array) -> None:
     """`batch` column-major GEMMs C_i = op(A_i) op(B_i), operand i at pointer + i * stride
     (elements; a stride 0 repeats the operand), in fp32 (or fp64) through one
-    cublasGemmStridedBatchedEx on the current stream (callable while a stream captures)."""
-    import cupy
-
-    lib, h = cublas()
-    check_cublas(lib.cublasSetStream_v2(h, cupy.cuda.get_current_stream().ptr),
-                 "cublasSetStream")
+    cublasGemmStridedBatchedEx on the current stream with the workspace `ws` (callable
+    while a stream captures)."""
+    lib, h = _on_stream(ws)
     one, zero = _SCALARS[c.dtype]
     dt, compute = (CUDA_R_64F, COMPUTE_64F) if c.dtype == np.float64 else (CUDA_R_32F,
                                                                           COMPUTE["fp32"])
@@ -89,22 +95,22 @@ def cublas_gemm_batched(transa: int, transb: int, m: int, n: int, k: int, a: Arr
         GEMM_DEFAULT), "cublasGemmStridedBatchedEx")
 
 
-def xwt(precision: str, x: Array, w: Array, out: Array) -> None:
+def xwt(precision: str, x: Array, w: Array, out: Array, *, ws: Array) -> None:
     """out (M, N) = x (M, K) @ w (N, K)ᵀ."""
     (m, k), n = x.shape, w.shape[0]
-    cublas_gemm(precision, OP_T, OP_N, n, m, k, w, k, x, k, out, n)
+    cublas_gemm(precision, OP_T, OP_N, n, m, k, w, k, x, k, out, n, ws=ws)
 
 
-def gw(precision: str, g: Array, w: Array, out: Array) -> None:
+def gw(precision: str, g: Array, w: Array, out: Array, *, ws: Array) -> None:
     """out (M, K) = g (M, N) @ w (N, K)."""
     (m, n), k = g.shape, w.shape[1]
-    cublas_gemm(precision, OP_N, OP_N, k, m, n, w, k, g, n, out, k)
+    cublas_gemm(precision, OP_N, OP_N, k, m, n, w, k, g, n, out, k, ws=ws)
 
 
-def gtx(precision: str, g: Array, x: Array, out: Array) -> None:
+def gtx(precision: str, g: Array, x: Array, out: Array, *, ws: Array) -> None:
     """out (N, K) = g (M, N)ᵀ @ x (M, K)."""
     (m, n), k = g.shape, x.shape[1]
-    cublas_gemm(precision, OP_N, OP_T, k, n, m, x, k, g, n, out, k)
+    cublas_gemm(precision, OP_N, OP_T, k, n, m, x, k, g, n, out, k, ws=ws)
 
 
 def tiled(tile: str, m: int, n: int, k: int, a: Array, lda: int, a_kc: bool, b: Array,
@@ -182,7 +188,7 @@ def linear_act_cublas(ctx: OpContext, ins: Sequence[Array], outs: Sequence[Array
     x, w, b, a, z = _fwd_operands(ins, outs, params)
     act = act_id(attrs.get("act"), attrs.get("act_attrs"))
     target = z if z is not None else a
-    xwt(attrs.get("precision", "fp32"), x, w, target)
+    xwt(attrs.get("precision", "fp32"), x, w, target, ws=gemm_workspace(attrs))
     if b is not None or act != 0:
         bias_act(target, b, z, a, act)
 
@@ -198,9 +204,9 @@ def linear_act_cublaslt(ctx: OpContext, ins: Sequence[Array], outs: Sequence[Arr
     relu = attrs.get("act") == "relu"
     prec = attrs.get("precision", "fp32")
     if z is None:
-        xwt_epilogue(prec, x, w, b, relu, a)
+        xwt_epilogue(prec, x, w, b, relu, a, ws=gemm_workspace(attrs))
         return
-    xwt_epilogue(prec, x, w, b, False, z)
+    xwt_epilogue(prec, x, w, b, False, z, ws=gemm_workspace(attrs))
     if relu:
         bias_act(z, None, None, a, act_id("relu"))
     else:
@@ -259,10 +265,11 @@ def act_linear_bwd_cublas(ctx: OpContext, ins: Sequence[Array], outs: Sequence[A
         gz = g
         if db is not None:
             act_bwd_bias(attrs, g, None, None, db, 0)
+    ws = gemm_workspace(attrs)
     if "weight" in gparams:
-        gtx(prec, gz, x, gparams["weight"])
+        gtx(prec, gz, x, gparams["weight"], ws=ws)
     if gx is not None:
-        gw(prec, gz, params["weight"], gx)
+        gw(prec, gz, params["weight"], gx, ws=ws)
 
 
 def act_linear_bwd_cublaslt(ctx: OpContext, ins: Sequence[Array],
@@ -283,13 +290,14 @@ def act_linear_bwd_cublaslt(ctx: OpContext, ins: Sequence[Array],
         act_bwd(h, g, gz, act)
     else:
         gz = g
-    done = "weight" in gparams and lt.wgrad_bgrad(prec, gz, x, gparams["weight"], db)
+    ws = gemm_workspace(attrs)
+    done = "weight" in gparams and lt.wgrad_bgrad(prec, gz, x, gparams["weight"], db, ws=ws)
     if not done and "weight" in gparams:  # no bias-gradient epilogue here: cuBLAS + a pass
-        gtx(prec, gz, x, gparams["weight"])
+        gtx(prec, gz, x, gparams["weight"], ws=ws)
     if not done and db is not None:
         act_bwd_bias(attrs, gz, None, None, db, 0)
     if gx is not None:
-        lt.dgrad(prec, gz, params["weight"], gx)
+        lt.dgrad(prec, gz, params["weight"], gx, ws=ws)
 
 
 def act_linear_bwd_tiled(tile: str) -> Any:

@@ -85,6 +85,19 @@ def scratch(attrs: dict[str, Any], key: str, shape: tuple[int, ...], dtype: Any,
     return buf
 
 
+GEMM_WORKSPACE_BYTES = 1 << 20  # each GEMM instruction's own cuBLAS / cuBLASLt workspace
+
+
+def gemm_workspace(attrs: dict[str, Any]) -> Any:
+    """The bound instruction's own workspace for its cuBLAS and cuBLASLt calls. Not one
+    shared buffer: the GPU engine runs many runs' steps on concurrent streams, and two
+    GEMMs that keep split-K partials or counters in one workspace would race. Set
+    explicitly on every call because cublasSetStream resets a handle's workspace, after
+    which cuBLAS allocates its own inside a capture (memory nodes: a graph that cannot be
+    repeated as child nodes)."""
+    return scratch(attrs, "gemm_workspace", (GEMM_WORKSPACE_BYTES,), "uint8")
+
+
 def capturing() -> bool:
     """Whether the current stream is capturing a CUDA graph."""
     import cupy

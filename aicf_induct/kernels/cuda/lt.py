@@ -7,8 +7,9 @@ separate split-K reduction kernel (one launch each: the small sizes are bound by
 One `LtGemm` per problem (shapes, leading dimensions, pointer alignments, epilogue,
 precision), built once (descriptors and the heuristic's first algorithm) and kept in the
 compile cache; a call sets the bias pointer and launches on the current stream, so a CUDA
-graph may capture it. Row-major buffers go to column-major cuBLASLt as their transposes,
-as in gemm.py.
+graph may capture it. Each call brings its workspace (the instruction's own,
+`launch.gemm_workspace`: concurrent streams never share one). Row-major buffers go to
+column-major cuBLASLt as their transposes, as in gemm.py.
 """
 
 from __future__ import annotations
@@ -49,9 +50,9 @@ class LtGemm:
 
     def __init__(self, precision: str, transa: int, transb: int, m: int, n: int, k: int,
                  lda: int, ldb: int, ldd: int, epilogue: int, aligns: tuple[int, ...],
-                 reduction_mask: int | None = None) -> None:
-        lib, handle, workspace = cublaslt()
-        self.lib, self.handle, self.workspace = lib, handle, workspace
+                 ws_bytes: int, reduction_mask: int | None = None) -> None:
+        lib, handle, _ = cublaslt()
+        self.lib, self.handle = lib, handle
         vp = ctypes.c_void_p
         self.desc = vp()
         check_cublas(lib.cublasLtMatmulDescCreate(ctypes.byref(self.desc), COMPUTE[precision],
@@ -67,7 +68,7 @@ class LtGemm:
         pref = vp()
         check_cublas(lib.cublasLtMatmulPreferenceCreate(ctypes.byref(pref)),
                      "cublasLtMatmulPreferenceCreate")
-        ws = ctypes.c_uint64(int(workspace.nbytes))
+        ws = ctypes.c_uint64(int(ws_bytes))
         check_cublas(lib.cublasLtMatmulPreferenceSetAttribute(
             pref, PREF_MAX_WORKSPACE_BYTES, ctypes.byref(ws), 8), "preference")
         if reduction_mask is not None:
@@ -104,22 +105,25 @@ class LtGemm:
     def set_bias(self, ptr: int) -> None:
         self._set(DESC_BIAS_POINTER, ctypes.c_void_p(ptr))
 
-    def __call__(self, a: Any, b: Any, d: Any, bias: Any | None) -> None:
+    def __call__(self, a: Any, b: Any, d: Any, bias: Any | None, ws: Any) -> None:
         import cupy
 
+        assert ws.nbytes >= self.heur.workspace, (ws.nbytes, self.heur.workspace)
         if self.has_bias and bias is not None:
             self.set_bias(int(bias.data.ptr))
         check_cublas(self.lib.cublasLtMatmul(
             self.handle, self.desc, _ONE.ctypes.data, a.data.ptr, self.a_l, b.data.ptr,
             self.b_l, _ZERO.ctypes.data, d.data.ptr, self.d_l, d.data.ptr, self.d_l,
-            ctypes.addressof(self.heur.algo), self.workspace.data.ptr,
+            ctypes.addressof(self.heur.algo), ws.data.ptr,
             self.heur.workspace, cupy.cuda.get_current_stream().ptr), "cublasLtMatmul")
 
 
 def gemm(precision: str, transa: int, transb: int, m: int, n: int, k: int, a: Any, lda: int,
          b: Any, ldb: int, d: Any, ldd: int, bias: Any | None = None,
-         epilogue: int = EPILOGUE_DEFAULT, reduction_mask: int | None = None) -> bool:
-    """Column-major D (m, n) = op(A) op(B) with `epilogue` (bias: its vector), one call.
+         epilogue: int = EPILOGUE_DEFAULT, reduction_mask: int | None = None, *,
+         ws: Any) -> bool:
+    """Column-major D (m, n) = op(A) op(B) with `epilogue` (bias: its vector), one call,
+    with the workspace `ws` (its size is part of the plan: the heuristic may use it all).
     With a reduction mask that no algorithm meets, again without it; False (nothing done)
     when cuBLASLt has no algorithm for this epilogue at all."""
     import cupy
@@ -127,43 +131,44 @@ def gemm(precision: str, transa: int, transb: int, m: int, n: int, k: int, a: An
     aligns = (alignment(a.data.ptr), alignment(b.data.ptr), alignment(d.data.ptr),
               alignment(d.data.ptr), alignment(bias.data.ptr) if bias is not None else 256)
     key = (cupy.cuda.runtime.getDevice(), precision, transa, transb, m, n, k, lda, ldb, ldd,
-           epilogue, aligns, reduction_mask)
+           epilogue, aligns, reduction_mask, int(ws.nbytes))
     if key not in _PLANS:
         _PLANS[key] = None
         for mask in dict.fromkeys((reduction_mask, None)):
             try:
                 _PLANS[key] = LtGemm(precision, transa, transb, m, n, k, lda, ldb, ldd,
-                                     epilogue, aligns, mask)
+                                     epilogue, aligns, int(ws.nbytes), mask)
                 break
             except LookupError:
                 continue
     plan = _PLANS[key]
     if plan is None:
         return False
-    plan(a, b, d, bias)
+    plan(a, b, d, bias, ws)
     return True
 
 
-def wgrad_bgrad(precision: str, g: Any, x: Any, gw: Any, gb: Any | None) -> bool:
+def wgrad_bgrad(precision: str, g: Any, x: Any, gw: Any, gb: Any | None, *, ws: Any) -> bool:
     """gw (N, K) = g (M, N)ᵀ @ x (M, K), and gb (N,) = Σ_rows g when given; False when the
     bias-gradient epilogue has no algorithm here (then gw is not written either)."""
     (m, n), k = g.shape, x.shape[1]
     return gemm(precision, 0, 1, k, n, m, x, k, g, n, gw, k, gb,
-                EPILOGUE_BGRADB if gb is not None else EPILOGUE_DEFAULT, REDUCTION_INPLACE)
+                EPILOGUE_BGRADB if gb is not None else EPILOGUE_DEFAULT, REDUCTION_INPLACE,
+                ws=ws)
 
 
-def dgrad(precision: str, g: Any, w: Any, gx: Any) -> None:
+def dgrad(precision: str, g: Any, w: Any, gx: Any, *, ws: Any) -> None:
     """gx (M, K) = g (M, N) @ w (N, K)."""
     (m, n), k = g.shape, w.shape[1]
     if not gemm(precision, 0, 0, k, m, n, w, k, g, n, gx, k, None, EPILOGUE_DEFAULT,
-                REDUCTION_INPLACE):
+                REDUCTION_INPLACE, ws=ws):
         raise RuntimeError(f"cuBLASLt has no algorithm for {(k, m, n)}, {precision}")
 
 
 def xwt_epilogue(precision: str, x: Any, w: Any, bias: Any | None, relu: bool,
-                 out: Any) -> None:
+                 out: Any, *, ws: Any) -> None:
     """out (M, N) = [relu](x (M, K) @ w (N, K)ᵀ [+ bias]), float32, one cuBLASLt call."""
     (m, k), n = x.shape, w.shape[0]
     if not gemm(precision, 1, 0, n, m, k, w, k, x, k, out, n, bias,
-                EPILOGUE[(bias is not None, relu)]):
+                EPILOGUE[(bias is not None, relu)], ws=ws):
         raise RuntimeError(f"cuBLASLt has no algorithm for {(n, m, k)}, {precision}")

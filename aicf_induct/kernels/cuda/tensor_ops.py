@@ -12,7 +12,7 @@ from aicf_induct.ir.ops import Array, OpContext
 from aicf_induct.kernels.cuda import gemm
 from aicf_induct.kernels.cuda.compile import function
 from aicf_induct.kernels.cuda.gemm import OP_N, OP_T
-from aicf_induct.kernels.cuda.launch import ctype, grid_1d, i32, i64, scalar
+from aicf_induct.kernels.cuda.launch import ctype, gemm_workspace, grid_1d, i32, i64, scalar
 from aicf_induct.kernels.cuda.sources import Family
 from aicf_induct.kernels.registry import KernelQuery
 
@@ -142,7 +142,7 @@ def matmul_fwd(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array],
         batch, m = 1, batch * m
     # column-major C^T (N, M) = B^T (N, K) A^T (K, M), per batch
     gemm.cublas_gemm_batched(OP_N, OP_N, n, m, k, b, n, k * n, a, k, m * k, out, n, m * n,
-                             batch)
+                             batch, ws=gemm_workspace(attrs))
 
 
 def matmul_vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array], y: Array,
@@ -155,7 +155,7 @@ def matmul_vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array], y
         batch, m = 1, batch * m
     if ga is not None:  # dA (M, K) = G (M, N) B^T: column-major dA^T = B G^T
         gemm.cublas_gemm_batched(OP_T, OP_N, k, m, n, b, n, k * n, gy, n, m * n, ga, k,
-                                 m * k, batch)
+                                 m * k, batch, ws=gemm_workspace(attrs))
     if gb is not None:  # dB (K, N) = A^T G: column-major dB^T = G^T A
         gemm.cublas_gemm_batched(OP_N, OP_T, n, k, m, gy, n, m * n, a, k, m * k, gb, n,
-                                 k * n, batch)
+                                 k * n, batch, ws=gemm_workspace(attrs))
