@@ -1,13 +1,13 @@
 """cuda tier: the GEMM variants' workspaces under the GPU engine's conditions.
 
-WIP (twenty-third sitting, not yet run on a GPU; see the sitting's note). Until this
-branch, cuBLASLt calls shared one 32 MiB workspace (`compile.cublaslt`) while the GPU engine
-runs many runs' steps on concurrent streams (split-K with in-place reduction keeps its
-counters in the workspace), and `gemm.cublas_gemm`'s cublasSetStream reset the handle's
-workspace, so under a capture cuBLAS allocated one itself (memory nodes: the step's graph
-could not be repeated as child nodes, CUresult 801, test_many_gpu's order-dependent
-failure). Each GEMM instruction now brings its own workspace (`launch.gemm_workspace`).
-"""
+Until the twenty-fourth sitting, cuBLASLt calls shared one 32 MiB workspace while the GPU
+engine runs many runs' steps on concurrent streams: on an H200, 271 of 320 weight gradients
+on 32 streams differed from one stream's bits, and a second shape did not finish within
+100 s (`gemm_workspace_diag.py`). And `gemm.cublas_gemm`'s cublasSetStream reset the
+handle's workspace, so under a capture cuBLAS allocated one itself (memory nodes: the
+step's graph could not be repeated as child nodes, CUresult 801, test_many_gpu's
+order-dependent failure). Each GEMM instruction now brings its own workspace
+(`launch.gemm_workspace`)."""
 
 from __future__ import annotations
 

@@ -24,9 +24,8 @@ class DeviceInfo:
 
 _FUNCTIONS: dict[tuple[Any, ...], Any] = {}
 _DEVICES: dict[int, DeviceInfo] = {}
-_CUBLAS: dict[int, Any] = {}  # device -> (libcublas, handle, workspace)
-_CUBLASLT: dict[int, Any] = {}  # device -> (libcublasLt, handle, workspace)
-WORKSPACE_BYTES = 32 << 20
+_CUBLAS: dict[int, Any] = {}  # device -> (libcublas, handle)
+_CUBLASLT: dict[int, Any] = {}  # device -> (libcublasLt, handle)
 
 
 def device() -> DeviceInfo:
@@ -113,10 +112,10 @@ def toolkit_includes() -> tuple[str, ...]:
 
 
 def cublas() -> tuple[Any, int]:
-    """(libcublas through ctypes, CuPy's handle for this device), with a workspace of our
-    own set on the handle. CuPy's wrappers refuse any cuBLAS call while a stream captures;
-    cuBLAS itself supports capture when its workspace is fixed, so the GEMMs of a captured
-    step call the library directly."""
+    """(libcublas through ctypes, CuPy's handle for this device). CuPy's wrappers refuse any
+    cuBLAS call while a stream captures; cuBLAS itself supports capture when its workspace
+    is fixed, so the GEMMs of a captured step call the library directly, each with its own
+    workspace (`launch.gemm_workspace`)."""
     import ctypes
 
     import cupy
@@ -141,17 +140,14 @@ def cublas() -> tuple[Any, int]:
         lib.cublasGemmStridedBatchedEx.argtypes = [vp, i, i, i, i, i, vp, vp, i, i, ll, vp, i,
                                                    i, ll, vp, vp, i, i, ll, i, i, i]
         handle = cupy.cuda.device.get_cublas_handle()
-        workspace = cupy.empty(WORKSPACE_BYTES, dtype=cupy.uint8)
-        check_cublas(lib.cublasSetWorkspace_v2(handle, workspace.data.ptr, WORKSPACE_BYTES),
-                     "cublasSetWorkspace")
         check_cublas(lib.cublasSetPointerMode_v2(handle, 0), "cublasSetPointerMode")
-        got = _CUBLAS[idx] = (lib, handle, workspace)
+        got = _CUBLAS[idx] = (lib, handle)
     return got[0], got[1]
 
 
-def cublaslt() -> tuple[Any, int, Any]:
-    """(libcublasLt through ctypes, a handle of ours, the workspace shared with cuBLAS: the
-    two never run at once, every call is on the current stream). The library is the one
+def cublaslt() -> tuple[Any, int]:
+    """(libcublasLt through ctypes, a handle of ours). Every call brings its workspace
+    (`launch.gemm_workspace`) and runs on the current stream. The library is the one
     libcublas loaded."""
     import ctypes
 
@@ -181,8 +177,8 @@ def cublaslt() -> tuple[Any, int, Any]:
                                        sz, vp]
         handle = ctypes.c_void_p()
         check_cublas(lib.cublasLtCreate(ctypes.byref(handle)), "cublasLtCreate")
-        got = _CUBLASLT[idx] = (lib, int(handle.value or 0), _CUBLAS[idx][2])
-    return got[0], got[1], got[2]
+        got = _CUBLASLT[idx] = (lib, int(handle.value or 0))
+    return got[0], got[1]
 
 
 def check_cublas(status: int, what: str) -> None:

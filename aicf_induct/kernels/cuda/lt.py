@@ -51,7 +51,7 @@ class LtGemm:
     def __init__(self, precision: str, transa: int, transb: int, m: int, n: int, k: int,
                  lda: int, ldb: int, ldd: int, epilogue: int, aligns: tuple[int, ...],
                  ws_bytes: int, reduction_mask: int | None = None) -> None:
-        lib, handle, _ = cublaslt()
+        lib, handle = cublaslt()
         self.lib, self.handle = lib, handle
         vp = ctypes.c_void_p
         self.desc = vp()
