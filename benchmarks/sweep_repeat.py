@@ -8,8 +8,9 @@ Each side is a meta-dataset file (`aicf-induct corpus meta`). Runs are matched o
 candidate, seed); the two files must hold the same runs. Prints, for the validation and test
 scores and `param_steps` (parameters × steps trained): the share of runs whose values are
 bit-identical, the largest and mean absolute difference, and how many runs differ by more than
-0.01 (a score) or stopped at another epoch (`param_steps`). Two sweeps of one commit on one machine should be identical; a
-change to the GEMM variants may move the rounding, which training can grow.
+0.01 (a score) or stopped at another epoch (`param_steps`). Two sweeps of one commit on one
+machine should be identical; a change to the GEMM variants may move the rounding, which
+training can grow.
 """
 
 from __future__ import annotations

@@ -8,10 +8,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tests.benchmarks.scripts import run_script
-
 from aicf_induct.induction.meta_dataset import ID_COLUMNS
 from aicf_induct.induction.meta_file import write_meta_file
+from tests.benchmarks.scripts import run_script
 
 
 def _meta(n: int = 12) -> pd.DataFrame:
