@@ -30,6 +30,7 @@ import datetime as dt
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -135,6 +136,36 @@ def load_result(folder: Path, level: float = 0.8) -> LopoResult:
                       pd.read_csv(folder / "calibration.csv", dtype={"problem_id": str,
                                                                      "candidate": str}),
                       level)
+
+
+def shrinks(text: str) -> tuple[float, ...]:
+    """`--hedge`'s value: comma-separated numbers (argparse names the option if not)."""
+    return tuple(float(x) for x in text.split(","))
+
+
+def hedge_arg(ap: argparse.ArgumentParser) -> None:
+    """`--hedge S[,S...]`: score the proposer's top k hedged as a set with these shrinks."""
+    ap.add_argument("--hedge", type=shrinks, default=(), metavar="S[,S...]",
+                    help="also score the proposer's top k hedged as a set (induction/hedge.py) "
+                         "with each shrink S > 0, paired against its own top k and the full "
+                         "search")
+
+
+def hedge_lines(res: LopoResult, hedges: Sequence[float], ks: tuple[int, ...] = (3, 5)
+                ) -> list[str]:
+    """`--hedge`: each hedged top-k (`hedge.hedged`; its top-1 is the proposer's) beside the
+    proposer's own top-k and the full search by validation: its mean normalized error, and
+    each paired against it."""
+    lines: list[str] = []
+    ch = res.choices
+    for h in hedges:
+        m = f"hedge{h:g}"
+        mine = ch[ch["method"] == m]
+        means = ", ".join(f"top-{k} {mine[mine['k'] == k]['norm_error'].mean():.3f}" for k in ks)
+        rows = [compare(res, method=m, k=k, baselines=("proposer", "full_search")) for k in ks]
+        lines += [f"The proposer's top k hedged as a set, shrink {h:g} ({means}):", "",
+                  table(pd.concat(rows, ignore_index=True)), ""]
+    return lines
 
 
 def paired(a: LopoResult, b: LopoResult, k: int, method: str = "proposer") -> pd.Series:

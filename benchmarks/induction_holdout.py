@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/induction_holdout.py (--warehouse DIR | --meta FILE)
         [--pack PACK] [--default KEY] [--save-meta FILE] [--save DIR] [--grow META ...]
+        [--hedge S[,S...]]
 
 Leave-one-problem-out scores the proposer on the corpus it was chosen on: every choice of
 model since the sixth sitting was made on those figures. Here the pack, as shipped (its
@@ -47,7 +48,16 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from induction_bench import combined, headroom, paired, save_result, section, table
+from induction_bench import (
+    combined,
+    headroom,
+    hedge_arg,
+    hedge_lines,
+    paired,
+    save_result,
+    section,
+    table,
+)
 from machine import cpu_model, git_commit
 
 from aicf_induct.errors import AicfError
@@ -84,6 +94,7 @@ def main() -> int:
     ap.add_argument("--grow", metavar="META", type=Path, action="append", default=[],
                     help="also compare a proposer fitted on the corpus grown by META's "
                          "problems with one fitted on the corpus alone (repeatable)")
+    hedge_arg(ap)
     args = ap.parse_args()
     try:
         return run(args)
@@ -100,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     pack = load_pack(args.pack)
     corpus = pack.seed_meta()
     ev = evaluate_holdout(corpus, held, fitted=pack.proposer().metamodel_,
-                          default=args.default, progress=True)
+                          default=args.default, progress=True, hedges=args.hedge)
     res = ev.result
     if args.save:
         save_result(res, Path(args.save))
@@ -124,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
         "Top-1 against the default; top-3 against the full search by validation:", "",
         table(compare(res, k=1, baselines=("default",))), "",
         table(compare(res, k=3, baselines=("full_search",))), "",
+        *hedge_lines(res, args.hedge),
         f"Calibration of the pack's {ev.result.level:.0%} intervals (each problem's mean over "
         f"its {n['seed']} seeds):", "", table(cal), "",
         "Headroom, default vs full search by validation (test-score units, mean over splits):",

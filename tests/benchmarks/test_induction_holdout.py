@@ -1,6 +1,7 @@
 """benchmarks/induction_holdout.py scores a pack on a held-out warehouse, and reads the same
 held-out meta-dataset back from the file it saves (how a GPU machine's sweep comes back);
-`--grow` sets a proposer of a grown corpus against one of the corpus alone."""
+`--grow` sets a proposer of a grown corpus against one of the corpus alone; `--hedge` adds
+the hedged top k's lines and changes nothing else."""
 
 from __future__ import annotations
 
@@ -40,6 +41,21 @@ def test_the_holdout_benchmark_from_a_warehouse_and_from_its_saved_meta(
         assert f"| {name} |" in first
     # the header's first line holds the wall time; everything after it is the same
     assert first.split("\n", 1)[1] == again.split("\n", 1)[1]
+
+    hedged = _run("--meta", str(saved), "--pack", str(pack), *default, "--hedge", "0.5,1")
+    blocks = hedged.split("The proposer's top k hedged as a set, shrink ")
+    assert [b.split(" ", 1)[0] for b in blocks[1:]] == ["0.5", "1"]
+    for block in blocks[1:]:  # k = 3 and 5, each against the proposer and the full search
+        rows = [line for line in block.splitlines() if line.startswith("| hedge")]
+        assert [r.split(" | ")[1:3] for r in rows] == [
+            ["proposer", "3"], ["full_search", "3"], ["proposer", "5"], ["full_search", "5"]]
+    assert hedged.replace(hedged[hedged.index("The proposer's top k hedged"):
+                                 hedged.index("Calibration of")], "").split("\n", 1)[1] \
+        == again.split("\n", 1)[1]
+    refused = run_script("induction_holdout.py", "--meta", str(saved), "--pack", str(pack),
+                         *default, "--hedge", "0")
+    assert refused.returncode != 0 and "hedge shrinks must be > 0, got [0.0]" in refused.stderr
+    assert "Traceback" not in refused.stderr
 
     # --grow: the corpus grown by another sweep's problems against the corpus alone, on
     # the same held-out problems; held-out problems offered as "more problems" are refused
