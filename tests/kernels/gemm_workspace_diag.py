@@ -2,9 +2,10 @@
 workspace (the design before `launch.gemm_workspace`) against each stream's own one-stream
 bits; prints, per shape, the workspace the chosen algorithms ask for and how many results
 differed (python3 tests/kernels/gemm_workspace_diag.py). A count above 0 says the shared
-workspace raced. On an H200 (2026-11-28) the first shape gave 271 of 320 and the second,
-8192x16x16, did not finish within 100 s (split-K counters shared between streams): run it
-under `timeout`."""
+workspace raced. On an H200 (2026-11-28), in one run of 10 rounds the first shape gave 271
+of 320 and the second, 8192x16x16, did not finish within 100 s (split-K counters shared
+between streams); in two runs of 40 rounds the first shape did not finish: run it under
+`timeout`, and read its progress lines."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 from aicf_induct.kernels.cuda import lt
 from aicf_induct.kernels.cuda.launch import GEMM_WORKSPACE_BYTES
 
-STREAMS, ROUNDS = 32, 40
+STREAMS, ROUNDS = 32, 10
 SHAPES = [(4096, 64, 64), (8192, 16, 16), (2048, 128, 256), (16384, 32, 8), (1024, 512, 32)]
 
 
@@ -32,6 +33,8 @@ def main() -> None:
             alone.append(gw[s].get())
         asks = sorted({p.heur.workspace for key, p in lt._PLANS.items()
                        if p is not None and key[4:7] == (k, n, m)})
+        print(f"{m}x{n}x{k}: one stream's bits taken; {ROUNDS} rounds on {STREAMS} streams",
+              flush=True)
         streams = [cp.cuda.Stream(non_blocking=True) for _ in range(STREAMS)]
         differ = 0
         for _ in range(ROUNDS):
