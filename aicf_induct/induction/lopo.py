@@ -339,6 +339,7 @@ class Learned:
         pred = pred[pred.index.isin(ok)]
         fits = self.errors[ok]
         order = [str(c) for c in pred.index]
+        # on the normalized-error scale of the centred errors the hedge adds to it
         level = pred["gain"] if "gain" in pred.columns else pred["expected"]
         return pred, {
             "proposer": order,
