@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import sys
 import time
 from typing import Any
 
@@ -44,6 +45,9 @@ from aicf_induct.runtime.trainer import EVAL_CHUNK, FitState, Trainer
 
 MULTI = 16  # full-batch steps in one graph replay (at most), as child nodes of the step's graph
 MULTI_CAPTURED = 16  # at most, where the driver cannot build that and the steps are captured
+# the slower paths a run fell back to, said once per process (the results are the same, the
+# speed is not, and one such fallback went unnoticed until a test's order exposed it)
+_SAID: set[str] = set()
 STATS = 4  # per step: sum g^2, sum theta^2, sum delta^2, loss (kernels.cuda.optim.STATS)
 
 _STATS_SRC = r"""
@@ -205,10 +209,14 @@ class DeviceEpochs:
             self.counter.fill(0)
             if not e.plan.capturable:
                 self.eager[size] = "a kernel of the plan cannot be captured"
+                _say_once("eager", f"GPU engine: a run's steps of batch {size} run eagerly, not "
+                                   f"as one graph ({self.eager[size]}): slower")
                 continue
             graph, error = capture(self._body(e), sync=False)
             if graph is None:
                 self.eager[size] = "capture failed: " + error
+                _say_once("eager", f"GPU engine: a run's steps of batch {size} run eagerly, not "
+                                   f"as one graph ({self.eager[size]}): slower")
                 continue
             self.graphs[size] = graph
             full = self.sizes.count(size) if size == self.sizes[0] else 0
@@ -236,6 +244,9 @@ class DeviceEpochs:
         else:
             return out
         k = min(MULTI_CAPTURED, full)
+        _say_once("multi", f"GPU engine: a step's graph cannot be repeated as child nodes "
+                           f"({self.multi_error}); its full-batch steps are captured {k} at a "
+                           f"time instead: slower, the same results")
         captured, _ = capture(functools.partial(_repeat, self._body(e), k), sync=False)
         return [(k, captured)] if captured is not None else []
 
@@ -455,3 +466,10 @@ class DeviceEpochs:
                           batch_size=np.asarray(sizes, dtype=np.int64))
         send_steps(tr.recorder, batch)
         return (batch.loss.tolist(), *self._split_result("val", rows, losses, preds))
+
+
+def _say_once(kind: str, line: str) -> None:
+    """`line` on stderr, the first time a run of this process falls back to `kind`."""
+    if kind not in _SAID:
+        _SAID.add(kind)
+        print(line, file=sys.stderr, flush=True)

@@ -96,7 +96,7 @@ def test_a_validation_split_of_several_chunks_evaluates_as_alone(monkeypatch) ->
         same(a, b)
 
 
-def test_full_batch_steps_replay_k_at_a_time_as_alone_either_way(monkeypatch) -> None:
+def test_full_batch_steps_replay_k_at_a_time_as_alone_either_way(monkeypatch, capsys) -> None:
     # the multi-step graph is the step's graph repeated as child nodes; where the driver
     # cannot build that, the steps are captured k at a time: both log what the solo run logs
     import aicf_induct.kernels.cuda.graph_repeat as graph_repeat
@@ -124,8 +124,15 @@ def test_full_batch_steps_replay_k_at_a_time_as_alone_either_way(monkeypatch) ->
         same(a, b)
     monkeypatch.setattr(graph_repeat, "repeated", lambda graph, k: (None, "refused"))
     monkeypatch.setattr(epoch_gpu, "MULTI_CAPTURED", 4)
+    monkeypatch.setattr(epoch_gpu, "_SAID", set())
+    capsys.readouterr()
     probe = DeviceEpochs(trainer(problem, SPECS[0], CONFIG, MemoryRecorder()),
                          DeviceData(problem))
     assert probe.multi is not None and probe.multi[0] == 4 and probe.multi_error == "refused"
+    # the slower path is said, once a process: a user sees why a sweep runs slower
+    assert capsys.readouterr().err.count("cannot be repeated as child nodes (refused); its "
+                                         "full-batch steps are captured 4 at a time") == 1
+    DeviceEpochs(trainer(problem, SPECS[0], CONFIG, MemoryRecorder()), DeviceData(problem))
+    assert "captured" not in capsys.readouterr().err
     for a, b in zip(alone(c), together(c), strict=True):
         same(a, b)
