@@ -131,11 +131,12 @@ def read_rows(path: str | Path) -> pd.DataFrame:
 
 
 def load_result(folder: Path, level: float = 0.8) -> LopoResult:
-    """`save_result`'s files read back (`level`: the intervals' nominal coverage)."""
-    return LopoResult(read_rows(folder / "choices.csv"),
-                      pd.read_csv(folder / "calibration.csv", dtype={"problem_id": str,
-                                                                     "candidate": str}),
-                      level)
+    """`save_result`'s files read back (`level`: the intervals' nominal coverage). A run
+    averaged over the splits of the seeds has no calibration: its file holds no columns."""
+    cal = folder / "calibration.csv"
+    calibration = pd.read_csv(cal, dtype={"problem_id": str, "candidate": str}) \
+        if cal.read_text().strip() else pd.DataFrame()
+    return LopoResult(read_rows(folder / "choices.csv"), calibration, level)
 
 
 def shrinks(text: str) -> tuple[float, ...]:

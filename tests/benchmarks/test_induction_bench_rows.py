@@ -28,3 +28,7 @@ def test_saved_rows_come_back_with_their_ids_as_text(tmp_path: Path) -> None:
     assert list(back.choices["group"]) == ["1", "2"]
     assert list(back.choices["candidate"]) == ["0000000000000007", "c"]
     assert list(back.calibration["problem_id"]) == ids and back.level == 0.8
+    # a run averaged over the splits of the seeds has no calibration: read back as none
+    save_result(LopoResult(choices, pd.DataFrame(), 0.8), tmp_path / "partitions")
+    back = load_result(tmp_path / "partitions")
+    assert back.calibration.empty and list(back.choices["problem_id"]) == ids

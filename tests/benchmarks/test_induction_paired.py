@@ -83,3 +83,26 @@ def test_one_side_alone_prints_its_pooled_figures(tmp_path: Path) -> None:
     assert lines[1].startswith("30 problems: top-1 against the default: -0.100 [")
     assert lines[2].startswith("30 problems: top-3 against the full search by validation: "
                                "+0.100 [")
+
+
+def test_the_full_search_s_lead_split_by_headroom(tmp_path: Path) -> None:
+    # the full search from 0.3 to 0.6, the default 0.6: headroom 0.3 to 0; the proposer's
+    # top-3 gives back half the headroom, so its shortfall grows with it
+    ids = [f"{i:016x}" for i in range(40)]
+    full = np.linspace(0.3, 0.6, 40)
+    res = _rows(ids, full + 0.5 * (0.6 - full))
+    rows = res.choices["method"] == "full_search"
+    res.choices.loc[rows, "norm_error"] = res.choices.loc[rows, "problem_id"].map(
+        dict(zip(ids, full, strict=True)))
+    save_result(res, tmp_path / "h")
+    done = run_script("induction_paired.py", "--a", str(tmp_path / "h"))
+    assert done.returncode == 0, done.stderr
+    line = done.stdout.splitlines()[-1]
+    head = 0.6 - full
+    more = head > np.median(head)
+    assert line.startswith(f"40 problems: top-3 against the full search on the 20 problems "
+                           f"with headroom (the default − the full search) above its median "
+                           f"{(0.5 * head[more]).mean():+.3f}, on the other 20 "
+                           f"{(0.5 * head[~more]).mean():+.3f}; Spearman of headroom and "
+                           f"difference +1.00 (p ")
+
