@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/induction_partitions.py (--warehouse DIR | --pack [PACK])
         [--jobs N] [--partitions N] [--ranking gain|rank|raw_rank|error] [--save DIR]
-        [--hedge S[,S...]] [--weighting none|spread]
+        [--hedge S[,S...]]
 
 `induction_bench.py` chooses on the first half of the seeds and scores on the second, and
 its swapped run the other way round: two draws of the seeds' noise, which gave the same
@@ -38,7 +38,7 @@ from machine import cpu_model, git_commit
 from aicf_induct.induction.baselines import resolve_default
 from aicf_induct.induction.evaluate import compare
 from aicf_induct.induction.lopo import LopoConfig, run_lopo_partitions, seed_partitions
-from aicf_induct.induction.metamodel import RANKINGS, WEIGHTINGS, MetaModel
+from aicf_induct.induction.metamodel import RANKINGS, MetaModel
 
 
 def main() -> int:
@@ -51,9 +51,6 @@ def main() -> int:
     ap.add_argument("--ranking", choices=RANKINGS, default="gain",
                     help="what orders the proposer's candidates (as induction_bench.py; "
                          "default gain, the shipped pack's)")
-    ap.add_argument("--weighting", choices=WEIGHTINGS, default="none",
-                    help="how the ordering model weighs the training problems (MetaModel's "
-                         "weighting; default none, the shipped pack's)")
     ap.add_argument("--save", metavar="DIR", help="write the averaged rows to DIR/choices.csv")
     hedge_arg(ap)
     args = ap.parse_args()
@@ -64,8 +61,7 @@ def main() -> int:
         parts = parts[:args.partitions]
     first = parts[0]
     config = LopoConfig(resolve_default(meta, None), first[0], first[1], (1, 3, 5),
-                        metamodel=MetaModel(ranking=args.ranking, weighting=args.weighting),
-                        hedges=args.hedge)
+                        metamodel=MetaModel(ranking=args.ranking), hedges=args.hedge)
     res = run_lopo_partitions(meta, config, parts, n_jobs=args.jobs, progress=True)
     if args.save:
         save_result(res, Path(args.save))
@@ -74,7 +70,7 @@ def main() -> int:
         f"{cpu_model()}, commit {git_commit()}, {time.perf_counter() - t0:.0f} s. Corpus: "
         f"{n['problem_id']} problems ({n['group']} groups) × {n['candidate']} candidates × "
         f"{n['seed']} seeds; {len(parts)} splits of the seeds averaged; proposer ordered by "
-        f"its {args.ranking} model, problems weighted: {args.weighting}.", "",
+        f"its {args.ranking} model.", "",
         *section("Mean normalized error per method (each problem's mean over the splits)",
                  res, ks=(1, 3, 5)),
         "Top-1 against the default; top-3 against the full search by validation:", "",

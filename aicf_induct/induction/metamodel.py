@@ -38,7 +38,6 @@ regression on out-of-fold predictions, problem groups as folds (there it moved n
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -67,7 +66,6 @@ ENSEMBLES = ("mean", "low", "high")  # the fitted models: `<name>_model_`, and "
 RANKINGS = ("rank", "raw_rank", "error", "gain")
 RANK_MODELS = ("rank", "raw_rank")  # the orders a fourth model, the rank model, gives
 # "raw_rank" ranks a normalized-error target's raw error (err = 1 − score)
-WEIGHTINGS = ("none", "spread")
 RAW_ERROR = {"test_norm_error": "test_error", "val_norm_error": "val_error"}
 
 
@@ -102,8 +100,7 @@ class MetaModel(BaseEstimator):
                  min_samples_leaf: int = 20, seeds: tuple[int, ...] | None = None,
                  rank_seeds: tuple[int, ...] | None = None, conformal_folds: int = 0,
                  threads: int | None = 1, random_state: int = 0,
-                 ranking: str = "gain", conformal_repeats: int = 1,
-                 weighting: str = "none") -> None:
+                 ranking: str = "gain", conformal_repeats: int = 1) -> None:
         self.target = target
         self.level = level
         self.max_iter = max_iter
@@ -129,10 +126,6 @@ class MetaModel(BaseEstimator):
         # within its problem (`within_problem_rank`) of the normalized / the raw error, or
         # "error", the mean model's normalized error
         self.ranking = ranking
-        # how the ordering model weighs the training problems: "none", each alike; "spread",
-        # by how far apart the candidates' raw errors are (median − best): a problem where
-        # every candidate scores alike has normalized errors that are its seeds' noise
-        self.weighting = weighting
 
     def fit(self, meta: pd.DataFrame, y: Any = None) -> MetaModel:
         check_meta(meta)
@@ -141,9 +134,6 @@ class MetaModel(BaseEstimator):
         if self.ranking not in RANKINGS:
             raise ConfigError(f"ranking must be one of {', '.join(RANKINGS)}, got "
                               f"{self.ranking!r}")
-        if self.weighting not in WEIGHTINGS:
-            raise ConfigError(f"weighting must be one of {', '.join(WEIGHTINGS)}, got "
-                              f"{self.weighting!r}")
         probs = problem_table(meta)
         # a feature no training problem has tells nothing (and HGB's binning fails on it)
         self.feature_names_ = [f for f in feature_columns(meta)
@@ -163,9 +153,6 @@ class MetaModel(BaseEstimator):
             raise ConfigError("the meta-model needs at least 2 scored (problem, candidate) "
                               "pairs")
         groups = np.repeat(probs["group"].to_numpy(str), len(self.candidates_))[ok]
-        w = np.repeat(self._problem_weights(
-            target(self.rank_seeds, RAW_ERROR.get(self.target, self.target)).reshape(
-                len(probs), -1)), len(self.candidates_))
         X, yv = X_all[ok], yv[ok]
         with threadpool_limits(self.threads, user_api="openmp"):
             self.mean_model_ = self._model("squared_error").fit(X_all[rank_ok], ry[rank_ok])
@@ -175,29 +162,16 @@ class MetaModel(BaseEstimator):
                     if self.ranking == "raw_rank" else ry
                 rr = within_problem_rank(ranked_of.reshape(len(probs), -1)).ravel()
                 ranked = np.isfinite(rr)
-                self.rank_model_ = self._model("squared_error").fit(
-                    X_all[ranked], rr[ranked], sample_weight=w[ranked])
+                self.rank_model_ = self._model("squared_error").fit(X_all[ranked],
+                                                                    rr[ranked])
             elif self.ranking == "gain":
                 self.anchor_, gain = self._gains(ry.reshape(len(probs), -1))
                 kept = np.isfinite(gain)
-                self.gain_model_ = self._model("squared_error").fit(
-                    X_all[kept], gain[kept], sample_weight=w[kept])
+                self.gain_model_ = self._model("squared_error").fit(X_all[kept], gain[kept])
             self.low_model_, self.high_model_ = self._quantile_pair(X, yv)
             self.margin_ = self._conformal_margin(X, yv, groups)
         self.n_features_in_ = X.shape[1]
         return self
-
-    def _problem_weights(self, raw: np.ndarray) -> np.ndarray:
-        """(P, C) raw errors -> each problem's weight in the ordering model (`weighting`):
-        ones, or the spread median − best of its candidates over the mean spread (a problem
-        without one weighs 0)."""
-        if self.weighting == "none":
-            return np.ones(len(raw))
-        with np.errstate(invalid="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # a problem with no scores
-            spread = np.nanmedian(raw, axis=1) - np.nanmin(raw, axis=1)
-        spread = np.where(np.isfinite(spread), np.maximum(spread, 0.0), 0.0)
-        return spread / spread.mean() if spread.mean() > 0 else np.ones(len(raw))
 
     def _gains(self, y: np.ndarray) -> tuple[str, np.ndarray]:
         """(P, C) targets -> the anchor (the candidate lowest on average) and every row's

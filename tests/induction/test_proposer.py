@@ -49,24 +49,6 @@ def test_metamodel_contract_and_predictions() -> None:
         MetaModel(ranking="score").fit(meta)
 
 
-def test_problem_weights_by_the_spread_of_their_candidates() -> None:
-    raw = np.array([[0.1, 0.2, 0.3, 0.5],  # median 0.25, best 0.1: spread 0.15
-                    [0.4, 0.4, 0.4, 0.4],  # all alike: 0
-                    [np.nan, np.nan, np.nan, np.nan],  # nothing scored: 0
-                    [0.2, np.nan, 0.3, 0.25]])  # median 0.25, best 0.2: 0.05
-    spread = np.array([0.15, 0.0, 0.0, 0.05])
-    np.testing.assert_allclose(MetaModel(weighting="spread")._problem_weights(raw),
-                               spread / spread.mean())
-    np.testing.assert_array_equal(MetaModel()._problem_weights(raw), np.ones(4))
-    flat = MetaModel(weighting="spread")._problem_weights(np.full((3, 2), 0.5))
-    np.testing.assert_array_equal(flat, np.ones(3))  # no spread anywhere: each alike
-    with pytest.raises(ConfigError, match="weighting must be one of none, spread"):
-        MetaModel(weighting="headroom").fit(planted(P=10))
-    # weighted, the planted effect is still found: layernorm first where a < 0.5
-    mm = MetaModel(**SMALL, weighting="spread").fit(planted(P=30))
-    assert set(mm.predict_problem({"a": 0.1, "b": 0.5, "c": 0.5}).index[:4]) <= LAYERNORM
-
-
 def test_within_problem_ranks_by_hand() -> None:
     errors = np.array([[3.0, 1.0, 2.0], [np.nan, 5.0, 5.0], [1.0, np.nan, np.nan]])
     np.testing.assert_array_equal(within_problem_rank(errors), [[1.0, 0.0, 0.5],
