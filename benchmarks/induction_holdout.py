@@ -45,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy.stats import spearmanr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -70,12 +71,14 @@ from aicf_induct.induction.evaluate import (
     summary,
     without_near_duplicates,
 )
+from aicf_induct.induction.lopo import LopoResult
 from aicf_induct.induction.meta_dataset import (
     complete_problems,
     problem_table,
     with_derived_scores,
 )
 from aicf_induct.induction.meta_file import read_meta_file, write_meta_file
+from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.neighbors import closest_other_group, nearest_problems
 from aicf_induct.induction.pack import DEFAULT_PACK, load_pack
 
@@ -136,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
         table(compare(res, k=1, baselines=("default",))), "",
         table(compare(res, k=3, baselines=("full_search",))), "",
         *hedge_lines(res, args.hedge),
+        spread_line(pack.proposer().metamodel_, held, res), "",
         f"Calibration of the pack's {ev.result.level:.0%} intervals (each problem's mean over "
         f"its {n['seed']} seeds):", "", table(cal), "",
         "Headroom, default vs full search by validation (test-score units, mean over splits):",
@@ -150,6 +154,27 @@ def run(args: argparse.Namespace) -> int:
         lines += grown_lines(corpus, held, args.grow, args.default)
     print("\n".join(lines))
     return 0
+
+
+def spread_line(model: MetaModel, held: pd.DataFrame, res: LopoResult) -> str:
+    """Does the pack know where a search pays? The spread it predicts for a problem (the
+    standard deviation of its candidates' expected errors) against the problem's headroom
+    (the default − the full search) and the top-3's shortfall behind the full search, rank
+    correlations over the scored problems."""
+    probs = problem_table(held)
+    wide = res.choices[res.choices["k"] == 3].pivot_table(
+        index="problem_id", columns="method", values="norm_error")
+    fcols = [c for c in probs.columns if str(c).startswith("f.")]
+    spread = pd.Series({pid: float(model.predict_problem(dict(zip(
+        fcols, probs.loc[pid, fcols].to_numpy(float), strict=True)))["expected"].std())
+        for pid in wide.index})
+    head = wide["default"] - wide["full_search"]
+    short = wide["proposer"] - wide["full_search"]
+    (r1, p1), (r2, p2) = spearmanr(spread, head), spearmanr(spread, short)
+    return (f"The pack's predicted spread (the sd of the candidates' expected errors) against "
+            f"each problem's headroom (the default − the full search): Spearman {r1:+.2f} "
+            f"(p {p1:.2g}); against the top-3's shortfall behind the full search: {r2:+.2f} "
+            f"(p {p2:.2g}); {len(wide)} problems.")
 
 
 def grown_lines(corpus: pd.DataFrame, held: pd.DataFrame, extras: list[Path],

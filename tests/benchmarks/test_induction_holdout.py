@@ -50,8 +50,10 @@ def test_the_holdout_benchmark_from_a_warehouse_and_from_its_saved_meta(
         assert [r.split(" | ")[1:3] for r in rows] == [
             ["proposer", "3"], ["full_search", "3"], ["proposer", "5"], ["full_search", "5"]]
     assert hedged.replace(hedged[hedged.index("The proposer's top k hedged"):
-                                 hedged.index("Calibration of")], "").split("\n", 1)[1] \
-        == again.split("\n", 1)[1]
+                                 hedged.index("The pack's predicted spread")], "").split(
+        "\n", 1)[1] == again.split("\n", 1)[1]
+    assert "The pack's predicted spread (the sd of the candidates' expected errors) against " \
+           "each problem's headroom" in again and "; 2 problems." in again
     refused = run_script("induction_holdout.py", "--meta", str(saved), "--pack", str(pack),
                          *default, "--hedge", "0")
     assert refused.returncode != 0 and "hedge shrinks must be > 0, got [0.0]" in refused.stderr
