@@ -16,9 +16,11 @@ Each (problem, method, k) is averaged over every split of the held-out seeds int
 and a score half (`lopo.run_holdout`), choice and score disjoint within each. Prints the
 mean normalized error per method at k = 1, 3, 5; the top-1 against kNN-3, portfolio-3 and
 average-3 (Holm over the three); the share of the default → full-search gap closed; the
-top-1 against the default and the top-3 against the full search; the calibration of the
-pack's intervals; the headroom (default vs full search, in accuracy / R² units); and each
-problem's nearest corpus problem by meta-features beside the corpus problems' own nearest
+top-1 against the default and the top-3 against the full search; how well the pack's
+predicted spread of each problem's candidates ranks the problems by headroom (the default −
+the full search); the calibration of the pack's intervals; the headroom (default vs full
+search, in accuracy / R² units); and each problem's nearest corpus problem by meta-features
+beside the corpus problems' own nearest
 other-group distances, to show how far the holdout sits from what the pack learned from. A
 held-out problem at most half as far from a corpus problem as the nearest two corpus groups
 are from each other is left out as a near-duplicate (the same data under another package's
