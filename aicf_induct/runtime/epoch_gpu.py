@@ -208,15 +208,11 @@ class DeviceEpochs:
             keep()
             self.counter.fill(0)
             if not e.plan.capturable:
-                self.eager[size] = "a kernel of the plan cannot be captured"
-                _say_once("eager", f"GPU engine: a run's steps of batch {size} run eagerly, not "
-                                   f"as one graph ({self.eager[size]}): slower")
+                self._run_eagerly(size, "a kernel of the plan cannot be captured")
                 continue
             graph, error = capture(self._body(e), sync=False)
             if graph is None:
-                self.eager[size] = "capture failed: " + error
-                _say_once("eager", f"GPU engine: a run's steps of batch {size} run eagerly, not "
-                                   f"as one graph ({self.eager[size]}): slower")
+                self._run_eagerly(size, "capture failed: " + error)
                 continue
             self.graphs[size] = graph
             full = self.sizes.count(size) if size == self.sizes[0] else 0
@@ -226,6 +222,12 @@ class DeviceEpochs:
         self.feeds = np.array([self.entries[size].static_feed for size in self.sizes],
                               dtype=np.int64).reshape(-1, 2)
         self._build_eval()
+
+    def _run_eagerly(self, size: int, why: str) -> None:
+        """Steps of batch `size` launched one kernel at a time (`why`), said once."""
+        self.eager[size] = why
+        _say_once("eager", f"GPU engine: a run's steps of batch {size} run eagerly, not as "
+                           f"one graph ({why}): slower")
 
     def _repeats(self, graph: Any, e: Any, full: int) -> list[tuple[int, Any]]:
         """The graphs of k full-batch steps each: the step's graph repeated as child nodes (no
