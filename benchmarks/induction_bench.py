@@ -80,6 +80,15 @@ def table(df: pd.DataFrame, digits: int = 3) -> str:
     return "\n".join([head, rule, *body])
 
 
+def shortfall(res: LopoResult, k: int = 3) -> tuple[pd.Series, pd.Series]:
+    """Per problem: its headroom (the default's normalized error − the full search's) and
+    the proposer's top-k behind the full search (top-k − full search), both by problem id."""
+    wide = res.choices[res.choices["k"] == k].pivot_table(index="problem_id", columns="method",
+                                                          values="norm_error")
+    return (wide["default"] - wide["full_search"],
+            wide["proposer"] - wide["full_search"])
+
+
 def headroom(meta: pd.DataFrame, res: LopoResult) -> pd.DataFrame:
     """Default vs full search by validation, in test-score units (accuracy or R²) on the
     score seeds, per task and size (rows < 1,000 or more)."""

@@ -20,11 +20,10 @@ top-1 against the default and the top-3 against the full search; how well the pa
 predicted spread of each problem's candidates ranks the problems by headroom (the default −
 the full search); the calibration of the pack's intervals; the headroom (default vs full
 search, in accuracy / R² units); and each problem's nearest corpus problem by meta-features
-beside the corpus problems' own nearest
-other-group distances, to show how far the holdout sits from what the pack learned from. A
-held-out problem at most half as far from a corpus problem as the nearest two corpus groups
-are from each other is left out as a near-duplicate (the same data under another package's
-name: `neighbors.near_duplicates`).
+beside the corpus problems' own nearest other-group distances, to show how far the holdout
+sits from what the pack learned from. A held-out problem at most half as far from a corpus
+problem as the nearest two corpus groups are from each other is left out as a near-duplicate
+(the same data under another package's name: `neighbors.near_duplicates`).
 
 `--grow META` (repeatable) asks whether a pack of more problems would do better on the same
 held-out problems: a fresh proposer with the pack's configuration is fitted on the pack's
@@ -59,6 +58,7 @@ from induction_bench import (
     paired,
     save_result,
     section,
+    shortfall,
     table,
 )
 from machine import cpu_model, git_commit
@@ -164,19 +164,16 @@ def spread_line(model: MetaModel, held: pd.DataFrame, res: LopoResult) -> str:
     (the default − the full search) and the top-3's shortfall behind the full search, rank
     correlations over the scored problems."""
     probs = problem_table(held)
-    wide = res.choices[res.choices["k"] == 3].pivot_table(
-        index="problem_id", columns="method", values="norm_error")
+    head, short = shortfall(res, 3)
     fcols = [c for c in probs.columns if str(c).startswith("f.")]
     spread = pd.Series({pid: float(model.predict_problem(dict(zip(
         fcols, probs.loc[pid, fcols].to_numpy(float), strict=True)))["expected"].std())
-        for pid in wide.index})
-    head = wide["default"] - wide["full_search"]
-    short = wide["proposer"] - wide["full_search"]
+        for pid in head.index})
     (r1, p1), (r2, p2) = spearmanr(spread, head), spearmanr(spread, short)
     return (f"The pack's predicted spread (the sd of the candidates' expected errors) against "
             f"each problem's headroom (the default − the full search): Spearman {r1:+.2f} "
             f"(p {p1:.2g}); against the top-3's shortfall behind the full search: {r2:+.2f} "
-            f"(p {p2:.2g}); {len(wide)} problems.")
+            f"(p {p2:.2g}); {len(head)} problems.")
 
 
 def grown_lines(corpus: pd.DataFrame, held: pd.DataFrame, extras: list[Path],

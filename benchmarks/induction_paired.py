@@ -29,7 +29,7 @@ from scipy.stats import spearmanr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from induction_bench import load_result, paired, table
+from induction_bench import load_result, paired, shortfall, table
 
 from aicf_induct.induction.evaluate import compare, gap_closed, gap_closed_ci, gap_text
 from aicf_induct.induction.lopo import LopoResult
@@ -72,11 +72,7 @@ def headroom_line(name: str, res: LopoResult, k: int = 3) -> str:
     """The top-k against the full search on the problems with more and with less headroom
     (the default's normalized error − the full search's, split at its median), and the rank
     correlation of the two: where the full search's lead comes from."""
-    c = res.choices
-    wide = c[c["k"] == k].pivot_table(index="problem_id", columns="method",
-                                      values="norm_error")
-    head = wide["default"] - wide["full_search"]
-    diff = wide["proposer"] - wide["full_search"]
+    head, diff = shortfall(res, k)
     more = head > head.median()
     if more.all() or not more.any():
         return f"{name}: every problem has the same headroom (the default − the full search)"
