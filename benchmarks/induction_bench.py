@@ -56,6 +56,7 @@ from aicf_induct.induction.evaluate import (
     summary,
     without_near_duplicates,
 )
+from aicf_induct.induction.hedge import parse_set_rule
 from aicf_induct.induction.lopo import RANK_SEEDS, LopoResult, check_held_out
 from aicf_induct.induction.meta_dataset import complete_problems, with_derived_scores
 from aicf_induct.induction.meta_file import read_meta_file
@@ -148,32 +149,50 @@ def load_result(folder: Path, level: float = 0.8) -> LopoResult:
     return LopoResult(read_rows(folder / "choices.csv"), calibration, level)
 
 
-def shrinks(text: str) -> tuple[float, ...]:
-    """`--hedge`'s value: comma-separated numbers (argparse names the option if not)."""
+def numbers(text: str) -> tuple[float, ...]:
+    """`--hedge`'s and `--upside`'s value: comma-separated numbers (argparse names the
+    option if not)."""
     return tuple(float(x) for x in text.split(","))
 
 
-def hedge_arg(ap: argparse.ArgumentParser) -> None:
-    """`--hedge S[,S...]`: score the proposer's top k hedged as a set with these shrinks."""
-    ap.add_argument("--hedge", type=shrinks, default=(), metavar="S[,S...]",
+def set_args(ap: argparse.ArgumentParser) -> None:
+    """`--hedge S[,S...]`, `--upside S[,S...]`, `--knn-mix`: also score the proposer's top k
+    re-chosen as a set by these rules (`hedge.chosen_set`)."""
+    ap.add_argument("--hedge", type=numbers, default=(), metavar="S[,S...]",
                     help="also score the proposer's top k hedged as a set (induction/hedge.py) "
                          "with each shrink S > 0, paired against its own top k and the full "
                          "search")
+    ap.add_argument("--upside", type=numbers, default=(), metavar="S[,S...]",
+                    help="likewise the top k chosen for the set's expected best with errors "
+                         "drawn from the proposer's intervals, their sd scaled by each S > 0")
+    ap.add_argument("--knn-mix", action="store_true",
+                    help="likewise the proposer's order with kNN's picks every third slot")
 
 
-def hedge_lines(res: LopoResult, hedges: Sequence[float], ks: tuple[int, ...] = (3, 5)
-                ) -> list[str]:
-    """`--hedge`: each hedged top-k (`hedge.hedged`; its top-1 is the proposer's) beside the
+def set_names(args: argparse.Namespace) -> tuple[str, ...]:
+    """The set methods `set_args`' options ask for, as `LopoConfig.sets` names them."""
+    return (*(f"hedge{h:g}" for h in args.hedge), *(f"upside{u:g}" for u in args.upside),
+            *(("knnmix",) if args.knn_mix else ()))
+
+
+SET_TITLES = {"hedge": "hedged as a set, shrink {v:g}",
+              "upside": "chosen for the set's expected best from its intervals, scale {v:g}",
+              "knnmix": "with kNN's picks every third slot"}
+
+
+def set_lines(res: LopoResult, sets: Sequence[str], ks: tuple[int, ...] = (3, 5)
+              ) -> list[str]:
+    """Each set method's top-k (`hedge.chosen_set`; its top-1 is the proposer's) beside the
     proposer's own top-k and the full search by validation: its mean normalized error, and
     each paired against it."""
     lines: list[str] = []
     ch = res.choices
-    for h in hedges:
-        m = f"hedge{h:g}"
+    for m in sets:
+        rule, value = parse_set_rule(m)
         mine = ch[ch["method"] == m]
         means = ", ".join(f"top-{k} {mine[mine['k'] == k]['norm_error'].mean():.3f}" for k in ks)
         rows = [compare(res, method=m, k=k, baselines=("proposer", "full_search")) for k in ks]
-        lines += [f"The proposer's top k hedged as a set, shrink {h:g} ({means}):", "",
+        lines += [f"The proposer's top k {SET_TITLES[rule].format(v=value)} ({means}):", "",
                   table(pd.concat(rows, ignore_index=True)), ""]
     return lines
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/induction_holdout.py (--warehouse DIR | --meta FILE)
         [--pack PACK] [--default KEY] [--save-meta FILE] [--save DIR] [--grow META ...]
-        [--hedge S[,S...]]
+        [--hedge S[,S...]] [--upside S[,S...]] [--knn-mix]
 
 Leave-one-problem-out scores the proposer on the corpus it was chosen on: every choice of
 model since the sixth sitting was made on those figures. Here the pack, as shipped (its
@@ -53,11 +53,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from induction_bench import (
     combined,
     headroom,
-    hedge_arg,
-    hedge_lines,
     paired,
     save_result,
     section,
+    set_args,
+    set_lines,
+    set_names,
     shortfall,
     table,
 )
@@ -99,7 +100,7 @@ def main() -> int:
     ap.add_argument("--grow", metavar="META", type=Path, action="append", default=[],
                     help="also compare a proposer fitted on the corpus grown by META's "
                          "problems with one fitted on the corpus alone (repeatable)")
-    hedge_arg(ap)
+    set_args(ap)
     args = ap.parse_args()
     try:
         return run(args)
@@ -116,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     pack = load_pack(args.pack)
     corpus = pack.seed_meta()
     ev = evaluate_holdout(corpus, held, fitted=pack.proposer().metamodel_,
-                          default=args.default, progress=True, hedges=args.hedge)
+                          default=args.default, progress=True, sets=set_names(args))
     res = ev.result
     if args.save:
         save_result(res, Path(args.save))
@@ -140,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         "Top-1 against the default; top-3 against the full search by validation:", "",
         table(compare(res, k=1, baselines=("default",))), "",
         table(compare(res, k=3, baselines=("full_search",))), "",
-        *hedge_lines(res, args.hedge),
+        *set_lines(res, set_names(args)),
         spread_line(pack.proposer().metamodel_, held, res), "",
         f"Calibration of the pack's {ev.result.level:.0%} intervals (each problem's mean over "
         f"its {n['seed']} seeds):", "", table(cal), "",

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/induction_partitions.py (--warehouse DIR | --pack [PACK])
         [--jobs N] [--partitions N] [--ranking gain|rank|raw_rank|error] [--save DIR]
-        [--hedge S[,S...]]
+        [--hedge S[,S...]] [--upside S[,S...]] [--knn-mix]
 
 `induction_bench.py` chooses on the first half of the seeds and scores on the second, and
 its swapped run the other way round: two draws of the seeds' noise, which gave the same
@@ -18,8 +18,9 @@ Prints the mean normalized error per method at k = 1, 3, 5; the proposer's and t
 oracle's top-1 against kNN-3, portfolio-3 and average-3 (Holm over the three, the issue's
 goal line); the share of the default → full-search gap closed at k = 1; the top-1 against
 the default and the top-3 against the full search. `--partitions N` averages the first N
-splits only (the usual one first): a quicker look. `--hedge S,...` scores the proposer's top
-k hedged as a set too (`induction/hedge.py`), against its own top k and the full search.
+splits only (the usual one first): a quicker look. `--hedge S,...`, `--upside S,...` and
+`--knn-mix` score the proposer's top k re-chosen as a set too (`induction/hedge.py`), against
+its own top k and the full search.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from corpus_source import add_source_args, load_corpus
-from induction_bench import hedge_arg, hedge_lines, save_result, section, table
+from induction_bench import save_result, section, set_args, set_lines, set_names, table
 from machine import cpu_model, git_commit
 
 from aicf_induct.induction.baselines import resolve_default
@@ -52,7 +53,7 @@ def main() -> int:
                     help="what orders the proposer's candidates (as induction_bench.py; "
                          "default gain, the shipped pack's)")
     ap.add_argument("--save", metavar="DIR", help="write the averaged rows to DIR/choices.csv")
-    hedge_arg(ap)
+    set_args(ap)
     args = ap.parse_args()
     t0 = time.perf_counter()
     meta = load_corpus(args)
@@ -61,7 +62,7 @@ def main() -> int:
         parts = parts[:args.partitions]
     first = parts[0]
     config = LopoConfig(resolve_default(meta, None), first[0], first[1], (1, 3, 5),
-                        metamodel=MetaModel(ranking=args.ranking), hedges=args.hedge)
+                        metamodel=MetaModel(ranking=args.ranking), sets=set_names(args))
     res = run_lopo_partitions(meta, config, parts, n_jobs=args.jobs, progress=True)
     if args.save:
         save_result(res, Path(args.save))
@@ -76,7 +77,7 @@ def main() -> int:
         "Top-1 against the default; top-3 against the full search by validation:", "",
         table(compare(res, k=1, baselines=("default",))), "",
         table(compare(res, k=3, baselines=("full_search",))), "",
-        *hedge_lines(res, args.hedge),
+        *set_lines(res, set_names(args)),
     ]
     print("\n".join(lines))
     return 0

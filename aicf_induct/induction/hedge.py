@@ -12,10 +12,19 @@ and the set's worth as the mean over the training problems of its best member's.
 slot stays the proposer's first; each next one is the candidate that most lowers that mean
 (the greedy portfolio of auto-sklearn 2.0, on the problem's predicted levels instead of the
 corpus's average ones). `shrink` 0 gives back the proposer's order.
+
+Two other sets were tried the same way (benchmarks/RESULTS.md, "Induction"): `upside`, the
+same greedy with the candidates' errors drawn independently from the proposer's intervals
+(a set picked by validation is worth its members' spread as well as their levels: expected
+improvement, as Bayesian optimisation adds points); and `interleaved`, the proposer's order
+with kNN's picks (auto-sklearn 1.0's warm start) every third slot, two recommenders'
+information in one set. `SET_RULES` names them for `LopoConfig.sets` ("hedge0.5",
+"upside1", "knnmix").
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -46,7 +55,13 @@ def hedged(order: Sequence[str], level: pd.Series, errors: pd.DataFrame, n: int,
     if missing:
         raise ConfigError(f"candidate {missing[0]} has no training errors or no level")
     R = centred(errors[order]).to_numpy(float)
-    M = level.reindex(order).to_numpy(float)[None, :] + shrink * R
+    return _greedy(order, level.reindex(order).to_numpy(float)[None, :] + shrink * R, n)
+
+
+def _greedy(order: list[str], M: np.ndarray, n: int) -> list[str]:
+    """`order` with its first `n` re-chosen from the scenarios `M` (rows) × candidates
+    (`order`'s columns): slot 1 kept, each next the candidate that most lowers the mean over
+    the scenarios of the set's best; the rest in `order`'s order."""
     chosen = [0]
     best = M[:, 0].copy()
     for _ in range(min(n, len(order)) - 1):
@@ -57,3 +72,74 @@ def hedged(order: Sequence[str], level: pd.Series, errors: pd.DataFrame, n: int,
         best = np.minimum(best, M[:, c])
     head = [order[i] for i in chosen]
     return head + [c for c in order if c not in set(head)]
+
+
+Z_80 = 1.2815515655446004  # the standard normal's 90 % quantile: an 80 % interval is ±Z_80 sd
+
+
+def upside(order: Sequence[str], level: pd.Series, low: pd.Series, high: pd.Series, n: int,
+           scale: float, draws: int = 2000, seed: int = 0) -> list[str]:
+    """`order` with its first `n` re-chosen as a set whose members' errors are independent
+    normals: mean `level`, sd `scale` × the 80 % interval's half-width / 1.28 (`low`,
+    `high`); the greedy of `hedged` over `draws` fixed draws (deterministic). Slot 1
+    unchanged; `scale` 0 gives back `order`."""
+    if not scale >= 0.0:
+        raise ConfigError(f"upside scale must be >= 0, got {scale}")
+    order = [str(c) for c in order]
+    if scale == 0.0 or n <= 1 or len(order) <= 1:
+        return order
+    missing = [c for c in order if c not in level.index or c not in low.index
+               or c not in high.index]
+    if missing:
+        raise ConfigError(f"candidate {missing[0]} has no level or interval")
+    sd = (high.reindex(order).to_numpy(float) - low.reindex(order).to_numpy(float)) \
+        / (2.0 * Z_80)
+    Z = np.random.default_rng(seed).standard_normal((draws, len(order)))
+    return _greedy(order, level.reindex(order).to_numpy(float)[None, :]
+                   + scale * np.clip(sd, 0.0, None)[None, :] * Z, n)
+
+
+def interleaved(order: Sequence[str], other: Sequence[str], every: int = 3) -> list[str]:
+    """`order` with `other`'s picks taking every `every`-th slot (`other`'s next one not
+    already listed), the rest of `order` after: `every` 3 gives P P O P P O ..."""
+    if every < 2:
+        raise ConfigError(f"interleave every must be >= 2, got {every}")
+    mine, theirs = [str(c) for c in order], [str(c) for c in other]
+    out: list[str] = []
+    while mine or theirs:
+        pool = theirs if (len(out) + 1) % every == 0 and theirs else mine or theirs
+        c = pool.pop(0)
+        if c not in out:
+            out.append(c)
+    return out
+
+
+SET_RULES = ("hedge", "upside", "knnmix")  # hedge<shrink>, upside<scale>, knnmix
+_RULE = re.compile(r"^(hedge|upside)(\d+(?:\.\d*)?)$|^knnmix$")
+
+
+def parse_set_rule(name: str) -> tuple[str, float]:
+    """A set method's name -> (rule, its number): "hedge0.5" -> ("hedge", 0.5), "knnmix"
+    -> ("knnmix", 0.0). The number must be > 0."""
+    m = _RULE.match(name)
+    if m is None:
+        raise ConfigError(f"unknown set method {name!r} (valid: hedge<s> or upside<s> with "
+                          f"s > 0, knnmix)")
+    value = float(m.group(2)) if m.group(2) else 0.0
+    if m.group(1) and not value > 0:
+        raise ConfigError(f"set method {name!r}: {m.group(1)} needs a number > 0, got "
+                          f"{value:g}")
+    return (m.group(1) or "knnmix"), value
+
+
+def chosen_set(name: str, order: Sequence[str], pred: pd.DataFrame, errors: pd.DataFrame,
+               knn: Sequence[str], n: int) -> list[str]:
+    """The set method `name`'s list: the proposer's `order` and predictions `pred` (columns
+    `gain` or `expected`, `low`, `high`), the training problems' `errors`, kNN's list."""
+    rule, value = parse_set_rule(name)
+    level = pred["gain"] if "gain" in pred.columns else pred["expected"]
+    if rule == "hedge":
+        return hedged(order, level, errors, n, value)
+    if rule == "upside":
+        return upside(order, level, pred["low"], pred["high"], n, value)
+    return interleaved(order, knn)

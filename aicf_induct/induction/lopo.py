@@ -41,7 +41,7 @@ from sklearn.base import clone
 
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction import baselines
-from aicf_induct.induction.hedge import hedged
+from aicf_induct.induction.hedge import chosen_set, parse_set_rule
 from aicf_induct.induction.meta_dataset import check_meta, problem_table, score_matrix
 from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.neighbors import Neighbors
@@ -70,9 +70,9 @@ class LopoConfig:
     rank_seeds: str = "score"
     # each fold learns from this many of the other groups, drawn at random; None: all
     train_groups: int | None = None
-    # extra methods "hedge<s>": the proposer's top k re-chosen as a set with shrink s
-    # (`hedge.hedged`), scored beside the proposer's own order
-    hedges: tuple[float, ...] = ()
+    # extra methods, the proposer's top k re-chosen as a set (`hedge.chosen_set`):
+    # "hedge<s>", "upside<s>", "knnmix", scored beside the proposer's own order
+    sets: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if set(self.choose_seeds) & set(self.score_seeds):
@@ -83,8 +83,8 @@ class LopoConfig:
         if self.rank_seeds not in RANK_SEEDS:
             raise ConfigError(f"rank_seeds must be one of {', '.join(RANK_SEEDS)}, got "
                               f"{self.rank_seeds!r}")
-        if any(not h > 0 for h in self.hedges):
-            raise ConfigError(f"hedge shrinks must be > 0, got {list(self.hedges)}")
+        for name in self.sets:
+            parse_set_rule(name)
         if self.train_groups is not None and self.train_groups < 2:
             raise ConfigError(f"train_groups must be >= 2 (or None: all), got "
                               f"{self.train_groups}")
@@ -330,23 +330,22 @@ class Learned:
                    Neighbors().fit(problem_table(train)))
 
     def lists(self, features: Mapping[str, float], ok: list[str], n: int,
-              hedges: Sequence[float] = ()) -> tuple[pd.DataFrame, dict[str, list[str]]]:
+              sets: Sequence[str] = ()) -> tuple[pd.DataFrame, dict[str, list[str]]]:
         """For a problem with these meta-features, among the candidates `ok`: the
         meta-model's predictions (best first), and the ranked lists of the proposer (all of
         `ok`), of kNN, the portfolio and best-on-average (their first n), and of the
-        proposer hedged with each shrink of `hedges` ("hedge<s>")."""
+        proposer's top n re-chosen by each set method of `sets` (`hedge.chosen_set`)."""
         pred = self.metamodel.predict_problem(features)
         pred = pred[pred.index.isin(ok)]
         fits = self.errors[ok]
         order = [str(c) for c in pred.index]
-        # on the normalized-error scale of the centred errors the hedge adds to it
-        level = pred["gain"] if "gain" in pred.columns else pred["expected"]
+        knn = baselines.knn_choice(fits, self.knn, self.knn.query_vector(features), n)
         return pred, {
             "proposer": order,
-            "knn": baselines.knn_choice(fits, self.knn, self.knn.query_vector(features), n),
+            "knn": knn,
             "portfolio": baselines.portfolio_choice(fits, n),
             "average": baselines.average_choice(fits, n),
-            **{f"hedge{h:g}": hedged(order, level, fits, n, h) for h in hedges},
+            **{name: chosen_set(name, order, pred, fits, knn, n) for name in sets},
         }
 
 
@@ -400,7 +399,7 @@ def _held_out(ctx: _Context, learned: Learned, probs: pd.DataFrame, pid: str
     fcols = [str(c) for c in probs.columns if str(c).startswith("f.")]
     feats = dict(zip(fcols, probs.loc[[pid], fcols].to_numpy(float)[0], strict=True))
     ok = ctx.applicable(str(probs.at[pid, "problem"]))
-    pred, ranked = learned.lists(feats, ok, max(config.ks), config.hedges)
+    pred, ranked = learned.lists(feats, ok, max(config.ks), config.sets)
     lists = {**ranked, "default": [config.default], "full_search": ok}
     rng = np.random.default_rng([config.random_state, int(np.flatnonzero(
         probs.index == pid)[0])])

@@ -42,21 +42,29 @@ def test_the_holdout_benchmark_from_a_warehouse_and_from_its_saved_meta(
     # the header's first line holds the wall time; everything after it is the same
     assert first.split("\n", 1)[1] == again.split("\n", 1)[1]
 
-    hedged = _run("--meta", str(saved), "--pack", str(pack), *default, "--hedge", "0.5,1")
+    hedged = _run("--meta", str(saved), "--pack", str(pack), *default, "--hedge", "0.5,1",
+                  "--upside", "1", "--knn-mix")
     blocks = hedged.split("The proposer's top k hedged as a set, shrink ")
     assert [b.split(" ", 1)[0] for b in blocks[1:]] == ["0.5", "1"]
-    for block in blocks[1:]:  # k = 3 and 5, each against the proposer and the full search
-        rows = [line for line in block.splitlines() if line.startswith("| hedge")]
+    # k = 3 and 5, each set method against the proposer and the full search
+    for block, method in [(b, "hedge") for b in blocks[1:]] + [
+            (hedged.split(f"The proposer's top k {title}")[1], name)
+            for title, name in (("chosen for the set's expected best from its intervals, "
+                                 "scale 1 (", "upside1"),
+                                ("with kNN's picks every third slot (", "knnmix"))]:
+        rows = [line for line in block.split("\n\n", 2)[1].splitlines()
+                if line.startswith(f"| {method}")]
         assert [r.split(" | ")[1:3] for r in rows] == [
             ["proposer", "3"], ["full_search", "3"], ["proposer", "5"], ["full_search", "5"]]
-    assert hedged.replace(hedged[hedged.index("The proposer's top k hedged"):
-                                 hedged.index("The pack's predicted spread")], "").split(
+    start = hedged.index("The proposer's top k hedged")
+    assert hedged.replace(hedged[start:hedged.index("The pack's predicted spread")], "").split(
         "\n", 1)[1] == again.split("\n", 1)[1]
     assert "The pack's predicted spread (the sd of the candidates' expected errors) against " \
            "each problem's headroom" in again and "; 2 problems." in again
     refused = run_script("induction_holdout.py", "--meta", str(saved), "--pack", str(pack),
                          *default, "--hedge", "0")
-    assert refused.returncode != 0 and "hedge shrinks must be > 0, got [0.0]" in refused.stderr
+    assert refused.returncode != 0 and \
+        "set method 'hedge0': hedge needs a number > 0, got 0" in refused.stderr
     assert "Traceback" not in refused.stderr
 
     # --grow: the corpus grown by another sweep's problems against the corpus alone, on
