@@ -5,6 +5,12 @@ Adam, a CUDA-graph step with capturable Adam, and torch.compile, in one run.
     python3 benchmarks/step_gpu.py [--precisions fp32,tf32] [--sizes 0,1,2,3] [--quick]
                                    [--no-compile] [--json PATH]
     python3 benchmarks/step_gpu.py --gpus 2 [--sizes 2,3] ...     # data parallel
+    python3 benchmarks/step_gpu.py --workspaces 1,32 [--sizes 2,3] ...  # ours only
+
+`--workspaces MIB,...`: our step alone with the shipped per-instruction cuBLAS / cuBLASLt
+workspaces (`launch.gemm_workspace`: 1 MiB, 32 MiB from 2^30 multiply-adds) and with each
+fixed size for every GEMM, alternated twice in one process (a, b, a, b) so that drift shows:
+whether a small workspace makes cuBLAS pick slower GEMMs.
 
 `--gpus N`: the same global batch on one GPU and split over N (one process per GPU, our
 ranks summing over NCCL inside the captured step, `runtime.ranks`), against PyTorch's
@@ -306,6 +312,43 @@ def data_parallel(args: argparse.Namespace) -> None:
         Path(args.json).write_text(json.dumps({"rows": rows}, indent=1, default=str))
 
 
+def workspace_sweep(args: argparse.Namespace) -> None:
+    """`--workspaces`: our step's time with the shipped GEMM workspaces (1 MiB, 32 MiB from
+    `LARGE_GEMM_MACS`) and with each fixed size for every GEMM."""
+    import cupy as cp
+
+    from aicf_induct.kernels.cuda import launch
+
+    shipped = (launch.GEMM_WORKSPACE_BYTES, launch.LARGE_GEMM_WORKSPACE_BYTES)
+    variants = {"shipped": shipped, **{f"{m} MiB": (m << 20, m << 20)
+                                       for m in (int(x) for x in args.workspaces.split(","))}}
+    names = list(variants)
+    print(f"| batch | model | precision | {' | '.join(f'ours ms, {v}' for v in names)} | "
+          f"{names[0]} / {names[1]} |")
+    print("|---|---|---|" + "---|" * (len(names) + 1), flush=True)
+    rows = []
+    for prec in args.precisions.split(","):
+        for idx in (int(s) for s in args.sizes.split(",")):
+            size = SIZES[idx]
+            block, repeats = block_and_repeats(size, args.quick)
+            times: dict[str, list[float]] = {v: [] for v in names}
+            for _ in range(2):  # a, b, a, b: drift shows
+                for v in names:
+                    launch.GEMM_WORKSPACE_BYTES, launch.LARGE_GEMM_WORKSPACE_BYTES = variants[v]
+                    times[v].append(float(ours(size, prec, block, repeats)["ms"]))  # type: ignore[arg-type]
+                    cp.get_default_memory_pool().free_all_blocks()
+            launch.GEMM_WORKSPACE_BYTES, launch.LARGE_GEMM_WORKSPACE_BYTES = shipped
+            med = {v: statistics.median(t) for v, t in times.items()}
+            b, i, h, d, o = size
+            cells = " | ".join(f"{med[v]:.3f} ({', '.join(f'{t:.3f}' for t in times[v])})"
+                               for v in names)
+            print(f"| {b} | {i}→{h}×{d}→{o} | {prec} | {cells} | "
+                  f"{med[names[0]] / med[names[1]]:.3f} |", flush=True)
+            rows.append({"size": size, "precision": prec, "ms": times})
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows}, indent=1, default=str))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--precisions", default="fp32,tf32")
@@ -316,6 +359,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer steps (smoke run)")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     ap.add_argument("--json", default="", help="write every figure here")
+    ap.add_argument("--workspaces", default="", metavar="MIB,...",
+                    help="our step alone at each per-instruction GEMM workspace size (MiB)")
     args = ap.parse_args()
     import cupy as cp
     import torch
@@ -325,7 +370,10 @@ def main() -> None:
     info = device()
     print(f"# step_gpu: {date.today()}, {info.name} (sm_{info.capability}, {info.sms} SMs), "
           f"cupy {cp.__version__}, torch {torch.__version__}", flush=True)
-    args.sizes = args.sizes or ("2,3" if args.gpus else "0,1,2,3")
+    args.sizes = args.sizes or ("2,3" if args.gpus or args.workspaces else "0,1,2,3")
+    if args.workspaces:
+        workspace_sweep(args)
+        return
     if args.gpus:
         data_parallel(args)
         return

@@ -7,7 +7,8 @@ on 32 streams differed from one stream's bits, and a second shape did not finish
 handle's workspace, so under a capture cuBLAS allocated one itself (memory nodes: the
 step's graph could not be repeated as child nodes, CUresult 801, test_many_gpu's
 order-dependent failure). Each GEMM instruction now brings its own workspace
-(`launch.gemm_workspace`)."""
+(`launch.gemm_workspace`): 1 MiB, or 32 MiB from 2^30 multiply-adds (twenty-fifth sitting:
+cuBLAS's split-K picks there are 4-5 % faster on an H200), which only grows."""
 
 from __future__ import annotations
 
@@ -17,8 +18,17 @@ import ctypes
 import numpy as np
 import pytest
 
-from aicf_induct.kernels.cuda.launch import GEMM_WORKSPACE_BYTES
+from aicf_induct.ir.ops import OpContext
+from aicf_induct.kernels import REGISTRY, KernelQuery
+from aicf_induct.kernels.cuda.launch import (
+    GEMM_WORKSPACE_BYTES,
+    LARGE_GEMM_MACS,
+    LARGE_GEMM_WORKSPACE_BYTES,
+    gemm_workspace,
+)
+from aicf_induct.kernels.fused import REFERENCES
 from aicf_induct.runtime.cuda_step import capture
+from tests.kernels.cuda_helpers import assert_close, poisoned, tol
 
 pytestmark = pytest.mark.cuda
 cp = pytest.importorskip("cupy")
@@ -98,3 +108,61 @@ def test_a_captured_cublas_gemm_holds_no_memory_nodes() -> None:
     assert graph is not None, error
     types = node_types(graph)
     assert types[10] == 0 and types[11] == 0, f"memory nodes in the graph: {dict(types)}"
+
+
+def test_a_large_gemm_gets_the_large_workspace_which_never_shrinks() -> None:
+    attrs: dict = {}
+    small = gemm_workspace(attrs, LARGE_GEMM_MACS - 1)
+    assert small.nbytes == GEMM_WORKSPACE_BYTES
+    large = gemm_workspace(attrs, LARGE_GEMM_MACS)
+    assert large.nbytes == LARGE_GEMM_WORKSPACE_BYTES
+    again = gemm_workspace(attrs, 1)  # a smaller batch later: the buffer a graph holds stays
+    assert again.data.ptr == large.data.ptr
+
+
+@pytest.mark.parametrize("variant,precision", [("cublas", "fp32"), ("cublaslt", "fp32"),
+                                               ("cublaslt", "tf32")])
+def test_a_large_linear_layer_with_the_large_workspace_matches_numpy(variant: str,
+                                                                    precision: str) -> None:
+    m, k, n = 4096, 512, 1024  # 2^31 multiply-adds: the large workspace
+    assert m * k * n >= LARGE_GEMM_MACS
+    rng = np.random.default_rng()
+    x = rng.normal(size=(m, k)).astype(np.float32)
+    params = {"weight": (rng.normal(size=(n, k)) / np.sqrt(k)).astype(np.float32),
+              "bias": rng.normal(size=n).astype(np.float32)}
+    g = rng.normal(size=(m, n)).astype(np.float32)
+    attrs = {"act": "relu", "act_attrs": {}, "precision": precision, "out_features": n,
+             "bias": True}
+    p64 = {r: v.astype(np.float64) for r, v in params.items()}
+    ref_a, ref_z = np.empty((m, n)), np.empty((m, n))
+    REFERENCES["linear_act"](OpContext(), [x.astype(np.float64)], [ref_a, ref_z], p64, {},
+                             attrs)
+    ref_g = {r: np.empty(v.shape) for r, v in params.items()}
+    ref_gx = np.empty((m, k))
+    REFERENCES["act_linear_bwd"](OpContext(), [x.astype(np.float64), g.astype(np.float64),
+                                               ref_a], [ref_gx, None], p64, ref_g, attrs)
+    dev = {r: cp.asarray(v) for r, v in params.items()}
+    t = tol("float32", precision)
+    fwd_attrs, bwd_attrs = dict(attrs), dict(attrs)
+    fwd = _kernel("linear_act", f"linear_act.{variant}", m, k, fwd_attrs)
+    a = poisoned(cp, (m, n), np.float32)
+    fwd.fn(OpContext(xp=cp), [cp.asarray(x)], [a, None], dev, {}, fwd_attrs)
+    assert_close(a, ref_a, t, f"{variant} {precision} forward")
+    bwd = _kernel("act_linear_bwd", f"act_linear_bwd.{variant}", m, k, bwd_attrs)
+    gx = poisoned(cp, (m, k), np.float32)
+    grads = {r: poisoned(cp, v.shape, np.float32) for r, v in params.items()}
+    bwd.fn(OpContext(xp=cp), [cp.asarray(x), cp.asarray(g), cp.asarray(ref_a, np.float32)],
+           [gx, None], dev, grads, bwd_attrs)
+    cp.cuda.get_current_stream().synchronize()
+    assert_close(gx, ref_gx, t, f"{variant} {precision} gx")
+    for r in params:
+        assert_close(grads[r], ref_g[r], t, f"{variant} {precision} d{r}")
+    for used in (fwd_attrs, bwd_attrs):
+        assert used["_scratch"]["gemm_workspace"].nbytes == LARGE_GEMM_WORKSPACE_BYTES
+
+
+def _kernel(op: str, name: str, m: int, k: int, attrs: dict):
+    q = KernelQuery(op, "fused", "cuda", "float32", ((m, k),), attrs)
+    found = [c for c in REGISTRY.candidates(q) if c.name == name]
+    assert found, f"{name} does not apply to {q}"
+    return found[0]

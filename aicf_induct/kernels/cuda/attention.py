@@ -77,7 +77,7 @@ def _dropout_args(ctx: OpContext, attrs: dict[str, Any], dtype: Any) -> tuple[An
 def _qkv(attrs: dict[str, Any], x2: Array, params: dict[str, Array]) -> Array:
     """The packed projection (B*S, 3d) into the instruction's scratch."""
     qkv = scratch(attrs, "qkv", (x2.shape[0], 3 * x2.shape[1]), x2.dtype)
-    gemm.xwt("fp32", x2, params["in_weight"], qkv, ws=gemm_workspace(attrs))
+    gemm.xwt("fp32", x2, params["in_weight"], qkv, ws=gemm_workspace(attrs, qkv.size * x2.shape[1]))
     if "in_bias" in params:
         gemm.bias_act(qkv, params["in_bias"], None, qkv, act_id(None))
     return qkv
@@ -94,7 +94,7 @@ def attention_fwd(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array]
     _launch("attn_fwd", x.dtype, fwd_smem(s, d // h, x.itemsize), b * h,
             (i32(h), i32(s), i32(d // h), qkv, o, *_dropout_args(ctx, attrs, x.dtype)))
     y2 = out.reshape(b * s, d)
-    gemm.xwt("fp32", o, params["out_weight"], y2, ws=gemm_workspace(attrs))
+    gemm.xwt("fp32", o, params["out_weight"], y2, ws=gemm_workspace(attrs, qkv.size * d))
     if "out_bias" in params:
         gemm.bias_act(y2, params["out_bias"], None, y2, act_id(None))
 
@@ -112,7 +112,7 @@ def attention_vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array]
     h = int(attrs["heads"])
     x2, g2 = x.reshape(b * s, d), gy.reshape(b * s, d)
     qkv = _qkv(attrs, x2, params)
-    ws = gemm_workspace(attrs)
+    ws = gemm_workspace(attrs, qkv.size * d)
     go = scratch(attrs, "go", (b * s, d), x.dtype)
     gemm.gw("fp32", g2, params["out_weight"], go, ws=ws)  # dO = gy W_out
     gqkv = scratch(attrs, "gqkv", (b * s, 3 * d), x.dtype)

@@ -182,13 +182,18 @@ def _fwd_operands(ins: Sequence[Array], outs: Sequence[Array | None],
     return x, params["weight"], params.get("bias"), a, z
 
 
+def _macs(x: Array, w: Array) -> int:
+    """Multiply-adds of x (rows, in) times w (out, in) transposed."""
+    return int(x.size) * int(w.shape[0])
+
+
 def linear_act_cublas(ctx: OpContext, ins: Sequence[Array], outs: Sequence[Array | None],
                       params: dict[str, Array], gparams: dict[str, Array],
                       attrs: dict[str, Any]) -> None:
     x, w, b, a, z = _fwd_operands(ins, outs, params)
     act = act_id(attrs.get("act"), attrs.get("act_attrs"))
     target = z if z is not None else a
-    xwt(attrs.get("precision", "fp32"), x, w, target, ws=gemm_workspace(attrs))
+    xwt(attrs.get("precision", "fp32"), x, w, target, ws=gemm_workspace(attrs, _macs(x, w)))
     if b is not None or act != 0:
         bias_act(target, b, z, a, act)
 
@@ -203,10 +208,11 @@ def linear_act_cublaslt(ctx: OpContext, ins: Sequence[Array], outs: Sequence[Arr
     x, w, b, a, z = _fwd_operands(ins, outs, params)
     relu = attrs.get("act") == "relu"
     prec = attrs.get("precision", "fp32")
+    ws = gemm_workspace(attrs, _macs(x, w))
     if z is None:
-        xwt_epilogue(prec, x, w, b, relu, a, ws=gemm_workspace(attrs))
+        xwt_epilogue(prec, x, w, b, relu, a, ws=ws)
         return
-    xwt_epilogue(prec, x, w, b, False, z, ws=gemm_workspace(attrs))
+    xwt_epilogue(prec, x, w, b, False, z, ws=ws)
     if relu:
         bias_act(z, None, None, a, act_id("relu"))
     else:
@@ -265,7 +271,7 @@ def act_linear_bwd_cublas(ctx: OpContext, ins: Sequence[Array], outs: Sequence[A
         gz = g
         if db is not None:
             act_bwd_bias(attrs, g, None, None, db, 0)
-    ws = gemm_workspace(attrs)
+    ws = gemm_workspace(attrs, x.size * g.shape[1])
     if "weight" in gparams:
         gtx(prec, gz, x, gparams["weight"], ws=ws)
     if gx is not None:
@@ -290,7 +296,7 @@ def act_linear_bwd_cublaslt(ctx: OpContext, ins: Sequence[Array],
         act_bwd(h, g, gz, act)
     else:
         gz = g
-    ws = gemm_workspace(attrs)
+    ws = gemm_workspace(attrs, x.size * g.shape[1])
     done = "weight" in gparams and lt.wgrad_bgrad(prec, gz, x, gparams["weight"], db, ws=ws)
     if not done and "weight" in gparams:  # no bias-gradient epilogue here: cuBLAS + a pass
         gtx(prec, gz, x, gparams["weight"], ws=ws)

@@ -46,7 +46,7 @@ def conv2d_fwd(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array],
     cols = scratch(attrs, "cols", (n * oh * ow, ck), x.dtype)
     function(IMAGE, f"im2col<{t}>")((grid_1d(cols.size),), (256,), (i64(n), *win, x, cols))
     rows = scratch(attrs, "rows", (n * oh * ow, o), x.dtype)
-    gemm.xwt("fp32", cols, w.reshape(o, ck), rows, ws=gemm_workspace(attrs))
+    gemm.xwt("fp32", cols, w.reshape(o, ck), rows, ws=gemm_workspace(attrs, cols.size * o))
     function(IMAGE, f"rows_to_nchw<{t}>")((grid_1d(out.size),), (256,),
                                           (i64(n), i32(o), i32(oh * ow), rows,
                                            ptr(params.get("bias")), out))
@@ -66,13 +66,15 @@ def conv2d_vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array], y
     if "weight" in gparams:  # dW (O, CK) = g2ᵀ cols
         cols = scratch(attrs, "cols", (n * oh * ow, ck), x.dtype)
         function(IMAGE, f"im2col<{t}>")((grid_1d(cols.size),), (256,), (i64(n), *win, x, cols))
-        gemm.gtx("fp32", g2, cols, gparams["weight"].reshape(o, ck), ws=gemm_workspace(attrs))
+        gemm.gtx("fp32", g2, cols, gparams["weight"].reshape(o, ck),
+                 ws=gemm_workspace(attrs, g2.shape[0] * ck * o))
     if "bias" in gparams:
         gemm.act_bwd_bias(attrs.setdefault("_bias", {}), g2, None, None, gparams["bias"],
                           act_id(None))
     if gins[0] is not None:  # dcols = g2 W, then each input element gathers its columns
         gcols = scratch(attrs, "gcols", (n * oh * ow, ck), x.dtype)
-        gemm.gw("fp32", g2, w.reshape(o, ck), gcols, ws=gemm_workspace(attrs))
+        gemm.gw("fp32", g2, w.reshape(o, ck), gcols,
+                ws=gemm_workspace(attrs, g2.shape[0] * ck * o))
         function(IMAGE, f"col2im<{t}>")((grid_1d(x.size),), (256,),
                                         (i64(n), *win, gcols, gins[0]))
 

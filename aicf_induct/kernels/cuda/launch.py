@@ -86,16 +86,27 @@ def scratch(attrs: dict[str, Any], key: str, shape: tuple[int, ...], dtype: Any,
 
 
 GEMM_WORKSPACE_BYTES = 1 << 20  # each GEMM instruction's own cuBLAS / cuBLASLt workspace
+# ... and a large GEMM's: at 32 MiB cuBLAS picks faster split-K algorithms for a 4096-row
+# batch through 1024-wide layers (3.6-5.3 % of the step on an H200; 2-8 MiB gain nothing),
+# while the GPU engine's many small runs keep 1 MiB each (benchmarks/RESULTS.md, "GPU step")
+LARGE_GEMM_WORKSPACE_BYTES = 32 << 20
+LARGE_GEMM_MACS = 1 << 30  # multiply-adds of one GEMM (batched: all of them) from which
 
 
-def gemm_workspace(attrs: dict[str, Any]) -> Any:
-    """The bound instruction's own workspace for its cuBLAS and cuBLASLt calls. Not one
-    shared buffer: the GPU engine runs many runs' steps on concurrent streams, and two
-    GEMMs that keep split-K partials or counters in one workspace would race. Set
-    explicitly on every call because cublasSetStream resets a handle's workspace, after
-    which cuBLAS allocates its own inside a capture (memory nodes: a graph that cannot be
-    repeated as child nodes)."""
-    return scratch(attrs, "gemm_workspace", (GEMM_WORKSPACE_BYTES,), "uint8")
+def gemm_workspace(attrs: dict[str, Any], macs: int = 0) -> Any:
+    """The bound instruction's own workspace for its cuBLAS and cuBLASLt calls (`macs`: the
+    multiply-adds of its largest GEMM, which sizes it). Not one shared buffer: the GPU
+    engine runs many runs' steps on concurrent streams, and two GEMMs that keep split-K
+    partials or counters in one workspace would race. Set explicitly on every call because
+    cublasSetStream resets a handle's workspace, after which cuBLAS allocates its own inside
+    a capture (memory nodes: a graph that cannot be repeated as child nodes). It only grows:
+    an instruction keeps the larger of two sizes, so a buffer a captured graph holds is never
+    replaced by a smaller one."""
+    want = LARGE_GEMM_WORKSPACE_BYTES if macs >= LARGE_GEMM_MACS else GEMM_WORKSPACE_BYTES
+    have = attrs.get("_scratch", {}).get("gemm_workspace")
+    if have is not None and have.nbytes >= want:
+        return have
+    return scratch(attrs, "gemm_workspace", (want,), "uint8")
 
 
 def capturing() -> bool:

@@ -142,7 +142,7 @@ def matmul_fwd(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array],
         batch, m = 1, batch * m
     # column-major C^T (N, M) = B^T (N, K) A^T (K, M), per batch
     gemm.cublas_gemm_batched(OP_N, OP_N, n, m, k, b, n, k * n, a, k, m * k, out, n, m * n,
-                             batch, ws=gemm_workspace(attrs))
+                             batch, ws=gemm_workspace(attrs, batch * m * n * k))
 
 
 def matmul_vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array], y: Array,
@@ -155,7 +155,7 @@ def matmul_vjp(ctx: OpContext, ins: Sequence[Array], params: dict[str, Array], y
         batch, m = 1, batch * m
     if ga is not None:  # dA (M, K) = G (M, N) B^T: column-major dA^T = B G^T
         gemm.cublas_gemm_batched(OP_T, OP_N, k, m, n, b, n, k * n, gy, n, m * n, ga, k,
-                                 m * k, batch, ws=gemm_workspace(attrs))
+                                 m * k, batch, ws=gemm_workspace(attrs, batch * m * n * k))
     if gb is not None:  # dB (K, N) = A^T G: column-major dB^T = G^T A
         gemm.cublas_gemm_batched(OP_N, OP_T, n, k, m, gy, n, m * n, a, k, m * k, gb, n,
-                                 k * n, batch, ws=gemm_workspace(attrs))
+                                 k * n, batch, ws=gemm_workspace(attrs, batch * m * n * k))
