@@ -1,6 +1,6 @@
 """The shipped knowledge pack on problems it never saw: the holdout set.
 
-    .venv/bin/python benchmarks/induction_holdout.py (--warehouse DIR | --meta FILE)
+    .venv/bin/python benchmarks/induction_holdout.py (--warehouse DIR | --meta FILE [FILE ...])
         [--pack PACK] [--default KEY] [--save-meta FILE] [--save DIR] [--grow META ...]
         [--hedge S[,S...]] [--upside S[,S...]] [--knn-mix]
 
@@ -64,7 +64,7 @@ from induction_bench import (
 )
 from machine import cpu_model, git_commit
 
-from aicf_induct.errors import AicfError
+from aicf_induct.errors import AicfError, ConfigError
 from aicf_induct.induction.corpus import corpus_meta
 from aicf_induct.induction.evaluate import (
     compare,
@@ -90,7 +90,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--warehouse", help="warehouse holding the holdout set's sweep")
-    src.add_argument("--meta", metavar="FILE", help="a held-out meta-dataset (--save-meta)")
+    src.add_argument("--meta", metavar="FILE", nargs="+",
+                     help="held-out meta-datasets (--save-meta; several: scored as one set)")
     ap.add_argument("--pack", default=str(DEFAULT_PACK), help="knowledge pack (default: "
                                                               "the shipped one)")
     ap.add_argument("--default", metavar="KEY", help="the default MLP's candidate (default: "
@@ -108,9 +109,21 @@ def main() -> int:
         raise SystemExit(f"error: {err}") from None
 
 
+def read_metas(paths: list[str]) -> pd.DataFrame:
+    """Several held-out meta-datasets as one set; a problem in two of them is refused."""
+    metas = [read_meta_file(p) for p in paths]
+    seen: dict[str, str] = {}
+    for path, meta in zip(paths, metas, strict=True):
+        for name in meta["problem"].astype(str).unique():
+            if name in seen:
+                raise ConfigError(f"problem {name} is in both {seen[name]} and {path}")
+            seen[name] = path
+    return pd.concat(metas, ignore_index=True)
+
+
 def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    held = read_meta_file(args.meta) if args.meta else corpus_meta(args.warehouse)[0]
+    held = read_metas(args.meta) if args.meta else corpus_meta(args.warehouse)[0]
     if args.save_meta:
         write_meta_file(held, args.save_meta)
     held, partial = complete_problems(held)

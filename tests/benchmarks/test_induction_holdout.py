@@ -84,3 +84,11 @@ def test_the_holdout_benchmark_from_a_warehouse_and_from_its_saved_meta(
     assert refused.returncode != 0
     assert "not held out" in refused.stderr and "wine" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+    # several held-out meta-datasets are scored as one set; a problem in two is refused
+    pooled = _run("--meta", str(saved), str(extra_meta), "--pack", str(pack), *default)
+    assert "Held out: 4 problems (4 groups)" in pooled
+    twice = run_script("induction_holdout.py", "--meta", str(saved), str(saved), "--pack",
+                       str(pack), *default)
+    assert twice.returncode != 0 and "Traceback" not in twice.stderr
+    assert f"is in both {saved} and {saved}" in twice.stderr
