@@ -102,6 +102,10 @@ def _hash(obj: object) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+SLOWER_PATHS = {"eager": "with steps run eagerly",
+                "multi": "with full-batch steps captured k at a time"}
+
+
 @dataclass
 class SweepReport:
     sweep_id: str
@@ -113,6 +117,8 @@ class SweepReport:
     held: int = 0  # still running in another live sweep when this one ended
     left: int = 0  # not started: the time limit came first (the next invocation runs them)
     wall_s: float = 0.0
+    # runs that took a slower path of the GPU engine, by path (`epoch_gpu.FELL_BACK`)
+    slower_paths: dict[str, int] = field(default_factory=dict)
 
     @property
     def ran(self) -> int:
@@ -132,6 +138,10 @@ class SweepReport:
         if self.left:
             text += (f"; time limit reached: {self.left} left for the next invocation of the "
                      "same command")
+        if self.slower_paths:
+            text += "; on slower GPU paths (the same results): " + ", ".join(
+                f"{n} run(s) {SLOWER_PATHS.get(k, k)}" for k, n in sorted(
+                    self.slower_paths.items()))
         if self.unloadable:
             text += f"; {len(self.unloadable)} problem(s) failed to load: " + "; ".join(
                 f"{k}: {v}" for k, v in self.unloadable.items())
@@ -141,7 +151,8 @@ class SweepReport:
         return {"sweep_id": self.sweep_id, "planned": self.planned, "skipped": self.skipped,
                 "ran": self.ran, "failed": self.failed, "statuses": dict(self.statuses),
                 "unloadable": self.unloadable, "elsewhere": self.elsewhere,
-                "held": self.held, "left": self.left, "wall_s": self.wall_s}
+                "held": self.held, "left": self.left, "wall_s": self.wall_s,
+                "slower_paths": self.slower_paths}
 
 
 # -- the warehouse as the sweep's state ----------------------------------------------------------
@@ -287,6 +298,7 @@ def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: st
                 with open_engine(engine, workers, ray_address) as eng:
                     dispatch(todo, eng, claims, parent, report, bar,
                              t0 + time_limit_s if time_limit_s > 0 else None)
+                    report.slower_paths = eng.slower_paths()
             finally:
                 bar.close()
         report.wall_s = time.perf_counter() - t0

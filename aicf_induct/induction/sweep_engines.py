@@ -36,6 +36,8 @@ class Engine(Protocol):
     def wait(self) -> list[Ended]: ...
     def interrupt(self) -> None: ...
     def close(self) -> None: ...
+    # runs that took a slower path, by path (the GPU engine's; the others report none)
+    def slower_paths(self) -> dict[str, int]: ...
 
 
 class LocalEngine:
@@ -90,6 +92,9 @@ class LocalEngine:
                 proc.kill()
         self._futures.clear()
         self._broken = True  # nothing more runs in this pool
+
+    def slower_paths(self) -> dict[str, int]:
+        return {}  # one run a worker, through the trainer: none of the GPU engine's paths
 
     def close(self) -> None:
         # after `interrupt` too: the pool's manager sees its dead workers and stops; dropping
@@ -147,6 +152,9 @@ class RayEngine:
             self._ray.wait(list(self._refs), num_returns=len(self._refs),
                            timeout=STOP_GRACE_S)
         self._refs.clear()
+
+    def slower_paths(self) -> dict[str, int]:
+        return {}  # one run a worker, through the trainer: none of the GPU engine's paths
 
     def close(self) -> None:
         if self._started:

@@ -39,6 +39,7 @@ from aicf_induct.induction.sweep_worker import (
 )
 from aicf_induct.problems import load_problem
 from aicf_induct.problems.problem import Problem
+from aicf_induct.runtime.epoch_gpu import FELL_BACK
 from aicf_induct.runtime.runs import problem_meta_features_with_seed, remember_features
 
 Ended = tuple[Task, Outcome | None, str | None]
@@ -82,6 +83,7 @@ class GpuEngine:
         self._waiting: list[tuple[Task, float]] = []  # submitted, their problem loading
         self._pool: ProcessPoolExecutor | None = None
         self._recorder: Any = None
+        self._fell_back_before = FELL_BACK.copy()  # the process's count as this engine began
 
     # -- the Engine interface ----------------------------------------------------------------
     def submit(self, task: Task) -> None:
@@ -169,6 +171,10 @@ class GpuEngine:
         if self._recorder is not None:
             self._recorder.flush()
         self._stop_pool()
+
+    def slower_paths(self) -> dict[str, int]:
+        """This engine's runs that took a slower path (`epoch_gpu.FELL_BACK`), by path."""
+        return dict(FELL_BACK - self._fell_back_before)
 
     def close(self) -> None:
         if self._recorder is not None:

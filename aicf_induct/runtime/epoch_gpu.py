@@ -26,6 +26,7 @@ import ctypes
 import functools
 import sys
 import time
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -46,8 +47,11 @@ from aicf_induct.runtime.trainer import EVAL_CHUNK, FitState, Trainer
 MULTI = 16  # full-batch steps in one graph replay (at most), as child nodes of the step's graph
 MULTI_CAPTURED = 16  # at most, where the driver cannot build that and the steps are captured
 # the slower paths a run fell back to, said once per process (the results are the same, the
-# speed is not, and one such fallback went unnoticed until a test's order exposed it)
+# speed is not, and one such fallback went unnoticed until a test's order exposed it), and
+# counted a run each: "eager" (a batch size's steps not one replay), "multi" (full-batch
+# steps captured k at a time); a GPU-engine sweep reports its runs' counts
 _SAID: set[str] = set()
+FELL_BACK: Counter[str] = Counter()
 STATS = 4  # per step: sum g^2, sum theta^2, sum delta^2, loss (kernels.cuda.optim.STATS)
 
 _STATS_SRC = r"""
@@ -185,6 +189,7 @@ class DeviceEpochs:
         self.entries: dict[int, Any] = {}
         self.graphs: dict[int, Any] = {}
         self.eager: dict[int, str] = {}  # batch size -> why its steps are not one replay
+        self.fell_back: set[str] = set()  # the slower paths this run took (`FELL_BACK`)
         # (k, a graph of k full-batch steps), largest first: the step's graph repeated MULTI
         # times and the rest of an epoch's full batches, or the steps captured k at a time
         self.repeats: list[tuple[int, Any]] = []
@@ -226,8 +231,15 @@ class DeviceEpochs:
     def _run_eagerly(self, size: int, why: str) -> None:
         """Steps of batch `size` launched one kernel at a time (`why`), said once."""
         self.eager[size] = why
-        _say_once("eager", f"GPU engine: a run's steps of batch {size} run eagerly, not as "
-                           f"one graph ({why}): slower")
+        self._fall_back("eager", f"GPU engine: a run's steps of batch {size} run eagerly, "
+                                 f"not as one graph ({why}): slower")
+
+    def _fall_back(self, kind: str, line: str) -> None:
+        """A slower path taken: counted once for this run, `line` said once a process."""
+        if kind not in self.fell_back:
+            self.fell_back.add(kind)
+            FELL_BACK[kind] += 1
+        _say_once(kind, line)
 
     def _repeats(self, graph: Any, e: Any, full: int) -> list[tuple[int, Any]]:
         """The graphs of k full-batch steps each: the step's graph repeated as child nodes (no
@@ -246,9 +258,9 @@ class DeviceEpochs:
         else:
             return out
         k = min(MULTI_CAPTURED, full)
-        _say_once("multi", f"GPU engine: a step's graph cannot be repeated as child nodes "
-                           f"({self.multi_error}); its full-batch steps are captured {k} at a "
-                           f"time instead: slower, the same results")
+        self._fall_back("multi", f"GPU engine: a step's graph cannot be repeated as child "
+                                 f"nodes ({self.multi_error}); its full-batch steps are "
+                                 f"captured {k} at a time instead: slower, the same results")
         captured, _ = capture(functools.partial(_repeat, self._body(e), k), sync=False)
         return [(k, captured)] if captured is not None else []
 

@@ -10,7 +10,7 @@ import warehouse
 from aicf_induct.frontend.specs import MLPSpec
 from aicf_induct.induction.space import Candidate, Recipe
 from aicf_induct.induction.space_io import parse_space
-from aicf_induct.induction.sweep import SweepSpec, finished_triples, run_sweep
+from aicf_induct.induction.sweep import SweepReport, SweepSpec, finished_triples, run_sweep
 from aicf_induct.induction.sweep_problems import resolve
 from aicf_induct.induction.sweep_worker import Task, close_process_recorders, run_task
 from aicf_induct.problems import load_problem
@@ -36,7 +36,20 @@ def local_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SweepSp
     spec = small_spec()
     report = run_sweep(spec, root, workers=2, progress=False)
     assert (report.planned, report.skipped, report.statuses["completed"]) == (6, 0, 6)
+    assert report.slower_paths == {} and "slower" not in report.summary()
     return root, spec
+
+
+def test_a_report_names_the_runs_on_slower_gpu_paths() -> None:
+    # the GPU engine's fallbacks (epoch_gpu.FELL_BACK), counted a run each; the tests of
+    # the engine's paths themselves are the cuda tier's (tests/runtime/test_many_gpu.py)
+    from collections import Counter
+
+    report = SweepReport("s", 5, 0, Counter(completed=5), slower_paths={"multi": 3, "eager": 1})
+    assert report.summary().endswith(
+        "; on slower GPU paths (the same results): 1 run(s) with steps run eagerly, 3 run(s) "
+        "with full-batch steps captured k at a time")
+    assert report.as_dict()["slower_paths"] == {"multi": 3, "eager": 1}
 
 
 def test_sweep_logs_exactly_the_planned_runs(local_sweep: tuple[Path, SweepSpec]) -> None:

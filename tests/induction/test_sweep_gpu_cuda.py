@@ -34,6 +34,7 @@ def test_a_gpu_sweep_logs_every_triple_once_with_the_pools_results(
         close_process_recorders()
     pool = run_sweep(spec, tmp_path / "pool", workers=2, progress=False)
     assert dict(many.statuses) == dict(pool.statuses)
+    assert many.slower_paths == {}  # every run's steps replayed as one graph
     assert ended_triples(tmp_path / "many") == ended_triples(tmp_path / "pool")
     assert max(ended_triples(tmp_path / "many").values()) == 1
     a, b = rows(tmp_path / "many", FINAL_SQL), rows(tmp_path / "pool", FINAL_SQL)

@@ -8,6 +8,7 @@ float32; a diverging or failing run does not disturb the others."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 
 import numpy as np
@@ -125,6 +126,7 @@ def test_full_batch_steps_replay_k_at_a_time_as_alone_either_way(monkeypatch, ca
     monkeypatch.setattr(graph_repeat, "repeated", lambda graph, k: (None, "refused"))
     monkeypatch.setattr(epoch_gpu, "MULTI_CAPTURED", 4)
     monkeypatch.setattr(epoch_gpu, "_SAID", set())
+    monkeypatch.setattr(epoch_gpu, "FELL_BACK", collections.Counter())
     capsys.readouterr()
     probe = DeviceEpochs(trainer(problem, SPECS[0], CONFIG, MemoryRecorder()),
                          DeviceData(problem))
@@ -134,5 +136,7 @@ def test_full_batch_steps_replay_k_at_a_time_as_alone_either_way(monkeypatch, ca
                                          "full-batch steps are captured 4 at a time") == 1
     DeviceEpochs(trainer(problem, SPECS[0], CONFIG, MemoryRecorder()), DeviceData(problem))
     assert "captured" not in capsys.readouterr().err
+    # and counted a run each, which a GPU-engine sweep's report gives
+    assert epoch_gpu.FELL_BACK == {"multi": 2} and probe.fell_back == {"multi"}
     for a, b in zip(alone(c), together(c), strict=True):
         same(a, b)
