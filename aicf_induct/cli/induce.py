@@ -370,6 +370,9 @@ def _propose_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--top", type=int, default=5, metavar="K", help="candidates (default 5)")
     p.add_argument("--pack", default=None, metavar="PACK",
                    help="knowledge pack (default: the one installed with the package)")
+    p.add_argument("--rules", type=options.non_negative_int, default=3, metavar="N",
+                   help="rules printed per proposal on each side, for and against it, the "
+                        "most significant first (default 3; 0: all; --json lists all)")
     p.add_argument("--json", action="store_true",
                    help="print the proposal as JSON (what the service returns)")
     p.set_defaults(func=propose)
@@ -389,12 +392,16 @@ def propose(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out, indent=1))
     else:
-        print_proposal(out, args.dataset)
+        print_proposal(out, args.dataset, args.rules)
     print(f"answered in {took:.2f} s", file=sys.stderr)
     return 0
 
 
-def print_proposal(out: dict[str, Any], dataset: str) -> None:
+def print_proposal(out: dict[str, Any], dataset: str, rules: int = 0) -> None:
+    """`out` (`propose_problem`'s) as `propose` prints it, at most `rules` rules for and
+    `rules` against each candidate (0: all)."""
+    from aicf_induct.induction.mining import rule_raises
+
     d, pk = out["dataset"], out["pack"]
     print(f"{d['name']}: {d['task']}, {d['rows']} rows, {d['features']} features "
           f"(problem {d['problem_id']})")
@@ -417,8 +424,14 @@ def print_proposal(out: dict[str, Any], dataset: str) -> None:
         near = ", ".join(f"{k} {v:.2f}" for k, v in c["on_neighbors"].items())
         print(f"\n#{c['rank']} {c['structure_key']}")
         print(f"   on the nearest problems: {near or 'not scored'}")
-        for r in c["rules"]:
-            print(f"   rule: {r}")
+        for side, fired in (("for", [r for r in c["rules"] if rule_raises(r)]),
+                            ("against", [r for r in c["rules"] if not rule_raises(r)])):
+            shown = fired[:rules] if rules else fired
+            for r in shown:
+                print(f"   rule {side}: {r}")
+            if len(fired) > len(shown):
+                print(f"   ... and {len(fired) - len(shown)} more {side} (--rules 0 or --json "
+                      f"lists them all)")
     print("\nNearest corpus problems (L1 over MinMax-scaled meta-features):")
     print_table([[n["problem"], n["distance"], short_spec(n["winner_structure"].split("|")[0]),
                   _recipe(_recipe_of(n["winner_structure"]))]

@@ -231,10 +231,19 @@ def _rule_row(trait: Trait, conds: list[dict[str, Any]], vals: np.ndarray, tv: f
 def rule_text(r: Mapping[Any, Any]) -> str:
     """The rule as a sentence, as `aicf-induct mine` prints it."""
     where = "on all problems" if r["condition"] == "all" else f"on problems with {r['condition']}"
-    verb = "raises" if r["effect"] >= 0 else "lowers"
+    verb = RAISES if r["effect"] >= 0 else "lowers"
     return (f"{where}, `{r['trait']}` {verb} normalized score by {abs(r['effect']):.2f} "
             f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}], {r['problems']} problems, "
             f"q = {r['q_value']:.3g}")
+
+
+RAISES = "raises"
+
+
+def rule_raises(text: str) -> bool:
+    """Whether a `rule_text` sentence says its trait raises the normalized score (for a
+    candidate with the trait: evidence for it; else against)."""
+    return f"` {RAISES} normalized score" in text
 
 
 def rule_applies(rule: Mapping[Any, Any], features: Mapping[str, float]) -> bool:

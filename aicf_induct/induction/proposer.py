@@ -53,7 +53,8 @@ class Ranked:
     low: float  # interval of the normalized error at `level`
     high: float
     on_neighbors: dict[str, float] = field(default_factory=dict)  # problem -> norm. error
-    rules: list[str] = field(default_factory=list)  # texts of the rules that fired
+    # texts of the rules that fired: those that raise the score first, each side by q-value
+    rules: list[str] = field(default_factory=list)
     ir: dict[str, Any] | None = None  # canonical IR for the problem's sizes, when given
     # the meta-model's expected rank within the problem's candidates (0 best, 1 worst):
     # what orders the proposals (None for a model that ranks by the expected error)
@@ -125,7 +126,11 @@ class Proposer(BaseEstimator):
             errs = self.errors_.loc[near_ids, [key]].to_numpy(float)[:, 0]
             on_near = {n.problem: float(e) for n, e in zip(neighbors, errs, strict=True)
                        if np.isfinite(e)}
-            rules = [str(r["text"]) for r in fired if trait_of(r).holds(c)[0]]
+            # those that support the candidate (its trait raises the score) first, each
+            # side by q-value: what a reader of the first few should see
+            rules = [str(r["text"]) for r in sorted(
+                (r for r in fired if trait_of(r).holds(c)[0]),
+                key=lambda r: (float(r["effect"]) < 0, float(r["q_value"])))]
             row = c.iloc[0]
             exp, lo, hi = pred.loc[[key], ["expected", "low", "high"]].to_numpy(float)[0]
             exp_rank = (float(pred.loc[[key], "rank"].to_numpy(float)[0])

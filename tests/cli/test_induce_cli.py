@@ -233,6 +233,31 @@ def test_propose_on_a_csv_prints_evidence(pack: Path, tmp_path: Path,
     assert out.count("\n#") == 2
 
 
+def test_propose_prints_the_rules_for_and_against_each_proposal(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # the shipped pack: wine's proposals fire more rules than a screen holds
+    from aicf_induct.induction.mining import rule_raises
+
+    rc, out, err = _run(["propose", "--dataset", "wine", "--top", "3", "--json"], capsys)
+    assert rc == 0, err
+    rules = [c["rules"] for c in json.loads(out)["candidates"]]
+    assert max(len(r) for r in rules) > 2
+    rc, all_rules, _ = _run(["propose", "--dataset", "wine", "--top", "3", "--rules", "0"],
+                            capsys)
+    rc, one, _ = _run(["propose", "--dataset", "wine", "--top", "3", "--rules", "1"], capsys)
+    assert rc == 0
+    blocks = all_rules.split("\n#")[1:4]
+    for fired, block, short in zip(rules, blocks, one.split("\n#")[1:4], strict=True):
+        lines = [ln.strip() for ln in block.splitlines() if ln.strip().startswith("rule ")]
+        assert lines == [f"rule {'for' if rule_raises(r) else 'against'}: {r}" for r in fired]
+        n_for = sum(rule_raises(r) for r in fired)
+        for side, n in (("for", n_for), ("against", len(fired) - n_for)):
+            assert short.count(f"rule {side}: ") == min(n, 1)
+            assert (f"... and {n - 1} more {side} (--rules 0" in short) == (n > 1)
+    refused = _run(["propose", "--dataset", "wine", "--rules", "-1"], capsys)
+    assert refused[0] != 0
+
+
 def test_mine_prints_tables_from_a_pack_and_a_warehouse(
         corpus: Path, pack: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = _run(["mine", "--pack", str(pack), "--fdr", "1", "--min-problems", "2"],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 
@@ -13,7 +14,7 @@ from sklearn.base import clone
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.meta_dataset import assemble, score_matrix
 from aicf_induct.induction.metamodel import MetaModel, fold_labels, within_problem_rank
-from aicf_induct.induction.mining import Miner
+from aicf_induct.induction.mining import Miner, rule_raises, rule_text
 from aicf_induct.induction.proposer import Proposer
 from aicf_induct.induction.replication import REPLICATION_COLUMNS, rule_replication
 from tests.induction.synthetic_meta import frames, planted
@@ -171,6 +172,26 @@ def test_proposals_rank_and_explain(proposer: Proposer) -> None:
     assert not any("`a <= " in r for c in other.candidates for r in c.rules)
     assert not any(r for c in other.candidates if c.candidate not in LAYERNORM
                    for r in c.rules)  # rules fire only for candidates with the trait
+
+
+def test_a_candidates_rules_come_for_it_first_then_against_each_by_q(
+        proposer: Proposer) -> None:
+    # four rules on the layernorm trait, two raising and two lowering the score, out of order
+    base = proposer.rules_[proposer.rules_["trait"] == "norm.layernorm > 0"].iloc[0]
+    rows = []
+    for effect, q in ((0.1, 0.01), (-0.2, 0.001), (0.3, 0.001), (-0.1, 0.02)):
+        r = {**base.to_dict(), "condition": "all", "conditions": "[]", "effect": effect,
+             "ci_low": effect - 0.05, "ci_high": effect + 0.05, "q_value": q}
+        rows.append({**r, "text": rule_text(r)})
+    mixed = copy.copy(proposer)
+    mixed.rules_ = pd.DataFrame(rows)
+    prop = mixed.propose({"a": 0.1, "b": 0.5, "c": 0.5}, top_k=16)
+    with_trait = [c for c in prop.candidates if c.candidate in LAYERNORM]
+    assert with_trait and all(len(c.rules) == 4 for c in with_trait)
+    for c in with_trait:
+        assert [rule_raises(r) for r in c.rules] == [True, True, False, False]
+        assert [float(r.rsplit("q = ", 1)[1]) for r in c.rules] == [0.001, 0.01, 0.001, 0.02]
+        assert "raises normalized score by 0.30" in c.rules[0]
 
 
 def test_rules_replicate_on_the_other_half() -> None:
