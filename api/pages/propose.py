@@ -12,13 +12,14 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse
 
+from aicf_induct.induction.mining import rule_raises
 from aicf_induct.induction.pack import Pack
 from aicf_induct.problems.sklearn_datasets import SKLEARN_NAMES
 from api.deps import ReadAccess, SettingsDep, WarehouseDep
 from api.middleware import BodyTooLarge
 from api.pages import report_charts
 from api.pages.forms import Form, label, read_form
-from api.pages.render import chart, page
+from api.pages.render import chart, page, templates
 from api.proposing import BadRequest, PackMissing, Proposals
 from api.upload import FormError
 from warehouse import browse
@@ -26,6 +27,7 @@ from warehouse import browse
 router = APIRouter(include_in_schema=False)
 
 MAX_TOP_K = 20
+templates.env.globals["rule_raises"] = rule_raises  # propose.html: a rule for or against
 FIELDS = ("problem", "file", "target", "top_k")  # the form's inputs (propose.html)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from aicf_induct.induction.pack import DEFAULT_PACK
 from api.app import create_app
 from api.settings import Settings
 from tests.api.conftest import serve_in_thread
@@ -102,6 +103,21 @@ def test_proposal_for_a_known_problem(client: httpx.Client) -> None:
     assert r.status_code == 200
     assert re.search(r'id="result-title">wine: classification, 178 rows', r.text)
     assert r.text.count('<tr><td class="num">') == 2 and 'id="chart-proposal"' in r.text
+
+
+def test_each_rule_is_marked_for_or_against_its_proposal(dashboard_warehouse) -> None:
+    # the shipped pack: wine's proposals fire rules both ways (its second has dropout,
+    # which the corpus says lowers the score)
+    settings = Settings(warehouse=dashboard_warehouse.root, pack=DEFAULT_PACK)
+    with serve_in_thread(create_app(settings)) as c:
+        r = c.post("/propose", data={"problem": "wine", "top_k": "3"})
+    assert r.status_code == 200
+    assert re.search(r'<span class="for">for</span>: [^<]* raises normalized score', r.text)
+    assert re.search(r'<span class="against">against</span>: [^<]* lowers normalized score',
+                     r.text)
+    assert not re.search(r'<span class="for">for</span>: [^<]* lowers normalized', r.text)
+    assert not re.search(r'<span class="against">against</span>: [^<]* raises normalized',
+                         r.text)
 
 
 def test_without_a_pack_the_form_says_so(dashboard_warehouse, tmp_path: Path) -> None:
