@@ -1,25 +1,27 @@
-"""A proposer's top k chosen as a set, hedged against its own errors.
+"""A proposer's top k re-chosen as a set: variants the benchmarks score beside the proposer
+(`LopoConfig.sets`), none adopted (`propose` keeps its own order; benchmarks/RESULTS.md).
 
-The proposer orders candidates by their expected error on the new problem, one at a time:
-its second and third may be near copies of its first (a wider twin, the same recipe), which
-fail on the same problems. Trained together and picked by validation, a set is worth the
-best of its members, so a member is worth what it adds where the others fail. Which
-candidates fail together the training problems say: the two-way centred matrix of their
-normalized errors, `R[p, c] = E[p, c] − mean_p − mean_c + mean` (how much worse than its
-usual a candidate did on problem p, beyond p being hard). A candidate's error on the new
-problem is modelled as its predicted level plus `shrink` × one training problem's deviation,
-and the set's worth as the mean over the training problems of its best member's. The first
-slot stays the proposer's first; each next one is the candidate that most lowers that mean
-(the greedy portfolio of auto-sklearn 2.0, on the problem's predicted levels instead of the
-corpus's average ones). `shrink` 0 gives back the proposer's order.
+`hedged`: the set hedged against its own errors. The proposer orders candidates by their
+expected error on the new problem, one at a time: its second and third may be near copies of
+its first (a wider twin, the same recipe), which fail on the same problems. Trained together
+and picked by validation, a set is worth the best of its members, so a member is worth what
+it adds where the others fail. Which candidates fail together the training problems say: the
+two-way centred matrix of their normalized errors, `R[p, c] = E[p, c] − mean_p − mean_c +
+mean` (how much worse than its usual a candidate did on problem p, beyond p being hard). A
+candidate's error on the new problem is modelled as its predicted level plus `shrink` × one
+training problem's deviation, and the set's worth as the mean over the training problems of
+its best member's. The first slot stays the proposer's first; each next one is the candidate
+that most lowers that mean (the greedy portfolio of auto-sklearn 2.0, on the problem's
+predicted levels instead of the corpus's average ones). `shrink` 0 gives back the proposer's
+order.
 
 Two other sets were tried the same way (benchmarks/RESULTS.md, "Induction"): `upside`, the
 same greedy with the candidates' errors drawn independently from the proposer's intervals
 (a set picked by validation is worth its members' spread as well as their levels: expected
 improvement, as Bayesian optimisation adds points); and `interleaved`, the proposer's order
 with kNN's picks (auto-sklearn 1.0's warm start) every third slot, two recommenders'
-information in one set. `SET_RULES` names them for `LopoConfig.sets` ("hedge0.5",
-"upside1", "knnmix").
+information in one set. `parse_set_rule` reads their names in `LopoConfig.sets`
+("hedge0.5", "upside1", "knnmix"), `chosen_set` gives a named rule's list.
 """
 
 from __future__ import annotations
@@ -114,7 +116,6 @@ def interleaved(order: Sequence[str], other: Sequence[str], every: int = 3) -> l
     return out
 
 
-SET_RULES = ("hedge", "upside", "knnmix")  # hedge<shrink>, upside<scale>, knnmix
 _RULE = re.compile(r"^(hedge|upside)(\d+(?:\.\d*)?)$|^knnmix$")
 
 
