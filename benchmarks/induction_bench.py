@@ -156,8 +156,8 @@ def numbers(text: str) -> tuple[float, ...]:
 
 
 def set_args(ap: argparse.ArgumentParser) -> None:
-    """`--hedge S[,S...]`, `--upside S[,S...]`, `--knn-mix`: also score the proposer's top k
-    re-chosen as a set by these rules (`hedge.chosen_set`)."""
+    """`--hedge S[,S...]`, `--upside S[,S...]`, `--knn-mix`, `--knn-tail N`: also score the
+    proposer's top k re-chosen as a set by these rules (`hedge.chosen_set`)."""
     ap.add_argument("--hedge", type=numbers, default=(), metavar="S[,S...]",
                     help="also score the proposer's top k hedged as a set (induction/hedge.py) "
                          "with each shrink S > 0, paired against its own top k and the full "
@@ -167,17 +167,21 @@ def set_args(ap: argparse.ArgumentParser) -> None:
                          "drawn from the proposer's intervals, their sd scaled by each S > 0")
     ap.add_argument("--knn-mix", action="store_true",
                     help="likewise the proposer's order with kNN's picks every third slot")
+    ap.add_argument("--knn-tail", type=int, default=0, metavar="N",
+                    help="likewise the proposer's first N, then kNN's picks")
 
 
 def set_names(args: argparse.Namespace) -> tuple[str, ...]:
     """The set methods `set_args`' options ask for, as `LopoConfig.sets` names them."""
     return (*(f"hedge{h:g}" for h in args.hedge), *(f"upside{u:g}" for u in args.upside),
-            *(("knnmix",) if args.knn_mix else ()))
+            *(("knnmix",) if args.knn_mix else ()),
+            *((f"knntail{args.knn_tail}",) if args.knn_tail else ()))
 
 
 SET_TITLES = {"hedge": "hedged as a set, shrink {v:g}",
               "upside": "chosen for the set's expected best from its intervals, scale {v:g}",
-              "knnmix": "with kNN's picks every third slot"}
+              "knnmix": "with kNN's picks every third slot",
+              "knntail": "as its first {v:g}, then kNN's picks"}
 
 
 def set_lines(res: LopoResult, sets: Sequence[str], ks: tuple[int, ...] = (3, 5)

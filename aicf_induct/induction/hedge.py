@@ -15,13 +15,14 @@ that most lowers that mean (the greedy portfolio of auto-sklearn 2.0, on the pro
 predicted levels instead of the corpus's average ones). `shrink` 0 gives back the proposer's
 order.
 
-Two other sets were tried the same way (benchmarks/RESULTS.md, "Induction"): `upside`, the
+Other sets were tried the same way (benchmarks/RESULTS.md, "Induction"): `upside`, the
 same greedy with the candidates' errors drawn independently from the proposer's intervals
 (a set picked by validation is worth its members' spread as well as their levels: expected
 improvement, as Bayesian optimisation adds points); and `interleaved`, the proposer's order
 with kNN's picks (auto-sklearn 1.0's warm start) every third slot, two recommenders'
-information in one set. `parse_set_rule` reads their names in `LopoConfig.sets`
-("hedge0.5", "upside1", "knnmix"), `chosen_set` gives a named rule's list.
+information in one set; and `tail`, the proposer's first n with kNN's picks after them.
+`parse_set_rule` reads their names in `LopoConfig.sets` ("hedge0.5", "upside1", "knnmix",
+"knntail3"), `chosen_set` gives a named rule's list.
 """
 
 from __future__ import annotations
@@ -116,7 +117,19 @@ def interleaved(order: Sequence[str], other: Sequence[str], every: int = 3) -> l
     return out
 
 
-_RULE = re.compile(r"^(hedge|upside)(\d+(?:\.\d*)?)$|^knnmix$")
+def tail(order: Sequence[str], other: Sequence[str], head: int) -> list[str]:
+    """`order`'s first `head`, then `other`'s picks not among them, then the rest of
+    `order`: another recommender for the slots after the first few."""
+    if head < 1:
+        raise ConfigError(f"tail head must be >= 1, got {head}")
+    out = [str(c) for c in order[:head]]
+    for c in [*other, *order[head:]]:
+        if str(c) not in out:
+            out.append(str(c))
+    return out
+
+
+_RULE = re.compile(r"^(hedge|upside|knntail)(\d+(?:\.\d*)?)$|^knnmix$")
 
 
 def parse_set_rule(name: str) -> tuple[str, float]:
@@ -125,11 +138,13 @@ def parse_set_rule(name: str) -> tuple[str, float]:
     m = _RULE.match(name)
     if m is None:
         raise ConfigError(f"unknown set method {name!r} (valid: hedge<s> or upside<s> with "
-                          f"s > 0, knnmix)")
+                          f"s > 0, knnmix, knntail<n>)")
     value = float(m.group(2)) if m.group(2) else 0.0
     if m.group(1) and not value > 0:
         raise ConfigError(f"set method {name!r}: {m.group(1)} needs a number > 0, got "
                           f"{value:g}")
+    if m.group(1) == "knntail" and not value.is_integer():
+        raise ConfigError(f"set method {name!r}: knntail needs a whole number of slots")
     return (m.group(1) or "knnmix"), value
 
 
@@ -143,4 +158,6 @@ def chosen_set(name: str, order: Sequence[str], pred: pd.DataFrame, errors: pd.D
         return hedged(order, level, errors, n, value)
     if rule == "upside":
         return upside(order, level, pred["low"], pred["high"], n, value)
+    if rule == "knntail":
+        return tail(order, knn, int(value))
     return interleaved(order, knn)

@@ -43,7 +43,7 @@ def test_the_holdout_benchmark_from_a_warehouse_and_from_its_saved_meta(
     assert first.split("\n", 1)[1] == again.split("\n", 1)[1]
 
     hedged = _run("--meta", str(saved), "--pack", str(pack), *default, "--hedge", "0.5,1",
-                  "--upside", "1", "--knn-mix")
+                  "--upside", "1", "--knn-mix", "--knn-tail", "2")
     blocks = hedged.split("The proposer's top k hedged as a set, shrink ")
     assert [b.split(" ", 1)[0] for b in blocks[1:]] == ["0.5", "1"]
     # k = 3 and 5, each set method against the proposer and the full search
@@ -51,7 +51,8 @@ def test_the_holdout_benchmark_from_a_warehouse_and_from_its_saved_meta(
             (hedged.split(f"The proposer's top k {title}")[1], name)
             for title, name in (("chosen for the set's expected best from its intervals, "
                                  "scale 1 (", "upside1"),
-                                ("with kNN's picks every third slot (", "knnmix"))]:
+                                ("with kNN's picks every third slot (", "knnmix"),
+                                ("as its first 2, then kNN's picks (", "knntail2"))]:
         rows = [line for line in block.split("\n\n", 2)[1].splitlines()
                 if line.startswith(f"| {method}")]
         assert [r.split(" | ")[1:3] for r in rows] == [

@@ -14,6 +14,7 @@ from aicf_induct.induction.hedge import (
     hedged,
     interleaved,
     parse_set_rule,
+    tail,
     upside,
 )
 from aicf_induct.induction.lopo import LopoConfig, run_lopo
@@ -62,6 +63,11 @@ def test_bad_hedges_are_named() -> None:
         upside(["A", "D"], LEVEL, LEVEL, LEVEL, 2, 1.0)
     assert parse_set_rule("upside0.5") == ("upside", 0.5)
     assert parse_set_rule("knnmix") == ("knnmix", 0.0)
+    assert parse_set_rule("knntail3") == ("knntail", 3.0)
+    with pytest.raises(ConfigError, match="knntail needs a whole number of slots"):
+        parse_set_rule("knntail2.5")
+    with pytest.raises(ConfigError, match="tail head must be >= 1"):
+        tail(["a"], ["b"], 0)
 
 
 # A and B alike and sure; C a little worse on average but wide: a set picked by validation
@@ -98,13 +104,20 @@ def test_interleaved_gives_the_other_list_every_third_slot() -> None:
         interleaved(["a"], ["b"], every=1)
 
 
+def test_tail_gives_the_slots_after_the_first_few_to_the_other_list() -> None:
+    assert tail(["a", "b", "c", "d", "e"], ["b", "x", "y"], 2) == ["a", "b", "x", "y", "c",
+                                                                  "d", "e"]
+    assert tail(["a", "b"], ["a"], 3) == ["a", "b"]
+    assert chosen_set("knntail1", ["A", "B", "C"], PRED, ERRORS, ["C"], 3) == ["A", "C", "B"]
+
+
 def test_hedged_methods_are_scored_beside_the_proposer() -> None:
     cfg = LopoConfig(default="c00", choose_seeds=(0,), score_seeds=(1,), ks=(1, 3),
-                     metamodel=SMALL, sets=("hedge0.5", "hedge1", "upside1", "knnmix"))
+                     metamodel=SMALL, sets=("hedge0.5", "hedge1", "upside1", "knnmix", "knntail2"))
     res = run_lopo(twins(grouped=True, n_groups=5), cfg)
     rows = res.choices.set_index(["problem_id", "k", "method"])["candidate"]
     methods = set(res.choices["method"])
-    assert {"hedge0.5", "hedge1", "upside1", "knnmix"} <= methods
+    assert {"hedge0.5", "hedge1", "upside1", "knnmix", "knntail2"} <= methods
     for pid in res.choices["problem_id"].unique():  # k = 1: the proposer's own first
-        for m in ("hedge0.5", "hedge1", "upside1", "knnmix"):
+        for m in ("hedge0.5", "hedge1", "upside1", "knnmix", "knntail2"):
             assert rows[(pid, 1, m)] == rows[(pid, 1, "proposer")]
