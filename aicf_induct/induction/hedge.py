@@ -18,7 +18,7 @@ order.
 Other sets were tried the same way (benchmarks/RESULTS.md, "Induction"): `upside`, the
 same greedy with the candidates' errors drawn independently from the proposer's intervals
 (a set picked by validation is worth its members' spread as well as their levels: expected
-improvement, as Bayesian optimisation adds points); and `interleaved`, the proposer's order
+improvement, as Bayesian optimisation adds points); `interleaved`, the proposer's order
 with kNN's picks (auto-sklearn 1.0's warm start) every third slot, two recommenders'
 information in one set; and `tail`, the proposer's first n with kNN's picks after them.
 `parse_set_rule` reads their names in `LopoConfig.sets` ("hedge0.5", "upside1", "knnmix",

@@ -71,7 +71,7 @@ class LopoConfig:
     # each fold learns from this many of the other groups, drawn at random; None: all
     train_groups: int | None = None
     # extra methods, the proposer's top k re-chosen as a set (`hedge.chosen_set`):
-    # "hedge<s>", "upside<s>", "knnmix", scored beside the proposer's own order
+    # "hedge<s>", "upside<s>", "knnmix", "knntail<n>", scored beside the proposer's own order
     sets: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
