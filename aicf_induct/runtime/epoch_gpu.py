@@ -46,11 +46,10 @@ from aicf_induct.runtime.trainer import EVAL_CHUNK, FitState, Trainer
 
 MULTI = 16  # full-batch steps in one graph replay (at most), as child nodes of the step's graph
 MULTI_CAPTURED = 16  # at most, where the driver cannot build that and the steps are captured
-# the slower paths a run fell back to, said once per process (the results are the same, the
-# speed is not, and one such fallback went unnoticed until a test's order exposed it), and
-# counted a run each: "eager" (a batch size's steps not one replay), "multi" (full-batch
-# steps captured k at a time); a GPU-engine sweep reports its runs' counts
-_SAID: set[str] = set()
+# the slower paths this process's runs fell back to, counted a run each: "eager" (a batch
+# size's steps not one replay), "multi" (full-batch steps captured k at a time); the first of
+# each is said on stderr (the results are the same, the speed is not, and one such fallback
+# went unnoticed until a test's order exposed it); a GPU-engine sweep reports the counts
 FELL_BACK: Counter[str] = Counter()
 STATS = 4  # per step: sum g^2, sum theta^2, sum delta^2, loss (kernels.cuda.optim.STATS)
 
@@ -235,11 +234,14 @@ class DeviceEpochs:
                                  f"not as one graph ({why}): slower")
 
     def _fall_back(self, kind: str, line: str) -> None:
-        """A slower path taken: counted once for this run, `line` said once a process."""
-        if kind not in self.fell_back:
-            self.fell_back.add(kind)
-            FELL_BACK[kind] += 1
-        _say_once(kind, line)
+        """A slower path taken: counted once for this run; `line` said for the process's
+        first."""
+        if kind in self.fell_back:
+            return
+        self.fell_back.add(kind)
+        FELL_BACK[kind] += 1
+        if FELL_BACK[kind] == 1:
+            print(line, file=sys.stderr, flush=True)
 
     def _repeats(self, graph: Any, e: Any, full: int) -> list[tuple[int, Any]]:
         """The graphs of k full-batch steps each: the step's graph repeated as child nodes (no
@@ -481,9 +483,3 @@ class DeviceEpochs:
         send_steps(tr.recorder, batch)
         return (batch.loss.tolist(), *self._split_result("val", rows, losses, preds))
 
-
-def _say_once(kind: str, line: str) -> None:
-    """`line` on stderr, the first time a run of this process falls back to `kind`."""
-    if kind not in _SAID:
-        _SAID.add(kind)
-        print(line, file=sys.stderr, flush=True)

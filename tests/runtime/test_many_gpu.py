@@ -125,7 +125,6 @@ def test_full_batch_steps_replay_k_at_a_time_as_alone_either_way(monkeypatch, ca
         same(a, b)
     monkeypatch.setattr(graph_repeat, "repeated", lambda graph, k: (None, "refused"))
     monkeypatch.setattr(epoch_gpu, "MULTI_CAPTURED", 4)
-    monkeypatch.setattr(epoch_gpu, "_SAID", set())
     monkeypatch.setattr(epoch_gpu, "FELL_BACK", collections.Counter())
     capsys.readouterr()
     probe = DeviceEpochs(trainer(problem, SPECS[0], CONFIG, MemoryRecorder()),
