@@ -171,6 +171,39 @@ def set_args(ap: argparse.ArgumentParser) -> None:
                     help="likewise the proposer's first N, then kNN's picks")
 
 
+def order_args(ap: argparse.ArgumentParser) -> None:
+    """`--low-rank R[,R...]`: also score other orders of every candidate (`LopoConfig.orders`),
+    their own top-1 included."""
+    ap.add_argument("--low-rank", type=numbers, default=(), metavar="R[,R...]",
+                    help="also score the low-rank order (induction/lowrank.py): the error "
+                         "matrix's first R components predicted from the meta-features, "
+                         "against the proposer, the three 3-pick baselines and the full search")
+
+
+def order_names(args: argparse.Namespace) -> tuple[str, ...]:
+    """The orders `order_args`' options ask for, as `LopoConfig.orders` names them."""
+    return tuple(f"lowrank{int(r)}" for r in args.low_rank)
+
+
+def order_lines(res: LopoResult, orders: Sequence[str]) -> list[str]:
+    """Each order's mean normalized error at k = 1, 3, 5 and gap share; its top-1 against the
+    proposer's and against the three 3-pick baselines (the Holm line); its top-3 against the
+    proposer's and the full search."""
+    lines: list[str] = []
+    ch = res.choices
+    for m in orders:
+        mine = ch[ch["method"] == m]
+        means = ", ".join(f"top-{k} {mine[mine['k'] == k]['norm_error'].mean():.3f}"
+                          for k in (1, 3, 5))
+        lines += [f"The order {m} ({means}; gap closed at k = 1: "
+                  f"{gap_text(gap_closed(res, m), gap_closed_ci(res, m))}):", "",
+                  table(compare(res, method=m, k=1, baselines=("proposer", "default"))), "",
+                  table(compare(res, method=m, k=1, baseline_k=3, baselines=THREE_PICKS)), "",
+                  table(compare(res, method=m, k=3, baselines=("proposer", "full_search"))),
+                  ""]
+    return lines
+
+
 def set_names(args: argparse.Namespace) -> tuple[str, ...]:
     """The set methods `set_args`' options ask for, as `LopoConfig.sets` names them."""
     return (*(f"hedge{h:g}" for h in args.hedge), *(f"upside{u:g}" for u in args.upside),

@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/induction_holdout.py (--warehouse DIR | --meta FILE [FILE ...])
         [--pack PACK] [--default KEY] [--save-meta FILE] [--save DIR] [--grow META ...]
         [--hedge S[,S...]] [--upside S[,S...]] [--knn-mix] [--knn-tail N]
+        [--low-rank R[,R...]]
 
 Leave-one-problem-out scores the proposer on the corpus it was chosen on: every choice of
 model since the sixth sitting was made on those figures. Here the pack, as shipped (its
@@ -53,6 +54,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from induction_bench import (
     combined,
     headroom,
+    order_args,
+    order_lines,
+    order_names,
     paired,
     save_result,
     section,
@@ -102,6 +106,7 @@ def main() -> int:
                     help="also compare a proposer fitted on the corpus grown by META's "
                          "problems with one fitted on the corpus alone (repeatable)")
     set_args(ap)
+    order_args(ap)
     args = ap.parse_args()
     try:
         return run(args)
@@ -130,7 +135,8 @@ def run(args: argparse.Namespace) -> int:
     pack = load_pack(args.pack)
     corpus = pack.seed_meta()
     ev = evaluate_holdout(corpus, held, fitted=pack.proposer().metamodel_,
-                          default=args.default, progress=True, sets=set_names(args))
+                          default=args.default, progress=True, sets=set_names(args),
+                          orders=order_names(args))
     res = ev.result
     if args.save:
         save_result(res, Path(args.save))
@@ -155,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
         table(compare(res, k=1, baselines=("default",))), "",
         table(compare(res, k=3, baselines=("full_search",))), "",
         *set_lines(res, set_names(args)),
+        *order_lines(res, order_names(args)),
         spread_line(pack.proposer().metamodel_, held, res), "",
         f"Calibration of the pack's {ev.result.level:.0%} intervals (each problem's mean over "
         f"its {n['seed']} seeds):", "", table(cal), "",

@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/induction_partitions.py (--warehouse DIR | --pack [PACK])
         [--jobs N] [--partitions N] [--ranking gain|rank|raw_rank|error] [--save DIR]
         [--hedge S[,S...]] [--upside S[,S...]] [--knn-mix] [--knn-tail N]
+        [--low-rank R[,R...]]
 
 `induction_bench.py` chooses on the first half of the seeds and scores on the second, and
 its swapped run the other way round: two draws of the seeds' noise, which gave the same
@@ -33,7 +34,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from corpus_source import add_source_args, load_corpus
-from induction_bench import save_result, section, set_args, set_lines, set_names, table
+from induction_bench import (
+    order_args,
+    order_lines,
+    order_names,
+    save_result,
+    section,
+    set_args,
+    set_lines,
+    set_names,
+    table,
+)
 from machine import cpu_model, git_commit
 
 from aicf_induct.induction.baselines import resolve_default
@@ -54,6 +65,7 @@ def main() -> int:
                          "default gain, the shipped pack's)")
     ap.add_argument("--save", metavar="DIR", help="write the averaged rows to DIR/choices.csv")
     set_args(ap)
+    order_args(ap)
     args = ap.parse_args()
     t0 = time.perf_counter()
     meta = load_corpus(args)
@@ -62,7 +74,8 @@ def main() -> int:
         parts = parts[:args.partitions]
     first = parts[0]
     config = LopoConfig(resolve_default(meta, None), first[0], first[1], (1, 3, 5),
-                        metamodel=MetaModel(ranking=args.ranking), sets=set_names(args))
+                        metamodel=MetaModel(ranking=args.ranking), sets=set_names(args),
+                        orders=order_names(args))
     res = run_lopo_partitions(meta, config, parts, n_jobs=args.jobs, progress=True)
     if args.save:
         save_result(res, Path(args.save))
@@ -78,6 +91,7 @@ def main() -> int:
         table(compare(res, k=1, baselines=("default",))), "",
         table(compare(res, k=3, baselines=("full_search",))), "",
         *set_lines(res, set_names(args)),
+        *order_lines(res, order_names(args)),
     ]
     print("\n".join(lines))
     return 0

@@ -303,11 +303,13 @@ def evaluate_holdout(train: pd.DataFrame, held: pd.DataFrame, *,
                      fitted: MetaModel | None = None, default: str | None = None,
                      baselines: tuple[str, ...] = BASELINES, ks: tuple[int, ...] = (1, 3, 5),
                      n_random: int = 20, n_boot: int = 2000, seed: int = 0,
-                     progress: bool = False, sets: tuple[str, ...] = ()) -> Evaluation:
+                     progress: bool = False, sets: tuple[str, ...] = (),
+                     orders: tuple[str, ...] = ()) -> Evaluation:
     """The proposer and the baselines learned from `train` (a pack's corpus; `fitted`: its
     shipped meta-model) and scored on the problems of `held`, which they never saw,
     averaged over every split of `held`'s seeds (`lopo.run_holdout`); `sets`: the
-    proposer's top k re-chosen as a set too (`LopoConfig.sets`). Held-out problems
+    proposer's top k re-chosen as a set too (`LopoConfig.sets`); `orders`: other orders
+    scored beside it (`LopoConfig.orders`). Held-out problems
     that are near-duplicates of a training problem by their meta-features
     (`neighbors.near_duplicates`) are left out, and listed in `Evaluation.near_duplicates`."""
     default_key = resolve_default(train, default)
@@ -316,7 +318,7 @@ def evaluate_holdout(train: pd.DataFrame, held: pd.DataFrame, *,
         raise ConfigError("every held-out problem is a near-duplicate of a training problem")
     parts = seed_partitions(held)
     config = LopoConfig(default_key, *parts[0], ks, n_random, MetaModel(), seed, "all",
-                        sets=sets)
+                        sets=sets, orders=orders)
     res = run_holdout(train, held, config, parts, fitted=fitted, progress=progress)
     ev = _evaluation(res, default_key, parts[0], len(parts), baselines, ks, n_boot, seed)
     ev.near_duplicates = dups

@@ -42,6 +42,7 @@ from sklearn.base import clone
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction import baselines
 from aicf_induct.induction.hedge import chosen_set, parse_set_rule
+from aicf_induct.induction.lowrank import LowRankOrder, parse_order
 from aicf_induct.induction.meta_dataset import check_meta, problem_table, score_matrix
 from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.neighbors import Neighbors
@@ -73,6 +74,9 @@ class LopoConfig:
     # extra methods, the proposer's top k re-chosen as a set (`hedge.chosen_set`):
     # "hedge<s>", "upside<s>", "knnmix", "knntail<n>", scored beside the proposer's own order
     sets: tuple[str, ...] = ()
+    # extra methods, other orders of every candidate scored beside the proposer's, their own
+    # top-1 included: "lowrank<r>" (`lowrank.LowRankOrder`)
+    orders: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if set(self.choose_seeds) & set(self.score_seeds):
@@ -85,6 +89,8 @@ class LopoConfig:
                               f"{self.rank_seeds!r}")
         for name in self.sets:
             parse_set_rule(name)
+        for name in self.orders:
+            parse_order(name)
         if self.train_groups is not None and self.train_groups < 2:
             raise ConfigError(f"train_groups must be >= 2 (or None: all), got "
                               f"{self.train_groups}")
@@ -316,36 +322,46 @@ class _Context:
 @dataclass(frozen=True)
 class Learned:
     """What the methods learn from the training problems: the meta-model, the candidates'
-    test normalized errors (for the warm starts), the neighbors."""
+    test normalized errors (for the warm starts), the neighbors, the other orders."""
 
     metamodel: MetaModel
     errors: pd.DataFrame
     knn: Neighbors
+    orders: dict[str, LowRankOrder] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, train: pd.DataFrame, cands: list[str], metamodel: MetaModel) -> Learned:
-        """The warm starts learned from `train` (columns `cands`), beside a fitted
-        meta-model."""
-        return cls(metamodel, score_matrix(train, "test_norm_error").reindex(columns=cands),
-                   Neighbors().fit(problem_table(train)))
+    def of(cls, train: pd.DataFrame, cands: list[str], metamodel: MetaModel,
+           orders: Sequence[str] = ()) -> Learned:
+        """The warm starts and the `orders` (`LopoConfig.orders`) learned from `train`
+        (columns `cands`), beside a fitted meta-model."""
+        errors = score_matrix(train, "test_norm_error").reindex(columns=cands)
+        knn = Neighbors().fit(problem_table(train))
+        aligned = errors.reindex(knn.index_)
+        return cls(metamodel, errors, knn,
+                   {name: LowRankOrder(parse_order(name)).fit(aligned, knn.X_)
+                    for name in orders})
 
     def lists(self, features: Mapping[str, float], ok: list[str], n: int,
               sets: Sequence[str] = ()) -> tuple[pd.DataFrame, dict[str, list[str]]]:
         """For a problem with these meta-features, among the candidates `ok`: the
         meta-model's predictions (best first), and the ranked lists of the proposer (all of
-        `ok`), of kNN, the portfolio and best-on-average (their first n), and of the
-        proposer's top n re-chosen by each set method of `sets` (`hedge.chosen_set`)."""
+        `ok`), of kNN, the portfolio and best-on-average (their first n), of the
+        proposer's top n re-chosen by each set method of `sets` (`hedge.chosen_set`), and
+        of each fitted order (all of `ok`)."""
         pred = self.metamodel.predict_problem(features)
         pred = pred[pred.index.isin(ok)]
         fits = self.errors[ok]
         order = [str(c) for c in pred.index]
-        knn = baselines.knn_choice(fits, self.knn, self.knn.query_vector(features), n)
+        query = self.knn.query_vector(features)
+        knn = baselines.knn_choice(fits, self.knn, query, n)
+        scaled = self.knn.scale(query[None, :])[0]
         return pred, {
             "proposer": order,
             "knn": knn,
             "portfolio": baselines.portfolio_choice(fits, n),
             "average": baselines.average_choice(fits, n),
             **{name: chosen_set(name, order, pred, fits, knn, n) for name in sets},
+            **{name: fitted.order(scaled, ok) for name, fitted in self.orders.items()},
         }
 
 
@@ -358,7 +374,7 @@ def _learn(config: LopoConfig, train: pd.DataFrame, cands: list[str], single: bo
         ranked_on = config.score_seeds if config.rank_seeds == "score" else None
         fitted = clone(config.metamodel).set_params(
             seeds=config.score_seeds if single else None, rank_seeds=ranked_on).fit(train)
-    return Learned.of(train, cands, fitted)
+    return Learned.of(train, cands, fitted, config.orders)
 
 
 def _folds(ctx: _Context, groups: Sequence[str]) -> tuple[list[dict[str, object]],

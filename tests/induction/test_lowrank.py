@@ -1,0 +1,78 @@
+"""The low-rank order: it recovers a planted factor structure from the meta-features, names
+bad input, and is scored beside the proposer in leave-one-out without seeing the held-out
+group."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from aicf_induct.errors import ConfigError
+from aicf_induct.induction.lopo import LopoConfig, run_lopo
+from aicf_induct.induction.lowrank import LowRankOrder, parse_order
+from tests.induction.test_lopo import SMALL, twins
+
+
+def planted(n: int, rng: np.random.Generator) -> tuple[pd.DataFrame, np.ndarray]:
+    """n problems × 6 candidates: candidates 0-2 are good where feature 0 is high, 3-5 where
+    it is low (one factor), with noise; feature 1 is noise, feature 2 missing on half."""
+    X = rng.random((n, 3))
+    X[: n // 2, 2] = np.nan
+    loading = np.array([1.0, 0.5, 0.75, -1.0, -0.75, -0.5])
+    E = 0.5 - 0.4 * (X[:, [0]] - 0.5) * loading[None, :] + 0.01 * rng.standard_normal((n, 6))
+    return pd.DataFrame(E, columns=[f"c{i}" for i in range(6)]), X
+
+
+def test_a_planted_factor_orders_a_new_problem() -> None:
+    rng = np.random.default_rng(0)
+    errors, X = planted(60, rng)
+    fit = LowRankOrder(1).fit(errors, X)
+    ok = list(errors.columns)
+    # feature 0 high: candidates 0-2 first, led by c0 (largest loading); low: c3 leads
+    assert fit.order(np.array([0.95, 0.5, np.nan]), ok)[:3] == ["c0", "c2", "c1"]
+    assert fit.order(np.array([0.05, 0.5, 0.3]), ok)[0] == "c3"
+    # the order is among `ok` only
+    assert fit.order(np.array([0.95, 0.5, 0.1]), ["c4", "c5"]) == ["c5", "c4"]
+    # no relation to the features: the prediction stays near the candidates' means
+    flat = LowRankOrder(2).fit(errors, rng.random((60, 3)))
+    assert np.abs(flat.predict(np.array([0.9, 0.1, 0.5])) - errors.mean()).max() < 0.1
+
+
+def test_bad_input_is_named() -> None:
+    assert parse_order("lowrank4") == 4
+    for bad in ("lowrank0", "lowrank", "svd2"):
+        with pytest.raises(ConfigError, match="unknown order"):
+            parse_order(bad)
+    with pytest.raises(ConfigError, match="rank >= 1"):
+        LowRankOrder(0)
+    with pytest.raises(ConfigError, match="3 problems' errors but 2 feature rows"):
+        LowRankOrder(1).fit(pd.DataFrame(np.zeros((3, 2))), np.zeros((2, 1)))
+    with pytest.raises(ConfigError, match="unknown order"):
+        LopoConfig(default="c00", choose_seeds=(0,), score_seeds=(1,), orders=("rank2",))
+
+
+def test_orders_are_scored_beside_the_proposer_and_never_see_the_held_out_group(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    fitted_on: list[set[str]] = []
+    fit = LowRankOrder.fit
+
+    def spy(self: LowRankOrder, errors: pd.DataFrame, X: np.ndarray) -> LowRankOrder:
+        fitted_on.append({str(p) for p in errors.index})
+        return fit(self, errors, X)
+
+    monkeypatch.setattr(LowRankOrder, "fit", spy)
+    cfg = LopoConfig(default="c00", choose_seeds=(0,), score_seeds=(1,), ks=(1, 3),
+                     metamodel=SMALL, orders=("lowrank2",))
+    meta = twins(grouped=True, n_groups=5)
+    res = run_lopo(meta, cfg)
+    mine = res.choices[res.choices["method"] == "lowrank2"]
+    assert len(mine) == 2 * 10  # every problem at k = 1 and 3
+    # one fit per fold, each on every problem but the held-out group's two
+    everyone = set(meta["problem_id"].astype(str))
+    left_out = sorted(tuple(sorted(everyone - s)) for s in fitted_on)
+    groups = meta.drop_duplicates("problem_id").groupby("group")["problem_id"]
+    assert left_out == sorted(tuple(sorted(map(str, g))) for _, g in groups)
+    # each group's winner is its own candidate, which no other group shares: learned from
+    # the others only, no order can pick it at k = 1 (error 0)
+    assert (mine.query("k == 1")["norm_error"] > 0).all()
