@@ -172,17 +172,21 @@ def set_args(ap: argparse.ArgumentParser) -> None:
 
 
 def order_args(ap: argparse.ArgumentParser) -> None:
-    """`--low-rank R[,R...]`: also score other orders of every candidate (`LopoConfig.orders`),
-    their own top-1 included."""
+    """`--low-rank R[,R...]`, `--blend R[,R...]`: also score other orders of every candidate
+    (`LopoConfig.orders`), their own top-1 included."""
     ap.add_argument("--low-rank", type=numbers, default=(), metavar="R[,R...]",
                     help="also score the low-rank order (induction/lowrank.py): the error "
                          "matrix's first R components predicted from the meta-features, "
                          "against the proposer, the three 3-pick baselines and the full search")
+    ap.add_argument("--blend", type=numbers, default=(), metavar="R[,R...]",
+                    help="likewise the proposer's order and the rank-R low-rank order's "
+                         "averaged by position")
 
 
 def order_names(args: argparse.Namespace) -> tuple[str, ...]:
     """The orders `order_args`' options ask for, as `LopoConfig.orders` names them."""
-    return tuple(f"lowrank{int(r)}" for r in args.low_rank)
+    return (*(f"lowrank{int(r)}" for r in args.low_rank),
+            *(f"blend{int(r)}" for r in args.blend))
 
 
 def order_lines(res: LopoResult, orders: Sequence[str]) -> list[str]:

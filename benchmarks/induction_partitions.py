@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/induction_partitions.py (--warehouse DIR | --pack [PACK])
         [--jobs N] [--partitions N] [--ranking gain|rank|raw_rank|error] [--save DIR]
         [--hedge S[,S...]] [--upside S[,S...]] [--knn-mix] [--knn-tail N]
-        [--low-rank R[,R...]]
+        [--low-rank R[,R...]] [--blend R[,R...]]
 
 `induction_bench.py` chooses on the first half of the seeds and scores on the second, and
 its swapped run the other way round: two draws of the seeds' noise, which gave the same

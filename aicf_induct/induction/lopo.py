@@ -42,7 +42,7 @@ from sklearn.base import clone
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction import baselines
 from aicf_induct.induction.hedge import chosen_set, parse_set_rule
-from aicf_induct.induction.lowrank import LowRankOrder, parse_order
+from aicf_induct.induction.lowrank import LowRankOrder, blended, parse_order
 from aicf_induct.induction.meta_dataset import check_meta, problem_table, score_matrix
 from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.neighbors import Neighbors
@@ -75,7 +75,8 @@ class LopoConfig:
     # "hedge<s>", "upside<s>", "knnmix", "knntail<n>", scored beside the proposer's own order
     sets: tuple[str, ...] = ()
     # extra methods, other orders of every candidate scored beside the proposer's, their own
-    # top-1 included: "lowrank<r>" (`lowrank.LowRankOrder`)
+    # top-1 included: "lowrank<r>" (`lowrank.LowRankOrder`), "blend<r>" (it and the
+    # proposer's, `lowrank.blended`)
     orders: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -338,7 +339,7 @@ class Learned:
         knn = Neighbors().fit(problem_table(train))
         aligned = errors.reindex(knn.index_)
         return cls(metamodel, errors, knn,
-                   {name: LowRankOrder(parse_order(name)).fit(aligned, knn.X_)
+                   {name: LowRankOrder(parse_order(name)[1]).fit(aligned, knn.X_)
                     for name in orders})
 
     def lists(self, features: Mapping[str, float], ok: list[str], n: int,
@@ -361,7 +362,9 @@ class Learned:
             "portfolio": baselines.portfolio_choice(fits, n),
             "average": baselines.average_choice(fits, n),
             **{name: chosen_set(name, order, pred, fits, knn, n) for name in sets},
-            **{name: fitted.order(scaled, ok) for name, fitted in self.orders.items()},
+            **{name: blended(order, fitted.order(scaled, ok))
+               if parse_order(name)[0] == "blend" else fitted.order(scaled, ok)
+               for name, fitted in self.orders.items()},
         }
 
 

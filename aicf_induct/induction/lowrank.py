@@ -33,15 +33,25 @@ from sklearn.linear_model import RidgeCV
 from aicf_induct.errors import ConfigError
 
 ALPHAS = tuple(float(a) for a in np.logspace(-2, 4, 13))  # the ridge penalties tried
-_NAME = re.compile(r"^lowrank(\d+)$")
+_NAME = re.compile(r"^(lowrank|blend)(\d+)$")
 
 
-def parse_order(name: str) -> int:
-    """An order's name -> its rank: "lowrank4" -> 4 (>= 1)."""
+def parse_order(name: str) -> tuple[str, int]:
+    """An order's name -> (kind, rank): "lowrank4" -> ("lowrank", 4), "blend4" -> ("blend",
+    4), the rank >= 1."""
     m = _NAME.match(name)
-    if m is None or int(m.group(1)) < 1:
-        raise ConfigError(f"unknown order {name!r} (valid: lowrank<r>, r >= 1)")
-    return int(m.group(1))
+    if m is None or int(m.group(2)) < 1:
+        raise ConfigError(f"unknown order {name!r} (valid: lowrank<r> or blend<r>, r >= 1)")
+    return m.group(1), int(m.group(2))
+
+
+def blended(first: list[str], second: list[str]) -> list[str]:
+    """Two orders of the same candidates as one, by their mean position (ties: `first`'s
+    order): two recommenders weighed alike, whatever the scales of their predictions."""
+    if sorted(first) != sorted(second):
+        raise ConfigError("blended orders must hold the same candidates")
+    at = {c: i for i, c in enumerate(second)}
+    return sorted(first, key=lambda c: (first.index(c) + at[c], first.index(c)))
 
 
 def _design(X: np.ndarray, missing: np.ndarray) -> np.ndarray:

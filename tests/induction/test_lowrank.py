@@ -10,7 +10,7 @@ import pytest
 
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.lopo import LopoConfig, run_lopo
-from aicf_induct.induction.lowrank import LowRankOrder, parse_order
+from aicf_induct.induction.lowrank import LowRankOrder, blended, parse_order
 from tests.induction.test_lopo import SMALL, twins
 
 
@@ -40,16 +40,27 @@ def test_a_planted_factor_orders_a_new_problem() -> None:
 
 
 def test_bad_input_is_named() -> None:
-    assert parse_order("lowrank4") == 4
-    for bad in ("lowrank0", "lowrank", "svd2"):
+    assert parse_order("lowrank4") == ("lowrank", 4)
+    assert parse_order("blend2") == ("blend", 2)
+    for bad in ("lowrank0", "lowrank", "svd2", "blend"):
         with pytest.raises(ConfigError, match="unknown order"):
             parse_order(bad)
     with pytest.raises(ConfigError, match="rank >= 1"):
         LowRankOrder(0)
     with pytest.raises(ConfigError, match="3 problems' errors but 2 feature rows"):
         LowRankOrder(1).fit(pd.DataFrame(np.zeros((3, 2))), np.zeros((2, 1)))
+    with pytest.raises(ConfigError, match="the same candidates"):
+        blended(["a", "b"], ["a", "c"])
     with pytest.raises(ConfigError, match="unknown order"):
         LopoConfig(default="c00", choose_seeds=(0,), score_seeds=(1,), orders=("rank2",))
+
+
+def test_blended_orders_by_mean_position() -> None:
+    # mean positions: a (0+2), b (1+0), c (2+1), d (3+3)
+    assert blended(["a", "b", "c", "d"], ["b", "c", "a", "d"]) == ["b", "a", "c", "d"]
+    # a tie goes to the first order's: x 0+1, y 1+0
+    assert blended(["x", "y"], ["y", "x"]) == ["x", "y"]
+    assert blended(["x", "y"], ["x", "y"]) == ["x", "y"]
 
 
 def test_orders_are_scored_beside_the_proposer_and_never_see_the_held_out_group(
@@ -63,16 +74,17 @@ def test_orders_are_scored_beside_the_proposer_and_never_see_the_held_out_group(
 
     monkeypatch.setattr(LowRankOrder, "fit", spy)
     cfg = LopoConfig(default="c00", choose_seeds=(0,), score_seeds=(1,), ks=(1, 3),
-                     metamodel=SMALL, orders=("lowrank2",))
+                     metamodel=SMALL, orders=("lowrank2", "blend2"))
     meta = twins(grouped=True, n_groups=5)
     res = run_lopo(meta, cfg)
+    assert len(res.choices[res.choices["method"] == "blend2"]) == 2 * 10
     mine = res.choices[res.choices["method"] == "lowrank2"]
     assert len(mine) == 2 * 10  # every problem at k = 1 and 3
-    # one fit per fold, each on every problem but the held-out group's two
+    # one fit per fold and order, each on every problem but the held-out group's two
     everyone = set(meta["problem_id"].astype(str))
     left_out = sorted(tuple(sorted(everyone - s)) for s in fitted_on)
     groups = meta.drop_duplicates("problem_id").groupby("group")["problem_id"]
-    assert left_out == sorted(tuple(sorted(map(str, g))) for _, g in groups)
+    assert left_out == sorted(2 * [tuple(sorted(map(str, g))) for _, g in groups])
     # each group's winner is its own candidate, which no other group shares: learned from
     # the others only, no order can pick it at k = 1 (error 0)
     assert (mine.query("k == 1")["norm_error"] > 0).all()
