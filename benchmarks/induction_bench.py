@@ -4,6 +4,7 @@ baselines, on the sweep corpus in a warehouse or a knowledge pack's per-seed sco
     .venv/bin/python benchmarks/induction_bench.py (--warehouse DIR | --pack [PACK]) [--seeds N]
         [--default KEY]
         [--ks 1,3,5] [--groups groups.json] [--jobs N] [--ranking rank|raw_rank|error]
+        [--blend-rank R]
         [--rank-seeds score|all] [--conformal-folds K] [--conformal-repeats R] [--swap-seeds]
         [--complete-only]
         [--save DIR] [--write-results]
@@ -60,7 +61,7 @@ from aicf_induct.induction.hedge import parse_set_rule
 from aicf_induct.induction.lopo import RANK_SEEDS, LopoResult, check_held_out
 from aicf_induct.induction.meta_dataset import complete_problems, with_derived_scores
 from aicf_induct.induction.meta_file import read_meta_file
-from aicf_induct.induction.metamodel import RANKINGS, MetaModel
+from aicf_induct.induction.metamodel import BLEND_RANK, RANKINGS, MetaModel
 from aicf_induct.induction.mining import Miner
 from aicf_induct.induction.pack import CONFORMAL_FOLDS, CONFORMAL_REPEATS
 from aicf_induct.induction.replication import rule_replication
@@ -171,22 +172,26 @@ def set_args(ap: argparse.ArgumentParser) -> None:
                     help="likewise the proposer's first N, then kNN's picks")
 
 
+def blend_arg(ap: argparse.ArgumentParser) -> None:
+    """`--blend-rank R`: the rank of the low-rank order the proposer blends with its own."""
+    ap.add_argument("--blend-rank", type=int, default=BLEND_RANK, metavar="R",
+                    help=f"blend the proposer's order with the rank-R low-rank order's "
+                         f"(induction/lowrank.py; default {BLEND_RANK}, the shipped pack's; "
+                         f"0: its own order alone, the pack's before the twenty-sixth sitting)")
+
+
 def order_args(ap: argparse.ArgumentParser) -> None:
-    """`--low-rank R[,R...]`, `--blend R[,R...]`: also score other orders of every candidate
-    (`LopoConfig.orders`), their own top-1 included."""
+    """`--low-rank R[,R...]`: also score other orders of every candidate (`LopoConfig.orders`),
+    their own top-1 included."""
     ap.add_argument("--low-rank", type=numbers, default=(), metavar="R[,R...]",
                     help="also score the low-rank order (induction/lowrank.py): the error "
                          "matrix's first R components predicted from the meta-features, "
                          "against the proposer, the three 3-pick baselines and the full search")
-    ap.add_argument("--blend", type=numbers, default=(), metavar="R[,R...]",
-                    help="likewise the proposer's order and the rank-R low-rank order's "
-                         "averaged by position")
 
 
 def order_names(args: argparse.Namespace) -> tuple[str, ...]:
     """The orders `order_args`' options ask for, as `LopoConfig.orders` names them."""
-    return (*(f"lowrank{int(r)}" for r in args.low_rank),
-            *(f"blend{int(r)}" for r in args.blend))
+    return tuple(f"lowrank{int(r)}" for r in args.low_rank)
 
 
 def order_lines(res: LopoResult, orders: Sequence[str]) -> list[str]:
@@ -324,6 +329,7 @@ def main() -> int:
                          "the best-on-average candidate (gain, the default), of their rank "
                          "within the problem of the normalized error (rank) or of the raw "
                          "error (raw_rank), or the expected normalized error (error)")
+    blend_arg(ap)
     ap.add_argument("--swap-seeds", action="store_true",
                     help="choose on the second half of the seeds and score on the first (the "
                          "same evaluation on the other draw of the seeds' noise)")
@@ -346,6 +352,7 @@ def main() -> int:
     ks = tuple(int(k) for k in args.ks.split(","))
     ev = evaluate_corpus(meta, default=args.default, ks=ks,
                          metamodel=MetaModel(max_iter=args.max_iter, ranking=args.ranking,
+                                             blend_rank=args.blend_rank,
                                              conformal_folds=args.conformal_folds,
                                              conformal_repeats=args.conformal_repeats),
                          n_random=args.n_random,

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/induction_holdout.py (--warehouse DIR | --meta FILE [FILE ...])
         [--pack PACK] [--default KEY] [--save-meta FILE] [--save DIR] [--grow META ...]
         [--hedge S[,S...]] [--upside S[,S...]] [--knn-mix] [--knn-tail N]
-        [--low-rank R[,R...]] [--blend R[,R...]]
+        [--low-rank R[,R...]]
 
 Leave-one-problem-out scores the proposer on the corpus it was chosen on: every choice of
 model since the sixth sitting was made on those figures. Here the pack, as shipped (its

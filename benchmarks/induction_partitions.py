@@ -1,9 +1,10 @@
 """The induction benchmark averaged over every half-and-half split of the corpus's seeds.
 
     .venv/bin/python benchmarks/induction_partitions.py (--warehouse DIR | --pack [PACK])
-        [--jobs N] [--partitions N] [--ranking gain|rank|raw_rank|error] [--save DIR]
+        [--jobs N] [--partitions N] [--ranking gain|rank|raw_rank|error] [--blend-rank R]
+        [--save DIR]
         [--hedge S[,S...]] [--upside S[,S...]] [--knn-mix] [--knn-tail N]
-        [--low-rank R[,R...]] [--blend R[,R...]]
+        [--low-rank R[,R...]]
 
 `induction_bench.py` chooses on the first half of the seeds and scores on the second, and
 its swapped run the other way round: two draws of the seeds' noise, which gave the same
@@ -35,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from corpus_source import add_source_args, load_corpus
 from induction_bench import (
+    blend_arg,
     order_args,
     order_lines,
     order_names,
@@ -63,6 +65,7 @@ def main() -> int:
     ap.add_argument("--ranking", choices=RANKINGS, default="gain",
                     help="what orders the proposer's candidates (as induction_bench.py; "
                          "default gain, the shipped pack's)")
+    blend_arg(ap)
     ap.add_argument("--save", metavar="DIR", help="write the averaged rows to DIR/choices.csv")
     set_args(ap)
     order_args(ap)
@@ -74,7 +77,8 @@ def main() -> int:
         parts = parts[:args.partitions]
     first = parts[0]
     config = LopoConfig(resolve_default(meta, None), first[0], first[1], (1, 3, 5),
-                        metamodel=MetaModel(ranking=args.ranking), sets=set_names(args),
+                        metamodel=MetaModel(ranking=args.ranking, blend_rank=args.blend_rank),
+                        sets=set_names(args),
                         orders=order_names(args))
     res = run_lopo_partitions(meta, config, parts, n_jobs=args.jobs, progress=True)
     if args.save:
@@ -84,7 +88,9 @@ def main() -> int:
         f"{cpu_model()}, commit {git_commit()}, {time.perf_counter() - t0:.0f} s. Corpus: "
         f"{n['problem_id']} problems ({n['group']} groups) × {n['candidate']} candidates × "
         f"{n['seed']} seeds; {len(parts)} splits of the seeds averaged; proposer ordered by "
-        f"its {args.ranking} model.", "",
+        f"its {args.ranking} model"
+        + (f", blended with the rank-{args.blend_rank} low-rank order." if args.blend_rank
+           else "."), "",
         *section("Mean normalized error per method (each problem's mean over the splits)",
                  res, ks=(1, 3, 5)),
         "Top-1 against the default; top-3 against the full search by validation:", "",

@@ -42,7 +42,7 @@ from sklearn.base import clone
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction import baselines
 from aicf_induct.induction.hedge import chosen_set, parse_set_rule
-from aicf_induct.induction.lowrank import LowRankOrder, blended, parse_order
+from aicf_induct.induction.lowrank import LowRankOrder, parse_order
 from aicf_induct.induction.meta_dataset import check_meta, problem_table, score_matrix
 from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.neighbors import Neighbors
@@ -75,8 +75,8 @@ class LopoConfig:
     # "hedge<s>", "upside<s>", "knnmix", "knntail<n>", scored beside the proposer's own order
     sets: tuple[str, ...] = ()
     # extra methods, other orders of every candidate scored beside the proposer's, their own
-    # top-1 included: "lowrank<r>" (`lowrank.LowRankOrder`), "blend<r>" (it and the
-    # proposer's, `lowrank.blended`)
+    # top-1 included: "lowrank<r>" (`lowrank.LowRankOrder` alone; the proposer blends it
+    # with its gain order, `MetaModel.blend_rank`)
     orders: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -337,9 +337,10 @@ class Learned:
         (columns `cands`), beside a fitted meta-model."""
         errors = score_matrix(train, "test_norm_error").reindex(columns=cands)
         knn = Neighbors().fit(problem_table(train))
-        aligned = errors.reindex(knn.index_)
+        probs = problem_table(train).reindex(knn.index_)
+        X = probs[knn.feature_names_].to_numpy(float)
         return cls(metamodel, errors, knn,
-                   {name: LowRankOrder(parse_order(name)[1]).fit(aligned, knn.X_)
+                   {name: LowRankOrder(parse_order(name)).fit(errors.reindex(knn.index_), X)
                     for name in orders})
 
     def lists(self, features: Mapping[str, float], ok: list[str], n: int,
@@ -355,16 +356,13 @@ class Learned:
         order = [str(c) for c in pred.index]
         query = self.knn.query_vector(features)
         knn = baselines.knn_choice(fits, self.knn, query, n)
-        scaled = self.knn.scale(query[None, :])[0]
         return pred, {
             "proposer": order,
             "knn": knn,
             "portfolio": baselines.portfolio_choice(fits, n),
             "average": baselines.average_choice(fits, n),
             **{name: chosen_set(name, order, pred, fits, knn, n) for name in sets},
-            **{name: blended(order, fitted.order(scaled, ok))
-               if parse_order(name)[0] == "blend" else fitted.order(scaled, ok)
-               for name, fitted in self.orders.items()},
+            **{name: fitted.order(query, ok) for name, fitted in self.orders.items()},
         }
 
 

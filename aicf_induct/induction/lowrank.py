@@ -1,48 +1,53 @@
 """A low-rank order: the problem × candidate error matrix's leading components, predicted
-from the meta-features. A variant the benchmarks score beside the proposer
-(`LopoConfig.orders`, "lowrank<r>"); not adopted (benchmarks/RESULTS.md, "Induction").
+from the meta-features; blended with the gain model's order, what `propose` ranks by
+(`MetaModel(blend_rank=4)`, since the twenty-sixth sitting: benchmarks/RESULTS.md,
+"Induction").
 
-The meta-model (`metamodel.py`) learns each (problem, candidate) cell on its own, from the
-problem's features and the candidate's patterns. The matrix itself has structure it does
-not use: on the corpus, candidates that do well together on one problem do well together
-on others (a wide and a deep net, a low and a high learning rate), so a problem's row of
-32 errors is close to a few numbers, its coordinates on the matrix's leading components.
-Predicting those few from the features, rather than 32 cells, pools what every candidate
-says about the problem and drops the cells' seed noise with the discarded components: the
-collaborative-filtering view of algorithm selection (Fusi et al., "Probabilistic matrix
-factorization for automated machine learning", 2018; OBOE, Yang et al., 2019), here
-zero-shot, the coordinates regressed on meta-features.
+The meta-model's gain model (`metamodel.py`) learns each (problem, candidate) cell on its
+own, from the problem's features and the candidate's patterns. The matrix itself has
+structure it does not use: on the corpus, candidates that do well together on one problem
+do well together on others (a wide and a deep net, a low and a high learning rate), so a
+problem's row of 32 errors is close to a few numbers, its coordinates on the matrix's
+leading components. Predicting those few from the features, rather than 32 cells, pools
+what every candidate says about the problem and drops the cells' seed noise with the
+discarded components: the collaborative-filtering view of algorithm selection (Fusi et al.,
+"Probabilistic matrix factorization for automated machine learning", 2018; OBOE, Yang et
+al., 2019), here zero-shot, the coordinates regressed on meta-features.
 
 `LowRankOrder(r)`: the training problems' normalized errors (a missing one counts as 1,
 as the baselines count it), each candidate's mean removed; the SVD's first `r` components;
 a ridge regression (its penalty chosen by leave-one-out over the training problems) from
-the meta-features, MinMax-scaled as `Neighbors` scales them (a feature the problem lacks:
-0, with one 0/1 column per feature saying so), to the problem's `r` coordinates. A new
-problem's predicted row is the candidates' means plus its predicted coordinates times the
-components; the order is that row, best first. `r` = 0 would be best-on-average.
+the meta-features, MinMax-scaled on the training problems as `Neighbors` scales them (a
+feature the problem lacks: 0, with one 0/1 column per feature saying so), to the problem's
+`r` coordinates. A new problem's predicted row is the candidates' means plus its predicted
+coordinates times the components. `r` = 0 would be best-on-average. `blended` sets two
+orders as one by mean position: on its own the low-rank order was level with the gain
+model's; the two blended were ahead of either, on the corpus and on 193 problems neither
+had seen. `LopoConfig.orders` ("lowrank<r>") scores the low-rank order alone beside the
+proposer.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.linear_model import RidgeCV
 
 from aicf_induct.errors import ConfigError
 
 ALPHAS = tuple(float(a) for a in np.logspace(-2, 4, 13))  # the ridge penalties tried
-_NAME = re.compile(r"^(lowrank|blend)(\d+)$")
+_NAME = re.compile(r"^lowrank(\d+)$")
 
 
-def parse_order(name: str) -> tuple[str, int]:
-    """An order's name -> (kind, rank): "lowrank4" -> ("lowrank", 4), "blend4" -> ("blend",
-    4), the rank >= 1."""
+def parse_order(name: str) -> int:
+    """An order's name -> its rank: "lowrank4" -> 4 (>= 1)."""
     m = _NAME.match(name)
-    if m is None or int(m.group(2)) < 1:
-        raise ConfigError(f"unknown order {name!r} (valid: lowrank<r> or blend<r>, r >= 1)")
-    return m.group(1), int(m.group(2))
+    if m is None or int(m.group(1)) < 1:
+        raise ConfigError(f"unknown order {name!r} (valid: lowrank<r>, r >= 1)")
+    return int(m.group(1))
 
 
 def blended(first: list[str], second: list[str]) -> list[str]:
@@ -62,7 +67,7 @@ def _design(X: np.ndarray, missing: np.ndarray) -> np.ndarray:
 
 
 class LowRankOrder:
-    """Fit on training errors and their scaled meta-features; `order` ranks candidates."""
+    """Fit on training errors and their meta-features; `order` ranks candidates."""
 
     def __init__(self, rank: int) -> None:
         if rank < 1:
@@ -71,7 +76,9 @@ class LowRankOrder:
 
     def fit(self, errors: pd.DataFrame, X: np.ndarray) -> LowRankOrder:
         """`errors`: problems × candidates normalized errors; `X`: the same problems'
-        scaled meta-features (rows in `errors`' order; NaN where a problem lacks one)."""
+        meta-features (rows in `errors`' order; NaN where a problem lacks one)."""
+        from sklearn.linear_model import RidgeCV  # fitting only: `propose` restores
+
         if len(errors) != len(X):
             raise ConfigError(f"{len(errors)} problems' errors but {len(X)} feature rows")
         E = np.nan_to_num(errors.to_numpy(float), nan=1.0, posinf=1.0).clip(max=1.0)
@@ -80,18 +87,62 @@ class LowRankOrder:
         U, S, Vt = np.linalg.svd(E - self.means_, full_matrices=False)
         r = min(self.rank, len(S))
         self.components_ = Vt[:r]
-        self.missing_ = ~np.isfinite(X).all(axis=0)
-        self.ridge_ = RidgeCV(alphas=ALPHAS).fit(_design(X, self.missing_), U[:, :r] * S[:r])
+        ok = np.isfinite(X)  # as `Neighbors` scales: a feature no problem has stays NaN
+        self.min_ = np.min(np.where(ok, X, np.inf), axis=0, initial=np.inf)
+        self.max_ = np.max(np.where(ok, X, -np.inf), axis=0, initial=-np.inf)
+        scaled = self.scale(X)
+        self.missing_ = ~np.isfinite(scaled).all(axis=0)
+        # two problems of the same features and errors (a copy) leave a 0/0 in the
+        # leave-one-out errors of a small penalty: that penalty is then not chosen
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ridge = RidgeCV(alphas=ALPHAS).fit(_design(scaled, self.missing_), U[:, :r] * S[:r])
+        self.coef_ = np.reshape(ridge.coef_, (r, -1))  # a one-column target gives (D,)
+        self.intercept_ = np.reshape(ridge.intercept_, (r,))
         return self
 
+    def scale(self, X: np.ndarray) -> np.ndarray:
+        """Features MinMax-scaled on the training problems (`Neighbors.scale`'s rule)."""
+        span = self.max_ - self.min_
+        span = np.where(np.isfinite(span) & (span > 0), span, 1.0)
+        lo = np.where(np.isfinite(self.min_), self.min_, 0.0)
+        return (np.where(np.isfinite(X), X, np.nan) - lo) / span
+
     def predict(self, x: np.ndarray) -> pd.Series:
-        """One problem's predicted normalized error per candidate, from its scaled
-        meta-features `x` (one row, the fit's columns)."""
-        # (1, r); RidgeCV gives a one-column target back as (1,)
-        z = np.reshape(self.ridge_.predict(_design(x[None, :], self.missing_)), (1, -1))
+        """One problem's predicted normalized error per candidate, from its meta-features
+        `x` (one row, the fit's columns)."""
+        z = _design(self.scale(x[None, :]), self.missing_) @ self.coef_.T + self.intercept_
         return pd.Series(self.means_ + (z @ self.components_)[0], index=self.columns_)
 
     def order(self, x: np.ndarray, ok: list[str]) -> list[str]:
         """The candidates of `ok` by predicted error, best first (ties: `ok`'s order)."""
         pred = self.predict(x).reindex(ok).fillna(np.inf).to_numpy(float)
         return [ok[i] for i in np.argsort(pred, kind="stable")]
+
+    # -- shipped in the knowledge pack (`MetaModel.export`) ----------------------------------
+    def to_record(self) -> dict[str, Any]:
+        """The fitted order as JSON-ready data; `from_record` predicts the same numbers."""
+        return {"rank": self.rank, "columns": self.columns_,
+                **{name: np.asarray(getattr(self, f"{name}_"), float).tolist()
+                   for name in ("means", "components", "min", "max", "coef", "intercept")},
+                "missing": [bool(m) for m in self.missing_]}
+
+    @classmethod
+    def from_record(cls, rec: Mapping[str, Any]) -> LowRankOrder:
+        """`to_record`'s data back as a fitted order (ValueError, KeyError or TypeError when
+        it is damaged)."""
+        out = cls(int(rec["rank"]))
+        out.columns_ = [str(c) for c in rec["columns"]]
+        for name in ("means", "components", "min", "max", "coef", "intercept"):
+            setattr(out, f"{name}_", np.asarray(rec[name], dtype=float))
+        out.missing_ = np.asarray(rec["missing"], dtype=bool)
+        d, r, f = len(out.columns_), out.rank, len(out.min_)
+        shapes = {"means": (d,), "components": (r, d), "max": (f,),
+                  "coef": (r, f + int(out.missing_.sum())), "intercept": (r,)}
+        for name, shape in shapes.items():
+            if getattr(out, f"{name}_").shape != shape:
+                raise ValueError(f"the low-rank order's {name} has shape "
+                                 f"{getattr(out, f'{name}_').shape}, not {shape}")
+        if out.missing_.shape != (f,):
+            raise ValueError(f"the low-rank order's missing has {len(out.missing_)} entries, "
+                             f"not {f}")
+        return out

@@ -48,6 +48,7 @@ from threadpoolctl import threadpool_limits
 
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.forest import TreeEnsemble
+from aicf_induct.induction.lowrank import LowRankOrder, blended
 from aicf_induct.induction.meta_dataset import (
     FEATURE_PREFIX,
     candidate_table,
@@ -67,6 +68,9 @@ RANKINGS = ("rank", "raw_rank", "error", "gain")
 RANK_MODELS = ("rank", "raw_rank")  # the orders a fourth model, the rank model, gives
 # "raw_rank" ranks a normalized-error target's raw error (err = 1 − score)
 RAW_ERROR = {"test_norm_error": "test_error", "val_norm_error": "val_error"}
+# the low-rank order's rank the proposer blends with its own order (0: none); 4 was the
+# corpus's best of 2, 4 and 8 (benchmarks/RESULTS.md, "Induction", twenty-sixth sitting)
+BLEND_RANK = 4
 
 
 def within_problem_rank(errors: np.ndarray) -> np.ndarray:
@@ -100,7 +104,8 @@ class MetaModel(BaseEstimator):
                  min_samples_leaf: int = 20, seeds: tuple[int, ...] | None = None,
                  rank_seeds: tuple[int, ...] | None = None, conformal_folds: int = 0,
                  threads: int | None = 1, random_state: int = 0,
-                 ranking: str = "gain", conformal_repeats: int = 1) -> None:
+                 ranking: str = "gain", conformal_repeats: int = 1,
+                 blend_rank: int = BLEND_RANK) -> None:
         self.target = target
         self.level = level
         self.max_iter = max_iter
@@ -126,6 +131,9 @@ class MetaModel(BaseEstimator):
         # within its problem (`within_problem_rank`) of the normalized / the raw error, or
         # "error", the mean model's normalized error
         self.ranking = ranking
+        # > 0: the order above blended by mean position with the low-rank order of this rank
+        # (`lowrank.py`), fitted on the same target; 0: that order alone
+        self.blend_rank = blend_rank
 
     def fit(self, meta: pd.DataFrame, y: Any = None) -> MetaModel:
         check_meta(meta)
@@ -134,6 +142,8 @@ class MetaModel(BaseEstimator):
         if self.ranking not in RANKINGS:
             raise ConfigError(f"ranking must be one of {', '.join(RANKINGS)}, got "
                               f"{self.ranking!r}")
+        if self.blend_rank < 0:
+            raise ConfigError(f"blend_rank must be >= 0 (0: no blend), got {self.blend_rank}")
         probs = problem_table(meta)
         # a feature no training problem has tells nothing (and HGB's binning fails on it)
         self.feature_names_ = [f for f in feature_columns(meta)
@@ -168,6 +178,11 @@ class MetaModel(BaseEstimator):
                 self.anchor_, gain = self._gains(ry.reshape(len(probs), -1))
                 kept = np.isfinite(gain)
                 self.gain_model_ = self._model("squared_error").fit(X_all[kept], gain[kept])
+            if self.blend_rank:  # the rank target's matrix, the features as the fit sees them
+                self.lowrank_ = LowRankOrder(self.blend_rank).fit(
+                    pd.DataFrame(ry.reshape(len(probs), -1), index=probs.index,
+                                 columns=self.candidates_.index),
+                    probs[self.feature_names_].to_numpy(float))
             self.low_model_, self.high_model_ = self._quantile_pair(X, yv)
             self.margin_ = self._conformal_margin(X, yv, groups)
         self.n_features_in_ = X.shape[1]
@@ -230,7 +245,8 @@ class MetaModel(BaseEstimator):
         params = {k: v for k, v in self.get_params().items()
                   if isinstance(v, int | float | str | bool)}
         anchor = {"anchor": self.anchor_} if self.ranking == "gain" else {}
-        return {"params": params, "margin": float(self.margin_), **anchor,
+        lowrank = {"lowrank": self.lowrank_.to_record()} if self.blend_rank else {}
+        return {"params": params, "margin": float(self.margin_), **anchor, **lowrank,
                 "feature_names": list(self.feature_names_),
                 "optimizers": list(self.optimizers_),
                 "pattern_names": list(self.pattern_names_),
@@ -246,11 +262,12 @@ class MetaModel(BaseEstimator):
     def restore(cls, meta: pd.DataFrame, rec: Mapping[str, Any]) -> MetaModel:
         """A fitted model from `export`'s data and the meta-dataset it was fitted on (its
         candidates); no fitting."""
-        # a pack from before the rank model ranked by the mean model's error; a parameter
-        # this version does not know only mattered to the fit, which restoring skips
+        # a pack from before the rank model ranked by the mean model's error, one from before
+        # the blend by its order alone; a parameter this version does not know only mattered
+        # to the fit, which restoring skips
         known = cls().get_params()
-        mm = cls(**{"ranking": "error", **{k: v for k, v in rec["params"].items()
-                                           if k in known}})
+        mm = cls(**{"ranking": "error", "blend_rank": 0,
+                    **{k: v for k, v in rec["params"].items() if k in known}})
         mm.feature_names_ = [str(f) for f in rec["feature_names"]]
         mm.optimizers_ = [str(o) for o in rec["optimizers"]]
         mm.pattern_names_ = [str(p) for p in rec["pattern_names"]]
@@ -263,6 +280,14 @@ class MetaModel(BaseEstimator):
                 raise ValueError(f"the {name} model is missing (ranking {mm.ranking!r})")
             setattr(mm, f"{name}_model_", TreeEnsemble.from_record(rec["models"][name]))
         mm.margin_ = float(rec["margin"])
+        if mm.blend_rank:
+            if "lowrank" not in rec:
+                raise ValueError(f"the low-rank order is missing (blend_rank {mm.blend_rank})")
+            mm.lowrank_ = LowRankOrder.from_record(rec["lowrank"])
+            if mm.lowrank_.columns_ != [str(c) for c in mm.candidates_.index]:
+                raise ValueError("the low-rank order's candidates are not the pack's")
+            if len(mm.lowrank_.min_) != len(mm.feature_names_):
+                raise ValueError("the low-rank order's features are not the model's")
         if mm.ranking == "gain":
             mm.anchor_ = str(rec["anchor"])
             if mm.anchor_ not in mm.candidates_.index:
@@ -311,7 +336,9 @@ class MetaModel(BaseEstimator):
         first (index: candidate key); with a rank model ("rank", "raw_rank"), also its
         expected rank within the problem (`rank`, 0 best), which orders them; with the gain
         model, its expected normalized error minus the anchor's (`gain`, the anchor's 0),
-        which orders them."""
+        which orders them. With `blend_rank`, also the low-rank order's predicted error
+        (`lowrank`), and the order is that one blended with the low-rank one's
+        (`lowrank.blended`)."""
         f = features if isinstance(features, np.ndarray) else self.feature_vector(features)
         X = self.design(f[None, :])
         lo, hi = self.predict_interval(X)
@@ -321,9 +348,15 @@ class MetaModel(BaseEstimator):
             with threadpool_limits(self.threads, user_api="openmp"):
                 out["gain"] = np.asarray(self.gain_model_.predict(X))
             out.loc[self.anchor_, "gain"] = 0.0
-            return out.sort_values(["gain", "expected"], kind="stable")
-        if self.ranking not in RANK_MODELS:
-            return out.sort_values(["expected", "low"], kind="stable")
-        with threadpool_limits(self.threads, user_api="openmp"):
-            out["rank"] = np.asarray(self.rank_model_.predict(X))
-        return out.sort_values(["rank", "expected"], kind="stable")
+            out = out.sort_values(["gain", "expected"], kind="stable")
+        elif self.ranking not in RANK_MODELS:
+            out = out.sort_values(["expected", "low"], kind="stable")
+        else:
+            with threadpool_limits(self.threads, user_api="openmp"):
+                out["rank"] = np.asarray(self.rank_model_.predict(X))
+            out = out.sort_values(["rank", "expected"], kind="stable")
+        if not self.blend_rank:
+            return out
+        out["lowrank"] = self.lowrank_.predict(f).reindex(out.index).to_numpy(float)
+        mine = [str(c) for c in out.index]
+        return out.loc[blended(mine, self.lowrank_.order(f, mine))]

@@ -13,6 +13,7 @@ from sklearn.base import clone
 
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.meta_dataset import assemble, score_matrix
+from aicf_induct.induction.lowrank import blended
 from aicf_induct.induction.metamodel import MetaModel, fold_labels, within_problem_rank
 from aicf_induct.induction.mining import Miner, rule_raises, rule_text
 from aicf_induct.induction.proposer import Proposer
@@ -33,13 +34,22 @@ def test_metamodel_contract_and_predictions() -> None:
     mm = MetaModel(**SMALL)
     assert clone(mm).get_params() == mm.get_params() and not hasattr(mm, "mean_model_")
     assert mm.fit(meta) is mm
-    pred = mm.predict_problem({"a": 0.1, "b": 0.5, "c": 0.5})
-    assert list(pred.columns) == ["expected", "low", "high", "gain"] and len(pred) == 16
-    assert (pred["low"] <= pred["high"]).all()
-    assert pred["gain"].is_monotonic_increasing  # the gain model orders by default
+    feats = {"a": 0.1, "b": 0.5, "c": 0.5}
+    pred = mm.predict_problem(feats)
+    assert list(pred.columns) == ["expected", "low", "high", "gain", "lowrank"]
+    assert len(pred) == 16 and (pred["low"] <= pred["high"]).all()
     assert pred.at[mm.anchor_, "gain"] == 0.0
-    by_error = MetaModel(**SMALL, ranking="error").fit(meta).predict_problem(
-        {"a": 0.1, "b": 0.5, "c": 0.5})
+    # by default the gain model's order blended with the low-rank one's, by mean position
+    by_gain = list(pred.loc[mm.candidates_.index].sort_values(["gain", "expected"],
+                                                               kind="stable").index)
+    by_lowrank = list(pred.loc[by_gain].sort_values("lowrank", kind="stable").index)
+    assert list(pred.index) == blended(by_gain, by_lowrank) != by_gain
+    alone = MetaModel(**SMALL, blend_rank=0).fit(meta).predict_problem(feats)
+    assert list(alone.columns) == ["expected", "low", "high", "gain"]
+    assert alone["gain"].is_monotonic_increasing  # the gain model alone orders
+    pd.testing.assert_frame_equal(alone, pred.drop(columns="lowrank").loc[alone.index])
+    by_error = MetaModel(**SMALL, ranking="error", blend_rank=0).fit(meta).predict_problem(
+        feats)
     assert list(by_error.columns) == ["expected", "low", "high"]
     assert by_error["expected"].is_monotonic_increasing
     pd.testing.assert_frame_equal(by_error, pred[["expected", "low", "high"]].reindex(
@@ -48,6 +58,8 @@ def test_metamodel_contract_and_predictions() -> None:
         MetaModel(level=1.5).fit(meta)
     with pytest.raises(ConfigError, match="ranking must be one of rank, raw_rank, error, gain"):
         MetaModel(ranking="score").fit(meta)
+    with pytest.raises(ConfigError, match="blend_rank must be >= 0"):
+        MetaModel(blend_rank=-1).fit(meta)
 
 
 def test_within_problem_ranks_by_hand() -> None:
@@ -79,10 +91,10 @@ def test_the_raw_rank_tells_the_bad_from_the_very_bad() -> None:
     meta = assemble(*frames(scores, {k: rng.random(P) for k in "ab"}, pats, 2))
     assert (score_matrix(meta, "test_norm_error")[["c00", "c01"]] == 1.0).all().all()
     feats = {"a": 0.5, "b": 0.5}
-    by_raw = MetaModel(**SMALL, ranking="raw_rank").fit(meta)
+    by_raw = MetaModel(**SMALL, ranking="raw_rank", blend_rank=0).fit(meta)
     raw = by_raw.predict_problem(feats)
     assert raw.at["c00", "rank"] < 0.75 < 0.9 < raw.at["c01", "rank"]
-    tied = MetaModel(**SMALL, ranking="rank").fit(meta).predict_problem(feats)
+    tied = MetaModel(**SMALL, ranking="rank", blend_rank=0).fit(meta).predict_problem(feats)
     assert abs(tied.at["c00", "rank"] - tied.at["c01", "rank"]) < 0.05
     rec = json.loads(json.dumps(by_raw.export()))
     pd.testing.assert_frame_equal(MetaModel.restore(meta, rec).predict_problem(feats), raw)
@@ -108,8 +120,9 @@ def _best_or_worst_against_just_above_median(P: int = 45) -> pd.DataFrame:
 def test_the_rank_model_orders_by_rank_where_the_clipped_error_disagrees() -> None:
     meta = _best_or_worst_against_just_above_median()
     feats = {"a": 0.5, "b": 0.5}
-    by_rank = MetaModel(**SMALL, ranking="rank").fit(meta).predict_problem(feats)
-    by_error = MetaModel(**SMALL, ranking="error").fit(meta).predict_problem(feats)
+    by_rank = MetaModel(**SMALL, ranking="rank", blend_rank=0).fit(meta).predict_problem(feats)
+    by_error = MetaModel(**SMALL, ranking="error", blend_rank=0).fit(meta).predict_problem(
+        feats)
     order = [str(k) for k in by_rank.index]
     assert order.index("c01") < order.index("c00")
     assert by_rank.at["c01", "rank"] < by_rank.at["c00", "rank"]
@@ -125,14 +138,43 @@ def test_a_pack_record_restores_its_ranking() -> None:
     assert set(rec["models"]) == {"mean", "low", "high", "rank"}
     pd.testing.assert_frame_equal(MetaModel.restore(meta, rec).predict_problem({"a": 0.2}),
                                   mm.predict_problem({"a": 0.2}))
-    # a record from before the rank model: ranked by the expected error, as it was
-    old = {**rec, "params": {k: v for k, v in rec["params"].items() if k != "ranking"},
+    # a record from before the rank model (and the blend): ranked by the expected error,
+    # as it was
+    old = {**{k: v for k, v in rec.items() if k != "lowrank"},
+           "params": {k: v for k, v in rec["params"].items()
+                      if k not in ("ranking", "blend_rank")},
            "models": {k: v for k, v in rec["models"].items() if k != "rank"}}
     restored = MetaModel.restore(meta, old)
-    assert restored.ranking == "error"
+    assert restored.ranking == "error" and restored.blend_rank == 0
     assert restored.predict_problem({"a": 0.2})["expected"].is_monotonic_increasing
     with pytest.raises(ValueError, match="the rank model is missing"):
         MetaModel.restore(meta, {**rec, "models": old["models"]})
+
+
+def test_a_pack_record_restores_its_blend() -> None:
+    meta = planted(P=30)
+    mm = MetaModel(**SMALL).fit(meta)
+    rec = json.loads(json.dumps(mm.export()))
+    assert rec["params"]["blend_rank"] == 4 and rec["lowrank"]["rank"] == 4
+    feats = {"a": 0.2, "b": 0.9}
+    pd.testing.assert_frame_equal(MetaModel.restore(meta, rec).predict_problem(feats),
+                                  mm.predict_problem(feats))
+    # a record from before the blend: the gain order alone, as it was
+    before = {**{k: v for k, v in rec.items() if k != "lowrank"},
+              "params": {k: v for k, v in rec["params"].items() if k != "blend_rank"}}
+    restored = MetaModel.restore(meta, before)
+    assert restored.blend_rank == 0
+    assert restored.predict_problem(feats)["gain"].is_monotonic_increasing
+    with pytest.raises(ValueError, match="the low-rank order is missing"):
+        MetaModel.restore(meta, {**before, "params": rec["params"]})
+    bad = copy.deepcopy(rec)
+    bad["lowrank"]["components"] = bad["lowrank"]["components"][:2]
+    with pytest.raises(ValueError, match="components has shape"):
+        MetaModel.restore(meta, bad)
+    other = copy.deepcopy(rec)
+    other["lowrank"]["columns"] = other["lowrank"]["columns"][::-1]
+    with pytest.raises(ValueError, match="candidates are not the pack's"):
+        MetaModel.restore(meta, other)
 
 
 def test_the_ranking_learns_from_rank_seeds_and_the_interval_from_seeds() -> None:
