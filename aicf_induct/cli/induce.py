@@ -409,10 +409,7 @@ def print_proposal(out: dict[str, Any], dataset: str, rules: int = 0) -> None:
           f"(built {pk['built'] or '?'}, commit {str(pk['commit'] or '?')[:12]})")
     level = f"{out['level']:.0%}"
     ranked = any(c.get("expected_rank") is not None for c in out["candidates"])
-    order = ("the expected rank within the space (0 = best, 1 = worst)" if ranked else
-             "the expected gain over the structure best on average across the corpus (it "
-             "comes first unless another is predicted to beat it on this problem)")
-    print(f"\nProposals, best first by {order}; expected normalized error (0 = best of the "
+    print(f"\nProposals, best first by {pk['order']}; expected normalized error (0 = best of the "
           f"space, 1 = median) with its {level} interval:")
     print_table([[c["rank"], *([_rank_of(c)] if ranked else []), c["expected_norm_error"],
                   f"[{c['low']:.2f}, {c['high']:.2f}]", short_spec(c["model"]),

@@ -135,7 +135,12 @@ class LowRankOrder:
         for name in ("means", "components", "min", "max", "coef", "intercept"):
             setattr(out, f"{name}_", np.asarray(rec[name], dtype=float))
         out.missing_ = np.asarray(rec["missing"], dtype=bool)
-        d, r, f = len(out.columns_), out.rank, len(out.min_)
+        # the components kept: `rank`, or fewer when the matrix has fewer
+        d, f = len(out.columns_), len(out.min_)
+        r = len(out.components_) if out.components_.ndim == 2 else -1
+        if not 1 <= r <= out.rank:
+            raise ValueError(f"the low-rank order's components has shape "
+                             f"{out.components_.shape}, not (1..{out.rank}, {d})")
         shapes = {"means": (d,), "components": (r, d), "max": (f,),
                   "coef": (r, f + int(out.missing_.sum())), "intercept": (r,)}
         for name, shape in shapes.items():

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from aicf_induct.errors import AicfError, ConfigError, DataError
+from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.pack import Pack, load_pack
 from aicf_induct.problems.preprocess import Task
 from aicf_induct.problems.problem import Problem
@@ -29,8 +30,22 @@ from aicf_induct.problems.problem import Problem
 SCORE_MEANING = ("expected normalized error of the candidate on this problem: 0 = as good "
                  "as the best candidate of the corpus space, 1 = the median candidate or "
                  "worse (TabRepo's (err - best) / (median - best), clipped); low/high: the "
-                 "interval at `level`; candidates come best first by expected_rank, the "
-                 "expected rank within the space's candidates (0 = best, 1 = worst)")
+                 "interval at `level`; candidates come best first by the pack's order "
+                 "(`pack.order`)")
+
+
+def order_meaning(model: MetaModel) -> str:
+    """What orders a fitted meta-model's proposals, in words (`pack.order`, and `propose`'s
+    header)."""
+    own = {"gain": "the expected gain over the structure best on average across the corpus "
+                   "(it comes first unless another is predicted to beat it on this problem)",
+           "error": "the expected normalized error"}.get(
+        model.ranking, "the expected rank within the space (`expected_rank`: 0 = best, "
+                       "1 = worst)")
+    if not model.blend_rank:
+        return own
+    return (f"{own}, blended by mean position with the order of the corpus's error matrix "
+            f"predicted from its first {model.blend_rank} components")
 
 
 def featurise(dataset: str) -> tuple[Problem, dict[str, float]]:
@@ -118,4 +133,5 @@ def propose_features(features: Mapping[str, float], pack: Pack | str | Path | No
             "pack": {"path": str(p.path) if p.path else None, "format": p.header["format"],
                      "library": p.header["library"], "problems": p.header["problems"],
                      "candidates": p.header["candidates"], "digest": p.digest(),
-                     "built": prov.get("date"), "commit": prov.get("commit")}}
+                     "built": prov.get("date"), "commit": prov.get("commit"),
+                     "order": order_meaning(p.proposer().metamodel_)}}

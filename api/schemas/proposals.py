@@ -101,6 +101,7 @@ class PackInfo(BaseModel):
     digest: str
     built: str | None
     commit: str | None
+    order: str = Field(description="what orders the candidates, in words")
 
 
 class Proposal(BaseModel):

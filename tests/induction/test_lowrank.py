@@ -89,3 +89,14 @@ def test_orders_are_scored_beside_the_proposer_and_never_see_the_held_out_group(
     # each group's winner is its own candidate, which no other group shares: learned from
     # the others only, no order can pick it at k = 1 (error 0)
     assert (mine.query("k == 1")["norm_error"] > 0).all()
+
+
+def test_a_record_round_trips_with_fewer_components_than_the_rank() -> None:
+    errors, X = planted(3, np.random.default_rng(2))  # 3 problems: at most 3 components
+    fit = LowRankOrder(4).fit(errors, X)
+    assert fit.components_.shape == (3, 6)
+    back = LowRankOrder.from_record(fit.to_record())
+    x = np.array([0.3, 0.2, np.nan])
+    pd.testing.assert_series_equal(back.predict(x), fit.predict(x))
+    with pytest.raises(ValueError, match="components has shape"):
+        LowRankOrder.from_record({**fit.to_record(), "rank": 2})

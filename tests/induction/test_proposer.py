@@ -12,8 +12,8 @@ import pytest
 from sklearn.base import clone
 
 from aicf_induct.errors import ConfigError
-from aicf_induct.induction.meta_dataset import assemble, score_matrix
 from aicf_induct.induction.lowrank import blended
+from aicf_induct.induction.meta_dataset import assemble, score_matrix
 from aicf_induct.induction.metamodel import MetaModel, fold_labels, within_problem_rank
 from aicf_induct.induction.mining import Miner, rule_raises, rule_text
 from aicf_induct.induction.proposer import Proposer
@@ -168,7 +168,7 @@ def test_a_pack_record_restores_its_blend() -> None:
     with pytest.raises(ValueError, match="the low-rank order is missing"):
         MetaModel.restore(meta, {**before, "params": rec["params"]})
     bad = copy.deepcopy(rec)
-    bad["lowrank"]["components"] = bad["lowrank"]["components"][:2]
+    bad["lowrank"]["components"] = [row[:2] for row in bad["lowrank"]["components"]]
     with pytest.raises(ValueError, match="components has shape"):
         MetaModel.restore(meta, bad)
     other = copy.deepcopy(rec)
