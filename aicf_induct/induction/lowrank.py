@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from aicf_induct.errors import ConfigError
+from aicf_induct.induction.neighbors import minmax_bounds, minmax_scaled
 
 ALPHAS = tuple(float(a) for a in np.logspace(-2, 4, 13))  # the ridge penalties tried
 _NAME = re.compile(r"^lowrank(\d+)$")
@@ -87,9 +88,7 @@ class LowRankOrder:
         U, S, Vt = np.linalg.svd(E - self.means_, full_matrices=False)
         r = min(self.rank, len(S))
         self.components_ = Vt[:r]
-        ok = np.isfinite(X)  # as `Neighbors` scales: a feature no problem has stays NaN
-        self.min_ = np.min(np.where(ok, X, np.inf), axis=0, initial=np.inf)
-        self.max_ = np.max(np.where(ok, X, -np.inf), axis=0, initial=-np.inf)
+        self.min_, self.max_ = minmax_bounds(X)  # as `Neighbors` scales
         scaled = self.scale(X)
         self.missing_ = ~np.isfinite(scaled).all(axis=0)
         # two problems of the same features and errors (a copy) leave a 0/0 in the
@@ -102,10 +101,7 @@ class LowRankOrder:
 
     def scale(self, X: np.ndarray) -> np.ndarray:
         """Features MinMax-scaled on the training problems (`Neighbors.scale`'s rule)."""
-        span = self.max_ - self.min_
-        span = np.where(np.isfinite(span) & (span > 0), span, 1.0)
-        lo = np.where(np.isfinite(self.min_), self.min_, 0.0)
-        return (np.where(np.isfinite(X), X, np.nan) - lo) / span
+        return minmax_scaled(X, self.min_, self.max_)
 
     def predict(self, x: np.ndarray) -> pd.Series:
         """One problem's predicted normalized error per candidate, from its meta-features

@@ -25,18 +25,13 @@ class Neighbors(BaseEstimator):
     def fit(self, problems: pd.DataFrame, y: object = None) -> Neighbors:
         self.feature_names_ = [c for c in problems.columns if c.startswith(FEATURE_PREFIX)]
         X = problems[self.feature_names_].to_numpy(float)
-        ok = np.isfinite(X)  # a feature no problem has: min inf, max -inf, scaled as 0..1
-        self.min_ = np.min(np.where(ok, X, np.inf), axis=0, initial=np.inf)
-        self.max_ = np.max(np.where(ok, X, -np.inf), axis=0, initial=-np.inf)
+        self.min_, self.max_ = minmax_bounds(X)
         self.index_ = list(problems.index)
         self.X_ = self.scale(X)
         return self
 
     def scale(self, X: np.ndarray) -> np.ndarray:
-        span = self.max_ - self.min_
-        span = np.where(np.isfinite(span) & (span > 0), span, 1.0)
-        lo = np.where(np.isfinite(self.min_), self.min_, 0.0)
-        return (np.where(np.isfinite(X), X, np.nan) - lo) / span
+        return minmax_scaled(X, self.min_, self.max_)
 
     def query_vector(self, features: Mapping[str, float]) -> np.ndarray:
         """A problem's features (names with or without the `f.` prefix) as one row."""
@@ -56,6 +51,21 @@ class Neighbors(BaseEstimator):
         d = self.distances(features)
         order = np.argsort(d, kind="stable")[: k or self.n_neighbors]
         return [(self.index_[i], float(d[i])) for i in order]
+
+
+def minmax_bounds(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each column's (min, max) over its finite values; a column with none: (inf, -inf)."""
+    ok = np.isfinite(X)
+    return (np.min(np.where(ok, X, np.inf), axis=0, initial=np.inf),
+            np.max(np.where(ok, X, -np.inf), axis=0, initial=-np.inf))
+
+
+def minmax_scaled(X: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """X scaled to 0..1 by `minmax_bounds`' (lo, hi); a missing value stays NaN, a constant
+    column (or one no row had) is shifted only."""
+    span = hi - lo
+    span = np.where(np.isfinite(span) & (span > 0), span, 1.0)
+    return (np.where(np.isfinite(X), X, np.nan) - np.where(np.isfinite(lo), lo, 0.0)) / span
 
 
 def l1(X: np.ndarray, q: np.ndarray) -> np.ndarray:
