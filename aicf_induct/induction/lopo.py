@@ -336,11 +336,11 @@ class Learned:
         """The warm starts and the `orders` (`LopoConfig.orders`) learned from `train`
         (columns `cands`), beside a fitted meta-model."""
         errors = score_matrix(train, "test_norm_error").reindex(columns=cands)
-        knn = Neighbors().fit(problem_table(train))
-        probs = problem_table(train).reindex(knn.index_)
+        probs = problem_table(train)
+        knn = Neighbors().fit(probs)
         X = probs[knn.feature_names_].to_numpy(float)
         return cls(metamodel, errors, knn,
-                   {name: LowRankOrder(parse_order(name)).fit(errors.reindex(knn.index_), X)
+                   {name: LowRankOrder(parse_order(name)).fit(errors.reindex(probs.index), X)
                     for name in orders})
 
     def lists(self, features: Mapping[str, float], ok: list[str], n: int,
