@@ -106,7 +106,7 @@ def test_proposal_for_a_known_problem(client: httpx.Client) -> None:
 
 
 def test_each_rule_is_marked_for_or_against_its_proposal(dashboard_warehouse) -> None:
-    # the shipped pack: wine's proposals fire rules both ways (its second has dropout,
+    # the shipped pack: wine's proposals fire rules both ways (its third has dropout,
     # which the corpus says lowers the score)
     settings = Settings(warehouse=dashboard_warehouse.root, pack=DEFAULT_PACK)
     with serve_in_thread(create_app(settings)) as c:
@@ -118,6 +118,9 @@ def test_each_rule_is_marked_for_or_against_its_proposal(dashboard_warehouse) ->
     assert not re.search(r'<span class="for">for</span>: [^<]* lowers normalized', r.text)
     assert not re.search(r'<span class="against">against</span>: [^<]* raises normalized',
                          r.text)
+    # what orders them, the shipped pack's blend
+    assert "blended by mean position with the order of the corpus&#39;s error matrix " \
+           "predicted from its first 4 components" in r.text
 
 
 def test_without_a_pack_the_form_says_so(dashboard_warehouse, tmp_path: Path) -> None:

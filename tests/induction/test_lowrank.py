@@ -100,3 +100,14 @@ def test_a_record_round_trips_with_fewer_components_than_the_rank() -> None:
     pd.testing.assert_series_equal(back.predict(x), fit.predict(x))
     with pytest.raises(ValueError, match="components has shape"):
         LowRankOrder.from_record({**fit.to_record(), "rank": 2})
+
+
+def test_the_order_is_said_in_words() -> None:
+    from aicf_induct.induction.metamodel import MetaModel
+    from aicf_induct.induction.proposals import order_meaning
+
+    assert order_meaning(MetaModel(blend_rank=0)).startswith("the expected gain over")
+    assert "blended" not in order_meaning(MetaModel(blend_rank=0))
+    assert order_meaning(MetaModel()).endswith("predicted from its first 4 components")
+    assert order_meaning(MetaModel(ranking="rank", blend_rank=0)).startswith(
+        "the expected rank within the space")
