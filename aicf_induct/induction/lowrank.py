@@ -5,11 +5,11 @@ from the meta-features; blended with the gain model's order, what `propose` rank
 
 The meta-model's gain model (`metamodel.py`) learns each (problem, candidate) cell on its
 own, from the problem's features and the candidate's patterns. The matrix itself has
-structure it does not use: on the corpus, candidates that do well together on one problem
-do well together on others (a wide and a deep net, a low and a high learning rate), so a
-problem's row of 32 errors is close to a few numbers, its coordinates on the matrix's
-leading components. Predicting those few from the features, rather than 32 cells, pools
-what every candidate says about the problem and drops the cells' seed noise with the
+structure it does not use: candidates that do well together on one problem do well together
+on others, so a problem's row of 32 errors is close to a few numbers, its coordinates on the
+matrix's leading components (on the shipped corpus, 183 × 32, the first 4 hold 73 % of the
+centred matrix's variance). Predicting those few from the features, rather than 32 cells,
+pools what every candidate says about the problem and drops the cells' seed noise with the
 discarded components: the collaborative-filtering view of algorithm selection (Fusi et al.,
 "Probabilistic matrix factorization for automated machine learning", 2018; OBOE, Yang et
 al., 2019), here zero-shot, the coordinates regressed on meta-features.
