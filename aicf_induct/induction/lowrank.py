@@ -56,8 +56,9 @@ def blended(first: list[str], second: list[str]) -> list[str]:
     order): two recommenders weighed alike, whatever the scales of their predictions."""
     if sorted(first) != sorted(second):
         raise ConfigError("blended orders must hold the same candidates")
-    at = {c: i for i, c in enumerate(second)}
-    return sorted(first, key=lambda c: (first.index(c) + at[c], first.index(c)))
+    mine = {c: i for i, c in enumerate(first)}
+    theirs = {c: i for i, c in enumerate(second)}
+    return sorted(first, key=lambda c: (mine[c] + theirs[c], mine[c]))
 
 
 def _design(X: np.ndarray, missing: np.ndarray) -> np.ndarray:

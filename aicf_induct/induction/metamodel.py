@@ -363,5 +363,6 @@ class MetaModel(BaseEstimator):
         if not self.blend_rank:
             return out
         out["lowrank"] = self.lowrank_.predict(f).reindex(out.index).to_numpy(float)
-        mine = [str(c) for c in out.index]
-        return out.loc[blended(mine, self.lowrank_.order(f, mine))]
+        # the low-rank order, ties in this one's order (as `LowRankOrder.order` breaks them)
+        by_lowrank = out.sort_values("lowrank", kind="stable").index
+        return out.loc[blended([str(c) for c in out.index], [str(c) for c in by_lowrank])]
