@@ -156,6 +156,18 @@ def numbers(text: str) -> tuple[float, ...]:
     return tuple(float(x) for x in text.split(","))
 
 
+def whole_numbers(text: str) -> tuple[int, ...]:
+    """`--low-rank`'s value: comma-separated whole numbers (argparse names the option if
+    not)."""
+    return tuple(int(x) for x in text.split(","))
+
+
+def top_k_means(res: LopoResult, method: str, ks: Sequence[int]) -> str:
+    """`method`'s mean normalized error at each k, as "top-1 0.455, top-3 0.424"."""
+    mine = res.choices[res.choices["method"] == method]
+    return ", ".join(f"top-{k} {mine[mine['k'] == k]['norm_error'].mean():.3f}" for k in ks)
+
+
 def set_args(ap: argparse.ArgumentParser) -> None:
     """`--hedge S[,S...]`, `--upside S[,S...]`, `--knn-mix`, `--knn-tail N`: also score the
     proposer's top k re-chosen as a set by these rules (`hedge.chosen_set`)."""
@@ -183,7 +195,7 @@ def blend_arg(ap: argparse.ArgumentParser) -> None:
 def order_args(ap: argparse.ArgumentParser) -> None:
     """`--low-rank R[,R...]`: also score other orders of every candidate (`LopoConfig.orders`),
     their own top-1 included."""
-    ap.add_argument("--low-rank", type=numbers, default=(), metavar="R[,R...]",
+    ap.add_argument("--low-rank", type=whole_numbers, default=(), metavar="R[,R...]",
                     help="also score the low-rank order (induction/lowrank.py): the error "
                          "matrix's first R components predicted from the meta-features, "
                          "against the proposer, the three 3-pick baselines and the full search")
@@ -191,7 +203,7 @@ def order_args(ap: argparse.ArgumentParser) -> None:
 
 def order_names(args: argparse.Namespace) -> tuple[str, ...]:
     """The orders `order_args`' options ask for, as `LopoConfig.orders` names them."""
-    return tuple(f"lowrank{int(r)}" for r in args.low_rank)
+    return tuple(f"lowrank{r}" for r in args.low_rank)
 
 
 def order_lines(res: LopoResult, orders: Sequence[str]) -> list[str]:
@@ -199,12 +211,8 @@ def order_lines(res: LopoResult, orders: Sequence[str]) -> list[str]:
     proposer's and against the three 3-pick baselines (the Holm line); its top-3 against the
     proposer's and the full search."""
     lines: list[str] = []
-    ch = res.choices
     for m in orders:
-        mine = ch[ch["method"] == m]
-        means = ", ".join(f"top-{k} {mine[mine['k'] == k]['norm_error'].mean():.3f}"
-                          for k in (1, 3, 5))
-        lines += [f"The order {m} ({means}; gap closed at k = 1: "
+        lines += [f"The order {m} ({top_k_means(res, m, (1, 3, 5))}; gap closed at k = 1: "
                   f"{gap_text(gap_closed(res, m), gap_closed_ci(res, m))}):", "",
                   table(compare(res, method=m, k=1, baselines=("proposer", "default"))), "",
                   table(compare(res, method=m, k=1, baseline_k=3, baselines=THREE_PICKS)), "",
@@ -232,13 +240,11 @@ def set_lines(res: LopoResult, sets: Sequence[str], ks: tuple[int, ...] = (3, 5)
     proposer's own top-k and the full search by validation: its mean normalized error, and
     each paired against it."""
     lines: list[str] = []
-    ch = res.choices
     for m in sets:
         rule, value = parse_set_rule(m)
-        mine = ch[ch["method"] == m]
-        means = ", ".join(f"top-{k} {mine[mine['k'] == k]['norm_error'].mean():.3f}" for k in ks)
         rows = [compare(res, method=m, k=k, baselines=("proposer", "full_search")) for k in ks]
-        lines += [f"The proposer's top k {SET_TITLES[rule].format(v=value)} ({means}):", "",
+        lines += [f"The proposer's top k {SET_TITLES[rule].format(v=value)} "
+                  f"({top_k_means(res, m, ks)}):", "",
                   table(pd.concat(rows, ignore_index=True)), ""]
     return lines
 

@@ -20,9 +20,11 @@ Prints the mean normalized error per method at k = 1, 3, 5; the proposer's and t
 oracle's top-1 against kNN-3, portfolio-3 and average-3 (Holm over the three, the issue's
 goal line); the share of the default → full-search gap closed at k = 1; the top-1 against
 the default and the top-3 against the full search. `--partitions N` averages the first N
-splits only (the usual one first): a quicker look. `--hedge S,...`, `--upside S,...` and
-`--knn-mix` score the proposer's top k re-chosen as a set too (`induction/hedge.py`), against
-its own top k and the full search.
+splits only (the usual one first): a quicker look. `--hedge S,...`, `--upside S,...`,
+`--knn-mix` and `--knn-tail N` score the proposer's top k re-chosen as a set too
+(`induction/hedge.py`), against its own top k and the full search; `--low-rank R,...` scores
+the low-rank order alone (`induction/lowrank.py`) as a method of its own; `--blend-rank R`
+sets the rank of the low-rank order the proposer blends with its gain order (0: none).
 """
 
 from __future__ import annotations
