@@ -271,7 +271,7 @@ def act_linear_bwd_cublas(ctx: OpContext, ins: Sequence[Array], outs: Sequence[A
         gz = g
         if db is not None:
             act_bwd_bias(attrs, g, None, None, db, 0)
-    ws = gemm_workspace(attrs, x.size * g.shape[1])
+    ws = gemm_workspace(attrs, _macs(x, params["weight"]))
     if "weight" in gparams:
         gtx(prec, gz, x, gparams["weight"], ws=ws)
     if gx is not None:
@@ -296,7 +296,7 @@ def act_linear_bwd_cublaslt(ctx: OpContext, ins: Sequence[Array],
         act_bwd(h, g, gz, act)
     else:
         gz = g
-    ws = gemm_workspace(attrs, x.size * g.shape[1])
+    ws = gemm_workspace(attrs, _macs(x, params["weight"]))
     done = "weight" in gparams and lt.wgrad_bgrad(prec, gz, x, gparams["weight"], db, ws=ws)
     if not done and "weight" in gparams:  # no bias-gradient epilogue here: cuBLAS + a pass
         gtx(prec, gz, x, gparams["weight"], ws=ws)
