@@ -193,17 +193,22 @@ def blend_arg(ap: argparse.ArgumentParser) -> None:
 
 
 def order_args(ap: argparse.ArgumentParser) -> None:
-    """`--low-rank R[,R...]`: also score other orders of every candidate (`LopoConfig.orders`),
-    their own top-1 included."""
+    """`--low-rank R[,R...]`, `--knn-order K[,K...]`: also score other orders of every
+    candidate (`LopoConfig.orders`), their own top-1 included."""
     ap.add_argument("--low-rank", type=whole_numbers, default=(), metavar="R[,R...]",
                     help="also score the low-rank order (induction/lowrank.py): the error "
                          "matrix's first R components predicted from the meta-features, "
                          "against the proposer, the three 3-pick baselines and the full search")
+    ap.add_argument("--knn-order", type=whole_numbers, default=(), metavar="K[,K...]",
+                    help="also score the kNN order (every candidate by its mean error over "
+                         "the K nearest training problems, baselines.knn_order) and the "
+                         "proposer's blend with it as a third member (blendknn<K>)")
 
 
 def order_names(args: argparse.Namespace) -> tuple[str, ...]:
     """The orders `order_args`' options ask for, as `LopoConfig.orders` names them."""
-    return tuple(f"lowrank{r}" for r in args.low_rank)
+    return (*(f"lowrank{r}" for r in args.low_rank),
+            *(f"{kind}{k}" for k in args.knn_order for kind in ("knn", "blendknn")))
 
 
 def order_lines(res: LopoResult, orders: Sequence[str]) -> list[str]:

@@ -9,7 +9,9 @@ normalized errors (NaN, a candidate never scored there, counts as 1: the worst).
   problem (MinMax-scaled meta-features, L1), nearest first, repeats skipped;
 - `portfolio_choice`: auto-sklearn 2.0's / TabRepo's greedy portfolio: repeatedly add the
   candidate that most lowers the mean over training problems of the portfolio's best error;
-- `average_choice`: best on average, by mean error over training problems.
+- `average_choice`: best on average, by mean error over training problems;
+- `knn_order`: every candidate by its mean error over the k nearest training problems (the
+  neighbors as `knn_choice`'s): kNN as an order rather than a list of winners.
 
 Ties go to the earlier column of `errors`, so every baseline is deterministic.
 """
@@ -94,3 +96,15 @@ def portfolio_choice(errors: pd.DataFrame, k: int) -> list[str]:
 def average_choice(errors: pd.DataFrame, k: int) -> list[str]:
     order = np.argsort(_filled(errors).mean(axis=0), kind="stable")[:k]
     return [str(errors.columns[c]) for c in order]
+
+
+def knn_order(errors: pd.DataFrame, neighbors: Neighbors, query: np.ndarray, k: int,
+              candidates: Sequence[str]) -> list[str]:
+    """`candidates` (columns of `errors`) by their mean error over the `k` training problems
+    nearest `query`, best first (ties: `candidates`' order); `neighbors` and `query` as in
+    `knn_choice`."""
+    if k < 1:
+        raise ConfigError(f"a kNN order needs k >= 1, got {k}")
+    near = [pid for pid, _ in neighbors.nearest(query, k)]
+    means = _filled(errors.loc[near, list(candidates)]).mean(axis=0)
+    return [candidates[i] for i in np.argsort(means, kind="stable")]

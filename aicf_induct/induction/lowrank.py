@@ -20,16 +20,16 @@ a ridge regression (its penalty chosen by leave-one-out over the training proble
 the meta-features, MinMax-scaled on the training problems as `Neighbors` scales them (a
 feature the problem lacks: 0, with one 0/1 column per feature saying so), to the problem's
 `r` coordinates. A new problem's predicted row is the candidates' means plus its predicted
-coordinates times the components. `r` = 0 would be best-on-average. `blended` sets two
+coordinates times the components. `r` = 0 would be best-on-average. `blended` sets
 orders as one by mean position: on its own the low-rank order was level with the gain
 model's; the two blended were ahead of either, on the corpus and on 193 problems neither
-had seen. `LopoConfig.orders` ("lowrank<r>") scores the low-rank order alone beside the
-proposer.
+had seen (and level with the gain order on two fresh sets swept to check it: benchmarks/
+RESULTS.md, "Induction"). `LopoConfig.orders` ("lowrank<r>") scores the low-rank order
+alone beside the proposer.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,25 +40,17 @@ from aicf_induct.errors import ConfigError
 from aicf_induct.induction.neighbors import minmax_bounds, minmax_scaled
 
 ALPHAS = tuple(float(a) for a in np.logspace(-2, 4, 13))  # the ridge penalties tried
-_NAME = re.compile(r"^lowrank(\d+)$")
 
 
-def parse_order(name: str) -> int:
-    """An order's name -> its rank: "lowrank4" -> 4 (>= 1)."""
-    m = _NAME.match(name)
-    if m is None or int(m.group(1)) < 1:
-        raise ConfigError(f"unknown order {name!r} (valid: lowrank<r>, r >= 1)")
-    return int(m.group(1))
-
-
-def blended(first: list[str], second: list[str]) -> list[str]:
-    """Two orders of the same candidates as one, by their mean position (ties: `first`'s
-    order): two recommenders weighed alike, whatever the scales of their predictions."""
-    if sorted(first) != sorted(second):
+def blended(first: list[str], *others: list[str]) -> list[str]:
+    """Orders of the same candidates as one, by their mean position (ties: `first`'s order):
+    the recommenders weighed alike, whatever the scales of their predictions."""
+    if not others:
+        raise ConfigError("blended needs at least two orders")
+    if any(sorted(first) != sorted(o) for o in others):
         raise ConfigError("blended orders must hold the same candidates")
-    mine = {c: i for i, c in enumerate(first)}
-    theirs = {c: i for i, c in enumerate(second)}
-    return sorted(first, key=lambda c: (mine[c] + theirs[c], mine[c]))
+    positions = [{c: i for i, c in enumerate(o)} for o in (first, *others)]
+    return sorted(first, key=lambda c: (sum(p[c] for p in positions), positions[0][c]))
 
 
 def _design(X: np.ndarray, missing: np.ndarray) -> np.ndarray:

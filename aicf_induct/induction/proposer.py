@@ -108,9 +108,10 @@ class Proposer(BaseEstimator):
         (inputs, outputs), to attach each candidate's canonical IR."""
         mm = self.metamodel_
         cands = mm.candidates_
-        pred = mm.predict_problem(features)
-        if sizes is not None:  # a cnn candidate builds for square images only
-            pred = pred[[_fits(str(cands.at[k, "structure_key"]), sizes) for k in pred.index]]
+        # a cnn candidate builds for square images only
+        fitting = None if sizes is None else \
+            [k for k in cands.index if _fits(str(cands.at[k, "structure_key"]), sizes)]
+        pred = mm.predict_problem(features, among=fitting)
         pred = pred.head(top_k)
         near = self.neighbors_.nearest(features, self.n_neighbors)
         neighbors = [Neighbor(str(self.problems_.at[pid, "problem"]), str(pid), d,

@@ -11,6 +11,7 @@ from aicf_induct.induction.baselines import (
     average_choice,
     default_choice,
     knn_choice,
+    knn_order,
     portfolio_choice,
     random_choice,
 )
@@ -51,6 +52,23 @@ def test_knn_takes_the_best_candidate_of_each_nearest_problem() -> None:
     # a candidate never scored counts as the worst
     e3 = errors([[np.nan, 0.5, 1.0], [1.0, 0.0, 0.5], [0.2, 0.9, 0.1]])
     assert knn_choice(e3, nb, q, 1) == ["b"]
+
+
+def test_knn_order_ranks_by_mean_error_over_the_nearest_problems() -> None:
+    nb = fitted_neighbors()
+    q = nb.query_vector({"x": 1.0, "y": 0.0})  # order P1, P3, P2
+    e = errors([[0.0, 0.5, 1.0], [1.0, 0.0, 0.5], [0.2, 0.9, 0.1]])
+    assert knn_order(e, nb, q, 1, ["a", "b", "c"]) == ["a", "b", "c"]  # P1's row
+    # P1 and P3: a 0.1, b 0.7, c 0.55
+    assert knn_order(e, nb, q, 2, ["a", "b", "c"]) == ["a", "c", "b"]
+    # all three: a 0.4, b 0.467, c 0.533; among b and c only
+    assert knn_order(e, nb, q, 3, ["a", "b", "c"]) == ["a", "b", "c"]
+    assert knn_order(e, nb, q, 3, ["c", "b"]) == ["b", "c"]
+    # never scored counts as the worst (1); a tie keeps the candidates' order
+    e2 = errors([[np.nan, 1.0, 0.5], [1.0, 0.0, 0.5], [0.2, 0.9, 0.1]])
+    assert knn_order(e2, nb, q, 1, ["b", "a", "c"]) == ["c", "b", "a"]
+    with pytest.raises(ConfigError, match="k >= 1"):
+        knn_order(e, nb, q, 0, ["a"])
 
 
 def test_greedy_portfolio_minimises_mean_best_error() -> None:

@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.base import clone
 
 from aicf_induct.errors import ConfigError
-from aicf_induct.induction.lopo import LopoConfig, run_lopo
-from aicf_induct.induction.lowrank import LowRankOrder, blended, parse_order
+from aicf_induct.induction.lopo import Learned, LopoConfig, parse_order, run_lopo
+from aicf_induct.induction.lowrank import LowRankOrder, blended
 from tests.induction.test_lopo import SMALL, twins
 
 
@@ -40,8 +41,10 @@ def test_a_planted_factor_orders_a_new_problem() -> None:
 
 
 def test_bad_input_is_named() -> None:
-    assert parse_order("lowrank4") == 4
-    for bad in ("lowrank0", "lowrank", "svd2", "blend2"):
+    assert parse_order("lowrank4") == ("lowrank", 4)
+    assert parse_order("knn10") == ("knn", 10)
+    assert parse_order("blendknn3") == ("blendknn", 3)
+    for bad in ("lowrank0", "lowrank", "svd2", "blend2", "knn0", "blendknn", "knn2x"):
         with pytest.raises(ConfigError, match="unknown order"):
             parse_order(bad)
     with pytest.raises(ConfigError, match="rank >= 1"):
@@ -50,6 +53,10 @@ def test_bad_input_is_named() -> None:
         LowRankOrder(1).fit(pd.DataFrame(np.zeros((3, 2))), np.zeros((2, 1)))
     with pytest.raises(ConfigError, match="the same candidates"):
         blended(["a", "b"], ["a", "c"])
+    with pytest.raises(ConfigError, match="the same candidates"):
+        blended(["a", "b"], ["b", "a"], ["a"])
+    with pytest.raises(ConfigError, match="at least two orders"):
+        blended(["a", "b"])
     with pytest.raises(ConfigError, match="unknown order"):
         LopoConfig(default="c00", choose_seeds=(0,), score_seeds=(1,), orders=("rank2",))
 
@@ -60,6 +67,10 @@ def test_blended_orders_by_mean_position() -> None:
     # a tie goes to the first order's: x 0+1, y 1+0
     assert blended(["x", "y"], ["y", "x"]) == ["x", "y"]
     assert blended(["x", "y"], ["x", "y"]) == ["x", "y"]
+    # three: a 0+2+1, b 1+0+2, c 2+1+0 tie at 3: the first order's
+    assert blended(["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"]) == ["a", "b", "c"]
+    # a 0+2+2, b 1+0+0, c 2+1+1 -> b, a, c
+    assert blended(["a", "b", "c"], ["b", "c", "a"], ["b", "c", "a"]) == ["b", "a", "c"]
 
 
 def test_orders_are_scored_beside_the_proposer_and_never_see_the_held_out_group(
@@ -111,3 +122,25 @@ def test_the_order_is_said_in_words() -> None:
     assert order_meaning(MetaModel()).endswith("predicted from its first 4 components")
     assert order_meaning(MetaModel(ranking="rank", blend_rank=0)).startswith(
         "the expected rank within the space")
+
+
+def test_the_knn_orders_blend_the_proposers_two_with_the_neighbours() -> None:
+    cfg = LopoConfig(default="c00", choose_seeds=(0,), score_seeds=(1,), ks=(1, 3),
+                     metamodel=SMALL, orders=("knn2", "blendknn2"))
+    meta = twins(grouped=True, n_groups=5)
+    res = run_lopo(meta, cfg)
+    for name in cfg.orders:  # every problem at k = 1 and 3, never its own group's winner
+        mine = res.choices[res.choices["method"] == name]
+        assert len(mine) == 2 * 10 and (mine.query("k == 1")["norm_error"] > 0).all()
+    # the blend is the proposer's two orders and the kNN order by mean position, among the
+    # candidates that apply
+    train = meta[~meta["group"].isin(["g0"])]
+    cands = sorted(meta["candidate"].astype(str).unique())
+    learned = Learned.of(train, cands, clone(SMALL).fit(train), cfg.orders)
+    feats = meta[meta["group"] == "g0"].filter(like="f.").iloc[0].to_dict()
+    ok = cands[1:]
+    pred, lists = learned.lists(feats, ok, 3)
+    assert sorted(lists["knn2"]) == sorted(ok) == sorted(lists["blendknn2"])
+    assert lists["blendknn2"] == blended(*learned.metamodel.member_orders(pred),
+                                         lists["knn2"])
+    assert lists["proposer"] == blended(*learned.metamodel.member_orders(pred))

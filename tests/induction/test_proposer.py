@@ -44,6 +44,13 @@ def test_metamodel_contract_and_predictions() -> None:
                                                                kind="stable").index)
     by_lowrank = list(pred.loc[by_gain].sort_values("lowrank", kind="stable").index)
     assert list(pred.index) == blended(by_gain, by_lowrank) != by_gain
+    # among some candidates only (those that apply to a problem): the blend's positions
+    # count those alone, and their predictions are the same
+    some = [str(c) for c in mm.candidates_.index[::3]]
+    among = mm.predict_problem(feats, among=some)
+    assert list(among.index) == blended([c for c in by_gain if c in some],
+                                        [c for c in by_lowrank if c in some])
+    pd.testing.assert_frame_equal(among, pred.loc[among.index])
     alone = MetaModel(**SMALL, blend_rank=0).fit(meta).predict_problem(feats)
     assert list(alone.columns) == ["expected", "low", "high", "gain"]
     assert alone["gain"].is_monotonic_increasing  # the gain model alone orders
