@@ -102,7 +102,7 @@ def plan(args: argparse.Namespace, problem: Problem, config: TrainConfig,
         who = f"service {args.service}"
     else:
         import warehouse
-        from aicf_induct.induction.rewrite_effects import learned_effects
+        from aicf_induct.induction.learned_effects import learned_effects
 
         root = args.warehouse if args.warehouse is not None else warehouse.default_root()
         effects, _ = learned_effects(args.pack, None if args.no_log else root)

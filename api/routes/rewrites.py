@@ -12,7 +12,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from aicf_induct.errors import AicfError
-from aicf_induct.induction.rewrite_effects import RewriteEffects, RewriteQuery, learned_effects
+from aicf_induct.induction.learned_effects import learned_effects
+from aicf_induct.induction.rewrite_effects import RewriteEffects, RewriteQuery
 from aicf_induct.ir.canonical import from_dict
 from aicf_induct.ir.graph import Graph
 from api.deps import ReadAccess, SettingsDep

@@ -146,10 +146,10 @@ def test_effects_are_finite_numbers() -> None:
 
 
 def test_the_shipped_pack_named_but_absent_means_no_pack(tmp_path, monkeypatch) -> None:
-    from aicf_induct.induction import pack as pack_mod
-    from aicf_induct.induction.rewrite_effects import learned_effects
+    from aicf_induct.induction import learned_effects as learned_mod
+    from aicf_induct.induction.learned_effects import learned_effects
 
-    monkeypatch.setattr(pack_mod, "DEFAULT_PACK", tmp_path / "not_built.parquet")
+    monkeypatch.setattr(learned_mod, "DEFAULT_PACK", tmp_path / "not_built.parquet")
     effects, source = learned_effects(tmp_path / "not_built.parquet", None)
     assert source["pack"] is None and effects.history_ == 0
     with pytest.raises(ConfigError, match="no knowledge pack at"):
