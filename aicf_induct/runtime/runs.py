@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -43,7 +43,37 @@ from aicf_induct.records import (
 )
 
 if TYPE_CHECKING:
-    from aicf_induct.runtime.trainer import Trainer
+    from aicf_induct.runtime.backend import Backend
+
+
+class _Seeded(Protocol):
+    @property
+    def seed(self) -> int: ...
+
+
+class RunOwner(Protocol):
+    """What a logged run reads of the trainer whose run it logs (`runtime.trainer.Trainer`;
+    a protocol, so that this module, which the trainer imports, need not import it)."""
+
+    @property
+    def problem(self) -> Problem: ...
+    @property
+    def graph(self) -> Graph: ...
+    @property
+    def recorder(self) -> Recorder: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def step_count(self) -> int: ...
+    @property
+    def origin(self) -> str: ...
+    @property
+    def parent_run_id(self) -> str | None: ...
+    @property
+    def config(self) -> _Seeded: ...
+    @property
+    def backend(self) -> Backend: ...
+    def run_config(self) -> dict[str, Any]: ...
 
 NOT_STARTED = "none (failed before training)"  # device label of a run that never trained
 
@@ -160,7 +190,7 @@ def end_status(err: BaseException) -> str:
 class LoggedRun:
     """A started run of `trainer` (its recorder, run id and step count), to end once."""
 
-    def __init__(self, trainer: Trainer) -> None:
+    def __init__(self, trainer: RunOwner) -> None:
         self.trainer = trainer
         self.t0 = time.perf_counter()
         self.end: RunEndRecord | None = None
@@ -214,7 +244,7 @@ class LoggedRun:
             self._end("failed", "the run stopped without its final results")
 
 
-def start_run(trainer: Trainer) -> LoggedRun:
+def start_run(trainer: RunOwner) -> LoggedRun:
     """Log the start of `trainer`'s run: problem (with meta-features), run start (config,
     seed, the trainer's device, library versions, origin, parent) and the IR at start."""
     rec, p = trainer.recorder, trainer.problem
@@ -226,7 +256,7 @@ def start_run(trainer: Trainer) -> LoggedRun:
     return LoggedRun(trainer)
 
 
-def resume_run(trainer: Trainer) -> LoggedRun:
+def resume_run(trainer: RunOwner) -> LoggedRun:
     """A run started earlier (its start is in the log), going on in this process."""
     return LoggedRun(trainer)
 
