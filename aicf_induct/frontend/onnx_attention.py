@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from aicf_induct.frontend import functional as F
-from aicf_induct.frontend.onnx_import import Importer, Unsupported
+from aicf_induct.frontend.onnx_importer import Importer, Unsupported
 from aicf_induct.ir.ops import OPS, OpContext
 
 # suffixes a torch export's parameter names carry under the attention module's path

@@ -35,121 +35,19 @@ Parameters keep their initializer names when those are plain dotted names (a tor
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from aicf_induct.errors import AicfError, ConfigError
-from aicf_induct.frontend.parameter import Buffer, Parameter
-from aicf_induct.frontend.tensor import SymbolicTensor, Tracer
+from aicf_induct.frontend.onnx_importer import Importer, Unsupported
+from aicf_induct.frontend.tensor import SymbolicTensor
 from aicf_induct.frontend.trace import initial_values
 from aicf_induct.ir.graph import Dim, Graph
 from aicf_induct.ir.validate import validate
-
-NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
-
-
-class Unsupported(ConfigError):
-    """A node with no IR form; the importer adds the node's op type and name."""
-
-
-@dataclass(frozen=True)
-class Dims:
-    """A shape vector computed from the input's shape: sizes, None for the batch size."""
-
-    dims: tuple[Dim, ...]
-    scalar: bool = False  # one size (a 0-d tensor), not a vector
-
-    def concrete(self) -> Dims | np.ndarray:
-        if any(d is None for d in self.dims):
-            return self
-        arr = np.array(self.dims, dtype=np.int64)
-        return arr.reshape(()) if self.scalar else arr
-
-
-Value = SymbolicTensor | np.ndarray | Dims | None
-
-
-class Importer:
-    def __init__(self, model: Any, dtype: str, name: str) -> None:
-        self.model, self.dtype = model, dtype
-        self.tracer = Tracer(name)
-        self.nodes = list(model.graph.node)
-        self.env: dict[str, Value] = {}
-        self.done: set[int] = set()
-        self.keep: list[Parameter] = []  # the tracer maps by id(): keep the objects alive
-        self.used: set[str] = set()
-        self.graph_outputs = {o.name for o in model.graph.output}
-        self.batch: int | None = None  # the input's declared batch size, if it is fixed
-        self.consumers: dict[str, list[int]] = defaultdict(list)
-        for i, node in enumerate(self.nodes):
-            for inp in node.input:
-                self.consumers[inp].append(i)
-
-    # -- values ----------------------------------------------------------------------------
-    def value(self, name: str) -> Value:
-        if not name:
-            return None
-        if name not in self.env:
-            raise Unsupported(f"input '{name}' is computed by no earlier node")
-        return self.env[name]
-
-    def const(self, name: str, what: str) -> np.ndarray:
-        v = self.value(name)
-        if not isinstance(v, np.ndarray):
-            raise Unsupported(f"{what} must be a constant (an initializer)")
-        return v
-
-    def tensor(self, name: str, what: str = "its input") -> SymbolicTensor:
-        v = self.value(name)
-        if not isinstance(v, SymbolicTensor):
-            raise Unsupported(f"{what} must be computed from the model's input")
-        return v
-
-    def sole_consumer(self, name: str) -> tuple[int, Any] | None:
-        """The one node reading `name`, if exactly one does and it is no graph output."""
-        users = self.consumers.get(name, [])
-        if len(users) != 1 or name in self.graph_outputs or users[0] in self.done:
-            return None
-        return users[0], self.nodes[users[0]]
-
-    # -- parameters and node names ---------------------------------------------------------
-    def param(self, value: np.ndarray, name: str | None, buffer: bool = False) -> Parameter:
-        p = (Buffer if buffer else Parameter)(value=np.asarray(value, dtype=np.float64))
-        if name and set(name) <= NAME_CHARS and name[0] not in "._" and name not in self.used:
-            self.tracer.param_names[id(p)] = name
-            self.used.add(name)
-        self.keep.append(p)
-        return p
-
-    @contextmanager
-    def named(self, path: str | None) -> Iterator[None]:
-        """Name the next node `path` (a module path taken from a parameter's name)."""
-        ok = path and set(path) <= NAME_CHARS and path[0] not in "._"
-        with self.tracer.path_scope(path) if ok else nullcontext():  # type: ignore[arg-type]
-            yield
-
-
-def owner_path(param_name: str | None) -> str | None:
-    """'blocks.0.linear.weight' -> 'blocks.0.linear': the node a parameter's name implies."""
-    if not param_name or "." not in param_name:
-        return None
-    return param_name.rsplit(".", 1)[0]
-
-
-def attrs_of(node: Any) -> dict[str, Any]:
-    from onnx import helper
-
-    out = {}
-    for a in node.attribute:
-        v = helper.get_attribute_value(a)
-        out[a.name] = v.decode() if isinstance(v, bytes) else v
-    return out
 
 
 def _load(source: str | Path | Any) -> Any:

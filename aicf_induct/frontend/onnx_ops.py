@@ -17,7 +17,7 @@ import numpy as np
 
 from aicf_induct.frontend import functional as F
 from aicf_induct.frontend import onnx_shapes as S
-from aicf_induct.frontend.onnx_import import Dims, Importer, Unsupported, attrs_of, owner_path
+from aicf_induct.frontend.onnx_importer import Dims, Importer, Unsupported, attrs_of, owner_path
 from aicf_induct.frontend.onnx_shapes import fold, int_list, out, shape_op
 from aicf_induct.frontend.tensor import SymbolicTensor
 

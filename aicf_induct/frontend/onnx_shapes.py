@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from aicf_induct.frontend import functional as F
-from aicf_induct.frontend.onnx_import import Dims, Importer, Unsupported, Value, attrs_of
+from aicf_induct.frontend.onnx_importer import Dims, Importer, Unsupported, Value, attrs_of
 
 
 def fold(imp: Importer, node: Any) -> None:
