@@ -4,16 +4,18 @@ with one run at a time in a worker process, (c) the GPU engine (`--engine gpu`).
     python benchmarks/corpus_gpu.py --problems corpus:20 --space corpus32 --seeds 2 \
         --epochs 10 --patience 3 --cpu-workers 2 --sample 8
 
-Each mode runs `induction.sweep.run_sweep` into a fresh warehouse, as `aicf-induct sweep`
-does, with the same training settings (the slice's problems × the space × the seeds, the
-given epoch cap and patience). (c) trains the whole slice; (a) and (b), one run at a time per
-worker, train a systematic sample of it: every `--sample`-th candidate of the space, on every
-problem and seed. Runs/hour = runs ended / the sweep's wall time (problem loading, process
-and GPU start-up, autotuning and logging included). Prints a Markdown table (the GPU's name,
-the CPU and its core count, the command) and, with --json, writes the figures there;
---write-results replaces this benchmark's section of RESULTS.md. `--repeat N` measures each
-mode N times, one row each (the spread between runs and machine starts is ~10 % for (c) on
-an H100): the ratios use the means.
+Each mode runs `induction.sweep.run_sweep` into a fresh warehouse, as `aicf-induct sweep` does,
+with the same training settings (the slice's problems × the space × the seeds, the given epoch
+cap and patience). (c) trains the whole slice; (a) and (b), one run at a time per worker, train
+a systematic sample of it: every `--sample`-th candidate of the space, on every problem and
+seed. `--gpu-processes 1,4,8` measures (c) once per count of engine processes
+(`run_sweep(processes=N)`), the `--gpu-models` runs in flight shared between them, so the rows
+differ only in how many host threads drive the same load. Runs/hour = runs ended / the sweep's
+wall time (problem loading, process and GPU start-up, autotuning and logging included). Prints
+a Markdown table (the GPU's name, the CPU and its core count, the command) and, with --json,
+writes the figures there; --write-results replaces this benchmark's section of RESULTS.md.
+`--repeat N` measures each mode N times, one row each (the spread between runs and machine
+starts is ~10 % for (c) on an H100): the ratios use the means.
 """
 
 from __future__ import annotations
@@ -50,17 +52,24 @@ def gpu_name() -> str:
         return f"none ({type(err).__name__})"
 
 
-def measure(mode: str, spec: SweepSpec, root: Path, workers: int) -> dict[str, object]:
+def measure(mode: str, spec: SweepSpec, root: Path, workers: int,
+            processes: int = 1) -> dict[str, object]:
     shutil.rmtree(root, ignore_errors=True)
     backend = "numpy" if mode == "cpu" else "cupy"
     spec = dataclasses.replace(spec, train=dataclasses.replace(spec.train, backend=backend))
     engine = "gpu" if mode == "gpu_engine" else "local"
     t0 = time.perf_counter()
-    report = run_sweep(spec, root, workers=workers, engine=engine, progress=False)
+    report = run_sweep(spec, root, workers=workers, engine=engine, progress=False,
+                       processes=processes)
     wall = time.perf_counter() - t0
     return {"mode": mode, "runs": report.ran, "statuses": dict(report.statuses),
-            "workers": workers, "wall_s": round(wall, 2),
+            "workers": workers, "processes": processes, "wall_s": round(wall, 2),
             "runs_per_hour": round(report.ran / wall * 3600, 1)}
+
+
+def label(row: dict[str, object]) -> str:
+    n = int(row.get("processes", 1))  # type: ignore[call-overload]
+    return LABELS[str(row["mode"])] + (f", {n} processes" if n > 1 else "")
 
 
 def _without_note(argv: list[str]) -> list[str]:
@@ -89,7 +98,10 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=600.0, help="per run, seconds")
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--cpu-workers", type=int, default=2)
-    ap.add_argument("--gpu-models", type=int, default=128, help="runs in flight in (c)")
+    ap.add_argument("--gpu-models", type=int, default=128,
+                    help="runs in flight in (c), shared between its processes")
+    ap.add_argument("--gpu-processes", default="1", metavar="N[,N...]",
+                    help="(c) once per count of engine processes (default 1)")
     ap.add_argument("--sample", type=int, default=8,
                     help="(a) and (b): every N-th candidate of the space")
     ap.add_argument("--warehouse-dir", default="/tmp/corpus_gpu_bench")
@@ -125,18 +137,20 @@ def main() -> int:
         out += got["rows"]
         if not str(got.get("gpu", "none")).startswith("none"):
             gpu, cpu = got["gpu"], got["cpu"]
+    counts = [int(n) for n in args.gpu_processes.split(",")]
     for mode in [] if args.from_json else args.modes.split(","):
-        spec, workers = {"cpu": (sample, args.cpu_workers), "gpu_solo": (sample, 1),
-                         "gpu_engine": (full, args.gpu_models)}[mode]
-        for _ in range(args.repeat):
-            row = measure(mode, spec, Path(args.warehouse_dir) / mode, workers)
-            print(json.dumps(row), flush=True)
-            out.append(row)
-            if args.json:  # after each run: a later one cut short keeps the earlier figures
-                Path(args.json).write_text(json.dumps({"rows": out}, indent=1))
+        for n in counts if mode == "gpu_engine" else [1]:
+            spec, workers = {"cpu": (sample, args.cpu_workers), "gpu_solo": (sample, 1),
+                             "gpu_engine": (full, -(-args.gpu_models // n))}[mode]
+            for _ in range(args.repeat):
+                row = measure(mode, spec, Path(args.warehouse_dir) / mode, workers, n)
+                print(json.dumps(row), flush=True)
+                out.append(row)
+                if args.json:  # after each run: a later one cut short keeps the earlier
+                    Path(args.json).write_text(json.dumps({"rows": out}, indent=1))
     rates: dict[str, list[float]] = {}
     for r in out:
-        rates.setdefault(str(r["mode"]), []).append(float(r["runs_per_hour"]))  # type: ignore[arg-type]
+        rates.setdefault(label(r), []).append(float(r["runs_per_hour"]))  # type: ignore[arg-type]
     rate = {m: sum(v) / len(v) for m, v in rates.items()}
     lines = [
         "## GPU corpus engine: runs per hour (`benchmarks/corpus_gpu.py`)", "",
@@ -149,19 +163,23 @@ def main() -> int:
         "| mode | workers | runs | wall s | runs/hour | statuses |", "|---|---|---|---|---|---|"]
     seen: dict[str, int] = {}
     for r in out:
-        n = seen[str(r["mode"])] = seen.get(str(r["mode"]), 0) + 1
-        rep = f" #{n}" if len(rates[str(r["mode"])]) > 1 else ""
-        lines.append(f"| {LABELS[str(r['mode'])]}{rep} | {r['workers']} | {r['runs']} | "
+        n = seen[label(r)] = seen.get(label(r), 0) + 1
+        rep = f" #{n}" if len(rates[label(r)]) > 1 else ""
+        lines.append(f"| {label(r)}{rep} | {r['workers']} | {r['runs']} | "
                      f"{r['wall_s']} | {float(r['runs_per_hour']):,.0f} | "  # type: ignore[arg-type]
                      f"{r['statuses']} |")
-    if "gpu_engine" in rate:
-        for base in ("cpu", "gpu_solo"):
+    engine = LABELS["gpu_engine"]
+    if engine in rate:
+        for base in (LABELS["cpu"], LABELS["gpu_solo"]):
             if rate.get(base):
-                each = rates["gpu_engine"]
+                each = rates[engine]
                 of = (f" (the means of {len(each)} and {len(rates[base])} measurements; (c) "
                       f"each: {', '.join(f'{v / rate[base]:.1f}×' for v in each)})"
                       if len(each) > 1 or len(rates[base]) > 1 else "")
-                lines.append(f"\n(c) / {base}: **{rate['gpu_engine'] / rate[base]:.1f}×**{of}")
+                lines.append(f"\n(c) / {base[:3]}: **{rate[engine] / rate[base]:.1f}×**{of}")
+        for name, value in rate.items():
+            if name.startswith(engine + ","):
+                lines.append(f"\n{name[len(engine) + 2:]} / one: **{value / rate[engine]:.2f}×**")
     if args.note:
         lines += ["", args.note]
     text = "\n".join(lines) + "\n"

@@ -8,7 +8,7 @@ import sys
 
 from aicf_induct.cli import options
 from aicf_induct.cli.corpus_root import corpus_root
-from aicf_induct.cli.sweep import ENGINE_HELP, WORKERS_HELP
+from aicf_induct.cli.sweep import ENGINE_HELP, PROCESSES_HELP, WORKERS_HELP
 from aicf_induct.cli.table import print_table
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.corpus import (
@@ -65,6 +65,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help=f"seeds 0..K-1 per (problem, candidate) (default {SEEDS})")
     b.add_argument("--workers", type=int, default=None, metavar="N", help=WORKERS_HELP)
     b.add_argument("--engine", choices=ENGINES, default="local", help=ENGINE_HELP)
+    b.add_argument("--gpu-processes", type=options.positive_int, default=1, metavar="N",
+                   help=PROCESSES_HELP)
     b.add_argument("--warehouse", default=None, metavar="DIR",
                    help="warehouse directory (default: $AICF_WAREHOUSE, else ./aicf_warehouse)")
     b.add_argument("--epochs", type=int, default=EPOCH_CAP,
@@ -204,7 +206,7 @@ def build(args: argparse.Namespace) -> int:
     root = args.warehouse if args.warehouse is not None else warehouse.default_root()
     report = run_sweep(spec, root, workers=workers(args), engine=args.engine,
                        progress=not args.quiet, time_limit_s=args.time_limit,
-                       retry_failed=args.retry_failed)
+                       retry_failed=args.retry_failed, processes=args.gpu_processes)
     print_report(report, root, args.json, f"aicf-induct induce fit --warehouse {root}")
     if args.adaptive:
         from aicf_induct.induction.adaptive_corpus import plan, run_adaptive

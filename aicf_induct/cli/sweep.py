@@ -28,6 +28,10 @@ WORKERS_HELP = (f"runs at once (default: the number of CPUs; with --engine gpu, 
                 "runs in flight on the GPU)")
 ENGINE_HELP = ("local: a process pool here; ray: Ray tasks; gpu: many runs at once on this "
                "machine's GPU, in this process (default local)")
+PROCESSES_HELP = ("with --engine gpu: this many engine processes on one warehouse, each with "
+                  "--workers runs in flight, spread over the visible GPUs (one engine drives "
+                  "its GPU from one CPU thread: on small tables a few per GPU train faster; "
+                  "default 1)")
 
 
 def workers(args: argparse.Namespace) -> int:
@@ -79,6 +83,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--workers", type=int, default=None, metavar="W",
                    help=WORKERS_HELP)
     p.add_argument("--engine", choices=ENGINES, default="local", help=ENGINE_HELP)
+    p.add_argument("--gpu-processes", type=options.positive_int, default=1, metavar="N",
+                   help=PROCESSES_HELP)
     p.add_argument("--ray-address", default=None, metavar="ADDR",
                    help="with --engine ray: an existing cluster ('auto' or host:port); "
                         "default: start a local Ray instance with --workers CPUs")
@@ -128,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     report = run_sweep(spec, root, workers=workers(args), engine=args.engine,
                        retry_failed=args.retry_failed, ray_address=args.ray_address,
                        progress=not args.quiet, api_key=key,
-                       time_limit_s=args.time_limit)
+                       time_limit_s=args.time_limit, processes=args.gpu_processes)
     print_report(report, root, args.json)
     return 0
 

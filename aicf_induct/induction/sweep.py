@@ -13,12 +13,13 @@ Sweeps running at once on one warehouse split the work: a triple is claimed (see
 ends with its run's status. A triple another live sweep holds is left to it; a triple whose
 holder died is taken over, after checking the warehouse that its run did not end.
 
-Runs execute in worker processes (`engine="local"`: a process pool on this machine) or as
-Ray tasks (`engine="ray"`: a local Ray instance, or an existing cluster), all through
-`sweep_worker.run_task`, which logs every failure as a `failed` (or `timeout`) run instead
-of raising; or many at once in this process on its GPU (`engine="gpu"`: `sweep_gpu`,
-`workers` runs in flight), logged the same way. Ctrl-C (or SIGTERM) stops the runs in flight,
-which log their end as `interrupted`, and exits with the claims saying so.
+Runs execute in worker processes (`engine="local"`: a process pool on this machine) or as Ray
+tasks (`engine="ray"`: a local Ray instance, or an existing cluster), all through
+`sweep_worker.run_task`, which logs every failure as a `failed` (or `timeout`) run instead of
+raising; or many at once in this process on its GPU (`engine="gpu"`: `sweep_gpu`, `workers`
+runs in flight), logged the same way, or in several such processes (`processes`,
+`sweep_processes`) spread over the machine's GPUs. Ctrl-C (or SIGTERM) stops the runs in
+flight, which log their end as `interrupted`, and exits with the claims saying so.
 
 A sweep may log through the service instead (`root` a URL, `http(s)://HOST:PORT`, with a write
 key): the parent and every worker log with a `RemoteRecorder`, and the finished triples are
@@ -254,18 +255,29 @@ def plan(spec: SweepSpec, problem_ids: dict[str, str], root: str | Path,
 def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: str = "local",
               retry_failed: bool = False, ray_address: str | None = None,
               progress: bool = True, stream: TextIO | None = None,
-              api_key: str | None = None, time_limit_s: float = 0.0) -> SweepReport:
+              api_key: str | None = None, time_limit_s: float = 0.0,
+              processes: int = 1) -> SweepReport:
     """Run the triples of `spec` not finished in the warehouse at `root` (or logged through
     the service at the URL `root`, with the write key `api_key`); see the module docstring.
     Local workers are spawned processes: a script that calls this must do so under
     `if __name__ == "__main__":`. With Ray on several machines, `root` must be a directory
     every node sees (a shared file system), or the service's URL. `time_limit_s` (> 0): start
     no run after that many seconds from now; the runs in flight finish and are logged, and
-    the rest is left to the next invocation (`SweepReport.left`)."""
+    the rest is left to the next invocation (`SweepReport.left`). `processes` (> 1, engine
+    "gpu" only): that many GPU-engine processes, each with `workers` runs in flight, spread
+    over the visible GPUs (`sweep_processes`)."""
     if engine not in ENGINES:
         raise ConfigError(f"unknown engine '{engine}' (valid: {', '.join(ENGINES)})")
     if workers < 1:
         raise ConfigError(f"workers must be >= 1, got {workers}")
+    if processes < 1:
+        raise ConfigError(f"processes must be >= 1, got {processes}")
+    if processes > 1 and engine != "gpu":
+        raise ConfigError(f"{processes} engine processes need engine 'gpu' (the "
+                          f"'{engine}' engine already runs `workers` runs at once)")
+    if processes > 1 and is_remote(root):
+        raise ConfigError("several engine processes split their triples through claims in a "
+                          "warehouse's directory: log to a warehouse, not through the service")
     if engine == "gpu" and spec.train.backend != "numpy":
         from aicf_induct.runtime.backend import gpu_available
 
@@ -294,15 +306,72 @@ def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: st
                 Path(root), spec.protocol, parent.writer.writer_id, done_statuses)
             bar = tqdm(total=len(tasks), initial=report.skipped, unit="run", desc="sweep",
                        disable=not progress, file=out, smoothing=0.05)
+            stop_at = t0 + time_limit_s if time_limit_s > 0 else None
             try:
-                with open_engine(engine, workers, ray_address) as eng:
-                    dispatch(todo, eng, claims, parent, report, bar,
-                             t0 + time_limit_s if time_limit_s > 0 else None)
-                    report.slower_paths = eng.slower_paths()
+                if processes > 1:
+                    _run_processes(todo, root, spec, done_statuses, workers, processes,
+                                   stop_at, report, bar)
+                else:
+                    with open_engine(engine, workers, ray_address) as eng:
+                        dispatch(todo, eng, claims, parent, report, bar, stop_at)
+                        report.slower_paths = eng.slower_paths()
             finally:
                 bar.close()
         report.wall_s = time.perf_counter() - t0
         return report
+    finally:
+        parent.close()
+
+
+def _run_processes(todo: list[Task], root: str | Path, spec: SweepSpec,
+                   done_statuses: Sequence[str], workers: int, processes: int,
+                   stop_at: float | None, report: SweepReport, bar: Any) -> None:
+    """`todo` by several GPU-engine processes (`sweep_processes`); their counts into
+    `report`, and what none of them finished read back from the warehouse."""
+    from aicf_induct.induction.sweep_processes import run_processes
+
+    if not todo:
+        return
+    together = run_processes(engine_process, todo, (str(root), spec.protocol,
+                                                    tuple(done_statuses), workers),
+                             processes=processes, backend=spec.train.backend,
+                             stop_at=stop_at, bar=bar)
+    report.statuses.update(together.statuses)
+    report.slower_paths = together.slower_paths
+    finished = finished_triples(root, spec.protocol, done_statuses)
+    ours = sum(n for s, n in together.statuses.items() if s in done_statuses)
+    ended = sum(1 for t in todo if t.triple in finished)
+    report.elsewhere = max(0, ended - ours)  # by sweeps other than these processes
+    if together.left_any:
+        report.left = len(todo) - ended
+    else:
+        report.held = len(todo) - ended  # in flight in another live sweep
+
+
+def engine_process(todo: list[Task], seconds_left: float | None, counter: Any, results: Any,
+                   index: int, root: str, protocol: str, done: tuple[str, ...],
+                   workers: int) -> None:
+    """One of several GPU-engine processes (`sweep_processes`, which starts it): the
+    dispatch over its order of `todo`, through its own writer's claims."""
+    from aicf_induct.induction.sweep_processes import SharedBar, put_result, stop_once
+
+    report = SweepReport("", len(todo), 0)
+    stop_at = None if seconds_left is None else time.perf_counter() + seconds_left
+    parent = open_recorder(root)
+    try:
+        with stop_once():
+            claims = TripleClaims(Path(root), protocol, parent.writer.writer_id, done)
+            with open_engine("gpu", workers, None) as eng:
+                dispatch(todo, eng, claims, parent, report, SharedBar(counter), stop_at,
+                         count_elsewhere=False)
+                report.slower_paths = eng.slower_paths()
+        put_result(results, index, dict(report.statuses), report.slower_paths, report.left,
+                   None)
+    except KeyboardInterrupt:
+        put_result(results, index, None, None, 0, "interrupted")
+    except Exception as err:  # the parent names it; the runs and claims ended logged
+        put_result(results, index, None, None, 0,
+                   f"{type(err).__name__}: {err}".splitlines()[0])
     finally:
         parent.close()
 
@@ -344,11 +413,14 @@ class TripleClaims:
 
 
 def dispatch(todo: Sequence[Task], eng: Engine, claims: TripleClaims | NoClaims, parent: Any,
-             report: SweepReport, bar: Any, stop_at: float | None = None) -> None:
+             report: SweepReport, bar: Any, stop_at: float | None = None,
+             count_elsewhere: bool = True) -> None:
     """Claim each triple just before it runs, keep the engine full, end each claim with its
     run's status. A triple another live sweep holds is left to it (looked at again at the
     end, in case that sweep died meanwhile). Past `stop_at` (time.perf_counter) no run
-    starts: those in flight finish, the rest is counted in `report.left`."""
+    starts: those in flight finish, the rest is counted in `report.left`. The bar moves for
+    each run's end, and for each triple another sweep ended unless `count_elsewhere` is
+    False (one of several processes, whose siblings count their own)."""
     queue, second_look = deque(todo), False
     held: list[Task] = []
     inflight: dict[Triple, Claim | None] = {}
@@ -376,7 +448,8 @@ def dispatch(todo: Sequence[Task], eng: Engine, claims: TripleClaims | NoClaims,
                     held.append(task)
                 else:
                     report.elsewhere += 1  # another sweep ended it since we planned
-                    bar.update(1)
+                    if count_elsewhere:
+                        bar.update(1)
             if not inflight and not queue:
                 if not held or second_look:
                     break

@@ -45,3 +45,24 @@ def test_a_gpu_sweep_logs_every_triple_once_with_the_pools_results(
     assert devices == [(select_backend("cupy").description,)]
     again = run_sweep(spec, tmp_path / "many", workers=8, engine="gpu", progress=False)
     assert (again.skipped, again.ran) == (18, 0)
+
+
+def test_two_engine_processes_train_every_triple_once_with_one_engines_results(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AICF_TUNING_BUDGET_S", "0")  # the plan as the step body, as above
+    spec = SweepSpec(("iris", "wine", "breast_cancer"), tuple(parse_space("tiny3").candidates()),
+                     (0, 1), TrainConfig(epochs=4, patience=2, backend="cupy"), 120.0)
+    two = run_sweep(spec, tmp_path / "two", workers=4, engine="gpu", processes=2,
+                    progress=False)
+    try:
+        one = run_sweep(spec, tmp_path / "one", workers=8, engine="gpu", progress=False)
+    finally:
+        close_process_recorders()
+    assert dict(two.statuses) == dict(one.statuses) == {"completed": 18}
+    assert (two.elsewhere, two.held, two.left, two.slower_paths) == (0, 0, 0, {})
+    assert ended_triples(tmp_path / "two") == ended_triples(tmp_path / "one")
+    assert max(ended_triples(tmp_path / "two").values()) == 1
+    a, b = rows(tmp_path / "two", FINAL_SQL), rows(tmp_path / "one", FINAL_SQL)
+    assert [r[:5] for r in a] == [r[:5] for r in b]
+    np.testing.assert_allclose([float(r[5]) for r in a], [float(r[5]) for r in b], rtol=1e-4,
+                               atol=1e-5)
