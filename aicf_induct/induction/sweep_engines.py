@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import time
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -24,6 +23,7 @@ from aicf_induct.induction.sweep_worker import (
     Task,
     init_local_worker,
     run_local_task,
+    stop_processes,
 )
 
 Ended = tuple[Task, Outcome | None, str | None]  # (task, outcome, error of a dead worker)
@@ -82,14 +82,7 @@ class LocalEngine:
         self._interrupted = True
         procs = list((getattr(self._pool, "_processes", None) or {}).values())
         self._pool.shutdown(wait=False, cancel_futures=True)
-        for proc in procs:
-            proc.terminate()
-        deadline = time.monotonic() + STOP_GRACE_S
-        for proc in procs:
-            proc.join(max(0.0, deadline - time.monotonic()))
-        for proc in procs:
-            if proc.is_alive():
-                proc.kill()
+        stop_processes(procs, STOP_GRACE_S)
         self._futures.clear()
         self._broken = True  # nothing more runs in this pool
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aicf_induct.errors import ConfigError
-from aicf_induct.induction.sweep_worker import Task
+from aicf_induct.induction.sweep_worker import Task, stop_processes
 
 POLL_S = 0.5  # how often the parent reads the shared counter into its bar
 STOP_GRACE_S = 60.0  # after a stop, how long the processes get to log their runs' ends
@@ -188,16 +188,7 @@ def _collect(procs: list[Any], results: Any, counter: Any, bar: Any,
 def _stop(procs: list[Any], results: Any, got: dict[int, tuple[Any, ...]]) -> None:
     """Stop the children as one sweep stops (SIGTERM: each logs its runs as interrupted),
     wait for them, kill what outlives the grace."""
-    for proc in procs:
-        if proc.is_alive():
-            os.kill(proc.pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_GRACE_S
-    for proc in procs:
-        proc.join(max(0.0, deadline - time.monotonic()))
-    for proc in procs:
-        if proc.is_alive():
-            proc.kill()
-            proc.join()
+    stop_processes(procs, STOP_GRACE_S)
     while True:  # drain, so the queue's feeder threads let the children exit
         try:
             item = results.get_nowait()

@@ -139,6 +139,20 @@ def close_process_recorders() -> None:
         _RECORDERS.popitem()[1].close()
 
 
+def stop_processes(procs: list[Any], grace_s: float) -> None:
+    """SIGTERM each process (a sweep's worker logs its run as interrupted and exits), wait
+    up to `grace_s` for all of them, then kill and reap what is left."""
+    for proc in procs:
+        proc.terminate()  # nothing for one already gone
+    deadline = time.monotonic() + grace_s
+    for proc in procs:
+        proc.join(max(0.0, deadline - time.monotonic()))
+    for proc in procs:
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+
+
 def _limit_threads() -> None:
     # W workers on W cores: BLAS threads would oversubscribe them (Ray sets this itself)
     try:

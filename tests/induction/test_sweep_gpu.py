@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ from aicf_induct.induction.sweep_worker import close_process_recorders
 from aicf_induct.runtime.backend import gpu_available
 from aicf_induct.runtime.trainer import TrainConfig
 from tests.induction.helpers import ended_triples, sweep_runs
-from tests.induction.test_sweep_resume import REPO, planned, start, statuses, wait_running
+from tests.induction.test_sweep_resume import planned, restart, start, statuses, wait_running
 
 TRAIN = TrainConfig(epochs=3, patience=0, backend="numpy")
 FINAL_SQL = """
@@ -90,24 +89,13 @@ ENDLESS = ("--epochs", "100000", "--budget", "60", "--workers", "2", *ENGINE)
 RESTART = ("--epochs", "100000", "--budget", "0.5", "--workers", "4", *ENGINE)
 
 
-def restart(root: Path) -> dict[str, object]:
-    from tests.induction.test_sweep_resume import sweep_cmd
-
-    done = subprocess.run(sweep_cmd(root, *RESTART), capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert done.returncode == 0, done.stderr
-    after = ended_triples(root)
-    assert set(after) == planned() and max(after.values()) == 1  # none missing, none twice
-    return dict(json.loads(done.stdout))
-
-
 def test_sigkill_then_restart_ends_every_triple_exactly_once(tmp_path: Path) -> None:
     root = tmp_path / "wh"
     proc = start(root, *ENDLESS)
     wait_running(root, proc, 2)
     proc.send_signal(signal.SIGKILL)  # the engine's runs die with it, their ends unlogged
     proc.communicate()
-    assert restart(root)["ran"] == len(planned())
+    assert restart(root, *RESTART)["ran"] == len(planned())
     assert statuses(root)["timeout"] == len(planned())
 
 
@@ -119,7 +107,7 @@ def test_ctrl_c_logs_the_runs_in_flight_as_interrupted(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and err.splitlines()[0] == "interrupted", err
     assert statuses(root) == {"interrupted": 2}
-    restart(root)
+    restart(root, *RESTART)
     assert statuses(root) == {"timeout": len(planned()), "interrupted": 2}
 
 

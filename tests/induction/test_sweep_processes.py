@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,13 +22,12 @@ from aicf_induct.induction.sweep_worker import Task, close_process_recorders
 from tests.induction.helpers import ended_triples
 from tests.induction.test_sweep_gpu import FINAL_SQL, TRAIN, rows, spec
 from tests.induction.test_sweep_resume import (
-    REPO,
     alive,
     children,
     planned,
+    restart,
     start,
     statuses,
-    sweep_cmd,
     wait_running,
 )
 
@@ -100,15 +98,6 @@ def test_several_processes_refuse_what_they_cannot_split(tmp_path: Path, engine:
     assert not (tmp_path / "wh").exists()
 
 
-def restart(root: Path) -> dict[str, object]:
-    done = subprocess.run(sweep_cmd(root, *RESTART), capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert done.returncode == 0, done.stderr
-    after = ended_triples(root)
-    assert set(after) == planned() and max(after.values()) == 1  # none missing, none twice
-    return dict(json.loads(done.stdout))
-
-
 @pytest.mark.parametrize("stop", ["ctrl-c", "sigterm"])
 def test_a_stop_reaches_every_process_and_a_restart_ends_every_triple_once(
         tmp_path: Path, stop: str) -> None:
@@ -126,7 +115,7 @@ def test_a_stop_reaches_every_process_and_a_restart_ends_every_triple_once(
     assert proc.returncode == 130 and err.splitlines()[0] == "interrupted", err
     assert not [pid for pid in engines if alive(pid)]
     assert statuses(root) == {"interrupted": 2}
-    assert restart(root)["ran"] == len(planned())
+    assert restart(root, *RESTART)["ran"] == len(planned())
 
 
 def test_the_cli_takes_the_processes(tmp_path: Path, capsys: pytest.CaptureFixture[str]

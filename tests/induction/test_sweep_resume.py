@@ -80,14 +80,19 @@ def statuses(root: Path) -> Counter[str]:
     return Counter(r[3] for r in sweep_runs(root))
 
 
-def restart_and_check(root: Path) -> None:
-    """The same sweep again: it runs what is missing, each triple ends exactly once."""
-    done = subprocess.run(sweep_cmd(root, *RESTART), capture_output=True, text=True,
+def restart(root: Path, *opts: str) -> dict[str, object]:
+    """The same sweep again (with `opts`): it runs what is missing and every triple ends
+    exactly once. Its JSON report."""
+    done = subprocess.run(sweep_cmd(root, *opts), capture_output=True, text=True,
                           timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr
     after = ended_triples(root)
     assert set(after) == planned() and max(after.values()) == 1  # none missing, none twice
-    assert json.loads(done.stdout)["ran"] == len(planned())
+    return dict(json.loads(done.stdout))
+
+
+def restart_and_check(root: Path) -> None:
+    assert restart(root, *RESTART)["ran"] == len(planned())
     st = statuses(root)
     assert st == {"timeout": len(planned()), "interrupted": 2}, st  # no `running` ghost
 
