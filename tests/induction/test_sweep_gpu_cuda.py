@@ -21,6 +21,17 @@ from tests.induction.test_sweep_gpu import FINAL_SQL, rows
 pytestmark = pytest.mark.cuda
 
 
+def assert_same_runs(a: Path, b: Path) -> None:
+    """Warehouse `a` ended every triple `b` did, each once, with `b`'s final results (fp32
+    tolerance)."""
+    assert ended_triples(a) == ended_triples(b)
+    assert max(ended_triples(a).values()) == 1
+    got, want = rows(a, FINAL_SQL), rows(b, FINAL_SQL)
+    assert [r[:5] for r in got] == [r[:5] for r in want]
+    np.testing.assert_allclose([float(r[5]) for r in got], [float(r[5]) for r in want],
+                               rtol=1e-4, atol=1e-5)
+
+
 def test_a_gpu_sweep_logs_every_triple_once_with_the_pools_results(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # no timing: both sweeps take the plan as the step body (two warehouses, two tuners,
@@ -35,12 +46,7 @@ def test_a_gpu_sweep_logs_every_triple_once_with_the_pools_results(
     pool = run_sweep(spec, tmp_path / "pool", workers=2, progress=False)
     assert dict(many.statuses) == dict(pool.statuses)
     assert many.slower_paths == {}  # every run's steps replayed as one graph
-    assert ended_triples(tmp_path / "many") == ended_triples(tmp_path / "pool")
-    assert max(ended_triples(tmp_path / "many").values()) == 1
-    a, b = rows(tmp_path / "many", FINAL_SQL), rows(tmp_path / "pool", FINAL_SQL)
-    assert [r[:5] for r in a] == [r[:5] for r in b]
-    np.testing.assert_allclose([float(r[5]) for r in a], [float(r[5]) for r in b], rtol=1e-4,
-                               atol=1e-5)
+    assert_same_runs(tmp_path / "many", tmp_path / "pool")
     devices = rows(tmp_path / "many", "SELECT DISTINCT device FROM runs")
     assert devices == [(select_backend("cupy").description,)]
     again = run_sweep(spec, tmp_path / "many", workers=8, engine="gpu", progress=False)
@@ -60,9 +66,4 @@ def test_two_engine_processes_train_every_triple_once_with_one_engines_results(
         close_process_recorders()
     assert dict(two.statuses) == dict(one.statuses) == {"completed": 18}
     assert (two.elsewhere, two.held, two.left, two.slower_paths) == (0, 0, 0, {})
-    assert ended_triples(tmp_path / "two") == ended_triples(tmp_path / "one")
-    assert max(ended_triples(tmp_path / "two").values()) == 1
-    a, b = rows(tmp_path / "two", FINAL_SQL), rows(tmp_path / "one", FINAL_SQL)
-    assert [r[:5] for r in a] == [r[:5] for r in b]
-    np.testing.assert_allclose([float(r[5]) for r in a], [float(r[5]) for r in b], rtol=1e-4,
-                               atol=1e-5)
+    assert_same_runs(tmp_path / "two", tmp_path / "one")
