@@ -25,13 +25,12 @@ from aicf_induct.problems.splits import MAX_SEED
 
 DEFAULT_BUDGET_S = 300.0
 WORKERS_HELP = (f"runs at once (default: the number of CPUs; with --engine gpu, {MODELS} "
-                "runs in flight on the GPU)")
+                "runs in flight in each engine process)")
 ENGINE_HELP = ("local: a process pool here; ray: Ray tasks; gpu: many runs at once on this "
                "machine's GPU, in this process (default local)")
 PROCESSES_HELP = ("with --engine gpu: this many engine processes on one warehouse, each with "
                   "--workers runs in flight, spread over the visible GPUs (one engine drives "
-                  "its GPU from one CPU thread: on small tables a few per GPU train faster; "
-                  "default 1)")
+                  "its runs from one CPU thread: a few per GPU can train faster; default 1)")
 
 
 def workers(args: argparse.Namespace) -> int:
