@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from corpus_source import add_source_args, load_corpus
 from machine import cpu_model, git_commit, write_section
 
-from aicf_induct.induction.corpus import with_same_data
+from aicf_induct.induction.corpus import same_data_regrouped
 from aicf_induct.induction.evaluate import (
     WARM_STARTS,
     calibration,
@@ -282,10 +282,7 @@ def combined(corpus: pd.DataFrame, extras: list[Path]) -> tuple[pd.DataFrame, li
     meta = pd.concat(parts, ignore_index=True)
     meta = meta[meta["seed"].astype(int).isin(common)]
     # each sweep drew its groups alone: copies across sweeps (SAME_DATA) share one here
-    pairs = meta.drop_duplicates("problem")
-    grouped = with_same_data(dict(zip(pairs["problem"].astype(str),
-                                      pairs["group"].astype(str), strict=True)))
-    meta["group"] = meta["problem"].astype(str).map(grouped)
+    meta = same_data_regrouped(meta)
     return with_derived_scores(meta).reset_index(drop=True), notes
 
 

@@ -69,7 +69,7 @@ from induction_bench import (
 from machine import cpu_model, git_commit
 
 from aicf_induct.errors import AicfError, ConfigError
-from aicf_induct.induction.corpus import corpus_meta, with_same_data
+from aicf_induct.induction.corpus import corpus_meta, same_data_regrouped
 from aicf_induct.induction.evaluate import (
     compare,
     duplicate_note,
@@ -125,11 +125,7 @@ def read_metas(paths: list[str]) -> pd.DataFrame:
             if name in seen:
                 raise ConfigError(f"problem {name} is in both {seen[name]} and {path}")
             seen[name] = path
-    held = pd.concat(metas, ignore_index=True)
-    names = held.drop_duplicates("problem")
-    groups = with_same_data(dict(zip(names["problem"].astype(str), names["group"].astype(str),
-                                     strict=True)))
-    return held.assign(group=held["problem"].astype(str).map(groups))
+    return same_data_regrouped(pd.concat(metas, ignore_index=True))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -301,6 +301,15 @@ def with_same_data(groups: Mapping[str, str]) -> dict[str, str]:
     return _joined(dict(groups), SAME_DATA)
 
 
+def same_data_regrouped(meta: pd.DataFrame) -> pd.DataFrame:
+    """`meta` (meta-datasets of several sweeps joined) with its `group` column merged for
+    each `SAME_DATA` set (`with_same_data`)."""
+    names = meta.drop_duplicates("problem")
+    groups = with_same_data(dict(zip(names["problem"].astype(str), names["group"].astype(str),
+                                     strict=True)))
+    return meta.assign(group=meta["problem"].astype(str).map(groups))
+
+
 def same_data_partners(train: Iterable[str], held: Iterable[str]) -> dict[str, str]:
     """Held-out problem name -> a training problem that `SAME_DATA` says holds the same
     data (the first such, by name), for the held-out problems that have one."""
