@@ -31,7 +31,9 @@ held-out problems: a fresh proposer with the pack's configuration is fitted on t
 corpus alone and on the corpus grown by META's problems (saved meta-datasets of other
 sweeps, as `induction_scaling.py --extra` reads them), both on the seeds all sources hold,
 and the two are set against each other on the held-out problems that are near-duplicates of
-neither (paired: mean difference [95 % bootstrap CI], Wilcoxon p, at k = 1, 3, 5).
+neither (paired: mean difference [95 % bootstrap CI], Wilcoxon p, at k = 1, 3, 5). With
+`--save DIR` the two arms' rows go to DIR/corpus and DIR/grown, so `induction_paired.py` can
+pool several such runs (e.g. the two halves of a held-out set, each grown by the other).
 
 `--meta FILE` reads a held-out meta-dataset saved by `--save-meta` (a warehouse of runs
 with their dynamics is hundreds of MB; the meta-dataset is a few hundred kB, so a GPU
@@ -101,7 +103,9 @@ def main() -> int:
     ap.add_argument("--default", metavar="KEY", help="the default MLP's candidate (default: "
                                                       "MLPSpec() with the default recipe)")
     ap.add_argument("--save-meta", metavar="FILE", help="write the held-out meta-dataset")
-    ap.add_argument("--save", metavar="DIR", help="write the averaged rows to DIR")
+    ap.add_argument("--save", metavar="DIR", help="write the averaged rows to DIR (with "
+                                                   "--grow: its two arms' to DIR/corpus and "
+                                                   "DIR/grown)")
     ap.add_argument("--grow", metavar="META", type=Path, action="append", default=[],
                     help="also compare a proposer fitted on the corpus grown by META's "
                          "problems with one fitted on the corpus alone (repeatable)")
@@ -176,7 +180,8 @@ def run(args: argparse.Namespace) -> int:
         table(near.sort_values("distance").reset_index(drop=True), digits=3), "",
     ]
     if args.grow:
-        lines += grown_lines(corpus, held, args.grow, args.default)
+        lines += grown_lines(corpus, held, args.grow, args.default,
+                             Path(args.save) if args.save else None)
     print("\n".join(lines))
     return 0
 
@@ -200,10 +205,11 @@ def spread_line(model: MetaModel, held: pd.DataFrame, res: LopoResult) -> str:
 
 
 def grown_lines(corpus: pd.DataFrame, held: pd.DataFrame, extras: list[Path],
-                default: str | None) -> list[str]:
+                default: str | None, save: Path | None = None) -> list[str]:
     """`--grow`: a fresh proposer fitted on the corpus alone and on the corpus grown by
     `extras`, on the seeds all hold, scored on the held-out problems neither holds a
-    near-duplicate of (so both are scored on the same problems)."""
+    near-duplicate of (so both are scored on the same problems); `save`: the arms' rows
+    written to save/corpus and save/grown."""
     grown, notes = combined(corpus, extras)
     seeds = set(grown["seed"].astype(int))
     alone = with_derived_scores(corpus[corpus["seed"].astype(int).isin(seeds)].copy())
@@ -214,6 +220,9 @@ def grown_lines(corpus: pd.DataFrame, held: pd.DataFrame, extras: list[Path],
     arms = {"corpus": alone, "grown": grown}
     res = {name: evaluate_holdout(train, held, default=default).result
            for name, train in arms.items()}
+    if save is not None:
+        for name, r in res.items():
+            save_result(r, save / name)
     means = {n: summary(r).set_index(["method", "k"])["norm_error"] for n, r in res.items()}
     rows = []
     for k in (1, 3, 5):

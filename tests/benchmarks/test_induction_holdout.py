@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+import pytest
+
 from aicf_induct.cli.main import main
 from aicf_induct.induction.corpus import corpus_meta
 from aicf_induct.induction.space_io import parse_space
@@ -74,12 +77,19 @@ def test_the_holdout_benchmark_from_a_warehouse_and_from_its_saved_meta(
     extra_meta = tmp_path / "extra_meta.parquet"
     corpus_meta(str(extra))[0].to_parquet(extra_meta, index=False)
     grown = _run("--meta", str(saved), "--pack", str(pack), *default, "--grow",
-                 str(extra_meta))
+                 str(extra_meta), "--save", str(tmp_path / "rows"))
     assert "fitted on the corpus alone (4 problems) and on the corpus grown to 6 problems " \
            "(seeds [0, 1]), scored on 2 held-out problems" in grown
     head = "| k | corpus alone | grown | grown − alone | 95 % CI | p | grown wins |"
     body = grown.split(head, 1)[1].strip().splitlines()[1:4]
     assert [line.split(" | ")[0] for line in body] == ["| 1", "| 3", "| 5"]
+    # --save keeps each arm's rows beside the pack's own, the means the table's
+    for arm, column in (("corpus", 1), ("grown", 2)):
+        rows = pd.read_csv(tmp_path / "rows" / arm / "choices.csv")
+        mine = rows[rows["method"] == "proposer"].groupby("k")["norm_error"].mean()
+        assert [float(line.split(" | ")[column]) for line in body] == pytest.approx(
+            [mine[k] for k in (1, 3, 5)], abs=5e-4)
+    assert (tmp_path / "rows" / "choices.csv").is_file()
     refused = run_script("induction_holdout.py", "--meta", str(saved), "--pack", str(pack),
                          *default, "--grow", str(saved))
     assert refused.returncode != 0
