@@ -10,11 +10,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from aicf_induct.cli.main import main
 from aicf_induct.induction.corpus import corpus_meta
 from aicf_induct.induction.space_io import parse_space
 from tests.benchmarks.scripts import run_script
-from tests.induction.helpers import TINY_HELD_OUT, TINY_SPACE, build_tiny_corpus
+from tests.induction.helpers import (
+    TINY_HELD_OUT,
+    TINY_SPACE,
+    build_tiny_corpus,
+    build_tiny_pack,
+)
 
 # more problems, neither the corpus's nor the holdout's, for --grow
 TINY_EXTRA = ("synthetic:friedman1?n=300&seed=5", "synthetic:classification?n=300&seed=6")
@@ -28,10 +32,7 @@ def _run(*args: str) -> str:
 
 def test_the_holdout_benchmark_from_a_warehouse_and_from_its_saved_meta(
         tmp_path: Path) -> None:
-    corpus = build_tiny_corpus(tmp_path / "corpus")
-    pack = tmp_path / "pack.parquet"
-    assert main(["induce", "fit", "--warehouse", str(corpus), "--min-problems", "2",
-                 "--bootstrap", "100", "-o", str(pack), "--quiet"]) == 0
+    pack = build_tiny_pack(build_tiny_corpus(tmp_path / "corpus"), tmp_path / "pack.parquet")
     held = build_tiny_corpus(tmp_path / "held", TINY_HELD_OUT)
     saved = tmp_path / "held_meta.parquet"
     default = ("--default", parse_space(TINY_SPACE).candidates()[0].key)

@@ -8,19 +8,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from aicf_induct.cli.main import main
 from aicf_induct.induction.corpus import corpus_meta
 from aicf_induct.induction.space_io import parse_space
 from tests.benchmarks.scripts import run_script
-from tests.induction.helpers import TINY_HELD_OUT, TINY_SPACE, build_tiny_corpus
+from tests.induction.helpers import (
+    TINY_HELD_OUT,
+    TINY_SPACE,
+    build_tiny_corpus,
+    build_tiny_pack,
+)
 
 
 def test_refits_on_seed_subsets_and_the_whole_corpus_gives_the_packs_figures(
         tmp_path: Path) -> None:
-    corpus = build_tiny_corpus(tmp_path / "corpus")
-    pack = tmp_path / "pack.parquet"
-    assert main(["induce", "fit", "--warehouse", str(corpus), "--min-problems", "2",
-                 "--bootstrap", "100", "-o", str(pack), "--quiet"]) == 0
+    pack = build_tiny_pack(build_tiny_corpus(tmp_path / "corpus"), tmp_path / "pack.parquet")
     held = tmp_path / "held_meta.parquet"
     corpus_meta(str(build_tiny_corpus(tmp_path / "held", TINY_HELD_OUT)))[0].to_parquet(
         held, index=False)

@@ -19,6 +19,7 @@ from tests.induction.helpers import (
     TINY_PROBLEMS,
     TINY_SPACE,
     build_tiny_corpus,
+    build_tiny_pack,
 )
 
 
@@ -29,10 +30,8 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def pack(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("pack") / "pack.parquet"
-    assert main(["induce", "fit", "--warehouse", str(corpus), "--min-problems", "2",
-                 "--bootstrap", "200", "-o", str(out), "--quiet"]) == 0
-    return out
+    return build_tiny_pack(corpus, tmp_path_factory.mktemp("pack") / "pack.parquet",
+                           bootstrap=200)
 
 
 @pytest.fixture(autouse=True)

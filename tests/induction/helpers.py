@@ -49,3 +49,13 @@ def build_tiny_corpus(root: Path, problems: Sequence[str] = TINY_PROBLEMS) -> Pa
             "--warehouse", str(root), "--quiet"]
     assert main(argv) == 0
     return root
+
+
+def build_tiny_pack(corpus: Path, out: Path, bootstrap: int = 100) -> Path:
+    """The knowledge pack of a tiny corpus (`build_tiny_corpus`), fitted by `aicf-induct
+    induce fit` into `out`."""
+    from aicf_induct.cli.main import main
+
+    assert main(["induce", "fit", "--warehouse", str(corpus), "--min-problems", "2",
+                 "--bootstrap", str(bootstrap), "-o", str(out), "--quiet"]) == 0
+    return out

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from aicf_induct.induction.space_io import parse_space
@@ -15,21 +14,9 @@ from aicf_induct.induction.sweep import SweepSpec, run_sweep
 from aicf_induct.induction.sweep_worker import close_process_recorders
 from aicf_induct.runtime.backend import select_backend
 from aicf_induct.runtime.trainer import TrainConfig
-from tests.induction.helpers import ended_triples
-from tests.induction.test_sweep_gpu import FINAL_SQL, rows
+from tests.induction.test_sweep_gpu import assert_same_runs, rows
 
 pytestmark = pytest.mark.cuda
-
-
-def assert_same_runs(a: Path, b: Path) -> None:
-    """Warehouse `a` ended every triple `b` did, each once, with `b`'s final results (fp32
-    tolerance)."""
-    assert ended_triples(a) == ended_triples(b)
-    assert max(ended_triples(a).values()) == 1
-    got, want = rows(a, FINAL_SQL), rows(b, FINAL_SQL)
-    assert [r[:5] for r in got] == [r[:5] for r in want]
-    np.testing.assert_allclose([float(r[5]) for r in got], [float(r[5]) for r in want],
-                               rtol=1e-4, atol=1e-5)
 
 
 def test_a_gpu_sweep_logs_every_triple_once_with_the_pools_results(
@@ -46,7 +33,7 @@ def test_a_gpu_sweep_logs_every_triple_once_with_the_pools_results(
     pool = run_sweep(spec, tmp_path / "pool", workers=2, progress=False)
     assert dict(many.statuses) == dict(pool.statuses)
     assert many.slower_paths == {}  # every run's steps replayed as one graph
-    assert_same_runs(tmp_path / "many", tmp_path / "pool")
+    assert_same_runs(tmp_path / "many", tmp_path / "pool", rtol=1e-4, atol=1e-5)
     devices = rows(tmp_path / "many", "SELECT DISTINCT device FROM runs")
     assert devices == [(select_backend("cupy").description,)]
     again = run_sweep(spec, tmp_path / "many", workers=8, engine="gpu", progress=False)
@@ -66,4 +53,4 @@ def test_two_engine_processes_train_every_triple_once_with_one_engines_results(
         close_process_recorders()
     assert dict(two.statuses) == dict(one.statuses) == {"completed": 18}
     assert (two.elsewhere, two.held, two.left, two.slower_paths) == (0, 0, 0, {})
-    assert_same_runs(tmp_path / "two", tmp_path / "one")
+    assert_same_runs(tmp_path / "two", tmp_path / "one", rtol=1e-4, atol=1e-5)

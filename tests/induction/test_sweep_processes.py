@@ -20,7 +20,7 @@ from aicf_induct.induction.sweep import SweepSpec, run_sweep
 from aicf_induct.induction.sweep_processes import dealt, visible_gpus
 from aicf_induct.induction.sweep_worker import Task, close_process_recorders
 from tests.induction.helpers import ended_triples
-from tests.induction.test_sweep_gpu import FINAL_SQL, TRAIN, rows, spec
+from tests.induction.test_sweep_gpu import TRAIN, assert_same_runs, spec
 from tests.induction.test_sweep_resume import (
     alive,
     children,
@@ -47,9 +47,7 @@ def test_three_processes_train_every_triple_once_with_one_engines_results(
         close_process_recorders()
     assert dict(many.statuses) == dict(one.statuses) == {"completed": 12}
     assert (many.planned, many.skipped, many.elsewhere, many.held, many.left) == (12, 0, 0, 0, 0)
-    assert ended_triples(tmp_path / "three") == ended_triples(tmp_path / "one")
-    assert max(ended_triples(tmp_path / "three").values()) == 1
-    assert rows(tmp_path / "three", FINAL_SQL) == rows(tmp_path / "one", FINAL_SQL)
+    assert_same_runs(tmp_path / "three", tmp_path / "one")
     again = run_sweep(s, tmp_path / "three", workers=2, engine="gpu", processes=3,
                       progress=False)
     assert (again.skipped, again.ran) == (12, 0)
