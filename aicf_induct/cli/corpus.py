@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import nullcontext
 
 from aicf_induct.cli import options
 from aicf_induct.cli.corpus_root import corpus_root
-from aicf_induct.cli.sweep import ENGINE_HELP, PROCESSES_HELP, WORKERS_HELP
+from aicf_induct.cli.sweep import ENGINE_HELP, PROCESSES_HELP, REPEATABLE_HELP, WORKERS_HELP
 from aicf_induct.cli.table import print_table
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.corpus import (
@@ -67,6 +68,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     b.add_argument("--engine", choices=ENGINES, default="local", help=ENGINE_HELP)
     b.add_argument("--gpu-processes", type=options.positive_int, default=1, metavar="N",
                    help=PROCESSES_HELP)
+    b.add_argument("--repeatable", action="store_true", help=REPEATABLE_HELP)
     b.add_argument("--warehouse", default=None, metavar="DIR",
                    help="warehouse directory (default: $AICF_WAREHOUSE, else ./aicf_warehouse)")
     b.add_argument("--epochs", type=int, default=EPOCH_CAP,
@@ -206,13 +208,16 @@ def build(args: argparse.Namespace) -> int:
     root = args.warehouse if args.warehouse is not None else warehouse.default_root()
     report = run_sweep(spec, root, workers=workers(args), engine=args.engine,
                        progress=not args.quiet, time_limit_s=args.time_limit,
-                       retry_failed=args.retry_failed, processes=args.gpu_processes)
+                       retry_failed=args.retry_failed, processes=args.gpu_processes,
+                       repeatable=args.repeatable)
     print_report(report, root, args.json, f"aicf-induct induce fit --warehouse {root}")
     if args.adaptive:
         from aicf_induct.induction.adaptive_corpus import plan, run_adaptive
+        from aicf_induct.kernels.autotune import tuning_off
 
         jobs = plan(names, args.adaptive, cands, args.adaptive_steps)
-        ad = run_adaptive(jobs, root, workers=args.workers, progress=not args.quiet)
+        with tuning_off() if args.repeatable else nullcontext():
+            ad = run_adaptive(jobs, root, workers=args.workers, progress=not args.quiet)
         print(f"adaptive runs: {ad.ran} trained, {ad.skipped} already there, "
               f"{len(ad.failed)} failed to start", file=sys.stderr if args.json else
               sys.stdout)

@@ -31,6 +31,10 @@ ENGINE_HELP = ("local: a process pool here; ray: Ray tasks; gpu: many runs at on
 PROCESSES_HELP = ("with --engine gpu: this many engine processes on one warehouse, each with "
                   "--workers runs in flight, spread over the visible GPUs (one engine drives "
                   "its runs from one CPU thread: a few per GPU can train faster; default 1)")
+REPEATABLE_HELP = ("on a GPU: no kernel autotuning (every shape its default kernel, "
+                   "AICF_TUNING_BUDGET_S=off), so the same runs give bit-identical results "
+                   "build after build, whatever --gpu-processes (default: tuned, and with "
+                   "several processes a few runs differ, most in their last digits)")
 
 
 def workers(args: argparse.Namespace) -> int:
@@ -84,6 +88,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--engine", choices=ENGINES, default="local", help=ENGINE_HELP)
     p.add_argument("--gpu-processes", type=options.positive_int, default=1, metavar="N",
                    help=PROCESSES_HELP)
+    p.add_argument("--repeatable", action="store_true", help=REPEATABLE_HELP)
     p.add_argument("--ray-address", default=None, metavar="ADDR",
                    help="with --engine ray: an existing cluster ('auto' or host:port); "
                         "default: start a local Ray instance with --workers CPUs")
@@ -133,7 +138,8 @@ def run(args: argparse.Namespace) -> int:
     report = run_sweep(spec, root, workers=workers(args), engine=args.engine,
                        retry_failed=args.retry_failed, ray_address=args.ray_address,
                        progress=not args.quiet, api_key=key,
-                       time_limit_s=args.time_limit, processes=args.gpu_processes)
+                       time_limit_s=args.time_limit, processes=args.gpu_processes,
+                       repeatable=args.repeatable)
     print_report(report, root, args.json)
     return 0
 

@@ -21,6 +21,12 @@ runs in flight), logged the same way, or in several such processes (`processes`,
 `sweep_processes`) spread over the machine's GPUs. Ctrl-C (or SIGTERM) stops the runs in
 flight, which log their end as `interrupted`, and exits with the claims saying so.
 
+On a GPU each process times kernel variants per shape and keeps the fastest (the autotuner,
+within a budget): which shapes a process tunes depends on which runs it gets and when, and
+variants round differently, so two builds with several processes differ in a few runs'
+last digits. `repeatable=True` turns tuning off (every shape its default kernel): the same
+triples then give bit-identical results, whatever the engine's processes.
+
 A sweep may log through the service instead (`root` a URL, `http(s)://HOST:PORT`, with a write
 key): the parent and every worker log with a `RemoteRecorder`, and the finished triples are
 read with the service's SQL, so a restarted sweep runs what is missing as it does on a local
@@ -39,7 +45,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -56,6 +62,7 @@ from aicf_induct.induction.sweep_worker import (
     log_failure,
     open_recorder,
 )
+from aicf_induct.kernels.autotune import tuning_off
 from aicf_induct.problems import load_problem
 from aicf_induct.runtime.trainer import TrainConfig
 from warehouse.claims import Claim, State, end_claim, try_claim
@@ -120,6 +127,7 @@ class SweepReport:
     wall_s: float = 0.0
     # runs that took a slower path of the GPU engine, by path (`epoch_gpu.FELL_BACK`)
     slower_paths: dict[str, int] = field(default_factory=dict)
+    repeatable: bool = False  # kernel tuning was off (`run_sweep(repeatable=True)`)
 
     @property
     def ran(self) -> int:
@@ -133,6 +141,8 @@ class SweepReport:
         parts = ", ".join(f"{n} {s}" for s, n in sorted(self.statuses.items()))
         text = (f"sweep {self.sweep_id}: {self.planned} runs planned, {self.skipped} skipped "
                 f"(finished before), {self.ran} ran ({parts or 'none'}) in {self.wall_s:.1f} s")
+        if self.repeatable:
+            text += "; kernel tuning off (repeatable)"
         if self.elsewhere or self.held:
             text += (f"; another sweep on this warehouse ended {self.elsewhere} and is still "
                      f"running {self.held}")
@@ -153,7 +163,7 @@ class SweepReport:
                 "ran": self.ran, "failed": self.failed, "statuses": dict(self.statuses),
                 "unloadable": self.unloadable, "elsewhere": self.elsewhere,
                 "held": self.held, "left": self.left, "wall_s": self.wall_s,
-                "slower_paths": self.slower_paths}
+                "slower_paths": self.slower_paths, "repeatable": self.repeatable}
 
 
 # -- the warehouse as the sweep's state ----------------------------------------------------------
@@ -256,7 +266,7 @@ def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: st
               retry_failed: bool = False, ray_address: str | None = None,
               progress: bool = True, stream: TextIO | None = None,
               api_key: str | None = None, time_limit_s: float = 0.0,
-              processes: int = 1) -> SweepReport:
+              processes: int = 1, repeatable: bool = False) -> SweepReport:
     """Run the triples of `spec` not finished in the warehouse at `root` (or logged through
     the service at the URL `root`, with the write key `api_key`); see the module docstring.
     Local workers are spawned processes: a script that calls this must do so under
@@ -265,7 +275,8 @@ def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: st
     no run after that many seconds from now; the runs in flight finish and are logged, and
     the rest is left to the next invocation (`SweepReport.left`). `processes` (> 1, engine
     "gpu" only): that many GPU-engine processes, each with `workers` runs in flight, spread
-    over the visible GPUs (`sweep_processes`)."""
+    over the visible GPUs (`sweep_processes`). `repeatable`: kernel tuning off in every
+    process of the sweep (see the module docstring)."""
     if engine not in ENGINES:
         raise ConfigError(f"unknown engine '{engine}' (valid: {', '.join(ENGINES)})")
     if workers < 1:
@@ -288,8 +299,9 @@ def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: st
     out = stream or sys.stderr
     t0 = time.perf_counter()
     parent = open_recorder(root, api_key)
+    untuned: AbstractContextManager[None] = tuning_off() if repeatable else nullcontext()
     try:
-        with _sigterm_as_interrupt():
+        with _sigterm_as_interrupt(), untuned:
             ids, errors = load_problems(spec.problems, spec.seeds[0], parent,
                                         lambda s: print(s, file=out))
             parent.flush()
@@ -301,7 +313,7 @@ def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: st
             done = finished_triples(root, spec.protocol, done_statuses, api_key)
             todo = [t for t in tasks if t.triple not in done]
             report = SweepReport(tasks[0].sweep["sweep_id"], len(tasks), len(tasks) - len(todo),
-                                 unloadable=errors)
+                                 unloadable=errors, repeatable=repeatable)
             claims: TripleClaims | NoClaims = NoClaims() if is_remote(root) else TripleClaims(
                 Path(root), spec.protocol, parent.writer.writer_id, done_statuses)
             bar = tqdm(total=len(tasks), initial=report.skipped, unit="run", desc="sweep",

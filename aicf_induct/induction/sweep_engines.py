@@ -25,6 +25,7 @@ from aicf_induct.induction.sweep_worker import (
     run_local_task,
     stop_processes,
 )
+from aicf_induct.kernels.autotune import BUDGET_ENV
 
 Ended = tuple[Task, Outcome | None, str | None]  # (task, outcome, error of a dead worker)
 
@@ -110,10 +111,14 @@ class RayEngine:
         self._ray = ray
         self._started = not ray.is_initialized()
         if self._started:
+            # the tuning budget reaches the workers, on any node (`run_sweep(repeatable=)`)
+            budget = os.environ.get(BUDGET_ENV)
+            env = {"env_vars": {BUDGET_ENV: budget}} if budget is not None else None
             if address is None:
-                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
+                         runtime_env=env)
             else:
-                ray.init(address=address, log_to_driver=False)
+                ray.init(address=address, log_to_driver=False, runtime_env=env)
         cpus = int(ray.cluster_resources().get("CPU", workers))
         self.capacity = max(workers, cpus) if address is not None else workers
         from aicf_induct.induction.sweep_worker import run_task

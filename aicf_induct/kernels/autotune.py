@@ -16,6 +16,9 @@ A tuner never costs more than the work it tunes:
 - all tuning of one tuner (one process) shares a budget of `budget_s` seconds (default
   DEFAULT_BUDGET_S, or $AICF_TUNING_BUDGET_S); once spent, new shapes take their first
   candidate untimed, and a choice cut short is not stored (a later process finishes it);
+- $AICF_TUNING_BUDGET_S=off turns tuning off: stored choices are ignored too, so every
+  shape takes its first (default) candidate and results depend on nothing timed: a sweep
+  repeats bit for bit whatever its processes (`run_sweep(repeatable=True)`, `tuning_off`);
 - what it is tuning is said on stderr: one line for a labelled choice (the whole training
   step), one line per process for kernel variants, one when the budget runs out.
 """
@@ -26,7 +29,8 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -35,6 +39,7 @@ from aicf_induct.kernels.registry import REGISTRY, Kernel, KernelQuery, KernelRe
 TuneKey = tuple[str, str, str, str]  # (op, shape_key, dtype, device)
 DEFAULT_BUDGET_S = 10.0  # seconds of tuning a process, in all
 BUDGET_ENV = "AICF_TUNING_BUDGET_S"
+OFF = "off"  # BUDGET_ENV's value that turns tuning off, stored choices included
 ABANDON = 1.25  # a candidate this many times slower than the best so far is clearly slower
 
 
@@ -117,11 +122,33 @@ class MemoryTuningStore:
         self.rows.extend(rows)
 
 
+def tuning_is_off() -> bool:
+    """Whether $AICF_TUNING_BUDGET_S says `off`."""
+    return os.environ.get(BUDGET_ENV, "").strip().lower() == OFF
+
+
+@contextmanager
+def tuning_off() -> Iterator[None]:
+    """Tuning off for what starts inside (the processes spawned inherit it): every shape
+    takes its default kernel, so results depend on nothing timed."""
+    old = os.environ.get(BUDGET_ENV)
+    os.environ[BUDGET_ENV] = OFF
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(BUDGET_ENV, None)
+        else:
+            os.environ[BUDGET_ENV] = old
+
+
 def default_budget() -> float:
-    """$AICF_TUNING_BUDGET_S when set (seconds, >= 0), else DEFAULT_BUDGET_S."""
+    """$AICF_TUNING_BUDGET_S when set (seconds, >= 0; `off`: 0), else DEFAULT_BUDGET_S."""
     text = os.environ.get(BUDGET_ENV, "").strip()
     if not text:
         return DEFAULT_BUDGET_S
+    if text.lower() == OFF:
+        return 0.0
     try:
         value = float(text)
     except ValueError:
@@ -129,7 +156,8 @@ def default_budget() -> float:
     if not value >= 0:  # negative or NaN; inf means no cap
         from aicf_induct.errors import ConfigError
 
-        raise ConfigError(f"{BUDGET_ENV}={text!r}: expected seconds, a number >= 0")
+        raise ConfigError(f"{BUDGET_ENV}={text!r}: expected seconds, a number >= 0, "
+                          f"or '{OFF}'")
     return value
 
 
@@ -139,7 +167,9 @@ def _stderr(line: str) -> None:
 
 class Autotuner:
     """Picks the fastest of several kernels per shape; asks `timer` at most once per key and
-    candidate, within `budget_s` seconds of `clock` in all."""
+    candidate, within `budget_s` seconds of `clock` in all. With `budget_s` None and
+    $AICF_TUNING_BUDGET_S=off it is off: no choice loaded, none timed, every key the
+    default."""
 
     def __init__(self, timer: Timer, device: str, store: TuningStore | None = None,
                  variants: Mapping[str, str] | None = None, *, budget_s: float | None = None,
@@ -152,8 +182,9 @@ class Autotuner:
         self.budget_s = default_budget() if budget_s is None else float(budget_s)
         if not self.budget_s >= 0:
             raise ValueError(f"budget_s must be >= 0, got {budget_s!r}")
+        self.off = budget_s is None and tuning_is_off()
         self.clock, self.say = clock, say
-        self.choices: dict[TuneKey, str] = self.store.load(device)
+        self.choices: dict[TuneKey, str] = {} if self.off else self.store.load(device)
         self.spent_s = 0.0  # seconds of tuning so far
         self.timed = 0  # timer calls made (tests check that a restart times nothing)
         self.pruned = 0  # candidates ruled out by their floor, never run
@@ -223,8 +254,13 @@ class Autotuner:
         return chosen
 
     def _note_spent(self) -> None:
-        if not self._said_spent:
-            self._said_spent = True
+        if self._said_spent:
+            return
+        self._said_spent = True
+        if self.off:
+            self.say(f"autotune: off ({BUDGET_ENV}={OFF}): every shape uses its default "
+                     "kernel, whatever is stored")
+        else:
             self.say(f"autotune: the tuning budget of {self.budget_s:g} s is spent; shapes "
                      f"not yet tuned use their default kernel (set {BUDGET_ENV} for more)")
 

@@ -11,6 +11,7 @@ autotuner (kernels.autotune) whose choices go to the tuning store the caller pas
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -19,7 +20,7 @@ import numpy as np
 
 from aicf_induct.errors import ConfigError
 from aicf_induct.kernels import REGISTRY, KernelRegistry
-from aicf_induct.kernels.autotune import TuningStore
+from aicf_induct.kernels.autotune import BUDGET_ENV, TuningStore
 
 BACKENDS = ("auto", "numpy", "cupy")
 
@@ -51,9 +52,10 @@ class Backend:
 
 
 NUMPY = Backend("numpy", np, "cpu", "cpu (numpy)")
-# GPU backends by (where the tuning store keeps choices, autotune): one autotuner per process
-# and warehouse, so the many trainers of a sweep tune each shape once, within one budget
-_GPU: dict[tuple[str, bool], Backend] = {}
+# GPU backends by (where the tuning store keeps choices, autotune, $AICF_TUNING_BUDGET_S):
+# one autotuner per process and warehouse, so the many trainers of a sweep tune each shape
+# once, within one budget; a budget set later (`tuning_off`) gets a tuner of its own
+_GPU: dict[tuple[str, bool, str], Backend] = {}
 
 
 @functools.cache
@@ -75,7 +77,7 @@ def select_backend(kind: str = "auto", *, tuning: TuningStore | None = None,
     if not gpu_available():
         raise ConfigError("backend 'cupy' needs CuPy and an NVIDIA GPU; neither import nor "
                           "device worked here (try backend 'numpy' or 'auto')")
-    key = (tuning.where if tuning is not None else "", autotune)
+    key = (tuning.where if tuning is not None else "", autotune, os.environ.get(BUDGET_ENV, ""))
     if key not in _GPU:
         _GPU[key] = _cupy_backend(tuning, autotune)
     return _GPU[key]

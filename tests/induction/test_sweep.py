@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,33 @@ def test_problem_specs() -> None:
     assert resolve("sklearn:2,digits,iris", exclude=["wine"]) == ["iris", "digits"]
     with pytest.raises(Exception, match="no problems left"):
         resolve("iris", exclude=["iris"])
+
+
+def test_a_repeatable_sweep_starts_its_runs_with_tuning_off(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the GPU engine in this process (NumPy backend): every trainer is built while
+    # $AICF_TUNING_BUDGET_S says off (spawned engine processes inherit it), and after the
+    # sweep the environment is as it was; the cuda tier checks the results repeat bit for bit
+    from aicf_induct.kernels.autotune import BUDGET_ENV, tuning_is_off
+    from aicf_induct.runtime import trainer
+
+    seen: list[bool] = []
+    real = trainer.select_backend
+
+    def select(*args: object, **kwargs: object) -> object:
+        seen.append(tuning_is_off())
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(trainer, "select_backend", select)
+    monkeypatch.setenv(BUDGET_ENV, "3")
+    spec = SweepSpec(("iris",), tuple(parse_space("tiny3").candidates()), (0,),
+                     TrainConfig(epochs=2, patience=0, backend="numpy"), 60.0)
+    report = run_sweep(spec, tmp_path / "wh", workers=3, engine="gpu", progress=False,
+                       repeatable=True)
+    assert report.statuses["completed"] == 3 and seen == [True] * 3
+    assert report.as_dict()["repeatable"] and report.summary().endswith(
+        "; kernel tuning off (repeatable)")
+    assert not tuning_is_off() and os.environ[BUDGET_ENV] == "3"
+    seen.clear()
+    more = run_sweep(spec, tmp_path / "wh", engine="gpu", progress=False, retry_failed=True)
+    assert (more.skipped, more.repeatable) == (3, False)

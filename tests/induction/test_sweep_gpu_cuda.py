@@ -1,10 +1,12 @@
 """The cuda tier of the GPU sweep engine: a sweep with `engine="gpu"` trains every triple once
 on the GPU, logged with the GPU as its device, with the final results the process pool's
 GPU runs give (fp32 tolerance: relative 1e-4 after a few epochs); run again, it skips them
-all."""
+all. A repeatable sweep (kernel tuning off) gives the same bits with two engine processes as
+with one, on a warehouse that holds tuned choices or not."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -54,3 +56,27 @@ def test_two_engine_processes_train_every_triple_once_with_one_engines_results(
     assert dict(two.statuses) == dict(one.statuses) == {"completed": 18}
     assert (two.elsewhere, two.held, two.left, two.slower_paths) == (0, 0, 0, {})
     assert_same_runs(tmp_path / "two", tmp_path / "one", rtol=1e-4, atol=1e-5)
+
+
+def test_a_repeatable_sweep_gives_the_same_bits_whatever_its_processes_and_stored_choices(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AICF_TUNING_BUDGET_S", raising=False)  # the first sweep tunes
+    spec = SweepSpec(("iris", "wine", "breast_cancer"), tuple(parse_space("tiny3").candidates()),
+                     (0, 1), TrainConfig(epochs=4, patience=2, backend="cupy"), 120.0)
+    try:
+        tuned = run_sweep(spec, tmp_path / "tuned", workers=8, engine="gpu", progress=False)
+    finally:
+        close_process_recorders()
+    assert not tuned.repeatable and any((tmp_path / "tuned" / "kernel_tuning").rglob("*.parquet"))
+    # "one" starts with the tuned sweep's choices stored: a repeatable sweep ignores them
+    shutil.copytree(tmp_path / "tuned" / "kernel_tuning", tmp_path / "one" / "kernel_tuning")
+    two = run_sweep(spec, tmp_path / "two", workers=4, engine="gpu", processes=2,
+                    progress=False, repeatable=True)
+    try:
+        one = run_sweep(spec, tmp_path / "one", workers=8, engine="gpu", progress=False,
+                        repeatable=True)
+    finally:
+        close_process_recorders()
+    assert two.repeatable and one.repeatable
+    assert dict(two.statuses) == dict(one.statuses) and two.ran == one.ran == 18
+    assert_same_runs(tmp_path / "two", tmp_path / "one")  # bit for bit

@@ -1,11 +1,13 @@
 """The autotuner's logic with a fake clock: fastest wins, one timing per shape, failures
 never win, choices survive a restart through the warehouse's kernel_tuning table; and its
 cost stays bounded: candidates that cannot win are never timed, a clearly slower one is
-abandoned, the budget is honoured, and what it tunes is said on stderr."""
+abandoned, the budget is honoured, and what it tunes is said on stderr; turned off, it takes
+every shape's default, whatever is stored."""
 
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 
@@ -20,6 +22,8 @@ from aicf_induct.kernels.autotune import (
     TunedRegistry,
     default_budget,
     shape_key,
+    tuning_is_off,
+    tuning_off,
 )
 from aicf_induct.kernels.cuda.step_floor import step_floor_us
 from aicf_induct.kernels.cuda.timer import clearly_over, median_rounds, round_reps
@@ -243,6 +247,38 @@ def test_the_budget_comes_from_the_environment(monkeypatch) -> None:
         monkeypatch.setenv(BUDGET_ENV, bad)
         with pytest.raises(ConfigError, match=BUDGET_ENV):
             default_budget()
+    monkeypatch.setenv(BUDGET_ENV, " OFF ")
+    assert default_budget() == 0.0 and tuning_is_off()
+
+
+def test_off_takes_the_default_whatever_is_stored(monkeypatch) -> None:
+    store = MemoryTuningStore()
+    tuner = Autotuner(Clock(), "gpu0", store)  # tuning on: k.fast timed fastest, stored
+    assert TunedRegistry(tuner, _registry()).select(_q()).name == "k.fast"
+    monkeypatch.setenv(BUDGET_ENV, "off")
+    said: list[str] = []
+    clock = Clock()
+    off = Autotuner(clock, "gpu0", store, say=said.append)
+    reg = TunedRegistry(off, _registry())
+    assert off.off and off.choices == {}
+    # the stored shape and a new one: each the default (first by priority), nothing timed
+    assert [reg.select(q).name for q in (_q(), _q(m=5))] == ["k.mid", "k.mid"]
+    assert clock.calls == [] and off.timed == 0
+    assert len(said) == 1 and "off" in said[0] and "default kernel" in said[0]
+    assert not any(r.shape_key == shape_key(_q(m=5)) for r in store.rows)  # nothing stored
+    # a budget given in code is a budget: off is the environment's word only
+    assert not Autotuner(Clock(), "gpu0", store, budget_s=0.0).off
+
+
+def test_tuning_off_sets_the_environment_and_restores_it(monkeypatch) -> None:
+    monkeypatch.setenv(BUDGET_ENV, "2.5")
+    with tuning_off():
+        assert tuning_is_off() and default_budget() == 0.0
+    assert default_budget() == 2.5
+    monkeypatch.delenv(BUDGET_ENV)
+    with pytest.raises(RuntimeError), tuning_off():
+        raise RuntimeError("a build that fails")
+    assert BUDGET_ENV not in os.environ
 
 
 def test_the_step_floor_rules_out_only_what_cannot_win() -> None:
