@@ -300,24 +300,30 @@ def evaluate_corpus(meta: pd.DataFrame, *, default: str | None = None,
 
 
 def evaluate_holdout(train: pd.DataFrame, held: pd.DataFrame, *,
-                     fitted: MetaModel | None = None, default: str | None = None,
+                     fitted: MetaModel | None = None, metamodel: MetaModel | None = None,
+                     default: str | None = None,
                      baselines: tuple[str, ...] = BASELINES, ks: tuple[int, ...] = (1, 3, 5),
                      n_random: int = 20, n_boot: int = 2000, seed: int = 0,
                      progress: bool = False, sets: tuple[str, ...] = (),
                      orders: tuple[str, ...] = ()) -> Evaluation:
     """The proposer and the baselines learned from `train` (a pack's corpus; `fitted`: its
-    shipped meta-model) and scored on the problems of `held`, which they never saw,
+    shipped meta-model as is; `metamodel`: an unfitted variant, fitted on `train` on every
+    seed; neither: `MetaModel()`) and scored on the problems of `held`, which they never saw,
     averaged over every split of `held`'s seeds (`lopo.run_holdout`); `sets`: the
     proposer's top k re-chosen as a set too (`LopoConfig.sets`); `orders`: other orders
     scored beside it (`LopoConfig.orders`). Held-out problems
     that are near-duplicates of a training problem by their meta-features
     (`neighbors.near_duplicates`) are left out, and listed in `Evaluation.near_duplicates`."""
+    if fitted is not None and metamodel is not None:
+        raise ConfigError("give a fitted meta-model or one to fit on the training problems, "
+                          "not both")
     default_key = resolve_default(train, default)
     held, dups = without_near_duplicates(train, held)
     if held.empty:
         raise ConfigError("every held-out problem is a near-duplicate of a training problem")
     parts = seed_partitions(held)
-    config = LopoConfig(default_key, *parts[0], ks, n_random, MetaModel(), seed, "all",
+    config = LopoConfig(default_key, *parts[0], ks, n_random,
+                        metamodel if metamodel is not None else MetaModel(), seed, "all",
                         sets=sets, orders=orders)
     res = run_holdout(train, held, config, parts, fitted=fitted, progress=progress)
     ev = _evaluation(res, default_key, parts[0], len(parts), baselines, ks, n_boot, seed)

@@ -16,6 +16,7 @@ from aicf_induct.induction.evaluate import (
     compare,
     cross_fit,
     duplicate_note,
+    evaluate_holdout,
     families,
     gap_closed,
     gap_closed_ci,
@@ -366,6 +367,32 @@ def test_a_holdout_scores_as_the_fold_that_holds_its_problems_out() -> None:
     mean = held.groupby("candidate")["test_norm_error"].mean()
     assert cal["actual"].to_numpy() == pytest.approx(mean.reindex(cal["candidate"]).to_numpy())
     assert len(cal) == meta["candidate"].nunique()
+
+
+def test_a_holdout_fits_the_variant_it_is_given_on_every_seed() -> None:
+    """`evaluate_holdout(metamodel=M)` scores M fitted on the training problems (every
+    seed): the rows of `fitted=` that fit, and not those of the default `MetaModel()`."""
+    from sklearn.base import clone
+
+    meta, _ = random_corpus(6, P=10)
+    held_ids = sorted(meta["problem_id"].unique())[-3:]
+    train, held = meta[~meta["problem_id"].isin(held_ids)], meta[meta["problem_id"].isin(held_ids)]
+    variant = MetaModel(max_iter=10, min_samples_leaf=3, blend_rank=0)
+
+    def proposer(**kw: object) -> pd.Series:
+        res = evaluate_holdout(train, held, default="c00", n_boot=50,
+                               **kw).result  # type: ignore[arg-type]
+        rows = res.choices[res.choices["method"] == "proposer"]
+        return rows.set_index(["problem_id", "k"])["norm_error"].sort_index()
+
+    given = proposer(metamodel=variant)
+    pd.testing.assert_series_equal(given, proposer(fitted=clone(variant).fit(train)))
+    assert not given.equals(proposer())
+    assert variant.get_params() == MetaModel(max_iter=10, min_samples_leaf=3,
+                                             blend_rank=0).get_params()  # left unfitted
+    with pytest.raises(ConfigError, match="not both"):
+        evaluate_holdout(train, held, default="c00", metamodel=variant,
+                         fitted=clone(variant).fit(train))
 
 
 def test_a_holdout_refuses_problems_the_training_problems_hold() -> None:
