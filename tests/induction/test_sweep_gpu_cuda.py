@@ -21,13 +21,18 @@ from tests.induction.test_sweep_gpu import assert_same_runs, rows
 pytestmark = pytest.mark.cuda
 
 
+def three_problems() -> SweepSpec:
+    """18 runs: three of scikit-learn's tables × tiny3 × 2 seeds, 4 epochs each."""
+    return SweepSpec(("iris", "wine", "breast_cancer"), tuple(parse_space("tiny3").candidates()),
+                     (0, 1), TrainConfig(epochs=4, patience=2, backend="cupy"), 120.0)
+
+
 def test_a_gpu_sweep_logs_every_triple_once_with_the_pools_results(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # no timing: both sweeps take the plan as the step body (two warehouses, two tuners,
     # would otherwise each pick by their own timings)
     monkeypatch.setenv("AICF_TUNING_BUDGET_S", "0")
-    spec = SweepSpec(("iris", "wine", "breast_cancer"), tuple(parse_space("tiny3").candidates()),
-                     (0, 1), TrainConfig(epochs=4, patience=2, backend="cupy"), 120.0)
+    spec = three_problems()
     try:
         many = run_sweep(spec, tmp_path / "many", workers=8, engine="gpu", progress=False)
     finally:
@@ -45,8 +50,7 @@ def test_a_gpu_sweep_logs_every_triple_once_with_the_pools_results(
 def test_two_engine_processes_train_every_triple_once_with_one_engines_results(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AICF_TUNING_BUDGET_S", "0")  # the plan as the step body, as above
-    spec = SweepSpec(("iris", "wine", "breast_cancer"), tuple(parse_space("tiny3").candidates()),
-                     (0, 1), TrainConfig(epochs=4, patience=2, backend="cupy"), 120.0)
+    spec = three_problems()
     two = run_sweep(spec, tmp_path / "two", workers=4, engine="gpu", processes=2,
                     progress=False)
     try:
@@ -61,8 +65,7 @@ def test_two_engine_processes_train_every_triple_once_with_one_engines_results(
 def test_a_repeatable_sweep_gives_the_same_bits_whatever_its_processes_and_stored_choices(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AICF_TUNING_BUDGET_S", raising=False)  # the first sweep tunes
-    spec = SweepSpec(("iris", "wine", "breast_cancer"), tuple(parse_space("tiny3").candidates()),
-                     (0, 1), TrainConfig(epochs=4, patience=2, backend="cupy"), 120.0)
+    spec = three_problems()
     try:
         tuned = run_sweep(spec, tmp_path / "tuned", workers=8, engine="gpu", progress=False)
     finally:
