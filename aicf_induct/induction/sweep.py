@@ -24,8 +24,9 @@ flight, which log their end as `interrupted`, and exits with the claims saying s
 On a GPU each process times kernel variants per shape and keeps the fastest (the autotuner,
 within a budget): which shapes a process tunes depends on which runs it gets and when, and
 variants round differently, so two builds with several processes differ in a few runs
-(most in their last digits; training can grow it). `repeatable=True` turns tuning off (every shape its default kernel): the same
-triples then give bit-identical results, whatever the engine's processes.
+(most in their last digits; training can grow it). `repeatable=True` turns tuning off
+(every shape its default kernel): the same triples then give bit-identical results,
+whatever the engine's processes.
 
 A sweep may log through the service instead (`root` a URL, `http(s)://HOST:PORT`, with a write
 key): the parent and every worker log with a `RemoteRecorder`, and the finished triples are
