@@ -12,14 +12,16 @@ from aicf_induct.errors import ConfigError
 FORMATS = ("png", "svg", "pdf")  # what -o may end in
 
 
-def check_output(path: str | Path) -> str:
-    """The image format `path` asks for; ConfigError naming -o when it cannot be written."""
+def check_output(path: str | Path, option: str = "-o") -> str:
+    """The image format `path` asks for; ConfigError naming `option` when it cannot be
+    written."""
     path = Path(path)
     fmt = path.suffix.lower().lstrip(".")
     if fmt not in FORMATS:
-        raise ConfigError(f"-o {path}: the file must end in {', '.join('.' + f for f in FORMATS)}")
+        raise ConfigError(f"{option} {path}: the file must end in "
+                          f"{', '.join('.' + f for f in FORMATS)}")
     if not path.parent.is_dir():
-        raise ConfigError(f"-o {path}: the folder {path.parent} does not exist")
+        raise ConfigError(f"{option} {path}: the folder {path.parent} does not exist")
     return fmt
 
 

@@ -296,6 +296,43 @@ def test_induce_evaluate_runs_the_lopo_table(corpus: Path,
         ("knn", 1, 3), ("portfolio", 1, 3)}
 
 
+def test_induce_evaluate_plot_draws_every_method_and_k_the_table_holds(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from matplotlib.axes import Axes
+    from matplotlib.container import ErrorbarContainer
+
+    from aicf_induct.induction.space_io import parse_space
+    from aicf_induct.plots import evaluation_figure
+
+    default = parse_space(TINY_SPACE).candidates()[0].key
+    out = tmp_path / "eval.png"
+    argv = ["induce", "evaluate", "--warehouse", str(corpus), "--default", default, "--ks",
+            "1,3", "--baselines", "default,knn,portfolio,average,full_search", "--quiet"]
+    rc, text, err = _run([*argv, "--json", "--plot", str(out)], capsys)
+    assert rc == 0, err
+    assert f"wrote {out}" in err and out.read_bytes().startswith(b"\x89PNG")
+    got = json.loads(text)  # stdout stays the JSON alone
+    summary, versus = pd.DataFrame(got["summary"]), pd.DataFrame(got["top1_vs_three"])
+    fig = evaluation_figure(summary, versus, {1: 0.5}, "t")
+    left, right = (a for a in fig.axes if isinstance(a, Axes))
+    bars = [c for c in left.containers if isinstance(c, ErrorbarContainer)]
+    assert [b.get_label() for b in bars] == ["k = 1", "k = 3"]
+    for bar, k in zip(bars, (1, 3), strict=True):
+        xs = sorted(bar.lines[0].get_xdata())
+        rows = summary[summary["k"] == k]
+        if k == 3:  # the default and the full search pick one candidate whatever k: once
+            rows = rows[~rows["method"].isin(["default", "full_search"])]
+        assert xs == pytest.approx(sorted(rows["norm_error"]))
+    assert [t.get_text() for t in left.get_yticklabels()][-1] == "propose"
+    diffs = next(c for c in right.containers if isinstance(c, ErrorbarContainer))
+    assert sorted(diffs.lines[0].get_xdata()) == pytest.approx(sorted(versus["mean_diff"]))
+    assert "closes 50% of the default" in fig.get_suptitle()
+    # a file that cannot be written: one line, before anything is evaluated
+    rc, _, err = _run([*argv, "--plot", str(tmp_path / "eval.txt")], capsys)
+    assert rc == 2 and "--plot" in err and ".png, .svg, .pdf" in err
+    assert "Traceback" not in err
+
+
 def test_induce_evaluate_all_splits_averages_every_split_of_the_seeds(
         corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from aicf_induct.induction.space_io import parse_space
