@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -204,6 +205,12 @@ def spread_line(model: MetaModel, held: pd.DataFrame, res: LopoResult) -> str:
             f"(p {p2:.2g}); {len(head)} problems.")
 
 
+def on_seeds(corpus: pd.DataFrame, seeds: Iterable[int]) -> pd.DataFrame:
+    """The corpus's runs of `seeds` only, its normalized scores derived again from them (a
+    fit on it averages only those seeds' outcomes)."""
+    return with_derived_scores(corpus[corpus["seed"].astype(int).isin(set(seeds))].copy())
+
+
 def grown_lines(corpus: pd.DataFrame, held: pd.DataFrame, extras: list[Path],
                 default: str | None, save: Path | None = None) -> list[str]:
     """`--grow`: a fresh proposer fitted on the corpus alone and on the corpus grown by
@@ -212,7 +219,7 @@ def grown_lines(corpus: pd.DataFrame, held: pd.DataFrame, extras: list[Path],
     written to save/corpus and save/grown."""
     grown, notes = combined(corpus, extras)
     seeds = set(grown["seed"].astype(int))
-    alone = with_derived_scores(corpus[corpus["seed"].astype(int).isin(seeds)].copy())
+    alone = on_seeds(corpus, seeds)
     near: set[str] = set()
     for train in (alone, grown):
         near |= set(without_near_duplicates(train, held)[1]["problem"].astype(str))

@@ -26,12 +26,12 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from induction_bench import save_result, table
-from induction_holdout import read_metas
+from induction_holdout import on_seeds, read_metas
 from machine import cpu_model, git_commit
 
 from aicf_induct.errors import AicfError, ConfigError
 from aicf_induct.induction.evaluate import evaluate_holdout, gap_closed
-from aicf_induct.induction.meta_dataset import complete_problems, with_derived_scores
+from aicf_induct.induction.meta_dataset import complete_problems
 from aicf_induct.induction.pack import DEFAULT_PACK, load_pack
 
 
@@ -80,8 +80,7 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for seeds in subsets:
         name = "".join(str(s) for s in seeds)
-        train = with_derived_scores(corpus[corpus["seed"].astype(int).isin(seeds)].copy())
-        res = evaluate_holdout(train, held, default=args.default).result
+        res = evaluate_holdout(on_seeds(corpus, seeds), held, default=args.default).result
         if args.save:
             save_result(res, Path(args.save) / name)
         c = res.choices[res.choices["method"] == "proposer"]
