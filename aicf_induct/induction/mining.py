@@ -231,9 +231,12 @@ def _rule_row(trait: Trait, conds: list[dict[str, Any]], vals: np.ndarray, tv: f
 def rule_text(r: Mapping[Any, Any]) -> str:
     """The rule as a sentence, as `aicf-induct mine` prints it."""
     where = "on all problems" if r["condition"] == "all" else f"on problems with {r['condition']}"
-    verb = RAISES if r["effect"] >= 0 else "lowers"
-    return (f"{where}, `{r['trait']}` {verb} normalized score by {abs(r['effect']):.2f} "
-            f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}], {r['problems']} problems, "
+    raises = r["effect"] >= 0
+    # the sentence names the direction, so it gives the size and the size's interval
+    # ("lowers ... by 0.07 [0.05, 0.08]", not the signed [-0.08, -0.05])
+    lo, hi = (r["ci_low"], r["ci_high"]) if raises else (-r["ci_high"], -r["ci_low"])
+    return (f"{where}, `{r['trait']}` {RAISES if raises else 'lowers'} normalized score by "
+            f"{abs(r['effect']):.2f} [{lo:.2f}, {hi:.2f}], {r['problems']} problems, "
             f"q = {r['q_value']:.3g}")
 
 

@@ -16,6 +16,8 @@ from aicf_induct.induction.mining import (
     RULE_COLUMNS,
     Miner,
     rule_applies,
+    rule_raises,
+    rule_text,
 )
 from aicf_induct.induction.traits import candidate_traits
 from tests.induction.synthetic_meta import planted
@@ -54,6 +56,18 @@ def test_planted_effect_is_found(mined: Miner) -> None:
     assert set(significant["trait"]) == {"norm.layernorm > 0"}
     assert rule_applies(best.to_dict(), {"a": 0.1}) and not rule_applies(best.to_dict(),
                                                                          {"a": 0.9})
+
+
+def test_rule_sentence_gives_the_size_and_its_interval() -> None:
+    rule = {"condition": "`a <= 0.5`", "trait": "norm.layernorm > 0", "problems": 41,
+            "q_value": 0.003}
+    up = rule_text({**rule, "effect": 0.11, "ci_low": 0.06, "ci_high": 0.16})
+    assert up == ("on problems with `a <= 0.5`, `norm.layernorm > 0` raises normalized score "
+                  "by 0.11 [0.06, 0.16], 41 problems, q = 0.003") and rule_raises(up)
+    down = rule_text({**rule, "condition": "all", "effect": -0.07, "ci_low": -0.08,
+                      "ci_high": -0.05})
+    assert down == ("on all problems, `norm.layernorm > 0` lowers normalized score by 0.07 "
+                    "[0.05, 0.08], 41 problems, q = 0.003") and not rule_raises(down)
 
 
 def test_shuffled_meta_dataset_gives_no_discovery() -> None:
