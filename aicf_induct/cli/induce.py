@@ -568,6 +568,7 @@ def evaluate(args: argparse.Namespace) -> int:
                           "summary": ev.summary.to_dict("records"),
                           "comparisons": ev.comparisons.to_dict("records"),
                           "top1_vs_three": ev.top1_vs_three.to_dict("records"),
+                          "ceilings_vs_three": ev.ceilings_vs_three.to_dict("records"),
                           # null: no gap (the full search no better than the default)
                           "gap_closed": {str(k): v if v == v else None
                                          for k, v in ev.gaps.items()},
@@ -592,6 +593,11 @@ def evaluate(args: argparse.Namespace) -> int:
         print("\nThe proposer's top-1 against the warm starts' top-3 (one untrained pick "
               "against three trained ones, picked by validation):")
         _print_comparisons(ev.top1_vs_three)
+    if len(ev.ceilings_vs_three):
+        print("\nFor scale, the same line for the picks that train on the problem (the full "
+              "search: every candidate, picked by validation; the choice oracle: the problem's "
+              "own test outcomes on the choice seeds):")
+        _print_comparisons(ev.ceilings_vs_three, method=True)
     print("\nShare of the default -> full-search gap closed: " + ", ".join(
         f"k = {k}: {gap_text(v, ev.gap_intervals.get(k))}" for k, v in ev.gaps.items()))
     if ev.calibration.empty:
@@ -651,8 +657,10 @@ def _evaluate_holdout(args: argparse.Namespace, baselines: tuple[str, ...],
     return ev, header
 
 
-def _print_comparisons(df: pd.DataFrame) -> None:
-    print_table([[r.baseline, r.baseline_k, r.win_rate, r.mean_diff,
-                  f"[{r.ci_low:.3f}, {r.ci_high:.3f}]", r.p_value, r.p_holm]
+def _print_comparisons(df: pd.DataFrame, method: bool = False) -> None:
+    """One row per comparison; `method`: first a column naming the method compared."""
+    print_table([[*([r.method] if method else []), r.baseline, r.baseline_k, r.win_rate,
+                  r.mean_diff, f"[{r.ci_low:.3f}, {r.ci_high:.3f}]", r.p_value, r.p_holm]
                  for r in df.itertuples()],
-                ["baseline", "its k", "win_rate", "mean_diff", "95% CI", "p", "p_holm"])
+                [*(["method"] if method else []), "baseline", "its k", "win_rate",
+                 "mean_diff", "95% CI", "p", "p_holm"])

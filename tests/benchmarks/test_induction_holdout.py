@@ -41,6 +41,8 @@ def test_the_holdout_benchmark_from_a_warehouse_and_from_its_saved_meta(
     again = _run("--meta", str(saved), "--pack", str(pack), *default)
     assert "Held out: 2 problems (2 groups) × 4 candidates × 2 seeds, every (2) split" in first
     assert "Calibration of the pack's 80% intervals" in first
+    for method in ("proposer", "full_search", "choice_oracle"):  # the goal line and its scale
+        assert f"{method} top-1 against the baselines' top-3:" in first
     for name in TINY_HELD_OUT:
         assert f"| {name} |" in first
     # the header's first line holds the wall time; everything after it is the same

@@ -294,6 +294,7 @@ def test_induce_evaluate_runs_the_lopo_table(corpus: Path,
     goal = got["top1_vs_three"]
     assert {(r["baseline"], r["k"], r["baseline_k"]) for r in goal} == {
         ("knn", 1, 3), ("portfolio", 1, 3)}
+    assert got["ceilings_vs_three"] == []  # neither the full search nor the choice oracle named
 
 
 def test_induce_evaluate_plot_draws_every_method_and_k_the_table_holds(
@@ -313,6 +314,15 @@ def test_induce_evaluate_plot_draws_every_method_and_k_the_table_holds(
     assert f"wrote {out}" in err and out.read_bytes().startswith(b"\x89PNG")
     got = json.loads(text)  # stdout stays the JSON alone
     summary, versus = pd.DataFrame(got["summary"]), pd.DataFrame(got["top1_vs_three"])
+    # the full search held against the warm starts as the top-1 is: its mean difference is
+    # its mean at k = 1 less each one's at k = 3, over the same problems
+    ceilings = pd.DataFrame(got["ceilings_vs_three"])
+    assert list(ceilings["method"]) == ["full_search"] * 3
+    assert list(ceilings["baseline"]) == ["knn", "portfolio", "average"]
+    mean = summary.set_index(["method", "k"])["norm_error"]
+    for r in ceilings.itertuples():
+        assert r.problems == summary["problems"].max()
+        assert r.mean_diff == pytest.approx(mean["full_search", 1] - mean[r.baseline, 3])
     fig = evaluation_figure(summary, versus, {1: 0.5}, "t")
     left, right = (a for a in fig.axes if isinstance(a, Axes))
     bars = [c for c in left.containers if isinstance(c, ErrorbarContainer)]
