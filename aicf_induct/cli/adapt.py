@@ -212,7 +212,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--dataset", required=True, help="dataset name (see `train --help`)")
     p.add_argument("--model", default=None, type=options.model_spec,
                    help=f'starting model spec (default "{START_MODEL}": small on purpose)')
-    add_train_options(p)
+    add_train_options(p, epochs=False)  # an adaptive run's length is --steps
     add_adapt_options(p)
     add_parallel_options(p)
     from_proposal.add_options(p)

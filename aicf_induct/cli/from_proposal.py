@@ -89,6 +89,10 @@ def check(args: argparse.Namespace) -> None:
         if value is not None:
             raise ConfigError(f"--from-proposal takes the structure from the proposal: "
                               f"drop {option}")
+    recipe = options.given_recipe(args)
+    if recipe:
+        raise ConfigError(f"--from-proposal takes the recipe (optimizer, learning rate, weight "
+                          f"decay, batch size) from the proposal: drop {' and '.join(recipe)}")
 
 
 def plan(args: argparse.Namespace, problem: Problem, config: TrainConfig,

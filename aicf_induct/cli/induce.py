@@ -327,14 +327,17 @@ def mine(args: argparse.Namespace) -> int:
         pack = load_pack(args.pack)
         corr, rules = pack.correlations, pack.rules
         source = f"pack {pack.path}"
-    corr = _keep(corr, args)
-    rules = _keep(rules, args)
+    corr_all, rules_all = _significant(corr, args), _significant(rules, args)
+    corr, rules = _shown(corr_all, args), _shown(rules_all, args)
     if args.json:
         print(json.dumps({"correlations": corr.to_dict("records"),
                           "rules": rules.to_dict("records")}, default=str))
         return 0
-    print(f"{source}: {len(corr)} correlations and {len(rules)} rules with q <= {args.fdr:g} "
-          f"on >= {args.min_problems} problems")
+    cut = " (the most significant first; --top 0 shows all)" \
+        if len(corr) < len(corr_all) or len(rules) < len(rules_all) else ""
+    print(f"{source}: {_count(corr, corr_all, 'correlations')} and "
+          f"{_count(rules, rules_all, 'rules')} with q <= {args.fdr:g} on >= "
+          f"{args.min_problems} problems{cut}")
     print("\nCorrelations (Spearman, feature vs. the trait's effect on normalized score):")
     print_table([[r.feature, r.trait, r.correlation, f"[{r.ci_low:.2f}, {r.ci_high:.2f}]",
                   r.problems, r.q_value] for r in corr.itertuples()],
@@ -346,10 +349,20 @@ def mine(args: argparse.Namespace) -> int:
     return 0
 
 
-def _keep(df: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
+def _significant(df: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
+    """The rows that pass --fdr and --min-problems, most significant first."""
     out = df[(df["q_value"] <= args.fdr) & (df["problems"] >= args.min_problems)]
-    out = out.sort_values(["q_value", "p_value"], kind="stable")
-    return out.head(args.top) if args.top > 0 else out
+    return out.sort_values(["q_value", "p_value"], kind="stable")
+
+
+def _shown(df: pd.DataFrame, args: argparse.Namespace) -> pd.DataFrame:
+    return df.head(args.top) if args.top > 0 else df
+
+
+def _count(shown: pd.DataFrame, passing: pd.DataFrame, what: str) -> str:
+    """"20 correlations", or "20 of 533 correlations" where --top cut the list."""
+    return f"{len(shown)} {what}" if len(shown) == len(passing) else \
+        f"{len(shown)} of {len(passing)} {what}"
 
 
 # -- propose -------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import os
-from argparse import ArgumentTypeError
+from argparse import ArgumentTypeError, Namespace
 from collections.abc import Callable
 
 from aicf_induct.errors import ConfigError
@@ -118,3 +118,11 @@ def new_file(text: str) -> str:
         raise ArgumentTypeError(f"{text} is a folder, not a file")
     return text
 
+
+RECIPE_OPTIONS = {"--optimizer": "optimizer", "--lr": "lr", "--weight-decay": "weight_decay",
+                  "--batch-size": "batch_size"}  # what a proposal's recipe sets
+
+
+def given_recipe(args: Namespace) -> list[str]:
+    """The recipe options (`RECIPE_OPTIONS`) given on the command line."""
+    return [o for o, name in RECIPE_OPTIONS.items() if getattr(args, name, None) is not None]

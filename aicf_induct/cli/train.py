@@ -30,19 +30,23 @@ from aicf_induct.runtime.trainer import TrainConfig, Trainer, TrainResult
 DEFAULT_MODEL = "mlp"
 
 
-def add_train_options(p: argparse.ArgumentParser) -> None:
-    """Recipe options shared by `train` and later commands that train (adapt, sweep)."""
+def add_train_options(p: argparse.ArgumentParser, epochs: bool = True) -> None:
+    """Recipe options shared by `train` and later commands that train (adapt, sweep);
+    `epochs`: whether the run's length is counted in epochs (adapt counts --steps)."""
     g = p.add_argument_group("training recipe")
     d = TrainConfig()
-    g.add_argument("--epochs", type=options.positive_int, default=d.epochs,
-                   help=f"(default {d.epochs})")
-    g.add_argument("--batch-size", type=options.positive_int, default=d.batch_size,
+    if epochs:
+        g.add_argument("--epochs", type=options.positive_int, default=d.epochs,
+                       help=f"(default {d.epochs})")
+    # the recipe a proposal brings: None when not given, so --from-proposal can tell a
+    # value the user chose from the default (`train_config` fills the default in)
+    g.add_argument("--batch-size", type=options.positive_int, default=None,
                    help=f"(default {d.batch_size})")
-    g.add_argument("--optimizer", default=d.optimizer, choices=["sgd", "adam", "adamw"],
+    g.add_argument("--optimizer", default=None, choices=["sgd", "adam", "adamw"],
                    help=f"(default {d.optimizer})")
-    g.add_argument("--lr", type=options.positive_float, default=d.lr,
+    g.add_argument("--lr", type=options.positive_float, default=None,
                    help=f"learning rate (default {d.lr})")
-    g.add_argument("--weight-decay", type=options.non_negative_float, default=d.weight_decay,
+    g.add_argument("--weight-decay", type=options.non_negative_float, default=None,
                    help=f"(default {d.weight_decay})")
     g.add_argument("--momentum", type=options.fraction, default=d.momentum,
                    help=f"SGD momentum (default {d.momentum})")
@@ -69,8 +73,10 @@ def add_train_options(p: argparse.ArgumentParser) -> None:
 
 
 def train_config(args: argparse.Namespace) -> TrainConfig:
-    config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size,
-                         optimizer=args.optimizer, lr=args.lr, weight_decay=args.weight_decay,
+    d = TrainConfig()
+    recipe = {name: getattr(args, name) if getattr(args, name) is not None else getattr(d, name)
+              for name in options.RECIPE_OPTIONS.values()}
+    config = TrainConfig(epochs=getattr(args, "epochs", d.epochs), **recipe,
                          momentum=args.momentum, schedule=args.schedule,
                          warmup_steps=args.warmup_steps, clip_norm=args.clip_norm,
                          patience=args.patience, label_smoothing=args.label_smoothing,

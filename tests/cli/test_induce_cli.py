@@ -263,6 +263,24 @@ def test_mine_prints_tables_from_a_pack_and_a_warehouse(
                         capsys)
     assert rc == 0, err
     assert "Correlations" in out and "Rules" in out and "95% CI" in out
+    from aicf_induct.induction.pack import load_pack
+
+    p = load_pack(pack)
+    n_corr = int((p.correlations["problems"] >= 2).sum())
+    n_rules = int((p.rules["problems"] >= 2).sum())
+    assert out.splitlines()[0].endswith(f": 20 of {n_corr} correlations and {n_rules} rules "
+                                        "with q <= 1 on >= 2 problems (the most significant "
+                                        "first; --top 0 shows all)")  # --top's default: 20
+    rc, out, err = _run(["mine", "--pack", str(pack), "--fdr", "1", "--min-problems", "2",
+                         "--top", "0"], capsys)
+    assert out.splitlines()[0].endswith(f": {n_corr} correlations and {n_rules} rules with "
+                                        f"q <= 1 on >= 2 problems")
+    rc, out, err = _run(["mine", "--pack", str(pack), "--fdr", "1", "--min-problems", "2",
+                         "--top", "1"], capsys)  # the header says what --top left out
+    assert rc == 0 and n_corr > 1 and n_rules > 1
+    assert out.splitlines()[0].endswith(
+        f": 1 of {n_corr} correlations and 1 of {n_rules} rules with q <= 1 on >= 2 problems "
+        "(the most significant first; --top 0 shows all)")
     rc, out, err = _run(["mine", "--warehouse", str(corpus), "--fdr", "1", "--min-problems",
                          "2", "--json"], capsys)
     assert rc == 0, err

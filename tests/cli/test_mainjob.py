@@ -93,11 +93,15 @@ def test_from_proposal_starts_from_the_top_proposal_and_logs_what_it_acted_on(
 
 def test_bad_combinations_are_one_line_errors(capsys) -> None:
     for extra, text in ((["--model", "mlp"], "drop --model"),
-                        (["--resume", "x"], "drop --resume")):
+                        (["--resume", "x"], "drop --resume"),
+                        (["--weight-decay", "0.1"], "drop --weight-decay")):
         assert main(["adapt", "--dataset", "iris", "--from-proposal", "--no-log", *extra]) == 2
         assert text in capsys.readouterr().err
     assert main(["adapt", "--dataset", "iris", "--service", "http://x", "--no-log"]) == 2
     assert "--service: only with --from-proposal" in capsys.readouterr().err
+    # an adaptive run's length is --steps: no --epochs to be silently ignored
+    assert main(["adapt", "--dataset", "iris", "--epochs", "3", "--no-log"]) == 2
+    assert "unrecognized arguments: --epochs 3" in capsys.readouterr().err
 
 
 def test_from_proposal_through_the_service_logs_into_its_warehouse(corpus, capsys) -> None:

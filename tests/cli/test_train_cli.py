@@ -184,6 +184,10 @@ def test_from_proposal_text_output_and_the_pick_s_ir(tmp_path: Path, capsys) -> 
     (["--pack", "x.parquet"], "--pack: only with --from-proposal"),
     (["--from-proposal", "--model", "mlp"], "drop --model"),
     (["--from-proposal", "--ir", "m.json"], "drop --ir"),
+    (["--from-proposal", "--lr", "0.5", "--batch-size", "7"],
+     "takes the recipe (optimizer, learning rate, weight decay, batch size) from the proposal: "
+     "drop --lr and --batch-size"),
+    (["--from-proposal", "--optimizer", "sgd"], "drop --optimizer"),
     (["--from-proposal", "--ranks", "2"], "drop --gpus/--ranks"),
     (["--from-proposal", "--top", "0"], "argument --top"),
 ])
