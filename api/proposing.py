@@ -100,10 +100,10 @@ class Proposals:
         return propose_features(given, pack, top)
 
     def for_file(self, path: Path, target: str, name: str, task: Task | None,
-                 top: int) -> dict[str, Any]:
+                 top: int, drop: tuple[str, ...] = ()) -> dict[str, Any]:
         pack = self.pack()
         problem, features = _as_field(
-            "body.file", lambda: featurise_file(path, target, name, task),
+            "body.file", lambda: featurise_file(path, target, name, task, drop),
             hide=(str(path), name), target=target)
         return propose_problem(problem, features, pack, top)
 
@@ -135,8 +135,11 @@ def _as_field(field: str, fn: Callable[[], Any], hide: tuple[str, str] | None = 
         return fn()
     except AicfError as err:
         message = str(err)
-        if hide is not None:
-            message = message.replace(hide[0], hide[1])
+        if hide is not None:  # an upload: its name, and its form's way to leave a column out
+            message = message.replace(hide[0], hide[1]).replace(
+                "; drop it with &drop=", "; leave it out with the form field drop=")
+            if "cannot drop unknown column" in message:
+                field = "body.drop"
         if target is not None and (f"column '{target}'" in message
                                    or f"target '{target}'" in message
                                    or "name the target" in message):

@@ -194,3 +194,8 @@ def copy_part(f: BinaryIO, part: Part, dest: BinaryIO, chunk: int = 1 << 20) -> 
         dest.write(data)
         left -= len(data)
     dest.flush()
+
+
+def column_list(text: str | None) -> tuple[str, ...]:
+    """"a, b" -> ("a", "b"): a form's comma-separated column names."""
+    return tuple(c.strip() for c in (text or "").split(",") if c.strip())

@@ -56,16 +56,16 @@ def featurise(dataset: str) -> tuple[Problem, dict[str, float]]:
     return _featurised(dataset, lambda: load_problem(dataset, seed=0))
 
 
-def featurise_file(path: str | Path, target: str, name: str,
-                   task: Task | None = None) -> tuple[Problem, dict[str, float]]:
+def featurise_file(path: str | Path, target: str, name: str, task: Task | None = None,
+                   drop: tuple[str, ...] = ()) -> tuple[Problem, dict[str, float]]:
     """A CSV/Parquet file's problem (called `name`: the service's upload is a temporary file
     whose path means nothing to its sender) and its meta-features, as `featurise` gives
     them for `file:PATH?target=TARGET`; no option of the name grammar can ride along in
-    `target`."""
+    `target`. `drop`: columns to leave out (`&drop=A,B` in a file name)."""
     from aicf_induct.problems.files import file_table
     from aicf_induct.problems.preprocess import prepare
 
-    return _featurised(name, lambda: prepare(file_table(name, path, target, task), seed=0,
+    return _featurised(name, lambda: prepare(file_table(name, path, target, task, drop), seed=0,
                                              policy="raise"))
 
 

@@ -21,14 +21,14 @@ from api.pages import report_charts
 from api.pages.forms import Form, label, read_form
 from api.pages.render import chart, page, templates
 from api.proposing import BadRequest, PackMissing, Proposals
-from api.upload import FormError
+from api.upload import FormError, column_list
 from warehouse import browse
 
 router = APIRouter(include_in_schema=False)
 
 MAX_TOP_K = 20
 templates.env.globals["rule_raises"] = rule_raises  # propose.html: a rule for or against
-FIELDS = ("problem", "file", "target", "top_k")  # the form's inputs (propose.html)
+FIELDS = ("problem", "file", "target", "drop", "top_k")  # the form's inputs (propose.html)
 
 
 def _pack(request: Request) -> tuple[Pack | None, str | None]:
@@ -69,7 +69,8 @@ def _propose(props: Proposals, form: Form, top_k: int) -> dict[str, Any]:
     route does (a `file:` name is refused: the service reads no file by name)."""
     if form.file is None:
         return props.for_dataset(form.fields.get("problem", ""), top_k)
-    out = props.for_file(form.file, form.fields.get("target", ""), form.filename, None, top_k)
+    out = props.for_file(form.file, form.fields.get("target", ""), form.filename, None, top_k,
+                         column_list(form.fields.get("drop")))
     out["dataset"]["name"] = f"{form.filename} (uploaded)"
     return out
 
@@ -94,7 +95,8 @@ async def _answer(request: Request, wh: Any, pack: Pack | None, pack_error: str 
                   form: Form) -> HTMLResponse:
     problem, target = form.fields.get("problem", ""), form.fields.get("target", "")
     has_file = form.file is not None
-    ctx: dict[str, Any] = {"problem": problem, "target": target}
+    ctx: dict[str, Any] = {"problem": problem, "target": target,
+                           "drop": form.fields.get("drop", "")}
     try:
         top_k = int(form.fields.get("top_k") or 5)
         if not 1 <= top_k <= MAX_TOP_K:

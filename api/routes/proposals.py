@@ -33,6 +33,7 @@ from api.schemas.proposals import (
 from api.upload import (
     FormError,
     boundary_of,
+    column_list,
     file_name,
     named_parts,
     read_part,
@@ -169,13 +170,15 @@ async def _upload(request: Request, props: Proposals, limit: int) -> Response:
     async with spooled(request.stream(), limit) as (body, tmp):
         form = await run_in_threadpool(_form, lambda: _read_form(body, boundary, tmp))
         answer = await _compute(props, lambda: props.for_file(
-            form.path, form.target, form.name, form.task, form.top))
+            form.path, form.target, form.name, form.task, form.top, form.drop))
     return _response(answer)
 
 
 class _Form:
-    def __init__(self, path: Path, name: str, target: str, task: Any, top: int) -> None:
+    def __init__(self, path: Path, name: str, target: str, task: Any, top: int,
+                 drop: tuple[str, ...]) -> None:
         self.path, self.name, self.target, self.task, self.top = path, name, target, task, top
+        self.drop = drop
 
 
 def _read_form(body: BinaryIO, boundary: bytes, tmp: Path) -> _Form:
@@ -186,7 +189,8 @@ def _read_form(body: BinaryIO, boundary: bytes, tmp: Path) -> _Form:
     fields = {k: read_part(body, p) for k, p in parts.items() if k != "file"}
     req = _parse(UploadProposalRequest, {"file": b"", **fields})
     path = save_file(body, parts["file"], tmp)
-    return _Form(path, file_name(parts["file"].filename), req.target, req.task, req.top)
+    return _Form(path, file_name(parts["file"].filename), req.target, req.task, req.top,
+                 column_list(req.drop))
 
 
 def _form(fn: Callable[[], T]) -> T:

@@ -42,6 +42,9 @@ class UploadProposalRequest(BaseModel):
     target: str = Field(min_length=1, max_length=200, description="the target column")
     task: str | None = Field(default=None, pattern="^(classification|regression)$",
                              description="default: inferred from the target")
+    drop: str | None = Field(default=None, max_length=2000,
+                             description="columns to leave out, comma-separated (a free-text "
+                                         "or identifier column the answer names)")
     top: int = TOP
 
 

@@ -72,7 +72,9 @@ def test_pages_stay_out_of_the_openapi_document(client: httpx.Client) -> None:
     ({"file": ("t.csv", b"", "text/csv")}, {"target": "label"}, 422,
      "file: the uploaded file is empty"),
     ({"file": ("t.csv", CSV, "text/csv")}, {"target": "label", "colour": "red"}, 422,
-     "colour: unknown field (fields: problem, file, target, top_k)"),
+     "colour: unknown field (fields: problem, file, target, drop, top_k)"),
+    ({"file": ("t.csv", CSV, "text/csv")}, {"target": "label", "drop": "nope"}, 422,
+     "file: t.csv: cannot drop unknown column &#39;nope&#39;"),
     (None, {"problem": ["iris", "wine"]}, 422, "problem: given twice"),
 ])
 def test_proposal_form_names_what_is_wrong(client: httpx.Client, files: dict | None,

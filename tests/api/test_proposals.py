@@ -83,6 +83,26 @@ def test_an_upload_gets_what_propose_prints_for_the_file(server: Server, fmt: st
     assert ranking(body) == ranking(want)
 
 
+def test_an_upload_leaves_out_the_columns_its_drop_field_names(server: Server,
+                                                                tmp_path: Path) -> None:
+    """The answer to a free-text column says how an upload leaves it out, and that works:
+    the same answer as `propose` gives for the file with `&drop=`."""
+    moons = pd.read_csv(MOONS)
+    moons.insert(0, "note", [f"sample number {i} of the set" for i in range(len(moons))])
+    csv = moons.to_csv(index=False).encode()
+    (tmp_path / "m.csv").write_bytes(csv)
+    with server.client() as c:
+        body = problem(_upload(c, {"file": ("m.csv", csv)}, target="y"), 422, "body.file")
+        assert body["detail"].endswith("; leave it out with the form field drop=note")
+        r = _upload(c, {"file": ("m.csv", csv)}, target="y", drop=" note ,", top="2")
+        problem(_upload(c, {"file": ("m.csv", csv)}, target="y", drop="note,nope"), 422,
+                "body.drop")
+    assert r.status_code == 200, r.text
+    want = propose_cli(server.pack, f"file:{tmp_path / 'm.csv'}?target=y&drop=note",
+                       2)  # type: ignore[arg-type]
+    assert ranking(r.json()) == ranking(want)
+
+
 def _upload(c: httpx.Client, files: Any = None, **data: str) -> httpx.Response:
     return c.post("/v1/proposals", files=files, data=data)
 
