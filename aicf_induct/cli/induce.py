@@ -64,7 +64,7 @@ def _fit_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
             break_on_hyphens=False),
         epilog="examples:\n"
                "  aicf-induct induce fit --warehouse corpus_wh --exclude wine -o pack.parquet\n"
-               "  aicf-induct induce fit --pack PACK --exclude wine -o pack.parquet",
+               "  aicf-induct induce fit --pack PACK --exclude breast_cancer -o pack.parquet",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     source = f.add_mutually_exclusive_group()
     source.add_argument("--warehouse", default=None, metavar="DIR", help=WH_HELP)
@@ -423,7 +423,8 @@ def print_proposal(out: dict[str, Any], dataset: str, rules: int = 0) -> None:
     level = f"{out['level']:.0%}"
     ranked = any(c.get("expected_rank") is not None for c in out["candidates"])
     print(f"\nProposals, best first by {pk['order']}; expected normalized error (0 = best of the "
-          f"space, 1 = median) with its {level} interval:")
+          f"space, 1 = median) with its {level} interval, from the model of the error itself, "
+          f"not the order's, so it need not rise down the list:")
     print_table([[c["rank"], *([_rank_of(c)] if ranked else []), c["expected_norm_error"],
                   f"[{c['low']:.2f}, {c['high']:.2f}]", short_spec(c["model"]),
                   _recipe(c["recipe"]), (c["fingerprint"] or "")[:12]]

@@ -383,12 +383,13 @@ def run_shortlist(args: argparse.Namespace) -> int:
         return 0
     name = score_name(problem.task)
     rows = [[t.rank, t.start.record["candidate"], t.score("val", problem.task),
-             t.score("test", problem.task), t.result.epochs,
-             t.start.record["expected_norm_error"], t.result.run_id,
+             t.result.metrics.get("val_loss", float("nan")), t.score("test", problem.task),
+             t.result.epochs, t.start.record["expected_norm_error"], t.result.run_id,
              "<- picked" if t is picked else ""] for t in shortlist.trained]
-    print(format_table(rows, ["#", "candidate", f"val {name}", f"test {name}", "epochs",
-                              "expected norm. error", "run", ""], digits=4))
-    print(f"picked by validation: proposal #{picked.rank}, {picked.start.model}")
+    print(format_table(rows, ["#", "candidate", f"val {name}", "val loss", f"test {name}",
+                              "epochs", "expected norm. error", "run", "pick"], digits=4))
+    print(f"picked by validation (the best val {name}, the lowest val loss between equals): "
+          f"proposal #{picked.rank}, {picked.start.model}")
     print_metrics(picked.result.metrics)
     if where:
         print(f"logged to {where}")

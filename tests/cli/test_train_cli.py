@@ -173,8 +173,13 @@ def test_from_proposal_text_output_and_the_pick_s_ir(tmp_path: Path, capsys) -> 
                  "--epochs", "2", "--no-log", "--save-ir", str(ir)]) == 0
     text = capsys.readouterr().out
     assert "[1/2] proposal #1: mlp:" in text and "[2/2] proposal #2: mlp:" in text
-    assert text.count("<- picked") == 1 and "picked by validation: proposal #" in text
-    picked = text.split("picked by validation: proposal #", 1)[1].split(", ", 1)[1].split("\n")[0]
+    said = ("picked by validation (the best val accuracy, the lowest val loss between "
+            "equals): proposal #")
+    assert text.count("<- picked") == 1 and said in text
+    header = next(line for line in text.splitlines() if line.startswith("#  candidate"))
+    assert header.split() == ["#", "candidate", "val", "accuracy", "val", "loss", "test",
+                              "accuracy", "epochs", "expected", "norm.", "error", "run", "pick"]
+    picked = text.split(said, 1)[1].split(", ", 1)[1].split("\n")[0]
     assert main(["ir", "show", str(ir)]) == 0
     assert picked in capsys.readouterr().out  # the IR written is the pick's graph
 
