@@ -156,6 +156,12 @@ class ResultRecord:
     final: bool = False
 
 
+# a run's status in the warehouse: "running" until its end is logged, "abandoned" when
+# `warehouse check` ends a run whose writer died, else the end record's
+RUN_STATUSES = ("running", "completed", "early_stopped", "timeout", "failed", "interrupted",
+                "abandoned")
+
+
 @dataclass(frozen=True)
 class RunEndRecord:
     run_id: str

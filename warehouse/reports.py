@@ -78,8 +78,9 @@ def bind(report: Report, params: Mapping[str, Any] | None) -> dict[str, Any]:
             try:
                 v = type(default)(v)
             except ValueError:
+                kind = "whole number" if isinstance(default, int) else "number"
                 raise WarehouseError(f"report '{report.name}': parameter '{k}' must be a "
-                                     f"{type(default).__name__}, got '{v}'") from None
+                                     f"{kind}, got '{v}'") from None
         out[k] = v
     return out
 

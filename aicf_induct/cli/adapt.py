@@ -10,6 +10,7 @@ import sys
 from typing import Any, TextIO
 
 from aicf_induct.cli import from_proposal, options
+from aicf_induct.cli.table import counted
 from aicf_induct.cli.train import (
     add_log_options,
     add_parallel_options,
@@ -321,9 +322,9 @@ def run(args: argparse.Namespace) -> int:
                           "param_count": result.graph.param_count(),
                           "pause_ms": result.pause_ms, **result.metrics}, indent=1))
         return 0
-    print(f"run {result.run_id} {result.status} after {result.steps} steps ({result.work} "
-          f"executed), {result.rewrites} rewrites, {result.rollbacks} rollbacks, "
-          f"{result.wall_time_s:.2f} s")
+    print(f"run {result.run_id} {result.status} after {counted(result.steps, 'step')} "
+          f"({result.work} executed), {counted(result.rewrites, 'rewrite')}, "
+          f"{counted(result.rollbacks, 'rollback')}, {result.wall_time_s:.2f} s")
     print(f"best model (step {result.best_step}): {_describe(result.graph)}")
     print_metrics(result.metrics)
     if where:

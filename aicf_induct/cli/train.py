@@ -13,6 +13,7 @@ from typing import Any
 
 from aicf_induct.cli import from_proposal, options
 from aicf_induct.cli.options import API_KEY_ENV
+from aicf_induct.cli.table import counted
 from aicf_induct.compiler.fusion import PRECISIONS
 from aicf_induct.errors import ConfigError
 from aicf_induct.frontend.families import CNNSpec, parse_spec, spec_graph
@@ -312,8 +313,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"{problem.name}: {problem.task}, {problem.n_rows} rows, {problem.n_features} "
           f"features; model {graph.name or extra['model']} ({graph.param_count()} parameters)")
-    print(f"run {result.run_id} {result.status} after {result.epochs} epochs, {result.steps} "
-          f"steps, {result.wall_time_s:.2f} s (best epoch {result.best_epoch})")
+    print(f"run {result.run_id} {result.status} after {counted(result.epochs, 'epoch')}, "
+          f"{counted(result.steps, 'step')}, {result.wall_time_s:.2f} s (best epoch "
+          f"{result.best_epoch})")
     print_metrics(result.metrics)
     if where:
         print(f"logged to {where}")

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 
 import warehouse
 from aicf_induct.cli import options
+from aicf_induct.records import RUN_STATUSES
 from warehouse import WarehouseError
 
 FORMATS = ("table", "csv", "json", "parquet")
@@ -47,8 +48,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        description="List runs, newest first, with status, steps, last loss, "
                                    "rewrites and score (the run_summary report, abridged).")
     p.add_argument("--problem", help="only runs on this problem (name or id)")
-    p.add_argument("--status", help="only runs with this status (running, completed, "
-                                    "early_stopped, timeout, failed, interrupted, abandoned)")
+    p.add_argument("--status", choices=RUN_STATUSES, metavar="STATUS",
+                   help=f"only runs with this status ({', '.join(RUN_STATUSES)})")
     p.add_argument("--limit", type=options.positive_int, default=20,
                    help="at most this many runs (default 20)")
     p.add_argument("--all-columns", action="store_true", help="every run_summary column")

