@@ -45,7 +45,7 @@ import sys
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +53,7 @@ from typing import Any, TextIO
 
 from tqdm.auto import tqdm
 
-from aicf_induct.errors import ConfigError
+from aicf_induct.errors import AicfError, ConfigError
 from aicf_induct.induction.space import Candidate
 from aicf_induct.induction.sweep_engines import Engine, open_engine
 from aicf_induct.induction.sweep_worker import (
@@ -234,9 +234,10 @@ def finished_triples(root: str | Path, protocol: str, statuses: Sequence[str] = 
 
 
 # -- the sweep -----------------------------------------------------------------------------------
-def load_problems(names: Sequence[str], seed: int, recorder: Any,
-                  say: Callable[[str], None]) -> tuple[dict[str, str], dict[str, str]]:
-    """Load each problem once: name -> problem_id, and name -> error for those that fail.
+def load_problems(names: Sequence[str], seed: int,
+                  recorder: Any) -> tuple[dict[str, str], dict[str, str]]:
+    """Load each problem once: name -> problem_id, and name -> error for those that fail
+    (this project's errors as their message; any other with its type, a bug to report).
     Logs each problem's row; its meta-features come with its runs (`runtime.runs` logs seed
     0's split's, once per problem in each worker), not computed here, serially, before any
     run starts."""
@@ -248,8 +249,8 @@ def load_problems(names: Sequence[str], seed: int, recorder: Any,
             recorder.problem(problem.record())
             ids[name] = problem.problem_id
         except Exception as err:
-            errors[name] = f"{type(err).__name__}: {err}".splitlines()[0]
-            say(f"warning: problem '{name}' left out: {errors[name]}")
+            said = str(err) if isinstance(err, AicfError) else f"{type(err).__name__}: {err}"
+            errors[name] = said.splitlines()[0]
     return ids, errors
 
 
@@ -303,12 +304,13 @@ def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: st
     untuned: AbstractContextManager[None] = tuning_off() if repeatable else nullcontext()
     try:
         with _sigterm_as_interrupt(), untuned:
-            ids, errors = load_problems(spec.problems, spec.seeds[0], parent,
-                                        lambda s: print(s, file=out))
+            ids, errors = load_problems(spec.problems, spec.seeds[0], parent)
             parent.flush()
             if not ids:
                 raise ConfigError("no problem of the sweep could be loaded: " + "; ".join(
                     f"{k}: {v}" for k, v in errors.items()))
+            for name, error in errors.items():  # the others go on
+                print(f"warning: problem '{name}' left out: {error}", file=out)
             tasks = plan(spec, ids, root, api_key)
             done_statuses = RETRY_STATUSES if retry_failed else END_STATUSES
             done = finished_triples(root, spec.protocol, done_statuses, api_key)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
 import pytest
 
 import warehouse
+from aicf_induct.errors import ConfigError
 from aicf_induct.frontend.specs import MLPSpec
 from aicf_induct.induction.space import Candidate, Recipe
 from aicf_induct.induction.space_io import parse_space
@@ -128,9 +130,20 @@ def test_failures_do_not_stop_a_sweep_and_can_be_retried(tmp_path: Path) -> None
     good = Candidate(MLPSpec(depth=1, width=8))
     bad = Candidate(MLPSpec(depth=1, width=8), Recipe(lr=-1.0))
     spec = SweepSpec(("iris", "no_such_problem"), (bad, good), (0,), TRAIN, 60.0)
-    report = run_sweep(spec, tmp_path / "wh", workers=1, progress=False)
+    said = io.StringIO()
+    report = run_sweep(spec, tmp_path / "wh", workers=1, progress=False, stream=said)
     assert dict(report.statuses) == {"failed": 1, "completed": 1}
     assert list(report.unloadable) == ["no_such_problem"]
+    # the problem left out is said once, in this project's words (no exception class)
+    assert said.getvalue().count("warning: problem 'no_such_problem' left out: unknown "
+                                 "dataset 'no_such_problem'; bundled ones: ") == 1
+    # none loads: one error naming each, and no warning besides
+    said = io.StringIO()
+    with pytest.raises(ConfigError, match=r"^no problem of the sweep could be loaded: "
+                                          r"no_such_problem: unknown dataset"):
+        run_sweep(SweepSpec(("no_such_problem",), (good,), (0,), TRAIN, 60.0),
+                  tmp_path / "wh2", workers=1, progress=False, stream=said)
+    assert "warning" not in said.getvalue()
     again = run_sweep(spec, tmp_path / "wh", workers=1, progress=False, retry_failed=True)
     assert (again.skipped, dict(again.statuses)) == (1, {"failed": 1})
 
