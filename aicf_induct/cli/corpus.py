@@ -71,11 +71,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     b.add_argument("--repeatable", action="store_true", help=REPEATABLE_HELP)
     b.add_argument("--warehouse", default=None, metavar="DIR",
                    help="warehouse directory (default: $AICF_WAREHOUSE, else ./aicf_warehouse)")
-    b.add_argument("--epochs", type=int, default=EPOCH_CAP,
+    b.add_argument("--epochs", type=options.positive_int, default=EPOCH_CAP,
                    help=f"epoch cap per run (default {EPOCH_CAP})")
-    b.add_argument("--patience", type=int, default=PATIENCE,
+    b.add_argument("--patience", type=options.non_negative_int, default=PATIENCE,
                    help=f"early-stopping patience in epochs (default {PATIENCE})")
-    b.add_argument("--budget", type=float, default=BUDGET_S, metavar="SECONDS",
+    b.add_argument("--budget", type=options.non_negative_float, default=BUDGET_S, metavar="SECONDS",
                    help=f"wall-clock budget per run (default {BUDGET_S:g}; 0: none)")
     b.add_argument("--time-limit", type=options.non_negative_float, default=0.0,
                    metavar="SECONDS",

@@ -86,7 +86,7 @@ def column_issue(col: pd.Series) -> str | None:
     """Why a feature column cannot be used as it is, or None."""
     present = col.dropna()
     if present.empty:
-        return "all values missing"
+        return "all values missing (infinities count as missing)"
     if pd.api.types.is_datetime64_any_dtype(col):
         return "date/time column"
     n_distinct = int(present.nunique())

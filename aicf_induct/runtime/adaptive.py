@@ -250,7 +250,8 @@ class AdaptiveRun:
     def _run_state(self) -> dict[str, Any]:
         """What a rollback keeps (and a resumed run needs): the run's own history."""
         return {"run_id": self.run_id, "problem_id": self.problem.problem_id,
-                "train_config": asdict(self.config), "adapt_config": asdict(self.adapt),
+                "problem": self.problem.name, "train_config": asdict(self.config),
+                "adapt_config": asdict(self.adapt),
                 "lr_scale": self.schedule.scale, "blacklist": self.blacklist.state_dict(),
                 "work": self.work, "rewrites": self.rewrites, "rollbacks": self.rollbacks,
                 "best_val": self.best_val, "best_step": self.best_step,
@@ -280,8 +281,11 @@ class AdaptiveRun:
         """Take over everything from a snapshot: model, position, controller, run state."""
         r = s.meta["run"]
         if r["problem_id"] != self.problem.problem_id:
-            raise SnapshotError(f"the checkpoint is of problem {r['problem_id']}, not "
-                                f"{self.problem.problem_id}")
+            # names where the checkpoint has one (older ones hold the id alone)
+            theirs = f"'{r['problem']}' ({r['problem_id']})" if r.get("problem") else \
+                r["problem_id"]
+            raise SnapshotError(f"the checkpoint is of problem {theirs}, not "
+                                f"'{self.problem.name}' ({self.problem.problem_id})")
         s.restore(self.trainer)
         self.position = (s.epoch, s.batch)
         self._load_controller(s.meta["controller"])

@@ -129,6 +129,11 @@ def test_a_run_resumed_from_an_earlier_checkpoint_ends_the_same(tmp_path: Path,
     assert again["run_id"] == first["run_id"] and again["steps"] == 200  # its own settings
     assert {k: v for k, v in again.items() if k != "pause_ms"} == \
         {k: v for k, v in first.items() if k != "pause_ms"}
+    # another problem's checkpoint: refused, both problems named
+    assert main(["adapt", "--dataset", "wine", "--no-log", "--resume", str(ckpt)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert "the checkpoint is of problem 'iris' (" in err and ", not 'wine' (" in err
 
 
 @pytest.mark.parametrize("args,message", [
