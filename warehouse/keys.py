@@ -3,6 +3,8 @@ outside every table directory, so the SQL sandbox cannot read it).
 
     key = create_key(path, "write")      # shown once; only its SHA-256 is stored
     store = KeyStore(path); store.scope_of(key)  -> "write"
+    list_keys(path)                      # id, scope, created_at of each (never the key)
+    revoke_key(path, key_id)             # refused from then on, by a running server too
 
 A key is 32 random bytes (URL-safe base64) behind a prefix. Only the SHA-256 of the whole key
 is kept: the file leaks nothing a client could present, and a plain hash is enough because the
@@ -19,6 +21,7 @@ import json
 import os
 import secrets
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from warehouse.errors import WarehouseError
@@ -52,22 +55,16 @@ def _load(path: Path) -> list[dict[str, str]]:
     return keys
 
 
-def create_key(path: str | Path, scope: str) -> str:
-    """Add a new key with `scope` to the file at `path` and return it (the only time it is
-    shown). The file is rewritten atomically under a lock, so concurrent creates keep all."""
-    if scope not in SCOPES:
-        raise WarehouseError(f"unknown key scope '{scope}' (scopes: {', '.join(SCOPES)})")
-    path = Path(path)
+def _rewrite(path: Path, change: Callable[[list[dict[str, str]]], list[dict[str, str]]]
+             ) -> None:
+    """The key file replaced by `change` of its keys, atomically and under a lock, so
+    concurrent changes keep each other's; owner-only, as it was made."""
     ensure_dir(path.parent)
-    key = PREFIX + secrets.token_urlsafe(32)
-    entry = {"id": secrets.token_hex(4), "scope": scope, "sha256": digest(key),
-             "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
     lock = path.with_name(path.name + ".lock")
     fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        keys = [*_load(path), entry]
-        body = json.dumps({"keys": keys}, indent=1).encode()
+        body = json.dumps({"keys": change(_load(path))}, indent=1).encode()
 
         def write(tmp: Path) -> None:
             with open(os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600), "wb") as f:
@@ -76,7 +73,51 @@ def create_key(path: str | Path, scope: str) -> str:
         atomic_write(path, write)
     finally:
         os.close(fd)  # closing releases the lock
+
+
+def create_key(path: str | Path, scope: str) -> str:
+    """Add a new key with `scope` to the file at `path` and return it (the only time it is
+    shown); `list_keys` names it by its id."""
+    if scope not in SCOPES:
+        raise WarehouseError(f"unknown key scope '{scope}' (scopes: {', '.join(SCOPES)})")
+    key = PREFIX + secrets.token_urlsafe(32)
+    entry = {"id": secrets.token_hex(4), "scope": scope, "sha256": digest(key),
+             "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+    _rewrite(Path(path), lambda keys: [*keys, entry])
     return key
+
+
+def list_keys(path: str | Path) -> list[dict[str, str]]:
+    """Each stored key's id, scope and creation time, oldest first (the hash stays in the
+    file: it is no key, but nothing needs it shown)."""
+    return [{"id": k.get("id", ""), "scope": k["scope"], "created_at": k.get("created_at", "")}
+            for k in _load(Path(path))]
+
+
+def id_of(path: str | Path, key: str) -> str | None:
+    """The id of the stored key `key`, or None."""
+    want = digest(key)
+    return next((k.get("id") for k in _load(Path(path)) if hmac.compare_digest(k["sha256"], want)),
+                None)
+
+
+def revoke_key(path: str | Path, key_id: str) -> dict[str, str]:
+    """Remove the key with this id (`list_keys`); its entry as `list_keys` gave it. A server
+    reading the file refuses the key from its next request on."""
+    path = Path(path)
+    if not path.is_file():
+        raise WarehouseError(f"no key file at {path}: no key to revoke")
+    gone: list[dict[str, str]] = []
+
+    def without(keys: list[dict[str, str]]) -> list[dict[str, str]]:
+        gone.extend(k for k in keys if k.get("id") == key_id)
+        if not gone:
+            ids = ", ".join(k.get("id", "?") for k in keys) or "none"
+            raise WarehouseError(f"no key with id '{key_id}' in {path} (ids: {ids})")
+        return [k for k in keys if k.get("id") != key_id]
+
+    _rewrite(path, without)
+    return {"id": key_id, "scope": gone[0]["scope"], "created_at": gone[0].get("created_at", "")}
 
 
 class KeyStore:

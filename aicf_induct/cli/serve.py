@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import json
 import os
 import sys
 from pathlib import Path
 
 import warehouse
+from aicf_induct.cli.table import print_table
 from aicf_induct.errors import ConfigError
-from warehouse.keys import SCOPES, create_key, default_path
+from warehouse.keys import SCOPES, create_key, default_path, id_of, list_keys, revoke_key
 
 APP = "api.app:create_app"
 ENV = "AICF_SERVICE_"
@@ -50,6 +52,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--scope", choices=SCOPES, required=True,
                    help="write: every route; read: read routes only")
     p.set_defaults(func=cmd_keys_create)
+    p = ksub.add_parser("list", parents=[common], help="list the keys (id, scope, created)",
+                        description="List the stored keys by id, scope and creation time; "
+                                    "the keys themselves were shown once, when created.")
+    p.add_argument("--json", action="store_true", help="print them as a JSON list")
+    p.set_defaults(func=cmd_keys_list)
+    p = ksub.add_parser("revoke", parents=[common], help="revoke a key by its id",
+                        description="Remove the key with this id (keys list shows the ids); "
+                                    "a running server refuses it from its next request on.")
+    p.add_argument("key_id", metavar="ID", help="the key's id, as keys list shows it")
+    p.set_defaults(func=cmd_keys_revoke)
 
 
 def _root(args: argparse.Namespace) -> Path:
@@ -59,11 +71,34 @@ def _root(args: argparse.Namespace) -> Path:
     return root
 
 
+def _keys_path(args: argparse.Namespace) -> Path:
+    return Path(args.keys_file) if args.keys_file else default_path(_root(args))
+
+
 def cmd_keys_create(args: argparse.Namespace) -> int:
-    path = args.keys_file or default_path(_root(args))
-    print(create_key(path, args.scope))
-    print(f"{args.scope} key stored (hashed) in {path}; it is not shown again",
-          file=sys.stderr)
+    path = _keys_path(args)
+    key = create_key(path, args.scope)
+    print(key)
+    print(f"{args.scope} key {id_of(path, key)} stored (hashed) in {path}; it is not shown "
+          "again (keys revoke ID removes it)", file=sys.stderr)
+    return 0
+
+
+def cmd_keys_list(args: argparse.Namespace) -> int:
+    keys = list_keys(_keys_path(args))
+    if args.json:
+        print(json.dumps(keys, indent=1))
+    elif keys:
+        print_table([[k["id"], k["scope"], k["created_at"]] for k in keys],
+                    ["id", "scope", "created"])
+    else:
+        print(f"no keys in {_keys_path(args)}")
+    return 0
+
+
+def cmd_keys_revoke(args: argparse.Namespace) -> int:
+    gone = revoke_key(_keys_path(args), args.key_id)
+    print(f"revoked {gone['scope']} key {gone['id']} (created {gone['created_at']})")
     return 0
 
 

@@ -17,7 +17,15 @@ from api.deps import WriteAccess
 from api.settings import Settings
 from tests.api.conftest import Server, cli, serve, serve_in_thread
 from tests.api.test_service import problem
-from warehouse.keys import KEYS_FILE, KeyStore, digest
+from warehouse.keys import (
+    KEYS_FILE,
+    KeyStore,
+    create_key,
+    digest,
+    id_of,
+    list_keys,
+    revoke_key,
+)
 
 
 def test_keys_are_stored_hashed(tmp_path: Path) -> None:
@@ -34,6 +42,31 @@ def test_keys_are_stored_hashed(tmp_path: Path) -> None:
     assert [store.scope_of(k) for k in keys] == ["write", "read", "read"]
     assert store.scope_of(keys[0] + "x") is None and store.scope_of("") is None
     assert store.scope_of(stored[0]["sha256"]) is None  # the hash itself is no key
+
+
+def test_keys_are_listed_by_id_and_revoked_by_id(tmp_path: Path, capsys) -> None:
+    path = tmp_path / KEYS_FILE
+    keys = [create_key(path, s) for s in ("write", "read")]
+    listed = list_keys(path)
+    assert [k["scope"] for k in listed] == ["write", "read"]
+    assert [k["id"] for k in listed] == [id_of(path, k) for k in keys]
+    assert all(set(k) == {"id", "scope", "created_at"} for k in listed)  # never the hash
+    table = cli("keys", "list", "--warehouse", str(tmp_path))
+    assert table.splitlines()[0].split() == ["id", "scope", "created"]
+    assert all(k["id"] in table for k in listed)
+    assert revoke_key(path, listed[0]["id"]) == listed[0]
+    assert list_keys(path) == listed[1:] and KeyStore(path).scope_of(keys[0]) is None
+    assert KeyStore(path).scope_of(keys[1]) == "read"
+    # an unknown id: one line naming the ids there are; the file as it was
+    before = path.read_bytes()
+    assert main(["keys", "revoke", "nope", "--warehouse", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: no key with id 'nope' in {path} (ids: {listed[1]['id']})")
+    assert path.read_bytes() == before
+    # no key file: said, and nothing made
+    assert main(["keys", "revoke", "x", "--warehouse", str(tmp_path / "none")]) == 2
+    assert "no key file at" in capsys.readouterr().err and not (tmp_path / "none").exists()
+    assert cli("keys", "list", "--warehouse", str(tmp_path / "none")).startswith("no keys in ")
 
 
 def test_keys_create_refuses_a_bad_scope(tmp_path: Path, capsys) -> None:
@@ -101,6 +134,16 @@ def _write_scope(c: httpx.Client, write: str, read: str, tmp_path: Path) -> None
     # a key made while the server runs works at once
     late = cli("keys", "create", "--scope", "write", "--warehouse", str(tmp_path)).strip()
     assert c.post("/v1/probe-write", headers={"Authorization": f"Bearer {late}"}).json() == {
+        "scope": "write"}
+    # and one revoked while it runs is refused at once, the others still work
+    listed = json.loads(cli("keys", "list", "--json", "--warehouse", str(tmp_path)))
+    late_id = id_of(tmp_path / KEYS_FILE, late)
+    assert [k["id"] for k in listed][-1] == late_id
+    assert cli("keys", "revoke", str(late_id), "--warehouse", str(tmp_path)).startswith(
+        f"revoked write key {late_id} (created ")
+    problem(c.post("/v1/probe-write", headers={"Authorization": f"Bearer {late}"}), 401,
+            "header.Authorization")
+    assert c.post("/v1/probe-write", headers={"Authorization": f"Bearer {write}"}).json() == {
         "scope": "write"}
 
 
