@@ -31,7 +31,6 @@ with a one-line error.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -318,7 +317,7 @@ def _remembered_digest(pack: Pack) -> str:
     ($AICF_CACHE_DIR) by the file's path, size and modification time, so that a command
     that loads the same file again (every `propose`) reads it instead of hashing; a file
     rewritten since is another key. A cache that cannot be read or written is skipped."""
-    from aicf_induct.cache import cache_dir
+    from aicf_induct.cache import cache_dir, read_json, write_json
 
     assert pack.path is not None
     try:
@@ -328,10 +327,7 @@ def _remembered_digest(pack: Pack) -> str:
     where = str(pack.path.resolve())
     key = f"{where}|{st.st_size}|{st.st_mtime_ns}"
     memo = cache_dir() / DIGESTS_FILE
-    try:
-        known = json.loads(memo.read_text())
-    except (OSError, ValueError):
-        known = {}
+    known = read_json(memo)
     if not isinstance(known, dict):
         known = {}
     if isinstance(known.get(key), str):
@@ -340,9 +336,7 @@ def _remembered_digest(pack: Pack) -> str:
     # one entry per file: an older version of it is dropped
     known = {k: v for k, v in known.items() if k.rsplit("|", 2)[0] != where}
     known[key] = value
-    with contextlib.suppress(OSError):
-        memo.parent.mkdir(parents=True, exist_ok=True)
-        _atomic(memo, lambda tmp: tmp.write_text(json.dumps(known, indent=0)))
+    write_json(memo, known)
     return value
 
 
