@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from aicf_induct.cli import options
 from aicf_induct.errors import ConfigError
 
 LATEST = "latest"  # RUN_ID standing for the run started last
@@ -34,8 +35,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r.set_defaults(func=plot_run)
     c = psub.add_parser("correlations", parents=[common], help="the correlation heatmap",
                         description="The latest `induce fit`'s feature × trait correlations "
-                                    "(view `correlations`); * marks q <= --fdr.")
+                                    "(view `correlations`), or a knowledge pack's (--pack); "
+                                    "* marks q <= --fdr.")
     c.add_argument("--fdr", type=float, default=0.05, help="q-value to mark (default 0.05)")
+    c.add_argument("--pack", nargs="?", const="", default=None, metavar="PACK",
+                   help="draw a knowledge pack's correlations instead of the warehouse's "
+                        "(PACK left out: the installed pack)")
+    c.add_argument("--top", type=options.non_negative_int, default=20, metavar="N",
+                   help="the features and traits of the N most significant correlations "
+                        "(default 20; 0: all, which for a corpus is a very large figure)")
     c.set_defaults(func=plot_correlations)
     lb = psub.add_parser("leaderboard", parents=[common], help="a problem's best structures",
                          description="Mean and best score of the problem's best structures "
@@ -91,18 +99,35 @@ def plot_run(args: argparse.Namespace) -> int:
 def plot_correlations(args: argparse.Namespace) -> int:
     import warehouse
     from aicf_induct.plots import correlation_figure, save_figure
+    from aicf_induct.plots.reports import most_significant
     from warehouse.browse import mined
 
     if not 0 < args.fdr <= 1:
         raise ConfigError(f"--fdr must be in (0, 1], got {args.fdr}")
-    root = _root(args.warehouse, args.output)
-    rows = warehouse.with_retry(root, lambda c: mined(c, "correlations"))
-    if not rows:
-        raise ConfigError(f"no correlations in {root}: mine them with `aicf-induct induce fit "
-                          f"--warehouse {root}`")
-    path = save_figure(correlation_figure(rows, args.fdr), args.output)
-    marked = sum(r["q_value"] is not None and r["q_value"] <= args.fdr for r in rows)
-    return _done(path, f"{len(rows)} correlations, {marked} with q <= {args.fdr:g}")
+    if args.pack is not None:
+        if args.warehouse is not None:
+            raise ConfigError("--pack and --warehouse: draw one of them")
+        from aicf_induct.induction.pack import load_pack
+        from aicf_induct.plots.save import check_output
+
+        check_output(args.output)
+        pack = load_pack(args.pack or None)
+        rows = [{str(k): v for k, v in r.items()}
+                for r in pack.correlations.to_dict("records")]
+        where = f"pack {pack.path}"
+    else:
+        root = _root(args.warehouse, args.output)
+        rows = warehouse.with_retry(root, lambda c: mined(c, "correlations"))
+        where = str(root)
+        if not rows:
+            raise ConfigError(f"no correlations in {root}: mine them with `aicf-induct induce "
+                              f"fit --warehouse {root}`, or draw the pack's (--pack)")
+    shown = most_significant(rows, args.top)
+    path = save_figure(correlation_figure(shown, args.fdr), args.output)
+    marked = sum(r["q_value"] is not None and r["q_value"] <= args.fdr for r in shown)
+    of = f" of {len(rows)}" if len(shown) < len(rows) else ""
+    return _done(path, f"{len(shown)} correlations{of} from {where}, {marked} with q <= "
+                       f"{args.fdr:g}")
 
 
 def plot_leaderboard(args: argparse.Namespace) -> int:

@@ -11,6 +11,17 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 
+def most_significant(rows: list[dict[str, Any]], top: int) -> list[dict[str, Any]]:
+    """The rows whose feature and trait are among those of the `top` most significant rows
+    (lowest q-value): the grid a figure can show of a corpus's thousands (0: every row)."""
+    if top <= 0 or len(rows) <= top:
+        return rows
+    ranked = sorted(rows, key=lambda r: math.inf if r["q_value"] is None or
+                    not math.isfinite(r["q_value"]) else r["q_value"])[:top]
+    features, traits = {r["feature"] for r in ranked}, {r["trait"] for r in ranked}
+    return [r for r in rows if r["feature"] in features and r["trait"] in traits]
+
+
 def correlation_figure(rows: list[dict[str, Any]], fdr: float = 0.05) -> Figure:
     """Features × traits coloured by the correlation; `*` on cells with q <= fdr."""
     features = sorted({r["feature"] for r in rows})

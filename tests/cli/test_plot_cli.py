@@ -112,6 +112,7 @@ def test_plot_leaderboard_bars_are_the_reports_mean_scores(
     (["leaderboard", "no_such_problem", "-o", "x.png"], "no scored runs of 'no_such_problem'"),
     (["leaderboard", "iris", "--top", "0", "-o", "x.png"], "--top must be >= 1"),
     (["correlations", "--fdr", "2", "-o", "x.png"], "--fdr"),
+    (["correlations", "--pack", "-o", "x.png"], "--pack and --warehouse: draw one of them"),
     (["run", "nope", "-o", "missing/x.png"], "does not exist"),
 ])
 def test_plot_errors_are_one_line_and_write_nothing(
@@ -132,3 +133,25 @@ def test_plot_correlations_without_a_fit_says_how_to_mine(tmp_path: Path,
                  str(tmp_path / "wh")]) == 2
     assert "aicf-induct induce fit" in capsys.readouterr().err
     assert not (tmp_path / "c.png").exists()
+
+
+def test_plot_correlations_of_the_pack_draws_the_most_significant(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The shipped pack's thousands of correlations: the grid of the features and traits of
+    the --top most significant, every correlation of that grid drawn."""
+    from aicf_induct.induction.pack import load_pack
+    from aicf_induct.plots.reports import most_significant
+
+    rows = [{str(k): v for k, v in r.items()}
+            for r in load_pack().correlations.to_dict("records")]
+    out = tmp_path / "c.png"
+    said = _plot(capsys, "correlations", "--pack", "--top", "5", "-o", str(out))
+    shown = most_significant(rows, 5)
+    assert f"wrote {out} ({len(shown)} correlations of {len(rows)} from pack " in said
+    assert out.read_bytes().startswith(b"\x89PNG")
+    best = sorted(rows, key=lambda r: r["q_value"])[:5]
+    features, traits = {r["feature"] for r in best}, {r["trait"] for r in best}
+    assert {(r["feature"], r["trait"]) for r in shown} == {
+        (r["feature"], r["trait"]) for r in rows
+        if r["feature"] in features and r["trait"] in traits}
+    assert most_significant(rows, 0) == rows
