@@ -22,6 +22,7 @@ from aicf_induct.induction.sweep_gpu import MODELS
 from aicf_induct.induction.sweep_problems import resolve, with_max_rows
 from aicf_induct.problems.preprocess import MIN_ROWS
 from aicf_induct.problems.splits import MAX_SEED
+from aicf_induct.runtime.trainer import TrainConfig
 
 DEFAULT_BUDGET_S = 300.0
 WORKERS_HELP = (f"runs at once (default: the number of CPUs; with --engine gpu, {MODELS} "
@@ -109,9 +110,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def with_recipe_options(cands: list[Candidate], varied: set[str],
-                        args: argparse.Namespace) -> list[Candidate]:
-    """Recipe fields the space does not vary come from the command line's options."""
-    fixed = {a: getattr(args, a) for a in RECIPE_AXES if a not in varied}
+                        config: TrainConfig) -> list[Candidate]:
+    """Recipe fields the space does not vary come from the command line's recipe
+    (`train_config`: the options given, the defaults for the others)."""
+    fixed = {a: getattr(config, a) for a in RECIPE_AXES if a not in varied}
     return [Candidate(c.spec, dataclasses.replace(c.recipe, **fixed)) for c in cands]
 
 
@@ -124,10 +126,11 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--seed {args.seed} with --seeds {args.seeds} passes the largest "
                           f"seed, {MAX_SEED}")
     space = parse_space(args.space)
-    cands = with_recipe_options(space.candidates(), set(space.space.axes), args)
+    config = train_config(args)
+    cands = with_recipe_options(space.candidates(), set(space.space.axes), config)
     names = with_max_rows(resolve(args.problems, args.exclude.split(",")), args.max_rows)
     seeds = tuple(range(args.seed, args.seed + args.seeds))
-    spec = SweepSpec(tuple(names), tuple(cands), seeds, train_config(args), args.budget)
+    spec = SweepSpec(tuple(names), tuple(cands), seeds, config, args.budget)
     if args.dry_run:
         print(f"{len(names)} problems × {len(cands)} candidates × {len(seeds)} seeds = "
               f"{len(names) * len(cands) * len(seeds)} runs; {space.describe()}")

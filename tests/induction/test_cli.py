@@ -24,7 +24,7 @@ def test_sweep_dry_run_takes_recipe_options_for_axes_the_space_leaves(
     out = capsys.readouterr().out
     assert "2 problems × 2 candidates × 1 seeds = 4 runs" in out
     assert "problems: iris, breast_cancer" in out
-    assert "lr=0.01,weight_decay=0.0,batch_size=64" in out
+    assert "optimizer=adam,lr=0.01,weight_decay=0.0,batch_size=64" in out  # the defaults
 
 
 @pytest.mark.parametrize("argv, words", [
