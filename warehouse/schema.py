@@ -57,7 +57,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     )),
     Table("problem_features", "Meta-features of a problem, one row per feature.", (
         _c("problem_id", S, "", "problem this feature describes"),
-        _c("feature", S, "", "meta-feature name, e.g. `n_rows_log`, `class_entropy`"),
+        _c("feature", S, "", "meta-feature name, e.g. `simple.log_n_rows`, `info.class_entropy`"),
         _c("value", F64, "feature's own", "meta-feature value"),
         _c("split_seed", I64, "", "seed whose training split the value was computed on "
                                   "(0: the split `propose` featurises); NULL: not recorded "
@@ -103,7 +103,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     Table("ir_patterns", "Structural patterns of an IR, one row per pattern; keyed by "
           "fingerprint (deduplicated per writer, and by the view).", (
         _c("fingerprint", S, "", "IR fingerprint"),
-        _c("pattern", S, "", "pattern name, e.g. `depth`, `op_count.relu`, `width_ratio`"),
+        _c("pattern", S, "", "pattern name, e.g. `depth`, `op.relu`, `width.ratio`"),
         _c("value", F64, "pattern's own", "pattern value"),
     )),
     Table("steps", "Training dynamics, one row per optimizer step.", (

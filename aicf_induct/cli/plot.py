@@ -140,6 +140,6 @@ def plot_leaderboard(args: argparse.Namespace) -> int:
     board = warehouse.with_retry(root, lambda c: warehouse.run_report(
         c, "leaderboard", {"problem": args.problem, "top": args.top}))
     if board.empty:
-        raise ConfigError(f"PROBLEM: no scored runs of '{args.problem}' in {root}")
+        raise ConfigError(f"no scored runs of '{args.problem}' in {root}")
     path = save_figure(leaderboard_figure(board, args.problem), args.output)
     return _done(path, f"{len(board)} structures")

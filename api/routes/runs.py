@@ -5,6 +5,7 @@ from typing import Annotated
 import duckdb
 from fastapi import APIRouter, Path, Query
 
+from aicf_induct.records import RUN_STATUSES
 from api.deps import ReadAccess, WarehouseDep
 from api.errors import ApiProblem
 from api.schemas.common import next_offset
@@ -14,13 +15,15 @@ from warehouse import browse
 router = APIRouter(tags=["runs"])
 
 Filter = Annotated[str | None, Query(max_length=200)]
+Status = Annotated[str | None, Query(pattern=f"^({'|'.join(RUN_STATUSES)})$",
+                                     description=f"one of {', '.join(RUN_STATUSES)}")]
 Offset = Annotated[int, Query(ge=0, le=2**62, description="rows to skip")]
 RunId = Annotated[str, Path(min_length=1, max_length=200)]
 
 
 @router.get("/runs")
 def list_runs(_: ReadAccess, wh: WarehouseDep, problem: Filter = None, origin: Filter = None,
-              status: Filter = None,
+              status: Status = None,
               limit: Annotated[int, Query(ge=1, le=1000)] = 50, offset: Offset = 0) -> RunPage:
     """Runs, newest first; filter by problem (name or id), origin and status."""
     items, total = wh.read(lambda c: browse.list_runs(

@@ -61,6 +61,8 @@ def test_runs_filter_and_paginate(server: Server) -> None:
         assert seen == [r["run_id"] for r in page["items"]]
         problem(c.get("/v1/runs", params={"limit": 0}), 422, "query.limit")
         problem(c.get("/v1/runs", params={"offset": -1}), 422, "query.offset")
+        problem(c.get("/v1/runs", params={"status": "bogus"}), 422, "query.status")
+        assert c.get("/v1/runs", params={"status": "abandoned"}).json()["total"] == 0
 
 
 def test_one_run_and_its_steps(server: Server) -> None:
