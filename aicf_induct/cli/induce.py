@@ -532,7 +532,8 @@ def _evaluate_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     e.add_argument("--plot", default=None, metavar="FILE",
                    help="also draw the evaluation to FILE (.png, .svg or .pdf): each "
                         "method's mean normalized error per k with its 95 %% CI, and the "
-                        "top-1 against each warm start's top-3 with Holm's p")
+                        "top-1 against each warm start's top-3 with Holm's p (beside it the "
+                        "full search's and the choice oracle's, when --baselines names them)")
     e.add_argument("--quiet", action="store_true", help="no progress bar")
     e.set_defaults(func=evaluate)
 
@@ -574,7 +575,7 @@ def evaluate(args: argparse.Namespace) -> int:
 
         where = "held out" if args.holdout is not None else "leave one group out"
         fig = evaluation_figure(ev.summary, ev.top1_vs_three, ev.gaps,
-                                f"{header.splitlines()[0]} ({where})")
+                                f"{header.splitlines()[0]} ({where})", ev.ceilings_vs_three)
         print(f"wrote {save_figure(fig, args.plot)}", file=sys.stderr)
     if args.json:
         print(json.dumps({"default": ev.default, "splits": ev.splits,

@@ -341,7 +341,7 @@ def test_induce_evaluate_plot_draws_every_method_and_k_the_table_holds(
     for r in ceilings.itertuples():
         assert r.problems == summary["problems"].max()
         assert r.mean_diff == pytest.approx(mean["full_search", 1] - mean[r.baseline, 3])
-    fig = evaluation_figure(summary, versus, {1: 0.5}, "t")
+    fig = evaluation_figure(summary, versus, {1: 0.5}, "t", ceilings)
     left, right = (a for a in fig.axes if isinstance(a, Axes))
     bars = [c for c in left.containers if isinstance(c, ErrorbarContainer)]
     assert [b.get_label() for b in bars] == ["k = 1", "k = 3"]
@@ -352,8 +352,12 @@ def test_induce_evaluate_plot_draws_every_method_and_k_the_table_holds(
             rows = rows[~rows["method"].isin(["default", "full_search"])]
         assert xs == pytest.approx(sorted(rows["norm_error"]))
     assert [t.get_text() for t in left.get_yticklabels()][-1] == "propose"
-    diffs = next(c for c in right.containers if isinstance(c, ErrorbarContainer))
+    diffs, scale = (c for c in right.containers if isinstance(c, ErrorbarContainer))
     assert sorted(diffs.lines[0].get_xdata()) == pytest.approx(sorted(versus["mean_diff"]))
+    # the full search beside the top-1, for scale: its differences, below each warm start
+    assert list(scale.lines[0].get_xdata()) == pytest.approx(list(ceilings["mean_diff"]))
+    assert [y % 1 for y in scale.lines[0].get_ydata()] == pytest.approx([0.78] * 3)
+    assert scale.get_label() == "full search (validation), for scale"
     assert "closes 50% of the default" in fig.get_suptitle()
     # a file that cannot be written: one line, before anything is evaluated
     rc, _, err = _run([*argv, "--plot", str(tmp_path / "eval.txt")], capsys)
