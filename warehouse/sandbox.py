@@ -123,9 +123,37 @@ def _run(conn: duckdb.DuckDBPyConnection, sql: str, limits: Limits) -> Result:
         timer.cancel()
         timer.join()  # an interrupt in flight lands before the caller closes the connection
     columns = [(f.name, str(f.type)) for f in schema]
-    rows = [[json_safe(v) for v in r.values()]
-            for b in batches for r in b.to_pylist(maps_as_pydicts="lossy")]
+    # column by column, by position: two result columns may share a name (`SELECT 1 AS a,
+    # 2 AS a`, a join's `*`), which rows read as dicts would fold into one
+    rows: list[list[Any]] = []
+    for b in batches:
+        values = [_column(b.column(i)) for i in range(b.num_columns)]
+        rows += [list(r) for r in zip(*values, strict=True)] if values else \
+            [[] for _ in range(b.num_rows)]
     return Result(columns, rows, time.perf_counter() - t0)
+
+
+def _column(col: pa.Array) -> list[Any]:
+    """A result column's values, JSON-safe (`json_safe`), each one Python cannot hold
+    (DuckDB's infinite or far-off times, a map keyed by lists) by `_scalar`."""
+    try:
+        return [json_safe(v) for v in col.to_pylist(maps_as_pydicts="lossy")]
+    except (OverflowError, ValueError, TypeError):
+        return [_scalar(s) for s in col]
+
+
+def _scalar(s: pa.Scalar) -> Any:
+    """One value: as Python holds it (a map with unhashable keys as its key-value pairs), else
+    as Arrow writes it as text, else a string naming its type; never an error."""
+    for read in (lambda: s.as_py(maps_as_pydicts="lossy"), s.as_py):
+        try:
+            return json_safe(read())
+        except (OverflowError, ValueError, TypeError):
+            pass
+    try:
+        return s.cast(pa.string()).as_py()
+    except pa.ArrowException:
+        return f"<a {s.type} value JSON cannot carry>"
 
 
 def _why(err: BaseException, timed_out: bool, limits: Limits) -> SandboxError:

@@ -46,5 +46,24 @@ def test_values_come_back_json_safe(root: Path) -> None:
     assert file_hashes(root) == before
 
 
+def test_columns_of_one_name_keep_their_own_values(root: Path) -> None:
+    r = run_sql(root, "SELECT 1 AS a, 2 AS a, 3 AS b")
+    assert [c[0] for c in r.columns] == ["a", "a", "b"] and r.rows == [[1, 2, 3]]
+    r = run_sql(root, "SELECT * FROM (SELECT 1 AS x, 'p' AS y) JOIN (SELECT 1 AS x, 'q' AS z) "
+                      "USING (x), (SELECT 9 AS y)")
+    assert len(r.rows[0]) == len(r.columns)
+
+
+def test_values_python_cannot_hold_come_back_as_text(root: Path) -> None:
+    """DuckDB's infinite and far-off times, a map keyed by lists, a struct holding an
+    infinite date: each a value JSON can carry, the query's other columns as usual."""
+    r = run_sql(root, "SELECT 'infinity'::TIMESTAMP AS t, '10000-01-01'::TIMESTAMPTZ AS far, "
+                      "MAP {[1]: 2} AS m, {'a': 'infinity'::DATE} AS s, 7 AS n")
+    row = r.rows[0]
+    json.dumps(r.rows, allow_nan=False)
+    assert isinstance(row[0], str) and row[1].startswith("10000-01-01")
+    assert row[2] == [[[1], 2]] and "struct" in row[3] and row[4] == 7
+
+
 def test_json_safe_floats() -> None:
     assert json_safe([float("inf"), -float("inf"), float("nan"), 1.0]) == [None, None, None, 1.0]
