@@ -123,12 +123,18 @@ def _columns(kind: str, records: Any) -> dict[str, list[Any]]:
             raise IngestError(f"{kind}[{i}].{f.name}", "missing" if v is None else _SAY[f.kind])
         if f.kind == "ts":
             col = [_time(kind, i, f.name, v) for i, v in enumerate(col)]
+        elif f.kind == "float":
+            col = [_float(v, f"{kind}[{i}].{f.name}") if type(v) is int else v
+                   for i, v in enumerate(col)]
         elif f.kind == "map":
             for i, v in enumerate(col):
                 bad = next((k for k, x in (v or {}).items()
                             if type(x) not in (float, int)), None)
                 if bad is not None:
                     raise IngestError(f"{kind}[{i}].{f.name}.{bad}", "not a number")
+                for k, x in (v or {}).items():
+                    if type(x) is int:
+                        _float(x, f"{kind}[{i}].{f.name}.{k}")
         elif f.kind == "int" and _outside_int64([v for v in col if v is not None]):
             i = next(i for i, v in enumerate(col) if v is not None and not _INT64[0] <= v <=
                      _INT64[1])
@@ -144,14 +150,36 @@ def _outside_int64(col: list[int]) -> bool:
     return bool(col) and (min(col) < _INT64[0] or max(col) > _INT64[1])
 
 
+def _float(v: int, field: str) -> float:
+    """A JSON integer sent for a number: as a float, or refused when float64 cannot hold it
+    (Arrow would fail on it when the table is made)."""
+    try:
+        return float(v)
+    except OverflowError:
+        raise IngestError(field, "out of the float64 range") from None
+
+
+# the times a run's records may carry (UTC): a time outside them is a clock or a client gone
+# wrong, and one outside Python's datetime would break every later read of its table
+TIME_RANGE = (datetime(1970, 1, 1, tzinfo=UTC), datetime(2200, 1, 1, tzinfo=UTC))
+
+
 def _time(kind: str, i: int, name: str, v: str | None) -> datetime:
     if v is None:
         return datetime.now(UTC)
+    field = f"{kind}[{i}].{name}"
     try:
         t = datetime.fromisoformat(v)
+        t = t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+        utc = t.astimezone(UTC)
     except ValueError:
-        raise IngestError(f"{kind}[{i}].{name}", _SAY["ts"]) from None
-    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+        raise IngestError(field, _SAY["ts"]) from None
+    except OverflowError:  # the offset takes it past year 1 or 9999
+        utc = None
+    if utc is None or not TIME_RANGE[0] <= utc < TIME_RANGE[1]:
+        raise IngestError(field, f"{v!r} is outside {TIME_RANGE[0].year}-"
+                                 f"{TIME_RANGE[1].year} (UTC)")
+    return t
 
 
 def _json(v: Any) -> str:
@@ -215,6 +243,9 @@ def steps_table(t: pa.Table, run_id: str) -> pa.Table:
     """An Arrow table of steps (one run's; a `run_id` column, if sent, must say `run_id`)
     cast to the `steps` schema. Raises `IngestError` naming the offending column or row."""
     schema = TABLES["steps"].schema
+    twice = sorted({c for c in t.column_names if t.column_names.count(c) > 1})
+    if twice:
+        raise IngestError(f"steps.{twice[0]}", "column given twice")
     extra = [c for c in t.column_names if c not in schema.names]
     if extra:
         raise IngestError(f"steps.{extra[0]}", "unknown column")

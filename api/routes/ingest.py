@@ -35,7 +35,8 @@ def _body(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def _invalid(err: IngestError) -> ApiProblem:
-    return ApiProblem(422, "invalid-input", str(err), field=f"body.{err.field}")
+    return ApiProblem(422, "invalid-input", str(err),
+                      field=f"body.{err.field}" if err.field else "body")
 
 
 async def _json(request: Request) -> dict[str, Any]:
@@ -103,7 +104,9 @@ async def end_run(_: WriteAccess, wh: WarehouseDep, run_id: RunId,
     """End a run: its status, steps taken, wall time and error."""
     body = await _json(request)
     bid = _batch_id(body)
-    batch = {"run_ends": [{"run_id": run_id, **body}]}
+    if body.get("run_id", run_id) != run_id:  # the path names the run; a body may repeat it
+        raise _invalid(IngestError("run_id", f"not the run '{run_id}' of the path"))
+    batch = {"run_ends": [{**body, "run_id": run_id}]}
     return await _commit(wh.root, bid, lambda: _renamed(batch, {"run_ends[0]": ""}, ""))
 
 
@@ -123,7 +126,7 @@ async def arrow_steps(_: WriteAccess, wh: WarehouseDep, run_id: RunId, batch_id:
         try:
             t = pa.ipc.open_stream(raw).read_all()
         except (pa.ArrowInvalid, OSError) as err:
-            raise IngestError("body", f"not an Arrow IPC stream ({err})") from None
+            raise IngestError("", f"not an Arrow IPC stream ({err})") from None
         return {"steps": ingest.steps_table(t, run_id)} if t.num_rows else {}
 
     return await _commit(wh.root, batch_id, make)

@@ -204,6 +204,22 @@ BAD: list[tuple[dict[str, Any], str, str]] = [
     ({"steps": [3]}, "body.steps[0]", "not an object"),
     ({"metrics": []}, "body.metrics", "unknown record kind"),
     ({"runs": [{**RUN, "started_at": "yesterday"}]}, "body.runs[0].started_at", "ISO 8601"),
+    # times Python's datetime cannot read back (they would break every later read of `runs`)
+    # and times no clock gives
+    ({"runs": [{**RUN, "started_at": "0001-01-01T00:00:00+01:00"}]},
+     "body.runs[0].started_at", "is outside 1970-2200 (UTC)"),
+    ({"runs": [{**RUN, "started_at": "9999-12-31T23:59:59-05:00"}]},
+     "body.runs[0].started_at", "is outside 1970-2200 (UTC)"),
+    ({"run_ends": [{"run_id": "r", "status": "completed", "steps": 1, "wall_time_s": 1.0,
+                    "ended_at": "1969-12-31T23:59:59+00:00"}]}, "body.run_ends[0].ended_at",
+     "is outside 1970-2200 (UTC)"),
+    # numbers float64 cannot hold, sent as JSON integers
+    ({"steps": [{**step_rows("r", 0, 1)[0], "loss": 10**400}]}, "body.steps[0].loss",
+     "out of the float64 range"),
+    ({"problems": [{"problem_id": "p", "name": "n", "source": "s", "task": "t", "n_rows": 1,
+                    "n_features": 1, "n_classes": 0, "target": "y",
+                    "features": {"skew": 10**400}}]}, "body.problems[0].features.skew",
+     "out of the float64 range"),
     ({"runs": [{**RUN, "seed": None}]}, "body.runs[0].seed", "missing"),
     ({"problems": [{"problem_id": "p", "name": "n", "source": "s", "task": "t", "n_rows": 1,
                     "n_features": 1, "n_classes": 0, "target": "y",
@@ -243,7 +259,10 @@ def test_bad_bodies_on_the_other_routes(service: Ingest) -> None:
              "body.steps[0].run_id"),
             (arrow(good.set_column(3, "loss", pa.array([1.0, None, 1.0, 1.0, 1.0]))), 422,
              "body.steps[1].loss"),
-            (arrow(b"not arrow at all"), 422, "body.body"),
+            (arrow(b"not arrow at all"), 422, "body"),
+            (arrow(pa.Table.from_arrays([*good.columns, good.column("loss")],
+                                        names=[*good.column_names, "loss"])), 422,
+             "body.steps.loss"),
             (arrow(good, "application/json"), 415, "header.Content-Type"),
             (c.post("/v1/ingest/batches", content=b"{not json",
                     headers={"Content-Type": "application/json"}), 400, "body"),
@@ -256,6 +275,18 @@ def test_bad_bodies_on_the_other_routes(service: Ingest) -> None:
             (c.post("/v1/ingest/runs/x/end", json={"batch_id": "e", "status": "completed",
                                                    "steps": "many", "wall_time_s": 1.0}),
              422, "body.steps"),
+            # the path names the run: a body naming another is refused, not written there
+            (c.post("/v1/ingest/runs/x/end", json={"batch_id": "e2", "run_id": "other",
+                                                   "status": "completed", "steps": 1,
+                                                   "wall_time_s": 1.0}), 422, "body.run_id"),
+            # JSON no table can hold: a lone surrogate, and nesting past Python's limit
+            (c.post("/v1/ingest/batches", content=b'{"batch_id": "s", "steps": [{"run_id": '
+                    b'"\\ud800"}]}', headers={"Content-Type": "application/json"}), 400,
+             "body"),
+            (c.post("/v1/ingest/batches", content=b"[" * 100_000,
+                    headers={"Content-Type": "application/json"}), 400, "body"),
+            (c.post("/v1/proposals", content=b'{"a":' * 5000,
+                    headers={"Content-Type": "application/json"}), 400, "body"),
         ]
         for r, status, field in cases:
             assert r.status_code == status, (field, r.text)
