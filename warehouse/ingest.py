@@ -17,6 +17,11 @@ table directory, so no reader ever globs it):
 ledger entry exists is not written again, also after a restart; `recover` (run when the service
 starts) rolls forward every planned batch a killed server left and deletes unplanned staging,
 so after a crash a batch is either wholly in the warehouse or not at all.
+
+A run is started once: a batch holding `runs` rows commits under one more lock, refused
+(`RunExists`) when one of its run ids was started through the service before, under another
+batch id (`runs/<hash of the run id>` under `_ingest/`, written after the batch is in the
+warehouse; a run of a batch committed before a crash between the two is not guarded).
 """
 
 from __future__ import annotations
@@ -51,6 +56,17 @@ class IngestError(WarehouseError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+
+
+class RunExists(IngestError):
+    """A batch starting a run the service has started before (`index`: its row in the
+    batch's `runs`)."""
+
+    def __init__(self, run_id: str, index: int) -> None:
+        super().__init__(f"runs[{index}].run_id",
+                         f"run '{run_id}' was started before (another batch id); a run is "
+                         "started once: append to it, or start a run of another id")
+        self.run_id, self.index = run_id, index
 
 
 @dataclass(frozen=True)
@@ -318,13 +334,45 @@ def _locked(root: Path, key: str) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def _run_marker(root: Path, run_id: str) -> Path:
+    key = hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return _idir(root) / "runs" / key[:2] / key
+
+
+def _new_runs(root: Path, tables: Mapping[str, pa.Table]) -> list[str]:
+    """The batch's run ids, each refused (`RunExists`) when it was started before or
+    repeats in the batch."""
+    ids = tables["runs"].column("run_id").to_pylist() if "runs" in tables else []
+    for i, rid in enumerate(ids):
+        if rid in ids[:i] or _run_marker(root, rid).exists():
+            raise RunExists(rid, i)
+    return ids
+
+
 def commit(root: str | Path, batch_id: str, tables: Mapping[str, pa.Table]) -> Committed:
     """Write the batch's tables into the warehouse once (see the module docstring)."""
     root = Path(root)
     key = batch_key(batch_id)
-    rows = {name: t.num_rows for name, t in tables.items()}
     if _ledger(root, key).is_file():
         return Committed(batch_id, False, _ledger_rows(root, key))
+    # a batch that starts runs: one at a time, so two batches cannot both start one run
+    runs_lock = _locked(root, "runs") if "runs" in tables else contextlib.nullcontext()
+    with runs_lock:
+        if _ledger(root, key).is_file():  # this batch, committed by a concurrent retry
+            return Committed(batch_id, False, _ledger_rows(root, key))
+        started = _new_runs(root, tables)
+        done = _commit_once(root, batch_id, key, tables)
+        if done.written:
+            for rid in started:
+                marker = _run_marker(root, rid)
+                ensure_dir(marker.parent)
+                marker.touch()
+    return done
+
+
+def _commit_once(root: Path, batch_id: str, key: str,
+                 tables: Mapping[str, pa.Table]) -> Committed:
+    rows = {name: t.num_rows for name, t in tables.items()}
     with _locked(root, key):
         if _ledger(root, key).is_file():  # committed by a concurrent request meanwhile
             return Committed(batch_id, False, _ledger_rows(root, key))

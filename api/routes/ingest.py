@@ -18,7 +18,7 @@ from api.errors import ApiProblem
 from api.routes.bodies import json_object
 from api.schemas.ingest import BATCH_ID, IngestBatch, IngestResult, KeyCheck, RunCreate, RunEnd
 from warehouse import ingest
-from warehouse.ingest import IngestError
+from warehouse.ingest import IngestError, RunExists
 from warehouse.writer import Writer
 
 router = APIRouter(prefix="/ingest", tags=["ingest"])
@@ -51,8 +51,10 @@ def _batch_id(body: dict[str, Any]) -> str:
     return bid
 
 
-async def _commit(wh_root: Any, batch_id: str,
-                  make: Callable[[], Mapping[str, pa.Table]]) -> IngestResult:
+async def _commit(wh_root: Any, batch_id: str, make: Callable[[], Mapping[str, pa.Table]],
+                  run_field: str | None = None) -> IngestResult:
+    """Commit the batch `make` builds; `run_field`: how the route's body names the run id a
+    409 (a run started before) points at, when not `runs[i].run_id`."""
     def work() -> IngestResult:
         ingest.batch_key(batch_id)  # a bad id is refused before the records are converted
         if ingest.is_committed(wh_root, batch_id):
@@ -64,6 +66,9 @@ async def _commit(wh_root: Any, batch_id: str,
 
     try:
         return await run_in_threadpool(work)
+    except RunExists as err:
+        raise ApiProblem(409, "run-exists", str(err),
+                         field=f"body.{run_field or err.field}") from None
     except IngestError as err:
         raise _invalid(err) from None
 
@@ -92,10 +97,11 @@ async def create_run(_: WriteAccess, wh: WarehouseDep, request: Request) -> Inge
     if unknown or "run" not in body:
         raise _invalid(IngestError(unknown[0] if unknown else "run",
                                    "unknown field" if unknown else "missing"))
-    batch = {"runs": [body["run"]], "problems": [body["problem"]] if body.get("problem") else []}
+    batch = {"runs": [body["run"]],
+             "problems": [body["problem"]] if body.get("problem") is not None else []}
     wid = _writer(request)
     return await _commit(wh.root, bid, lambda: _renamed(
-        batch, {"runs[0]": "run", "problems[0]": "problem"}, wid))
+        batch, {"runs[0]": "run", "problems[0]": "problem"}, wid), run_field="run.run_id")
 
 
 @router.post("/runs/{run_id}/end", openapi_extra=_body(RunEnd))

@@ -188,6 +188,34 @@ def test_a_retried_batch_is_written_once(service: Ingest) -> None:
     assert is_committed(service.root, "retry-me") and is_committed(service.root, "retry-arrow")
 
 
+def test_a_run_is_started_once(service: Ingest) -> None:
+    """A run id the service started is refused under another batch id (409 naming it, the
+    batch not written); the same batch sent again is a retry, not a second start."""
+    run = {**RUN, "run_id": "once"}
+
+    def runs_of(run_id: str) -> int:
+        with warehouse.connect(service.root) as conn:
+            return int(conn.execute("SELECT count(*) FROM runs WHERE run_id = ?",
+                                    [run_id]).fetchone()[0])
+
+    with service.client() as c:
+        first = c.post("/v1/ingest/runs", json={"batch_id": "once-a", "run": run})
+        retry = c.post("/v1/ingest/runs", json={"batch_id": "once-a", "run": run})
+        again = c.post("/v1/ingest/runs", json={"batch_id": "once-b", "run": run})
+        batch = c.post("/v1/ingest/batches", json={"batch_id": "once-c", "runs": [run],
+                                                   "steps": step_rows("once", 0, 2)})
+        twice = c.post("/v1/ingest/batches", json={
+            "batch_id": "once-d", "runs": [{**run, "run_id": "new"}, {**run, "run_id": "new"}]})
+    assert first.json()["written"] and not retry.json()["written"]
+    for r, field in ((again, "body.run.run_id"), (batch, "body.runs[0].run_id"),
+                     (twice, "body.runs[1].run_id")):
+        assert r.status_code == 409, r.text
+        assert r.json()["field"] == field and "was started before" in r.json()["detail"]
+    assert runs_of("once") == 1 and runs_of("new") == 0
+    assert count_steps(service.root, "once") == 0  # the refused batch wrote nothing
+    assert not any(is_committed(service.root, b) for b in ("once-b", "once-c", "once-d"))
+
+
 BAD: list[tuple[dict[str, Any], str, str]] = [
     ({"steps": [*step_rows("r", 0, 3), {**step_rows("r", 3, 1)[0], "loss": "low"}]},
      "body.steps[3].loss", "not a number"),
