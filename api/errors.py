@@ -50,6 +50,12 @@ def _loc(loc: tuple[Any, ...] | list[Any]) -> str:
 
 async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
+    bad_json = next((e for e in exc.errors() if e.get("type") == "json_invalid"), None)
+    if bad_json is not None:  # a body FastAPI parses, not JSON: as the routes that read
+        # their own bodies answer it (`routes.bodies`), not a 422 on `body.<offset>`
+        why = bad_json.get("ctx", {}).get("error", bad_json.get("msg", "invalid"))
+        return problem_response(400, f"the request body is not JSON ({why})",
+                                slug="invalid-body", field="body")
     errors = [FieldError(field=_loc(e.get("loc", ())), message=str(e.get("msg", "invalid")))
               for e in exc.errors()]
     detail = "; ".join(f"{e.field}: {e.message}" for e in errors[:5]) or "invalid request"

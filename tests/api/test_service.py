@@ -131,8 +131,10 @@ def test_sql_answers_and_rejects_bad_bodies(server: Server) -> None:
         problem(c.post("/v1/sql", json={}), 422, "body.sql")
         problem(c.post("/v1/sql", json={"sql": ""}), 422, "body.sql")
         problem(c.post("/v1/sql", json={"sql": "SELECT 1", "x": 1}), 422, "body.x")
-        problem(c.post("/v1/sql", content=b"{not json", headers={
-            "content-type": "application/json"}), 422)
+        # not JSON: a 400 naming the body, as on the routes that read their own bodies
+        bad = problem(c.post("/v1/sql", content=b"{not json", headers={
+            "content-type": "application/json"}), 400, "body")
+        assert bad["type"].endswith(":invalid-body") and "not JSON" in bad["detail"]
         problem(c.post("/v1/sql", json={"sql": "SELECT nope FROM steps"}), 422, "body.sql")
 
 
