@@ -122,8 +122,8 @@ async def end_run(_: WriteAccess, wh: WarehouseDep, run_id: RunId,
 async def arrow_steps(_: WriteAccess, wh: WarehouseDep, run_id: RunId, batch_id: BatchId,
                       request: Request) -> IngestResult:
     """Append a run's steps as an Arrow IPC stream (columns of the `steps` table)."""
-    ctype = request.headers.get("content-type", "").split(";")[0].strip()
-    if ctype != ARROW_STREAM:
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype != ARROW_STREAM:  # media types are case-insensitive (RFC 9110)
         raise ApiProblem(415, "unsupported-media-type",
                          f"send the steps as {ARROW_STREAM}", field="header.Content-Type")
     raw = await request.body()

@@ -292,6 +292,8 @@ def test_bad_bodies_on_the_other_routes(service: Ingest) -> None:
                                         names=[*good.column_names, "loss"])), 422,
              "body.steps.loss"),
             (arrow(good, "application/json"), 415, "header.Content-Type"),
+            (arrow(good.set_column(3, "loss", pa.array(["x"] * 5)), ARROW.upper()), 422,
+             "body.steps.loss"),  # the media type in capitals is still Arrow
             (c.post("/v1/ingest/batches", content=b"{not json",
                     headers={"Content-Type": "application/json"}), 400, "body"),
             (c.post("/v1/ingest/batches", json={"steps": []}), 422, "body.batch_id"),
