@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from aicf_induct.runtime.transforms import TRANSFORMS
 
@@ -44,7 +44,7 @@ class RewriteRequest(BaseModel):
     task: Literal["classification", "regression"] | None = None
     blocked: list[TransformName] = Field(default_factory=list, max_length=16,
                                          description="blacklisted transforms")
-    top: int = Field(default=3, ge=1, le=len(TRANSFORMS))
+    top: StrictInt = Field(default=3, ge=1, le=len(TRANSFORMS))  # a JSON integer
 
 
 class RewritePublic(BaseModel):

@@ -57,6 +57,7 @@ def test_a_problem_name_is_featurised(server: Server) -> None:
     ({"features": None, "problem": "file:/etc/passwd?target=x"}, "body.problem"),
     ({"blocked": ["teleport"]}, "body.blocked.0"),
     ({"top": 0}, "body.top"),
+    ({"top": "2"}, "body.top"),  # a JSON integer, not text
     ({"dynamics": {"loss": [1.0], "speed": 3}}, "body.dynamics.speed"),
     ({"colour": "red"}, "body.colour"),
 ])
