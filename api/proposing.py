@@ -24,7 +24,7 @@ from aicf_induct.induction.proposals import (
     propose_features,
     propose_problem,
 )
-from aicf_induct.problems.preprocess import Task
+from aicf_induct.problems.preprocess import Task, UnusableColumn
 from aicf_induct.problems.registry import parse_name
 
 CACHED_ANSWERS = 1024  # (dataset, top) answers kept, least recently used dropped first
@@ -136,8 +136,9 @@ def _as_field(field: str, fn: Callable[[], Any], hide: tuple[str, str] | None = 
     except AicfError as err:
         message = str(err)
         if hide is not None:  # an upload: its name, and its form's way to leave a column out
-            message = message.replace(hide[0], hide[1]).replace(
-                "; drop it with &drop=", "; leave it out with the form field drop=")
+            if isinstance(err, UnusableColumn):
+                message = err.advised(f"leave it out with the form field drop={err.column}")
+            message = message.replace(hide[0], hide[1])
             if "cannot drop unknown column" in message:
                 field = "body.drop"
         if target is not None and (f"column '{target}'" in message

@@ -144,11 +144,9 @@ def _columns(kind: str, records: Any) -> dict[str, list[Any]]:
                    for i, v in enumerate(col)]
         elif f.kind == "map":
             for i, v in enumerate(col):
-                bad = next((k for k, x in (v or {}).items()
-                            if type(x) not in (float, int)), None)
-                if bad is not None:
-                    raise IngestError(f"{kind}[{i}].{f.name}.{bad}", "not a number")
                 for k, x in (v or {}).items():
+                    if type(x) not in (float, int):
+                        raise IngestError(f"{kind}[{i}].{f.name}.{k}", "not a number")
                     if type(x) is int:
                         _float(x, f"{kind}[{i}].{f.name}.{k}")
         elif f.kind == "int" and _outside_int64([v for v in col if v is not None]):
@@ -342,7 +340,7 @@ def _run_marker(root: Path, run_id: str) -> Path:
 def _new_runs(root: Path, tables: Mapping[str, pa.Table]) -> list[str]:
     """The batch's run ids, each refused (`RunExists`) when it was started before or
     repeats in the batch."""
-    ids = tables["runs"].column("run_id").to_pylist() if "runs" in tables else []
+    ids = tables["runs"].column("run_id").to_pylist()
     for i, rid in enumerate(ids):
         if rid in ids[:i] or _run_marker(root, rid).exists():
             raise RunExists(rid, i)
@@ -355,9 +353,10 @@ def commit(root: str | Path, batch_id: str, tables: Mapping[str, pa.Table]) -> C
     key = batch_key(batch_id)
     if _ledger(root, key).is_file():
         return Committed(batch_id, False, _ledger_rows(root, key))
-    # a batch that starts runs: one at a time, so two batches cannot both start one run
-    runs_lock = _locked(root, "runs") if "runs" in tables else contextlib.nullcontext()
-    with runs_lock:
+    if "runs" not in tables:
+        return _commit_once(root, batch_id, key, tables)
+    with _locked(root, "runs"):  # batches that start runs: one at a time, so two batches
+        # cannot both start one run
         if _ledger(root, key).is_file():  # this batch, committed by a concurrent retry
             return Committed(batch_id, False, _ledger_rows(root, key))
         started = _new_runs(root, tables)

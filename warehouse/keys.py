@@ -87,11 +87,16 @@ def create_key(path: str | Path, scope: str) -> str:
     return key
 
 
+def _public(entry: dict[str, str]) -> dict[str, str]:
+    """A stored key's id, scope and creation time (the hash stays in the file: it is no key,
+    but nothing needs it shown)."""
+    return {"id": entry.get("id", ""), "scope": entry["scope"],
+            "created_at": entry.get("created_at", "")}
+
+
 def list_keys(path: str | Path) -> list[dict[str, str]]:
-    """Each stored key's id, scope and creation time, oldest first (the hash stays in the
-    file: it is no key, but nothing needs it shown)."""
-    return [{"id": k.get("id", ""), "scope": k["scope"], "created_at": k.get("created_at", "")}
-            for k in _load(Path(path))]
+    """Each stored key's `_public` entry, oldest first."""
+    return [_public(k) for k in _load(Path(path))]
 
 
 def id_of(path: str | Path, key: str) -> str | None:
@@ -117,7 +122,7 @@ def revoke_key(path: str | Path, key_id: str) -> dict[str, str]:
         return [k for k in keys if k.get("id") != key_id]
 
     _rewrite(path, without)
-    return {"id": key_id, "scope": gone[0]["scope"], "created_at": gone[0].get("created_at", "")}
+    return _public(gone[0])
 
 
 class KeyStore:

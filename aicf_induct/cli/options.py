@@ -119,10 +119,14 @@ def new_file(text: str) -> str:
     return text
 
 
-RECIPE_OPTIONS = {"--optimizer": "optimizer", "--lr": "lr", "--weight-decay": "weight_decay",
-                  "--batch-size": "batch_size"}  # what a proposal's recipe sets
+def recipe_options() -> dict[str, str]:
+    """What a proposal's recipe sets, as options: option -> the recipe axis it gives (read
+    when asked: the space's module is not imported by every command's start)."""
+    from aicf_induct.induction.space import RECIPE_AXES
+
+    return {"--" + axis.replace("_", "-"): axis for axis in RECIPE_AXES}
 
 
 def given_recipe(args: Namespace) -> list[str]:
-    """The recipe options (`RECIPE_OPTIONS`) given on the command line."""
-    return [o for o, name in RECIPE_OPTIONS.items() if getattr(args, name, None) is not None]
+    """The recipe options (`recipe_options`) given on the command line."""
+    return [o for o, name in recipe_options().items() if getattr(args, name, None) is not None]

