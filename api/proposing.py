@@ -24,7 +24,12 @@ from aicf_induct.induction.proposals import (
     propose_features,
     propose_problem,
 )
-from aicf_induct.problems.preprocess import Task, UnusableColumn
+from aicf_induct.problems.preprocess import (
+    TargetError,
+    Task,
+    UnknownDropColumn,
+    UnusableColumn,
+)
 from aicf_induct.problems.registry import parse_name
 
 CACHED_ANSWERS = 1024  # (dataset, top) answers kept, least recently used dropped first
@@ -104,7 +109,7 @@ class Proposals:
         pack = self.pack()
         problem, features = _as_field(
             "body.file", lambda: featurise_file(path, target, name, task, drop),
-            hide=(str(path), name), target=target)
+            upload=(str(path), name))
         return propose_problem(problem, features, pack, top)
 
     def feature_names(self) -> list[str]:
@@ -127,22 +132,21 @@ def known_problem(dataset: str, pack: Pack) -> None:
                                          "does not hold: upload its data instead")
 
 
-def _as_field(field: str, fn: Callable[[], Any], hide: tuple[str, str] | None = None,
-              target: str | None = None) -> Any:
-    """`fn()`, its AicfError a BadRequest for `field` (the target's when it names the target
-    column), with a temporary path in the message replaced by the upload's name."""
+def _as_field(field: str, fn: Callable[[], Any],
+              upload: tuple[str, str] | None = None) -> Any:
+    """`fn()`, its AicfError a BadRequest for `field`. For an upload (`upload`: its temporary
+    path and the name it came with), an error about the target or a dropped column names the
+    form field that gave it, and the temporary path in the message is the upload's name."""
     try:
         return fn()
     except AicfError as err:
         message = str(err)
-        if hide is not None:  # an upload: its name, and its form's way to leave a column out
-            if isinstance(err, UnusableColumn):
+        if upload is not None:
+            if isinstance(err, UnusableColumn):  # the form's way to leave a column out
                 message = err.advised(f"leave it out with the form field drop={err.column}")
-            message = message.replace(hide[0], hide[1])
-            if "cannot drop unknown column" in message:
+            elif isinstance(err, UnknownDropColumn):
                 field = "body.drop"
-        if target is not None and (f"column '{target}'" in message
-                                   or f"target '{target}'" in message
-                                   or "name the target" in message):
-            field = "body.target"
+            elif isinstance(err, TargetError):
+                field = "body.target"
+            message = message.replace(*upload)
         raise BadRequest(field, message) from None

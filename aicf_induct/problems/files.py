@@ -15,7 +15,13 @@ from pathlib import Path
 import pandas as pd
 
 from aicf_induct.errors import DataError
-from aicf_induct.problems.preprocess import Table, Task, is_numeric
+from aicf_induct.problems.preprocess import (
+    Table,
+    TargetError,
+    Task,
+    UnknownDropColumn,
+    is_numeric,
+)
 
 CLASSIFICATION_MAX_LEVELS = 20  # an integer target with at most this many values is a class
 # The floats written, to the last bit: pandas 2's default CSV parser is off by an ulp at times
@@ -81,17 +87,17 @@ def file_table(name: str, path: str | Path, target: str | None, task: Task | Non
                drop: tuple[str, ...] = ()) -> Table:
     frame = read_frame(path)
     if not target:
-        raise DataError(f"{path}: name the target column with ?target=COL "
+        raise TargetError(f"{path}: name the target column with ?target=COL "
                         f"(columns: {', '.join(map(str, frame.columns))})")
     if target not in frame.columns:
-        raise DataError(f"{path}: no column '{target}' to use as the target "
+        raise TargetError(f"{path}: no column '{target}' to use as the target "
                         f"(columns: {', '.join(map(str, frame.columns))})")
     unknown = [c for c in drop if c not in frame.columns]
     if unknown:
-        raise DataError(f"{path}: cannot drop unknown column '{unknown[0]}'")
+        raise UnknownDropColumn(f"{path}: cannot drop unknown column '{unknown[0]}'")
     y = frame[target]
     if y.notna().sum() == 0:
-        raise DataError(f"{path}: target '{target}' has no values")
+        raise TargetError(f"{path}: target '{target}' has no values")
     features = frame.drop(columns=[target, *drop])
     return Table(name=name, source="file", frame=features, y=y,
                  task=task or infer_task(y), target=target,

@@ -113,6 +113,15 @@ class UnusableColumn(DataError):
         return f"{self.where}: column '{self.column}' is {self.reason}; {how}"
 
 
+class TargetError(DataError):
+    """The target column is unnamed, missing or cannot be a target (one class, constant, not
+    numeric for a regression): a caller that takes the target as its own input points there."""
+
+
+class UnknownDropColumn(DataError):
+    """A column asked to be left out that the dataset does not have."""
+
+
 def clean_features(frame: pd.DataFrame, policy: Policy,
                    where: str) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
     """The usable feature columns and (column, reason) for each one left out.
@@ -149,21 +158,21 @@ def encode_target(y: pd.Series, task: Task, target: str,
         labels = y.astype(str).to_numpy() if not is_numeric(y) else y.to_numpy()
         classes, codes = np.unique(labels, return_inverse=True)
         if len(classes) < 2:
-            raise DataError(f"{where}: target '{target}' has a single class "
+            raise TargetError(f"{where}: target '{target}' has a single class "
                             f"({_plain(classes[0])!r} in all {len(y)} rows); nothing to classify")
         if len(classes) > len(y) * MAX_CLASS_FRACTION:
-            raise DataError(f"{where}: target '{target}' has {len(classes)} classes in "
+            raise TargetError(f"{where}: target '{target}' has {len(classes)} classes in "
                             f"{len(y)} rows (under 2 rows a class): nothing to learn a class "
                             f"from; a number to predict is task=regression")
         return codes.astype(np.int64), tuple(str(c) for c in classes)
     values = pd.to_numeric(y, errors="coerce")
     bad = y[values.isna()]
     if len(bad):
-        raise DataError(f"{where}: regression target '{target}' is not numeric (e.g. "
+        raise TargetError(f"{where}: regression target '{target}' is not numeric (e.g. "
                         f"{bad.iloc[0]!r}); use task=classification")
     arr = values.to_numpy(dtype=np.float64)
     if np.ptp(arr) == 0:
-        raise DataError(f"{where}: target '{target}' is constant ({arr[0]!r})")
+        raise TargetError(f"{where}: target '{target}' is constant ({arr[0]!r})")
     return arr, ()
 
 

