@@ -239,14 +239,12 @@ def _note_feature_splits(root: Path, meta: pd.DataFrame) -> None:
 
 
 def _add_features(meta: pd.DataFrame, quiet: bool, replace: bool = False) -> pd.DataFrame:
-    from tqdm.auto import tqdm
-
     from aicf_induct.induction.new_features import with_new_features
+    from aicf_induct.progress import transient
 
     def bar(names: Any) -> Any:
         # a second bar under the steps' moves the cursor up: escape codes in a log file
-        return tqdm(names, desc="induce fit: features", unit="problem",
-                    disable=quiet or not sys.stderr.isatty(), file=sys.stderr, leave=False)
+        return transient(names, enabled=not quiet, desc="induce fit: features", unit="problem")
 
     meta, written = with_new_features(meta, progress=bar, replace=replace)
     if replace:

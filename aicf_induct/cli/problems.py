@@ -231,10 +231,10 @@ def cmd_features(args: argparse.Namespace) -> int:
     rows: list[list[str]] = []
     failed: list[str] = []
     it: Any = names
-    if len(names) > 1 and _progress():
-        from tqdm import tqdm
+    if len(names) > 1:
+        from aicf_induct.progress import transient
 
-        it = tqdm(names, desc="features", unit="problem", leave=False)
+        it = transient(names, desc="features", unit="problem")
     t0 = time.perf_counter()
     try:
         for name in it:

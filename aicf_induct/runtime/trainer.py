@@ -11,7 +11,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from aicf_induct.compiler.fusion import PRECISIONS
 from aicf_induct.errors import ConfigError
@@ -19,6 +18,7 @@ from aicf_induct.ir.fingerprint import fingerprint
 from aicf_induct.ir.graph import Graph
 from aicf_induct.kernels.autotune import TuningStore
 from aicf_induct.problems.problem import Problem, Split
+from aicf_induct.progress import transient
 from aicf_induct.records import NullRecorder, Recorder, StepRecord
 from aicf_induct.runtime.backend import BACKENDS, Backend, select_backend
 from aicf_induct.runtime.clipping import clip_grad_norm_, global_grad_norm
@@ -221,8 +221,8 @@ class Trainer:
         cfg, p = self.config, self.problem
         with start_run(self) as run:
             fit = self.begin_fit(run)
-            bar = tqdm(range(cfg.epochs), desc=f"train {p.name}", unit="epoch",
-                       disable=not self.progress, leave=False)
+            bar = transient(range(cfg.epochs), enabled=self.progress, desc=f"train {p.name}",
+                            unit="epoch")
             try:
                 for epoch in bar:
                     losses = self.train_epoch(fit, epoch)
