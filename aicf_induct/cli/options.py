@@ -75,6 +75,14 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def q_level(text: str) -> float:
+    """A false discovery rate to keep rows at: a q-value in (0, 1]."""
+    value = _float(text)
+    if not 0 < value <= 1:
+        raise ArgumentTypeError(f"must be in (0, 1], got {value:g}")
+    return value
+
+
 def fraction(text: str) -> float:
     """A number in [0, 1) (momentum, label smoothing)."""
     value = _float(text)

@@ -37,7 +37,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         description="The latest `induce fit`'s feature × trait correlations "
                                     "(view `correlations`), or a knowledge pack's (--pack); "
                                     "* marks q <= --fdr.")
-    c.add_argument("--fdr", type=float, default=0.05, help="q-value to mark (default 0.05)")
+    c.add_argument("--fdr", type=options.q_level, default=0.05, metavar="Q",
+                   help="q-value to mark (default 0.05)")
     c.add_argument("--pack", nargs="?", const="", default=None, metavar="PACK",
                    help="draw a knowledge pack's correlations instead of the warehouse's "
                         "(PACK left out: the installed pack)")
@@ -49,7 +50,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                          description="Mean and best score of the problem's best structures "
                                      "(report `leaderboard`).")
     lb.add_argument("problem", metavar="PROBLEM", help="problem name or id")
-    lb.add_argument("--top", type=int, default=10, help="structures shown (default 10)")
+    lb.add_argument("--top", type=options.positive_int, default=10, metavar="N",
+                    help="structures shown (default 10)")
     lb.set_defaults(func=plot_leaderboard)
 
 
@@ -102,8 +104,6 @@ def plot_correlations(args: argparse.Namespace) -> int:
     from aicf_induct.plots.reports import most_significant
     from warehouse.browse import mined
 
-    if not 0 < args.fdr <= 1:
-        raise ConfigError(f"--fdr must be in (0, 1], got {args.fdr}")
     if args.pack is not None:
         if args.warehouse is not None:
             raise ConfigError("--pack and --warehouse: draw one of them")
@@ -134,8 +134,6 @@ def plot_leaderboard(args: argparse.Namespace) -> int:
     import warehouse
     from aicf_induct.plots import leaderboard_figure, save_figure
 
-    if args.top < 1:
-        raise ConfigError(f"--top must be >= 1, got {args.top}")
     root = _root(args.warehouse, args.output)
     board = warehouse.with_retry(root, lambda c: warehouse.run_report(
         c, "leaderboard", {"problem": args.problem, "top": args.top}))

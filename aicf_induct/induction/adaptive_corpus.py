@@ -115,18 +115,17 @@ def run_adaptive(jobs: Sequence[AdaptiveJob], root: str | Path, workers: int = 1
     done = done_jobs(root)
     todo = [j for j in jobs if (j.problem, j.index) not in done]
     failed: list[str] = []
-    bar = tqdm(total=len(todo), desc="adaptive runs", unit="run", disable=not progress)
-    if workers <= 1:
-        for job in todo:
-            err = run_job(job, str(root))
-            if err:
-                failed.append(err)
-            bar.update(1)
-    else:
-        with ProcessPoolExecutor(workers) as pool:
-            for err in pool.map(run_job, todo, [str(root)] * len(todo)):
+    with tqdm(total=len(todo), desc="adaptive runs", unit="run", disable=not progress) as bar:
+        if workers <= 1:
+            for job in todo:
+                err = run_job(job, str(root))
                 if err:
                     failed.append(err)
                 bar.update(1)
-    bar.close()
+        else:
+            with ProcessPoolExecutor(workers) as pool:
+                for err in pool.map(run_job, todo, [str(root)] * len(todo)):
+                    if err:
+                        failed.append(err)
+                    bar.update(1)
     return AdaptiveReport(len(jobs), len(jobs) - len(todo), len(todo) - len(failed), failed)

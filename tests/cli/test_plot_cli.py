@@ -110,7 +110,7 @@ def test_plot_leaderboard_bars_are_the_reports_mean_scores(
     (["run", "nope", "-o", "x.png"], "no run 'nope'"),
     (["run", "nope", "-o", "x.jpg"], "-o"),
     (["leaderboard", "no_such_problem", "-o", "x.png"], "no scored runs of 'no_such_problem'"),
-    (["leaderboard", "iris", "--top", "0", "-o", "x.png"], "--top must be >= 1"),
+    (["leaderboard", "iris", "--top", "0", "-o", "x.png"], "--top: must be >= 1"),
     (["correlations", "--fdr", "2", "-o", "x.png"], "--fdr"),
     (["correlations", "--pack", "-o", "x.png"], "--pack and --warehouse: draw one of them"),
     (["run", "nope", "-o", "missing/x.png"], "does not exist"),
