@@ -24,6 +24,8 @@ NAME_HELP = (
     "      families: classification (also classes=, weights=0.8,0.2, sep=, redundant=),\n"
     "      regression, friedman1, moons, circles\n"
     "  every source also takes max_rows=N (a deterministic subsample)\n"
+    "  what follows the first ? is a URL query: a '+' in a column name is %2B (a bare +\n"
+    "  is a space), '&' is %26; a file whose path holds a '?' needs renaming or a link\n"
 )
 SUMMARY_COLUMNS = ("simple.n_rows", "simple.n_features", "simple.n_classes",
                    "info.class_entropy", "landmark.one_nn", "landmark.linear",

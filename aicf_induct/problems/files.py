@@ -1,15 +1,20 @@
 """A user's CSV or Parquet file with a named target column.
 
 The file's columns are checked strictly: a free-text, constant, all-missing or date column
-is an error naming the column (leave it out with `&drop=COL`), because silently training
-without a column the user gave is worse than asking. Row identifiers (rownames, id,
-"Unnamed: 0", a 1..n counter) are left out with a note. A `.csv` whose header holds no comma
-but semicolons (or tabs) is read with those between values, as spreadsheets export it where
-the comma is the decimal mark's neighbour.
+(a Parquet timestamp, or a CSV column of ISO dates such as 2024-03-01) is an error naming the
+column (leave it out with `&drop=COL`), because silently training without a column the user
+gave is worse than asking; so is a header naming one column twice. Row identifiers
+(rownames, id, "Unnamed: 0", a 1..n counter) are left out with a note. A `.csv` whose header
+holds no comma but semicolons (or tabs) is read with those between values, as spreadsheets
+export it where the comma is the decimal mark (a column of numbers written "0,5" is read as
+numbers). Parquet decimals are read as floats.
 """
 
 from __future__ import annotations
 
+import csv
+import decimal
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -28,6 +33,8 @@ CLASSIFICATION_MAX_LEVELS = 20  # an integer target with at most this many value
 # (a different problem id than the same data from Parquet); pandas 3 is exact and deprecates
 # the option.
 _PANDAS_2 = int(pd.__version__.split(".")[0]) < 3
+# a CSV cell that is a date, or a date and time, in ISO 8601 (what a date column exports as)
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?")
 
 
 def read_frame(path: str | Path) -> pd.DataFrame:
@@ -42,22 +49,97 @@ def read_frame(path: str | Path) -> pd.DataFrame:
     suffix = p.suffix.lower()
     try:
         if suffix in (".parquet", ".pq"):
-            frame = pd.read_parquet(p)
+            frame = _decimals_as_floats(pd.read_parquet(p))
         elif suffix in (".csv", ".tsv", ".txt"):
             sep = "\t" if suffix == ".tsv" else separator(p)
+            _check_header(p, sep)
             frame = pd.read_csv(p, sep=sep, float_precision="round_trip") if _PANDAS_2 \
                 else pd.read_csv(p, sep=sep)
+            frame = _iso_dates(_decimal_commas(frame) if sep == ";" else frame)
         else:
             raise DataError(f"{p}: unsupported format '{suffix}' (use .csv, .tsv or .parquet)")
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError,
             OSError, ValueError) as err:
         if isinstance(err, pd.errors.EmptyDataError):
             raise DataError(f"{p}: the file is empty") from None
+        if isinstance(err, UnicodeDecodeError):
+            raise DataError(f"{p}: {_not_utf8(p)}") from None
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise DataError(f"{p}: cannot read it ({first})") from None
     if frame.shape[0] == 0:
         raise DataError(f"{p}: the file has a header but no rows")
     return frame
+
+
+def _not_utf8(path: Path) -> str:
+    """Where a file stops being UTF-8 (pandas' offset is one of its read chunk's)."""
+    raw = path.read_bytes()
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        return (f"not UTF-8 text (byte 0x{raw[err.start]:02x} on line {line}): save it as "
+                "UTF-8")
+    return "not UTF-8 text: save it as UTF-8"
+
+
+def _check_header(path: Path, sep: str) -> None:
+    """A header naming a column twice is an error: pandas would rename the second `y.1`,
+    and a second target column would quietly become a feature."""
+    with path.open(newline="", encoding="utf-8-sig") as f:
+        header = next(csv.reader(f, delimiter=sep), [])
+    seen: dict[str, int] = {}
+    for i, name in enumerate(header, start=1):
+        if name in seen and name.strip():  # empty names are pandas' distinct "Unnamed: N"
+            raise DataError(f"{path}: the header names column '{name}' twice (columns "
+                            f"{seen[name]} and {i}): rename one")
+        seen[name] = i
+
+
+def _decimal_commas(frame: pd.DataFrame) -> pd.DataFrame:
+    """A `;`-separated file's text columns written with a decimal comma ("0,126") as numbers;
+    a column that does not read as numbers whole stays text."""
+    out = frame.copy()
+    for name in frame.columns:
+        col = frame[name]
+        if pd.api.types.is_numeric_dtype(col) or col.dropna().empty:
+            continue
+        text = col.dropna().astype(str)
+        if not text.str.contains(",", regex=False).any():
+            continue
+        numbers = pd.to_numeric(text.str.replace(",", ".", regex=False), errors="coerce")
+        if numbers.notna().all():
+            out[name] = pd.to_numeric(col.astype(str).str.replace(",", ".", regex=False)
+                                      .where(col.notna()), errors="coerce")
+    return out
+
+
+def _iso_dates(frame: pd.DataFrame) -> pd.DataFrame:
+    """A CSV's text columns of ISO dates as datetimes, so that they are reported as dates
+    (as a Parquet timestamp is) rather than as categories or free text."""
+    out = frame
+    for name in frame.columns:
+        col = frame[name]
+        if pd.api.types.is_numeric_dtype(col) or col.dropna().empty:
+            continue
+        text = col.dropna().astype(str)
+        if text.map(lambda v: _ISO_DATE.fullmatch(v) is not None).all():
+            out = out.copy() if out is frame else out
+            out[name] = pd.to_datetime(col, errors="coerce", utc=True, format="ISO8601")
+    return out
+
+
+def _decimals_as_floats(frame: pd.DataFrame) -> pd.DataFrame:
+    """Parquet DECIMAL columns (databases' money and measures) as floats, not text."""
+    out = frame
+    for name in frame.columns:
+        col = frame[name]
+        present = col.dropna()
+        if col.dtype == object and len(present) and all(
+                isinstance(v, decimal.Decimal) for v in present):
+            out = out.copy() if out is frame else out
+            out[name] = col.astype(float)
+    return out
 
 
 def separator(path: Path) -> str:

@@ -45,6 +45,10 @@ TEXT_DISTINCT_FRAC = 0.5  # ... and more than this fraction of its rows is text,
 MOSTLY_MISSING = 0.9  # a column missing in more than this fraction of rows carries nothing
 ID_NAMES = frozenset({"rownames", "id", "index", "unnamed: 0", "obs", "row", "rowid"})
 MISSING_LEVEL = "(missing)"
+# The largest magnitude a number may have: its square summed over any table's rows (the
+# scaler's variance) stays far inside float64; beyond it scaling gives inf and NaN
+MAX_ABS_VALUE = 1e100
+MOSTLY_NUMBERS = 0.9  # a text column whose values are numbers but for this share's rest
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,15 @@ def column_issue(col: pd.Series) -> str | None:
     if present.empty:
         return "all values missing (infinities count as missing)"
     if pd.api.types.is_datetime64_any_dtype(col):
-        return "date/time column"
+        return "a date/time column"
+    nested = _first_nested(present)
+    if nested is not None:
+        return f"a nested column ({nested} cells), not one number or label per row"
+    if is_numeric(col) and len(present):
+        largest = float(np.abs(present.to_numpy(dtype=np.float64)).max())
+        if largest > MAX_ABS_VALUE:
+            return (f"numbers too large to scale (|x| up to {largest:.3g}, at most "
+                    f"{MAX_ABS_VALUE:g}: divide them by a power of ten)")
     n_distinct = int(present.nunique())
     if n_distinct == 1:
         return f"constant (every value is {present.iloc[0]})"
@@ -96,8 +108,32 @@ def column_issue(col: pd.Series) -> str | None:
         return f"{col.isna().mean():.0%} of values missing"
     many = n_distinct > TEXT_MIN_DISTINCT and n_distinct > TEXT_DISTINCT_FRAC * len(present)
     if many and is_categorical(col) and not pd.api.types.is_bool_dtype(col):
-        return f"free text or identifier ({n_distinct} distinct strings in {len(present)} rows)"
+        return _numbers_but(present) or (f"free text or identifier ({n_distinct} distinct "
+                                         f"strings in {len(present)} rows)")
     return None
+
+
+def _first_nested(present: pd.Series) -> str | None:
+    """The kind of the first list- or struct-like cell (Parquet's nested columns), or None."""
+    if present.dtype != object:
+        return None
+    for v in present:
+        if isinstance(v, (list, tuple, set, dict, np.ndarray)):
+            return "struct" if isinstance(v, dict) else "list"
+    return None
+
+
+def _numbers_but(present: pd.Series) -> str | None:
+    """For a text column of numbers but a few cells ('?' for missing, a stray note): which
+    cells, so the user can clear them; None when it is not mostly numbers."""
+    numbers = pd.to_numeric(present, errors="coerce")
+    if numbers.notna().mean() < MOSTLY_NUMBERS:
+        return None
+    bad = present[numbers.isna()]
+    label = bad.index[0]  # a file's rows keep their positions through the target's filter
+    where = f" in data row {label + 1}" if isinstance(label, (int, np.integer)) else ""
+    return (f"numbers but for {len(bad)} text value{'s' * (len(bad) > 1)} ({bad.iloc[0]!r}"
+            f"{where}; an empty cell is a missing value)")
 
 
 class UnusableColumn(DataError):
@@ -171,6 +207,10 @@ def encode_target(y: pd.Series, task: Task, target: str,
         raise TargetError(f"{where}: regression target '{target}' is not numeric (e.g. "
                         f"{bad.iloc[0]!r}); use task=classification")
     arr = values.to_numpy(dtype=np.float64)
+    if np.abs(arr).max() > MAX_ABS_VALUE:  # its standard deviation would be inf: all zeros
+        raise TargetError(f"{where}: regression target '{target}' has values too large to "
+                          f"scale (|y| up to {np.abs(arr).max():.3g}, at most "
+                          f"{MAX_ABS_VALUE:g}): divide it by a power of ten")
     if np.ptp(arr) == 0:
         raise TargetError(f"{where}: target '{target}' is constant ({arr[0]!r})")
     return arr, ()

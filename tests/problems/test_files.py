@@ -51,6 +51,32 @@ def test_semicolons_between_values_are_read_as_such(tmp_path: Path, write_csv: W
     assert p.n_features == 1
 
 
+def test_decimal_commas_and_parquet_decimals_are_numbers(tmp_path: Path,
+                                                       good_frame: pd.DataFrame) -> None:
+    """A ';' file written with decimal commas, and a Parquet DECIMAL column, load as the
+    same numbers as the plain file (they were refused as free text)."""
+    import decimal
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    f = good_frame.assign(b=good_frame["b"].round(2))
+    plain = tmp_path / "plain.csv"
+    f.to_csv(plain, index=False)
+    semi = tmp_path / "semi.csv"
+    f.to_csv(semi, sep=";", decimal=",", index=False)
+    assert "," in semi.read_text().splitlines()[1]
+    dec = tmp_path / "dec.parquet"
+    table = pa.Table.from_pandas(f, preserve_index=False)
+    money = pa.array([decimal.Decimal(f"{v:.2f}") for v in f["b"]], pa.decimal128(10, 2))
+    pq.write_table(table.set_column(1, "b", money), dec)
+    want = load_problem(f"file:{plain}?target=label")
+    for path in (semi, dec):
+        got = load_problem(f"file:{path}?target=label")
+        assert got.feature_names == want.feature_names
+        assert np.allclose(got.train.X, want.train.X), path.name
+
+
 def test_index_column_is_dropped_as_identifier(tmp_path: Path,
                                                good_frame: pd.DataFrame) -> None:
     path = tmp_path / "with_index.csv"
@@ -90,11 +116,46 @@ def _bad(write_csv: Writer, good_frame: pd.DataFrame, case: str) -> tuple[str, s
     if case == "not_numeric":
         return f"file:{write_csv(f, 'nn.csv')}?target=color&task=regression", \
             r"regression target 'color' is not numeric \(e\.g\. '(red|green|blue)'\)"
+    if case == "nested":  # Parquet's list columns: no traceback from hashing them
+        f["tags"] = [list(range(i % 4)) for i in range(len(f))]
+        path = write_csv(f, "n.csv").with_suffix(".parquet")  # beside the CSV writer's files
+        f.to_parquet(path)
+        return f"file:{path}?target=label", \
+            r"n\.parquet: column 'tags' is a nested column \(list cells\)"
+    if case == "huge":  # its variance overflows: the scaler's NaN reached the landmarks
+        f["b"] = f["b"] * 1e300
+        return f"file:{write_csv(f, 'huge.csv')}?target=label", \
+            r"column 'b' is numbers too large to scale \(\|x\| up to [0-9.]+e\+300"
+    if case == "huge_target":  # its standard deviation was inf: every target 0, R² 0
+        f["b"] = f["b"] * 1e200
+        return f"file:{write_csv(f, 'hy.csv')}?target=b", \
+            r"regression target 'b' has values too large to scale"
+    if case == "question_mark":  # a numeric column with a '?' for missing, row 5
+        f["b"] = f["b"].astype(object)
+        f.loc[4, "b"] = "?"
+        return f"file:{write_csv(f, 'q.csv')}?target=label", \
+            r"column 'b' is numbers but for 1 text value \('\?' in data row 5;"
+    if case == "iso_dates":  # text in the file, a date column all the same
+        f["day"] = [f"2024-03-{1 + i % 5:02d}" for i in range(len(f))]
+        return f"file:{write_csv(f, 'dates.csv')}?target=label", \
+            r"dates\.csv: column 'day' is a date/time column"
+    if case == "header_twice":
+        path = write_csv(f, "twice.csv")
+        path.write_text(path.read_text().replace("a,b,color,label", "a,label,color,label", 1))
+        return f"file:{path}?target=label", \
+            r"twice\.csv: the header names column 'label' twice \(columns 2 and 4\)"
+    if case == "latin1":
+        path = write_csv(f, "latin.csv")
+        path.write_bytes(path.read_bytes().replace(b"red", "r\xe9d".encode("latin-1")))
+        line = 2 + list(f["color"]).index("red")
+        return f"file:{path}?target=label", \
+            rf"latin\.csv: not UTF-8 text \(byte 0xe9 on line {line}\): save it as UTF-8"
     raise AssertionError(case)
 
 
 CASES = ["text", "constant", "one_class", "one_numeric_class", "directory", "missing_target",
-         "no_target_given", "header_only", "not_numeric"]
+         "no_target_given", "header_only", "not_numeric", "nested", "huge", "huge_target",
+         "question_mark", "iso_dates", "header_twice", "latin1"]
 
 
 @pytest.mark.parametrize("case", CASES)
