@@ -56,12 +56,19 @@ def _load(source: str | Path | Any) -> Any:
     if not isinstance(source, str | Path):
         return source
     path = Path(source)
+    if path.is_dir():
+        raise ConfigError(f"{path}: a directory, not an ONNX file")
     if not path.is_file():
         raise ConfigError(f"{path}: no such file")
+    if path.read_bytes()[:1] in (b"{", b"["):  # a JSON file, most likely an IR one already
+        raise ConfigError(f"{path}: not an ONNX model (a JSON file: an IR file needs no "
+                          "import; `aicf-induct ir show` reads it)")
     try:
         model = onnx.load(str(path))
     except Exception as err:  # protobuf's DecodeError, or a truncated file
-        raise ConfigError(f"{path}: not an ONNX model ({type(err).__name__}: {err})") from None
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise ConfigError(f"{path}: not an ONNX model ({type(err).__name__}: {first})") \
+            from None
     if not model.graph.node:
         raise ConfigError(f"{path}: not an ONNX model (no graph nodes)")
     return model

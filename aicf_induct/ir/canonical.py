@@ -51,10 +51,25 @@ def _field(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], where: 
     return value
 
 
+DOCUMENT_FIELDS = ("format", "name", "nodes", "params", "outputs")  # what to_dict writes
+NODE_FIELDS = ("id", "op", "inputs", "attrs", "params")
+PARAM_FIELDS = ("name", "owner", "role", "shape", "dtype", "init", "trainable")
+
+
+def _known(obj: dict[str, Any], fields: tuple[str, ...], where: str,
+           node: str | None = None) -> None:
+    """A field the format does not have is a typo or another format's: named, not ignored."""
+    unknown = [k for k in obj if k not in fields]
+    if unknown:
+        raise IRError(f"{where}: unknown field {unknown[0]!r} (the fields: "
+                      f"{', '.join(fields)})", node)
+
+
 def _node(raw: Any, index: int) -> Node:
     if not isinstance(raw, dict):
         raise IRError(f"nodes[{index}] must be an object")
     where = f"nodes[{index}]"
+    _known(raw, NODE_FIELDS, where, raw.get("id") if isinstance(raw.get("id"), str) else None)
     nid = _field(raw, "id", str, where)
     inputs = _field(raw, "inputs", list, where, nid)
     if not all(isinstance(i, str) for i in inputs):
@@ -75,6 +90,7 @@ def _param(raw: Any, index: int) -> ParamSpec:
     owner = raw.get("owner") if isinstance(raw.get("owner"), str) else None
     name = _field(raw, "name", str, where, owner)
     where = f"parameter '{name}'"
+    _known(raw, PARAM_FIELDS, where, owner)
     shape = _field(raw, "shape", list, where, owner)
     if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
         raise IRError(f"{where}: shape must be a list of positive ints, got {shape}", owner)
@@ -109,6 +125,7 @@ def from_dict(doc: Any, check: bool = True, found: list[IRError] | None = None) 
     fmt = doc.get("format")
     if fmt != FORMAT:
         raise IRError(f"unsupported format {fmt!r}; expected '{FORMAT}'")
+    _known(doc, DOCUMENT_FIELDS, "document")
     nodes = _entries(_field(doc, "nodes", list, "document"), _node, found)
     plist = _entries(_field(doc, "params", list, "document"), _param, found)
     params: dict[str, ParamSpec] = {}

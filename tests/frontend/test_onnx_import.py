@@ -265,6 +265,14 @@ def test_cli_import_writes_ir_and_values(tmp_path: Path, capsys: pytest.CaptureF
     not_onnx.write_text("hello")
     assert main(["ir", "import", str(not_onnx)]) == 2
     assert "not an ONNX model" in capsys.readouterr().err
+    # an IR file (JSON), and a directory: one line each saying what the path is
+    ir_file = tmp_path / "m.json"
+    ir_file.write_text('{"format": "aicf.ir/1"}')
+    assert main(["ir", "import", str(ir_file)]) == 2
+    err = capsys.readouterr().err
+    assert "a JSON file: an IR file needs no import" in err and err.count("\n") == 1
+    assert main(["ir", "import", str(tmp_path)]) == 2
+    assert "a directory, not an ONNX file" in capsys.readouterr().err
 
 
 def test_cli_trains_an_imported_model_from_its_values(tmp_path: Path,

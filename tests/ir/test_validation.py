@@ -48,6 +48,12 @@ def _break(kind: str) -> dict:
         d["format"] = "onnx"
     elif kind == "bad_input_shape":
         nodes[0]["attrs"]["shape"] = [None, "four"]
+    elif kind == "bool_attr":  # JSON's true is not the integer 1
+        nodes[1]["attrs"]["out_features"] = True
+    elif kind == "unknown_field":  # a typo or another format's field: named, not ignored
+        d["extra"] = 1
+    elif kind == "unknown_node_field":
+        nodes[2]["atrs"] = {}
     return d
 
 
@@ -66,6 +72,9 @@ CASES = {
     "arity": ("relu", "needs 1 input"),
     "format": (None, "unsupported format"),
     "bad_input_shape": ("x", "shape entries"),
+    "bool_attr": ("linear", "out_features' > 0, got True"),
+    "unknown_field": (None, "document: unknown field 'extra'"),
+    "unknown_node_field": ("relu", r"nodes\[2\]: unknown field 'atrs'"),
 }
 
 

@@ -21,6 +21,7 @@ from aicf_induct.ir.ops.base import (
     OpContext,
     OpDef,
     ParamInfo,
+    is_int,
     register,
     require,
     require_float,
@@ -34,7 +35,7 @@ def _attn_infer(ins: Sequence[TensorType], attrs: Attrs) -> TensorType:
     require(len(t.shape) == 3 and t.shape[2] is not None,
             f"attention expects (batch, tokens, d), got {t}")
     h, p = attrs.get("heads"), attrs.get("dropout")
-    require(isinstance(h, int) and h > 0 and (t.shape[2] or 0) % h == 0,
+    require(is_int(h) and h > 0 and (t.shape[2] or 0) % h == 0,
             f"attention attr 'heads' must divide d={t.shape[2]}, got {h!r}")
     require(isinstance(p, float) and 0.0 <= p < 1.0,
             f"attention attr 'dropout' must be in [0, 1), got {p!r}")

@@ -17,7 +17,7 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -105,6 +105,11 @@ def get_op(name: str) -> OpDef:
 
 
 # -- helpers shared by the shape rules -----------------------------------------------------
+
+def is_int(value: object) -> TypeGuard[int]:
+    """An integer attribute's value: JSON's `true` is not 1 here."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
 
 def require(cond: bool, problem: str) -> None:
     """Shape rules call this; the validator adds the node id to the message."""

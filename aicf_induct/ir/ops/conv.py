@@ -18,6 +18,7 @@ from aicf_induct.ir.ops.base import (
     OpContext,
     OpDef,
     ParamInfo,
+    is_int,
     register,
     require,
     require_float,
@@ -66,7 +67,7 @@ def _window(attrs: Attrs, i: int, j: int, oh: int, ow: int) -> tuple[slice, ...]
 
 def _conv_infer(ins: Sequence[TensorType], attrs: Attrs) -> TensorType:
     c_out = attrs.get("out_channels")
-    require(isinstance(c_out, int) and c_out > 0,
+    require(is_int(c_out) and c_out > 0,
             f"conv2d needs attr 'out_channels' > 0, got {c_out!r}")
     _, oh, ow = _image_out(ins[0], attrs, "conv2d")
     return TensorType((ins[0].shape[0], c_out, oh, ow), ins[0].dtype)

@@ -14,6 +14,7 @@ from aicf_induct.ir.ops.base import (
     OpDef,
     ParamInfo,
     feature_dim,
+    is_int,
     register,
     require,
     require_float,
@@ -25,7 +26,7 @@ def _input_infer(ins: Sequence[TensorType], attrs: Attrs) -> TensorType:
     require(isinstance(shape, list | tuple) and len(shape) >= 1,
             "input needs attr 'shape', a list whose entries are sizes or null for the batch")
     assert isinstance(shape, list | tuple)
-    require(all(d is None or (isinstance(d, int) and d > 0) for d in shape),
+    require(all(d is None or (is_int(d) and d > 0) for d in shape),
             f"input shape entries must be positive ints or null, got {list(shape)}")
     dtype = attrs.get("dtype", "float64")
     require(dtype in ("float32", "float64", "int64"), f"input dtype {dtype!r} not supported")
@@ -57,7 +58,7 @@ def _linear_infer(ins: Sequence[TensorType], attrs: Attrs) -> TensorType:
     require_float(ins[0])
     feature_dim(ins[0])
     n_out = attrs.get("out_features")
-    require(isinstance(n_out, int) and n_out > 0,
+    require(is_int(n_out) and n_out > 0,
             f"linear needs attr 'out_features' > 0, got {n_out!r}")
     return TensorType((*ins[0].shape[:-1], n_out), ins[0].dtype)
 

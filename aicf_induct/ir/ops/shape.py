@@ -17,6 +17,7 @@ from aicf_induct.ir.ops.base import (
     Grads,
     OpContext,
     OpDef,
+    is_int,
     register,
     require,
     require_float,
@@ -26,7 +27,7 @@ from aicf_induct.ir.ops.base import (
 def _reshape_target(t: TensorType, shape: object) -> tuple[int, ...]:
     """The per-example target shape with its one -1 (if any) resolved."""
     require(isinstance(shape, list | tuple) and len(shape) >= 1
-            and all(isinstance(d, int) and (d > 0 or d == -1) for d in shape),
+            and all(is_int(d) and (d > 0 or d == -1) for d in shape),
             f"reshape attr 'shape' must list sizes > 0 (one may be -1), got {shape!r}")
     assert isinstance(shape, list | tuple)
     require(sum(d == -1 for d in shape) <= 1, f"reshape: at most one -1, got {list(shape)}")
@@ -101,7 +102,7 @@ register(OpDef(name="transpose", kind="shape", arity=1, attrs={"perm": None},
 def norm_axis(t: TensorType, axis: object, op: str) -> int:
     """`axis` as a non-negative index into t's axes; the batch axis (0) is refused."""
     rank = len(t.shape)
-    require(isinstance(axis, int) and -rank <= axis < rank,
+    require(is_int(axis) and -rank <= axis < rank,
             f"{op} attr 'axis' must be an int in [-{rank}, {rank}), got {axis!r}")
     assert isinstance(axis, int)
     a = axis % rank
