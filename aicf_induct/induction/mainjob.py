@@ -8,8 +8,8 @@ fallback.
 - `LearnedRewritePolicy(ask, fallback)`: at a trigger asks `ask(query)` for a rewrite answer
   dict (`RewriteAnswer.as_dict()`: what `POST /v1/rewrites` answers); takes the first proposed
   rewrite that applies (a deepen only up to the rules' depth ceiling), or honours a "no
-  change" backed by history; defers to the fallback
-  when the proposer has no history, or cannot be asked. A proposer that fails (a service
+  change" backed by history (some transform measured); defers to the fallback when the
+  proposer has no such history, or cannot be asked. A proposer that fails (a service
   that is down or answers garbage) is said once on stderr and not asked again: the run goes
   on with the fallback policy.
 - `local_rewrites(effects, n_rows)` and `service_rewrites(url, key, features=, problem=)`:
@@ -201,6 +201,7 @@ class LearnedRewritePolicy:
             if not isinstance(rewrites, list) or not all(isinstance(r, dict)
                                                          for r in rewrites):
                 raise TypeError("'rewrites' is not a list of objects")
+            measured = _transforms_measured(answer)
         except (KeyError, TypeError, ValueError) as err:
             raise ProposerUnavailable(f"an unreadable rewrite answer ({type(err).__name__}: "
                                       f"{err})") from None
@@ -208,7 +209,9 @@ class LearnedRewritePolicy:
             d = self._applicable(r, obs, condition, history)
             if d is not None:
                 return d
-        if decision == "none" and history > 0:  # "no change", backed by the history
+        # "no change" backed by the history: some transform was measured (a history of control
+        # arms alone, runs that never rewrote, says nothing about what a rewrite does)
+        if decision == "none" and history > 0 and measured:
             return Decision(NO_CHANGE, "", {}, reason, self.source,
                             {"condition": condition, "history": history})
         return None  # no history to go on (or nothing applies): the fallback decides
@@ -237,15 +240,27 @@ class LearnedRewritePolicy:
         print(f"note: the rewrite proposer failed ({why}); this run goes on with the "
               f"{self.fallback.name} policy", file=self.stream, flush=True)
 
-    def _fallback(self, obs: PolicyObservation) -> Decision | None:
-        d = self.fallback.decide(obs)
-        if d is None:
-            return None
+    def _fallback(self, obs: PolicyObservation) -> Decision:
         why = "proposer unavailable" if self.down else "no learned proposal"
+        d = self.fallback.decide(obs)
+        if d is None:  # the fallback leaves the model alone: logged saying whose call it was
+            d = Decision(NO_CHANGE, "", {},
+                         f"no change: the {self.fallback.name} policy has nothing to do",
+                         self.fallback.name, {})
         return Decision(d.transform, d.site, d.options, f"{d.reason} (fallback: {why})",
                         f"{d.source}:fallback", {**d.evidence, "fallback": why,
                                                  **({"proposer_error": self.down}
                                                     if self.down else {})})
+
+
+def _transforms_measured(answer: Mapping[str, Any]) -> int:
+    """Observations of transforms (not of the control arm) behind an answer: the sum over
+    its considered rewrites' evidence (`n.transform`)."""
+    considered = answer.get("considered") or []
+    if not isinstance(considered, list):
+        raise TypeError("'considered' is not a list")
+    return sum(int(((c.get("evidence") or {}).get("n") or {}).get("transform", 0))
+               for c in considered if isinstance(c, dict))
 
 
 def plateau_observation(graph: Graph, metrics: Mapping[str, float], task: str) -> \

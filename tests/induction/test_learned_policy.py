@@ -41,11 +41,40 @@ def test_the_first_applicable_rewrite_is_taken_with_its_evidence() -> None:
     assert d.evidence["interval"] == [0.02, 0.18] and d.evidence["n"] == {"transform": 30}
 
 
+def considered(n_transform: int) -> list[dict]:
+    """The answer's ranked rewrites, none proposed: `n_transform` observations of widen."""
+    return [{**WIDEN, "low": -0.1, "evidence": {"n": {"transform": n_transform}}}]
+
+
 def test_no_change_with_history_is_honoured_and_without_history_the_rules_decide() -> None:
-    d = LearnedRewritePolicy(lambda o: answer("none")).decide(OBS)
+    d = LearnedRewritePolicy(lambda o: {**answer("none"), "considered": considered(30)}
+                             ).decide(OBS)
     assert d is not None and d.transform == NO_CHANGE and d.reason == "because"
     d = LearnedRewritePolicy(lambda o: answer("none", history=0)).decide(OBS)
     assert d is not None and d.transform == "widen" and d.source == "rules:fallback"
+
+
+def test_a_history_of_control_arms_alone_does_not_back_a_no_change() -> None:
+    """Runs that never rewrote (their "no change" decisions are the history's 40) measured no
+    transform: the rules decide, as with no history (it kept the rules out for good)."""
+    d = LearnedRewritePolicy(lambda o: {**answer("none"), "considered": considered(0)}
+                             ).decide(OBS)
+    assert d is not None and d.transform == "widen" and d.source == "rules:fallback"
+
+
+class Idle:
+    name = "rules"
+
+    def decide(self, obs: object) -> None:
+        return None
+
+
+def test_a_fallback_that_leaves_the_model_alone_is_logged_as_its_no_change() -> None:
+    d = LearnedRewritePolicy(lambda o: answer("none", history=0), Idle()).decide(OBS)
+    assert (d.transform, d.source) == (NO_CHANGE, "rules:fallback")
+    assert d.reason == ("no change: the rules policy has nothing to do (fallback: no learned "
+                        "proposal)")
+    assert d.evidence == {"fallback": "no learned proposal"}
 
 
 @pytest.mark.parametrize("ask", [
