@@ -69,6 +69,10 @@ def _problem(body: RewriteRequest) -> tuple[str, float]:
             raise ApiProblem(422, "invalid-input", one_line(err), field="body.problem") from None
         return problem.task, float(feats.get("simple.n_rows", problem.n_rows))
     feats = body.features or {}
+    for name in ("simple.n_rows", "n_rows"):
+        if name in feats and feats[name] < 1:  # a size class of a table with no rows
+            raise ApiProblem(422, "invalid-input", f"{name} must be at least 1, got "
+                             f"{feats[name]:g}", field=f"body.features.{name}")
     rows = feats.get("simple.n_rows", feats.get("n_rows", math.nan))
     return body.task or "", float(rows)
 

@@ -60,6 +60,7 @@ def test_a_problem_name_is_featurised(server: Server) -> None:
     ({"top": "2"}, "body.top"),  # a JSON integer, not text
     ({"dynamics": {"loss": [1.0], "speed": 3}}, "body.dynamics.speed"),
     ({"colour": "red"}, "body.colour"),
+    ({"features": {"simple.n_rows": -150}}, "body.features.simple.n_rows"),  # not "small"
 ])
 def test_bad_input_is_a_4xx_naming_the_field(server: Server, change: dict,
                                              field: str) -> None:
