@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from aicf_induct.cli import from_proposal, options
@@ -33,10 +35,17 @@ from aicf_induct.records import (
     RunEndRecord,
 )
 from aicf_induct.runtime import snapshot as disk
-from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun, FaultInjection, StepHook
+from aicf_induct.runtime.adaptive import (
+    AdaptConfig,
+    AdaptiveRun,
+    FaultInjection,
+    StepHook,
+    unusable_checkpoint_dir,
+)
 from aicf_induct.runtime.guard import GUARDS, GuardConfig
 from aicf_induct.runtime.parallel import Communicator, DataParallel
 from aicf_induct.runtime.policies import POLICIES, make_policy
+from aicf_induct.runtime.runs import sigterm_interrupts
 
 START_MODEL = "mlp:depth=1,width=4"  # without --from-proposal: small on purpose
 
@@ -51,13 +60,25 @@ class Timeline(BaseRecorder):
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stdout
+        self.muted = False  # the reader went away (`adapt ... | head`): the run goes on
         self.pending: EventRecord | None = None  # a trigger waiting for its decision
         # unprinted "trigger -> why" lines: the first trigger, why, count per trigger name,
         # the last one's step
         self.idle: tuple[EventRecord, str, dict[str, int], int] | None = None
 
     def _print(self, step: int, kind: str, text: str) -> None:
-        print(f"  step {step:6d}  {kind:<9} {text}", file=self.stream)
+        if not self.muted:
+            self._guarded(lambda: print(f"  step {step:6d}  {kind:<9} {text}",
+                                        file=self.stream))
+
+    def _guarded(self, write: Callable[[], None]) -> None:
+        """Write, or mute the timeline for good when the pipe it writes to is closed: a
+        closed pipe must not fail the training it narrates."""
+        try:
+            write()
+        except BrokenPipeError:
+            self.muted = True
+            _discard_stdout(self.stream)
 
     def _say(self, rec: EventRecord, text: str) -> None:
         self._flush_idle()
@@ -126,19 +147,35 @@ class Timeline(BaseRecorder):
         self._flush_idle()
 
     def flush(self) -> None:
-        self.stream.flush()
+        if not self.muted:
+            self._guarded(self.stream.flush)
 
     def close(self) -> None:
         self._flush_idle()
-        self.stream.flush()
+        self.flush()
+
+
+def _discard_stdout(stream: TextIO) -> None:
+    """Point the process's stdout at /dev/null once its reader is gone, so that what is
+    still buffered or printed later (the result lines) does not fail again."""
+    if stream is not sys.stdout:
+        return
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):  # not a real file (a test's capture)
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, fd)
+    os.close(null)
 
 
 def add_adapt_options(p: argparse.ArgumentParser) -> None:
     d, g = AdaptConfig(), GuardConfig()
     a = p.add_argument_group("adaptation")
-    a.add_argument("--policy", default="rules", choices=POLICIES,
+    a.add_argument("--policy", default=None, choices=POLICIES,
                    help="what to do at a trigger (default rules; with --from-proposal the "
-                        "fallback of the learned rewrite proposer)")
+                        "fallback of the learned rewrite proposer; with --resume the "
+                        "checkpoint's)")
     a.add_argument("--steps", type=options.positive_int, default=d.steps,
                    help=f"optimizer steps of the run (default {d.steps})")
     a.add_argument("--trigger-warmup", type=options.non_negative_int, default=d.warmup_steps,
@@ -166,13 +203,15 @@ def add_adapt_options(p: argparse.ArgumentParser) -> None:
     a.add_argument("--max-rewrites", type=options.non_negative_int, default=d.max_rewrites,
                    help=f"(default {d.max_rewrites})")
     a.add_argument("--checkpoint-dir", metavar="DIR",
-                   help="write checkpoints there (atomic; the last two are kept)")
+                   help="write checkpoints there (created if need be; not one holding "
+                        "another run's; atomic; the last two are kept)")
     a.add_argument("--checkpoint-steps", type=int, default=d.checkpoint_steps, metavar="N",
                    help=f"executed steps between checkpoints, taken at the first step outside "
                         f"a rewrite's trial (default {d.checkpoint_steps})")
     a.add_argument("--resume", metavar="DIR",
-                   help="go on from the latest checkpoint in DIR (its recipe and settings "
-                        "apply; --dataset must name the same dataset)")
+                   help="go on from the latest checkpoint in DIR (its recipe, settings and "
+                        "policy apply; a damaged one gives way to the one before it; "
+                        "--dataset must name the same dataset)")
     a.add_argument("--inject-nan", type=options.non_negative_int, metavar="STEP",
                    help="(testing) set a parameter to NaN before executed step STEP")
     a.add_argument("--inject-spike", type=options.non_negative_int, metavar="STEP",
@@ -249,7 +288,7 @@ def run(args: argparse.Namespace) -> int:
     if args.inject_spike is not None:
         hooks.append(FaultInjection(args.inject_spike, "spike"))
     from_proposal.check(args)
-    policy = make_policy(args.policy)
+    policy = make_policy(args.policy or "rules")
     model = args.model or START_MODEL
     extra: dict[str, Any] = {"model": model}
     # everything that can refuse the command comes before the warehouse is opened
@@ -257,64 +296,73 @@ def run(args: argparse.Namespace) -> int:
     if args.resume and parallel:
         raise ConfigError("--resume goes on with one rank: drop --gpus/--ranks")
     if args.resume:
-        path = disk.latest(args.resume)
-        if path is None:
+        if disk.latest(args.resume) is None:
             raise ConfigError(f"no checkpoint in {args.resume}")
-        problem = load_problem(args.dataset, seed=disk.load(path).seed)
     else:
         ranks, gpus, config = parallel_setup(args, train_config(args))
         adapt = adapt_config(args)
         problem = load_problem(args.dataset, seed=args.seed)
+        if args.checkpoint_dir is not None:  # not found at the first checkpoint, mid-run
+            why = unusable_checkpoint_dir(args.checkpoint_dir)
+            if why:
+                raise ConfigError(f"--checkpoint-dir {args.checkpoint_dir}: {why}")
         if args.from_proposal:
             plan = from_proposal.plan(args, problem, config, policy)
             graph, config, policy, model = plan.start.graph, plan.config, plan.policy, \
                 plan.start.model
             extra = {"model": model, "proposal": plan.start.record,
-                     "fallback_policy": args.policy}
+                     "fallback_policy": args.policy or "rules"}
         else:
             graph = model_graph(problem, model, None)
     recorder, where = from_proposal.service_recorder(args) or open_recorder(args)
     timeline = Timeline() if not args.json else None
     rec: Recorder = FanoutRecorder(recorder, timeline) if timeline else recorder
-    try:
-        if args.resume:
-            adaptive = AdaptiveRun.resume(args.resume, problem, policy, recorder=rec,
-                                          hooks=hooks, extra_config=extra,
-                                          tuning=tuning_store(where))
-            head = f"resuming run {adaptive.run_id} at step {adaptive.trainer.step_count}"
-            steps = adaptive.adapt.steps
-        else:
-            steps = adapt.steps
-            if parallel:
-                extra["data_parallel"] = {"ranks": ranks, "gpus": gpus}
+    with sigterm_interrupts():  # kill, a scheduler: like Ctrl-C, the run ends logged
+        try:
+            if args.resume:
+                # the checkpoint's policy and settings; its seed gives the split
+                adaptive = AdaptiveRun.resume(
+                    args.resume, lambda seed: load_problem(args.dataset, seed=seed),
+                    make_policy(args.policy) if args.policy else None, recorder=rec,
+                    hooks=hooks, tuning=tuning_store(where))
+                for why in adaptive.resumed_past:
+                    print(f"note: {why}; set aside, going on from the checkpoint before it",
+                          file=sys.stderr)
+                problem, policy = adaptive.problem, adaptive.policy
+                head = f"resuming run {adaptive.run_id} at step {adaptive.trainer.step_count}"
+                steps = adaptive.adapt.steps
+            else:
+                steps = adapt.steps
+                if parallel:
+                    extra["data_parallel"] = {"ranks": ranks, "gpus": gpus}
 
-            def start(comm: Communicator | None) -> AdaptiveRun:
-                return AdaptiveRun(problem, graph, config, adapt, policy, recorder=rec,
-                                   checkpoint_dir=args.checkpoint_dir, hooks=hooks,
-                                   extra_config=extra, tuning=tuning_store(where),
-                                   parallel=None if comm is None else DataParallel(comm))
+                def start(comm: Communicator | None) -> AdaptiveRun:
+                    return AdaptiveRun(problem, graph, config, adapt, policy, recorder=rec,
+                                       checkpoint_dir=args.checkpoint_dir, hooks=hooks,
+                                       extra_config=extra, tuning=tuning_store(where),
+                                       parallel=None if comm is None else DataParallel(comm))
 
-            head = f"start {model}: {_describe(graph)}"
-            if args.from_proposal:
-                head = _proposal_head(plan) + "\n" + head
-        if timeline:
-            print(f"adapt {problem.name}: {problem.task}, {problem.n_rows} rows, "
-                  f"{problem.n_features} features; policy {policy.name}, "
-                  f"{steps} steps"
-                  + (f", data parallel over {ranks} {'GPUs' if gpus else 'processes'}"
-                     if parallel else ""), flush=True)
-            print(head, flush=True)
-        if args.resume:
-            result = adaptive.run()
-        elif parallel:
-            from aicf_induct.runtime.ranks import run_ranks
+                head = f"start {model}: {_describe(graph)}"
+                if args.from_proposal:
+                    head = _proposal_head(plan) + "\n" + head
+            if timeline:
+                print(f"adapt {problem.name}: {problem.task}, {problem.n_rows} rows, "
+                      f"{problem.n_features} features; policy {policy.name}, "
+                      f"{steps} steps"
+                      + (f", data parallel over {ranks} {'GPUs' if gpus else 'processes'}"
+                         if parallel else ""), flush=True)
+                print(head, flush=True)
+            if args.resume:
+                result = adaptive.run()
+            elif parallel:
+                from aicf_induct.runtime.ranks import run_ranks
 
-            result = run_ranks(ranks, lambda comm: start(comm).run(), adapt_other_rank,
-                               (args, graph, config, adapt, hooks, where), gpus=gpus)
-        else:
-            result = start(None).run()
-    finally:
-        rec.close()
+                result = run_ranks(ranks, lambda comm: start(comm).run(), adapt_other_rank,
+                                   (args, graph, config, adapt, hooks, where), gpus=gpus)
+            else:
+                result = start(None).run()
+        finally:
+            rec.close()
     if args.json:
         print(json.dumps({"run_id": result.run_id, "status": result.status,
                           "steps": result.steps, "executed_steps": result.work,
@@ -338,6 +386,6 @@ def adapt_other_rank(comm: Communicator, payload: tuple[Any, ...]) -> None:
     nothing and writes no checkpoint."""
     args, graph, config, adapt, hooks, where = payload
     problem = load_problem(args.dataset, seed=args.seed)
-    AdaptiveRun(problem, graph, config, adapt, make_policy(args.policy), hooks=hooks,
-                checkpoint_dir=args.checkpoint_dir, tuning=tuning_store(where),
+    AdaptiveRun(problem, graph, config, adapt, make_policy(args.policy or "rules"),
+                hooks=hooks, checkpoint_dir=args.checkpoint_dir, tuning=tuning_store(where),
                 parallel=DataParallel(comm)).run()

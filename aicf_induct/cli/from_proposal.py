@@ -59,7 +59,7 @@ def add_options(p: argparse.ArgumentParser, *, shortlist: bool = False) -> None:
                    help="knowledge pack of the embedded proposer (default: the shipped one; "
                         "with --service, used only if the service cannot propose)")
     asks = "the proposal" if shortlist else "the proposal and the rewrites"
-    g.add_argument("--service", metavar="URL", default=None,
+    g.add_argument("--service", metavar="URL", type=options.service_url, default=None,
                    help=f"ask the service at URL for {asks}, and log through it (--api-key "
                         f"or ${API_KEY_ENV})")
 

@@ -92,7 +92,7 @@ def fraction(text: str) -> float:
 
 
 def service_url(text: str) -> str:
-    """`--log-to`: the service's base URL, http(s)://HOST[:PORT]."""
+    """`--log-to`, `--service`: the service's base URL, http(s)://HOST[:PORT]."""
     from urllib.parse import urlsplit
 
     parts = urlsplit(text)

@@ -26,6 +26,7 @@ from aicf_induct.problems.problem import Problem
 from aicf_induct.records import NullRecorder, Recorder
 from aicf_induct.runtime.backend import BACKENDS, gpu_available, select_backend
 from aicf_induct.runtime.parallel import Communicator, DataParallel
+from aicf_induct.runtime.runs import sigterm_interrupts
 from aicf_induct.runtime.trainer import TrainConfig, Trainer, TrainResult
 
 DEFAULT_MODEL = "mlp"
@@ -96,6 +97,11 @@ def model_graph(problem: Problem, model: str | None, ir_file: str | None) -> Gra
     """The graph to train: an IR file, or a model spec built for the problem's shapes."""
     if ir_file:
         graph = canonical.load(ir_file)
+        if len(graph.inputs) != 1 or len(graph.outputs) != 1:  # what a batch feeds and scores
+            raise ConfigError(
+                f"{ir_file}: training feeds one input and scores one output; the graph has "
+                f"inputs {', '.join(repr(n.id) for n in graph.inputs)} and outputs "
+                f"{', '.join(repr(o) for o in graph.outputs)}")
         x = graph.inputs[0]
         width = x.attrs.get("shape", [None, None])[-1]
         if width != problem.n_features:
@@ -298,16 +304,17 @@ def run(args: argparse.Namespace) -> int:
                        tuning=tuning_store(where),
                        parallel=None if comm is None else DataParallel(comm)).fit()
 
-    try:
-        if parallel:
-            from aicf_induct.runtime.ranks import run_ranks
+    with sigterm_interrupts():  # kill, a scheduler: like Ctrl-C, the run ends logged
+        try:
+            if parallel:
+                from aicf_induct.runtime.ranks import run_ranks
 
-            result = run_ranks(ranks, rank0, train_other_rank, (args, config, where),
-                               gpus=gpus)
-        else:
-            result = rank0(None)
-    finally:
-        recorder.close()
+                result = run_ranks(ranks, rank0, train_other_rank, (args, config, where),
+                                   gpus=gpus)
+            else:
+                result = rank0(None)
+        finally:
+            recorder.close()
     if args.json:
         print(json.dumps({"run_id": result.run_id, "status": result.status,
                           "steps": result.steps, **result.metrics}, indent=1))
@@ -372,11 +379,12 @@ def run_shortlist(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"{problem.name}: {problem.task}, {problem.n_rows} rows, {problem.n_features} "
               f"features; the top {n} proposal{'s' * (n > 1)} from {source}")
-    try:
-        shortlist = train_shortlist(proposal, problem, config, train, top=top, source=source,
-                                    announce=announce)
-    finally:
-        recorder.close()
+    with sigterm_interrupts():
+        try:
+            shortlist = train_shortlist(proposal, problem, config, train, top=top,
+                                        source=source, announce=announce)
+        finally:
+            recorder.close()
     picked = shortlist.picked
     if args.save_ir:
         canonical.save(picked.start.graph, args.save_ir)

@@ -23,10 +23,11 @@ snapshots, so a run resumed from its on-disk checkpoint continues bit-exactly.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -45,7 +46,16 @@ from aicf_induct.runtime.guard import Blacklist, Guard, GuardConfig
 from aicf_induct.runtime.metrics import score_name
 from aicf_induct.runtime.model_state import ModelState, capture, install
 from aicf_induct.runtime.parallel import DataParallel
-from aicf_induct.runtime.policies import NO_CHANGE, Decision, Policy, PolicyObservation
+from aicf_induct.runtime.policies import (
+    NO_CHANGE,
+    POLICIES,
+    Decision,
+    Policy,
+    PolicyObservation,
+    RuleBasedPolicy,
+    make_policy,
+    policy_settings,
+)
 from aicf_induct.runtime.runs import (
     LoggedRun,
     interrupts_deferred,
@@ -54,7 +64,7 @@ from aicf_induct.runtime.runs import (
     start_run,
 )
 from aicf_induct.runtime.schedules import Schedule
-from aicf_induct.runtime.snapshot import Snapshot, SnapshotError
+from aicf_induct.runtime.snapshot import Snapshot, SnapshotError, UnreadableCheckpoint
 from aicf_induct.runtime.trainer import TrainConfig, Trainer
 from aicf_induct.runtime.transforms import RewriteError, make_transform
 from aicf_induct.runtime.triggers import (
@@ -67,6 +77,8 @@ from aicf_induct.runtime.triggers import (
 )
 
 TRAIN_EVAL_ROWS = 4096  # the training loss for the gap is measured on at most these rows
+# what a checkpoint whose files parse but whose run state is malformed raises on resume
+STATE_DAMAGE = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 
 
 @dataclass(frozen=True)
@@ -231,6 +243,7 @@ class AdaptiveRun:
         self.last_good: Snapshot | None = None
         self.checkpoint_work = 0  # `work` at the last on-disk checkpoint
         self.log: LoggedRun | None = None  # set once the run has started (or resumed)
+        self.resumed_past: list[str] = []  # why newer checkpoints were not resumed from
         self._order: tuple[int, np.ndarray] | None = None
         n = min(len(problem.train), TRAIN_EVAL_ROWS)
         self._train_eval = Split(problem.train.X[:n], problem.train.y[:n])
@@ -241,34 +254,38 @@ class AdaptiveRun:
 
     # -- state for snapshots ----------------------------------------------------------------
     def _controller(self) -> dict[str, Any]:
-        """What a rollback rewinds: trigger and guard state, recent losses, early stopping."""
+        """What a rollback rewinds: trigger and guard state, recent losses, early stopping
+        and the best model so far (a discarded branch's best is discarded with it; the
+        model itself is the snapshot's extra "best")."""
         triggers = {t.name: t.state_dict() for t in self._triggers()}
         return {"triggers": triggers, "guard": self.guard.state_dict(), "recent": self.recent,
                 "since_best": self.since_best, "last_metrics": self.last_metrics,
-                "best_val_at": self.best_val_at}
+                "best_val_at": self.best_val_at, "best_val": self.best_val,
+                "best_step": self.best_step}
 
     def _run_state(self) -> dict[str, Any]:
         """What a rollback keeps (and a resumed run needs): the run's own history."""
         return {"run_id": self.run_id, "problem_id": self.problem.problem_id,
                 "problem": self.problem.name, "train_config": asdict(self.config),
-                "adapt_config": asdict(self.adapt),
+                "adapt_config": asdict(self.adapt), "policy": self.policy.name,
+                "policy_settings": policy_settings(self.policy),
                 "lr_scale": self.schedule.scale, "blacklist": self.blacklist.state_dict(),
                 "work": self.work, "rewrites": self.rewrites, "rollbacks": self.rollbacks,
-                "best_val": self.best_val, "best_step": self.best_step,
                 "history": self.history, "pause_ms": self.pause_ms, "skip": self.skip,
                 "checkpoint_work": self.checkpoint_work}
 
     def _triggers(self) -> list[Any]:
         return [t for t in (self.warmup, self.epoch_end, self.plateau, self.instability) if t]
 
-    def snapshot(self, with_best: bool = False) -> Snapshot:
+    def snapshot(self) -> Snapshot:
         s = Snapshot.capture(self.trainer, *self.position,
                              meta={"controller": self._controller(), "run": self._run_state()})
-        if with_best and self.best_state is not None:
+        if self.best_state is not None:  # shared, not copied: a new best replaces it
             s.extras["best"] = self.best_state
         return s
 
-    def _load_controller(self, c: dict[str, Any]) -> None:
+    def _load_controller(self, s: Snapshot) -> None:
+        c = s.meta["controller"]
         for t in self._triggers():
             t.load_state_dict(c["triggers"][t.name])
         self.guard.load_state_dict(c["guard"])
@@ -276,6 +293,9 @@ class AdaptiveRun:
         self.since_best = int(c["since_best"])
         self.last_metrics = {k: float(v) for k, v in c["last_metrics"].items()}
         self.best_val_at = {k: float(v) for k, v in c["best_val_at"].items()}
+        best = c if "best_val" in c else s.meta["run"]  # older checkpoints: in the run state
+        self.best_val, self.best_step = float(best["best_val"]), int(best["best_step"])
+        self.best_state = s.extras.get("best")
 
     def load(self, s: Snapshot, keep_run_id: bool = False) -> None:
         """Take over everything from a snapshot: model, position, controller, run state."""
@@ -288,46 +308,74 @@ class AdaptiveRun:
                                 f"'{self.problem.name}' ({self.problem.problem_id})")
         s.restore(self.trainer)
         self.position = (s.epoch, s.batch)
-        self._load_controller(s.meta["controller"])
+        self._load_controller(s)
         self.schedule.scale = float(r["lr_scale"])
         self.blacklist.load_state_dict(r["blacklist"])
         self.work, self.rewrites, self.rollbacks = r["work"], r["rewrites"], r["rollbacks"]
-        self.best_val, self.best_step = float(r["best_val"]), int(r["best_step"])
         self.history = [dict(h) for h in r["history"]]
         self.pause_ms = [float(v) for v in r["pause_ms"]]
         self.skip = [list(p) for p in r["skip"]]
         self.checkpoint_work = int(r.get("checkpoint_work", self.work))
-        self.best_state = s.extras.get("best")
         self.last_good = s
         if not keep_run_id:
             self.trainer.run_id = r["run_id"]
 
     # -- constructors for resumed and forked runs ---------------------------------------------
     @classmethod
-    def resume(cls, checkpoint_dir: str | Path, problem: Problem, policy: Policy, *,
-               recorder: Recorder | None = None, hooks: Sequence[StepHook] = (),
-               extra_config: dict[str, Any] | None = None,
+    def resume(cls, checkpoint_dir: str | Path, problem: Problem | Callable[[int], Problem],
+               policy: Policy | None = None, *, recorder: Recorder | None = None,
+               hooks: Sequence[StepHook] = (), extra_config: dict[str, Any] | None = None,
                tuning: TuningStore | None = None) -> AdaptiveRun:
-        """The run whose latest checkpoint is in `checkpoint_dir`, ready to go on."""
-        path = disk.latest(checkpoint_dir)
-        if path is None:
+        """The run whose latest readable checkpoint is in `checkpoint_dir`, ready to go on.
+        `problem`: the run's, or a function of the checkpoint's seed giving it (its split).
+        The run keeps the policy it ran with: `policy` must be of that name (None: the
+        built-in one). A damaged checkpoint is set aside for the one before it (two are
+        kept for this); `resumed_past` then says why."""
+        found = disk.checkpoints(checkpoint_dir)
+        if not found:
             raise SnapshotError(f"no checkpoint in {checkpoint_dir}")
-        s = disk.load(path)
-        r = s.meta["run"]
-        run = cls(problem, s.state.graph, TrainConfig(**r["train_config"]),
-                  AdaptConfig.from_dict(r["adapt_config"]), policy, recorder=recorder,
-                  run_id=r["run_id"], checkpoint_dir=checkpoint_dir, hooks=hooks,
-                  extra_config=extra_config, tuning=tuning)
-        run.load(s)
+        damaged: list[UnreadableCheckpoint] = []
+        for path in reversed(found):
+            try:
+                run = cls._from_checkpoint(path, problem, policy, recorder=recorder,
+                                           hooks=hooks, extra_config=extra_config,
+                                           tuning=tuning)
+                break
+            except UnreadableCheckpoint as err:
+                damaged.append(err)
+        else:
+            older = "; no older one is readable either" if len(damaged) > 1 else ""
+            raise UnreadableCheckpoint(f"{damaged[0]}{older}")
+        for bad in found[len(found) - len(damaged):]:  # the replay writes their serials again
+            disk.set_aside(bad)
+        run.resumed_past = [str(err) for err in damaged]
         run.log = resume_run(run.trainer)
-        run._event("checkpoint", "resume", {"path": str(path), "work": run.work})
+        run._event("checkpoint", "resume", {"path": str(path), "work": run.work,
+                                            **({"unreadable": run.resumed_past}
+                                               if damaged else {})})
+        return run
+
+    @classmethod
+    def _from_checkpoint(cls, path: Path, problem: Problem | Callable[[int], Problem],
+                         policy: Policy | None, **kwargs: Any) -> AdaptiveRun:
+        s = disk.load(path)
+        if not isinstance(problem, Problem):
+            problem = problem(s.seed)
+        try:
+            r = s.meta["run"]
+            run = cls(problem, s.state.graph, TrainConfig(**r["train_config"]),
+                      AdaptConfig.from_dict(r["adapt_config"]), _own_policy(r, policy),
+                      run_id=r["run_id"], checkpoint_dir=path.parent, **kwargs)
+            run.load(s)
+        except STATE_DAMAGE as err:
+            raise disk.unreadable(path, err) from None
         return run
 
     def fork(self, snap: Snapshot | None = None, *, policy: Policy | None = None,
              recorder: Recorder | None = None, hooks: Sequence[StepHook] = ()) -> AdaptiveRun:
         """A child run (new run id, this run as parent, origin "fork") going on from `snap`
         (default: now). Run it with `.run()`; it logs as its own run."""
-        s = snap or self.snapshot(with_best=True)
+        s = snap or self.snapshot()
         child = AdaptiveRun(self.problem, s.state.graph, self.config, self.adapt,
                             policy or self.policy, recorder=recorder or self.recorder,
                             parent_run_id=self.run_id, origin="fork", hooks=hooks,
@@ -349,7 +397,12 @@ class AdaptiveRun:
 
     def start(self) -> None:
         """Log the run's start (through `runtime.runs.start_run`, like every run); `run()`
-        and `step()` call it when nobody has."""
+        and `step()` call it when nobody has. A checkpoint directory that will not take
+        this run's checkpoints is refused first, before anything is logged."""
+        if self.checkpoint_dir is not None and self.rank0:
+            why = unusable_checkpoint_dir(self.checkpoint_dir, self.run_id)
+            if why:
+                raise SnapshotError(f"checkpoint directory {self.checkpoint_dir}: {why}")
         self.log = start_run(self.trainer)
         if self.trainer.parent_run_id:
             self._event("fork", "start", {"parent_run_id": self.trainer.parent_run_id})
@@ -602,7 +655,7 @@ class AdaptiveRun:
         """Back on the rewritten arm (measured as `metrics`) after the control arm lost."""
         arm.restore(self.trainer)
         self.position = (arm.epoch, arm.batch)
-        self._load_controller(arm.meta["controller"])
+        self._load_controller(arm)
         self.last_metrics = metrics
 
     def _harmful(self, f: Fired) -> bool:
@@ -647,7 +700,7 @@ class AdaptiveRun:
         if control is None:
             target.restore(tr)
             self.position = (target.epoch, target.batch)
-        self._load_controller(target.meta["controller"])
+        self._load_controller(target)
         if control is not None:  # the control's own recent losses, not the pre-rewrite ones
             self.recent = control.losses[-self.adapt.guard.steps:]
         if lr_backoff:
@@ -668,7 +721,7 @@ class AdaptiveRun:
     def _checkpoint(self) -> None:
         assert self.checkpoint_dir is not None
         self.checkpoint_work = self.work
-        s = self.snapshot(with_best=True)
+        s = self.snapshot()
         with interrupts_deferred():  # a Ctrl-C here would lose rows being committed
             # the log first: a run resumed from this checkpoint logs from it on, so every
             # step before it must already be on disk
@@ -690,3 +743,45 @@ class AdaptiveRun:
                            self.best_step, self.best_val, self.rewrites, self.rollbacks,
                            tr.graph, list(self.history), list(self.events),
                            list(self.pause_ms))
+
+
+def _own_policy(run_state: dict[str, Any], given: Policy | None) -> Policy:
+    """The policy a checkpoint's run decided with, options and all: `given` if it is that
+    one, else the built-in one rebuilt (older checkpoints do not name theirs: `given`,
+    else the rules)."""
+    own, settings = run_state.get("policy"), run_state.get("policy_settings")
+    if own is None:
+        return given or RuleBasedPolicy()
+    if given is None:
+        if own not in POLICIES:
+            raise ConfigError(f"the checkpoint's run decides with policy '{own}', which is "
+                              f"not a built-in one ({', '.join(POLICIES)}): pass it to resume")
+        return make_policy(own, settings)
+    if given.name != own:
+        raise ConfigError(f"the checkpoint's run decides with policy '{own}', not "
+                          f"'{given.name}': a resumed run keeps its policy")
+    theirs = policy_settings(given)
+    if settings is not None and theirs is not None and \
+            json.loads(json.dumps(theirs)) != settings:
+        raise ConfigError(f"the checkpoint's run decides with policy '{own}' configured "
+                          f"otherwise: a resumed run keeps its policy")
+    return given
+
+
+def unusable_checkpoint_dir(directory: str | Path, run_id: str | None = None) -> str | None:
+    """Why run `run_id` cannot write its checkpoints in `directory` (created if need be):
+    not writable, or another run's checkpoints are there (its serials would collide with
+    theirs half-way through the run); None if it can."""
+    why = disk.prepare_dir(directory)
+    if why:
+        return why
+    others = sorted({_run_of(p) for p in disk.checkpoints(directory)} - {run_id})
+    if others:
+        return (f"holds checkpoints of run {', '.join(others)}: --resume it, or pick an "
+                f"empty directory")
+    return None
+
+
+def _run_of(checkpoint: Path) -> str:
+    r = disk.read_meta(checkpoint).get("run")
+    return str(r["run_id"]) if isinstance(r, dict) and r.get("run_id") else "unknown"

@@ -30,7 +30,8 @@ options, the reason) or None.
   the rewrite history the induction layer learns from (`corpus build --adaptive`).
 
 Policies hold no state of their own: a decision depends on the observation alone, so
-rollbacks and resumed runs need nothing from them.
+rollbacks need nothing from them, and a checkpoint only a built-in policy's name and
+options (`policy_settings`, which `make_policy` rebuilds it from).
 """
 
 from __future__ import annotations
@@ -369,14 +370,32 @@ class ExplorePolicy:
 POLICIES = ("rules", "jump", "stack", "explore")
 
 
-def make_policy(name: str) -> Policy:
-    """A built-in policy by name (the CLI's --policy), with its defaults."""
+def make_policy(name: str, settings: Mapping[str, Any] | None = None) -> Policy:
+    """A built-in policy by name (the CLI's --policy), with its defaults or with `settings`
+    as `policy_settings` gave them (a checkpoint's, on resume)."""
+    s = dict(settings or {})
     if name == "rules":
-        return RuleBasedPolicy()
+        return RuleBasedPolicy(RuleConfig(**s))
     if name == "jump":
-        return TargetSizePolicy()
+        return TargetSizePolicy(TargetConfig(**{**s, "rules": RuleConfig(**s.get("rules", {}))}))
     if name == "stack":
-        return StackPolicy()
+        return StackPolicy(**s)
     if name == "explore":
-        return ExplorePolicy()
+        stabilise = s.pop("stabilise", None)
+        return ExplorePolicy(**{**s, "arms": tuple(s.get("arms", EXPLORE_ARMS))},
+                             stabilise=make_policy("rules", stabilise) if stabilise else None)
     raise RewriteError(f"unknown policy '{name}' (known: {', '.join(POLICIES)})")
+
+
+def policy_settings(policy: Policy) -> dict[str, Any] | None:
+    """A built-in policy's options, JSON-able, for `make_policy` to rebuild it from (what a
+    checkpoint keeps); None for any other policy."""
+    if isinstance(policy, RuleBasedPolicy | TargetSizePolicy):
+        return dataclasses.asdict(policy.config)
+    if isinstance(policy, StackPolicy):
+        return {"depth": policy.depth, "width": policy.jump.config.width,
+                "deepen_state": policy.options.get("state", "fresh")}
+    if isinstance(policy, ExplorePolicy) and isinstance(policy.stabilise, RuleBasedPolicy):
+        return {"seed": policy.seed, "arms": list(policy.arms),
+                "stabilise": dataclasses.asdict(policy.stabilise.config)}
+    return None

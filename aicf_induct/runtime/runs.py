@@ -182,6 +182,25 @@ def interrupts_deferred() -> Iterator[None]:
             signal.raise_signal(signum)
 
 
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM (`kill`, `timeout`, a scheduler, `docker stop`) stops the block as Ctrl-C
+    does, with a KeyboardInterrupt: the run ends `interrupted` with every record flushed,
+    not `abandoned`. For a command's own run; the previous handler comes back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread handles signals
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    old = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if old is None else old)
+
+
 def end_status(err: BaseException) -> str:
     """`failed` for an error, `interrupted` for Ctrl-C, SystemExit and the like."""
     return "failed" if isinstance(err, Exception) else "interrupted"

@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import uuid
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -39,6 +40,17 @@ PREFIX = "ckpt-"
 
 class SnapshotError(AicfError):
     """A checkpoint that cannot be read or does not fit the run."""
+
+
+class UnreadableCheckpoint(SnapshotError):
+    """A checkpoint whose files are missing, truncated or malformed (an older one may do)."""
+
+
+# what a damaged checkpoint raises while it is parsed: truncated or empty npz files
+# (BadZipFile, EOFError), JSON of the wrong shape (AttributeError, TypeError, KeyError),
+# bad numbers (ValueError), a damaged graph (AicfError: invalid IR)
+DAMAGE = (OSError, EOFError, ValueError, KeyError, IndexError, TypeError, AttributeError,
+          zipfile.BadZipFile, AicfError)
 
 
 @dataclass
@@ -155,21 +167,70 @@ def _load_state(doc: dict[str, Any], prefix: str, index: dict[str, list[str]],
 
 
 def load(path: str | Path) -> Snapshot:
-    """Read a checkpoint directory written by `save`."""
+    """Read a checkpoint directory written by `save`; `UnreadableCheckpoint` if it is
+    damaged, whatever the damage."""
     path = Path(path)
     try:
         doc = json.loads((path / "snapshot.json").read_text(encoding="utf-8"))
-        if doc.get("format") != FORMAT:
-            raise SnapshotError(f"{path}: not a snapshot ({doc.get('format')!r})")
+        fmt = doc.get("format") if isinstance(doc, dict) else None
+        if fmt != FORMAT:
+            raise UnreadableCheckpoint(f"cannot read checkpoint {path}: not a snapshot "
+                                       f"(format {fmt!r})")
+        if not isinstance(doc["meta"], dict):
+            raise TypeError(f"meta is {type(doc['meta']).__name__}, not an object")
         with np.load(path / "arrays.npz") as npz:
             index = doc["arrays"]
             state = _load_state(doc["state"], "state", index, npz)
             extras = {k: _load_state(d, f"extra:{k}", index, npz)
                       for k, d in doc["extras"].items()}
-    except (OSError, ValueError, KeyError) as err:
-        raise SnapshotError(f"cannot read checkpoint {path}: {err}") from None
-    return Snapshot(state, int(doc["step"]), int(doc["epoch"]), int(doc["batch"]),
-                    int(doc["seed"]), doc["meta"], extras)
+        return Snapshot(state, int(doc["step"]), int(doc["epoch"]), int(doc["batch"]),
+                        int(doc["seed"]), doc["meta"], extras)
+    except UnreadableCheckpoint:
+        raise
+    except DAMAGE as err:
+        raise unreadable(path, err) from None
+
+
+def unreadable(path: Path, err: BaseException) -> UnreadableCheckpoint:
+    """The one-line error for a damaged checkpoint (a KeyError says which key is missing)."""
+    why = f"missing {err}" if isinstance(err, KeyError) else str(err) or type(err).__name__
+    return UnreadableCheckpoint(f"cannot read checkpoint {path}: {why}")
+
+
+def read_meta(path: str | Path) -> dict[str, Any]:
+    """The caller state of a checkpoint (its `meta`) without its arrays; {} if unreadable."""
+    try:
+        meta = json.loads((Path(path) / "snapshot.json").read_text(encoding="utf-8"))["meta"]
+    except DAMAGE:
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def prepare_dir(directory: str | Path) -> str | None:
+    """Create `directory` if need be; why checkpoints cannot be written there, or None.
+    (Found before a run starts: the first checkpoint comes after a paid-for interval.)"""
+    root = Path(directory)
+    if root.exists() and not root.is_dir():
+        return "not a directory"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        return f"cannot create it ({err.strerror or err})"
+    try:
+        probe = root / f".tmp-{PREFIX}probe-{uuid.uuid4().hex[:8]}"
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as err:
+        return f"cannot write there ({err.strerror or err})"
+    return None
+
+
+def set_aside(path: Path) -> Path:
+    """Rename a damaged checkpoint out of the run's way (kept, no longer a checkpoint: the
+    run resumed before it will write its serial again)."""
+    aside = path.with_name(f".unreadable-{path.name}-{uuid.uuid4().hex[:8]}")
+    os.rename(path, aside)
+    return aside
 
 
 def checkpoints(directory: str | Path) -> list[Path]:

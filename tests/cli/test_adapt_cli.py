@@ -146,3 +146,74 @@ def test_bad_input_is_one_line(args: list[str], message: str, capsys) -> None:
     assert main(["adapt", "--no-log", *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and message in err
+
+
+def test_a_used_or_unusable_checkpoint_dir_is_refused_before_anything_runs(
+        tmp_path: Path, capsys) -> None:
+    import warehouse
+
+    wh, ckpt, afile = tmp_path / "wh", tmp_path / "ckpt", tmp_path / "afile"
+    first = _json(capsys, "--steps", "100", "--checkpoint-dir", str(ckpt), "--checkpoint-steps",
+                  "40", "--warehouse", str(wh))
+    afile.write_text("x")
+    for path, why in ((ckpt, f"holds checkpoints of run {first['run_id']}: --resume it, or "
+                             f"pick an empty directory"),
+                      (afile, "not a directory"),
+                      (afile / "sub", "cannot create it (Not a directory)")):
+        assert main([*BASE, "--steps", "100", "--checkpoint-dir", str(path),
+                     "--warehouse", str(wh)]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err == f"error: --checkpoint-dir {path}: {why}\n"
+    # nothing trained, nothing logged
+    assert warehouse.connect(wh).execute("SELECT run_id FROM runs").fetchall() == \
+        [(first["run_id"],)]
+
+
+def test_a_resumed_run_keeps_its_policy(tmp_path: Path, capsys) -> None:
+    ckpt = tmp_path / "ckpt"
+    args = ["--steps", "200", "--trigger-warmup", "150", "--no-log"]
+    first = _json(capsys, "--policy", "stack", *args, "--checkpoint-dir", str(ckpt),
+                  "--checkpoint-steps", "40")
+    kept = disk.checkpoints(ckpt)
+    shutil.rmtree(kept[-1])  # resumed from before the warm-up: the stack policy's jump to
+    assert int(kept[0].name.split("-")[1]) < 150  # 64 units, not the rules' doubling
+    assert main([*BASE, *args, "--resume", str(ckpt)]) == 0
+    out = capsys.readouterr().out
+    assert "; policy stack, 200 steps" in out
+    assert "rewrite   widen blocks.0.linear: 35 -> 515 parameters" in out  # 4 -> 64 units
+    assert f", {first['param_count']} parameters\n" in out  # the best model: the first run's
+    assert main([*BASE, *args, "--resume", str(ckpt), "--policy", "rules"]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: the checkpoint's run decides with policy 'stack', not 'rules': a " \
+                  "resumed run keeps its policy\n"
+
+
+def test_a_damaged_checkpoint_gives_way_to_the_one_before_it(tmp_path: Path, capsys) -> None:
+    ckpt = tmp_path / "ckpt"
+    first = _json(capsys, "--steps", "200", "--no-log", "--checkpoint-dir", str(ckpt),
+                  "--checkpoint-steps", "40")
+    latest = disk.checkpoints(ckpt)[-1]
+    (latest / "arrays.npz").write_bytes((latest / "arrays.npz").read_bytes()[:100])
+    assert main([*BASE, "--json", "--no-log", "--resume", str(ckpt)]) == 0
+    out, err = capsys.readouterr()
+    assert err == f"note: cannot read checkpoint {latest}: File is not a zip file; set " \
+                  f"aside, going on from the checkpoint before it\n"
+    again = json.loads(out)
+    assert {k: v for k, v in again.items() if k != "pause_ms"} == \
+        {k: v for k, v in first.items() if k != "pause_ms"}
+    for path in disk.checkpoints(ckpt):  # none readable: one line
+        (path / "snapshot.json").write_text("[1, 2]")
+    assert main([*BASE, "--no-log", "--resume", str(ckpt)]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith(f"error: cannot read checkpoint {latest}: not a snapshot")
+    assert err.count("\n") == 1 and out == ""
+
+
+@pytest.mark.parametrize("command", ["adapt", "train"])
+@pytest.mark.parametrize("url", ["notaurl", "ftp://x", "http://"])
+def test_a_service_url_is_checked_like_log_to(command: str, url: str, capsys) -> None:
+    assert main([command, "--dataset", "iris", "--from-proposal", "--service", url,
+                 "--api-key", "k", "--no-log"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: argument --service: expected http://HOST:PORT or "
+                          f"https://..., got '{url}'") and err.count("\n") == 1

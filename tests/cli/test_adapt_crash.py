@@ -1,7 +1,8 @@
 """`aicf-induct adapt` with a warehouse, killed and interrupted, then resumed: the log
 keeps every step up to each checkpoint (a checkpoint flushes the log first), Ctrl-C ends
 the run `interrupted` (no `running` ghost), and the resumed run completes with every step
-of its trajectory in the warehouse."""
+of its trajectory in the warehouse. SIGTERM (kill, a scheduler) stops `adapt` and `train` as
+Ctrl-C does; a reader that goes away (`| head`) mutes the timeline, not the run."""
 
 from __future__ import annotations
 
@@ -94,3 +95,51 @@ def test_killed_then_interrupted_then_resumed_run_logs_every_step(tmp_path: Path
     resumes = conn.execute("SELECT count(*) FROM events WHERE kind = 'checkpoint' AND "
                            "name = 'resume'").fetchone()
     assert resumes == (2,)
+
+
+def test_sigterm_ends_the_run_interrupted_with_every_step_logged(tmp_path: Path) -> None:
+    wh, ckpt = tmp_path / "wh", tmp_path / "ckpt"
+    proc = _start("--warehouse", str(wh), "--checkpoint-dir", str(ckpt))
+    stopped_at, err = _kill_after_checkpoint(proc, ckpt, 0, signal.SIGTERM)
+    assert proc.returncode == 130 and err.strip().splitlines()[-1] == "interrupted"
+    ((_, status, error),) = _runs(wh)
+    assert (status, error) == ("interrupted", "KeyboardInterrupt: SIGTERM")
+    logged = _steps(wh)
+    assert logged == list(range(len(logged))) and len(logged) >= stopped_at
+
+
+def test_sigterm_ends_a_train_run_interrupted(tmp_path: Path) -> None:
+    wh = tmp_path / "wh"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "aicf_induct", "train", "--dataset", "digits",
+                             "--epochs", "100000", "--patience", "0", "--quiet", "--json",
+                             "--warehouse", str(wh)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not wh.is_dir():  # the warehouse opens just before the run starts
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(3)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    ((_, status, error),) = _runs(wh)
+    assert (status, error) == ("interrupted", "KeyboardInterrupt: SIGTERM")
+
+
+def test_a_closed_pipe_mutes_the_timeline_and_the_run_completes(tmp_path: Path) -> None:
+    """`adapt ... | head -2`: the timeline's reader is gone at the first checkpoint's flush."""
+    wh = tmp_path / "wh"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "aicf_induct", "adapt", "--dataset", "iris",
+                             "--steps", "2000", "--patience", "0", "--checkpoint-dir",
+                             str(tmp_path / "ckpt"), "--checkpoint-steps", "20",
+                             "--warehouse", str(wh)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith("adapt iris:")
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 0 and err == ""
+    ((_, status, error),) = _runs(wh)
+    assert (status, error) == ("completed", None)

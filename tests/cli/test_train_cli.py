@@ -82,6 +82,27 @@ def test_ir_of_another_width_is_refused(tmp_path: Path, capsys) -> None:
     assert "takes 4 features" in capsys.readouterr().err
 
 
+def test_ir_with_a_second_input_is_refused_before_the_run(tmp_path: Path, capsys,
+                                                          monkeypatch) -> None:
+    """A valid IR that training cannot feed (two inputs) is one line, and no run is logged
+    (it was a KeyError traceback and a failed run)."""
+    ir = tmp_path / "m.json"
+    _train(capsys, "--dataset", "iris", "--epochs", "1", "--no-log", "--save-ir", str(ir))
+    doc = json.loads(ir.read_text())
+    doc["nodes"].insert(1, {"id": "x2", "op": "input", "inputs": [], "params": {},
+                            "attrs": {"dtype": "float64", "shape": [None, 4]}})
+    doc["nodes"][2]["inputs"] = ["x2"]
+    ir.write_text(json.dumps(doc))
+    assert main(["ir", "validate", str(ir)]) == 0  # an IR may have two inputs
+    capsys.readouterr()
+    monkeypatch.setenv("AICF_WAREHOUSE", str(tmp_path / "wh"))
+    assert main(["train", "--dataset", "iris", "--ir", str(ir), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("error: " + str(ir) + ": training feeds one input and scores one output; "
+                   "the graph has inputs 'x', 'x2' and outputs 'head'\n")
+    assert not (tmp_path / "wh").exists()
+
+
 def test_backend_and_precision_are_options_and_recorded(tmp_path: Path, capsys,
                                                         monkeypatch) -> None:
     """--backend numpy runs on NumPy; a GPU precision policy there is said, not dropped in

@@ -182,3 +182,38 @@ def test_counterfactual_guard_returns_to_the_rewritten_arm_when_it_wins(problem)
     assert run.trainer.step_count == 72 and run.work == 72 + 12
     assert run.measure()["val_loss"] == pytest.approx(guard.detail["val_after"], rel=1e-12)
     assert run.run().status == "completed"
+
+
+class BestWatch:
+    """Records (live step, best step, best val loss) before every executed step."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, int]] = []
+
+    def before_step(self, run, x, y):  # type: ignore[no-untyped-def]
+        self.seen.append((run.trainer.step_count, run.best_step))
+        return x, y
+
+
+def test_a_rollback_rewinds_the_best_model_so_far(problem) -> None:
+    """A NaN in a rewrite's trial rolls back to before the rewrite: the best model that trial
+    found goes with it, so early stopping never counts from it and the run never ends on
+    the blacklisted rewrite."""
+    def widen_at_warmup(obs):  # type: ignore[no-untyped-def]
+        if obs.fired.trigger == "warmup":
+            return [Proposal("widen", "blocks.0.linear", {"units": 8, "init": "fresh"}, 1.0)]
+        return []
+
+    start, watch, rec = toy_graph(problem, "mlp:depth=1,width=4"), BestWatch(), MemoryRecorder()
+    run = AdaptiveRun(problem, start, CONFIG, _adapt(steps=150, warmup_steps=60, eval_every=2,
+                                                     guard=GuardConfig(steps=12)),
+                      ProposalPolicy(widen_at_warmup), recorder=rec,
+                      hooks=[FaultInjection(at_work=70, kind="nan"), watch])
+    res = run.run()
+    rb = next(e for e in rec.events if e.kind == "rollback")
+    assert rb.name == "nan" and rb.detail["to_step"] == 60 and rb.detail["blacklisted"] == "widen"
+    # the trial evaluated (and improved) before the NaN: a best the rollback discarded
+    assert any(h["step"] > 60 and h["work"] < 70 for h in run.history)
+    assert all(best <= step for step, best in watch.seen)  # never a best from the future
+    assert fingerprint(res.graph) == fingerprint(start)  # not the rolled-back widen
+    assert res.best_step <= res.steps

@@ -1,24 +1,36 @@
 """A run killed with SIGKILL and resumed from its on-disk checkpoint continues bit-exactly:
 every step after the checkpoint (rewrites, guard verdicts and a rollback among them)
-has the same loss as in the uninterrupted run."""
+has the same loss as in the uninterrupted run. It keeps its policy, and a damaged latest
+checkpoint gives way to the one before it."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from aicf_induct.errors import ConfigError
 from aicf_induct.records import MemoryRecorder, Recorder
 from aicf_induct.runtime import snapshot as disk
-from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun, FaultInjection, StepHook
+from aicf_induct.runtime.adaptive import (
+    AdaptConfig,
+    AdaptiveRun,
+    AdaptResult,
+    FaultInjection,
+    StepHook,
+)
 from aicf_induct.runtime.guard import GuardConfig
-from aicf_induct.runtime.policies import RuleBasedPolicy, RuleConfig
+from aicf_induct.runtime.policies import Policy, RuleBasedPolicy, RuleConfig, StackPolicy
+from aicf_induct.runtime.snapshot import UnreadableCheckpoint
 from aicf_induct.runtime.trainer import TrainConfig
 from tests.runtime.test_adaptive_fixtures import toy_graph, toy_problem
 
@@ -106,3 +118,74 @@ def test_sigkilled_run_resumes_bit_exactly(tmp_path: Path) -> None:
     assert resumed_after == full_after
     finals = {(r.split, r.metric): r.value for r in full.results if r.final}
     assert finals == {(r.split, r.metric): r.value for r in resumed_rec.results if r.final}
+
+
+def _checkpointed(tmp_path: Path, policy: Policy = POLICY) -> tuple[Path, AdaptResult]:
+    problem = toy_problem("classification", n=300, seed=2)
+    adapt = AdaptConfig(steps=120, warmup_steps=12, plateau_patience=2,
+                        guard=GuardConfig(steps=12), checkpoint_steps=40)
+    ckpt = tmp_path / "ckpt"
+    res = AdaptiveRun(problem, toy_graph(problem, "mlp:depth=1,width=2"),
+                      TrainConfig(lr=1e-2, batch_size=32, seed=3), adapt, policy,
+                      checkpoint_dir=ckpt).run()
+    return ckpt, res
+
+
+def _finals(res: AdaptResult) -> dict[str, float]:
+    return {**res.metrics, "best_step": res.best_step, "steps": res.steps, "work": res.work}
+
+
+def test_a_resumed_run_keeps_the_checkpoints_policy(tmp_path: Path) -> None:
+    ckpt, first = _checkpointed(tmp_path, StackPolicy(depth=2))
+    shutil.rmtree(disk.checkpoints(ckpt)[-1])  # as if killed before it was written
+    problem = toy_problem("classification", n=300, seed=2)
+    run = AdaptiveRun.resume(ckpt, problem)  # no policy given: the checkpoint's
+    assert run.policy.name == "stack"
+    assert _finals(run.run()) == _finals(first)
+    with pytest.raises(ConfigError, match="policy 'stack', not 'rules'"):
+        AdaptiveRun.resume(ckpt, problem, POLICY)
+    with pytest.raises(ConfigError, match="policy 'stack' configured otherwise"):
+        AdaptiveRun.resume(ckpt, problem, StackPolicy(depth=3))
+
+
+DAMAGE = {
+    "truncated arrays": lambda p: (p / "arrays.npz").write_bytes(
+        (p / "arrays.npz").read_bytes()[:100]),
+    "empty arrays": lambda p: (p / "arrays.npz").write_bytes(b""),
+    "no arrays": lambda p: (p / "arrays.npz").unlink(),
+    "a list for a document": lambda p: (p / "snapshot.json").write_text("[1, 2]"),
+    "no run state": lambda p: _edit(p, lambda d: d["meta"].pop("run")),
+    "a step that is no number": lambda p: _edit(p, lambda d: d.update(step="abc")),
+    "a damaged graph": lambda p: _edit(p, lambda d: d["state"]["graph"].update(outputs=["zz"])),
+    "no trigger state": lambda p: _edit(p, lambda d: d["meta"]["controller"].update(
+        triggers={})),
+}
+
+
+def _edit(path: Path, change: Callable[[dict], object]) -> None:
+    doc = json.loads((path / "snapshot.json").read_text())
+    change(doc)
+    (path / "snapshot.json").write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_damaged_checkpoint_is_set_aside_for_the_one_before_it(tmp_path: Path,
+                                                                 damage: str) -> None:
+    ckpt, first = _checkpointed(tmp_path)
+    older, latest = disk.checkpoints(ckpt)
+    DAMAGE[damage](latest)
+    run = AdaptiveRun.resume(ckpt, toy_problem("classification", n=300, seed=2))
+    (why,) = run.resumed_past
+    assert why.startswith(f"cannot read checkpoint {latest}: ") and "\n" not in why
+    assert run.work == int(older.name.split("-")[1])
+    assert _finals(run.run()) == _finals(first)  # bit-exact from the older one
+    assert len(list(ckpt.glob(f".unreadable-{latest.name}-*"))) == 1  # kept, out of the way
+    assert disk.checkpoints(ckpt) == [older, latest]  # the resumed run wrote it again
+
+    for path in disk.checkpoints(ckpt):  # none readable: one line, nothing set aside
+        DAMAGE[damage](path)
+    with pytest.raises(UnreadableCheckpoint) as err:
+        AdaptiveRun.resume(ckpt, toy_problem("classification", n=300, seed=2))
+    assert str(err.value).startswith(f"cannot read checkpoint {latest}: ")
+    assert str(err.value).endswith("no older one is readable either")
+    assert disk.checkpoints(ckpt) == [older, latest]

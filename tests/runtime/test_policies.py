@@ -8,8 +8,8 @@ import pytest
 
 from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
 from aicf_induct.ir.graph import Graph
-from aicf_induct.runtime.policies import PolicyObservation as Obs
 from aicf_induct.runtime.policies import (
+    ExplorePolicy,
     Proposal,
     ProposalPolicy,
     RuleBasedPolicy,
@@ -18,8 +18,10 @@ from aicf_induct.runtime.policies import (
     TargetConfig,
     TargetSizePolicy,
     make_policy,
+    policy_settings,
     target_width,
 )
+from aicf_induct.runtime.policies import PolicyObservation as Obs
 from aicf_induct.runtime.transforms import RewriteError
 from aicf_induct.runtime.triggers import Fired
 
@@ -189,3 +191,17 @@ def test_make_policy() -> None:
     assert isinstance(make_policy("stack"), StackPolicy)
     with pytest.raises(RewriteError, match="unknown policy"):
         make_policy("magic")
+
+
+@pytest.mark.parametrize("policy", [
+    RuleBasedPolicy(RuleConfig(gap_tolerance=0.5, max_width=64)),
+    TargetSizePolicy(TargetConfig(width=32, grow_after=True, rules=RuleConfig(min_gain=0.1))),
+    StackPolicy(depth=2, width=16, deepen_state="borrow"),
+    ExplorePolicy(seed=7, arms=("none", "widen")),
+], ids=lambda p: p.name)
+def test_a_built_in_policy_is_rebuilt_from_its_settings(policy) -> None:  # type: ignore[no-untyped-def]
+    """What a checkpoint keeps of its policy (JSON) rebuilds it, options and all."""
+    settings = json.loads(json.dumps(policy_settings(policy)))
+    again = make_policy(policy.name, settings)
+    assert type(again) is type(policy) and policy_settings(again) == policy_settings(policy)
+    assert policy_settings(make_policy(policy.name)) != policy_settings(policy)
