@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import duckdb
 import pandas as pd
+import pyarrow as pa
 
 from warehouse.errors import WarehouseError
 from warehouse.layout import check_root, visible_parts
@@ -136,11 +137,44 @@ def _footer_failures(root: Path) -> list[tuple[Path, str]]:
     return out
 
 
+def _page_failures(root: Path) -> list[tuple[Path, str]]:
+    """Parts DuckDB cannot decode, found by reading each one whole (only after an error that
+    names no file: damaged pages under an intact footer)."""
+    out = []
+    conn = duckdb.connect()
+    try:
+        for t in TABLES:
+            for p in visible_parts(root, t):
+                try:
+                    for _ in conn.sql("SELECT * FROM read_parquet(?)",
+                                      params=[str(p)]).to_arrow_reader():
+                        pass
+                except (duckdb.Error, pa.ArrowException, OSError) as err:
+                    if p.exists():  # not collected by a compaction meanwhile
+                        out.append((p, f"damaged pages: {_reason(err, p)}"))
+    finally:
+        conn.close()
+    return out
+
+
+def _reason(err: BaseException, path: Path) -> str:
+    """DuckDB's message less the path (the warning names it) and the raw bytes a thrift
+    error quotes."""
+    text = one_line(err).replace(f'Failed to read file "{path}": ', "")
+    return "".join(c if c.isprintable() else "?" for c in text).strip()
+
+
+def _untyped(err: duckdb.Error) -> bool:
+    # DuckDB raises its base class for failures inside the Parquet reader's decoders (thrift,
+    # varints, decompression): messages that name no file and no SQL problem
+    return type(err) is duckdb.Error or "TProtocolException" in str(err)
+
+
 def part_error(err: duckdb.Error) -> bool:
     """Whether `err` may be about a part file (gone, or damaged) rather than the statement:
     then `with_retry` lists the parts again, skipping a damaged one."""
     return isinstance(err, duckdb.IOException | duckdb.InvalidInputException) or \
-        "TProtocolException" in str(err) or bool(_QUOTED.search(str(err).split("\nLINE ")[0]))
+        _untyped(err) or bool(_QUOTED.search(str(err).split("\nLINE ")[0]))
 
 
 def _recover(err: duckdb.Error, root: Path, attempt: int) -> bool:
@@ -152,6 +186,8 @@ def _recover(err: duckdb.Error, root: Path, attempt: int) -> bool:
         _backoff(attempt)
         return True
     bad = [(p, one_line(err)) for p in _named_parts(err, root)] or _footer_failures(root)
+    if not bad and _untyped(err):
+        bad = _page_failures(root)  # reads every part: only for errors that name none
     for path, reason in bad:
         mark_unreadable(path, reason)
         warn_skipped(root, path, reason)
@@ -232,13 +268,19 @@ def rebuild(root: str | Path | None = None) -> Path:
     return path
 
 
-def frame(conn: duckdb.DuckDBPyConnection, sql: str,
-          params: dict[str, Any] | None = None) -> pd.DataFrame:
-    """Run a query into a DataFrame (through Arrow: typed columns, UTC timestamps)."""
+def arrow(conn: duckdb.DuckDBPyConnection, sql: str,
+          params: dict[str, Any] | None = None) -> pa.Table:
+    """Run a query into Arrow: every DuckDB type kept (intervals, maps, unions)."""
     rel = conn.sql(sql, params=params)
     if rel is None:
         raise WarehouseError("the statement returned no result")
-    return rel.to_arrow_table().to_pandas()
+    return rel.to_arrow_table()
+
+
+def frame(conn: duckdb.DuckDBPyConnection, sql: str,
+          params: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Run a query into a DataFrame (through Arrow: typed columns, UTC timestamps)."""
+    return arrow(conn, sql, params).to_pandas()
 
 
 def one_line(err: BaseException) -> str:

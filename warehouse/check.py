@@ -1,5 +1,6 @@
 """`warehouse check`: every visible part readable, schemas compatible, runs without a writer
-and debris reported; `repair` quarantines unreadable parts and ends abandoned runs."""
+and debris reported; `repair` quarantines unreadable, mismatched and stray parts, then ends
+abandoned runs."""
 
 from __future__ import annotations
 
@@ -9,12 +10,18 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from warehouse.compact import STALE_S, stale_temporaries
+from warehouse.catalog import CATALOG_FILE, with_retry
+from warehouse.claims import CLAIMS
+from warehouse.compact import LOCK_FILE, STALE_S, stale_temporaries
 from warehouse.errors import WarehouseError
+from warehouse.ingest import INGEST_DIR
+from warehouse.keys import KEYS_FILE
 from warehouse.layout import (
     atomic_write,
     check_root,
@@ -23,12 +30,18 @@ from warehouse.layout import (
     list_parquet,
     listed_parts,
     read_markers,
+    stray_files,
     table_dir,
 )
-from warehouse.parts import frame_problem, mark_unreadable
-from warehouse.schema import TABLES
+from warehouse.lease import LEASES
+from warehouse.parts import frame_problem, mark_unreadable, problem_of
+from warehouse.schema import TABLES, mismatch, same_type
 
 QUARANTINE = "_quarantine"
+# what the package itself puts in a warehouse's root besides the table directories
+OWN_ENTRIES = {QUARANTINE, CATALOG_FILE, CLAIMS, LOCK_FILE, INGEST_DIR, KEYS_FILE, LEASES}
+# tables whose rows belong to a run: rows whose run has no `runs` row are orphans
+RUN_TABLES = ("run_ends", "ir_snapshots", "steps", "events", "results")
 
 
 @dataclass(frozen=True)
@@ -64,6 +77,8 @@ class CheckReport:
     problems: list[str] = field(default_factory=list)  # anything that makes the check fail
     notes: list[str] = field(default_factory=list)  # harmless: debris, pending deletions
     unreadable: list[BadPart] = field(default_factory=list)
+    mismatched: list[BadPart] = field(default_factory=list)  # not this table's columns
+    stray: list[BadPart] = field(default_factory=list)  # `*.parquet` not named as a part
     abandoned: list[AbandonedRun] = field(default_factory=list)
     quarantined: list[BadPart] = field(default_factory=list)  # moved by this repair
     ended: list[str] = field(default_factory=list)  # run ids this repair ended as abandoned
@@ -74,48 +89,122 @@ class CheckReport:
 
 
 def check(root: str | Path, deep: bool = True, repair: bool = False) -> CheckReport:
-    """Open every visible part (deep: decode every page too) and compare its schema with the
-    table's: a known column must keep its type; extra columns must agree across parts. Lists
-    abandoned runs. repair: move unreadable parts to `_quarantine/` and end abandoned runs
-    with status `abandoned`; the report then says what was moved and ended."""
+    """Open every visible part (deep: decode every page too, verifying page checksums) and
+    compare its schema with the table's: a known column must keep its type, the table's key
+    columns must be there, extra columns must agree across parts. Lists stray files, abandoned
+    runs and rows of runs that have no `runs` row. repair: move unreadable, mismatched and
+    stray parts to `_quarantine/`, then end abandoned runs with status `abandoned`; the
+    report then says what was moved and ended."""
     root = check_root(Path(root))
     if not root.is_dir():
         raise WarehouseError(f"no warehouse at {root}")
+    _require_warehouse(root)
     rep = CheckReport()
     for entry in sorted(root.iterdir()):
         if entry.is_dir() and entry.name not in TABLES and not entry.name.startswith((".", "_")):
             rep.notes.append(f"{entry.name}/: not a warehouse table (ignored)")
-    for name, spec in TABLES.items():
+    for name in TABLES:
         tdir = table_dir(root, name)
-        if not tdir.is_dir():
-            continue
-        types = {f.name: f.type for f in spec.schema}
-        rep.parts[name], rep.rows[name] = 0, 0
-        for path in listed_parts(root, name):
-            bad, schema, rows = _open(root, name, path, deep)
-            if bad is not None:
-                rep.unreadable.append(bad)
-                continue
-            if schema is None:
-                continue  # collected by a compaction meanwhile
-            rel = path.relative_to(root).as_posix()
-            for fld in schema:
-                want = types.setdefault(fld.name, fld.type)  # extras: first part sets it
-                if fld.type != want and not pa.types.is_null(fld.type):
-                    rep.problems.append(f"{rel}: column '{fld.name}' is {fld.type}, "
-                                        f"expected {want}")
-            rep.parts[name] += 1
-            rep.rows[name] += rows
-        _debris(root, tdir, rep)
-    if repair:
-        rep.quarantined = [quarantine(root, b) for b in rep.unreadable]
-    else:
-        rep.problems += [f"unreadable part {b.describe()} (`--repair` moves it to "
-                         f"{QUARANTINE}/)" for b in rep.unreadable]
-    rep.abandoned = abandoned_runs(root)
+        if tdir.is_dir():
+            _check_table(root, name, deep, rep)
+            _debris(root, tdir, rep)
+    # quarantined first: a bogus run read from a mismatched part must not be ended
+    _settle(root, rep, rep.unreadable + rep.mismatched + rep.stray, repair)
+    rep.abandoned, orphans = _run_facts(root)
+    # a quick check reads no pages: the query above may have found a damaged one
+    _settle(root, rep, _found_by_readers(root, rep), repair)
+    rep.notes += orphans
     if repair:
         rep.ended = end_abandoned(root, rep.abandoned)
     return rep
+
+
+def _require_warehouse(root: Path) -> None:
+    """A one-line error for a directory that holds none of a warehouse's entries (an empty one
+    is a warehouse nothing was written to yet): a wrong --warehouse must not read as ok."""
+    names = {n for n in os.listdir(root) if not n.startswith(".")}
+    if names and not names & (set(TABLES) | OWN_ENTRIES):
+        raise WarehouseError(f"{root} is not a warehouse (no table directory such as runs/ "
+                             "or steps/ in it)")
+
+
+def _check_table(root: Path, name: str, deep: bool, rep: CheckReport) -> None:
+    known = set(TABLES[name].column_names)
+    extras: dict[str, pa.DataType] = {}  # the first part with an extra column sets its type
+    rep.parts[name], rep.rows[name] = 0, 0
+    for path in listed_parts(root, name):
+        bad, schema, rows = _open(root, name, path, deep)
+        if bad is not None:
+            rep.unreadable.append(bad)
+            continue
+        if schema is None:
+            continue  # collected by a compaction meanwhile
+        rel = path.relative_to(root).as_posix()
+        wrong = mismatch(name, schema)
+        if wrong is not None:
+            rep.mismatched.append(BadPart(rel, name, _size(path), rows, wrong))
+            continue
+        for fld in (f for f in schema if f.name not in known):
+            want = extras.get(fld.name)
+            if want is None or pa.types.is_null(want):
+                extras[fld.name] = fld.type
+            elif not same_type(fld.type, want):
+                rep.problems.append(f"{rel}: extra column '{fld.name}' is {fld.type}, "
+                                    f"{want} in other parts")
+        rep.parts[name] += 1
+        rep.rows[name] += rows
+    rep.stray += [BadPart(f"{name}/{f}", name, _size(root / name / f), None,
+                          "not a part file (parts are named part-<id>-<seq>.parquet "
+                          "or cpart-<id>.parquet): readers ignore it")
+                  for f in stray_files(table_dir(root, name))]
+
+
+def _rows(path: Path) -> int | None:
+    try:
+        return pq.read_metadata(path).num_rows
+    except (OSError, pa.ArrowException):
+        return None
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _settle(root: Path, rep: CheckReport, bad: list[BadPart], repair: bool) -> None:
+    """Quarantine `bad` (repair) or report each as a problem."""
+    if repair:
+        rep.quarantined += [quarantine(root, b) for b in bad]
+        return
+    for b in bad:
+        what = "unreadable part" if b in rep.unreadable else \
+            "stray file" if b in rep.stray else "part with wrong columns"
+        rep.problems.append(f"{what} {b.describe()} (`--repair` moves it to {QUARANTINE}/)")
+
+
+def _found_by_readers(root: Path, rep: CheckReport) -> list[BadPart]:
+    """Parts the check opened as fine but a query since failed on and marked unreadable."""
+    out = []
+    known = {b.path for b in rep.unreadable + rep.mismatched + rep.stray}
+    for name in rep.parts:
+        for path in listed_parts(root, name):
+            if path.relative_to(root).as_posix() in known:
+                continue
+            try:
+                reason = problem_of(path)
+            except FileNotFoundError:
+                continue
+            if reason is not None:
+                rep.parts[name] -= 1
+                rows = _rows(path)
+                rep.rows[name] -= rows or 0
+                bad = BadPart(path.relative_to(root).as_posix(), name, _size(path), rows,
+                              reason)
+                rep.unreadable.append(bad)
+                out.append(bad)
+    return out
 
 
 def _open(root: Path, table: str, path: Path,
@@ -132,7 +221,8 @@ def _open(root: Path, table: str, path: Path,
         return BadPart(rel, table, size, None, reason), None, 0
     rows: int | None = None
     try:
-        f = pq.ParquetFile(path)
+        # checksums catch flipped bytes that still decompress; parts without them pass
+        f = pq.ParquetFile(path, page_checksum_verification=True)
         rows = f.metadata.num_rows
         schema = f.schema_arrow
         if deep:
@@ -146,8 +236,9 @@ def _open(root: Path, table: str, path: Path,
 
 
 def quarantine(root: Path, bad: BadPart) -> BadPart:
-    """Move an unreadable part to `<root>/_quarantine/<same relative path>`, beside a JSON
-    note of what it held; no reader lists that folder."""
+    """Move a part readers must not read (unreadable, wrong columns, a stray) to
+    `<root>/_quarantine/<same relative path>`, beside a JSON note of what it held; no reader
+    lists that folder."""
     src = root / bad.path
     dst = root / QUARANTINE / bad.path
     ensure_dir(dst.parent)
@@ -167,11 +258,28 @@ FROM runs WHERE status = 'abandoned' AND ended_at IS NULL ORDER BY started_at
 """
 
 
-def abandoned_runs(root: Path) -> list[AbandonedRun]:
-    from warehouse.catalog import with_retry
+ORPHANS_SQL = "WITH o AS (" + " UNION ALL ".join(
+    f"SELECT '{t}' AS t, run_id FROM raw_{t} x WHERE NOT EXISTS "
+    f"(SELECT 1 FROM raw_runs r WHERE r.run_id = x.run_id)" for t in RUN_TABLES) + \
+    ") SELECT t, count(*), (SELECT count(DISTINCT run_id) FROM o) FROM o GROUP BY t ORDER BY t"
 
-    rows = with_retry(root, lambda c: c.execute(ABANDONED_SQL).fetchall())
-    return [AbandonedRun(*r) for r in rows]
+
+def abandoned_runs(root: Path) -> list[AbandonedRun]:
+    return _run_facts(root)[0]
+
+
+def _run_facts(root: Path) -> tuple[list[AbandonedRun], list[str]]:
+    """Abandoned runs, and a note on rows of runs that have no `runs` row (orphans: their runs
+    part was quarantined or lost), one query."""
+
+    def read(c: duckdb.DuckDBPyConnection) -> tuple[list[Any], list[Any]]:
+        return c.execute(ABANDONED_SQL).fetchall(), c.execute(ORPHANS_SQL).fetchall()
+
+    abandoned, orphans = with_retry(root, read)
+    notes = [f"orphaned rows of {orphans[0][2]} run(s) that have no row in runs (their runs "
+             f"part was quarantined or lost): {', '.join(f'{t} {n}' for t, n, _ in orphans)}"
+             ] if orphans else []
+    return [AbandonedRun(*r) for r in abandoned], notes
 
 
 def end_abandoned(root: Path, runs: list[AbandonedRun]) -> list[str]:

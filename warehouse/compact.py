@@ -45,6 +45,7 @@ from warehouse.layout import (
 )
 from warehouse.lease import collect_dead
 from warehouse.parts import mark_unreadable, warn_skipped
+from warehouse.schema import mismatch
 from warehouse.writer import write_parquet
 
 LOCK_FILE = "_compact.lock"
@@ -109,7 +110,7 @@ def _compact_table(root: Path, table: str, grace_s: float, small_bytes: int,
         if p.stat().st_size < small_bytes:
             by_partition.setdefault(p.parent, []).append(p)
     for parts in by_partition.values():
-        for group in _groups(root, parts, target_rows):
+        for group in _groups(root, table, parts, target_rows):
             rows = _merge(root, tdir, group)
             if rows is None:
                 continue  # a part of the group is damaged: left alone, named on stderr
@@ -124,16 +125,20 @@ def _unreadable(root: Path, p: Path, err: Exception) -> None:
     warn_skipped(root, p, str(err))
 
 
-def _groups(root: Path, parts: list[Path], target_rows: int) -> Iterator[list[Path]]:
+def _groups(root: Path, table: str, parts: list[Path],
+            target_rows: int) -> Iterator[list[Path]]:
     """Consecutive runs of parts up to target_rows rows; only groups of two or more."""
     group: list[Path] = []
     rows = 0
     for p in parts:
         try:
-            n = pq.ParquetFile(p).metadata.num_rows
+            f = pq.ParquetFile(p)
+            n = f.metadata.num_rows
         except (OSError, pa.ArrowException) as err:
             _unreadable(root, p, err)
             continue
+        if mismatch(table, f.schema_arrow):
+            continue  # another table's file: merged, it could not be quarantined (check)
         if group and rows + n > target_rows:
             if len(group) > 1:
                 yield group

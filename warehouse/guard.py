@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import duckdb
 import pandas as pd
+import pyarrow as pa
 
-from warehouse.catalog import frame, one_line, part_error
+from warehouse.catalog import arrow, one_line, part_error
 from warehouse.errors import WarehouseError
 
 ALLOWED = {duckdb.StatementType.SELECT}  # SELECT, also DESCRIBE / SHOW / SUMMARIZE
@@ -32,9 +33,14 @@ def check_sql(conn: duckdb.DuckDBPyConnection, sql: str) -> None:
 
 def run_guarded(conn: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
     """Check, then run `sql`; DuckDB errors become one-line WarehouseErrors."""
+    return run_guarded_arrow(conn, sql).to_pandas()
+
+
+def run_guarded_arrow(conn: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
+    """`run_guarded`, its result as Arrow: every type DuckDB returns, pandas' or not."""
     check_sql(conn, sql)
     try:
-        return frame(conn, sql)
+        return arrow(conn, sql)
     except duckdb.Error as err:
         if part_error(err):
             raise  # a part vanished or is damaged: `catalog.with_retry` lists again

@@ -11,16 +11,19 @@ Visibility rule (what every reader in this package applies):
     lists it among its inputs.
 A marker is written atomically, so committing it switches a compaction's inputs off and its
 output on in one step. Readers read the markers, list the files, read the markers again, and
-retry if the set changed (see `listed_parts`). Readers then skip a listed part that is not
-readable Parquet (truncated, empty, not Parquet), naming it once on stderr (`visible_parts`,
-see `parts`). Temporary files start with `.` and end in `.partial`, so no `*.parquet` glob,
-nor pyarrow/Polars datasets (which skip `.`/`_` names), ever matches them.
+retry if the set changed (see `listed_parts`). Only files named as parts are listed: a
+stray `*.parquet` (copied in by hand) is never read, and `warehouse check` reports it.
+Readers then skip a listed part that is not readable Parquet (truncated, empty, not
+Parquet), naming it once on stderr (`visible_parts`, see `parts`). Temporary files start
+with `.` and end in `.partial`, so no `*.parquet` glob, nor pyarrow/Polars datasets (which
+skip `.`/`_` names), ever matches them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +35,8 @@ from warehouse.schema import TABLES
 MARKERS = "_compactions"
 TMP_PREFIX = ".tmp-"
 TMP_SUFFIX = ".partial"
+# writer and ingest parts (`part-<writer id>-<seq, 8 digits>`), compacted parts
+PART_NAME = re.compile(r"(part-.+-[0-9]{8,}|cpart-.+)\.parquet")
 
 
 def fsync_dir(path: Path) -> None:
@@ -113,8 +118,15 @@ def _marker_names(tdir: Path) -> set[str]:
         return set()
 
 
-def list_parquet(tdir: Path) -> list[str]:
-    """Every `*.parquet` file under the table dir (relative paths), visible or not."""
+def is_part(name: str) -> bool:
+    """Whether a file name is one this package writes as a part (a writer's or an ingest
+    batch's `part-<id>-<seq>`, a compaction's `cpart-<id>`); any other `*.parquet` is a stray
+    that no reader reads."""
+    return PART_NAME.fullmatch(name) is not None
+
+
+def _partition_files(tdir: Path) -> list[str]:
+    """Every `*.parquet` file in the table's partition dirs (relative paths), parts or not."""
     out: list[str] = []
     try:
         parts = sorted(os.listdir(tdir))
@@ -130,6 +142,17 @@ def list_parquet(tdir: Path) -> list[str]:
         out += [f"{pdir}/{n}" for n in sorted(names)
                 if n.endswith(".parquet") and not n.startswith((".", "_"))]
     return out
+
+
+def list_parquet(tdir: Path) -> list[str]:
+    """Every part file under the table dir (relative paths), visible or not."""
+    return [f for f in _partition_files(tdir) if is_part(f.rsplit("/", 1)[-1])]
+
+
+def stray_files(tdir: Path) -> list[str]:
+    """`*.parquet` files in the table's partitions not named as parts: readers ignore them
+    (a copied-in file would otherwise be read as this table's rows); `check` reports them."""
+    return [f for f in _partition_files(tdir) if not is_part(f.rsplit("/", 1)[-1])]
 
 
 def select_visible(files: list[str], markers: dict[str, Marker]) -> list[str]:

@@ -1,7 +1,7 @@
 """Which visible parts can be read: a cheap Parquet frame check, cached, one warning per file.
 
 A part is committed atomically, so a bad one comes from outside this package (a disk error, a
-copy cut short, a stray file named `*.parquet`). One bad file must not stop every reader, so
+copy cut short, a file copied in under a part's name). One bad file must not stop every reader, so
 readers read only the parts that pass `readable` and say once per process which file they
 skipped. The check reads 4 bytes at each end and the footer length (a truncated, empty or
 non-Parquet file fails it); it is cached by (file identity, size, mtime), so a process that

@@ -81,6 +81,9 @@ def bind(report: Report, params: Mapping[str, Any] | None) -> dict[str, Any]:
                 kind = "whole number" if isinstance(default, int) else "number"
                 raise WarehouseError(f"report '{report.name}': parameter '{k}' must be a "
                                      f"{kind}, got '{v}'") from None
+            if v < 0:  # every numeric parameter is a count or a threshold on one
+                raise WarehouseError(f"report '{report.name}': parameter '{k}' must not be "
+                                     f"negative, got {v}")
         out[k] = v
     return out
 

@@ -127,13 +127,13 @@ def _run(conn: duckdb.DuckDBPyConnection, sql: str, limits: Limits) -> Result:
     # 2 AS a`, a join's `*`), which rows read as dicts would fold into one
     rows: list[list[Any]] = []
     for b in batches:
-        values = [_column(b.column(i)) for i in range(b.num_columns)]
+        values = [json_column(b.column(i)) for i in range(b.num_columns)]
         rows += [list(r) for r in zip(*values, strict=True)] if values else \
             [[] for _ in range(b.num_rows)]
     return Result(columns, rows, time.perf_counter() - t0)
 
 
-def _column(col: pa.Array) -> list[Any]:
+def json_column(col: pa.Array) -> list[Any]:
     """A result column's values, JSON-safe (`json_safe`), each one Python cannot hold
     (DuckDB's infinite or far-off times, a map keyed by lists) by `_scalar`."""
     try:

@@ -189,9 +189,48 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     )),
 )}
 
+# Columns every part of a table has held since the table was added, naming what a row is
+# about: a part without them is not this table's (`warehouse check` quarantines it). Columns
+# added later (`split_seed`) are not here: older parts lack them and are read with NULLs.
+KEYS: dict[str, tuple[str, ...]] = {
+    "problems": ("problem_id", "name", "task"),
+    "problem_features": ("problem_id", "feature", "value"),
+    "runs": ("run_id", "problem_id", "started_at"),
+    "run_ends": ("run_id", "status"),
+    "ir_snapshots": ("run_id", "step", "fingerprint"),
+    "ir_patterns": ("fingerprint", "pattern", "value"),
+    "steps": ("run_id", "step", "loss"),
+    "events": ("run_id", "step", "kind"),
+    "results": ("run_id", "split", "metric", "value"),
+    "kernel_tuning": ("op", "shape_key", "kernel"),
+    "correlations": ("feature", "trait", "fit_id"),
+    "rules": ("trait", "fit_id"),
+}
+
 # DuckDB type names for the empty typed views of tables with no parts yet.
 _DUCKDB_TYPES = {S: "VARCHAR", I64: "BIGINT", F64: "DOUBLE", B: "BOOLEAN",
                  TS: "TIMESTAMPTZ"}
+
+
+def mismatch(table: str, schema: pa.Schema) -> str | None:
+    """Why a part's columns (`schema`) are not the table's: a known column of another type, a
+    key column missing (another table's file); None when they are. `warehouse check`
+    quarantines such a part and `compact` leaves it alone."""
+    spec = TABLES[table].schema
+    why = [f"column '{f.name}' is {f.type}, expected {spec.field(f.name).type}"
+           for f in schema if f.name in spec.names
+           and not same_type(f.type, spec.field(f.name).type)]
+    missing = [k for k in KEYS[table] if k not in schema.names]
+    if missing:
+        why.append(f"no key column(s) {', '.join(missing)}: not a {table} part")
+    return "; ".join(why) or None
+
+
+def same_type(got: pa.DataType, want: pa.DataType) -> bool:
+    # an all-NULL column, and large strings (pandas' default), read as the wanted type
+    text = (pa.types.is_string(got) or pa.types.is_large_string(got)) and \
+        (pa.types.is_string(want) or pa.types.is_large_string(want))
+    return got == want or pa.types.is_null(got) or text
 
 
 def duckdb_type(t: pa.DataType) -> str:

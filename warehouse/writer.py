@@ -250,14 +250,17 @@ class Writer:
         self.stats.rows[name] = self.stats.rows.get(name, 0) + t.num_rows
 
 
-def write_parquet(t: pa.Table, path: Path, compression: str = "zstd") -> None:
+def write_parquet(t: pa.Table, path: Path, compression: str = "zstd",
+                  page_checksum: bool = True) -> None:
     """Parquet as every engine reads it. Floats use BYTE_STREAM_SPLIT instead of a dictionary:
     metrics are nearly all distinct, and split bytes compress and decode faster (measured on
-    step rows: 11 % smaller, 2x faster to write, 1.5x faster to scan)."""
+    step rows: 11 % smaller, 2x faster to write, 1.5x faster to scan). Each page carries a
+    CRC32 so that `warehouse check` sees bytes flipped on disk that still decode."""
     floats = [f.name for f in t.schema if pa.types.is_floating(f.type)]
     others = [f.name for f in t.schema if f.name not in floats]
     pq.write_table(t, path, compression=compression, use_dictionary=others,
-                   column_encoding=dict.fromkeys(floats, "BYTE_STREAM_SPLIT"))
+                   column_encoding=dict.fromkeys(floats, "BYTE_STREAM_SPLIT"),
+                   write_page_checksum=page_checksum)
 
 
 def _as_table(batch: BatchLike) -> pa.Table:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -16,6 +17,9 @@ import warehouse
 from aicf_induct.cli import options
 from aicf_induct.records import RUN_STATUSES
 from warehouse import WarehouseError
+from warehouse.catalog import one_line
+from warehouse.guard import run_guarded_arrow
+from warehouse.sandbox import json_column
 
 FORMATS = ("table", "csv", "json", "parquet")
 ABANDONED_SHOWN = 20  # abandoned runs `warehouse check` lists one by one
@@ -71,15 +75,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     wsub = w.add_subparsers(dest="warehouse_command", metavar="ACTION", required=True)
     p = wsub.add_parser("check", parents=[common], help="verify every part is readable and "
                                                         "schemas are compatible",
-                        description="Open every visible part and compare its columns with the "
-                                    "table's schema; list runs whose writer is gone without "
-                                    "ending them (abandoned) and debris of crashed writers. "
-                                    "Exit status 1 on an unreadable part or a schema "
-                                    "mismatch.")
-    p.add_argument("--quick", action="store_true", help="read footers only, not every page")
+                        description="Open every visible part, verify its pages and compare "
+                                    "its columns with the table's schema; list runs whose "
+                                    "writer is gone without ending them (abandoned), rows of "
+                                    "runs that have no runs row, and debris of crashed "
+                                    "writers. Exit status 1 on an unreadable part, a part "
+                                    "with another table's columns or wrong types, a stray "
+                                    "*.parquet file, or extra columns that disagree.")
+    p.add_argument("--quick", action="store_true",
+                   help="read footers only, not every page (damaged pages may go unnoticed)")
     p.add_argument("--repair", action="store_true",
-                   help="move unreadable parts to _quarantine/ (no reader lists it) and end "
-                        "abandoned runs with status abandoned; says what was moved")
+                   help="move unreadable parts, parts with wrong columns and stray files to "
+                        "_quarantine/ (no reader lists it), then end abandoned runs with "
+                        "status abandoned; says what was moved")
     p.set_defaults(func=cmd_check)
     p = wsub.add_parser("compact", parents=[common],
                         help="merge small parts (safe while writers run)",
@@ -119,32 +127,56 @@ def _writable_root(args: argparse.Namespace) -> Path:
     return root
 
 
-def emit(df: pd.DataFrame, fmt: str, output: Path | None) -> None:
+def emit(result: pd.DataFrame | pa.Table, fmt: str, output: Path | None) -> None:
     """Print or write a result in the requested format."""
-    if fmt == "parquet":
-        if output is None:
-            raise WarehouseError("--format parquet needs --output FILE")
-        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), output)
-        return
-    if fmt == "csv":
-        text = df.to_csv(index=False)
-    elif fmt == "json":
-        text = df.to_json(orient="records", date_format="iso", indent=1) + "\n"
-    elif df.empty:
-        text = "(no rows)\n" if len(df.columns) else "(no result)\n"
+    if fmt == "parquet" and output is None:
+        raise WarehouseError("--format parquet needs --output FILE")
+    if fmt in ("parquet", "json"):
+        table = result if isinstance(result, pa.Table) else \
+            pa.Table.from_pandas(result, preserve_index=False)
+        if fmt == "parquet":
+            try:
+                pq.write_table(table, output)
+            except pa.ArrowException as err:  # an interval: Parquet has no type for it
+                raise WarehouseError(f"the result cannot be written as Parquet: "
+                                     f"{one_line(err)} (--format json takes any value)"
+                                     ) from None
+            return
+        text = json.dumps(_json_rows(table), indent=1) + "\n"
     else:
-        with pd.option_context("display.width", 250, "display.max_colwidth", 60):
-            text = df.to_string(index=False) + "\n"
+        df = _frame(result, fmt) if isinstance(result, pa.Table) else result
+        if fmt == "csv":
+            text = df.to_csv(index=False)
+        elif df.empty:
+            text = "(no rows)\n" if len(df.columns) else "(no result)\n"
+        else:
+            with pd.option_context("display.width", 250, "display.max_colwidth", 60):
+                text = df.to_string(index=False) + "\n"
     if output is None:
         sys.stdout.write(text)
     else:
         output.write_text(text, encoding="utf-8")
 
 
+def _json_rows(t: pa.Table) -> list[dict[str, Any]]:
+    """Rows as JSON objects, each value as the service's SQL route gives it (`json_column`):
+    non-finite numbers null, times ISO 8601, anything else JSON has no type for as text."""
+    cols = [json_column(c.combine_chunks()) for c in t.columns]
+    return [dict(zip(t.column_names, r, strict=True)) for r in zip(*cols, strict=True)]
+
+
+def _frame(t: pa.Table, fmt: str) -> pd.DataFrame:
+    try:
+        return t.to_pandas()
+    except (pa.ArrowException, ValueError) as err:  # a union, a date past pandas' range
+        raise WarehouseError(f"the result cannot be shown as {fmt}: {one_line(err)} "
+                             "(--format json takes any value)") from None
+
+
 def cmd_sql(args: argparse.Namespace) -> int:
-    df = warehouse.with_retry(_existing_root(args),
-                              lambda c: warehouse.run_guarded(c, args.query))
-    emit(df, args.format, args.output)
+    t = warehouse.with_retry(_existing_root(args),
+                             lambda c: run_guarded_arrow(c, args.query))
+    emit(t, args.format, args.output)
     return 0
 
 

@@ -300,7 +300,8 @@ def write_pack(pack: Pack, path: str | Path, command: Sequence[str] | None = Non
     prov = provenance(pack, command, refit_of)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        _atomic(path, lambda p: write_parquet(t, p))
+        # no page checksums: the shipped pack's bytes stay what its documented refit writes
+        _atomic(path, lambda p: write_parquet(t, p, page_checksum=False))
         _atomic(json_path(path), lambda p: p.write_text(json.dumps(prov, indent=1) + "\n"))
     except OSError as err:
         raise ConfigError(f"cannot write the knowledge pack to {path}: "

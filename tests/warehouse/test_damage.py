@@ -123,3 +123,64 @@ def test_cli_on_a_damaged_warehouse_in_a_real_process(damaged: tuple[Path, Path,
                          capture_output=True, text=True, env=env, timeout=60)
     assert got.returncode == 0 and got.stdout.split() == ["n", "22"], got.stderr
     assert len(got.stderr.splitlines()) == 1 and bad.name in got.stderr, got.stderr
+
+
+def _damage_page_header(part: Path, column: str) -> None:
+    """Overwrite the header of `column`'s first page: the footer stays whole, and DuckDB's
+    error ("don't know what type") names no file."""
+    md = pq.read_metadata(part)
+    names = [md.schema.column(i).name for i in range(md.num_columns)]
+    chunk = md.row_group(0).column(names.index(column))
+    at = chunk.dictionary_page_offset or chunk.data_page_offset
+    data = bytearray(part.read_bytes())
+    data[at:at + 12] = b"\xff" * 12
+    part.write_bytes(bytes(data))
+
+
+@pytest.fixture
+def damaged_runs_pages(root: Path) -> tuple[Path, Path]:
+    """Three runs; run b's `runs` part has a damaged page under an intact footer."""
+    for i, run in enumerate(("a", "b", "c")):
+        rec = WarehouseRecorder(root)
+        log_run(rec, run, problem("p1"), 0.9 - i / 10, f"fp{i}", {"depth": 1.0 + i})
+        rec.close()
+    bad = next(p for p in visible_parts(root, "runs")
+               if pq.read_table(p, columns=["run_id"])["run_id"][0].as_py() == "b")
+    _damage_page_header(bad, "run_id")
+    return root, bad
+
+
+def test_check_quick_finds_a_runs_part_with_damaged_pages(damaged_runs_pages: tuple[Path, Path],
+                                                          capfd: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    """--quick reads footers only, but its query of the runs (abandoned ones) reads the part:
+    it reports it instead of crashing; --repair quarantines it, and the run's other rows are
+    then noted as orphans."""
+    root, bad = damaged_runs_pages
+    wh = ["--warehouse", str(root)]
+    assert cli_main.main(["warehouse", "check", "--quick", *wh]) == 1
+    got = capfd.readouterr()
+    assert f"problem: unreadable part runs/{bad.parent.name}/{bad.name}" in got.out
+    assert "Traceback" not in got.err
+    assert cli_main.main(["warehouse", "check", "--quick", "--repair", *wh]) == 0
+    assert f"quarantined: runs/{bad.parent.name}/{bad.name}" in capfd.readouterr().out
+    rep = check(root)
+    assert rep.ok and not bad.exists()
+    assert any(n.startswith("orphaned rows of 1 run(s)") and "steps 10" in n
+               for n in rep.notes), rep.notes
+
+
+def test_readers_skip_a_part_whose_pages_are_damaged(damaged_runs_pages: tuple[Path, Path],
+                                                     capfd: pytest.CaptureFixture[str]) -> None:
+    """DuckDB's error names no file: the part is found by probing the parts, marked
+    unreadable and the query retried without it, with one warning."""
+    root, bad = damaged_runs_pages
+    runs = "SELECT run_id FROM runs ORDER BY 1"
+    assert with_retry(root, lambda c: c.execute(runs).fetchall()) == [("a",), ("c",)]
+    assert cli_main.main(["runs", "--warehouse", str(root)]) == 0
+    assert cli_main.main(["sql", runs, "--warehouse", str(root)]) == 0
+    got = capfd.readouterr()
+    assert got.out.split()[-3:] == ["run_id", "a", "c"]
+    warned = _warnings(got.err, bad.name)
+    assert len(warned) == 1 and "damaged pages" in warned[0], got.err
+    assert warned[0].isprintable()

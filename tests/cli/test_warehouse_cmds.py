@@ -1,0 +1,63 @@
+"""`aicf-induct sql | report | warehouse check`: user errors are one line (exit 2), JSON output
+carries any value."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aicf_induct.cli import main as cli_main
+from tests.warehouse.conftest import log_run, problem
+from warehouse import WarehouseRecorder
+
+
+@pytest.fixture
+def filled(tmp_path: Path) -> Path:
+    root = tmp_path / "wh"
+    rec = WarehouseRecorder(root)
+    log_run(rec, "run-a", problem("p1"), 0.9, "fp", {"depth": 2.0})
+    rec.close()
+    return root
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    return err
+
+
+def test_sql_json_carries_values_json_has_no_type_for(filled: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    sql = ("SELECT INTERVAL 1 DAY AS i, 1/0 AS x, 12::HUGEINT AS h, "
+           "TIMESTAMPTZ '2026-01-02 03:04:05.123456+00' AS t, 'é' AS s, MAP([1], [2]) AS m")
+    assert cli_main.main(["sql", sql, "--format", "json", "--warehouse", str(filled)]) == 0
+    # as the service's SQL route gives them (warehouse.sandbox.json_column)
+    assert json.loads(capsys.readouterr().out) == [
+        {"i": [0, 1, 0], "x": None, "h": 12.0, "t": "2026-01-02T03:04:05.123456+00:00",
+         "s": "é", "m": {"1": 2}}]
+
+
+def test_a_negative_report_count_is_refused(filled: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main.main(["report", "leaderboard", "-p", "top=-1",
+                          "--warehouse", str(filled)]) == 2
+    assert "parameter 'top' must not be negative" in _one_line_error(capsys)
+    assert cli_main.main(["report", "leaderboard", "-p", "top=0",
+                          "--warehouse", str(filled)]) == 0
+
+
+def test_check_refuses_a_directory_that_is_not_a_warehouse(tmp_path: Path, filled: Path,
+                                                           capsys: pytest.CaptureFixture[str]
+                                                           ) -> None:
+    other = tmp_path / "src"
+    other.mkdir()
+    (other / "notes.txt").write_text("x")
+    assert cli_main.main(["warehouse", "check", "--warehouse", str(other)]) == 2
+    assert f"{other} is not a warehouse" in _one_line_error(capsys)
+    empty = tmp_path / "empty"
+    empty.mkdir()  # a warehouse nothing was written to yet
+    assert cli_main.main(["warehouse", "check", "--warehouse", str(empty)]) == 0
+    assert cli_main.main(["warehouse", "check", "--warehouse", str(filled)]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("ok")
