@@ -9,6 +9,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TextIO
 
 from aicf_induct.cli import from_proposal, options
@@ -40,14 +41,23 @@ from aicf_induct.runtime.adaptive import (
     AdaptiveRun,
     FaultInjection,
     StepHook,
+    checkpoint_run_id,
     unusable_checkpoint_dir,
 )
 from aicf_induct.runtime.guard import GUARDS, GuardConfig
 from aicf_induct.runtime.parallel import Communicator, DataParallel
 from aicf_induct.runtime.policies import POLICIES, make_policy
+from aicf_induct.runtime.replay import KINDS
 from aicf_induct.runtime.runs import sigterm_interrupts
+from aicf_induct.runtime.trainer import TrainConfig
 
 START_MODEL = "mlp:depth=1,width=4"  # without --from-proposal: small on purpose
+# what a resume reads from the command line; every other option is the checkpoint's (its
+# model, recipe, settings, length and directory) and is refused when given. (--gpus/--ranks,
+# --from-proposal and its options are refused with their own reasons.)
+RESUME_TAKES = {"dataset", "resume", "policy", "inject_nan", "inject_spike", "warehouse",
+                "no_log", "log_to", "api_key", "json", "gpus", "ranks", "from_proposal",
+                "pack", "service", "help"}
 
 
 class Timeline(BaseRecorder):
@@ -70,6 +80,11 @@ class Timeline(BaseRecorder):
         if not self.muted:
             self._guarded(lambda: print(f"  step {step:6d}  {kind:<9} {text}",
                                         file=self.stream))
+
+    def line(self, text: str) -> None:
+        """A line of the command's own (its header), muted with the timeline."""
+        if not self.muted:
+            self._guarded(lambda: print(text, file=self.stream, flush=True))
 
     def _guarded(self, write: Callable[[], None]) -> None:
         """Write, or mute the timeline for good when the pipe it writes to is closed: a
@@ -205,13 +220,16 @@ def add_adapt_options(p: argparse.ArgumentParser) -> None:
     a.add_argument("--checkpoint-dir", metavar="DIR",
                    help="write checkpoints there (created if need be; not one holding "
                         "another run's; atomic; the last two are kept)")
-    a.add_argument("--checkpoint-steps", type=int, default=d.checkpoint_steps, metavar="N",
+    a.add_argument("--checkpoint-steps", type=options.positive_int, default=d.checkpoint_steps,
+                   metavar="N",
                    help=f"executed steps between checkpoints, taken at the first step outside "
                         f"a rewrite's trial (default {d.checkpoint_steps})")
     a.add_argument("--resume", metavar="DIR",
-                   help="go on from the latest checkpoint in DIR (its recipe, settings and "
-                        "policy apply; a damaged one gives way to the one before it; "
-                        "--dataset must name the same dataset)")
+                   help="go on from the latest checkpoint in DIR (or that checkpoint itself): "
+                        "its model, recipe, settings, length and policy apply, and the "
+                        "options that set them are refused; a damaged one gives way to the "
+                        "one before it; --dataset must name the same dataset; the run must "
+                        "be in the warehouse logged to (or --no-log)")
     a.add_argument("--inject-nan", type=options.non_negative_int, metavar="STEP",
                    help="(testing) set a parameter to NaN before executed step STEP")
     a.add_argument("--inject-spike", type=options.non_negative_int, metavar="STEP",
@@ -242,7 +260,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "adapt", help="train while rewriting the model's structure (live rewrites)",
         description="Adaptive training: triggers (warm-up, epoch end, plateau, instability) "
                     "ask a policy for a rewrite of the running model (widen, deepen, "
-                    "residual, normalize, activation, prune, dropout); parameters and "
+                    "residual, normalize, activation, prune, dropout, add_block, add_heads, "
+                    "widen_tokens: docs/rewrites.md); parameters and "
                     "optimizer state carry over; a guard rolls back rewrites that hurt; NaN "
                     "and loss spikes roll back with a learning-rate back-off. Every event "
                     "and the IR after every rewrite are logged.",
@@ -253,12 +272,27 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--model", default=None, type=options.model_spec,
                    help=f'starting model spec (default "{START_MODEL}": small on purpose)')
     add_train_options(p, epochs=False)  # an adaptive run's length is --steps
+    d = AdaptConfig()
+    _help(p, "patience", f"early stopping: validation evaluations (each epoch, or every "
+                         f"--eval-every steps) without a new best, 0 to disable (default "
+                         f"{d.early_stop})")
+    _help(p, "seed", f"seed for the data split, initialisation, batch order and dropout "
+                     f"(default {TrainConfig().seed})")
     add_adapt_options(p)
     add_parallel_options(p)
     from_proposal.add_options(p)
     add_log_options(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON, no timeline")
-    p.set_defaults(func=run)
+    unused = [(a.option_strings[-1], a.dest, a.default) for a in p._actions
+              if a.option_strings and a.dest not in RESUME_TAKES]
+    p.set_defaults(func=run, resume_unused=unused)
+
+
+def _help(p: argparse.ArgumentParser, dest: str, text: str) -> None:
+    """Say what a shared option means for adapt (argparse has no public way to)."""
+    for a in p._actions:
+        if a.dest == dest:
+            a.help = text
 
 
 def _describe(graph: Graph) -> str:
@@ -281,6 +315,54 @@ def _proposal_head(plan: from_proposal.Plan) -> str:
             f"fallback {plan.policy.fallback.name}")  # type: ignore[attr-defined]
 
 
+def resume_dir(args: argparse.Namespace) -> str:
+    """--resume's checkpoint directory, after refusing the options a resume does not read:
+    DIR, or DIR/ckpt-N when that is DIR's latest checkpoint."""
+    given = [flag for flag, dest, default in getattr(args, "resume_unused", ())
+             if getattr(args, dest, default) != default]
+    if given:
+        raise ConfigError(f"--resume goes on with the checkpoint's model, recipe, settings, "
+                          f"length and directory: drop {' and '.join(given)}")
+    path = Path(args.resume)
+    if path.name.startswith(disk.PREFIX) and (path / "snapshot.json").is_file():
+        if disk.latest(path.parent) != path:
+            raise ConfigError(f"--resume {path}: a run goes on from its latest checkpoint; "
+                              f"give the checkpoint directory's parent (--resume {path.parent})")
+        path = path.parent
+    if disk.latest(path) is None:
+        raise ConfigError(f"no checkpoint in {path}")
+    return str(path)
+
+
+def logged_rows(args: argparse.Namespace) -> dict[str, int] | None:
+    """The resumed run's rows per kind in the local warehouse it logs to (None without one:
+    --no-log, --log-to), after refusing a warehouse that does not hold the run, or holds it
+    ended or still running."""
+    run_id = checkpoint_run_id(args.resume)
+    if args.no_log or args.log_to or run_id is None:
+        return None  # (a checkpoint naming no run: resuming it says why)
+    import warehouse
+
+    root = Path(args.warehouse) if args.warehouse is not None else warehouse.default_root()
+
+    def read(conn: Any) -> tuple[Any, dict[str, int]]:
+        row = conn.execute("SELECT status, steps_taken FROM runs WHERE run_id = ?",
+                           [run_id]).fetchone()
+        return row, {k: int(conn.execute(f"SELECT count(*) FROM {k} WHERE run_id = ?",
+                                         [run_id]).fetchone()[0]) for k in KINDS.values()}
+
+    row, counts = warehouse.with_retry(root, read) if root.is_dir() else (None, {})
+    if row is None:
+        raise ConfigError(f"run {run_id} is not in the warehouse {root}: resume it into the "
+                          f"one it was logged to (--warehouse DIR), or with --no-log")
+    status, steps = row
+    if status in ("completed", "early_stopped"):
+        raise ConfigError(f"run {run_id} already {status.replace('_', ' ')} at step {steps}")
+    if status == "running":
+        raise ConfigError(f"run {run_id} is still running (its writer is alive)")
+    return counts
+
+
 def run(args: argparse.Namespace) -> int:
     hooks: list[StepHook] = []
     if args.inject_nan is not None:
@@ -293,13 +375,18 @@ def run(args: argparse.Namespace) -> int:
     extra: dict[str, Any] = {"model": model}
     # everything that can refuse the command comes before the warehouse is opened
     parallel = bool(args.gpus or (args.ranks and args.ranks > 1))
+    logged: dict[str, int] | None = None
     if args.resume and parallel:
         raise ConfigError("--resume goes on with one rank: drop --gpus/--ranks")
     if args.resume:
-        if disk.latest(args.resume) is None:
-            raise ConfigError(f"no checkpoint in {args.resume}")
+        args.resume = resume_dir(args)
+        logged = logged_rows(args)
     else:
         ranks, gpus, config = parallel_setup(args, train_config(args))
+        if gpus:  # before the header: a machine without one is refused in one line
+            from aicf_induct.runtime.ranks import check_gpus
+
+            check_gpus(ranks)
         adapt = adapt_config(args)
         problem = load_problem(args.dataset, seed=args.seed)
         if args.checkpoint_dir is not None:  # not found at the first checkpoint, mid-run
@@ -317,52 +404,61 @@ def run(args: argparse.Namespace) -> int:
     recorder, where = from_proposal.service_recorder(args) or open_recorder(args)
     timeline = Timeline() if not args.json else None
     rec: Recorder = FanoutRecorder(recorder, timeline) if timeline else recorder
-    with sigterm_interrupts():  # kill, a scheduler: like Ctrl-C, the run ends logged
-        try:
-            if args.resume:
-                # the checkpoint's policy and settings; its seed gives the split
-                adaptive = AdaptiveRun.resume(
-                    args.resume, lambda seed: load_problem(args.dataset, seed=seed),
-                    make_policy(args.policy) if args.policy else None, recorder=rec,
-                    hooks=hooks, tuning=tuning_store(where))
-                for why in adaptive.resumed_past:
-                    print(f"note: {why}; set aside, going on from the checkpoint before it",
-                          file=sys.stderr)
-                problem, policy = adaptive.problem, adaptive.policy
-                head = f"resuming run {adaptive.run_id} at step {adaptive.trainer.step_count}"
-                steps = adaptive.adapt.steps
-            else:
-                steps = adapt.steps
-                if parallel:
-                    extra["data_parallel"] = {"ranks": ranks, "gpus": gpus}
+    try:
+        with sigterm_interrupts():  # kill, a scheduler: like Ctrl-C, the run ends logged
+            try:
+                if args.resume:
+                    # the checkpoint's policy and settings; its seed gives the split
+                    adaptive = AdaptiveRun.resume(
+                        args.resume, lambda seed: load_problem(args.dataset, seed=seed),
+                        make_policy(args.policy) if args.policy else None, recorder=rec,
+                        hooks=hooks, tuning=tuning_store(where), logged=logged)
+                    for why in adaptive.resumed_past:
+                        print(f"note: {why}; set aside, going on from the checkpoint before it",
+                              file=sys.stderr)
+                    problem, policy = adaptive.problem, adaptive.policy
+                    head = f"resuming run {adaptive.run_id} at step {adaptive.trainer.step_count}"
+                    steps = adaptive.adapt.steps
+                else:
+                    steps = adapt.steps
+                    if parallel:
+                        extra["data_parallel"] = {"ranks": ranks, "gpus": gpus}
 
-                def start(comm: Communicator | None) -> AdaptiveRun:
-                    return AdaptiveRun(problem, graph, config, adapt, policy, recorder=rec,
-                                       checkpoint_dir=args.checkpoint_dir, hooks=hooks,
-                                       extra_config=extra, tuning=tuning_store(where),
-                                       parallel=None if comm is None else DataParallel(comm))
+                    def start(comm: Communicator | None) -> AdaptiveRun:
+                        return AdaptiveRun(problem, graph, config, adapt, policy, recorder=rec,
+                                           checkpoint_dir=args.checkpoint_dir, hooks=hooks,
+                                           extra_config=extra, tuning=tuning_store(where),
+                                           parallel=None if comm is None else DataParallel(comm))
 
-                head = f"start {model}: {_describe(graph)}"
-                if args.from_proposal:
-                    head = _proposal_head(plan) + "\n" + head
-            if timeline:
-                print(f"adapt {problem.name}: {problem.task}, {problem.n_rows} rows, "
-                      f"{problem.n_features} features; policy {policy.name}, "
-                      f"{steps} steps"
-                      + (f", data parallel over {ranks} {'GPUs' if gpus else 'processes'}"
-                         if parallel else ""), flush=True)
-                print(head, flush=True)
-            if args.resume:
-                result = adaptive.run()
-            elif parallel:
-                from aicf_induct.runtime.ranks import run_ranks
+                    head = f"start {model}: {_describe(graph)}"
+                    if args.from_proposal:
+                        head = _proposal_head(plan) + "\n" + head
+                if timeline:  # a reader gone already (`| head -1`) must not stop the run
+                    timeline.line(
+                        f"adapt {problem.name}: {problem.task}, {problem.n_rows} rows, "
+                        f"{problem.n_features} features; policy {policy.name}, {steps} steps"
+                        + (f", data parallel over {ranks} {'GPUs' if gpus else 'processes'}"
+                           if parallel else ""))
+                    timeline.line(head)
+                if args.resume:
+                    result = adaptive.run()
+                elif parallel:
+                    from aicf_induct.runtime.ranks import run_ranks
 
-                result = run_ranks(ranks, lambda comm: start(comm).run(), adapt_other_rank,
-                                   (args, graph, config, adapt, hooks, where), gpus=gpus)
-            else:
-                result = start(None).run()
-        finally:
-            rec.close()
+                    result = run_ranks(ranks, lambda comm: start(comm).run(), adapt_other_rank,
+                                       (args, graph, config, adapt, hooks, where), gpus=gpus)
+                else:
+                    result = start(None).run()
+            finally:
+                rec.close()
+    except KeyboardInterrupt:
+        directory = args.resume or args.checkpoint_dir
+        if not (directory and disk.latest(directory)):
+            raise
+        print(f"interrupted; go on with: aicf-induct adapt --dataset {args.dataset} "
+              f"--resume {directory}", file=sys.stderr)
+        return 130
+    where = getattr(recorder, "spilled_to", None) or where  # the service did not take it all
     if args.json:
         print(json.dumps({"run_id": result.run_id, "status": result.status,
                           "steps": result.steps, "executed_steps": result.work,

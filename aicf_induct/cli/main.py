@@ -89,8 +89,12 @@ def imports_frozen() -> Iterator[None]:
 def main(argv: Sequence[str] | None = None) -> int:
     program = argv is None  # the process's own command line; a caller in-process keeps its GC
     argv = sys.argv[1:] if argv is None else list(argv)
-    with imports_frozen() if program else contextlib.nullcontext():
-        parser = build_parser(modules_for(argv))
+    try:
+        with imports_frozen() if program else contextlib.nullcontext():
+            parser = build_parser(modules_for(argv))
+    except KeyboardInterrupt:  # Ctrl-C while the command's modules import
+        print("interrupted", file=sys.stderr)
+        return 130
     try:
         args = parser.parse_args(argv)
         if not getattr(args, "func", None):

@@ -27,7 +27,7 @@ import json
 import math
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -56,6 +56,7 @@ from aicf_induct.runtime.policies import (
     make_policy,
     policy_settings,
 )
+from aicf_induct.runtime.replay import LogCounter
 from aicf_induct.runtime.runs import (
     LoggedRun,
     interrupts_deferred,
@@ -203,7 +204,10 @@ class AdaptiveRun:
         self.config = dataclasses.replace(config, max_steps=adapt.steps,
                                           epochs=math.ceil(adapt.steps / bpe) + 1)
         self.adapt, self.policy, self.problem = adapt, policy, problem
-        self.recorder: Recorder = recorder or NullRecorder()
+        # every record the run logs, counted by kind (a checkpoint keeps the counts, so that
+        # a resumed run leaves out what it logged past the checkpoint: runtime/replay.py)
+        self.logged = LogCounter(recorder or NullRecorder())
+        self.recorder: Recorder = self.logged
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
         self.hooks = list(hooks)
         extra = {"adapt": asdict(adapt), "policy": policy.name, **(extra_config or {})}
@@ -244,6 +248,11 @@ class AdaptiveRun:
         self.checkpoint_work = 0  # `work` at the last on-disk checkpoint
         self.log: LoggedRun | None = None  # set once the run has started (or resumed)
         self.resumed_past: list[str] = []  # why newer checkpoints were not resumed from
+        # a resumed run's "checkpoint resume" event, logged when it goes on (after the
+        # caller's header), and the log's rows of the run per kind, left out of the replay
+        self._resumed: dict[str, Any] | None = None
+        self._already_logged: Mapping[str, int] | None = None
+        self.logged_counts_known = True  # False: resumed from a checkpoint that did not count
         self._order: tuple[int, np.ndarray] | None = None
         n = min(len(problem.train), TRAIN_EVAL_ROWS)
         self._train_eval = Split(problem.train.X[:n], problem.train.y[:n])
@@ -319,18 +328,26 @@ class AdaptiveRun:
         self.last_good = s
         if not keep_run_id:
             self.trainer.run_id = r["run_id"]
+            self.logged_counts_known = isinstance(r.get("logged"), dict)
+            if self.logged_counts_known:  # older checkpoints did not count
+                self.logged.counts.update({k: int(v) for k, v in r["logged"].items()
+                                           if k in self.logged.counts})
 
     # -- constructors for resumed and forked runs ---------------------------------------------
     @classmethod
     def resume(cls, checkpoint_dir: str | Path, problem: Problem | Callable[[int], Problem],
                policy: Policy | None = None, *, recorder: Recorder | None = None,
                hooks: Sequence[StepHook] = (), extra_config: dict[str, Any] | None = None,
-               tuning: TuningStore | None = None) -> AdaptiveRun:
+               tuning: TuningStore | None = None,
+               logged: Mapping[str, int] | None = None) -> AdaptiveRun:
         """The run whose latest readable checkpoint is in `checkpoint_dir`, ready to go on.
         `problem`: the run's, or a function of the checkpoint's seed giving it (its split).
         The run keeps the policy it ran with: `policy` must be of that name (None: the
         built-in one). A damaged checkpoint is set aside for the one before it (two are
-        kept for this); `resumed_past` then says why."""
+        kept for this); `resumed_past` then says why. `logged`: the run's rows in the log
+        it goes on logging to, per kind (`replay.KINDS`); the replay leaves out those past
+        the checkpoint (the run logged them before it stopped). The "checkpoint resume"
+        event is logged when the run goes on (`run`, `step`)."""
         found = disk.checkpoints(checkpoint_dir)
         if not found:
             raise SnapshotError(f"no checkpoint in {checkpoint_dir}")
@@ -350,10 +367,22 @@ class AdaptiveRun:
             disk.set_aside(bad)
         run.resumed_past = [str(err) for err in damaged]
         run.log = resume_run(run.trainer)
-        run._event("checkpoint", "resume", {"path": str(path), "work": run.work,
-                                            **({"unreadable": run.resumed_past}
-                                               if damaged else {})})
+        run._resumed = {"path": str(path), "work": run.work,
+                        **({"unreadable": run.resumed_past} if damaged else {})}
+        run._already_logged = logged if run.logged_counts_known else None
         return run
+
+    def _go_on(self) -> None:
+        """A resumed run's first step: say where it resumed, then leave out of the log
+        what the log already holds past the checkpoint."""
+        if self._resumed is None:
+            return
+        detail, self._resumed = self._resumed, None
+        # counted against the checkpoint's counts; the resume event itself is new
+        skip = self.logged.past(self._already_logged) if self._already_logged else None
+        self._event("checkpoint", "resume", detail)
+        if skip is not None:
+            self.logged.skip = skip
 
     @classmethod
     def _from_checkpoint(cls, path: Path, problem: Problem | Callable[[int], Problem],
@@ -461,6 +490,7 @@ class AdaptiveRun:
             self.start()
         assert self.log is not None
         with self.log:
+            self._go_on()
             status = "completed"
             while self.trainer.step_count < self.adapt.steps:
                 stop = self.step()
@@ -473,6 +503,7 @@ class AdaptiveRun:
         """One training step and whatever it triggers; a status string to stop the run."""
         if self.log is None:
             self.start()
+        self._go_on()
         tr, p = self.trainer, self.problem
         bpe = tr.stream.batches_per_epoch()
         while list(self.position) in self.skip:  # a batch an instability rolled back over
@@ -722,15 +753,19 @@ class AdaptiveRun:
         assert self.checkpoint_dir is not None
         self.checkpoint_work = self.work
         s = self.snapshot()
+        path = disk.path_of(self.checkpoint_dir, self.work) if self.rank0 else None
         with interrupts_deferred():  # a Ctrl-C here would lose rows being committed
+            self._event("checkpoint", "save", {"path": str(path)})
+            # every record logged so far, this event included: a resumed run leaves out
+            # what the log holds past them (runtime/replay.py)
+            s.meta["run"]["logged"] = dict(self.logged.counts)
             # the log first: a run resumed from this checkpoint logs from it on, so every
             # step before it must already be on disk
             self.recorder.flush()
-            path = disk.save(s, self.checkpoint_dir, serial=self.work) if self.rank0 else None
             if self.rank0:
+                disk.save(s, self.checkpoint_dir, serial=self.work)
                 disk.prune(self.checkpoint_dir, self.adapt.keep_checkpoints)
         self.last_good = s
-        self._event("checkpoint", "save", {"path": str(path)})
 
     def _finish(self, status: str) -> AdaptResult:
         tr = self.trainer
@@ -779,6 +814,15 @@ def unusable_checkpoint_dir(directory: str | Path, run_id: str | None = None) ->
     if others:
         return (f"holds checkpoints of run {', '.join(others)}: --resume it, or pick an "
                 f"empty directory")
+    return None
+
+
+def checkpoint_run_id(directory: str | Path) -> str | None:
+    """The run whose checkpoints `directory` holds (the newest that names one), or None."""
+    for path in reversed(disk.checkpoints(directory)):
+        run_id = _run_of(path)
+        if run_id != "unknown":
+            return run_id
     return None
 
 

@@ -96,6 +96,9 @@ class RemoteRecorder(BaseRecorder):
         self._warned = False
         self._down = False  # the last send failed: flush() does not wait for the server
         self._deadline: float | None = None  # set by close: stop retrying after it
+        # False: undelivered records are not said (`SpillRecorder` logs them elsewhere and
+        # says so itself)
+        self.report_losses = True
         if check:
             self.check()
         self._thread = threading.Thread(target=self._run, name="remote-recorder", daemon=True)
@@ -147,7 +150,7 @@ class RemoteRecorder(BaseRecorder):
         self._thread.join(self.timeout_s + 1)
         with self._lock:
             lost = self._n + self._inflight + self.stats.dropped
-        if lost:
+        if lost and self.report_losses:
             self._say(f"remote log {self.url}: {lost} record(s) not delivered "
                       f"({self.stats.dropped} dropped, {lost - self.stats.dropped} unsent)")
 
@@ -219,7 +222,8 @@ class RemoteRecorder(BaseRecorder):
         with self._lock:
             self.stats.dropped += n
         self.stats.errors.append(why)
-        self._say(f"remote log: dropped {n} record(s): {why}")
+        if self.report_losses:
+            self._say(f"remote log: dropped {n} record(s): {why}")
 
     def _warn(self, text: str) -> None:
         if not self._warned:  # once: a server that stays down must not flood the log

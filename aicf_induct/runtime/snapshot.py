@@ -108,11 +108,16 @@ def _state_doc(state: ModelState, prefix: str, arrays: dict[str, np.ndarray],
     return {"graph": to_dict(state.graph), "optimizer": opt}
 
 
+def path_of(directory: str | Path, serial: int) -> Path:
+    """Where `save` writes checkpoint `serial` in `directory`."""
+    return Path(directory) / f"{PREFIX}{serial:09d}"
+
+
 def save(snap: Snapshot, directory: str | Path, serial: int) -> Path:
     """Write `snap` atomically as `directory/ckpt-<serial>`; return that path."""
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
-    final = root / f"{PREFIX}{serial:09d}"
+    final = path_of(root, serial)
     if final.exists():
         raise SnapshotError(f"checkpoint {final} exists already")
     tmp = root / f".tmp-{PREFIX}{serial:09d}-{uuid.uuid4().hex[:8]}"

@@ -19,6 +19,7 @@ class SpillRecorder(BaseRecorder):
     def __init__(self, remote: RemoteRecorder, local: Callable[[], tuple[Recorder, str]],
                  stream: TextIO | None = None) -> None:
         self.remote = remote
+        remote.report_losses = False  # what it did not deliver is logged locally: said here
         self.local = local  # opens the local warehouse's recorder: (recorder, where)
         self.stream = stream or sys.stderr
         self.kept: list[Record] = []
@@ -43,5 +44,7 @@ class SpillRecorder(BaseRecorder):
         finally:
             recorder.close()
         self.spilled_to = where
-        print(f"note: the service took {sent} of the run's {len(self.kept)} records; the "
-              f"whole run is logged locally to {where}", file=self.stream, flush=True)
+        why = f" ({self.remote.stats.errors[-1]})" if self.remote.stats.errors else ""
+        print(f"note: the service at {self.remote.url} took {sent} of the run's "
+              f"{len(self.kept)} records{why}; the whole run is logged locally to {where} "
+              f"instead", file=self.stream, flush=True)

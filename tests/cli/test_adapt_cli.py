@@ -21,6 +21,14 @@ BASE = ["adapt", "--dataset", "iris", "--lr", "0.01", "--trigger-warmup", "30",
         "--guard-steps", "20"]
 
 
+RESUME = ["adapt", "--dataset", "iris"]  # a resume takes its settings from the checkpoint
+
+
+def _resume(capsys, *args: str) -> str:
+    assert main([*RESUME, *args]) == 0
+    return capsys.readouterr().out
+
+
 def _json(capsys, *args: str) -> dict:
     assert main([*BASE, "--json", *args]) == 0
     return json.loads(capsys.readouterr().out)
@@ -125,7 +133,12 @@ def test_a_run_resumed_from_an_earlier_checkpoint_ends_the_same(tmp_path: Path,
     works = [int(p.name.split("-")[1]) for p in kept]  # (later while a guard watches)
     assert len(works) == 2 and 40 <= works[1] - works[0] < 80 and works[1] < 200
     shutil.rmtree(kept[-1])  # as if killed before the last one was written
-    again = _json(capsys, "--steps", "999", "--no-log", "--resume", str(ckpt))
+    # options a resume does not read are refused, named (the checkpoint's settings apply)
+    assert main([*BASE, "--steps", "999", "--no-log", "--resume", str(ckpt)]) == 2
+    assert capsys.readouterr().err == (
+        "error: --resume goes on with the checkpoint's model, recipe, settings, length and "
+        "directory: drop --lr and --steps and --trigger-warmup and --guard-steps\n")
+    again = json.loads(_resume(capsys, "--json", "--no-log", "--resume", str(ckpt)))
     assert again["run_id"] == first["run_id"] and again["steps"] == 200  # its own settings
     assert {k: v for k, v in again.items() if k != "pause_ms"} == \
         {k: v for k, v in first.items() if k != "pause_ms"}
@@ -177,12 +190,12 @@ def test_a_resumed_run_keeps_its_policy(tmp_path: Path, capsys) -> None:
     kept = disk.checkpoints(ckpt)
     shutil.rmtree(kept[-1])  # resumed from before the warm-up: the stack policy's jump to
     assert int(kept[0].name.split("-")[1]) < 150  # 64 units, not the rules' doubling
-    assert main([*BASE, *args, "--resume", str(ckpt)]) == 0
-    out = capsys.readouterr().out
+    out = _resume(capsys, "--no-log", "--resume", str(ckpt))
     assert "; policy stack, 200 steps" in out
+    assert out.index("adapt iris:") < out.index("checkpoint resume")  # the header first
     assert "rewrite   widen blocks.0.linear: 35 -> 515 parameters" in out  # 4 -> 64 units
     assert f", {first['param_count']} parameters\n" in out  # the best model: the first run's
-    assert main([*BASE, *args, "--resume", str(ckpt), "--policy", "rules"]) == 2
+    assert main([*RESUME, "--no-log", "--resume", str(ckpt), "--policy", "rules"]) == 2
     err = capsys.readouterr().err
     assert err == "error: the checkpoint's run decides with policy 'stack', not 'rules': a " \
                   "resumed run keeps its policy\n"
@@ -194,7 +207,7 @@ def test_a_damaged_checkpoint_gives_way_to_the_one_before_it(tmp_path: Path, cap
                   "--checkpoint-steps", "40")
     latest = disk.checkpoints(ckpt)[-1]
     (latest / "arrays.npz").write_bytes((latest / "arrays.npz").read_bytes()[:100])
-    assert main([*BASE, "--json", "--no-log", "--resume", str(ckpt)]) == 0
+    assert main([*RESUME, "--json", "--no-log", "--resume", str(ckpt)]) == 0
     out, err = capsys.readouterr()
     assert err == f"note: cannot read checkpoint {latest}: File is not a zip file; set " \
                   f"aside, going on from the checkpoint before it\n"
@@ -203,7 +216,7 @@ def test_a_damaged_checkpoint_gives_way_to_the_one_before_it(tmp_path: Path, cap
         {k: v for k, v in first.items() if k != "pause_ms"}
     for path in disk.checkpoints(ckpt):  # none readable: one line
         (path / "snapshot.json").write_text("[1, 2]")
-    assert main([*BASE, "--no-log", "--resume", str(ckpt)]) == 2
+    assert main([*RESUME, "--no-log", "--resume", str(ckpt)]) == 2
     out, err = capsys.readouterr()
     assert err.startswith(f"error: cannot read checkpoint {latest}: not a snapshot")
     assert err.count("\n") == 1 and out == ""
@@ -217,3 +230,77 @@ def test_a_service_url_is_checked_like_log_to(command: str, url: str, capsys) ->
     err = capsys.readouterr().err
     assert err.startswith(f"error: argument --service: expected http://HOST:PORT or "
                           f"https://..., got '{url}'") and err.count("\n") == 1
+
+
+def test_a_resume_refuses_another_warehouse_and_an_ended_run(tmp_path: Path, capsys) -> None:
+    wh, other, ckpt = tmp_path / "wh", tmp_path / "other", tmp_path / "ckpt"
+    first = _json(capsys, "--steps", "100", "--checkpoint-dir", str(ckpt), "--checkpoint-steps",
+                  "40", "--warehouse", str(wh))
+    run_id = first["run_id"]
+    for where in (other, wh):  # not there; there, but ended
+        assert main([*RESUME, "--warehouse", str(where), "--resume", str(ckpt)]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1
+    assert err == f"error: run {run_id} already completed at step 100\n"
+    assert not other.exists() or not list(other.rglob("*.parquet"))  # nothing written there
+    # a checkpoint itself: its directory when it is the latest, else said
+    kept = disk.checkpoints(ckpt)
+    assert main([*RESUME, "--no-log", "--json", "--resume", str(kept[-1])]) == 0
+    assert json.loads(capsys.readouterr().out)["run_id"] == run_id
+    assert main([*RESUME, "--no-log", "--resume", str(kept[0])]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --resume {kept[0]}: a run goes on from its latest checkpoint; give the "
+        f"checkpoint directory's parent (--resume {ckpt})\n")
+
+
+def test_help_and_option_forms(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["adapt", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "add_block, add_heads, widen_tokens" in text
+    assert "validation evaluations (each epoch, or every --eval-every steps) without a new " \
+           "best" in text and "dropout (default 0)" in text
+    assert main(["adapt", "--dataset", "iris", "--checkpoint-steps", "0"]) == 2
+    assert capsys.readouterr().err == "error: argument --checkpoint-steps: must be >= 1, got " \
+                                      "0 (see aicf-induct adapt --help)\n"
+
+
+def test_gpus_without_a_gpu_is_refused_before_the_header(capsys) -> None:
+    from aicf_induct.runtime.ranks import check_gpus
+
+    try:
+        check_gpus(1)
+        pytest.skip("a GPU is usable here")
+    except Exception:
+        pass
+    assert main(["adapt", "--dataset", "iris", "--gpus", "1", "--no-log"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: --gpus 1: no GPU is usable here")
+
+
+def test_an_interrupt_says_how_to_go_on(tmp_path: Path, monkeypatch, capsys) -> None:
+    from aicf_induct.runtime.adaptive import AdaptiveRun
+
+    ckpt, step = tmp_path / "ckpt", AdaptiveRun.step
+
+    def interrupted(self: AdaptiveRun) -> str | None:
+        if self.work == 90:
+            raise KeyboardInterrupt
+        return step(self)
+
+    monkeypatch.setattr(AdaptiveRun, "step", interrupted)
+    assert main([*BASE, "--no-log", "--steps", "200", "--checkpoint-dir", str(ckpt),
+                 "--checkpoint-steps", "40"]) == 130
+    assert capsys.readouterr().err == \
+        f"interrupted; go on with: aicf-induct adapt --dataset iris --resume {ckpt}\n"
+
+
+def test_ctrl_c_while_the_commands_import_is_one_line(monkeypatch, capsys) -> None:
+    from aicf_induct.cli import main as entry
+
+    def slow(modules: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(entry, "build_parser", slow)
+    assert entry.main(["adapt", "--dataset", "iris"]) == 130
+    assert capsys.readouterr().err == "interrupted\n"

@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 import warehouse
 from aicf_induct.cli.main import main
 from aicf_induct.runtime import snapshot as disk
@@ -23,11 +25,13 @@ ROOT = Path(__file__).resolve().parents[2]
 STEPS, EVERY = 600, 40  # digits: ~2 ms a step, so the kills land long before the end
 ARGS = ["adapt", "--dataset", "digits", "--steps", str(STEPS), "--checkpoint-steps",
         str(EVERY), "--patience", "0", "--json"]
+RESUME = ["adapt", "--dataset", "digits", "--json"]
 
 
-def _start(*args: str) -> subprocess.Popen[str]:
+def _start(*args: str, resume: bool = False) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "aicf_induct", *ARGS, *args], cwd=ROOT,
+    given = RESUME if resume else ARGS  # a resume takes its settings from the checkpoint
+    return subprocess.Popen([sys.executable, "-m", "aicf_induct", *given, *args], cwd=ROOT,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=default_sigint)
 
@@ -77,9 +81,10 @@ def test_killed_then_interrupted_then_resumed_run_logs_every_step(tmp_path: Path
     assert status == "abandoned"
 
     # Ctrl-C on the resumed run: it ends `interrupted`, with the log flushed at exit
-    proc = _start("--warehouse", str(wh), "--resume", str(ckpt))
+    proc = _start("--warehouse", str(wh), "--resume", str(ckpt), resume=True)
     stopped_at, err = _kill_after_checkpoint(proc, ckpt, killed_at, signal.SIGINT)
-    assert proc.returncode == 130 and err.strip().splitlines()[-1] == "interrupted"
+    assert proc.returncode == 130 and err.strip().splitlines()[-1] == \
+        f"interrupted; go on with: aicf-induct adapt --dataset digits --resume {ckpt}"
     assert stopped_at > killed_at
     assert _runs(wh) == [(run_id, "interrupted", "KeyboardInterrupt")]
     assert _steps(wh)[:stopped_at] == list(range(stopped_at))
@@ -92,6 +97,17 @@ def test_killed_then_interrupted_then_resumed_run_logs_every_step(tmp_path: Path
     assert _runs(wh) == [(run_id, "completed", None)]
     assert _steps(wh) == list(range(STEPS))
     conn = warehouse.connect(wh)
+    # the steps and events logged between a checkpoint and the kill were not logged again
+    # (a guard's replay logs a step number twice, with other values)
+    assert conn.execute("SELECT count(*) FROM (SELECT step, loss, grad_norm, count(*) AS n "
+                        "FROM steps GROUP BY ALL) WHERE n > 1").fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM (SELECT step, kind, name, detail::VARCHAR, "
+                        "count(*) AS n FROM events GROUP BY ALL) WHERE n > 1").fetchone() \
+        == (0,)
+    # resumed once more: the run has ended
+    assert main([*RESUME, "--warehouse", str(wh), "--resume", str(ckpt)]) == 2
+    assert capsys.readouterr().err == \
+        f"error: run {run_id} already completed at step {STEPS}\n"
     resumes = conn.execute("SELECT count(*) FROM events WHERE kind = 'checkpoint' AND "
                            "name = 'resume'").fetchone()
     assert resumes == (2,)
@@ -101,7 +117,7 @@ def test_sigterm_ends_the_run_interrupted_with_every_step_logged(tmp_path: Path)
     wh, ckpt = tmp_path / "wh", tmp_path / "ckpt"
     proc = _start("--warehouse", str(wh), "--checkpoint-dir", str(ckpt))
     stopped_at, err = _kill_after_checkpoint(proc, ckpt, 0, signal.SIGTERM)
-    assert proc.returncode == 130 and err.strip().splitlines()[-1] == "interrupted"
+    assert proc.returncode == 130 and err.strip().splitlines()[-1].startswith("interrupted")
     ((_, status, error),) = _runs(wh)
     assert (status, error) == ("interrupted", "KeyboardInterrupt: SIGTERM")
     logged = _steps(wh)
@@ -127,8 +143,12 @@ def test_sigterm_ends_a_train_run_interrupted(tmp_path: Path) -> None:
     assert (status, error) == ("interrupted", "KeyboardInterrupt: SIGTERM")
 
 
-def test_a_closed_pipe_mutes_the_timeline_and_the_run_completes(tmp_path: Path) -> None:
-    """`adapt ... | head -2`: the timeline's reader is gone at the first checkpoint's flush."""
+@pytest.mark.parametrize("lines_read", [1, 0])
+def test_a_closed_pipe_mutes_the_timeline_and_the_run_completes(tmp_path: Path,
+                                                                lines_read: int) -> None:
+    """`adapt ... | head -1`: the reader is gone at the header's second line or the first
+    checkpoint's flush; `| head -0` (gone before the header): the run is still trained and
+    logged (a closed pipe at the header ended the command before its run, with status 0)."""
     wh = tmp_path / "wh"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "aicf_induct", "adapt", "--dataset", "iris",
@@ -137,7 +157,8 @@ def test_a_closed_pipe_mutes_the_timeline_and_the_run_completes(tmp_path: Path) 
                              "--warehouse", str(wh)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stderr is not None
-    assert proc.stdout.readline().startswith("adapt iris:")
+    if lines_read:
+        assert proc.stdout.readline().startswith("adapt iris:")
     proc.stdout.close()
     err = proc.stderr.read()
     assert proc.wait(timeout=120) == 0 and err == ""

@@ -189,3 +189,44 @@ def test_a_damaged_checkpoint_is_set_aside_for_the_one_before_it(tmp_path: Path,
     assert str(err.value).startswith(f"cannot read checkpoint {latest}: ")
     assert str(err.value).endswith("no older one is readable either")
     assert disk.checkpoints(ckpt) == [older, latest]
+
+
+class Stop:
+    """Before executed step `at`, stop the run as a kill would (after what it logged)."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def before_step(self, run, x, y):  # type: ignore[no-untyped-def]
+        if run.work == self.at:
+            raise KeyboardInterrupt
+        return x, y
+
+
+def test_a_resumed_run_does_not_log_again_what_it_logged(tmp_path: Path) -> None:
+    """Stopped past its last checkpoint and resumed with the log's counts: the two parts
+    together are the uninterrupted run's records, each once."""
+    full = MemoryRecorder()
+    build(str(tmp_path / "full"), full).run()
+    first, ckpt = MemoryRecorder(), tmp_path / "ckpt"
+    with pytest.raises(KeyboardInterrupt):
+        build(str(ckpt), first, [Stop(KILL_AT + 5)]).run()
+    logged = {"steps": len(first.steps), "events": len(first.events),
+              "results": len(first.results), "ir_snapshots": len(first.snapshots)}
+    second = MemoryRecorder()
+    run = AdaptiveRun.resume(ckpt, toy_problem("classification", n=300, seed=2), POLICY,
+                             recorder=second, hooks=hooks(), logged=logged)
+    assert run.work < KILL_AT + 5  # the replay covers steps the first part logged
+    run.run()
+
+    def steps(*recs: MemoryRecorder) -> list[tuple[int, float]]:
+        return [(s.step, s.loss) for r in recs for s in r.steps]
+
+    def events(*recs: MemoryRecorder) -> list[tuple[str, str, int]]:
+        return [(e.kind, e.name, e.detail["work"]) for r in recs for e in r.events
+                if (e.kind, e.name) != ("checkpoint", "resume")]
+
+    assert steps(first, second) == steps(full)
+    assert events(first, second) == events(full)
+    assert [(r.step, r.metric, r.split) for r in first.results + second.results] == \
+        [(r.step, r.metric, r.split) for r in full.results]
