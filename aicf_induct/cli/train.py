@@ -402,6 +402,7 @@ def run_shortlist(args: argparse.Namespace) -> int:
     print(f"picked by validation (the best val {name}, the lowest val loss between equals): "
           f"proposal #{picked.rank}, {picked.start.model}")
     print_metrics(picked.result.metrics)
+    where = getattr(recorder, "spilled_to", None) or where  # the service did not take it all
     if where:
         print(f"logged to {where}")
     if args.save_ir:

@@ -222,3 +222,15 @@ def test_from_proposal_bad_combinations_are_one_line_errors(extra: list[str], te
     assert main(["train", "--dataset", "iris", "--no-log", *extra]) == 2
     err = capsys.readouterr().err
     assert text in err and "Traceback" not in err and len(err.strip().splitlines()) <= 2
+
+
+def test_from_proposal_with_the_service_down_names_the_local_warehouse(
+        tmp_path: Path, capsys, monkeypatch) -> None:
+    """The service cannot be reached: the proposal is the embedded proposer's and the run is
+    logged locally, which the last line says (it named the service's URL)."""
+    monkeypatch.setenv("AICF_WAREHOUSE", str(tmp_path / "wh"))
+    assert main(["train", "--dataset", "iris", "--from-proposal", "--top", "1", "--service",
+                 "http://127.0.0.1:1", "--api-key", "x", "--epochs", "2", "--quiet"]) == 0
+    out = capsys.readouterr()
+    assert out.out.splitlines()[-1] == f"logged to {tmp_path / 'wh'}"
+    assert "logged locally" in out.err
