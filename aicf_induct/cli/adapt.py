@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from aicf_induct.cli import from_proposal, options
+from aicf_induct.cli.resume import RESUME_TAKES, logged_rows, resume_dir
 from aicf_induct.cli.table import counted
+from aicf_induct.cli.timeline import Timeline
 from aicf_induct.cli.train import (
     add_log_options,
     add_parallel_options,
@@ -29,11 +28,8 @@ from aicf_induct.errors import ConfigError
 from aicf_induct.ir.graph import Graph
 from aicf_induct.problems import load_problem
 from aicf_induct.records import (
-    BaseRecorder,
-    EventRecord,
     FanoutRecorder,
     Recorder,
-    RunEndRecord,
 )
 from aicf_induct.runtime import snapshot as disk
 from aicf_induct.runtime.adaptive import (
@@ -41,149 +37,15 @@ from aicf_induct.runtime.adaptive import (
     AdaptiveRun,
     FaultInjection,
     StepHook,
-    checkpoint_run_id,
     unusable_checkpoint_dir,
 )
 from aicf_induct.runtime.guard import GUARDS, GuardConfig
 from aicf_induct.runtime.parallel import Communicator, DataParallel
 from aicf_induct.runtime.policies import POLICIES, make_policy
-from aicf_induct.runtime.replay import KINDS
 from aicf_induct.runtime.runs import sigterm_interrupts
 from aicf_induct.runtime.trainer import TrainConfig
 
 START_MODEL = "mlp:depth=1,width=4"  # without --from-proposal: small on purpose
-# what a resume reads from the command line; every other option is the checkpoint's (its
-# model, recipe, settings, length and directory) and is refused when given. (--gpus/--ranks,
-# --from-proposal and its options are refused with their own reasons.)
-RESUME_TAKES = {"dataset", "resume", "policy", "inject_nan", "inject_spike", "warehouse",
-                "no_log", "log_to", "api_key", "json", "gpus", "ranks", "from_proposal",
-                "pack", "service", "help"}
-
-
-class Timeline(BaseRecorder):
-    """Prints triggers, decisions, rewrites, guard verdicts and rollbacks as they happen.
-    A trigger the policy answered with nothing takes one line, and a run of such triggers
-    with nothing else printed between them one line with counts (printed when something
-    else happens or the run ends)."""
-
-    keeps_problems = False
-
-    def __init__(self, stream: TextIO | None = None) -> None:
-        self.stream = stream or sys.stdout
-        self.muted = False  # the reader went away (`adapt ... | head`): the run goes on
-        self.pending: EventRecord | None = None  # a trigger waiting for its decision
-        # unprinted "trigger -> why" lines: the first trigger, why, count per trigger name,
-        # the last one's step
-        self.idle: tuple[EventRecord, str, dict[str, int], int] | None = None
-
-    def _print(self, step: int, kind: str, text: str) -> None:
-        if not self.muted:
-            self._guarded(lambda: print(f"  step {step:6d}  {kind:<9} {text}",
-                                        file=self.stream))
-
-    def line(self, text: str) -> None:
-        """A line of the command's own (its header), muted with the timeline."""
-        if not self.muted:
-            self._guarded(lambda: print(text, file=self.stream, flush=True))
-
-    def _guarded(self, write: Callable[[], None]) -> None:
-        """Write, or mute the timeline for good when the pipe it writes to is closed: a
-        closed pipe must not fail the training it narrates."""
-        try:
-            write()
-        except BrokenPipeError:
-            self.muted = True
-            _discard_stdout(self.stream)
-
-    def _say(self, rec: EventRecord, text: str) -> None:
-        self._flush_idle()
-        self._print(rec.step, rec.kind, text)
-
-    def _flush_idle(self) -> None:
-        if self.idle is None:
-            return
-        first, why, counts, last = self.idle
-        self.idle = None
-        if sum(counts.values()) == 1:
-            self._print(first.step, first.kind, f"{first.name} -> {why}")
-            return
-        names = ", ".join(f"{n} x{c}" for n, c in counts.items())
-        self._print(first.step, first.kind, f"{names} -> {why} (to step {last})")
-
-    def _no_action(self, trig: EventRecord, why: str) -> None:
-        if self.idle is not None and self.idle[1] != why:
-            self._flush_idle()
-        if self.idle is None:
-            self.idle = (trig, why, {}, trig.step)
-        first, _, counts, _ = self.idle
-        counts[trig.name] = counts.get(trig.name, 0) + 1
-        self.idle = (first, why, counts, trig.step)
-
-    def event(self, rec: EventRecord) -> None:
-        if self.pending is not None:
-            trig, self.pending = self.pending, None
-            if rec.kind == "decision" and rec.name in ("none", "wait"):
-                # a policy's "no change" says why (the learned proposer's reason)
-                self._no_action(trig, "guarding the last rewrite" if rec.name == "wait"
-                                else str(rec.detail.get("reason") or "no action"))
-                return
-            self._say(trig, trig.name)
-        d, mb, ma = rec.detail, rec.metrics_before, rec.metrics_after
-        if rec.kind == "trigger":
-            self.pending = rec
-        elif rec.kind == "decision":
-            self._say(rec, f"{rec.name} at {d.get('site')} ({d.get('reason', '')})")
-        elif rec.kind == "rewrite" and "error" in d:
-            self._say(rec, f"{rec.name} failed: {d['error']}")
-        elif rec.kind == "rewrite":
-            self._say(rec, f"{rec.name} {d['site']}: {mb['param_count']:.0f} -> "
-                           f"{ma['param_count']:.0f} parameters, val loss "
-                           f"{mb['val_loss']:.4f} -> {ma['val_loss']:.4f}, paused "
-                           f"{d['pause_ms']:.1f} ms")
-        elif rec.kind == "guard":
-            self._say(rec, f"{rec.name}: {d['verdict']} ({d['reason']})")
-        elif rec.kind == "rollback" and d.get("to") == "control arm":
-            self._say(rec, f"{rec.name}: on from the control arm (the run without the "
-                           f"rewrite, step {d.get('to_step')}), {d['blacklisted']} blacklisted")
-        elif rec.kind == "rollback":
-            extra = f", {d['blacklisted']} blacklisted" if d.get("blacklisted") else ""
-            self._say(rec, f"{rec.name}: back to step {d.get('to_step')}, learning rate "
-                           f"x{d.get('lr_scale', 1.0):g}{extra}")
-        elif rec.kind == "skip":
-            self._say(rec, f"batch {d['batch']} of epoch {d['epoch']} left out of the replay")
-        elif rec.kind in ("early_stop", "fork") or (rec.kind, rec.name) == ("checkpoint",
-                                                                            "resume"):
-            self._say(rec, f"{rec.name} {d.get('path', '')}".rstrip())
-
-    def run_end(self, rec: RunEndRecord) -> None:
-        if self.pending is not None:  # a trigger at the very end, with no decision
-            trig, self.pending = self.pending, None
-            self._say(trig, trig.name)
-        self._flush_idle()
-
-    def flush(self) -> None:
-        if not self.muted:
-            self._guarded(self.stream.flush)
-
-    def close(self) -> None:
-        self._flush_idle()
-        self.flush()
-
-
-def _discard_stdout(stream: TextIO) -> None:
-    """Point the process's stdout at /dev/null once its reader is gone, so that what is
-    still buffered or printed later (the result lines) does not fail again."""
-    if stream is not sys.stdout:
-        return
-    try:
-        fd = stream.fileno()
-    except (OSError, ValueError):  # not a real file (a test's capture)
-        return
-    null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, fd)
-    os.close(null)
-
-
 def add_adapt_options(p: argparse.ArgumentParser) -> None:
     d, g = AdaptConfig(), GuardConfig()
     a = p.add_argument_group("adaptation")
@@ -313,54 +175,6 @@ def _proposal_head(plan: from_proposal.Plan) -> str:
             f"[{low:.3f}, {high:.3f}]; nearest corpus problems: {near or '-'}\n"
             f"  rewrites: {plan.policy.name} proposer ({getattr(plan.policy, 'source', '')}), "
             f"fallback {plan.policy.fallback.name}")  # type: ignore[attr-defined]
-
-
-def resume_dir(args: argparse.Namespace) -> str:
-    """--resume's checkpoint directory, after refusing the options a resume does not read:
-    DIR, or DIR/ckpt-N when that is DIR's latest checkpoint."""
-    given = [flag for flag, dest, default in getattr(args, "resume_unused", ())
-             if getattr(args, dest, default) != default]
-    if given:
-        raise ConfigError(f"--resume goes on with the checkpoint's model, recipe, settings, "
-                          f"length and directory: drop {' and '.join(given)}")
-    path = Path(args.resume)
-    if path.name.startswith(disk.PREFIX) and (path / "snapshot.json").is_file():
-        if disk.latest(path.parent) != path:
-            raise ConfigError(f"--resume {path}: a run goes on from its latest checkpoint; "
-                              f"give the checkpoint directory's parent (--resume {path.parent})")
-        path = path.parent
-    if disk.latest(path) is None:
-        raise ConfigError(f"no checkpoint in {path}")
-    return str(path)
-
-
-def logged_rows(args: argparse.Namespace) -> dict[str, int] | None:
-    """The resumed run's rows per kind in the local warehouse it logs to (None without one:
-    --no-log, --log-to), after refusing a warehouse that does not hold the run, or holds it
-    ended or still running."""
-    run_id = checkpoint_run_id(args.resume)
-    if args.no_log or args.log_to or run_id is None:
-        return None  # (a checkpoint naming no run: resuming it says why)
-    import warehouse
-
-    root = Path(args.warehouse) if args.warehouse is not None else warehouse.default_root()
-
-    def read(conn: Any) -> tuple[Any, dict[str, int]]:
-        row = conn.execute("SELECT status, steps_taken FROM runs WHERE run_id = ?",
-                           [run_id]).fetchone()
-        return row, {k: int(conn.execute(f"SELECT count(*) FROM {k} WHERE run_id = ?",
-                                         [run_id]).fetchone()[0]) for k in KINDS.values()}
-
-    row, counts = warehouse.with_retry(root, read) if root.is_dir() else (None, {})
-    if row is None:
-        raise ConfigError(f"run {run_id} is not in the warehouse {root}: resume it into the "
-                          f"one it was logged to (--warehouse DIR), or with --no-log")
-    status, steps = row
-    if status in ("completed", "early_stopped"):
-        raise ConfigError(f"run {run_id} already {status.replace('_', ' ')} at step {steps}")
-    if status == "running":
-        raise ConfigError(f"run {run_id} is still running (its writer is alive)")
-    return counts
 
 
 def run(args: argparse.Namespace) -> int:
