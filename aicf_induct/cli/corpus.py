@@ -179,9 +179,9 @@ def _facts(names: list[str]) -> list[CorpusProblem]:
 
 def build(args: argparse.Namespace) -> int:
     import warehouse
-    from aicf_induct.cli.sweep import print_report, workers
+    from aicf_induct.cli.sweep import interrupted, print_plan, print_report, workers
     from aicf_induct.induction.space_io import parse_space
-    from aicf_induct.induction.sweep import SweepSpec, run_sweep
+    from aicf_induct.induction.sweep import SweepInterrupted, SweepSpec, check_sweep, run_sweep
     from aicf_induct.runtime.trainer import TrainConfig
 
     if args.seeds < 1:
@@ -196,20 +196,22 @@ def build(args: argparse.Namespace) -> int:
                                               progress=not args.quiet))
     train = TrainConfig(epochs=args.epochs, patience=args.patience, backend=args.backend)
     spec = SweepSpec(tuple(names), cands, tuple(range(args.seeds)), train, args.budget)
+    root = args.warehouse if args.warehouse is not None else warehouse.default_root()
     if args.dry_run:
-        print(f"{len(names)} problems × {len(cands)} candidates × {args.seeds} seeds = "
-              f"{len(names) * len(cands) * args.seeds} runs; {space.describe()}; epochs "
-              f"<= {args.epochs}, patience {args.patience}")
-        print("problems: " + ", ".join(names))
-        if args.adaptive:
+        print_plan(check_sweep(spec, root, workers=workers(args), engine=args.engine,
+                               processes=args.gpu_processes), space.describe(), args.json,
+                   f"; epochs <= {args.epochs}, patience {args.patience}")
+        if args.adaptive and not args.json:
             print(f"adaptive: {args.adaptive} runs per problem, {args.adaptive_steps} steps "
                   "each, exploration policy")
         return 0
-    root = args.warehouse if args.warehouse is not None else warehouse.default_root()
-    report = run_sweep(spec, root, workers=workers(args), engine=args.engine,
-                       progress=not args.quiet, time_limit_s=args.time_limit,
-                       retry_failed=args.retry_failed, processes=args.gpu_processes,
-                       repeatable=args.repeatable)
+    try:
+        report = run_sweep(spec, root, workers=workers(args), engine=args.engine,
+                           progress=not args.quiet, time_limit_s=args.time_limit,
+                           retry_failed=args.retry_failed, processes=args.gpu_processes,
+                           repeatable=args.repeatable)
+    except SweepInterrupted as stop:
+        return interrupted(stop, args.json)
     print_report(report, root, args.json, f"aicf-induct induce fit --warehouse {root}")
     if args.adaptive:
         from aicf_induct.induction.adaptive_corpus import plan, run_adaptive

@@ -303,6 +303,9 @@ def _mine_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def mine(args: argparse.Namespace) -> int:
+    if args.protocol is not None and args.warehouse is None:
+        raise ConfigError("--protocol reads a warehouse (--warehouse); a pack holds one "
+                          "protocol's corpus")
     if args.warehouse is not None:
         from aicf_induct.induction.corpus import corpus_meta
         from aicf_induct.induction.mining import Miner
@@ -557,6 +560,7 @@ def evaluate(args: argparse.Namespace) -> int:
             raise ConfigError("--pack is for --holdout (leave-one-out reads a warehouse's "
                               "corpus: --warehouse)")
         meta, _ = corpus_meta(corpus_root(args.warehouse), args.protocol)
+        _note_large_ks(ks, meta["candidate"].nunique())
         ev = evaluate_corpus(meta, default=args.default, baselines=baselines, ks=ks,
                              n_jobs=args.jobs, progress=not args.quiet,
                              all_splits=args.all_splits)
@@ -571,7 +575,7 @@ def evaluate(args: argparse.Namespace) -> int:
         where = "held out" if args.holdout is not None else "leave one group out"
         fig = evaluation_figure(ev.summary, ev.top1_vs_three, ev.gaps,
                                 f"{header.splitlines()[0]} ({where})", ev.ceilings_vs_three)
-        print(f"wrote {save_figure(fig, args.plot)}", file=sys.stderr)
+        print(f"wrote {save_figure(fig, args.plot, option='--plot')}", file=sys.stderr)
     if args.json:
         print(json.dumps({"default": ev.default, "splits": ev.splits,
                           "choose_seeds": ev.choose_seeds, "score_seeds": ev.score_seeds,
@@ -623,6 +627,14 @@ def evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _note_large_ks(ks: tuple[int, ...], n: int) -> None:
+    """A k of --ks past the corpus's candidates proposes every one of them: say so."""
+    large = [k for k in ks if k > n]
+    if large:
+        print(f"note: the corpus has {n} candidates: k = {', '.join(map(str, large))} "
+              f"propose every one of them, as k = {n} does", file=sys.stderr)
+
+
 def _evaluate_holdout(args: argparse.Namespace, baselines: tuple[str, ...],
                       ks: tuple[int, ...]) -> tuple[Evaluation, str]:
     """`--holdout`: the pack scored on the warehouse's problems; the evaluation and its
@@ -652,6 +664,7 @@ def _evaluate_holdout(args: argparse.Namespace, baselines: tuple[str, ...],
               file=sys.stderr)
     if held.empty:
         raise ConfigError(f"{args.holdout}: no problem with every (candidate, seed) trained")
+    _note_large_ks(ks, held["candidate"].nunique())
     ev = evaluate_holdout(pack.seed_meta(), held, fitted=pack.proposer().metamodel_,
                           default=args.default, baselines=baselines, ks=ks,
                           progress=not args.quiet)

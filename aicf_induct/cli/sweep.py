@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import os
+import sys
 from pathlib import Path
 
 from aicf_induct.cli import options
@@ -17,7 +18,15 @@ from aicf_induct.cli.train import (
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.space import RECIPE_AXES, Candidate
 from aicf_induct.induction.space_io import PRESETS, parse_space
-from aicf_induct.induction.sweep import ENGINES, SweepReport, SweepSpec, run_sweep
+from aicf_induct.induction.sweep import (
+    ENGINES,
+    SweepInterrupted,
+    SweepPlan,
+    SweepReport,
+    SweepSpec,
+    check_sweep,
+    run_sweep,
+)
 from aicf_induct.induction.sweep_gpu import MODELS
 from aicf_induct.induction.sweep_problems import resolve, with_max_rows
 from aicf_induct.problems.preprocess import MIN_ROWS
@@ -131,21 +140,47 @@ def run(args: argparse.Namespace) -> int:
     names = with_max_rows(resolve(args.problems, args.exclude.split(",")), args.max_rows)
     seeds = tuple(range(args.seed, args.seed + args.seeds))
     spec = SweepSpec(tuple(names), tuple(cands), seeds, config, args.budget)
-    if args.dry_run:
-        print(f"{len(names)} problems × {len(cands)} candidates × {len(seeds)} seeds = "
-              f"{len(names) * len(cands) * len(seeds)} runs; {space.describe()}")
-        print("problems: " + ", ".join(names))
-        for c in cands:
-            print(f"  {c.key}  {c.structure_key}")
-        return 0
     root, key = sweep_target(args)
-    report = run_sweep(spec, root, workers=workers(args), engine=args.engine,
-                       retry_failed=args.retry_failed, ray_address=args.ray_address,
-                       progress=not args.quiet, api_key=key,
-                       time_limit_s=args.time_limit, processes=args.gpu_processes,
-                       repeatable=args.repeatable)
+    if args.dry_run:
+        sweep_plan = check_sweep(spec, root, workers=workers(args), engine=args.engine,
+                                 processes=args.gpu_processes)
+        print_plan(sweep_plan, space.describe(), args.json)
+        return 0
+    try:
+        report = run_sweep(spec, root, workers=workers(args), engine=args.engine,
+                           retry_failed=args.retry_failed, ray_address=args.ray_address,
+                           progress=not args.quiet, api_key=key,
+                           time_limit_s=args.time_limit, processes=args.gpu_processes,
+                           repeatable=args.repeatable)
+    except SweepInterrupted as stop:
+        return interrupted(stop, args.json)
     print_report(report, root, args.json)
     return 0
+
+
+def print_plan(sweep_plan: SweepPlan, space: str, as_json: bool, extra: str = "") -> None:
+    """A dry run on stdout: the plan as JSON, or its counts, problems and candidates."""
+    if as_json:
+        print(json.dumps({**sweep_plan.as_dict(), "space": space}, indent=1))
+        return
+    p = sweep_plan
+    print(f"{len(p.problems)} problems × {len(p.candidates)} candidates × {len(p.seeds)} "
+          f"seeds = {p.runs} runs; {space}{extra}")
+    if p.pairs < len(p.problems) * len(p.candidates):
+        print(f"  ({p.pairs} (problem, candidate) pairs: cnn candidates on image-shaped "
+              "problems only)")
+    print("problems: " + ", ".join(p.problems))
+    for c in p.candidates:
+        print(f"  {c.key}  {c.structure_key}")
+
+
+def interrupted(stop: SweepInterrupted, as_json: bool) -> int:
+    """Ctrl-C on a sweep: "interrupted", then on stderr what was logged and how to go on;
+    the exit status of any interrupted command."""
+    print("interrupted", file=sys.stderr)
+    print(json.dumps(stop.report.as_dict()) if as_json else stop.report.summary(),
+          file=sys.stderr)
+    return 130
 
 
 def sweep_target(args: argparse.Namespace) -> tuple[str, str | None]:

@@ -58,6 +58,16 @@ RULE_COLUMNS = ("trait", "trait_column", "trait_op", "trait_value", "depth", "co
                 "q_value", "text")
 
 
+def _no_traits(n: int, each: int = 2) -> str:
+    """Why `candidate_traits` (`min_candidates=each`) found no trait among `n` candidates."""
+    if n < 2 * each:
+        return (f"mining needs at least {2 * each} candidates (each trait must be held by "
+                f"{each} and lacked by {each}); the corpus has {n}, so no candidate trait "
+                "varies enough")
+    return (f"no candidate trait varies: each must be held by {each} of the {n} candidates "
+            f"and lacked by {each}")
+
+
 class Miner(BaseEstimator):
     """Mines `correlations_` and `rules_` from a meta-dataset (see the module docstring)."""
 
@@ -82,7 +92,7 @@ class Miner(BaseEstimator):
                                                           columns=cands.index)
         self.traits_ = candidate_traits(cands)
         if not self.traits_:
-            raise ConfigError("no candidate trait varies: mining needs several candidates")
+            raise ConfigError(_no_traits(len(cands)))
         has = trait_matrix(cands, self.traits_)
         y_mat = scores.to_numpy(float)
         self.effects_ = pd.DataFrame(effects(y_mat, has), index=probs.index,

@@ -68,6 +68,7 @@ KINDS: dict[str, type] = {"depth": int, "width": int, "residual": bool, "dropout
                           "lr": float, "weight_decay": float, "batch_size": int,
                           **FAMILY_KINDS}
 RANDOM_TRIES = 20  # draws per wanted candidate before random/sobol give up on finding more
+MAX_GRID = 1_000_000  # points a grid may enumerate; past it a space is sampled (random, sobol)
 
 
 @dataclass(frozen=True)
@@ -180,6 +181,8 @@ def check_candidate(c: Candidate) -> None:
     from aicf_induct.runtime.trainer import TrainConfig
 
     r = c.recipe
+    if r.lr <= 0:  # the optimizers take 0, which trains nothing (as `--lr` refuses it)
+        raise ConfigError(f"lr must be > 0, got {r.lr:g}")
     TrainConfig(batch_size=r.batch_size, optimizer=r.optimizer, lr=r.lr,
                 weight_decay=r.weight_decay).make_optimizer()
 
@@ -199,7 +202,22 @@ class Space:
             if not vals:
                 raise ConfigError(f"axis '{key}' has no values")
             self.axes[key] = vals
+        self._check_families()
         self._check_values()
+
+    def _check_families(self) -> None:
+        """An axis that no family of the space reads would be dropped from every point (one
+        candidate where the user asked for several): named instead."""
+        families = sorted(map(str, self.axes.get("family", ("mlp",))))
+        for key in self.axes:
+            owner = key.partition(".")[0] if key in FAMILY_AXES else \
+                "mlp" if key in MODEL_AXES and key != "act" else None
+            if owner is None or owner in families:
+                continue
+            theirs = [f"{f}.{key}" for f in families if f"{f}.{key}" in FAMILY_AXES]
+            hint = f" (did you mean {' or '.join(theirs)}?)" if theirs else ""
+            raise ConfigError(f"axis '{key}' is read by family {owner}, which the space's "
+                              f"family axis ({', '.join(families)}) does not hold{hint}")
 
     def _check_values(self) -> None:
         # each value alone, on top of the defaults: a bad one is named before any sweep runs
@@ -239,10 +257,15 @@ class Space:
             yield self.candidate(dict(zip(self.axes, combo, strict=True)))
 
     def grid(self) -> list[Candidate]:
+        if self.size > MAX_GRID:  # enumerated, canonicalised and hashed point by point
+            raise ConfigError(f"the grid has {self.size:,} points (at most {MAX_GRID:,}): "
+                              "sample it (sample=sobol;n=N)")
         return _distinct(self.points())
 
     def random(self, n: int, seed: int = 0) -> list[Candidate]:
         """n distinct candidates drawn uniformly (fewer when the space has fewer)."""
+        if n >= self.size:  # all of them: the draws could only find the grid, slowly
+            return self.grid()
         rng = np.random.default_rng(seed)
         lens = [len(v) for v in self.axes.values()]
         draws = (self.at([int(rng.integers(k)) for k in lens]) for _ in _tries(n))
@@ -254,7 +277,7 @@ class Space:
         from scipy.stats import qmc
 
         lens = [len(v) for v in self.axes.values()]
-        if not lens:
+        if not lens or n >= self.size:  # all of them, as `random`
             return self.grid()[:n]
         sampler = qmc.Sobol(d=len(lens), scramble=True, seed=seed)
 
@@ -287,6 +310,7 @@ class Space:
 
 
 def _tries(n: int, per: int = 1) -> range:
+    # (n is below the space's size here: `random` and `sobol` take the grid otherwise)
     return range(max(RANDOM_TRIES * n // per, 1) + 1)
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.space import Candidate, Space
+from aicf_induct.problems.splits import MAX_SEED
 
 SAMPLES = ("grid", "random", "sobol")
 SPEC_KEYS = ("axes", "sample", "n", "seed")
@@ -139,9 +140,14 @@ def from_mapping(data: Mapping[str, Any], name: str = "") -> SpaceSpec:
     if not isinstance(axes, Mapping):
         raise ConfigError(f"{name or 'space'}: 'axes' must map axis names to value lists")
     n, seed = data.get("n"), data.get("seed", 0)
-    for key, v in (("n", n), ("seed", seed)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+    for key, v, low, high in (("n", n, 1, None), ("seed", seed, 0, MAX_SEED)):
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int):
             raise ConfigError(f"{name or 'space'}: '{key}' must be an integer, got {v!r}")
+        if v < low or (high is not None and v > high):  # a seed: what NumPy and SciPy take
+            bound = f"in {low}..{high}" if high is not None else f">= {low}"
+            raise ConfigError(f"{name or 'space'}: '{key}' must be {bound}, got {v}")
     return SpaceSpec(Space(axes), str(data.get("sample", "grid")), n, seed, name)
 
 
@@ -172,17 +178,20 @@ def _int(key: str, raw: str) -> int:
 
 
 def load_file(path: str | Path) -> SpaceSpec:
-    p = Path(path)
-    text = p.read_text(encoding="utf-8")
-    try:
-        if p.suffix.lower() == ".json":
-            data = json.loads(text)
-        else:
-            import yaml
+    import yaml
 
-            data = yaml.safe_load(text)
-    except (json.JSONDecodeError, ValueError) as err:
-        raise ConfigError(f"{p}: not valid {p.suffix.lstrip('.').upper()}: {err}") from None
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"{p}: a directory, not a space file")
+    kind = "JSON" if p.suffix.lower() == ".json" else "YAML"
+    try:
+        text = p.read_text(encoding="utf-8")
+        data = json.loads(text) if kind == "JSON" else yaml.safe_load(text)
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{p}: not UTF-8 text (byte 0x{err.object[err.start]:02x} at "
+                          f"offset {err.start})") from None
+    except (ValueError, yaml.YAMLError) as err:  # JSONDecodeError is a ValueError
+        raise ConfigError(f"{p}: not valid {kind}: {' '.join(str(err).split())}") from None
     return from_mapping(data, name=str(p))
 
 

@@ -65,6 +65,7 @@ from aicf_induct.induction.sweep_worker import (
 )
 from aicf_induct.kernels.autotune import tuning_off
 from aicf_induct.problems import load_problem
+from aicf_induct.records import ProblemRecord
 from aicf_induct.runtime.trainer import TrainConfig
 from warehouse.claims import Claim, State, end_claim, try_claim
 
@@ -129,6 +130,7 @@ class SweepReport:
     # runs that took a slower path of the GPU engine, by path (`epoch_gpu.FELL_BACK`)
     slower_paths: dict[str, int] = field(default_factory=dict)
     repeatable: bool = False  # kernel tuning was off (`run_sweep(repeatable=True)`)
+    interrupted: bool = False  # stopped by Ctrl-C or SIGTERM (`SweepInterrupted`)
 
     @property
     def ran(self) -> int:
@@ -147,7 +149,10 @@ class SweepReport:
         if self.elsewhere or self.held:
             text += (f"; another sweep on this warehouse ended {self.elsewhere} and is still "
                      f"running {self.held}")
-        if self.left:
+        if self.interrupted:
+            text += (f"; interrupted: {self.left} not started; run the same command again "
+                     "to resume (it runs what has not ended, the interrupted runs too)")
+        elif self.left:
             text += (f"; time limit reached: {self.left} left for the next invocation of the "
                      "same command")
         if self.slower_paths:
@@ -164,7 +169,38 @@ class SweepReport:
                 "ran": self.ran, "failed": self.failed, "statuses": dict(self.statuses),
                 "unloadable": self.unloadable, "elsewhere": self.elsewhere,
                 "held": self.held, "left": self.left, "wall_s": self.wall_s,
-                "slower_paths": self.slower_paths, "repeatable": self.repeatable}
+                "slower_paths": self.slower_paths, "repeatable": self.repeatable,
+                "interrupted": self.interrupted}
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) stopped the sweep: its runs in flight ended logged as
+    `interrupted`; `report` says what ran and what is left for the same sweep run again."""
+
+    def __init__(self, report: SweepReport) -> None:
+        super().__init__("interrupted")
+        self.report = report
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """What a sweep will train, by problem name (its dry run): the (problem, candidate)
+    pairs where the candidate applies (`Candidate.applies_to`), times the seeds. A problem
+    whose table fails to load is found only when the sweep loads it (and left out)."""
+
+    problems: tuple[str, ...]  # those with at least one run
+    candidates: tuple[Candidate, ...]  # those that apply to at least one problem
+    seeds: tuple[int, ...]
+    pairs: int  # applicable (problem, candidate) pairs
+
+    @property
+    def runs(self) -> int:
+        return self.pairs * len(self.seeds)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"problems": list(self.problems), "runs": self.runs,
+                "candidates": [{"key": c.key, "structure": c.structure_key}
+                               for c in self.candidates], "seeds": list(self.seeds)}
 
 
 # -- the warehouse as the sweep's state ----------------------------------------------------------
@@ -234,51 +270,50 @@ def finished_triples(root: str | Path, protocol: str, statuses: Sequence[str] = 
 
 
 # -- the sweep -----------------------------------------------------------------------------------
-def load_problems(names: Sequence[str], seed: int,
-                  recorder: Any) -> tuple[dict[str, str], dict[str, str]]:
-    """Load each problem once: name -> problem_id, and name -> error for those that fail
-    (this project's errors as their message; any other with its type, a bug to report).
-    Logs each problem's row; its meta-features come with its runs (`runtime.runs` logs seed
-    0's split's, once per problem in each worker), not computed here, serially, before any
-    run starts."""
+def load_problems(names: Sequence[str], seed: int
+                  ) -> tuple[dict[str, str], list[ProblemRecord], dict[str, str]]:
+    """Load each problem once: name -> problem_id, the problems' rows for the warehouse, and
+    name -> error for those that fail (this project's errors as their message; any other with
+    its type, a bug to report). The meta-features come with the runs (`runtime.runs` logs
+    seed 0's split's, once per problem in each worker), not computed here, serially, before
+    any run starts."""
     ids: dict[str, str] = {}
+    rows: list[ProblemRecord] = []
     errors: dict[str, str] = {}
     for name in names:
         try:
             problem = load_problem(name, seed=seed)
-            recorder.problem(problem.record())
+            rows.append(problem.record())
             ids[name] = problem.problem_id
         except Exception as err:
             said = str(err) if isinstance(err, AicfError) else f"{type(err).__name__}: {err}"
             errors[name] = said.splitlines()[0]
-    return ids, errors
+    return ids, rows, errors
+
+
+def applicable(spec: SweepSpec, names: Iterable[str]) -> list[tuple[str, Candidate]]:
+    """The (problem, candidate) pairs a sweep trains: cnn candidates on image-shaped
+    problems only (`Candidate.applies_to`)."""
+    return [(name, cand) for name in names for cand in spec.candidates
+            if cand.applies_to(name)]
 
 
 def plan(spec: SweepSpec, problem_ids: dict[str, str], root: str | Path,
          api_key: str | None = None) -> list[Task]:
     protocol = spec.protocol
     sweep = {"sweep_id": spec.sweep_id(problem_ids.values()), "protocol": protocol}
-    return [Task(name, pid, cand, seed, spec.train, spec.budget_s, str(root), sweep, api_key)
-            for name, pid in problem_ids.items() for cand in spec.candidates
-            if cand.applies_to(name)  # cnn candidates: image-shaped problems only
-            for seed in spec.seeds]
+    return [Task(name, problem_ids[name], cand, seed, spec.train, spec.budget_s, str(root),
+                 sweep, api_key)
+            for name, cand in applicable(spec, problem_ids) for seed in spec.seeds]
 
 
-def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: str = "local",
-              retry_failed: bool = False, ray_address: str | None = None,
-              progress: bool = True, stream: TextIO | None = None,
-              api_key: str | None = None, time_limit_s: float = 0.0,
-              processes: int = 1, repeatable: bool = False) -> SweepReport:
-    """Run the triples of `spec` not finished in the warehouse at `root` (or logged through
-    the service at the URL `root`, with the write key `api_key`); see the module docstring.
-    Local workers are spawned processes: a script that calls this must do so under
-    `if __name__ == "__main__":`. With Ray on several machines, `root` must be a directory
-    every node sees (a shared file system), or the service's URL. `time_limit_s` (> 0): start
-    no run after that many seconds from now; the runs in flight finish and are logged, and
-    the rest is left to the next invocation (`SweepReport.left`). `processes` (> 1, engine
-    "gpu" only): that many GPU-engine processes, each with `workers` runs in flight, spread
-    over the visible GPUs (`sweep_processes`). `repeatable`: kernel tuning off in every
-    process of the sweep (see the module docstring)."""
+def check_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1,
+                engine: str = "local", processes: int = 1) -> SweepPlan:
+    """Every check a sweep passes before it touches the warehouse (`run_sweep` and the dry
+    run both call it): the engine's settings, problem names that name no table, a space none
+    of whose candidates applies. Returns the plan by name."""
+    from aicf_induct.induction.sweep_problems import unknown_names
+
     if engine not in ENGINES:
         raise ConfigError(f"unknown engine '{engine}' (valid: {', '.join(ENGINES)})")
     if workers < 1:
@@ -298,27 +333,68 @@ def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: st
             raise ConfigError("engine 'gpu' needs an NVIDIA GPU with CuPy, and none is seen "
                               "here (with backend numpy it runs its runs on the CPU, in this "
                               "process)")
+    unknown = unknown_names(spec.problems)
+    if unknown:
+        raise ConfigError(f"{len(unknown)} of the problems name no table: " + "; ".join(
+            f"{k}: {v}" for k, v in unknown.items()))
+    pairs = applicable(spec, spec.problems)
+    if not pairs:
+        from aicf_induct.problems.sklearn_datasets import IMAGE_SIDES
+
+        raise ConfigError("no candidate of the space applies to the problems "
+                          f"({_few(spec.problems)}): cnn candidates train on image-shaped "
+                          f"problems only ({', '.join(IMAGE_SIDES)})")
+    return SweepPlan(tuple(dict.fromkeys(n for n, _ in pairs)),
+                     tuple(c for c in spec.candidates if any(c is d for _, d in pairs)),
+                     spec.seeds, len(pairs))
+
+
+def _few(names: Sequence[str], n: int = 4) -> str:
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
+
+
+def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: str = "local",
+              retry_failed: bool = False, ray_address: str | None = None,
+              progress: bool = True, stream: TextIO | None = None,
+              api_key: str | None = None, time_limit_s: float = 0.0,
+              processes: int = 1, repeatable: bool = False) -> SweepReport:
+    """Run the triples of `spec` not finished in the warehouse at `root` (or logged through
+    the service at the URL `root`, with the write key `api_key`); see the module docstring.
+    Local workers are spawned processes: a script that calls this must do so under
+    `if __name__ == "__main__":`. With Ray on several machines, `root` must be a directory
+    every node sees (a shared file system), or the service's URL. `time_limit_s` (> 0): start
+    no run after that many seconds from now; the runs in flight finish and are logged, and
+    the rest is left to the next invocation (`SweepReport.left`). `processes` (> 1, engine
+    "gpu" only): that many GPU-engine processes, each with `workers` runs in flight, spread
+    over the visible GPUs (`sweep_processes`). `repeatable`: kernel tuning off in every
+    process of the sweep (see the module docstring)."""
+    check_sweep(spec, root, workers=workers, engine=engine, processes=processes)
     out = stream or sys.stderr
     t0 = time.perf_counter()
-    parent = open_recorder(root, api_key)
     untuned: AbstractContextManager[None] = tuning_off() if repeatable else nullcontext()
-    try:
-        with _sigterm_as_interrupt(), untuned:
-            ids, errors = load_problems(spec.problems, spec.seeds[0], parent)
+    with _sigterm_as_interrupt(), untuned:
+        # loaded before the warehouse is opened: a sweep none of whose problems loads
+        # leaves nothing behind
+        ids, rows, errors = load_problems(spec.problems, spec.seeds[0])
+        if not ids:
+            raise ConfigError("no problem of the sweep could be loaded: " + "; ".join(
+                f"{k}: {v}" for k, v in errors.items()))
+        parent = open_recorder(root, api_key)
+        try:
+            for row in rows:
+                parent.problem(row)
             parent.flush()
-            if not ids:
-                raise ConfigError("no problem of the sweep could be loaded: " + "; ".join(
-                    f"{k}: {v}" for k, v in errors.items()))
             for name, error in errors.items():  # the others go on
                 print(f"warning: problem '{name}' left out: {error}", file=out)
             tasks = plan(spec, ids, root, api_key)
             done_statuses = RETRY_STATUSES if retry_failed else END_STATUSES
             done = finished_triples(root, spec.protocol, done_statuses, api_key)
             todo = [t for t in tasks if t.triple not in done]
-            report = SweepReport(tasks[0].sweep["sweep_id"], len(tasks), len(tasks) - len(todo),
-                                 unloadable=errors, repeatable=repeatable)
-            claims: TripleClaims | NoClaims = NoClaims() if is_remote(root) else TripleClaims(
-                Path(root), spec.protocol, parent.writer.writer_id, done_statuses)
+            report = SweepReport(spec.sweep_id(ids.values()), len(tasks),
+                                 len(tasks) - len(todo), unloadable=errors,
+                                 repeatable=repeatable)
+            claims: TripleClaims | NoClaims = NoClaims() if is_remote(root) else \
+                TripleClaims(Path(root), spec.protocol, parent.writer.writer_id, done_statuses)
             bar = tqdm(total=len(tasks), initial=report.skipped, unit="run", desc="sweep",
                        disable=not progress, file=out, smoothing=0.05)
             stop_at = t0 + time_limit_s if time_limit_s > 0 else None
@@ -330,12 +406,29 @@ def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: st
                     with open_engine(engine, workers, ray_address) as eng:
                         dispatch(todo, eng, claims, parent, report, bar, stop_at)
                         report.slower_paths = eng.slower_paths()
+            except KeyboardInterrupt:
+                if processes > 1:  # the processes' counts did not come back: the warehouse's
+                    _count_stopped(todo, root, spec.protocol, done_statuses, report)
+                report.interrupted = True
+                report.wall_s = time.perf_counter() - t0
+                raise SweepInterrupted(report) from None
             finally:
                 bar.close()
-        report.wall_s = time.perf_counter() - t0
-        return report
-    finally:
-        parent.close()
+        finally:
+            parent.close()
+    report.wall_s = time.perf_counter() - t0
+    return report
+
+
+def _count_stopped(todo: list[Task], root: str | Path, protocol: str,
+                   done_statuses: Sequence[str], report: SweepReport) -> None:
+    """Counts of a sweep of several processes stopped part-way, read from the warehouse:
+    the triples of `todo` that ended, and those that did not (their runs interrupted, or
+    not started)."""
+    finished = finished_triples(root, protocol, done_statuses)
+    ended = sum(1 for t in todo if t.triple in finished)
+    report.statuses["ended"] += ended
+    report.left = len(todo) - ended
 
 
 def _run_processes(todo: list[Task], root: str | Path, spec: SweepSpec,
@@ -487,6 +580,9 @@ def dispatch(todo: Sequence[Task], eng: Engine, claims: TripleClaims | NoClaims,
         eng.interrupt()
         for claim in inflight.values():
             claims.end(claim, "interrupted")
+        if inflight:
+            report.statuses["interrupted"] += len(inflight)
+        report.left += len(queue) + len(held)
         raise
     report.held = len(held)
 

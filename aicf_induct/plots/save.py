@@ -22,20 +22,32 @@ def check_output(path: str | Path, option: str = "-o") -> str:
                           f"{', '.join('.' + f for f in FORMATS)}")
     if not path.parent.is_dir():
         raise ConfigError(f"{option} {path}: the folder {path.parent} does not exist")
+    if path.is_dir():
+        raise ConfigError(f"{option} {path}: is a directory")
     return fmt
 
 
-def save_figure(fig: Figure, path: str | Path, dpi: int = 120) -> Path:
+def save_figure(fig: Figure, path: str | Path, dpi: int = 120, option: str = "-o") -> Path:
     """Write `fig` to `path` (format from its suffix) through a temporary file renamed into
-    place, so a failed write leaves no partial image."""
-    fmt = check_output(path)
+    place, so a failed write leaves no partial image. Errors name `path` as `option` gave
+    it, never the temporary file."""
+    fmt = check_output(path, option)
     path = Path(path)
     # created with open(), not mkstemp: the image gets the umask's mode, as any file would
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with tmp.open("wb") as f:
+        try:
+            f = tmp.open("wb")
+        except OSError as err:
+            raise ConfigError(f"{option} {path}: cannot write in the folder {path.parent} "
+                              f"({err.strerror or err})") from None
+        with f:
             fig.savefig(f, format=fmt, dpi=dpi, bbox_inches="tight")
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError as err:
+            raise ConfigError(f"{option} {path}: cannot replace it ({err.strerror or err})"
+                              ) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

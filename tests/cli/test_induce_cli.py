@@ -315,6 +315,19 @@ def test_induce_evaluate_runs_the_lopo_table(corpus: Path,
     assert got["ceilings_vs_three"] == []  # neither the full search nor the choice oracle named
 
 
+def test_induce_evaluate_notes_a_k_past_the_corpus_s_candidates(
+        corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from aicf_induct.induction.space_io import parse_space
+
+    cands = parse_space(TINY_SPACE).candidates()
+    rc, _, err = _run(["induce", "evaluate", "--warehouse", str(corpus), "--default",
+                         cands[0].key, "--ks", "1,9,100", "--baselines", "default",
+                         "--quiet", "--json"], capsys)
+    assert rc == 0, err
+    assert f"note: the corpus has {len(cands)} candidates: k = 9, 100 propose every one of " \
+           f"them, as k = {len(cands)} does" in err
+
+
 def test_induce_evaluate_plot_draws_every_method_and_k_the_table_holds(
         corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from matplotlib.axes import Axes
@@ -531,6 +544,8 @@ def test_corpus_build_resumes_without_duplicates(corpus: Path,
     (["induce", "fit", "--pack", "{tmp}/empty.parquet"], "is empty"),
     (["induce", "fit", "--pack", "{tmp}/p.parquet", "--protocol", "x"],
      "--protocol reads a warehouse"),
+    (["mine", "--protocol", "x"], "--protocol reads a warehouse (--warehouse)"),
+    (["mine", "--pack", "{tmp}/p.parquet", "--protocol", "x"], "--protocol reads a warehouse"),
     (["induce", "fit", "--pack", "{tmp}/p.parquet", "--warehouse", "{tmp}"],
      "not allowed with argument --pack"),
     (["mine", "--pack", "{tmp}/p.parquet", "--fdr", "0"], "--fdr: must be in (0, 1]"),

@@ -125,6 +125,22 @@ def test_plot_errors_are_one_line_and_write_nothing(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("output, words", [
+    ("d.png", "error: -o d.png: is a directory\n"),
+    ("/proc/a.png", "error: -o /proc/a.png: cannot write in the folder /proc ("),
+])
+def test_plot_write_errors_name_the_output_path_not_a_temporary_file(
+        dashboard_warehouse, output: str, words: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d.png").mkdir()
+    assert main(["plot", "run", "latest", "-o", output,
+                 "--warehouse", str(dashboard_warehouse.root)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(words) and ".tmp" not in err and err.count("\n") == 1, err
+    assert [p.name for p in tmp_path.iterdir()] == ["d.png"]
+
+
 def test_plot_correlations_without_a_fit_says_how_to_mine(tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]
                                                           ) -> None:

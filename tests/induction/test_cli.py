@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from pathlib import Path
 
 import pytest
 
 from aicf_induct.cli.main import main
+from aicf_induct.induction import sweep
 
 
 def test_space_show_lists_candidates_with_fingerprints(capsys: pytest.CaptureFixture[str]) -> None:
@@ -38,3 +41,66 @@ def test_sweep_errors_are_one_line(argv: list[str], words: str, tmp_path: object
     assert main(["sweep", "--problems", "iris", "--warehouse", str(tmp_path), *argv]) == 2
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err
+
+
+def test_sweep_dry_run_plans_what_the_sweep_runs(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # cnn candidates only on image-shaped problems (digits), as the sweep plans them
+    assert main(["sweep", "--problems", "iris,digits", "--space", "depth=1;family=mlp,cnn",
+                 "--warehouse", str(tmp_path / "wh"), "--dry-run", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert (plan["problems"], plan["runs"], len(plan["candidates"])) == (
+        ["iris", "digits"], 3, 2)
+    # the checks of the real sweep: names that name no table, the engine's settings
+    for argv, words in [(["--problems", "iris,nosuch"], "1 of the problems name no table: "
+                         "nosuch: no bundled dataset 'nosuch'"),
+                        (["--problems", "iris", "--gpu-processes", "2"],
+                         "2 engine processes need engine 'gpu'"),
+                        (["--problems", "iris", "--space", "family=cnn"],
+                         "no candidate of the space applies to the problems (iris)")]:
+        space = [] if "--space" in argv else ["--space", "tiny3"]
+        assert main(["sweep", *argv, *space, "--warehouse", str(tmp_path / "wh"),
+                     "--dry-run"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {words}") and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "wh").exists()
+
+
+@pytest.mark.parametrize("command", [["sweep", "--problems", "iris"],
+                                     ["corpus", "build", "--problems", "iris,wine"]])
+def test_a_space_that_applies_to_no_problem_is_one_line_and_writes_nothing(
+        command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*command, "--space", "family=cnn;cnn.channels=8,16", "--quiet",
+                 "--warehouse", str(tmp_path / "wh")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no candidate of the space applies to the problems (")
+    assert len(err.splitlines()) == 1 and not (tmp_path / "wh").exists()
+
+
+class StoppedEngine:
+    """An engine whose first wait is a Ctrl-C, with one run in flight."""
+
+    capacity = 1
+
+    def submit(self, task: object) -> None:
+        pass
+
+    def wait(self) -> list[object]:
+        raise KeyboardInterrupt
+
+    def interrupt(self) -> None:
+        pass
+
+
+def test_ctrl_c_on_a_sweep_says_what_was_logged_and_how_to_go_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(sweep, "open_engine", lambda *a: contextlib.nullcontext(
+        StoppedEngine()))
+    assert main(["sweep", "--problems", "iris", "--space", "tiny3", "--quiet",
+                 "--warehouse", str(tmp_path / "wh")]) == 130
+    first, summary = capsys.readouterr().err.splitlines()
+    assert first == "interrupted"
+    assert "3 runs planned, 0 skipped (finished before), 1 ran (1 interrupted)" in summary
+    assert summary.endswith("interrupted: 2 not started; run the same command again to "
+                            "resume (it runs what has not ended, the interrupted runs too)")

@@ -45,6 +45,9 @@ def test_aliases_and_types() -> None:
     ("depth=1,2;sample=sobol", ["needs n"]),
     ("depth=;width=8", ["needs values"]),
     ("nosuchpreset", ["unknown space 'nosuchpreset'", "default24"]),
+    ("lr=0,1e-3", ["axis 'lr' value 0.0", "must be > 0"]),  # trains nothing, as --lr 0
+    ("depth=1,2;sample=random;n=2;seed=-1", ["'seed' must be in 0..4294967295, got -1"]),
+    ("depth=1,2;sample=random;n=0", ["'n' must be >= 1, got 0"]),
 ])
 def test_bad_specs_name_what_is_wrong(text: str, words: list[str]) -> None:
     with pytest.raises(ConfigError) as err:
@@ -68,6 +71,34 @@ def test_yaml_and_json_files(tmp_path) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "bad2.json").write_text(json.dumps({"axes": {}, "smaple": "grid"}))
     with pytest.raises(ConfigError, match="unknown key"):
         parse_space(str(tmp_path / "bad2.json"))
+
+
+def test_malformed_space_files_are_one_line_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "bad.yaml").write_text("axes:\n  depth: [1, 2\n  width: 3\n")
+    (tmp_path / "bin.yaml").write_bytes(b"\xff\xfe axes")
+    (tmp_path / "dir.yaml").mkdir()
+    for name, words in (("bad.yaml", "bad.yaml: not valid YAML: while parsing a flow"),
+                        ("bin.yaml", "bin.yaml: not UTF-8 text (byte 0xff at offset 0)"),
+                        ("dir.yaml", "dir.yaml: a directory, not a space file")):
+        with pytest.raises(ConfigError) as err:
+            parse_space(str(tmp_path / name))
+        assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_grid_too_large_to_enumerate_is_refused_at_once() -> None:
+    huge = parse_space("width=" + ",".join(map(str, range(8, 1108))) + ";batch_size="
+                       + ",".join(map(str, range(1, 1001))))
+    with pytest.raises(ConfigError, match=r"the grid has 1,100,000 points \(at most "
+                                          r"1,000,000\): sample it"):
+        huge.candidates()
+
+
+def test_asking_for_more_candidates_than_the_space_holds_gives_them_all() -> None:
+    """n past the space's size: its distinct candidates, at once (it drew 20 n times)."""
+    space = parse_space("depth=1,2").space
+    for method in (space.random, space.sobol):
+        assert sorted(c.key for c in method(10**9, seed=3)) == sorted(c.key
+                                                                      for c in space.grid())
 
 
 def test_random_and_sobol_are_deterministic_and_distinct() -> None:

@@ -50,12 +50,22 @@ def test_families_preset_holds_every_family() -> None:
 
 def test_family_axes_build_their_specs() -> None:
     space = Space({"family": ["ftt", "resmlp"], "ftt.d_token": [8, 16], "ftt.heads": [2],
-                   "resmlp.blocks": [1], "act": ["gelu"], "depth": [1, 2]})
+                   "resmlp.blocks": [1], "act": ["gelu"]})
     cands = space.grid()
     specs = {c.spec for c in cands}
     assert specs == {FTTSpec(d_token=8, heads=2, act="gelu"),
                      FTTSpec(d_token=16, heads=2, act="gelu"), ResMLPSpec(blocks=1, act="gelu")}
-    assert len(cands) == 3  # the MLP-only depth axis makes no repeats of other families
+    assert len(cands) == 3
+    # an axis no family of the space reads is named, not dropped from every point (it read
+    # as "FT-Transformers of depth 1 and 2" and gave one candidate)
+    with pytest.raises(ConfigError, match=r"axis 'depth' is read by family mlp, which the "
+                                          r"space's family axis \(ftt, resmlp\) does not hold "
+                                          r"\(did you mean ftt.depth\?\)"):
+        Space({"family": ["ftt", "resmlp"], "depth": [1, 2]})
+    with pytest.raises(ConfigError, match=r"axis 'ftt.d_token' is read by family ftt"):
+        Space({"ftt.d_token": [8, 16]})
+    mixed = Space({"family": ["mlp", "ftt"], "depth": [1, 2], "ftt.depth": [1, 2]}).grid()
+    assert len(mixed) == 4  # each family reads its own depth
     with pytest.raises(ConfigError, match=r"axis 'ftt.heads' value 3: .*must divide"):
         Space({"family": ["ftt"], "ftt.heads": [3]})
     with pytest.raises(ConfigError, match=r"bad value 'min' for axis 'cnn.pool'"):

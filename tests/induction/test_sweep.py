@@ -129,23 +129,48 @@ def test_a_run_past_its_budget_ends_as_timeout(tmp_path: Path) -> None:
 def test_failures_do_not_stop_a_sweep_and_can_be_retried(tmp_path: Path) -> None:
     good = Candidate(MLPSpec(depth=1, width=8))
     bad = Candidate(MLPSpec(depth=1, width=8), Recipe(lr=-1.0))
-    spec = SweepSpec(("iris", "no_such_problem"), (bad, good), (0,), TRAIN, 60.0)
+    (tmp_path / "t.csv").write_text("a,b\n1,2\n3,4\n")  # a table, with no column 'y'
+    unusable = f"file:{tmp_path / 't.csv'}?target=y"
+    spec = SweepSpec(("iris", unusable), (bad, good), (0,), TRAIN, 60.0)
     said = io.StringIO()
     report = run_sweep(spec, tmp_path / "wh", workers=1, progress=False, stream=said)
     assert dict(report.statuses) == {"failed": 1, "completed": 1}
-    assert list(report.unloadable) == ["no_such_problem"]
+    assert list(report.unloadable) == [unusable]
     # the problem left out is said once, in this project's words (no exception class)
-    assert said.getvalue().count("warning: problem 'no_such_problem' left out: unknown "
-                                 "dataset 'no_such_problem'; bundled ones: ") == 1
-    # none loads: one error naming each, and no warning besides
+    assert said.getvalue().count(f"warning: problem '{unusable}' left out: ") == 1
+    assert "no column 'y'" in said.getvalue()
+    # none loads: one error naming each, no warning besides, and the warehouse untouched
     said = io.StringIO()
     with pytest.raises(ConfigError, match=r"^no problem of the sweep could be loaded: "
-                                          r"no_such_problem: unknown dataset"):
-        run_sweep(SweepSpec(("no_such_problem",), (good,), (0,), TRAIN, 60.0),
+                                          r"file:.*no column 'y'"):
+        run_sweep(SweepSpec((unusable,), (good,), (0,), TRAIN, 60.0),
                   tmp_path / "wh2", workers=1, progress=False, stream=said)
     assert "warning" not in said.getvalue()
+    assert not (tmp_path / "wh2").exists()
     again = run_sweep(spec, tmp_path / "wh", workers=1, progress=False, retry_failed=True)
     assert (again.skipped, dict(again.statuses)) == (1, {"failed": 1})
+
+
+def test_names_that_name_no_table_are_refused_before_the_warehouse_is_touched(
+        tmp_path: Path) -> None:
+    good = Candidate(MLPSpec(depth=1, width=8))
+    spec = SweepSpec(("iris", "no_such_problem", "nosrc:3"), (good,), (0,), TRAIN, 60.0)
+    with pytest.raises(ConfigError, match=r"^2 of the problems name no table: "
+                                          r"no_such_problem: no bundled dataset .*; "
+                                          r"nosrc:3: unknown problem source 'nosrc'"):
+        run_sweep(spec, tmp_path / "wh", workers=1, progress=False)
+    assert not (tmp_path / "wh").exists()
+
+
+def test_a_space_that_applies_to_no_problem_is_refused_before_the_warehouse_is_touched(
+        tmp_path: Path) -> None:
+    cnn = tuple(parse_space("family=cnn").candidates())
+    with pytest.raises(ConfigError, match=r"^no candidate of the space applies to the "
+                                          r"problems \(iris, wine\): cnn candidates train on "
+                                          r"image-shaped problems only"):
+        run_sweep(SweepSpec(PROBLEMS, cnn, (0,), TRAIN, 60.0), tmp_path / "wh", workers=1,
+                  progress=False)
+    assert not (tmp_path / "wh").exists()
 
 
 def test_problem_specs() -> None:

@@ -78,7 +78,9 @@ def test_the_engine_logs_the_runs_and_results_the_pool_logs(tmp_path: Path) -> N
 def test_failures_are_logged_and_the_others_go_on(tmp_path: Path) -> None:
     good = Candidate(MLPSpec(depth=1, width=8))
     bad = Candidate(MLPSpec(depth=1, width=8), Recipe(lr=-1.0))
-    s = SweepSpec(("iris", "no_such_problem"), (bad, good), (0,), TRAIN, 60.0)
+    (tmp_path / "t.csv").write_text("a,b\n1,2\n3,4\n")  # a table that does not load: no 'y'
+    s = SweepSpec(("iris", f"file:{tmp_path / 't.csv'}?target=y"), (bad, good), (0,), TRAIN,
+                  60.0)
     try:
         report = run_sweep(s, tmp_path / "wh", workers=4, engine="gpu", progress=False)
     finally:
