@@ -27,3 +27,25 @@ def test_a_pipe_or_log_file_gets_no_bar_and_disabled_gets_none() -> None:
     tty = Terminal()
     assert list(transient(range(3), file=tty, enabled=False)) == [0, 1, 2]
     assert tty.getvalue() == ""
+
+
+def test_long_work_writes_a_log_file_lines_not_redraws() -> None:
+    """A sweep's bar in a log file: a line now and then and one at the end, each whole (it
+    was a redraw per run, all on one line)."""
+    from aicf_induct.progress import lasting
+
+    log = io.StringIO()
+    with lasting(total=50, desc="sweep", unit="run", file=log) as bar:
+        for _ in range(50):
+            bar.update(1)
+    lines = [line.strip("\r") for line in log.getvalue().split("\n") if line.strip("\r")]
+    assert len(lines) <= 3 and lines[-1].startswith("sweep: 50/50 runs, ")
+    tty = Terminal()
+    with lasting(total=5, desc="sweep", unit="run", file=tty, mininterval=0) as bar:
+        for _ in range(5):
+            bar.update(1)
+    assert tty.getvalue().count("\r") >= 5 and "5/5" in tty.getvalue()  # drawn in place
+    quiet = Terminal()
+    with lasting(total=5, file=quiet, enabled=False) as bar:
+        bar.update(5)
+    assert quiet.getvalue() == ""

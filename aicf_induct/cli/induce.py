@@ -113,12 +113,12 @@ def _fit_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def _steps(total: int, quiet: bool) -> Any:
-    from tqdm.auto import tqdm
+    from aicf_induct.progress import lasting
 
     # the steps are uneven (mining dominates), so the time left is a rough guide
-    return tqdm(total=total, desc="induce fit", unit="step", disable=quiet, file=sys.stderr,
-                leave=False, bar_format="{desc} ({n}/{total}, {elapsed} elapsed, ~{remaining} "
-                                        "left)")
+    return lasting(total=total, desc="induce fit", unit="step", enabled=not quiet,
+                   file=sys.stderr, leave=False,
+                   bar_format="{desc} ({n}/{total}, {elapsed} elapsed, ~{remaining} left)")
 
 
 def fit(args: argparse.Namespace) -> int:

@@ -110,12 +110,12 @@ def run_job(job: AdaptiveJob, root: str) -> str | None:
 def run_adaptive(jobs: Sequence[AdaptiveJob], root: str | Path, workers: int = 1,
                  progress: bool = False) -> AdaptiveReport:
     """Run the jobs not yet in the warehouse (see the module docstring)."""
-    from tqdm.auto import tqdm
+    from aicf_induct.progress import lasting
 
     done = done_jobs(root)
     todo = [j for j in jobs if (j.problem, j.index) not in done]
     failed: list[str] = []
-    with tqdm(total=len(todo), desc="adaptive runs", unit="run", disable=not progress) as bar:
+    with lasting(total=len(todo), desc="adaptive runs", unit="run", enabled=progress) as bar:
         if workers <= 1:
             for job in todo:
                 err = run_job(job, str(root))

@@ -51,8 +51,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from tqdm.auto import tqdm
-
 from aicf_induct.errors import AicfError, ConfigError
 from aicf_induct.induction.space import Candidate
 from aicf_induct.induction.sweep_engines import Engine, open_engine
@@ -65,6 +63,7 @@ from aicf_induct.induction.sweep_worker import (
 )
 from aicf_induct.kernels.autotune import tuning_off
 from aicf_induct.problems import load_problem
+from aicf_induct.progress import lasting
 from aicf_induct.records import ProblemRecord
 from aicf_induct.runtime.trainer import TrainConfig
 from warehouse.claims import Claim, State, end_claim, try_claim
@@ -395,8 +394,8 @@ def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: st
                                  repeatable=repeatable)
             claims: TripleClaims | NoClaims = NoClaims() if is_remote(root) else \
                 TripleClaims(Path(root), spec.protocol, parent.writer.writer_id, done_statuses)
-            bar = tqdm(total=len(tasks), initial=report.skipped, unit="run", desc="sweep",
-                       disable=not progress, file=out, smoothing=0.05)
+            bar = lasting(total=len(tasks), initial=report.skipped, unit="run", desc="sweep",
+                          enabled=progress, file=out, smoothing=0.05)
             stop_at = t0 + time_limit_s if time_limit_s > 0 else None
             try:
                 if processes > 1:
