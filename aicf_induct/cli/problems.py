@@ -150,7 +150,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             print()
         print(_table(skipped_rows, ["name", "rows", "skipped because"]))
     shown = [f"{len(usable_rows)} usable"] if args.which != "skipped" else []
-    if args.source != "sklearn" and args.which != "usable":
+    if args.which != "usable":  # scikit-learn's sets are curated: none is skipped
         shown.append(f"{len(skipped_rows)} skipped")
     print(f"\n{', '.join(shown)}")
     return 0
@@ -199,6 +199,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 def _feature_names(args: argparse.Namespace) -> list[str]:
     if args.all == bool(args.names):
         raise ConfigError("give problem names or --all (not both)")
+    if args.source != "all" and not args.all:  # it picks among the bundled ones only
+        raise ConfigError("--source chooses what --all features: drop it, or add --all")
     if args.all:
         if args.source != "sklearn":  # a first scan says so (list_names would be silent)
             from aicf_induct.problems import rdatasets_source

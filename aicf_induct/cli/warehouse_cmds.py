@@ -34,8 +34,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         help=f"warehouse directory (default: ${warehouse.catalog.ENV_VAR}, "
                              f"else ./{warehouse.catalog.DEFAULT_DIR})")
     out = argparse.ArgumentParser(add_help=False)
-    out.add_argument("--format", choices=FORMATS, default="table",
-                     help="output format (default: table; parquet needs --output)")
+    out.add_argument("--format", choices=FORMATS, default=None,
+                     help="output format (default: --output's extension, .csv, .json or "
+                          ".parquet; else table; parquet needs --output)")
     out.add_argument("--output", metavar="FILE", type=Path, default=None,
                      help="write to FILE instead of standard output")
 
@@ -127,8 +128,20 @@ def _writable_root(args: argparse.Namespace) -> Path:
     return root
 
 
-def emit(result: pd.DataFrame | pa.Table, fmt: str, output: Path | None) -> None:
-    """Print or write a result in the requested format."""
+def output_format(fmt: str | None, output: Path | None) -> str:
+    """--format, else the one --output's extension names, else a table; a --format that an
+    --output's extension contradicts (Parquet bytes in `r.csv`) is refused."""
+    named = {".csv": "csv", ".json": "json", ".parquet": "parquet", ".pq": "parquet"}.get(
+        output.suffix.lower() if output is not None else "")
+    if fmt is not None and named is not None and fmt != named:
+        raise WarehouseError(f"--output {output} names a .{named} file and --format is {fmt}: "
+                             f"make them agree (or leave --format out)")
+    return fmt or named or "table"
+
+
+def emit(result: pd.DataFrame | pa.Table, fmt: str | None, output: Path | None) -> None:
+    """Print or write a result in the requested format (`output_format`)."""
+    fmt = output_format(fmt, output)
     if fmt == "parquet" and output is None:
         raise WarehouseError("--format parquet needs --output FILE")
     if fmt in ("parquet", "json"):
@@ -186,7 +199,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         _existing_root(args), lambda c: warehouse.run_report(c, "run_summary", params))
     if not args.all_columns:
         df = df[RUNS_COLUMNS]
-        if args.format == "table":
+        if output_format(args.format, args.output) == "table":
             df = df.assign(run_id=df["run_id"].str[:12])
     emit(df, args.format, args.output)
     return 0
@@ -200,6 +213,9 @@ def _params(args: argparse.Namespace) -> dict[str, Any]:
             raise WarehouseError(f"--param wants KEY=VALUE, got '{item}'")
         out[key.strip()] = value
     if args.problem is not None:
+        if out.get("problem", args.problem) != args.problem:
+            raise WarehouseError(f"--problem {args.problem} and -p problem={out['problem']} "
+                                 "disagree: give one")
         out["problem"] = args.problem
     return out
 

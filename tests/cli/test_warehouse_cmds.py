@@ -61,3 +61,31 @@ def test_check_refuses_a_directory_that_is_not_a_warehouse(tmp_path: Path, fille
     assert cli_main.main(["warehouse", "check", "--warehouse", str(empty)]) == 0
     assert cli_main.main(["warehouse", "check", "--warehouse", str(filled)]) == 0
     assert capsys.readouterr().out.rstrip().endswith("ok")
+
+
+def test_the_output_files_extension_names_its_format(filled: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """`--output r.csv` writes CSV, `r.parquet` Parquet; a --format the extension contradicts
+    is refused (Parquet bytes went into r.csv, a text table into r.json)."""
+    import pyarrow.parquet as pq
+
+    wh = ["--warehouse", str(filled)]
+    assert cli_main.main(["runs", "--output", str(tmp_path / "r.csv"), *wh]) == 0
+    assert (tmp_path / "r.csv").read_text().startswith("run_id,")
+    assert cli_main.main(["runs", "--output", str(tmp_path / "r.parquet"), *wh]) == 0
+    assert pq.read_table(tmp_path / "r.parquet").num_rows == 1
+    assert cli_main.main(["sql", "SELECT 1 AS a", "--output", str(tmp_path / "a.json"),
+                          *wh]) == 0
+    assert json.loads((tmp_path / "a.json").read_text()) == [{"a": 1}]
+    capsys.readouterr()
+    assert cli_main.main(["runs", "--format", "parquet", "--output", str(tmp_path / "x.csv"),
+                          *wh]) == 2
+    assert "names a .csv file and --format is parquet" in _one_line_error(capsys)
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_a_problem_given_twice_differently_is_refused(filled: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main.main(["report", "leaderboard", "--problem", "p1", "-p", "problem=p2",
+                          "--warehouse", str(filled)]) == 2
+    assert "--problem p1 and -p problem=p2 disagree" in _one_line_error(capsys)

@@ -64,6 +64,13 @@ def test_features_argument_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["problems", "features", "nosuch"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: unknown dataset 'nosuch'") and err.count("\n") == 1
+    assert main(["problems", "features", "iris", "--source", "sklearn"]) == 2  # was ignored
+    assert "--source chooses what --all features" in capsys.readouterr().err
+
+
+def test_list_counts_what_it_shows(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["problems", "list", "--source", "sklearn", "--skipped"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("0 skipped")  # no count line before
 
 
 def test_features_log_into_the_warehouse(tmp_path: Path,
