@@ -193,10 +193,24 @@ def cmd_sql(args: argparse.Namespace) -> int:
     return 0
 
 
+def _known_problem(root: Path, problem: str | None, rows: int) -> None:
+    """An empty answer filtered on a problem the warehouse does not hold is a typo, said as
+    one (as `plot leaderboard` says it), not "(no rows)"."""
+    if problem is None or rows:
+        return
+    hit = warehouse.with_retry(root, lambda c: c.execute(
+        "SELECT count(*) FROM problems WHERE name = ? OR problem_id = ?",
+        [problem, problem]).fetchone())
+    if hit is None or not hit[0]:
+        raise WarehouseError(f"no problem '{problem}' in {root} (`aicf-induct sql \"SELECT "
+                             f"name FROM problems\"` lists them)")
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     params = {"problem": args.problem, "status": args.status, "limit": args.limit}
-    df = warehouse.with_retry(
-        _existing_root(args), lambda c: warehouse.run_report(c, "run_summary", params))
+    root = _existing_root(args)
+    df = warehouse.with_retry(root, lambda c: warehouse.run_report(c, "run_summary", params))
+    _known_problem(root, args.problem, len(df))
     if not args.all_columns:
         df = df[RUNS_COLUMNS]
         if output_format(args.format, args.output) == "table":
@@ -228,8 +242,9 @@ def cmd_report(args: argparse.Namespace) -> int:
             print(f"{r.name}  [{usage}]\n    {r.description}")
         return 0
     params = _params(args)
-    df = warehouse.with_retry(_existing_root(args),
-                              lambda c: warehouse.run_report(c, args.name, params))
+    root = _existing_root(args)
+    df = warehouse.with_retry(root, lambda c: warehouse.run_report(c, args.name, params))
+    _known_problem(root, params.get("problem"), len(df))
     emit(df, args.format, args.output)
     return 0
 

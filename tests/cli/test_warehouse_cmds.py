@@ -89,3 +89,14 @@ def test_a_problem_given_twice_differently_is_refused(filled: Path,
     assert cli_main.main(["report", "leaderboard", "--problem", "p1", "-p", "problem=p2",
                           "--warehouse", str(filled)]) == 2
     assert "--problem p1 and -p problem=p2 disagree" in _one_line_error(capsys)
+
+
+def test_a_problem_the_warehouse_does_not_hold_is_named(filled: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A typo in --problem was "(no rows)", status 0; a known problem with no rows still is."""
+    wh = ["--warehouse", str(filled)]
+    for argv in (["runs", "--problem", "nosuch"], ["report", "leaderboard", "--problem", "nosuch"]):
+        assert cli_main.main([*argv, *wh]) == 2
+        assert f"no problem 'nosuch' in {filled}" in _one_line_error(capsys)
+    assert cli_main.main(["runs", "--problem", "p1", "--status", "failed", *wh]) == 0
+    assert "(no rows)" in capsys.readouterr().out
