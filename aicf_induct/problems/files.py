@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import decimal
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -49,13 +50,15 @@ def read_frame(path: str | Path) -> pd.DataFrame:
     suffix = p.suffix.lower()
     try:
         if suffix in (".parquet", ".pq"):
-            frame = _decimals_as_floats(pd.read_parquet(p))
+            frame = _retyped(pd.read_parquet(p), _decimals_as_floats)
         elif suffix in (".csv", ".tsv", ".txt"):
             sep = "\t" if suffix == ".tsv" else separator(p)
             _check_header(p, sep)
             frame = pd.read_csv(p, sep=sep, float_precision="round_trip") if _PANDAS_2 \
                 else pd.read_csv(p, sep=sep)
-            frame = _iso_dates(_decimal_commas(frame) if sep == ";" else frame)
+            if sep == ";":
+                frame = _retyped(frame, _decimal_commas)
+            frame = _retyped(frame, _iso_dates)
         else:
             raise DataError(f"{p}: unsupported format '{suffix}' (use .csv, .tsv or .parquet)")
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError,
@@ -96,50 +99,46 @@ def _check_header(path: Path, sep: str) -> None:
         seen[name] = i
 
 
-def _decimal_commas(frame: pd.DataFrame) -> pd.DataFrame:
-    """A `;`-separated file's text columns written with a decimal comma ("0,126") as numbers;
-    a column that does not read as numbers whole stays text."""
-    out = frame.copy()
-    for name in frame.columns:
-        col = frame[name]
-        if pd.api.types.is_numeric_dtype(col) or col.dropna().empty:
-            continue
-        text = col.dropna().astype(str)
-        if not text.str.contains(",", regex=False).any():
-            continue
-        numbers = pd.to_numeric(text.str.replace(",", ".", regex=False), errors="coerce")
-        if numbers.notna().all():
-            out[name] = pd.to_numeric(col.astype(str).str.replace(",", ".", regex=False)
-                                      .where(col.notna()), errors="coerce")
-    return out
-
-
-def _iso_dates(frame: pd.DataFrame) -> pd.DataFrame:
-    """A CSV's text columns of ISO dates as datetimes, so that they are reported as dates
-    (as a Parquet timestamp is) rather than as categories or free text."""
-    out = frame
-    for name in frame.columns:
-        col = frame[name]
-        if pd.api.types.is_numeric_dtype(col) or col.dropna().empty:
-            continue
-        text = col.dropna().astype(str)
-        if text.map(lambda v: _ISO_DATE.fullmatch(v) is not None).all():
-            out = out.copy() if out is frame else out
-            out[name] = pd.to_datetime(col, errors="coerce", utc=True, format="ISO8601")
-    return out
-
-
-def _decimals_as_floats(frame: pd.DataFrame) -> pd.DataFrame:
-    """Parquet DECIMAL columns (databases' money and measures) as floats, not text."""
+def _retyped(frame: pd.DataFrame,
+             convert: Callable[[pd.Series, pd.Series], pd.Series | None]) -> pd.DataFrame:
+    """`frame` with each non-numeric column that `convert(column, its present values)`
+    gives a new one for replaced by it (copied only when one is)."""
     out = frame
     for name in frame.columns:
         col = frame[name]
         present = col.dropna()
-        if col.dtype == object and len(present) and all(
-                isinstance(v, decimal.Decimal) for v in present):
-            out = out.copy() if out is frame else out
-            out[name] = col.astype(float)
+        if pd.api.types.is_numeric_dtype(col) or present.empty:
+            continue
+        new = convert(col, present)
+        if new is not None:
+            out = frame.copy() if out is frame else out
+            out[name] = new
     return out
+
+
+def _decimal_commas(col: pd.Series, present: pd.Series) -> pd.Series | None:
+    """A `;`-separated file's column written with a decimal comma ("0,126") as numbers; a
+    column that does not read as numbers whole stays text."""
+    text = present.astype(str)
+    if not text.str.contains(",", regex=False).any():
+        return None
+    numbers = pd.to_numeric(text.str.replace(",", ".", regex=False), errors="coerce")
+    return numbers.reindex(col.index) if numbers.notna().all() else None
+
+
+def _iso_dates(col: pd.Series, present: pd.Series) -> pd.Series | None:
+    """A CSV's column of ISO dates as datetimes, so that it is reported as dates (as a
+    Parquet timestamp is) rather than as categories or free text."""
+    if not present.astype(str).map(lambda v: _ISO_DATE.fullmatch(v) is not None).all():
+        return None
+    return pd.to_datetime(col, errors="coerce", utc=True, format="ISO8601")
+
+
+def _decimals_as_floats(col: pd.Series, present: pd.Series) -> pd.Series | None:
+    """A Parquet DECIMAL column (databases' money and measures) as floats, not text."""
+    if col.dtype == object and all(isinstance(v, decimal.Decimal) for v in present):
+        return col.astype(float)
+    return None
 
 
 def separator(path: Path) -> str:
