@@ -3,6 +3,9 @@ VENV    ?= .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 PYTEST_ARGS ?=
+# pip keeps no cache of what it installs: the set-up's wheels (torch's CPU build among them)
+# would otherwise take their size again on a machine whose disk may be short
+export PIP_NO_CACHE_DIR := 1
 
 .PHONY: test demo bench lint browser clean-venv
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from warehouse.arrow import read_table
 from warehouse.catalog import connect, default_root, rebuild, with_retry
-from warehouse.check import CheckReport, check
+from warehouse.check import CheckReport, check, require_warehouse
 from warehouse.compact import CompactReport, compact
 from warehouse.errors import WarehouseError
 from warehouse.guard import check_sql, run_guarded
@@ -48,6 +48,7 @@ __all__ = [
     "read_table",
     "rebuild",
     "reports",
+    "require_warehouse",
     "run_guarded",
     "run_report",
     "visible_parts",

@@ -98,7 +98,7 @@ def check(root: str | Path, deep: bool = True, repair: bool = False) -> CheckRep
     root = check_root(Path(root))
     if not root.is_dir():
         raise WarehouseError(f"no warehouse at {root}")
-    _require_warehouse(root)
+    require_warehouse(root)
     rep = CheckReport()
     for entry in sorted(root.iterdir()):
         if entry.is_dir() and entry.name not in TABLES and not entry.name.startswith((".", "_")):
@@ -119,9 +119,10 @@ def check(root: str | Path, deep: bool = True, repair: bool = False) -> CheckRep
     return rep
 
 
-def _require_warehouse(root: Path) -> None:
+def require_warehouse(root: Path) -> None:
     """A one-line error for a directory that holds none of a warehouse's entries (an empty one
-    is a warehouse nothing was written to yet): a wrong --warehouse must not read as ok."""
+    is a warehouse nothing was written to yet): a wrong --warehouse must not read as ok, nor
+    as an empty warehouse."""
     names = {n for n in os.listdir(root) if not n.startswith(".")}
     if names and not names & (set(TABLES) | OWN_ENTRIES):
         raise WarehouseError(f"{root} is not a warehouse (no table directory such as runs/ "

@@ -17,4 +17,5 @@ def corpus_root(path: str | None) -> Path:
     if not root.is_dir():
         raise ConfigError(f"no warehouse at {root} (build a corpus first: aicf-induct corpus "
                           "build)")
+    warehouse.require_warehouse(root)
     return root

@@ -112,11 +112,12 @@ def _fit_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     f.set_defaults(func=fit)
 
 
-def _steps(total: int, quiet: bool) -> Any:
+def _steps(total: int, quiet: bool, first: str) -> Any:
+    """A bar over a command's `total` stages, `first` the first one's description."""
     from aicf_induct.progress import lasting
 
     # the steps are uneven (mining dominates), so the time left is a rough guide
-    return lasting(total=total, desc="induce fit", unit="step", enabled=not quiet,
+    return lasting(total=total, desc=first, unit="step", enabled=not quiet,
                    file=sys.stderr, leave=False,
                    bar_format="{desc} ({n}/{total}, {elapsed} elapsed, ~{remaining} left)")
 
@@ -139,9 +140,8 @@ def fit(args: argparse.Namespace) -> int:
     # the source first: one that is not there fails before the progress bar starts
     source = load_pack(args.pack) if args.pack is not None else None
     root = corpus_root(args.warehouse) if source is None else None
-    bar = _steps(4, args.quiet)
+    bar = _steps(4, args.quiet, "induce fit: reading the corpus")
     try:  # closed (its line cleared) before an error is printed too
-        bar.set_description_str("induce fit: reading the corpus")
         exclude = [e for e in args.exclude.split(",") if e.strip()]
         excluded = list(exclude)  # what the pack records as kept out
         if source is not None:
@@ -310,14 +310,16 @@ def mine(args: argparse.Namespace) -> int:
         from aicf_induct.induction.corpus import corpus_meta
         from aicf_induct.induction.mining import Miner
 
-        bar = _steps(2, args.quiet)
-        bar.set_description_str("mine: reading the corpus")
-        meta, _ = corpus_meta(corpus_root(args.warehouse), args.protocol)
-        bar.update(1)
-        bar.set_description_str(f"mine: mining {meta['problem_id'].nunique()} problems")
-        miner = Miner(min_problems=args.min_problems).fit(meta)
-        bar.update(1)
-        bar.close()
+        root = corpus_root(args.warehouse)  # one that is not there fails before the bar
+        bar = _steps(2, args.quiet, "mine: reading the corpus")
+        try:  # closed before an error is printed too
+            meta, _ = corpus_meta(root, args.protocol)
+            bar.update(1)
+            bar.set_description_str(f"mine: mining {meta['problem_id'].nunique()} problems")
+            miner = Miner(min_problems=args.min_problems).fit(meta)
+            bar.update(1)
+        finally:
+            bar.close()
         corr, rules = miner.correlations_, miner.rules_
         source = f"warehouse {args.warehouse}"
     else:

@@ -64,6 +64,7 @@ def _root(path: str | None, output: str) -> Path:
     root = Path(path) if path is not None else warehouse.default_root()
     if not root.is_dir():
         raise ConfigError(f"--warehouse: no warehouse at {root}")
+    warehouse.require_warehouse(root)
     return root
 
 

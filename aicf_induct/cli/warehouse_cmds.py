@@ -113,10 +113,13 @@ def _root(args: argparse.Namespace) -> Path:
 
 
 def _existing_root(args: argparse.Namespace) -> Path:
-    """The warehouse to read or maintain: it must exist (a typo must not read as empty)."""
+    """The warehouse to read or maintain: it must exist and be one (a typo must not read as
+    empty)."""
     root = _root(args)
     if not root.exists():
         raise WarehouseError(f"no warehouse at {root} (the directory does not exist)")
+    if root.is_dir():
+        warehouse.require_warehouse(root)
     return root
 
 

@@ -63,6 +63,24 @@ def test_check_refuses_a_directory_that_is_not_a_warehouse(tmp_path: Path, fille
     assert capsys.readouterr().out.rstrip().endswith("ok")
 
 
+@pytest.mark.parametrize("command", [["runs"], ["sql", "SELECT 1"], ["report", "leaderboard"],
+                                     ["mine"], ["induce", "fit", "-o", "pack.parquet"],
+                                     ["plot", "leaderboard", "p1", "-o", "p.png"]])
+def test_readers_refuse_a_directory_that_is_not_a_warehouse(
+        command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wrong --warehouse (a source tree, a home directory) read as an empty warehouse:
+    `runs` said "(no rows)" with status 0."""
+    monkeypatch.chdir(tmp_path)
+    other = tmp_path / "src"
+    (other / "pkg").mkdir(parents=True)
+    (other / "notes.txt").write_text("x")
+    assert cli_main.main([*command, "--warehouse", str(other)]) == 2
+    assert f"{other} is not a warehouse" in _one_line_error(capsys)
+    assert sorted(p.name for p in other.iterdir()) == ["notes.txt", "pkg"]  # nothing written
+    assert not (tmp_path / "pack.parquet").exists() and not (tmp_path / "p.png").exists()
+
+
 def test_the_output_files_extension_names_its_format(filled: Path, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """`--output r.csv` writes CSV, `r.parquet` Parquet; a --format the extension contradicts
