@@ -145,9 +145,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from_proposal.add_options(p)
     add_log_options(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON, no timeline")
-    unused = [(a.option_strings[-1], a.dest, a.default) for a in p._actions
-              if a.option_strings and a.dest not in RESUME_TAKES]
-    p.set_defaults(func=run, resume_unused=unused)
+    options.record_given([a for a in p._actions
+                          if a.option_strings and a.dest not in RESUME_TAKES])
+    p.set_defaults(func=run)
 
 
 def _help(p: argparse.ArgumentParser, dest: str, text: str) -> None:

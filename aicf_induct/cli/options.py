@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 import os
-from argparse import ArgumentTypeError, Namespace
-from collections.abc import Callable
+from argparse import Action, ArgumentParser, ArgumentTypeError, Namespace
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from aicf_induct.errors import ConfigError
 from aicf_induct.problems.splits import MAX_SEED
@@ -138,3 +139,35 @@ def recipe_options() -> dict[str, str]:
 def given_recipe(args: Namespace) -> list[str]:
     """The recipe options (`recipe_options`) given on the command line."""
     return [o for o, name in recipe_options().items() if getattr(args, name, None) is not None]
+
+
+GIVEN = "options_given"  # the namespace attribute `record_given` fills
+
+
+def record_given(actions: Sequence[Action]) -> None:
+    """Make each of `actions` note on the namespace (GIVEN: a tuple of its last option string)
+    that the command line gave it: argparse does not tell an option given its default value
+    (`--steps 2000`) from one left out."""
+    for action in actions:
+        action.__class__ = _recording(type(action))
+
+
+def given_options(args: Namespace) -> tuple[str, ...]:
+    """The options `record_given` saw on the command line, in the order given."""
+    return tuple(getattr(args, GIVEN, ()))
+
+
+_RECORDING: dict[type[Action], type[Action]] = {}
+
+
+def _recording(base: type[Action]) -> type[Action]:
+    if base not in _RECORDING:
+        def __call__(self: Action, parser: ArgumentParser, namespace: Namespace,
+                     values: Any, option_string: str | None = None) -> None:
+            noted = given_options(namespace)
+            if self.option_strings[-1] not in noted:
+                setattr(namespace, GIVEN, (*noted, self.option_strings[-1]))
+            base.__call__(self, parser, namespace, values, option_string)
+
+        _RECORDING[base] = type(f"Recording{base.__name__}", (base,), {"__call__": __call__})
+    return _RECORDING[base]

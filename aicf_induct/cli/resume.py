@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from aicf_induct.cli import options
 from aicf_induct.errors import ConfigError
 from aicf_induct.runtime import snapshot as disk
 from aicf_induct.runtime.adaptive import checkpoint_run_id
@@ -24,8 +25,7 @@ RESUME_TAKES = {"dataset", "resume", "policy", "inject_nan", "inject_spike", "wa
 def resume_dir(args: argparse.Namespace) -> str:
     """--resume's checkpoint directory, after refusing the options a resume does not read:
     DIR, or DIR/ckpt-N when that is DIR's latest checkpoint."""
-    given = [flag for flag, dest, default in getattr(args, "resume_unused", ())
-             if getattr(args, dest, default) != default]
+    given = options.given_options(args)  # (only those a resume does not read are recorded)
     if given:
         raise ConfigError(f"--resume goes on with the checkpoint's model, recipe, settings, "
                           f"length and directory: drop {' and '.join(given)}")

@@ -137,7 +137,11 @@ def test_a_run_resumed_from_an_earlier_checkpoint_ends_the_same(tmp_path: Path,
     assert main([*BASE, "--steps", "999", "--no-log", "--resume", str(ckpt)]) == 2
     assert capsys.readouterr().err == (
         "error: --resume goes on with the checkpoint's model, recipe, settings, length and "
-        "directory: drop --lr and --steps and --trigger-warmup and --guard-steps\n")
+        "directory: drop --lr and --trigger-warmup and --guard-steps and --steps\n")
+    # also when given at its default value: it was taken for an option left out
+    assert main(["adapt", "--dataset", "iris", "--steps", "2000", "--seed=0", "--no-log",
+                 "--resume", str(ckpt)]) == 2
+    assert capsys.readouterr().err.endswith("directory: drop --steps and --seed\n")
     again = json.loads(_resume(capsys, "--json", "--no-log", "--resume", str(ckpt)))
     assert again["run_id"] == first["run_id"] and again["steps"] == 200  # its own settings
     assert {k: v for k, v in again.items() if k != "pause_ms"} == \
