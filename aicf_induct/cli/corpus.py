@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from contextlib import nullcontext
 
@@ -63,7 +64,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="candidate space: a preset, a .yaml/.json file or the text form "
                         "(default corpus32; `aicf-induct space show corpus32` lists it)")
     b.add_argument("--seeds", type=int, default=SEEDS, metavar="K",
-                   help=f"seeds 0..K-1 per (problem, candidate) (default {SEEDS})")
+                   help=f"seeds 0..K-1 per (problem, candidate) (default {SEEDS}; 0 with "
+                        "--adaptive: the adaptive runs alone, a rewrite history for `induce "
+                        "fit --history`)")
     b.add_argument("--workers", type=int, default=None, metavar="N", help=WORKERS_HELP)
     b.add_argument("--engine", choices=ENGINES, default="local", help=ENGINE_HELP)
     b.add_argument("--gpu-processes", type=options.positive_int, default=1, metavar="N",
@@ -184,8 +187,9 @@ def build(args: argparse.Namespace) -> int:
     from aicf_induct.induction.sweep import SweepInterrupted, SweepSpec, check_sweep, run_sweep
     from aicf_induct.runtime.trainer import TrainConfig
 
-    if args.seeds < 1:
-        raise ConfigError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.seeds < 0 or (args.seeds == 0 and not args.adaptive):
+        raise ConfigError(f"--seeds must be >= 1 (0 only with --adaptive N, for adaptive runs "
+                          f"alone), got {args.seeds}")
     if args.adaptive < 0:
         raise ConfigError(f"--adaptive must be >= 0, got {args.adaptive}")
     if args.adaptive_steps < 1:
@@ -195,31 +199,37 @@ def build(args: argparse.Namespace) -> int:
     names = selection_names(resolve_selection(args.problems, args.exclude.split(","),
                                               progress=not args.quiet))
     train = TrainConfig(epochs=args.epochs, patience=args.patience, backend=args.backend)
-    spec = SweepSpec(tuple(names), cands, tuple(range(args.seeds)), train, args.budget)
     root = args.warehouse if args.warehouse is not None else warehouse.default_root()
+    sweep = args.seeds > 0  # --seeds 0: the adaptive runs alone (a rewrite history)
+    if sweep:
+        spec = SweepSpec(tuple(names), cands, tuple(range(args.seeds)), train, args.budget)
     if args.dry_run:
-        print_plan(check_sweep(spec, root, workers=workers(args), engine=args.engine,
-                               processes=args.gpu_processes), space.describe(), args.json,
-                   f"; epochs <= {args.epochs}, patience {args.patience}")
+        if sweep:
+            print_plan(check_sweep(spec, root, workers=workers(args), engine=args.engine,
+                                   processes=args.gpu_processes), space.describe(), args.json,
+                       f"; epochs <= {args.epochs}, patience {args.patience}")
         if args.adaptive and not args.json:
-            print(f"adaptive: {args.adaptive} runs per problem, {args.adaptive_steps} steps "
-                  "each, exploration policy")
+            print(f"adaptive: {args.adaptive} runs per problem on {len(names)} problems, "
+                  f"{args.adaptive_steps} steps each, exploration policy")
         return 0
-    try:
-        report = run_sweep(spec, root, workers=workers(args), engine=args.engine,
-                           progress=not args.quiet, time_limit_s=args.time_limit,
-                           retry_failed=args.retry_failed, processes=args.gpu_processes,
-                           repeatable=args.repeatable)
-    except SweepInterrupted as stop:
-        return interrupted(stop, args.json)
-    print_report(report, root, args.json, f"aicf-induct induce fit --warehouse {root}")
+    if sweep:
+        try:
+            report = run_sweep(spec, root, workers=workers(args), engine=args.engine,
+                               progress=not args.quiet, time_limit_s=args.time_limit,
+                               retry_failed=args.retry_failed, processes=args.gpu_processes,
+                               repeatable=args.repeatable)
+        except SweepInterrupted as stop:
+            return interrupted(stop, args.json)
+        print_report(report, root, args.json, f"aicf-induct induce fit --warehouse {root}")
     if args.adaptive:
         from aicf_induct.induction.adaptive_corpus import plan, run_adaptive
         from aicf_induct.kernels.autotune import tuning_off
 
         jobs = plan(names, args.adaptive, cands, args.adaptive_steps)
         with tuning_off() if args.repeatable else nullcontext():
-            ad = run_adaptive(jobs, root, workers=args.workers, progress=not args.quiet)
+            # processes (each run is small): --workers, else one per core whatever the engine
+            ad = run_adaptive(jobs, root, workers=args.workers or os.cpu_count() or 1,
+                              progress=not args.quiet)
         print(f"adaptive runs: {ad.ran} trained, {ad.skipped} already there, "
               f"{len(ad.failed)} failed to start", file=sys.stderr if args.json else
               sys.stdout)

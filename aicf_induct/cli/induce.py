@@ -74,6 +74,10 @@ def _fit_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                              "rule) instead of a warehouse; writes nothing but the new pack")
     f.add_argument("--protocol", default=None,
                    help="sweep protocol to read, when the warehouse holds several")
+    f.add_argument("--history", default=None, metavar="DIR",
+                   help="take the learned rewrite proposer's table from the adaptive runs "
+                        "of this warehouse (`corpus build --seeds 0 --adaptive N`) instead "
+                        "of the corpus's own (--exclude applies to them too)")
     f.add_argument("--exclude", default="", metavar="SEL",
                    help="comma list of problems to keep out of the pack (names, with or "
                         "without options, or problem ids)")
@@ -140,18 +144,28 @@ def fit(args: argparse.Namespace) -> int:
     # the source first: one that is not there fails before the progress bar starts
     source = load_pack(args.pack) if args.pack is not None else None
     root = corpus_root(args.warehouse) if source is None else None
+    history_root = corpus_root(args.history) if args.history is not None else None
     bar = _steps(4, args.quiet, "induce fit: reading the corpus")
     try:  # closed (its line cleared) before an error is printed too
         exclude = [e for e in args.exclude.split(",") if e.strip()]
         excluded = list(exclude)  # what the pack records as kept out
         if source is not None:
-            meta, unmatched = _pack_corpus(source, exclude, args.seeds)
+            meta, unmatched = _pack_corpus(source, exclude, args.seeds,
+                                           own_rewrites=history_root is None)
             rewrites = source.rewrites
             excluded += source.header.get("excluded", [])  # kept out of the source too
         else:
             assert root is not None
             meta, unmatched = corpus_meta(root, args.protocol, exclude, n_seeds=args.seeds)
-            rewrites = _rewrite_table(root, exclude)
+            rewrites, _ = _rewrite_table(root, exclude)
+        # what the rewrite table aggregates: a refit keeps its source's table, and says so
+        history = source.provenance.get("rewrite_history") if source is not None else None
+        if history_root is not None:
+            rewrites, history = _rewrite_table(history_root, exclude)
+            if not len(rewrites):
+                raise ConfigError(f"--history {history_root}: the warehouse holds no adaptive "
+                                  "run's decisions (`aicf-induct corpus build --seeds 0 "
+                                  "--adaptive N` makes them)")
         for name in unmatched:
             print(f"note: --exclude '{name}' matches no problem of the corpus", file=sys.stderr)
         if meta.empty:
@@ -176,6 +190,8 @@ def fit(args: argparse.Namespace) -> int:
                    *(["--warehouse", str(root)] if root is not None else ["--pack", args.pack])]
         if args.protocol:
             command += ["--protocol", args.protocol]
+        if history_root is not None:
+            command += ["--history", str(history_root)]
         if exclude:
             command += ["--exclude", ",".join(e.strip() for e in exclude)]
         if args.seeds:
@@ -192,7 +208,8 @@ def fit(args: argparse.Namespace) -> int:
         if Path(args.output).resolve() != DEFAULT_PACK:  # the package's own path is this machine's
             command += ["-o", args.output]
         out = write_pack(pack, args.output, command,
-                         refit_of=_refit_of(source) if source is not None else None)
+                         refit_of=_refit_of(source) if source is not None else None,
+                         history=history)
         bar.update(1)
         fit_id = None
         if root is not None and not args.no_write:
@@ -216,17 +233,18 @@ def fit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pack_corpus(source: Pack, exclude: list[str], n_seeds: int | None
-                 ) -> tuple[pd.DataFrame, list[str]]:
+def _pack_corpus(source: Pack, exclude: list[str], n_seeds: int | None,
+                 own_rewrites: bool = True) -> tuple[pd.DataFrame, list[str]]:
     """A pack's corpus as `corpus_meta` gives a warehouse's (the groups by the current
-    rule) and the exclude names that matched no problem."""
+    rule) and the exclude names that matched no problem. own_rewrites: the new pack keeps
+    the source's rewrite table."""
     from aicf_induct.induction.corpus import grouped_meta
 
-    if exclude and len(source.rewrites):
+    if exclude and own_rewrites and len(source.rewrites):
         # an aggregate over problems cannot leave one out
         raise ConfigError(f"{source.path} holds a rewrite table (an aggregate of adaptive "
-                          "runs) that cannot leave problems out: fit from the warehouse to "
-                          "--exclude")
+                          "runs) that cannot leave problems out: --exclude with --history "
+                          "DIR, the warehouse of its adaptive runs")
     return grouped_meta(source.seed_meta(n_seeds), exclude)
 
 
@@ -264,14 +282,18 @@ def _refit_of(source: Pack) -> dict[str, Any]:
             **{k: prov[k] for k in ("command", "commit", "date", "refit_of") if k in prov}}
 
 
-def _rewrite_table(root: Path, exclude: list[str]) -> pd.DataFrame:
+def _rewrite_table(root: Path, exclude: list[str]) -> tuple[pd.DataFrame, dict[str, int]]:
     """The aggregate of the warehouse's rewrite history (adaptive runs), the excluded
-    problems left out."""
+    problems left out; and what it aggregates (runs, problems, decisions), for the
+    provenance."""
     from aicf_induct.induction.rewrite_history import excluding, load_rewrite_history
     from aicf_induct.induction.rewrite_table import aggregate
 
     history = excluding(load_rewrite_history(root), {e.strip() for e in exclude})
-    return aggregate(history) if len(history) else pd.DataFrame()
+    counts = {"runs": int(history["run_id"].nunique()) if len(history) else 0,
+              "problems": int(history["problem_id"].nunique()) if len(history) else 0,
+              "decisions": len(history)}
+    return (aggregate(history) if len(history) else pd.DataFrame()), counts
 
 
 # -- mine ----------------------------------------------------------------------------------------

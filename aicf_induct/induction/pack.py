@@ -256,9 +256,11 @@ def build_pack(meta: pd.DataFrame, miner: Miner, excluded: Sequence[str] = (),
 
 
 def provenance(pack: Pack, command: Sequence[str] | None = None,
-               refit_of: dict[str, Any] | None = None) -> dict[str, Any]:
+               refit_of: dict[str, Any] | None = None,
+               history: dict[str, int] | None = None) -> dict[str, Any]:
     """What the JSON beside the pack records (`refit_of`: for a pack refit from another
-    pack's corpus, that pack's digest and how it was built)."""
+    pack's corpus, that pack's digest and how it was built; `history`: what the rewrite
+    table aggregates, when it was read from a warehouse of adaptive runs)."""
     probs = pack.table.drop_duplicates("problem_id").sort_values("problem")
     return {"format": FORMAT, "library": __version__,
             "command": " ".join(command if command is not None else
@@ -269,7 +271,8 @@ def provenance(pack: Pack, command: Sequence[str] | None = None,
             "problem_list": [{"problem": str(r.problem), "problem_id": str(r.problem_id),
                               "group": str(r.group), "task": str(r.task)}
                              for r in probs.itertuples()],
-            "digest": pack.digest(), **({"refit_of": refit_of} if refit_of else {})}
+            "digest": pack.digest(), **({"rewrite_history": history} if history else {}),
+            **({"refit_of": refit_of} if refit_of else {})}
 
 
 def git_commit() -> str:
@@ -283,9 +286,10 @@ def git_commit() -> str:
 
 
 def write_pack(pack: Pack, path: str | Path, command: Sequence[str] | None = None,
-               refit_of: dict[str, Any] | None = None) -> Path:
-    """Write PATH (Parquet) and PATH with `.json` (provenance, `refit_of` as `provenance`
-    takes it), each atomically; returns PATH."""
+               refit_of: dict[str, Any] | None = None,
+               history: dict[str, int] | None = None) -> Path:
+    """Write PATH (Parquet) and PATH with `.json` (provenance, `refit_of` and `history` as
+    `provenance` takes them), each atomically; returns PATH."""
     import pyarrow as pa
 
     from warehouse.writer import write_parquet
@@ -297,7 +301,7 @@ def write_pack(pack: Pack, path: str | Path, command: Sequence[str] | None = Non
         header["rewrites"] = table_records(pack.rewrites)
     t = pa.Table.from_pandas(pack.table, preserve_index=False)
     t = t.replace_schema_metadata({META_KEY: json.dumps(header, sort_keys=True).encode()})
-    prov = provenance(pack, command, refit_of)
+    prov = provenance(pack, command, refit_of, history)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         # no page checksums: the shipped pack's bytes stay what its documented refit writes

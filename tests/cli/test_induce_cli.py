@@ -606,3 +606,68 @@ def test_a_pack_s_rewrite_table_cannot_leave_problems_out(pack: Path) -> None:
         _pack_corpus(source, [TINY_PROBLEMS[0]], None)
     meta, unmatched = _pack_corpus(source, [], None)
     assert set(meta["problem"]) == set(TINY_PROBLEMS) and unmatched == []
+
+
+def test_a_pack_takes_its_rewrite_table_from_a_history_of_adaptive_runs(
+        pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`corpus build --seeds 0 --adaptive N` trains the adaptive runs alone; `induce fit
+    --pack P --history DIR` puts their aggregate into the refit pack (what the learned
+    rewrite proposer reads), with --exclude applied to them and the provenance saying what
+    the table aggregates; a refit of that pack keeps table and provenance."""
+    from aicf_induct.induction.learned_effects import learned_effects
+    from aicf_induct.induction.rewrite_history import load_rewrite_history
+
+    hist = tmp_path / "history_wh"
+    rc, out, err = _run(["corpus", "build", "--problems", "iris,diabetes", "--seeds", "0",
+                         "--adaptive", "2", "--adaptive-steps", "150", "--workers", "1",
+                         "--warehouse", str(hist), "--quiet"], capsys)
+    assert rc == 0, err
+    assert "adaptive runs: 4 trained, 0 already there" in out
+    sweep_runs = warehouse.connect(hist).execute(
+        "SELECT count(*) FROM runs WHERE origin <> 'adapt'").fetchone()
+    assert sweep_runs == (0,)  # no sweep run: the adaptive runs alone
+    history = load_rewrite_history(hist)
+    assert len(history) > 0
+
+    out_pack = tmp_path / "p.parquet"
+    rc, out, err = _run(["induce", "fit", "--pack", str(pack), "--history", str(hist),
+                         "--min-problems", "2", "--bootstrap", "50", "-o", str(out_pack),
+                         "--quiet"], capsys)
+    assert rc == 0, err
+    assert f"rewrite history: {len(history)} decisions of adaptive runs" in out
+    made = pack_mod.load_pack(out_pack)
+    assert made.header["rewrite_decisions"] == len(history)
+    assert made.provenance["rewrite_history"] == {
+        "runs": history["run_id"].nunique(), "problems": history["problem_id"].nunique(),
+        "decisions": len(history)}
+    assert f"--history {hist}" in made.provenance["command"]
+    effects, source = learned_effects(out_pack)
+    assert source["pack_decisions"] == len(history)
+    # the corpus is the source pack's: only the rewrite table is new
+    assert made.table.equals(pack_mod.load_pack(pack).table)
+
+    # --exclude leaves a problem's runs out of the table as well
+    rc, out, err = _run(["induce", "fit", "--pack", str(pack), "--history", str(hist),
+                         "--exclude", "iris", "--min-problems", "2", "--bootstrap", "50",
+                         "-o", str(tmp_path / "x.parquet"), "--quiet"], capsys)
+    assert rc == 0, err
+    kept = history[history["problem"] != "iris"]
+    assert pack_mod.load_pack(tmp_path / "x.parquet").header["rewrite_decisions"] == len(kept)
+
+    # a refit of the new pack keeps its table and says what it aggregates
+    rc, _, err = _run(["induce", "fit", "--pack", str(out_pack), "--min-problems", "2",
+                       "--bootstrap", "50", "-o", str(tmp_path / "again.parquet"), "--quiet"],
+                      capsys)
+    assert rc == 0, err
+    again = pack_mod.load_pack(tmp_path / "again.parquet")
+    assert again.header["rewrite_decisions"] == len(history)
+    assert again.provenance["rewrite_history"] == made.provenance["rewrite_history"]
+
+    # a warehouse without adaptive runs is no history
+    empty = tmp_path / "empty_wh"
+    empty.mkdir()
+    rc, _, err = _run(["induce", "fit", "--pack", str(pack), "--history", str(empty),
+                       "-o", str(tmp_path / "y.parquet"), "--quiet"], capsys)
+    assert rc == 2 and "holds no adaptive run's decisions" in err
+    rc, _, err = _run(["corpus", "build", "--problems", "iris", "--seeds", "0"], capsys)
+    assert rc == 2 and "0 only with --adaptive N" in err
