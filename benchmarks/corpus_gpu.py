@@ -33,8 +33,9 @@ from pathlib import Path
 from machine import cpu_model, git_commit, write_section
 
 from aicf_induct.induction.space_io import parse_space
-from aicf_induct.induction.sweep import SweepSpec, run_sweep
+from aicf_induct.induction.sweep import run_sweep
 from aicf_induct.induction.sweep_problems import resolve
+from aicf_induct.induction.sweep_spec import SweepSpec
 from aicf_induct.runtime.trainer import TrainConfig
 
 MODES = ("cpu", "gpu_solo", "gpu_engine")

@@ -21,7 +21,7 @@ from aicf_induct.induction.corpus import (
     resolve_selection,
     selection_names,
 )
-from aicf_induct.induction.sweep import ENGINES
+from aicf_induct.induction.sweep_spec import ENGINES
 
 EPOCH_CAP = 500  # generous: early stopping on validation ends nearly every run long before
 PATIENCE = 20  # epochs without a better validation loss before a run stops
@@ -184,7 +184,8 @@ def build(args: argparse.Namespace) -> int:
     import warehouse
     from aicf_induct.cli.sweep import interrupted, print_plan, print_report, workers
     from aicf_induct.induction.space_io import parse_space
-    from aicf_induct.induction.sweep import SweepInterrupted, SweepSpec, check_sweep, run_sweep
+    from aicf_induct.induction.sweep import SweepInterrupted, run_sweep
+    from aicf_induct.induction.sweep_spec import SweepSpec, check_sweep
     from aicf_induct.runtime.trainer import TrainConfig
 
     if args.seeds < 0 or (args.seeds == 0 and not args.adaptive):

@@ -18,17 +18,10 @@ from aicf_induct.cli.train import (
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.space import RECIPE_AXES, Candidate
 from aicf_induct.induction.space_io import PRESETS, parse_space
-from aicf_induct.induction.sweep import (
-    ENGINES,
-    SweepInterrupted,
-    SweepPlan,
-    SweepReport,
-    SweepSpec,
-    check_sweep,
-    run_sweep,
-)
+from aicf_induct.induction.sweep import SweepInterrupted, SweepReport, run_sweep
 from aicf_induct.induction.sweep_gpu import MODELS
 from aicf_induct.induction.sweep_problems import resolve, with_max_rows
+from aicf_induct.induction.sweep_spec import ENGINES, SweepPlan, SweepSpec, check_sweep
 from aicf_induct.problems.preprocess import MIN_ROWS
 from aicf_induct.problems.splits import MAX_SEED
 from aicf_induct.runtime.trainer import TrainConfig

@@ -22,7 +22,7 @@ _HOME = {
     "Pack": "pack", "load_pack": "pack", "build_pack": "pack", "write_pack": "pack",
     "Proposer": "proposer", "Proposal": "proposer", "MetaModel": "metamodel",
     # the corpus and its meta-dataset
-    "Space": "space", "Candidate": "space", "SweepSpec": "sweep", "run_sweep": "sweep",
+    "Space": "space", "Candidate": "space", "SweepSpec": "sweep_spec", "run_sweep": "sweep",
     "corpus_meta": "corpus", "load_meta_dataset": "meta_dataset",
     # mining
     "Miner": "mining", "write_mined": "mined", "rule_replication": "replication",
@@ -79,5 +79,5 @@ if TYPE_CHECKING:  # `X as X`: a re-export, for type checkers
     from aicf_induct.induction.shortlist import train_shortlist as train_shortlist
     from aicf_induct.induction.space import Candidate as Candidate
     from aicf_induct.induction.space import Space as Space
-    from aicf_induct.induction.sweep import SweepSpec as SweepSpec
     from aicf_induct.induction.sweep import run_sweep as run_sweep
+    from aicf_induct.induction.sweep_spec import SweepSpec as SweepSpec

@@ -6,7 +6,8 @@ training settings that are not part of the candidate). A triple is *finished* wh
 under the same protocol has a run end with an `END_STATUSES` status; a run that never ended
 (`abandoned`: its process was killed) or was stopped (`interrupted`: Ctrl-C) does not count
 and its triple runs again. So a stopped sweep, restarted with the same command, runs exactly
-the triples it is missing.
+the triples it is missing. (`sweep_spec`: the spec and the checks before a sweep starts;
+`sweep_state`: the finished triples read back.)
 
 Sweeps running at once on one warehouse split the work: a triple is claimed (see
 `warehouse.claims`, held by the sweep's own writer lease) just before it runs, and its claim
@@ -37,23 +38,27 @@ triples between them: run one at a time per service (or a second one on the ware
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import json
 import signal
 import sys
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from aicf_induct.errors import AicfError, ConfigError
-from aicf_induct.induction.space import Candidate
 from aicf_induct.induction.sweep_engines import Engine, open_engine
+from aicf_induct.induction.sweep_spec import SweepSpec, Triple, applicable, check_sweep
+from aicf_induct.induction.sweep_state import (
+    END_STATUSES,
+    RETRY_STATUSES,
+    finished_runs,
+    finished_triples,
+)
 from aicf_induct.induction.sweep_worker import (
     RunLog,
     Task,
@@ -65,50 +70,9 @@ from aicf_induct.kernels.autotune import tuning_off
 from aicf_induct.problems import load_problem
 from aicf_induct.progress import lasting
 from aicf_induct.records import ProblemRecord
-from aicf_induct.runtime.trainer import TrainConfig
 from warehouse.claims import Claim, State, end_claim, try_claim
 
-END_STATUSES = ("completed", "early_stopped", "failed", "timeout")
-RETRY_STATUSES = ("completed", "early_stopped")  # finished when failures are retried
-ENGINES = ("local", "ray", "gpu")
-RECIPE_FIELDS = ("optimizer", "lr", "weight_decay", "batch_size", "seed")
 MAX_CRASHES = 2  # worker deaths a triple may cause before it is logged as failed
-
-Triple = tuple[str, str, int]  # (problem_id, candidate key, seed)
-
-
-@dataclass(frozen=True)
-class SweepSpec:
-    """What to train: problems × candidates × seeds, with the shared training settings."""
-
-    problems: tuple[str, ...]
-    candidates: tuple[Candidate, ...]
-    seeds: tuple[int, ...] = (0,)
-    # the candidate's recipe and the seed override these
-    train: TrainConfig = field(default_factory=TrainConfig)
-    budget_s: float = 0.0  # wall-clock budget per run; 0: none
-
-    def __post_init__(self) -> None:
-        if not self.problems or not self.candidates or not self.seeds:
-            raise ConfigError("a sweep needs at least one problem, candidate and seed")
-        if self.budget_s < 0:
-            raise ConfigError(f"the per-run budget must be >= 0 s, got {self.budget_s}")
-
-    @property
-    def protocol(self) -> str:
-        """Hash of the training settings outside the candidate: runs under another protocol
-        (say, more epochs) are other experiments and do not finish a triple."""
-        settings = {k: v for k, v in dataclasses.asdict(self.train).items()
-                    if k not in RECIPE_FIELDS}
-        return _hash(settings)
-
-    def sweep_id(self, problem_ids: Iterable[str]) -> str:
-        return _hash([self.protocol, sorted(problem_ids), sorted(c.key for c in self.candidates),
-                      sorted(self.seeds)])
-
-
-def _hash(obj: object) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 SLOWER_PATHS = {"eager": "with steps run eagerly",
@@ -181,93 +145,6 @@ class SweepInterrupted(KeyboardInterrupt):
         self.report = report
 
 
-@dataclass(frozen=True)
-class SweepPlan:
-    """What a sweep will train, by problem name (its dry run): the (problem, candidate)
-    pairs where the candidate applies (`Candidate.applies_to`), times the seeds. A problem
-    whose table fails to load is found only when the sweep loads it (and left out)."""
-
-    problems: tuple[str, ...]  # those with at least one run
-    candidates: tuple[Candidate, ...]  # those that apply to at least one problem
-    seeds: tuple[int, ...]
-    pairs: int  # applicable (problem, candidate) pairs
-
-    @property
-    def runs(self) -> int:
-        return self.pairs * len(self.seeds)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"problems": list(self.problems), "runs": self.runs,
-                "candidates": [{"key": c.key, "structure": c.structure_key}
-                               for c in self.candidates], "seeds": list(self.seeds)}
-
-
-# -- the warehouse as the sweep's state ----------------------------------------------------------
-FINISHED_SQL = """
-SELECT json_extract_string(config, '$.sweep.problem_id') AS problem_id,
-       json_extract_string(config, '$.sweep.candidate') AS candidate,
-       seed, status, count(*) AS runs
-FROM runs
-WHERE origin = 'sweep'
-  AND json_extract_string(config, '$.sweep.protocol') = $protocol
-  AND list_contains($statuses, status)
-GROUP BY ALL
-"""
-
-
-REMOTE_PAGE = 500  # rows per SQL request to the service (under its row limit)
-
-
-def finished_runs(root: str | Path, protocol: str, statuses: Sequence[str] = END_STATUSES,
-                  api_key: str | None = None) -> dict[Triple, Counter[str]]:
-    """Ended runs per triple under `protocol`, by status (`root`: a warehouse, or the
-    service's URL read with `api_key`)."""
-    import warehouse
-
-    def query(conn: Any) -> list[tuple[Any, ...]]:
-        return list(conn.execute(FINISHED_SQL, {"protocol": protocol,
-                                                "statuses": list(statuses)}).fetchall())
-
-    rows = _remote_finished(str(root), api_key or "", protocol, statuses) \
-        if is_remote(root) else warehouse.with_retry(root, query)
-    out: dict[Triple, Counter[str]] = {}
-    for p, c, s, status, n in rows:
-        out.setdefault((str(p), str(c), int(s)), Counter())[str(status)] += int(n)
-    return out
-
-
-def _remote_finished(url: str, api_key: str, protocol: str,
-                     statuses: Sequence[str]) -> list[tuple[Any, ...]]:
-    """FINISHED_SQL through the service's SQL sandbox (which binds no parameters: the
-    protocol is our own hex digest and the statuses our constants, checked here), a page
-    at a time."""
-    from aicf_induct.runtime.remote_recorder import RemoteLogError
-    from aicf_induct.runtime.remote_sql import remote_sql
-
-    if not protocol.isalnum() or not all(s.isidentifier() for s in statuses):
-        raise ConfigError(f"protocol {protocol!r} or statuses {statuses!r} cannot be sent")
-    listed = ", ".join(f"'{s}'" for s in statuses)
-    sql = FINISHED_SQL.replace("$protocol", f"'{protocol}'").replace("$statuses",
-                                                                     f"[{listed}]")
-    rows: list[tuple[Any, ...]] = []
-    while True:
-        try:
-            page = remote_sql(url, api_key, f"SELECT * FROM ({sql}) ORDER BY ALL "
-                                            f"LIMIT {REMOTE_PAGE} OFFSET {len(rows)}")
-        except RemoteLogError as err:
-            raise ConfigError(f"cannot read the sweep's finished runs: {err}") from None
-        rows += [tuple(r) for r in page]
-        if len(page) < REMOTE_PAGE:
-            return rows
-
-
-def finished_triples(root: str | Path, protocol: str, statuses: Sequence[str] = END_STATUSES,
-                     api_key: str | None = None) -> Counter[Triple]:
-    """Ended runs per triple under `protocol` (more than 1: a duplicate)."""
-    return Counter({t: sum(c.values()) for t, c in finished_runs(root, protocol, statuses,
-                                                                  api_key).items()})
-
-
 # -- the sweep -----------------------------------------------------------------------------------
 def load_problems(names: Sequence[str], seed: int
                   ) -> tuple[dict[str, str], list[ProblemRecord], dict[str, str]]:
@@ -290,13 +167,6 @@ def load_problems(names: Sequence[str], seed: int
     return ids, rows, errors
 
 
-def applicable(spec: SweepSpec, names: Iterable[str]) -> list[tuple[str, Candidate]]:
-    """The (problem, candidate) pairs a sweep trains: cnn candidates on image-shaped
-    problems only (`Candidate.applies_to`)."""
-    return [(name, cand) for name in names for cand in spec.candidates
-            if cand.applies_to(name)]
-
-
 def plan(spec: SweepSpec, problem_ids: dict[str, str], root: str | Path,
          api_key: str | None = None) -> list[Task]:
     protocol = spec.protocol
@@ -304,52 +174,6 @@ def plan(spec: SweepSpec, problem_ids: dict[str, str], root: str | Path,
     return [Task(name, problem_ids[name], cand, seed, spec.train, spec.budget_s, str(root),
                  sweep, api_key)
             for name, cand in applicable(spec, problem_ids) for seed in spec.seeds]
-
-
-def check_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1,
-                engine: str = "local", processes: int = 1) -> SweepPlan:
-    """Every check a sweep passes before it touches the warehouse (`run_sweep` and the dry
-    run both call it): the engine's settings, problem names that name no table, a space none
-    of whose candidates applies. Returns the plan by name."""
-    from aicf_induct.problems.registry import names_without_table
-
-    if engine not in ENGINES:
-        raise ConfigError(f"unknown engine '{engine}' (valid: {', '.join(ENGINES)})")
-    if workers < 1:
-        raise ConfigError(f"workers must be >= 1, got {workers}")
-    if processes < 1:
-        raise ConfigError(f"processes must be >= 1, got {processes}")
-    if processes > 1 and engine != "gpu":
-        raise ConfigError(f"{processes} engine processes need engine 'gpu' (the "
-                          f"'{engine}' engine already runs `workers` runs at once)")
-    if processes > 1 and is_remote(root):
-        raise ConfigError("several engine processes split their triples through claims in a "
-                          "warehouse's directory: log to a warehouse, not through the service")
-    if engine == "gpu" and spec.train.backend != "numpy":
-        from aicf_induct.runtime.backend import gpu_available
-
-        if not gpu_available():
-            raise ConfigError("engine 'gpu' needs an NVIDIA GPU with CuPy, and none is seen "
-                              "here (with backend numpy it runs its runs on the CPU, in this "
-                              "process)")
-    unknown = names_without_table(spec.problems)
-    if unknown:
-        raise ConfigError(f"{len(unknown)} of the problems name no table: " + "; ".join(
-            f"{k}: {v}" for k, v in unknown.items()))
-    pairs = applicable(spec, spec.problems)
-    if not pairs:
-        from aicf_induct.problems.sklearn_datasets import IMAGE_SIDES
-
-        raise ConfigError("no candidate of the space applies to the problems "
-                          f"({_few(spec.problems)}): cnn candidates train on image-shaped "
-                          f"problems only ({', '.join(IMAGE_SIDES)})")
-    return SweepPlan(tuple(dict.fromkeys(n for n, _ in pairs)),
-                     tuple(c for c in spec.candidates if any(c is d for _, d in pairs)),
-                     spec.seeds, len(pairs))
-
-
-def _few(names: Sequence[str], n: int = 4) -> str:
-    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
 
 
 def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: str = "local",

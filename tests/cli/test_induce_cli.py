@@ -641,7 +641,7 @@ def test_a_pack_takes_its_rewrite_table_from_a_history_of_adaptive_runs(
         "runs": history["run_id"].nunique(), "problems": history["problem_id"].nunique(),
         "decisions": len(history)}
     assert f"--history {hist}" in made.provenance["command"]
-    effects, source = learned_effects(out_pack)
+    _, source = learned_effects(out_pack)
     assert source["pack_decisions"] == len(history)
     # the corpus is the source pack's: only the rewrite table is new
     assert made.table.equals(pack_mod.load_pack(pack).table)

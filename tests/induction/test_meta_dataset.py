@@ -31,7 +31,8 @@ from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.proposer import Proposer
 from aicf_induct.induction.space import candidate_of
 from aicf_induct.induction.space_io import parse_space
-from aicf_induct.induction.sweep import SweepSpec, run_sweep
+from aicf_induct.induction.sweep import run_sweep
+from aicf_induct.induction.sweep_spec import SweepSpec
 from aicf_induct.ir.canonical import to_dict
 from aicf_induct.runtime.trainer import TrainConfig
 

@@ -14,7 +14,8 @@ from aicf_induct.frontend.families import CNNSpec, FTTSpec, ResMLPSpec
 from aicf_induct.frontend.specs import MLPSpec
 from aicf_induct.induction.space import Space, candidate_of
 from aicf_induct.induction.space_io import parse_space
-from aicf_induct.induction.sweep import SweepSpec, plan
+from aicf_induct.induction.sweep import plan
+from aicf_induct.induction.sweep_spec import SweepSpec
 from aicf_induct.runtime.trainer import TrainConfig
 
 # sha256 of the structure keys, one a line, of each MLP preset's draw before the families

@@ -13,8 +13,10 @@ from aicf_induct.errors import ConfigError
 from aicf_induct.frontend.specs import MLPSpec
 from aicf_induct.induction.space import Candidate, Recipe
 from aicf_induct.induction.space_io import parse_space
-from aicf_induct.induction.sweep import SweepReport, SweepSpec, finished_triples, run_sweep
+from aicf_induct.induction.sweep import SweepReport, run_sweep
 from aicf_induct.induction.sweep_problems import resolve
+from aicf_induct.induction.sweep_spec import SweepSpec
+from aicf_induct.induction.sweep_state import finished_triples
 from aicf_induct.induction.sweep_worker import Task, close_process_recorders, run_task
 from aicf_induct.problems import load_problem
 from aicf_induct.runtime.trainer import TrainConfig

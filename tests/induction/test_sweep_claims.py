@@ -8,13 +8,9 @@ from pathlib import Path
 
 from aicf_induct.frontend.specs import MLPSpec
 from aicf_induct.induction.space import Candidate
-from aicf_induct.induction.sweep import (
-    END_STATUSES,
-    RETRY_STATUSES,
-    SweepSpec,
-    TripleClaims,
-    run_sweep,
-)
+from aicf_induct.induction.sweep import TripleClaims, run_sweep
+from aicf_induct.induction.sweep_spec import SweepSpec
+from aicf_induct.induction.sweep_state import END_STATUSES, RETRY_STATUSES
 from aicf_induct.induction.sweep_worker import Task
 from aicf_induct.problems import load_problem
 from aicf_induct.records import RunEndRecord, RunStartRecord

@@ -18,7 +18,8 @@ from aicf_induct.errors import ConfigError
 from aicf_induct.frontend.specs import MLPSpec
 from aicf_induct.induction.space import Candidate, Recipe
 from aicf_induct.induction.space_io import parse_space
-from aicf_induct.induction.sweep import SweepSpec, run_sweep
+from aicf_induct.induction.sweep import run_sweep
+from aicf_induct.induction.sweep_spec import SweepSpec
 from aicf_induct.induction.sweep_worker import close_process_recorders
 from aicf_induct.runtime.backend import gpu_available
 from aicf_induct.runtime.trainer import TrainConfig

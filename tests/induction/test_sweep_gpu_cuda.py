@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from aicf_induct.induction.space_io import parse_space
-from aicf_induct.induction.sweep import SweepSpec, run_sweep
+from aicf_induct.induction.sweep import run_sweep
+from aicf_induct.induction.sweep_spec import SweepSpec
 from aicf_induct.induction.sweep_worker import close_process_recorders
 from aicf_induct.runtime.backend import select_backend
 from aicf_induct.runtime.trainer import TrainConfig

@@ -16,8 +16,9 @@ import pytest
 from aicf_induct.errors import ConfigError
 from aicf_induct.frontend.specs import MLPSpec
 from aicf_induct.induction.space import Candidate
-from aicf_induct.induction.sweep import SweepSpec, run_sweep
+from aicf_induct.induction.sweep import run_sweep
 from aicf_induct.induction.sweep_processes import dealt, visible_gpus
+from aicf_induct.induction.sweep_spec import SweepSpec
 from aicf_induct.induction.sweep_worker import Task, close_process_recorders
 from tests.induction.helpers import ended_triples
 from tests.induction.test_sweep_gpu import TRAIN, assert_same_runs, spec
