@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from aicf_induct.cli import options
 from aicf_induct.errors import ConfigError
@@ -79,8 +80,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run_show(args: argparse.Namespace) -> int:
     graph = canonical.load(args.file)
     fp, pats = fingerprint(graph), patterns(graph)
-    if args.json:
-        print(json.dumps({"fingerprint": fp, "patterns": pats,
+    if args.json:  # the listing's facts too: each node's op, inputs, attributes, type
+        types = validate(graph)
+        nodes = [{"id": n.id, "op": n.op, "inputs": list(n.inputs), "attrs": dict(n.attrs),
+                  "type": str(types[n.id]),
+                  "params": {r: list(graph.params[p].shape) for r, p in n.params.items()}}
+                 for n in graph.nodes]
+        print(json.dumps({"name": graph.name, "nodes": nodes, "outputs": list(graph.outputs),
+                          "fingerprint": fp, "patterns": pats,
                           "param_count": graph.param_count()}, indent=1))
         return 0
     print(render(graph))
@@ -110,13 +117,47 @@ def run_import(args: argparse.Namespace) -> int:
         raise ConfigError(f"ir import needs the onnx package (pip install "
                           f"'aicf-induct[onnx]'): {err}") from None
     out = args.output or str(Path(args.file).with_suffix(".json"))
+    # NumPy names a values file without the extension FILE.npz: say, and check, that name
+    values_path = None if not args.values else \
+        args.values if args.values.endswith(".npz") else args.values + ".npz"
     graph, values = from_onnx(args.file, name=Path(args.file).stem, dtype=args.dtype)
+    _distinct_outputs(args.file, out, values_path)
+    if values_path:  # before the IR: a values file that cannot be written leaves nothing
+        _save_values(Path(values_path), values)
     canonical.save(graph, out)  # everything that can fail has failed before this
-    if args.values:
-        import numpy as np
-
-        np.savez(args.values, **values)  # type: ignore[arg-type]
     print(f"{args.file}: {len(graph.nodes)} nodes, {graph.param_count()} trainable "
           f"parameters, fingerprint {fingerprint(graph)[:16]}; IR written to {out}"
-          + (f", values to {args.values}" if args.values else ""))
+          + (f", values to {values_path}" if values_path else ""))
     return 0
+
+
+def _distinct_outputs(model: str, out: str, values: str | None) -> None:
+    """The IR file, the values file and the model are three files: `-o model.onnx` replaced
+    the user's model with the IR, and `-o X --values X` kept only the values."""
+    def same(a: str, b: str) -> bool:
+        return Path(a).resolve() == Path(b).resolve()
+
+    if same(out, model):
+        raise ConfigError(f"-o {out} is the ONNX model being imported: name another file")
+    if values is not None and same(values, model):
+        raise ConfigError(f"--values {values} is the ONNX model being imported: name another "
+                          "file")
+    if values is not None and same(values, out):
+        raise ConfigError(f"--values {values} and the IR file {out} are one file: name two")
+
+
+def _save_values(path: Path, values: dict[str, Any]) -> None:
+    """The values as .npz, atomically (a reader never sees half a file)."""
+    import numpy as np
+
+    from warehouse.layout import atomic_write
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:  # open(): the file gets the umask's mode, as any would
+            np.savez(f, **values)
+
+    try:
+        atomic_write(path, write)
+    except OSError as err:
+        raise ConfigError(f"--values {path}: cannot write it ({err.strerror or err})") \
+            from None

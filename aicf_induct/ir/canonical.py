@@ -197,7 +197,9 @@ def read_text(path: str) -> str:
         with open(path, encoding="utf-8") as f:
             return f.read()
     except UnicodeDecodeError:
-        raise IRError(f"{path} is not a UTF-8 text file") from None
+        hint = " (an ONNX model? `aicf-induct ir import` converts one to IR)" \
+            if path.lower().endswith(".onnx") else ""
+        raise IRError(f"{path} is not a UTF-8 text file{hint}") from None
     except IsADirectoryError:
         raise ConfigError(f"{path} is a folder, not an IR file") from None
     except FileNotFoundError:
@@ -232,6 +234,9 @@ def save(graph: Graph, path: str) -> None:
         raise ConfigError(f"{path}: cannot write in {directory} ({err.strerror or err})") \
             from None
     try:
+        mask = os.umask(0)  # mkstemp makes the file 0600: give it the mode any new file gets
+        os.umask(mask)
+        os.fchmod(fd, 0o666 & ~mask)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(to_json(graph, indent=1) + "\n")
             f.flush()

@@ -53,7 +53,8 @@ def check_init(init: str) -> str | None:
             v = float(arg)
         except ValueError:
             return f"initializer '{init}' needs a number, as in '{kind}:0.1'"
-        return None if v >= 0 and math.isfinite(v) else f"initializer '{init}' must be >= 0"
+        return None if v >= 0 and math.isfinite(v) else \
+            f"initializer '{init}' needs a finite number >= 0"
     return f"unknown initializer '{init}'"
 
 

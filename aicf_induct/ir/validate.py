@@ -64,23 +64,28 @@ def _find_cycle(graph: Graph) -> list[str] | None:
     return None
 
 
+def _order_problems(graph: Graph, ids: set[str]) -> Iterator[IRError]:
+    cycle = _find_cycle(graph)
+    if cycle:
+        yield IRError(f"cycle: {' -> '.join(reversed(cycle))}", cycle[0])
+        return  # in a cycle every node is "defined after its use": said once, above
+    defined: set[str] = set()
+    for n in graph.nodes:
+        for i in n.inputs:
+            if i in ids and i not in defined:
+                yield IRError(f"input '{i}' is defined after its use; nodes must be "
+                              "listed in topological order", n.id)
+        defined.add(n.id)
+
+
 def _reference_problems(graph: Graph) -> Iterator[IRError]:
     ids = {n.id for n in graph.nodes}
     for n in graph.nodes:
         for i in n.inputs:
             if i not in ids:
                 yield IRError(f"input '{i}' is not a node of the graph (dangling reference)", n.id)
-    cycle = _find_cycle(graph)
-    if cycle:
-        yield IRError(f"cycle: {' -> '.join(reversed(cycle))}", cycle[0])
-    else:  # in a cycle every node is "defined after its use": said once, above
-        defined: set[str] = set()
-        for n in graph.nodes:
-            for i in n.inputs:
-                if i in ids and i not in defined:
-                    yield IRError(f"input '{i}' is defined after its use; nodes must be "
-                                  "listed in topological order", n.id)
-            defined.add(n.id)
+    if len(ids) == len(graph.nodes):  # a duplicate id (said above) makes order and cycles
+        yield from _order_problems(graph, ids)  # ambiguous: no phantom problems
     if not graph.outputs:
         yield IRError("graph has no outputs")
     for o in graph.outputs:
