@@ -49,6 +49,12 @@ def _axis(x: SymbolicTensor, dim: int, op: str) -> int:
     return dim % x.ndim
 
 
+def _at(t: SymbolicTensor) -> str:
+    """" at 'path'" for the node the tracer's current module will name, else ""."""
+    path = t.tracer.next_node_id()
+    return f" at '{path}'" if path else ""
+
+
 def _unary(op: str, x: object, **attrs: object) -> SymbolicTensor:
     t = _check(x)
     return t.tracer.emit(op, [t], attrs)
@@ -59,6 +65,12 @@ def linear(x: SymbolicTensor, weight: Parameter,
     """y = x @ weight.T + bias; weight (out, in)."""
     t = _check(x)
     w = _param(weight, "weight")
+    if t.shape and t.shape[-1] is not None and len(w.shape) == 2 and t.shape[-1] != w.shape[1]:
+        # blame the input, not the weight: most often the declared input size is wrong
+        declared = t.tracer.graph.node(t.id).op == "input"
+        got = (f"the declared input size is {t.shape[-1]} (the in_features traced with)"
+               if declared else f"its input '{t.id}' has {t.shape[-1]}")
+        raise ConfigError(f"linear{_at(t)} takes {w.shape[1]} input features, {got}")
     params = {"weight": w}
     if bias is not None:
         params["bias"] = _param(bias, "bias")

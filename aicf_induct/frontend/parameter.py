@@ -23,16 +23,22 @@ class Parameter:
 
     def __init__(self, shape: Sequence[int] | None = None, init: str | None = None,
                  value: np.ndarray | Sequence[float] | None = None) -> None:
-        arr = None if value is None else np.array(value, dtype=np.float64)
+        kind = type(self).__name__
+        try:
+            arr = None if value is None else np.array(value, dtype=np.float64)
+        except (TypeError, ValueError) as err:  # strings, ragged lists, objects
+            raise ConfigError(f"{kind} value is not an array of numbers ({err})") from None
         if shape is None:
             if arr is None:
-                raise ConfigError(f"{type(self).__name__} needs a shape or a value")
+                raise ConfigError(f"{kind} needs a shape or a value")
             shape = arr.shape
+        if not all(isinstance(d, int | np.integer) and not isinstance(d, bool) for d in shape):
+            raise ConfigError(f"{kind} shape must be ints, got {tuple(shape)}")  # int(4.7) is 4
         self.shape: tuple[int, ...] = tuple(int(d) for d in shape)
         if any(d <= 0 for d in self.shape):
-            raise ConfigError(f"{type(self).__name__} shape must be positive, got {self.shape}")
+            raise ConfigError(f"{kind} shape must be positive, got {self.shape}")
         if arr is not None and arr.shape != self.shape:
-            raise ConfigError(f"{type(self).__name__} value has shape {arr.shape}, "
+            raise ConfigError(f"{kind} value has shape {arr.shape}, "
                               f"declared {self.shape}")
         if init is not None and (problem := check_init(init)):
             raise ConfigError(problem)

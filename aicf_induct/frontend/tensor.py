@@ -74,7 +74,8 @@ class Tracer:
         finally:
             self._scopes.pop()
 
-    def _node_id(self) -> str | None:
+    def next_node_id(self) -> str | None:
+        """The id the next node takes from its leaf module's path; None: one from its op."""
         if self._scopes and self._scopes[-1].leaf:
             return self._scopes[-1].path or None  # the root module has path "": use the op
         return None
@@ -94,7 +95,7 @@ class Tracer:
                                   "parameter has one owner node (no weight sharing)")
             if id(p) in self.param_names:
                 names[role] = self.param_names[id(p)]
-        nid = self.builder.add(op, [t.id for t in inputs], dict(attrs), id=self._node_id(),
+        nid = self.builder.add(op, [t.id for t in inputs], dict(attrs), id=self.next_node_id(),
                                param_names=names)
         node = self.graph.nodes[-1]
         if set(node.params) != set(params):
@@ -146,13 +147,13 @@ class SymbolicTensor:
         from aicf_induct.frontend import functional as F
 
         if not isinstance(other, SymbolicTensor):
-            return NotImplemented
+            raise self._unsupported(f"+ {other!r}")
         return F.add(self, other)
 
     def __radd__(self, other: object) -> SymbolicTensor:
         if isinstance(other, int | float) and other == 0:
             return self  # lets sum([a, b, c]) trace as a chain of adds
-        return NotImplemented
+        raise self._unsupported(f"{other!r} +")
 
     def add(self, other: SymbolicTensor) -> SymbolicTensor:
         return self + other
@@ -181,7 +182,7 @@ class SymbolicTensor:
         from aicf_induct.frontend import functional as F
 
         if not isinstance(other, SymbolicTensor):
-            return NotImplemented
+            raise self._unsupported(f"@ {type(other).__name__}")
         return F.matmul(self, other)
 
     def reshape(self, *shape: int) -> SymbolicTensor:
@@ -225,8 +226,9 @@ class SymbolicTensor:
     # -- what the IR cannot express: fail at trace time, naming the operation -------------
     def _unsupported(self, what: str) -> ConfigError:
         return ConfigError(f"'{what}' on traced tensor '{self.id}' has no IR op (supported: "
-                           "+, @, linear, conv, pooling, attention, embeddings, activations, "
-                           "norms, dropout, concat, reshape, transpose, mean, sum, losses)")
+                           "+ and @ of two traced tensors, linear, conv, pooling, attention, "
+                           "embeddings, activations, norms, dropout, concat, reshape, "
+                           "transpose, mean, sum, losses)")
 
     def __mul__(self, other: object) -> SymbolicTensor:
         raise self._unsupported("*")
@@ -235,6 +237,24 @@ class SymbolicTensor:
 
     def __sub__(self, other: object) -> SymbolicTensor:
         raise self._unsupported("-")
+
+    __rsub__ = __sub__
+
+    def __truediv__(self, other: object) -> SymbolicTensor:
+        raise self._unsupported("/")
+
+    __rtruediv__ = __floordiv__ = __rfloordiv__ = __truediv__
+
+    def __pow__(self, other: object) -> SymbolicTensor:
+        raise self._unsupported("**")
+
+    def __neg__(self) -> SymbolicTensor:
+        raise self._unsupported("unary -")
+
+    def __getitem__(self, index: object) -> SymbolicTensor:
+        raise self._unsupported("[...] (indexing)")
+
+    __iter__ = None  # no iteration through __getitem__: `for`/unpacking stay a TypeError
 
     def __bool__(self) -> bool:
         raise ConfigError(f"traced tensor '{self.id}' has no value: control flow cannot depend "

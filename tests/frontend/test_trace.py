@@ -143,6 +143,15 @@ def test_root_leaf_module_and_functional_losses() -> None:
 
 @pytest.mark.parametrize(("forward", "match"), [
     (lambda x: x * 2, r"'\*' on traced tensor 'x' has no IR op"),
+    # every other arithmetic the IR lacks: the same message, not Python's TypeError
+    (lambda x: -x, r"^'unary -' on traced tensor 'x' has no IR op \(supported: \+ and @ of two"),
+    (lambda x: x / 2, r"^'/' on traced tensor 'x' has no IR op"),
+    (lambda x: 2 / x, r"^'/' on traced tensor 'x' has no IR op"),
+    (lambda x: x ** 2, r"^'\*\*' on traced tensor 'x' has no IR op"),
+    (lambda x: x[:, 0], r"^'\[...\] \(indexing\)' on traced tensor 'x' has no IR op"),
+    (lambda x: x + 1.0, r"^'\+ 1.0' on traced tensor 'x' has no IR op"),
+    (lambda x: 1.0 + x, r"^'1.0 \+' on traced tensor 'x' has no IR op"),
+    (lambda x: x @ np.ones((3, 3)), r"^'@ ndarray' on traced tensor 'x' has no IR op"),
     (lambda x: F.softmax(x, dim=0), "softmax supports only the last axis"),
     (lambda x: 3, "forward must return a traced tensor"),
     (lambda x: [x] if x else x, "control flow"),
@@ -158,8 +167,12 @@ def test_parameter_misuse_is_reported() -> None:
     shared = fe.Linear(3, 3)
     with pytest.raises(ConfigError, match="one owner node"):
         fe.trace(fe.Sequential(shared, fe.ReLU(), shared), 3)
-    with pytest.raises(IRError, match=r"node '0'.*weight has shape \[3, 5\]"):
-        fe.trace(fe.Sequential(fe.Linear(5, 3)), 4)
+    with pytest.raises(ConfigError, match=r"^linear at '0' takes 5 input features, the declared "
+                                          r"input size is 4 \(the in_features traced with\)$"):
+        fe.trace(fe.Sequential(fe.Linear(5, 3)), 4)  # blames the input size, not the weight
+    with pytest.raises(ConfigError, match=r"^linear takes 5 input features, its input 'relu' "
+                                          "has 4$"):
+        fe.trace(lambda x: F.linear(F.relu(x), fe.Parameter((3, 5))), 4)
     bad = fe.Parameter((3,))
     with pytest.raises(ConfigError, match="running_mean must be a Buffer"):
         fe.trace(lambda x: F.batch_norm(x, bad, fe.Buffer((3,))), 3)
@@ -167,8 +180,18 @@ def test_parameter_misuse_is_reported() -> None:
         fe.trace(lambda x: F.linear(x, fe.Buffer((3, 3))), 3)
     with pytest.raises(ConfigError, match="unknown initializer"):
         fe.Parameter((3,), init="glorot")
+    with pytest.raises(ConfigError, match=r"^Parameter shape must be ints, got \(3, 4.7\)$"):
+        fe.Linear(4.7, 3)  # type: ignore[arg-type]  # was silently in_features 4
+    with pytest.raises(ConfigError, match=r"^Parameter value is not an array of numbers \("
+                                          "could not convert string to float: 'a'\\)$"):
+        fe.Parameter(value=[["a"] * 4] * 2)
     with pytest.raises(ConfigError, match="unknown parameter name"):
         fe.Linear(2, 2).load_state_dict({"weights": np.zeros((2, 2))})
+
+
+def test_a_traced_tensor_is_not_iterable() -> None:
+    with pytest.raises(TypeError, match="not iterable"):  # __getitem__ must not make it so
+        fe.trace(lambda x: list(x), 3)  # type: ignore[arg-type]
 
 
 def test_fingerprint_ignores_names_but_not_structure() -> None:
