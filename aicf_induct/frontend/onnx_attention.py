@@ -152,9 +152,12 @@ def emit(imp: Importer, region: Region) -> None:
     bias = "in_bias" in found
     with imp.named(path):
         y = F.self_attention(
-            x, heads, imp.param(found["in_weight"][1], names["in_weight"]),
-            imp.param(found["in_bias"][1], names["in_bias"]) if bias else None,
-            imp.param(out_w, names["out_weight"]),
-            imp.param(found["out_bias"][1], names["out_bias"]) if bias else None, 0.0)
+            x, heads, imp.param(found["in_weight"][1], names["in_weight"],
+                                source=found["in_weight"][0]),
+            imp.param(found["in_bias"][1], names["in_bias"], source=found["in_bias"][0])
+            if bias else None,
+            imp.param(out_w, names["out_weight"], source=found["out_weight"][0]),
+            imp.param(found["out_bias"][1], names["out_bias"], source=found["out_bias"][0])
+            if bias else None, 0.0)
     imp.env[region.output] = y
     imp.done.update(region.members)

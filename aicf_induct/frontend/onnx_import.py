@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from aicf_induct.errors import AicfError, ConfigError
-from aicf_induct.frontend.onnx_importer import Importer, Unsupported
+from aicf_induct.frontend.onnx_importer import Importer, Shared, Unsupported
 from aicf_induct.frontend.tensor import SymbolicTensor
 from aicf_induct.frontend.trace import initial_values
 from aicf_induct.ir.graph import Dim, Graph
@@ -67,6 +67,10 @@ def _load(source: str | Path | Any) -> Any:
         model = onnx.load(str(path))
     except Exception as err:  # protobuf's DecodeError, or a truncated file
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        if "should be stored in" in first:  # a valid model whose external weight file is gone
+            where = first.split("should be stored in", 1)[1].split(", but", 1)[0].strip()
+            raise ConfigError(f"{path}: its weights are stored in a separate file, {where}, "
+                              "which is missing (keep it beside the model)") from None
         raise ConfigError(f"{path}: not an ONNX model ({type(err).__name__}: {first})") \
             from None
     if not model.graph.node:
@@ -110,6 +114,8 @@ def _naming(node: Any, note: str | None = None) -> Iterator[None]:
     name = node.name or node.output[0]
     try:
         yield
+    except Shared:
+        raise
     except Unsupported as err:
         why = f"; {note}" if note else ""
         raise ConfigError(f"unsupported ONNX node '{name}' ({node.op_type}): {err}{why}") \
@@ -144,11 +150,13 @@ def from_onnx(source: str | Path | Any, *, name: str = "",
         if i in imp.done:
             continue
         if i in regions:
+            imp.current = regions[i].scope
             try:
                 onnx_attention.emit(imp, regions[i])
                 continue
             except Unsupported as err:  # then its nodes one by one (matmul, softmax, ...)
                 no_attention.update(dict.fromkeys(regions[i].members, str(err)))
+        imp.current = node.name or node.output[0]
         with _naming(node, no_attention.get(i)):
             onnx_ops.convert(imp, i, node)
         imp.done.add(i)

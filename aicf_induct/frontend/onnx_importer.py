@@ -26,6 +26,10 @@ class Unsupported(ConfigError):
     """A node with no IR form; the importer adds the node's op type and name."""
 
 
+class Shared(ConfigError):
+    """One initializer made the parameter of two nodes; the message names both nodes."""
+
+
 @dataclass(frozen=True)
 class Dims:
     """A shape vector computed from the input's shape: sizes, None for the batch size."""
@@ -52,6 +56,8 @@ class Importer:
         self.done: set[int] = set()
         self.keep: list[Parameter] = []  # the tracer maps by id(): keep the objects alive
         self.used: set[str] = set()
+        self.owners: dict[str, str] = {}  # initializer name -> the ONNX node it is a param of
+        self.current = ""  # the ONNX node (or attention scope) being converted
         self.graph_outputs = {o.name for o in model.graph.output}
         self.batch: int | None = None  # the input's declared batch size, if it is fixed
         self.consumers: dict[str, list[int]] = defaultdict(list)
@@ -87,7 +93,17 @@ class Importer:
         return users[0], self.nodes[users[0]]
 
     # -- parameters and node names ---------------------------------------------------------
-    def param(self, value: np.ndarray, name: str | None, buffer: bool = False) -> Parameter:
+    def param(self, value: np.ndarray, name: str | None, buffer: bool = False,
+              source: str | None = None) -> Parameter:
+        """A parameter made from the constant named `source` (default `name`), named `name`."""
+        source = source or name
+        if source and source in self.owners:  # two copies would untie what the model ties
+            raise Shared(f"initializer '{source}' is a parameter of ONNX nodes "
+                         f"'{self.owners[source]}' and '{self.current}' (tied or reused "
+                         "weights, or equal ones an optimizer merged); in the IR each "
+                         "parameter has one owner node (no weight sharing)")
+        if source:
+            self.owners[source] = self.current
         p = (Buffer if buffer else Parameter)(value=np.asarray(value, dtype=np.float64))
         if name and set(name) <= NAME_CHARS and name[0] not in "._" and name not in self.used:
             self.tracer.param_names[id(p)] = name

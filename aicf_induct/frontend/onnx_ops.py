@@ -29,7 +29,7 @@ def convert(imp: Importer, i: int, node: Any) -> None:
     if any(isinstance(v, SymbolicTensor) for v in ins):
         fn = TENSOR_OPS.get(node.op_type)
         if fn is None:
-            raise Unsupported("the IR has no such op" + HINTS.get(node.op_type, ""))
+            raise Unsupported("the IR has no such op" + _hint(imp, node.op_type))
         fn(imp, i, node)
     elif any(isinstance(v, Dims) for v in ins):
         shape_op(imp, node, ins)
@@ -123,7 +123,7 @@ def _sigmoid(imp: Importer, i: int, node: Any) -> None:
 # -- layers -------------------------------------------------------------------------------
 
 def _linear(imp: Importer, x: SymbolicTensor, weight: np.ndarray, bias: np.ndarray | None,
-            wname: str | None, bname: str | None) -> SymbolicTensor:
+            wname: str | None, bname: str | None, wsource: str) -> SymbolicTensor:
     if weight.ndim != 2:
         raise Unsupported(f"its weight must be 2-D, got shape {list(weight.shape)}")
     if bias is not None:
@@ -135,7 +135,7 @@ def _linear(imp: Importer, x: SymbolicTensor, weight: np.ndarray, bias: np.ndarr
     if wname is None and bname and bname.endswith(".bias"):
         wname = bname[: -len("bias")] + "weight"
     with imp.named(path):
-        return F.linear(x, imp.param(weight, wname),
+        return F.linear(x, imp.param(weight, wname, source=wsource),
                         None if bias is None else imp.param(bias, bname))
 
 
@@ -153,7 +153,7 @@ def _gemm(imp: Importer, i: int, node: Any) -> None:
     weight = w if a.get("transB", 0) else w.T
     wname = node.input[1] if a.get("transB", 0) else None  # a transposed copy is renamed
     out(imp, node, _linear(imp, x, weight, c, wname,
-                            node.input[2] if c is not None else None))
+                            node.input[2] if c is not None else None, node.input[1]))
 
 
 def _matmul(imp: Importer, i: int, node: Any) -> None:
@@ -172,7 +172,7 @@ def _matmul(imp: Importer, i: int, node: Any) -> None:
         if isinstance(v, np.ndarray) and v.size == b.shape[1] and v.ndim <= 2:
             bias, bname, target = v, other, nxt[1]
             imp.done.add(nxt[0])
-    out(imp, target, _linear(imp, a, b.T, bias, None, bname))
+    out(imp, target, _linear(imp, a, b.T, bias, None, bname, node.input[1]))
 
 
 def _add(imp: Importer, i: int, node: Any) -> None:
@@ -226,9 +226,12 @@ def _layernorm(imp: Importer, i: int, node: Any) -> None:
 def _batchnorm(imp: Importer, i: int, node: Any) -> None:
     x = imp.tensor(node.input[0])
     a = attrs_of(node)
-    if x.ndim != 2 or a.get("training_mode", 0):
-        raise Unsupported("only the inference form over (batch, features) has an IR op "
-                          f"(got rank {x.ndim})")
+    if a.get("training_mode", 0):
+        raise Unsupported("training_mode=1: only the inference form has an IR op (export the "
+                          "model in eval mode)")
+    if x.ndim != 2:
+        raise Unsupported(f"only a batch norm over (batch, features) has an IR op (got rank "
+                          f"{x.ndim})")
     scale, bias, mean, var = (imp.const(n, w) for n, w in zip(
         node.input[1:5], ("its scale", "its bias", "its mean", "its variance"), strict=True))
     names = list(node.input[1:5])
@@ -326,7 +329,20 @@ def _gather(imp: Importer, i: int, node: Any) -> None:
 # below opset 17, exporters write a layer norm as ReduceMean, Sub, Pow, Sqrt, Div, Mul, Add
 _LAYERNORM = (" (a layer norm exported below opset 17 is such nodes: export with "
               "opset_version >= 17 to get one LayerNormalization node)")
-HINTS = {"Sub": _LAYERNORM, "Pow": _LAYERNORM, "Sqrt": _LAYERNORM}
+# below opset 20 (Gelu's first), a tanh GELU is Mul, Pow, Add, Tanh: x·½(1+tanh(√(2/π)(x+…)))
+_GELU_TANH = (" (a tanh GELU exported below opset 20 is such nodes: export with "
+              "opset_version >= 20 to get one Gelu node)")
+
+
+def _hint(imp: Importer, op_type: str) -> str:
+    """Why an op the IR lacks may be there: a layer the exporter wrote out at this opset."""
+    opset = _opset(imp)
+    if op_type in ("Sub", "Pow", "Sqrt") and opset < 17:
+        return _LAYERNORM
+    if op_type in ("Mul", "Pow") and opset < 20 and any(n.op_type == "Tanh"
+                                                        for n in imp.nodes):
+        return _GELU_TANH
+    return ""
 
 TENSOR_OPS: dict[str, Converter] = {
     "Identity": lambda imp, i, node: out(imp, node, imp.value(node.input[0])),

@@ -90,7 +90,12 @@ def transpose(imp: Importer, i: int, node: Any) -> None:
     x = imp.tensor(node.input[0])
     perm = [int(p) for p in attrs_of(node).get("perm", range(x.ndim - 1, -1, -1))]
     if perm[0] != 0:
-        raise Unsupported(f"perm {perm} moves the batch axis")
+        # torch's dynamo exporter (torch.onnx.export's default; nodes named node_*) writes
+        # nn.MultiheadAttention with the tokens first; the TorchScript one keeps the batch
+        dynamo = imp.model.producer_name == "pytorch" and node.name.startswith("node_")
+        raise Unsupported(f"perm {perm} moves the batch axis" + (
+            " (torch's dynamo exporter writes attention so: export with "
+            "torch.onnx.export(..., dynamo=False))" if dynamo else ""))
     out(imp, node, F.permute(x, perm))
 
 

@@ -32,6 +32,16 @@ class _Attr:
     name: str
 
 
+class _Batch:
+    """The batch size, as `x.size(0)` / `x.shape[0]` read it: only a reshape's first entry."""
+
+    def __repr__(self) -> str:
+        return "the batch size"
+
+
+BATCH = _Batch()
+
+
 class _Importer:
     def __init__(self, model: Any, name: str) -> None:
         import torch
@@ -40,13 +50,28 @@ class _Importer:
         self.model = model
         self.tracer = Tracer(name)
         self.keep: list[Parameter] = []  # tracer maps by id(): keep the objects alive
+        self.made: dict[str, Parameter] = {}  # qualname -> its one Parameter
+        self.storage: dict[tuple[str, int], str] = {}  # (device, data_ptr) -> first qualname
 
     def param(self, qualname: str, tensor: Any) -> Parameter:
+        if qualname in self.made:  # a module or weight used twice: the tracer refuses the reuse
+            return self.made[qualname]
+        trainable = isinstance(tensor, self.torch.nn.Parameter)
+        if trainable and not tensor.requires_grad:
+            raise ConfigError(f"parameter '{qualname}' is frozen (requires_grad=False); the "
+                              "IR trains every parameter: call requires_grad_(True) to import "
+                              "it as trainable")
+        key = (str(tensor.device), tensor.untyped_storage().data_ptr())
+        if key in self.storage:  # tied weights: importing two copies would untie them
+            raise ConfigError(f"parameters '{self.storage[key]}' and '{qualname}' share "
+                              "storage (tied weights); in the IR each parameter has one "
+                              "owner node (no weight sharing)")
+        self.storage[key] = qualname
         value = tensor.detach().cpu().to(self.torch.float64).numpy().copy()
-        kind = Parameter if isinstance(tensor, self.torch.nn.Parameter) else Buffer
-        p = kind(value=value)
+        p = (Parameter if trainable else Buffer)(value=value)
         self.tracer.param_names[id(p)] = qualname
         self.keep.append(p)
+        self.made[qualname] = p
         return p
 
     def attr_param(self, v: Any, role: str) -> Parameter | None:
@@ -81,6 +106,10 @@ def _resolve(v: Any, env: dict[Any, Any]) -> Any:
 
 
 def _tensor(v: Any, what: str) -> SymbolicTensor:
+    if isinstance(v, _Attr):
+        raise ConfigError(f"parameter or buffer '{v.name}' used directly as {what}: only the "
+                          "weights of layers (nn.Linear, F.linear, norms, ...) are IR "
+                          "parameters")
     if not isinstance(v, SymbolicTensor):
         raise ConfigError(f"{what} must be a tensor computed from the input, got {v!r}")
     return v
@@ -186,12 +215,24 @@ def _beyond_function_op(imp: _Importer, node: Any, env: dict[Any, Any]) -> Any:
         return _arg(node, i, key, default, env)
 
     x = a(0, "input")
-    if t is operator.getitem and isinstance(x, tuple):  # (out, weights) of attention
+    if t is operator.getitem and isinstance(x, tuple):  # (out, weights) of attention; a shape
         v = x[a(1, "index")]
-        if v is None:
+        if v is None and node.users:  # `out, _ = attn(...)` unpacks an unused getitem too
             raise ConfigError(f"fx node '{node.name}' reads attention weights, which the IR "
                               "does not compute")
         return v
+    if (method and t == "size") or (t is getattr and a(1, "name") == "shape"):
+        dims = tuple(BATCH if d is None else d for d in _tensor(x, "input").shape)
+        dim = a(1, "dim") if method else None
+        if dim is not None and not (isinstance(dim, int) and -len(dims) <= dim < len(dims)):
+            raise ConfigError(f"size at fx node '{node.name}': dim {dim!r} is out of range "
+                              f"for a rank-{len(dims)} tensor")
+        return dims if dim is None else dims[dim]
+    if method and t == "contiguous":
+        return _tensor(x, "input")
+    if (method and t in ("float", "double", "to")) or (method and t == "type" and
+                                                       node.args[1:]):
+        return _float_cast(imp, node, _tensor(x, "input"), env)
     if (method and t == "matmul") or t in (operator.matmul, torch.matmul, torch.bmm):
         return F.matmul(_tensor(x, "a"), _tensor(a(1, "other"), "b"))
     if (method and t == "flatten") or t is torch.flatten:
@@ -203,7 +244,14 @@ def _beyond_function_op(imp: _Importer, node: Any, env: dict[Any, Any]) -> Any:
         return F.permute(_tensor(x, "input"), list(_resolve(dims, env)))
     if method and t in ("reshape", "view"):
         shape = node.args[1:] if len(node.args) > 2 else a(1, "shape")
-        return _tensor(x, "input").reshape(*_resolve(list(shape), env))
+        target: list[Any] = list(_resolve(list(shape), env))
+        if len(target) == 1 and isinstance(target[0], list | tuple):
+            target = list(target[0])
+        if target and target[0] is BATCH:  # x.view(x.size(0), ...): the batch axis kept
+            target[0] = -1
+        if any(d is BATCH for d in target):
+            raise ConfigError(f"{t} at fx node '{node.name}' moves the batch size off axis 0")
+        return _tensor(x, "input").reshape(*target)
     if (method and t in ("mean", "sum")) or t in (torch.mean, torch.sum):
         dim = a(1, "dim")
         if not isinstance(dim, int):
@@ -212,6 +260,25 @@ def _beyond_function_op(imp: _Importer, node: Any, env: dict[Any, Any]) -> Any:
         reduce = F.mean if t in ("mean", torch.mean) else F.sum
         return reduce(_tensor(x, "input"), dim, bool(a(2, "keepdim", False)))
     return _UNSUPPORTED
+
+
+def _float_cast(imp: _Importer, node: Any, x: SymbolicTensor, env: dict[Any, Any]) -> Any:
+    """`.float()`, `.double()`, `.to(torch.float32)` of a float tensor: the IR has one float
+    dtype (from_torch's `dtype`), so, as ONNX's float Casts, they are the identity."""
+    torch = imp.torch
+    args = [_resolve(v, env) for v in (*node.args[1:], *node.kwargs.values())]
+    dtypes = [v for v in args if isinstance(v, torch.dtype)]
+    floats = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+    if x.dtype == "int64" or any(d not in floats for d in dtypes) or (
+            node.target in ("to", "type") and not dtypes):
+        call = f"{node.target}({', '.join(map(repr, args))})"
+        raise ConfigError(f"fx node '{node.name}': {call} of {x.dtype} tensor '{x.id}' has "
+                          "no IR op; only a float-to-float cast (the identity in the IR) has one")
+    return x
+
+
+def _reads_batch(v: Any) -> bool:
+    return v is BATCH or (isinstance(v, list | tuple) and any(_reads_batch(u) for u in v))
 
 
 def _target_name(target: Any) -> str:
@@ -248,6 +315,9 @@ def _import_node(imp: _Importer, gm: Any, node: Any, env: dict[Any, Any],
         return out
     if node.op in ("call_function", "call_method"):
         out = _function_op(imp, node, env)
+        if out is _UNSUPPORTED and _reads_batch(_resolve(list(node.args), env)):
+            raise ConfigError(f"fx node '{node.name}' computes with the batch size, which the "
+                              "IR leaves open: reshape with -1 first, as x.view(-1, ...)")
         if out is _UNSUPPORTED:
             raise ConfigError(f"unsupported torch op at fx node '{node.name}': {node.op} "
                               f"{_target_name(node.target)}")

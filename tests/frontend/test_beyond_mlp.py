@@ -175,6 +175,28 @@ def test_cross_attention_and_attention_weights_are_refused_naming_the_node() -> 
         fe.from_torch(Weights(), [3, 4])
 
 
+def test_unpacking_attention_imports_unless_the_weights_are_used() -> None:
+    class Unpacked(nn.Module):
+        def __init__(self, use_weights: bool) -> None:
+            super().__init__()
+            self.attn = nn.MultiheadAttention(4, 2, batch_first=True)
+            self.use_weights = use_weights
+
+        def forward(self, x: object) -> object:
+            out, w = self.attn(x, x, x)  # fx writes getitem_1 for w, used or not
+            return (out, w) if self.use_weights else out
+
+    torch.manual_seed(3)
+    model = Unpacked(False).double().eval()
+    g, values = fe.from_torch(model, [3, 4])
+    x = np.random.default_rng(3).normal(size=(5, 3, 4))
+    with torch.no_grad():
+        expect = model(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(evaluate(g, values, x)[0], expect, rtol=0, atol=1e-10)
+    with pytest.raises(ConfigError, match=r"^fx node 'getitem_1' reads attention weights"):
+        fe.from_torch(Unpacked(True), [3, 4])
+
+
 def test_native_layers_refuse_what_the_ir_cannot_express() -> None:
     with pytest.raises(ConfigError, match="must divide"):
         fe.MultiheadAttention(6, 4)

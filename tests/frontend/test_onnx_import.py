@@ -232,6 +232,101 @@ def test_an_attention_like_scope_without_projections_imports_node_by_node(
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
 
 
+class Tied(nn.Module):
+    def __init__(self, reuse: bool) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+        self.b.weight = self.a.weight
+        self.reuse = reuse
+
+    def forward(self, x: Any) -> Any:
+        return (self.a if self.reuse else self.b)(torch.relu(self.a(x)))
+
+
+@pytest.mark.parametrize(("reuse", "second"), [(False, "/b/Gemm"), (True, "/a_1/Gemm")])
+def test_shared_weights_are_refused_naming_both_nodes(reuse: bool, second: str,
+                                                      tmp_path: Path) -> None:
+    # they were imported as two copies ('a.weight', 'a_0.weight') and trained apart
+    path = export(Tied(reuse), 4, tmp_path / "tied.onnx")
+    with pytest.raises(ConfigError, match=rf"^initializer 'a.weight' is a parameter of ONNX "
+                                          rf"nodes '/a/Gemm' and '{second}' \(tied or reused "
+                                          r"weights.*one owner node \(no weight sharing\)$"):
+        from_onnx(path)
+
+
+def test_equal_initializers_the_exporter_merged_stay_separate_parameters(
+        tmp_path: Path) -> None:
+    # in eval mode the exporter keeps one of two equal initializers and reads the other
+    # through an Identity: two fresh layer norms are no tied weights
+    model = nn.Sequential(nn.LayerNorm(4), nn.Linear(4, 4), nn.LayerNorm(4))
+    graph, _ = from_onnx(export(model, 4, tmp_path / "ln.onnx"))
+    assert {"0.weight", "0.bias", "2.weight", "2.bias"} <= set(graph.params)
+
+
+class Minus(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+
+    def forward(self, x: Any) -> Any:
+        return x - self.a(x)
+
+
+def test_hints_depend_on_the_opset(tmp_path: Path) -> None:
+    # at opset 17 a Sub is no layer norm: no hint to export at opset >= 17
+    with pytest.raises(ConfigError, match=r"^unsupported ONNX node '/Sub' \(Sub\): the IR has "
+                                          r"no such op$"):
+        from_onnx(export(Minus(), 4, tmp_path / "sub.onnx"))
+    # below opset 20 a tanh GELU is Mul, Pow, Tanh, ...: it had no hint
+    gelu = nn.Sequential(nn.Linear(4, 4), nn.GELU("tanh"), nn.Linear(4, 2))
+    with pytest.raises(ConfigError, match=r"^unsupported ONNX node '/1/Mul' \(Mul\): the IR has "
+                                          r"no such op \(a tanh GELU exported below opset 20 "
+                                          r".*opset_version >= 20 to get one Gelu node\)$"):
+        from_onnx(export(gelu, 4, tmp_path / "gelu.onnx"))
+
+
+def _hand_built(node: Any, producer: str = "") -> Any:
+    from onnx import TensorProto, helper, numpy_helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    inits = [numpy_helper.from_array(np.ones(4, np.float32), n) for n in ("s", "b", "m", "v")]
+    graph = helper.make_graph([node], "g", [x], [helper.make_empty_tensor_value_info("y")],
+                              [i for i in inits if i.name in node.input])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.producer_name = producer
+    return model
+
+
+def test_batchnorm_in_training_mode_is_refused_for_that_reason() -> None:
+    from onnx import helper
+
+    bn = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], name="bn",
+                          training_mode=1)  # on (N, 4): said "(got rank 2)"
+    with pytest.raises(ConfigError, match=r"^unsupported ONNX node 'bn' \(BatchNormalization\): "
+                                          r"training_mode=1: only the inference form"):
+        from_onnx(_hand_built(bn))
+
+
+def test_a_batch_moving_transpose_of_the_dynamo_exporter_says_to_use_dynamo_false() -> None:
+    from onnx import helper
+
+    node = helper.make_node("Transpose", ["x"], ["y"], name="node_transpose", perm=[1, 0])
+    with pytest.raises(ConfigError, match=r"moves the batch axis \(torch's dynamo exporter "
+                                          r"writes attention so: export with "
+                                          r"torch.onnx.export\(..., dynamo=False\)\)$"):
+        from_onnx(_hand_built(node, producer="pytorch"))
+
+
+def test_a_missing_external_weight_file_is_named(tmp_path: Path) -> None:
+    path = export(nn.Sequential(nn.Linear(4, 2)), 4, tmp_path / "m.onnx")
+    onnx.save_model(onnx.load(str(path)), str(path), save_as_external_data=True,
+                    location="w.bin", size_threshold=0)
+    (tmp_path / "w.bin").unlink()  # said: not an ONNX model (ValidationError: Data of ...)
+    with pytest.raises(ConfigError, match=r"^.*m.onnx: its weights are stored in a separate "
+                                          r"file, .*w.bin, which is missing"):
+        from_onnx(path)
+
+
 class Moves(nn.Module):
     def forward(self, x: Any) -> Any:
         return x.t()

@@ -263,7 +263,8 @@ class Scaled(nn.Module):
     (nn.Sequential(nn.Linear(3, 3), nn.Softmax(dim=0)), "softmax supports only the last axis"),
     (nn.Sequential(nn.LayerNorm(3, bias=False)), "both weight and bias"),
     (nn.Sequential(nn.BatchNorm1d(3, momentum=None)), "float momentum"),
-    (AddsABuffer(), "fx node 'add': the other addend must be a tensor computed from the input"),
+    (AddsABuffer(), "fx node 'add': parameter or buffer 'c' used directly as the other addend: "
+                    "only the weights of layers"),
     (Branches(), "torch.fx cannot trace Branches: TraceError"),
     (object(), "from_torch takes a torch.nn.Module, got object"),
 ])
@@ -271,3 +272,103 @@ def test_unsupported_torch_models_raise_config_error(model: object, message: str
     with pytest.raises(ConfigError) as err:
         fe.from_torch(model, 3)
     assert message in str(err.value)
+
+
+class Tied(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(3, 3), nn.Linear(3, 3)
+        self.b.weight = self.a.weight
+
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        return self.b(torch.relu(self.a(x)))
+
+
+class Reuse(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        return self.a(torch.relu(self.a(x)))
+
+
+def _frozen() -> nn.Module:
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    model[0].requires_grad_(False)
+    return model
+
+
+class MatmulsAParameter(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.W = nn.Parameter(torch.ones(3, 3))
+
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        return x @ self.W
+
+
+class ScalesTheBatch(nn.Module):
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        return x.view(x.size(0) * 3, 1).view(-1, 3)
+
+
+class CastsIds(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.out = nn.Linear(3, 2)
+
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        return self.out(x.float())
+
+
+@pytest.mark.parametrize(("model", "dtype", "message"), [
+    # shared weights were imported as two copies, trained apart: the user's model untied
+    (Tied(), "float64", "fx node 'b': parameters 'a.weight' and 'b.weight' share storage (tied "
+                        "weights); in the IR each parameter has one owner node"),
+    # a module called twice gave the IR's internal "invalid IR: node 'a_0': parameter name"
+    (Reuse(), "float64", "fx node 'a_1': parameter 'a.weight' is used again after node 'a'; in "
+                         "the IR each parameter has one owner node"),
+    # a frozen layer was imported as trainable
+    (_frozen(), "float64", "fx node '_0': parameter '0.weight' is frozen (requires_grad=False); "
+                           "the IR trains every parameter"),
+    (MatmulsAParameter(), "float64", "fx node 'matmul': parameter or buffer 'W' used directly "
+                                     "as b: only the weights of layers (nn.Linear, F.linear,"),
+    (ScalesTheBatch(), "float64", "fx node 'mul' computes with the batch size, which the IR "
+                                  "leaves open: reshape with -1 first, as x.view(-1, ...)"),
+    (CastsIds(), "int64", "fx node 'float_1': float() of int64 tensor 'x' has no IR op; only a "
+                          "float-to-float cast"),
+    # the weight was blamed: "invalid IR: node '0': weight has shape [8, 4], linear needs [8, 5]"
+    (nn.Sequential(nn.Linear(4, 8)), "float64", "fx node '_0': linear at '0' takes 4 input "
+                                                "features, the declared input size is 3"),
+])
+def test_models_the_ir_cannot_hold_are_refused_naming_the_node(model: object, dtype: str,
+                                                                message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        fe.from_torch(model, 3, dtype=dtype)
+    assert str(err.value).startswith(message)
+
+
+class Idioms(nn.Module):
+    """Batch-size reshapes and the casts and copies that change nothing in a float model."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 6)
+        self.b = nn.Linear(6, 2)
+
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        h = x.view(x.size(0), 2, 2).reshape(x.shape[0], -1).contiguous()
+        h = torch.relu(self.a(h.float().to(torch.float64).double()))
+        return self.b(h.view(x.size()[0], 3, 2).flatten(1))
+
+
+def test_batch_size_reshapes_and_no_op_casts_import() -> None:
+    model = Idioms().double().eval()
+    g, values = fe.from_torch(model, 4)
+    assert [n.op for n in g.nodes] == ["input", "reshape", "reshape", "linear", "relu",
+                                       "reshape", "reshape", "linear"]
+    x = np.random.default_rng(0).normal(size=(5, 4))
+    with torch.no_grad():
+        expect = model(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(evaluate(g, values, x)[0], expect, rtol=0, atol=1e-6)  # float()
