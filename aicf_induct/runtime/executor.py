@@ -4,6 +4,7 @@ optimizers and the trainer sit on top."""
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -13,28 +14,74 @@ import numpy as np
 
 from aicf_induct.compiler.training_graph import TrainingGraph, with_loss
 from aicf_induct.errors import ConfigError
-from aicf_induct.ir.graph import Graph
+from aicf_induct.ir.graph import Graph, Node
 from aicf_induct.ir.init import initial_values
+from aicf_induct.ir.validate import infer_types
 from aicf_induct.kernels import REGISTRY, KernelRegistry
 from aicf_induct.runtime.params import ParamStore
-from aicf_induct.runtime.plan import Plan, compile_plan
+from aicf_induct.runtime.plan import Plan, as_array, check_feed, compile_plan
 
 
-def store_for(graph: Graph, values: Mapping[str, np.ndarray] | None = None, seed: int = 0,
-              xp: ModuleType = np, dtype: Any = None) -> ParamStore:
+def check_values(graph: Graph, values: Mapping[str, Any], source: str = "values"
+                 ) -> tuple[dict[str, np.ndarray], list[str]]:
+    """`values` checked against `graph` and made arrays of its parameters' dtypes, and the
+    names of the graph's parameters and buffers they lack (the store draws those from their
+    initializers: the caller may report them). Each name must be the graph's, each value
+    numeric, finite and of the parameter's shape; else a ConfigError that begins with
+    `source` (e.g. the file the values came from) and names the parameter."""
+    out: dict[str, np.ndarray] = {}
+    for name, v in values.items():
+        spec = graph.params.get(name)
+        if spec is None:
+            known = list(graph.params)
+            close = difflib.get_close_matches(str(name), known, n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            shown = ", ".join(known[:8]) + (f", ... ({len(known)} in all)"
+                                            if len(known) > 8 else "")
+            raise ConfigError(f"{source}: '{name}' is no parameter of the graph ({hint}"
+                              f"parameters: {shown or 'none'})")
+        try:
+            arr = np.asarray(v)
+        except (TypeError, ValueError) as err:
+            raise ConfigError(f"{source}: '{name}' is not an array ({err})") from None
+        if arr.dtype.kind not in "biuf":  # strings, objects, complex: no parameter values
+            raise ConfigError(f"{source}: '{name}' holds {arr.dtype.name} values, not numbers")
+        if tuple(arr.shape) != tuple(spec.shape):
+            raise ConfigError(f"{source}: '{name}' has shape {list(arr.shape)}, the graph says "
+                              f"{list(spec.shape)}")
+        arr = arr.astype(spec.dtype)
+        if not np.isfinite(arr).all():  # checked in the parameter's dtype: 1e39 is inf in float32
+            raise ConfigError(f"{source}: '{name}' has non-finite values (NaN or infinity "
+                              f"in {spec.dtype})")
+        out[name] = arr
+    return out, [k for k in graph.params if k not in out]
+
+
+def store_for(graph: Graph, values: Mapping[str, Any] | None = None, seed: int = 0,
+              xp: ModuleType = np, dtype: Any = None, check: bool = True) -> ParamStore:
     """A parameter store for `graph`: given values where present, else initializers.
     `dtype`: of the flat parameter buffer; by default the graph's parameter dtype, so a
-    float32 graph computes in float32 (mixed operands would make every GEMM convert)."""
+    float32 graph computes in float32 (mixed operands would make every GEMM convert).
+    `check`: apply `check_values` to `values` (a caller that did already, or that restores
+    a state of its own, passes False)."""
     if dtype is None:
         kinds = {p.dtype for p in graph.params.values() if p.trainable}
         dtype = np.float32 if kinds == {"float32"} else np.float64
     init = initial_values(graph.params.values(), seed)
-    for k, v in (values or {}).items():
-        if k in graph.params:
-            init[k] = np.asarray(v, dtype=graph.params[k].dtype)
+    if check:
+        init.update(check_values(graph, values or {})[0])
+    else:
+        for k, v in (values or {}).items():
+            if k in graph.params:
+                init[k] = np.asarray(v, dtype=graph.params[k].dtype)
     trainable = {k: v for k, v in init.items() if graph.params[k].trainable}
     buffers = {k: v for k, v in init.items() if not graph.params[k].trainable}
     return ParamStore.from_arrays(trainable, buffers, xp=xp, dtype=dtype)
+
+
+def _input_spec(node: Node) -> tuple[tuple[int | None, ...], np.dtype[Any]]:
+    """An input node's declared shape (None: the batch axis) and dtype."""
+    return tuple(node.attrs["shape"]), np.dtype(node.attrs.get("dtype", "float64"))
 
 
 @dataclass
@@ -51,6 +98,9 @@ class Executor:
     precision: str = "fp32"  # GEMM compute of fused kernels: fp32 | tf32 | bf16
     training_graph: TrainingGraph = field(init=False)
     _plans: dict[tuple[str, int], Plan] = field(default_factory=dict, init=False)
+    _x_spec: tuple[tuple[int | None, ...], np.dtype[Any]] = field(init=False)
+    _y_spec: tuple[tuple[int | None, ...], np.dtype[Any]] = field(init=False)
+    _n_classes: int | None = field(init=False)
 
     def __post_init__(self) -> None:
         self.training_graph = with_loss(self.graph, self.loss, self.label_smoothing)
@@ -58,6 +108,14 @@ class Executor:
                    and p not in self.store.buffers]
         if missing:
             raise ConfigError(f"parameter store lacks {missing[:5]}")
+        # what a batch must look like, checked before a plan is compiled for its size
+        by_id = self.training_graph.graph.node_map()
+        self._x_spec = _input_spec(by_id[self.input_id])
+        self._y_spec = _input_spec(by_id[self.training_graph.labels])
+        self._n_classes = None
+        if self.loss == "cross_entropy":
+            pred = infer_types(self.graph)[self.training_graph.prediction]
+            self._n_classes = pred.shape[-1]
 
     @property
     def input_id(self) -> str:
@@ -82,6 +140,27 @@ class Executor:
         """The plan for (mode, batch) if compiled already, else None (compiles nothing)."""
         return self._plans.get((mode, batch))
 
+    def check_batch(self, x: Any, y: Any | None = None) -> tuple[Any, Any | None]:
+        """(x, y) as arrays (array-likes converted on the host) if they fit the model: x
+        (N, *per-example shape) of a dtype that casts to the input's, y as many labels (class
+        indices in [0, classes) for cross entropy); else a ConfigError naming `x` or `labels`.
+        Shapes and dtypes only, except a min/max over the class labels."""
+        x = check_feed("x", x, *self._x_spec)
+        if y is None:
+            return x, None
+        n = int(x.shape[0])
+        y = as_array("labels", y)
+        if self._n_classes is not None and y.dtype.kind not in "biu":
+            raise ConfigError(f"labels: cross_entropy takes integer class indices, got "
+                              f"{y.dtype.name} values")
+        y = check_feed("labels", y, *self._y_spec, batch=n)
+        if self._n_classes is not None and n:
+            lo, hi = int(y.min()), int(y.max())  # a negative index would wrap to the last class
+            if lo < 0 or hi >= self._n_classes:
+                raise ConfigError(f"labels: class indices must lie in [0, {self._n_classes}), "
+                                  f"got {lo if lo < 0 else hi}")
+        return x, y
+
     def _feeds(self, x: Any, y: Any | None) -> dict[str, Any]:
         feeds = {self.input_id: x}
         if y is not None:
@@ -90,18 +169,21 @@ class Executor:
 
     def train_step(self, x: Any, y: Any, step: int) -> float:
         """Forward and backward on one batch; gradients land in `store.grad`. Returns the loss."""
+        x, y = self.check_batch(x, y)
         plan = self.plan("train", int(x.shape[0]))
         plan.run(self._feeds(x, y), step)
         return float(plan.value(self.training_graph.loss))
 
     def evaluate(self, x: Any, y: Any) -> tuple[float, Any]:
         """Eval-mode loss and predictions (a view valid until the next call)."""
+        x, y = self.check_batch(x, y)
         plan = self.plan("eval", int(x.shape[0]))
         plan.run(self._feeds(x, y))
         tg = self.training_graph
         return float(plan.value(tg.loss)), plan.value(tg.prediction)
 
     def predict(self, x: Any) -> Any:
+        x, _ = self.check_batch(x)
         plan = self.plan("predict", int(x.shape[0]))
         plan.run(self._feeds(x, None))
         return plan.value(self.training_graph.prediction).copy()

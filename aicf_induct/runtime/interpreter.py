@@ -15,6 +15,7 @@ from aicf_induct.compiler.autodiff import requires_grad
 from aicf_induct.errors import AicfError, ExecutionError
 from aicf_induct.ir.graph import Graph
 from aicf_induct.ir.ops import OPS, OpContext
+from aicf_induct.runtime.plan import check_feed
 
 
 @dataclass
@@ -38,11 +39,16 @@ def interpret(graph: Graph, params: Mapping[str, Any], feeds: Mapping[str, Any],
     ctx = OpContext(xp=xp, training=training, seed=seed, step=step)
     result = Interpretation(values={})
     vals = result.values
+    batch: int | None = None  # the first input's rows; every other input has as many
     for n in graph.nodes:
         if n.op == "input":
             if n.id not in feeds:
                 raise ExecutionError(f"input '{n.id}' was not fed")
-            vals[n.id] = feeds[n.id]
+            # a wrong shape is named here, not as a kernel's broadcasting error downstream
+            vals[n.id] = check_feed(f"input '{n.id}'", feeds[n.id], n.attrs["shape"],
+                                    n.attrs.get("dtype", "float64"), batch)
+            if batch is None and vals[n.id].ndim:
+                batch = int(vals[n.id].shape[0])
             continue
         ctx.node_id = n.id
         try:

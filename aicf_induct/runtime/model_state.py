@@ -132,8 +132,10 @@ def install(trainer: Trainer, state: ModelState, compile_batch: int = 0) -> None
     batch size now, so the next step pays no compile time."""
     state.check()
     old = trainer.executor
+    # check=False: the run's own state (state.check() matched it to the graph), installed
+    # as it is, a diverged one included
     store = store_for(state.graph, state.values, seed=trainer.config.seed, xp=old.xp,
-                      dtype=old.store.dtype)
+                      dtype=old.store.dtype, check=False)
     trainer.executor = Executor(state.graph, store, loss=old.loss,
                                 label_smoothing=old.label_smoothing, seed=old.seed,
                                 device=old.device, xp=old.xp, registry=old.registry,

@@ -11,7 +11,7 @@ caches one per shape.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -21,7 +21,7 @@ import numpy as np
 from aicf_induct.compiler.autodiff import Instr
 from aicf_induct.compiler.memory import MemoryPlan, ValueInfo
 from aicf_induct.compiler.program import compile_program
-from aicf_induct.errors import AicfError, ExecutionError
+from aicf_induct.errors import AicfError, ConfigError, ExecutionError
 from aicf_induct.ir.graph import Graph
 from aicf_induct.ir.ops import OPS, OpContext
 from aicf_induct.kernels import REGISTRY, KernelQuery, KernelRegistry
@@ -50,8 +50,12 @@ class Plan:
         """Copy the batch into the static input buffers (host or device arrays)."""
         xp = self.ctx.xp
         for name, buf in self.inputs.items():
-            src = feeds[name] if xp is np else xp.asarray(feeds[name])
-            xp.copyto(buf, src, casting="same_kind")
+            src = feeds[name]
+            # exact shape, not copyto's broadcasting (one row would fill the whole batch);
+            # the full check only off the common case of the buffer's own shape and dtype
+            if getattr(src, "shape", None) != buf.shape or getattr(src, "dtype", None) != buf.dtype:
+                src = check_feed(f"input '{name}'", src, buf.shape, buf.dtype)
+            xp.copyto(buf, src if xp is np else xp.asarray(src), casting="same_kind")
         self.ctx.step = step
 
     def launch(self) -> None:
@@ -70,6 +74,38 @@ class Plan:
 
     def value(self, vid: str) -> np.ndarray:
         return self.values[vid]
+
+
+def as_array(what: str, value: Any) -> Any:
+    """`value` if an array (NumPy or CuPy: NumPy dtypes), else made a NumPy array (a list,
+    a CPU torch tensor); a ConfigError naming `what` if it cannot be."""
+    if isinstance(getattr(value, "dtype", None), np.dtype) and hasattr(value, "shape"):
+        return value
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise ConfigError(f"{what}: not an array ({err})") from None
+
+
+def check_feed(what: str, value: Any, shape: Sequence[int | None], dtype: Any,
+               batch: int | None = None) -> Any:
+    """`value` (an array, or an array-like made one on the host) if it has exactly `shape`
+    (None: the batch axis, `batch` rows, by default as many as `value` has) and a dtype that
+    casts to `dtype` within its kind; else a ConfigError naming `what`. O(1) on arrays: it
+    reads shape and dtype only, of NumPy and CuPy arrays alike."""
+    value = as_array(what, value)
+    got = tuple(value.shape)
+    n = batch if batch is not None else (got[0] if got else 0)
+    want = tuple([n if d is None else d for d in shape])
+    if got != want:
+        shown = ", ".join("N" if d is None and batch is None else str(e)
+                          for d, e in zip(shape, want, strict=True))
+        comma = "," if len(want) == 1 else ""
+        raise ConfigError(f"{what}: expected shape ({shown}{comma}), got {got}")
+    if value.dtype != dtype and not np.can_cast(value.dtype, dtype, "same_kind"):
+        raise ConfigError(f"{what}: expected {np.dtype(dtype).name} values, got "
+                          f"{np.dtype(value.dtype).name}")
+    return value
 
 
 def compile_plan(graph: Graph, batch: int, *, store: Any, training: bool, loss: str | None,

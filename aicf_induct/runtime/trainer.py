@@ -23,7 +23,7 @@ from aicf_induct.records import NullRecorder, Recorder, StepRecord
 from aicf_induct.runtime.backend import BACKENDS, Backend, select_backend
 from aicf_induct.runtime.clipping import clip_grad_norm_, global_grad_norm
 from aicf_induct.runtime.data import BatchStream
-from aicf_induct.runtime.executor import Executor, store_for
+from aicf_induct.runtime.executor import Executor, check_values, store_for
 from aicf_induct.runtime.metrics import score, score_name
 from aicf_induct.runtime.optimizers import Optimizer, make_optimizer
 from aicf_induct.runtime.parallel import DataParallel
@@ -131,7 +131,12 @@ class Trainer:
                               "(NcclCommunicator), the NumPy backend over the host "
                               f"(PipeCommunicator); got {type(parallel.comm).__name__} on "
                               f"{self.backend.name}")
-        self.executor = _executor(self.backend, graph, values, loss, config)
+        # values: checked once here; the parameters they lack start from their initializers,
+        # named in `missing_values` for the caller to report (empty when no values are given)
+        checked, self.missing_values = (check_values(graph, values) if values is not None
+                                        else (None, []))
+        self.executor = _executor(self.backend, graph, checked, loss, config)
+        self._check_problem()
         self._gpu_step: Any = None  # runtime.cuda_step.CudaStep, on the GPU backend
         self.optimizer = config.make_optimizer()
         self.stream = BatchStream(len(problem.train), config.batch_size, seed=config.seed)
@@ -146,6 +151,17 @@ class Trainer:
     @property
     def store(self) -> Any:
         return self.executor.store
+
+    def _check_problem(self) -> None:
+        """Every split fits the graph's input and loss (shapes, dtypes, class range): said
+        once, before a run is logged, rather than at its first step."""
+        p = self.problem
+        for name in ("train", "val", "test"):
+            split = getattr(p, name)
+            try:
+                self.executor.check_batch(split.X, split.y)
+            except ConfigError as err:
+                raise ConfigError(f"problem '{p.name}', {name} split: {err}") from None
 
     # -- one step ----------------------------------------------------------------------------
     def train_step(self, x: np.ndarray, y: np.ndarray, epoch: int) -> StepRecord:
@@ -338,7 +354,7 @@ def _executor(backend: Backend, graph: Graph, values: dict[str, np.ndarray] | No
               config: TrainConfig) -> Executor:
     """An executor on `backend`: the NumPy path, or fused kernels on the GPU; parameters are
     stored in the graph's own dtype either way."""
-    store = store_for(graph, values, seed=config.seed, xp=backend.xp)
+    store = store_for(graph, values, seed=config.seed, xp=backend.xp, check=False)
     return Executor(graph, store, loss=loss, label_smoothing=config.label_smoothing,
                     seed=config.seed, device=backend.device, xp=backend.xp,
                     registry=backend.registry, fuse=backend.is_gpu, precision=config.precision)

@@ -136,8 +136,9 @@ def test_a_failing_kernel_names_its_node() -> None:
 
     graph = mlp(4, 3)
     ex = Executor(graph, store_for(graph))
+    plan = ex.plan("train", 5)  # fed directly: the executor refuses the label before this
     with pytest.raises(ExecutionError, match="node 'loss'"):
-        ex.train_step(np.zeros((5, 4)), np.array([0, 1, 2, 3, 9]), 0)  # label out of range
+        plan.run({"x": np.zeros((5, 4)), "labels": np.array([0, 1, 2, 3, 9])})  # out of range
 
 
 def test_whole_graph_gradients_match_finite_differences() -> None:

@@ -1,0 +1,154 @@
+"""What the runtime accepts from a caller: batches fed to the executor (exact per-example
+shape, dtype, label count and range; no broadcasting) and parameter values (`check_values`,
+`store_for`, `Trainer(values=...)`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aicf_induct.errors import ConfigError
+from aicf_induct.ir.builder import GraphBuilder
+from aicf_induct.problems import load_problem
+from aicf_induct.runtime.executor import Executor, check_values, store_for
+from aicf_induct.runtime.interpreter import interpret
+from aicf_induct.runtime.trainer import TrainConfig, Trainer
+from tests.graphs import mlp
+
+
+@pytest.fixture(scope="module")
+def ce() -> Executor:
+    g = mlp(4, 3)
+    return Executor(g, store_for(g), loss="cross_entropy")
+
+
+X2 = np.ones((2, 4))
+
+
+@pytest.mark.parametrize("call,message", [
+    # one example read as a batch of 4 rows; (N, 1) broadcast across the 4 features
+    (lambda ex: ex.predict(np.ones(4)), "x: expected shape (N, 4), got (4,)"),
+    (lambda ex: ex.predict(np.ones((2, 1))), "x: expected shape (N, 4), got (2, 1)"),
+    (lambda ex: ex.predict(np.ones((2, 5))), "x: expected shape (N, 4), got (2, 5)"),
+    (lambda ex: ex.predict(np.float64(1.0)), "x: expected shape (N, 4), got ()"),
+    (lambda ex: ex.predict(np.array([["a"] * 4])), "x: expected float64 values, got str"),
+    (lambda ex: ex.predict([[1, 2, 3], [4]]), "x: not an array"),
+    # one label broadcast to the batch; -1 taken as the last class
+    (lambda ex: ex.train_step(X2, np.array([1]), 0), "labels: expected shape (2,), got (1,)"),
+    (lambda ex: ex.train_step(X2, np.array([0, -1]), 0),
+     "labels: class indices must lie in [0, 3), got -1"),
+    (lambda ex: ex.evaluate(X2, np.array([0, 3])),
+     "labels: class indices must lie in [0, 3), got 3"),
+    (lambda ex: ex.train_step(X2, np.array([0.0, 1.0]), 0),
+     "labels: cross_entropy takes integer class indices, got float64"),
+    (lambda ex: ex.train_step(X2, [0.0, 1.0], 0),
+     "labels: cross_entropy takes integer class indices, got float64"),
+])
+def test_a_batch_that_does_not_fit_is_one_config_error(ce: Executor, call, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        call(ce)
+    assert str(err.value).startswith(message)
+    assert "\n" not in str(err.value)
+
+
+def test_fitting_batches_and_array_likes_are_taken(ce: Executor) -> None:
+    assert ce.predict([[1, 2, 3, 4]]).shape == (1, 3)  # a list: made an array
+    assert ce.predict(np.ones((0, 4))).shape == (0, 3)
+    # narrower dtypes of the same kind convert, as before
+    loss = ce.train_step(np.ones((2, 4), np.float32), np.array([0, 2], np.int32), 0)
+    assert np.isfinite(loss)
+
+
+def test_torch_tensors_are_taken_as_arrays(ce: Executor) -> None:
+    torch = pytest.importorskip("torch")
+    got = ce.predict(torch.ones(2, 4, dtype=torch.float64))
+    np.testing.assert_array_equal(got, ce.predict(np.ones((2, 4))))
+    assert np.isfinite(ce.train_step(torch.ones(2, 4), torch.tensor([0, 2]), 0))
+
+
+def test_mse_labels_must_match_the_output() -> None:
+    g = mlp(4, 3)
+    ex = Executor(g, store_for(g), loss="mse")
+    with pytest.raises(ConfigError, match=r"labels: expected shape \(2, 3\), got \(2,\)"):
+        ex.train_step(X2, np.ones(2), 0)
+    assert np.isfinite(ex.train_step(X2, np.ones((2, 3)), 0))
+
+
+def test_integer_inputs_refuse_float_data() -> None:
+    b = GraphBuilder("emb")
+    h = b.input([None, 3], "int64")
+    h = b.add("embedding", [h], {"num_embeddings": 5, "embedding_dim": 2})
+    h = b.add("reshape", [h], {"shape": [6]})
+    g = b.output(b.add("linear", [h], {"out_features": 2}))
+    ex = Executor(g, store_for(g), loss="cross_entropy")
+    with pytest.raises(ConfigError, match="x: expected int64 values, got float64"):
+        ex.predict(np.ones((2, 3)))
+    assert ex.predict(np.ones((2, 3), np.int64)).shape == (2, 2)
+
+
+def test_the_plan_feeds_exact_shapes_only(ce: Executor) -> None:
+    # the CUDA step and the GPU epoch feed plans directly: the same check applies there
+    plan = ce.plan("predict", 2)
+    with pytest.raises(ConfigError, match=r"input 'x': expected shape \(2, 4\), got \(1, 4\)"):
+        plan.feed({"x": np.ones((1, 4))})
+
+
+def test_the_interpreter_names_the_input_not_the_kernel() -> None:
+    g = mlp(4, 3)
+    s = store_for(g)
+    with pytest.raises(ConfigError, match=r"input 'x': expected shape \(N, 4\), got \(2, 5\)"):
+        interpret(g, {**s.params, **s.buffers}, {"x": np.ones((2, 5))})
+
+
+def test_a_trainer_checks_the_problem_before_a_run_starts() -> None:
+    p = load_problem("iris", seed=0)
+    with pytest.raises(ConfigError, match=r"problem 'iris', train split: x: expected shape "
+                                          r"\(N, 5\), got \(\d+, 4\)"):
+        Trainer(p, mlp(5, 3), TrainConfig(epochs=1, backend="numpy"))
+
+
+# -- parameter values ----------------------------------------------------------------------
+def _values() -> tuple:
+    g = mlp(4, 3, depth=1)
+    s = store_for(g, seed=1)
+    return g, {k: v.copy() for k, v in s.params.items()}
+
+
+@pytest.mark.parametrize("name,value,message", [
+    ("linear.weigth", None, "values: 'linear.weigth' is no parameter of the graph (did you "
+                            "mean 'linear.weight'? parameters: linear.weight, linear.bias, "
+                            "head.weight, head.bias)"),
+    ("linear.weight", np.zeros((3, 3)), "values: 'linear.weight' has shape [3, 3], the graph "
+                                        "says [16, 4]"),
+    ("linear.bias", np.array(["a"] * 16), "values: 'linear.bias' holds str32 values, not "
+                                          "numbers"),
+    ("linear.bias", np.array([object()] * 16), "values: 'linear.bias' holds object values"),
+    ("linear.bias", np.full(16, np.nan), "values: 'linear.bias' has non-finite values"),
+    ("head.bias", np.array([1.0, np.inf, 0.0]), "values: 'head.bias' has non-finite values"),
+])
+def test_bad_values_are_one_config_error_naming_the_parameter(name: str, value,
+                                                              message: str) -> None:
+    g, values = _values()
+    values[name] = values["linear.weight"] if value is None else value
+    with pytest.raises(ConfigError) as err:
+        store_for(g, values)
+    assert str(err.value).startswith(message)
+    with pytest.raises(ConfigError):
+        Trainer(load_problem("iris", seed=0), g, TrainConfig(epochs=1, backend="numpy"),
+                values=values)
+
+
+def test_partial_values_are_taken_and_the_rest_named() -> None:
+    g, values = _values()
+    del values["head.bias"]
+    checked, missing = check_values(g, values, source="w.npz")
+    assert missing == ["head.bias"] and set(checked) == set(values)
+    store = store_for(g, values)
+    np.testing.assert_array_equal(store.params["linear.weight"], values["linear.weight"])
+    tr = Trainer(load_problem("iris", seed=0), g, TrainConfig(epochs=1, backend="numpy"),
+                 values=values)
+    assert tr.missing_values == ["head.bias"]
+    assert Trainer(load_problem("iris", seed=0), g,
+                   TrainConfig(epochs=1, backend="numpy")).missing_values == []
+    with pytest.raises(ConfigError, match=r"^w\.npz: 'x' is no parameter"):
+        check_values(g, {"x": np.zeros(1)}, source="w.npz")
