@@ -5,11 +5,11 @@ is logged with the metrics before and after, and the IR after every rewrite."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from aicf_induct.cli import from_proposal, options
+from aicf_induct.cli.json_out import json_text
 from aicf_induct.cli.resume import RESUME_TAKES, logged_rows, resume_dir
 from aicf_induct.cli.table import counted
 from aicf_induct.cli.timeline import Timeline
@@ -274,11 +274,11 @@ def run(args: argparse.Namespace) -> int:
         return 130
     where = getattr(recorder, "spilled_to", None) or where  # the service did not take it all
     if args.json:
-        print(json.dumps({"run_id": result.run_id, "status": result.status,
-                          "steps": result.steps, "executed_steps": result.work,
-                          "rewrites": result.rewrites, "rollbacks": result.rollbacks,
-                          "param_count": result.graph.param_count(),
-                          "pause_ms": result.pause_ms, **result.metrics}, indent=1))
+        print(json_text({"run_id": result.run_id, "status": result.status,
+                         "steps": result.steps, "executed_steps": result.work,
+                         "rewrites": result.rewrites, "rollbacks": result.rollbacks,
+                         "param_count": result.graph.param_count(),
+                         "pause_ms": result.pause_ms, **result.metrics}, indent=1))
         return 0
     print(f"run {result.run_id} {result.status} after {counted(result.steps, 'step')} "
           f"({result.work} executed), {counted(result.rewrites, 'rewrite')}, "

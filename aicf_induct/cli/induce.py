@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shlex
 import sys
 import textwrap
@@ -24,6 +23,7 @@ import pandas as pd
 
 from aicf_induct.cli import options
 from aicf_induct.cli.corpus_root import corpus_root
+from aicf_induct.cli.json_out import json_text
 from aicf_induct.cli.table import print_table
 from aicf_induct.errors import ConfigError
 
@@ -353,8 +353,8 @@ def mine(args: argparse.Namespace) -> int:
     corr_all, rules_all = _significant(corr, args), _significant(rules, args)
     corr, rules = _shown(corr_all, args), _shown(rules_all, args)
     if args.json:
-        print(json.dumps({"correlations": corr.to_dict("records"),
-                          "rules": rules.to_dict("records")}, default=str))
+        print(json_text({"correlations": corr.to_dict("records"),
+                         "rules": rules.to_dict("records")}, default=str))
         return 0
     cut = " (the most significant first; --top 0 shows all)" \
         if len(corr) < len(corr_all) or len(rules) < len(rules_all) else ""
@@ -601,22 +601,20 @@ def evaluate(args: argparse.Namespace) -> int:
                                 f"{header.splitlines()[0]} ({where})", ev.ceilings_vs_three)
         print(f"wrote {save_figure(fig, args.plot, option='--plot')}", file=sys.stderr)
     if args.json:
-        print(json.dumps({"default": ev.default, "splits": ev.splits,
-                          "choose_seeds": ev.choose_seeds, "score_seeds": ev.score_seeds,
-                          "summary": ev.summary.to_dict("records"),
-                          "comparisons": ev.comparisons.to_dict("records"),
-                          "top1_vs_three": ev.top1_vs_three.to_dict("records"),
-                          "ceilings_vs_three": ev.ceilings_vs_three.to_dict("records"),
-                          # null: no gap (the full search no better than the default)
-                          "gap_closed": {str(k): v if v == v else None
-                                         for k, v in ev.gaps.items()},
-                          # its 95 % bootstrap interval; null: none, or unbounded that side
-                          "gap_closed_ci": {str(k): [b if math.isfinite(b) else None
-                                                     for b in ci]
-                                            for k, ci in ev.gap_intervals.items()},
-                          "calibration": ev.calibration.to_dict("records"),
-                          "near_duplicates": ev.near_duplicates.to_dict("records")},
-                         default=float))
+        print(json_text({"default": ev.default, "splits": ev.splits,
+                         "choose_seeds": ev.choose_seeds, "score_seeds": ev.score_seeds,
+                         "summary": ev.summary.to_dict("records"),
+                         "comparisons": ev.comparisons.to_dict("records"),
+                         "top1_vs_three": ev.top1_vs_three.to_dict("records"),
+                         "ceilings_vs_three": ev.ceilings_vs_three.to_dict("records"),
+                         # null: no gap (the full search no better than the default)
+                         "gap_closed": {str(k): v for k, v in ev.gaps.items()},
+                         # its 95 % bootstrap interval; null: none, or unbounded that side
+                         "gap_closed_ci": {str(k): list(ci)
+                                           for k, ci in ev.gap_intervals.items()},
+                         "calibration": ev.calibration.to_dict("records"),
+                         "near_duplicates": ev.near_duplicates.to_dict("records")},
+                        default=float))
         return 0
     print(header)
     print("\nPer method and k (normalized error: lower is better):")

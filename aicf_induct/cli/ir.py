@@ -64,7 +64,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "Conv, MaxPool/AveragePool, ReduceMean/ReduceSum, Gather (embedding), and "
                     "the nodes torch exports for nn.MultiheadAttention. A node with no IR form "
                     "is one error line naming it (op type and node name), exit 2, and "
-                    "nothing is written. Needs the `onnx` package (the `onnx` extra).",
+                    "nothing is written. Needs the `onnx` package (the `onnx` extra). Export "
+                    "from PyTorch with torch.onnx.export(..., dynamo=False): the default "
+                    "dynamo exporter writes attention with a transpose that moves the batch "
+                    "axis, and its optimize=True folds BatchNorm into the Linear before it.",
         epilog="example: aicf-induct ir import model.onnx -o model.json --values model.npz && "
                "aicf-induct ir show model.json")
     imp.add_argument("file", help="ONNX model file")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import sys
 import textwrap
@@ -12,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from aicf_induct.cli import from_proposal, options
+from aicf_induct.cli.json_out import json_text
 from aicf_induct.cli.options import API_KEY_ENV
 from aicf_induct.cli.table import counted
 from aicf_induct.compiler.fusion import PRECISIONS
 from aicf_induct.errors import ConfigError
 from aicf_induct.frontend.families import CNNSpec, parse_spec, spec_graph
 from aicf_induct.ir import canonical
-from aicf_induct.ir.graph import Graph
+from aicf_induct.ir.graph import Graph, Node, TensorType
 from aicf_induct.ir.validate import infer_types
 from aicf_induct.kernels.autotune import TuningStore
 from aicf_induct.problems import IMAGE_SIDES, image_side, load_problem
@@ -102,16 +104,14 @@ def model_graph(problem: Problem, model: str | None, ir_file: str | None) -> Gra
                 f"{ir_file}: training feeds one input and scores one output; the graph has "
                 f"inputs {', '.join(repr(n.id) for n in graph.inputs)} and outputs "
                 f"{', '.join(repr(o) for o in graph.outputs)}")
-        x = graph.inputs[0]
-        width = x.attrs.get("shape", [None, None])[-1]
-        if width != problem.n_features:
-            raise ConfigError(f"{ir_file}: input '{x.id}' takes {width} features, the dataset "
-                              f"'{problem.name}' has {problem.n_features}")
+        _check_input(ir_file, graph.inputs[0], problem)
+        types = infer_types(graph)
         out = graph.outputs[0]
-        n_out = infer_types(graph)[out].shape[-1]
+        n_out = types[out].shape[-1]
         if n_out != problem.n_outputs:
             raise ConfigError(f"{ir_file}: output '{out}' has {n_out} values per example, the "
                               f"dataset '{problem.name}' needs {problem.n_outputs}")
+        _check_size(ir_file, graph, types)
         return graph
     spec = parse_spec(model or DEFAULT_MODEL)
     if isinstance(spec, CNNSpec) and image_side(problem.name) is None:
@@ -121,22 +121,73 @@ def model_graph(problem: Problem, model: str | None, ir_file: str | None) -> Gra
     return spec_graph(spec, problem.n_features, problem.n_outputs)
 
 
+def _check_input(ir_file: str, x: Node, problem: Problem) -> None:
+    """A table feeds rows of float features: the IR's input must take exactly that (a rank-3
+    or integer input failed in the first step's copy, a traceback and a failed run)."""
+    shape, dtype = list(x.attrs.get("shape") or [None]), x.attrs.get("dtype", "float64")
+    per_example = shape[1:]
+    if dtype not in ("float32", "float64"):
+        raise ConfigError(f"{ir_file}: input '{x.id}' takes {dtype} values (token ids?); a "
+                          f"table feeds rows of float features")
+    if len(per_example) > 1:
+        size = math.prod(d or 0 for d in per_example)
+        fix = (": reshape inside the model (x.view(-1, "
+               f"{', '.join(str(d) for d in per_example)}))"
+               if size == problem.n_features else "")
+        raise ConfigError(f"{ir_file}: input '{x.id}' takes {tuple(per_example)} per example; "
+                          f"the dataset '{problem.name}' feeds rows of {problem.n_features} "
+                          f"features{fix}")
+    width = per_example[0] if per_example else None
+    if width != problem.n_features:
+        raise ConfigError(f"{ir_file}: input '{x.id}' takes {width} features, the dataset "
+                          f"'{problem.name}' has {problem.n_features}")
+
+
+MAX_VALUES_PER_EXAMPLE = 1 << 20  # one node's values per example (x the batch, in memory)
+
+
+def _check_size(ir_file: str, graph: Graph, types: dict[str, TensorType]) -> None:
+    """The ceilings a model spec has (frontend.specs): an IR file past them allocated until
+    the machine ran out of memory (a 70M-parameter IR reached 23 GB on iris)."""
+    from aicf_induct.frontend.specs import MAX_PARAMS
+
+    count = graph.param_count()
+    if count > MAX_PARAMS:
+        raise ConfigError(f"{ir_file}: {count:,} trainable parameters; the ceiling is "
+                          f"{MAX_PARAMS:,}")
+    for node_id, t in types.items():
+        size = math.prod(d for d in t.shape[1:] if d is not None)
+        if size > MAX_VALUES_PER_EXAMPLE:
+            raise ConfigError(f"{ir_file}: node '{node_id}' computes {size:,} values per "
+                              f"example; the ceiling is {MAX_VALUES_PER_EXAMPLE:,}")
+
+
 def load_values(path: str, graph: Graph) -> dict[str, Any]:
-    """Parameter values from an .npz file; every name and shape must be the graph's."""
+    """Parameter values from an .npz file, checked as the runtime checks values (each name the
+    graph's, numeric, finite, of its shape: `check_values`); those it lacks start from their
+    initializers, said in a note."""
+    import zipfile
+
     import numpy as np
 
+    from aicf_induct.runtime.executor import check_values
+
+    if Path(path).is_file() and not zipfile.is_zipfile(path):  # NumPy's reason names pickles
+        raise ConfigError(f"{path}: not an .npz file (numpy.savez writes one)")
     try:
         with np.load(path) as arrays:
-            values = {k: arrays[k] for k in arrays.files}
+            raw = {k: arrays[k] for k in arrays.files}
     except (OSError, ValueError) as err:
         raise ConfigError(f"{path}: not a readable .npz file ({err})") from None
-    for name, v in values.items():
-        spec = graph.params.get(name)
-        if spec is None:
-            raise ConfigError(f"{path}: '{name}' is no parameter of the graph")
-        if tuple(v.shape) != tuple(spec.shape):
-            raise ConfigError(f"{path}: '{name}' has shape {list(v.shape)}, the graph says "
-                              f"{list(spec.shape)}")
+    if not raw:
+        raise ConfigError(f"{path}: the file holds no values")
+    values, missing = check_values(graph, raw, source=path)
+    if missing:
+        shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more"
+                                          if len(missing) > 4 else "")
+        print(f"note: {path} has no value for {shown}: "
+              f"{'they start' if len(missing) > 1 else 'it starts'} from the initializer",
+              file=sys.stderr)
     return values
 
 
@@ -316,8 +367,8 @@ def run(args: argparse.Namespace) -> int:
         finally:
             recorder.close()
     if args.json:
-        print(json.dumps({"run_id": result.run_id, "status": result.status,
-                          "steps": result.steps, **result.metrics}, indent=1))
+        print(json_text({"run_id": result.run_id, "status": result.status,
+                         "steps": result.steps, **result.metrics}, indent=1))
         return 0
     print(f"{problem.name}: {problem.task}, {problem.n_rows} rows, {problem.n_features} "
           f"features; model {graph.name or extra['model']} ({graph.param_count()} parameters)")

@@ -10,17 +10,11 @@ from typing import Any
 
 from aicf_induct.errors import ConfigError
 from aicf_induct.frontend import functional as F
-from aicf_induct.frontend.module import Module
+from aicf_induct.frontend.module import Module, positive_sizes
 from aicf_induct.frontend.parameter import Parameter
 from aicf_induct.frontend.tensor import SymbolicTensor
 
 IntPair = int | Sequence[int]
-
-
-def _positive(**sizes: int) -> None:
-    for name, v in sizes.items():
-        if not isinstance(v, int) or v <= 0:
-            raise ConfigError(f"{name} must be an int > 0, got {v!r}")
 
 
 class Embedding(Module):
@@ -28,7 +22,7 @@ class Embedding(Module):
 
     def __init__(self, num_embeddings: int, embedding_dim: int) -> None:
         super().__init__()
-        _positive(num_embeddings=num_embeddings, embedding_dim=embedding_dim)
+        positive_sizes(num_embeddings=num_embeddings, embedding_dim=embedding_dim)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.weight = Parameter((num_embeddings, embedding_dim))  # N(0, 1), as torch
 
@@ -46,7 +40,7 @@ class NumericTokenizer(Module):
 
     def __init__(self, n_features: int, d_token: int, bias: bool = True) -> None:
         super().__init__()
-        _positive(n_features=n_features, d_token=d_token)
+        positive_sizes(n_features=n_features, d_token=d_token)
         self.n_features, self.d_token = n_features, d_token
         self.weight = Parameter((n_features, d_token))
         self.bias = Parameter((n_features, d_token)) if bias else None
@@ -76,7 +70,7 @@ class MultiheadAttention(Module):
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0,
                  bias: bool = True, batch_first: bool = True) -> None:
         super().__init__()
-        _positive(embed_dim=embed_dim, num_heads=num_heads)
+        positive_sizes(embed_dim=embed_dim, num_heads=num_heads)
         if embed_dim % num_heads:
             raise ConfigError(f"num_heads={num_heads} must divide embed_dim={embed_dim}")
         if not batch_first:
@@ -107,7 +101,7 @@ class Conv2d(Module):
     def __init__(self, in_channels: int, out_channels: int, kernel_size: IntPair,
                  stride: IntPair = 1, padding: IntPair = 0, bias: bool = True) -> None:
         super().__init__()
-        _positive(in_channels=in_channels, out_channels=out_channels)
+        positive_sizes(in_channels=in_channels, out_channels=out_channels)
         kh, kw = F._pair(kernel_size, "kernel_size")
         self.stride, self.padding = F._pair(stride, "stride"), F._pair(padding, "padding")
         bound = f"uniform:{1.0 / math.sqrt(in_channels * kh * kw)!r}"  # torch's default

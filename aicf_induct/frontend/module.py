@@ -126,7 +126,10 @@ class Module:
         for name, v in values.items():
             if name in state:
                 p = state[name]
-                arr = np.array(v, dtype=np.float64)
+                try:
+                    arr = np.array(v, dtype=np.float64)
+                except (TypeError, ValueError) as err:
+                    raise ConfigError(f"'{name}': not an array of numbers ({err})") from None
                 if arr.shape != p.shape:
                     raise ConfigError(f"'{name}' has shape {list(p.shape)}, got {list(arr.shape)}")
                 p.value = arr
@@ -183,11 +186,19 @@ class Sequential(Module):
         return x
 
 
+def positive_sizes(**sizes: int) -> None:
+    """A layer's sizes, each an int > 0, checked where it is built (named as its argument)."""
+    for name, v in sizes.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+            raise ConfigError(f"{name} must be an int > 0, got {v!r}")
+
+
 class Linear(Module):
     leaf = True
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
         super().__init__()
+        positive_sizes(in_features=in_features, out_features=out_features)
         self.in_features, self.out_features = in_features, out_features
         # init None: the op's default, U(±1/sqrt(in)) as PyTorch's nn.Linear.
         self.weight = Parameter((out_features, in_features))

@@ -45,7 +45,9 @@ def check_values(graph: Graph, values: Mapping[str, Any], source: str = "values"
         except (TypeError, ValueError) as err:
             raise ConfigError(f"{source}: '{name}' is not an array ({err})") from None
         if arr.dtype.kind not in "biuf":  # strings, objects, complex: no parameter values
-            raise ConfigError(f"{source}: '{name}' holds {arr.dtype.name} values, not numbers")
+            kind = {"U": "text", "S": "bytes", "O": "Python object", "c": "complex"}.get(
+                arr.dtype.kind, arr.dtype.name)
+            raise ConfigError(f"{source}: '{name}' holds {kind} values, not numbers")
         if tuple(arr.shape) != tuple(spec.shape):
             raise ConfigError(f"{source}: '{name}' has shape {list(arr.shape)}, the graph says "
                               f"{list(spec.shape)}")

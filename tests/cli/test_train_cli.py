@@ -103,6 +103,86 @@ def test_ir_with_a_second_input_is_refused_before_the_run(tmp_path: Path, capsys
     assert not (tmp_path / "wh").exists()
 
 
+def _edited_ir(tmp_path: Path, capsys, edit) -> Path:
+    """iris's default model saved as IR, then `edit(document)`."""
+    ir = tmp_path / "m.json"
+    _train(capsys, "--dataset", "iris", "--epochs", "1", "--no-log", "--save-ir", str(ir))
+    doc = json.loads(ir.read_text())
+    edit(doc)
+    ir.write_text(json.dumps(doc))
+    return ir
+
+
+def _image_input(doc: dict) -> None:
+    """The input takes (2, 2) per example, reshaped to 4 features for the first layer."""
+    doc["nodes"][0]["attrs"]["shape"] = [None, 2, 2]
+    doc["nodes"].insert(1, {"id": "flat", "op": "reshape", "inputs": ["x"], "params": {},
+                            "attrs": {"shape": [-1, 4]}})
+    doc["nodes"][2]["inputs"] = ["flat"]
+
+
+def _token_input(doc: dict) -> None:
+    """Token ids embedded, one value each, as the first layer's 4 features."""
+    doc["nodes"][0]["attrs"]["dtype"] = "int64"
+    doc["nodes"][1:1] = [
+        {"id": "emb", "op": "embedding", "inputs": ["x"], "params": {"weight": "emb.weight"},
+         "attrs": {"num_embeddings": 10, "embedding_dim": 1}},
+        {"id": "flat", "op": "reshape", "inputs": ["emb"], "params": {},
+         "attrs": {"shape": [-1, 4]}}]
+    doc["nodes"][3]["inputs"] = ["flat"]
+    doc["params"].append({"dtype": "float64", "init": "normal:1.0", "name": "emb.weight",
+                          "owner": "emb", "role": "weight", "shape": [10, 1],
+                          "trainable": True})
+
+
+def _huge(doc: dict) -> None:
+    """A first layer 2 million wide (its parameters under the ceiling): each example's 2 M
+    values allocate per node and batch until memory runs out."""
+    width = 2_000_000
+    doc["nodes"][1]["attrs"]["out_features"] = width
+    doc["nodes"][3]["attrs"]["out_features"] = 4
+    for p in doc["params"]:
+        if p["name"] == "blocks.0.linear.weight":
+            p["shape"] = [width, 4]
+        elif p["name"] == "blocks.0.linear.bias":
+            p["shape"] = [width]
+        elif p["name"] == "blocks.1.linear.weight":
+            p["shape"] = [4, width]
+        elif p["name"] == "blocks.1.linear.bias":
+            p["shape"] = [4]
+        elif p["name"] == "head.weight":
+            p["shape"] = [3, 4]
+
+
+@pytest.mark.parametrize("edit, message", [
+    (_image_input, "input 'x' takes (2, 2) per example; the dataset 'iris' feeds rows of 4 "
+                   "features: reshape inside the model (x.view(-1, 2, 2))"),
+    (_token_input, "input 'x' takes int64 values (token ids?); a table feeds rows of float "
+                   "features"),
+    (_huge, "node 'blocks.0.linear' computes 2,000,000 values per example; the ceiling is "
+            "1,048,576"),
+])
+def test_an_ir_training_cannot_feed_is_refused_before_the_run(
+        edit, message: str, tmp_path: Path, capsys, monkeypatch) -> None:
+    """Each was a traceback from the first step (or the memory running out) after a run was
+    logged as failed."""
+    ir = _edited_ir(tmp_path, capsys, edit)
+    monkeypatch.setenv("AICF_WAREHOUSE", str(tmp_path / "wh"))
+    assert main(["train", "--dataset", "iris", "--ir", str(ir), "--quiet"]) == 2
+    assert capsys.readouterr().err == f"error: {ir}: {message}\n"
+    assert not (tmp_path / "wh").exists()
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
+                            "ignore:invalid value encountered:RuntimeWarning")
+def test_a_diverged_run_s_json_has_null_for_its_nan_loss(tmp_path: Path, capsys) -> None:
+    """`--json` printed a bare NaN, which strict JSON readers refuse."""
+    out = _train(capsys, "--dataset", "diabetes", "--epochs", "2", "--no-log", "--lr", "1e300",
+                 "--patience", "0")
+    assert out["status"] in ("completed", "failed", "early_stopped")
+    assert any(v is None for v in out.values())  # some loss was not a number
+
+
 def test_backend_and_precision_are_options_and_recorded(tmp_path: Path, capsys,
                                                         monkeypatch) -> None:
     """--backend numpy runs on NumPy; a GPU precision policy there is said, not dropped in
@@ -234,3 +314,37 @@ def test_from_proposal_with_the_service_down_names_the_local_warehouse(
     out = capsys.readouterr()
     assert out.out.splitlines()[-1] == f"logged to {tmp_path / 'wh'}"
     assert "logged locally" in out.err
+
+
+def test_values_files_are_checked_as_the_runtime_checks_values(tmp_path: Path, capsys) -> None:
+    """A values file of strings was a traceback, NaN weights trained to a NaN run, an empty
+    file or one lacking parameters passed silently, and a text file was said to hold pickles."""
+    import numpy as np
+
+    ir = tmp_path / "m.json"
+    _train(capsys, "--dataset", "iris", "--epochs", "1", "--no-log", "--save-ir", str(ir))
+    args = ["train", "--dataset", "iris", "--ir", str(ir), "--no-log", "--quiet", "--epochs",
+            "1", "--values"]
+
+    def refused(path: Path, words: str) -> None:
+        assert main([*args, str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {path}: ") and words in err and err.count("\n") == 1
+
+    np.savez(tmp_path / "text.npz", **{"head.bias": np.array(["a", "b", "c"])})
+    refused(tmp_path / "text.npz", "'head.bias' holds text values, not numbers")
+    np.savez(tmp_path / "nan.npz", **{"head.bias": np.full(3, np.nan)})
+    refused(tmp_path / "nan.npz", "'head.bias' has non-finite values")
+    np.savez(tmp_path / "empty.npz")
+    refused(tmp_path / "empty.npz", "the file holds no values")
+    (tmp_path / "plain.npz").write_text("head.bias 1 2 3\n")
+    refused(tmp_path / "plain.npz", "not an .npz file (numpy.savez writes one)")
+    np.savez(tmp_path / "typo.npz", **{"head.bais": np.zeros(3)})
+    refused(tmp_path / "typo.npz", "'head.bais' is no parameter of the graph (did you mean "
+                                   "'head.bias'?")
+    # a file with some of the parameters: trains, and says which start from initializers
+    np.savez(tmp_path / "part.npz", **{"head.bias": np.zeros(3)})
+    assert main([*args, str(tmp_path / "part.npz")]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"note: {tmp_path / 'part.npz'} has no value for blocks.0.linear.")
+    assert "and 1 more: they start from the initializer" in err

@@ -180,13 +180,18 @@ def test_parameter_misuse_is_reported() -> None:
         fe.trace(lambda x: F.linear(x, fe.Buffer((3, 3))), 3)
     with pytest.raises(ConfigError, match="unknown initializer"):
         fe.Parameter((3,), init="glorot")
-    with pytest.raises(ConfigError, match=r"^Parameter shape must be ints, got \(3, 4.7\)$"):
+    with pytest.raises(ConfigError, match=r"^in_features must be an int > 0, got 4.7$"):
         fe.Linear(4.7, 3)  # type: ignore[arg-type]  # was silently in_features 4
+    with pytest.raises(ConfigError, match=r"^Parameter shape must be ints, got \(3, 4.7\)$"):
+        fe.Parameter((3, 4.7))  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"^Parameter value is not an array of numbers \("
                                           "could not convert string to float: 'a'\\)$"):
         fe.Parameter(value=[["a"] * 4] * 2)
     with pytest.raises(ConfigError, match="unknown parameter name"):
         fe.Linear(2, 2).load_state_dict({"weights": np.zeros((2, 2))})
+    with pytest.raises(ConfigError, match=r"^'weight': not an array of numbers \(could not "
+                                          "convert string to float: 'a'\\)$"):
+        fe.Linear(4, 2).load_state_dict({"weight": [["a"] * 4] * 2})  # NumPy's ValueError
 
 
 def test_a_traced_tensor_is_not_iterable() -> None:

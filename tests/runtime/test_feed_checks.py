@@ -120,9 +120,9 @@ def _values() -> tuple:
                             "head.weight, head.bias)"),
     ("linear.weight", np.zeros((3, 3)), "values: 'linear.weight' has shape [3, 3], the graph "
                                         "says [16, 4]"),
-    ("linear.bias", np.array(["a"] * 16), "values: 'linear.bias' holds str32 values, not "
+    ("linear.bias", np.array(["a"] * 16), "values: 'linear.bias' holds text values, not "
                                           "numbers"),
-    ("linear.bias", np.array([object()] * 16), "values: 'linear.bias' holds object values"),
+    ("linear.bias", np.array([object()] * 16), "values: 'linear.bias' holds Python object values"),
     ("linear.bias", np.full(16, np.nan), "values: 'linear.bias' has non-finite values"),
     ("head.bias", np.array([1.0, np.inf, 0.0]), "values: 'head.bias' has non-finite values"),
 ])
