@@ -14,6 +14,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from aicf_induct.errors import ConfigError
 from aicf_induct.records import MemoryRecorder
 from aicf_induct.runtime.backend import select_backend
 from aicf_induct.runtime.many import train_many
@@ -71,8 +72,12 @@ def test_a_diverging_or_failing_run_does_not_disturb_the_others() -> None:
     recs = [MemoryRecorder() for _ in range(4)]
     wild = trainer(problem, SPECS[4], dataclasses.replace(CONFIG, lr=1e4, optimizer="sgd"),
                    recs[2])
-    broken = trainer(dataclasses.replace(problem, problem_id="broken", val=dataclasses.replace(
-        problem.val, X=problem.val.X[:, :3])), SPECS[3], CONFIG, recs[3])
+    bad = dataclasses.replace(problem, problem_id="broken",
+                              val=dataclasses.replace(problem.val, X=problem.val.X[:, :3]))
+    with pytest.raises(ConfigError, match="val split: x: expected shape"):
+        trainer(bad, SPECS[3], CONFIG, MemoryRecorder())  # refused before a run is logged
+    broken = trainer(problem, SPECS[3], CONFIG, recs[3])
+    broken.problem = bad  # so that it fails while the others train
     results = train_many([trainer(*good[0], recs[0]), wild, broken,
                           trainer(*good[1], recs[1])])
     assert isinstance(results[2], Exception)
