@@ -1,11 +1,15 @@
 """A `Recorder` that logs a run through the service (`aicf-induct serve`) over HTTP.
 
 The training thread only appends the record to an in-memory buffer. A background thread
-sends what is buffered as one batch (`POST /v1/ingest/batches`) every `flush_interval_s`,
-or sooner once `batch_rows` records wait, retrying a failed send with exponential backoff and
-the same batch id, so the server writes a retried batch once. A server that stays down does
-not stop training: the first failure is said once on stderr, records keep buffering up to
-`max_buffered`, records past that are dropped, and `close` says how many were not delivered.
+sends what is buffered in batches of at most `batch_rows` records (`POST /v1/ingest/batches`)
+every `flush_interval_s`, or sooner once `batch_rows` records wait, retrying a failed send with
+exponential backoff and the same batch id, so the server writes a retried batch once. A
+backlog (after an outage) goes as several batches, a run's end in the last; a batch whose body
+is over `MAX_BODY_BYTES` (or that the server refuses as too large) is halved and sent again
+(one batch of a long outage's records was past the server's limit: refused, and lost). A
+server that stays down does not stop training: the first failure is said once on stderr,
+records keep buffering up to `max_buffered`, records past that are dropped, and `close` says
+how many were not delivered.
 Standard library only (urllib), so a remote runtime needs nothing more.
 """
 
@@ -41,6 +45,12 @@ KEYS: dict[type[Any], str] = {
     StepRecord: "steps", EventRecord: "events", ResultRecord: "results",
     RunEndRecord: "run_ends"}
 RETRY_STATUSES = {408, 425, 429, 500, 502, 503, 504}  # worth sending again; other 4xx are not
+END_KEY = KEYS[RunEndRecord]
+# a batch's JSON body at most (the service takes 64 MiB: api/settings.py max_ingest_bytes)
+MAX_BODY_BYTES = 16 << 20
+RESET_SPLIT_BYTES = 1 << 20  # a body at least this large whose send is reset is halved
+
+Batch = dict[str, list[dict[str, Any]]]
 
 
 class RemoteLogError(Exception):
@@ -181,20 +191,49 @@ class RemoteRecorder(BaseRecorder):
             self._wake.wait(self.flush_interval_s)
             self._wake.clear()
             with self._lock:
-                batch, n = self._buffer, self._n
-                self._buffer, self._n, self._inflight = {}, 0, n
+                batch, n = self._take()
+                self._inflight = n
                 stop = self._closed
-            if n:
-                self._send(batch, n)
+            delivered = self._send(batch, n) if n else True
             with self._lock:
                 self._inflight = 0
+                left = self._n
+                if left and not delivered and self._deadline is not None:
+                    # closing, and the server did not take this batch: nor will it the rest
+                    self._buffer, self._n = {}, 0
                 self._idle.notify_all()
-            if stop:
+            if left and not delivered and self._deadline is not None:
+                self._give_up(left, "server unreachable at close")
+            elif left:
+                self._wake.set()  # a backlog: its next batch now
+            if stop and not self._n:
                 return
 
-    def _send(self, batch: dict[str, list[dict[str, Any]]], n: int) -> None:
-        """POST one batch until it is written, refused, or the recorder gives up at close."""
+    def _take(self) -> tuple[Batch, int]:
+        """Up to `batch_rows` of the buffered records, oldest first within each kind, taken out
+        of the buffer (under the lock). A run's end goes only in a batch that leaves nothing
+        else behind: a client that dies mid-backlog must not leave a run ended with steps
+        missing."""
+        batch: Batch = {}
+        room = self.batch_rows
+        for kind in sorted(self._buffer, key=lambda k: k == END_KEY):  # stable: ends last
+            rows = self._buffer[kind]
+            if room <= 0 or (kind == END_KEY and any(
+                    v for k, v in self._buffer.items() if k != END_KEY)):
+                break
+            batch[kind], self._buffer[kind] = rows[:room], rows[room:]
+            room -= len(batch[kind])
+        self._buffer = {k: v for k, v in self._buffer.items() if v}
+        n = sum(len(v) for v in batch.values())
+        self._n -= n
+        return batch, n
+
+    def _send(self, batch: Batch, n: int) -> bool:
+        """POST one batch until it is written, refused, or the recorder gives up at close;
+        whether it was written. A body too large for one request goes as two halves."""
         body = json.dumps({"batch_id": uuid.uuid4().hex, **batch}, default=_default).encode()
+        if len(body) > MAX_BODY_BYTES and n > 1:
+            return all([self._send(*half) for half in _halves(batch)])
         delay = self.backoff_s
         while True:
             try:
@@ -202,19 +241,25 @@ class RemoteRecorder(BaseRecorder):
                 self._down = False
                 self.stats.sent_batches += 1
                 self.stats.sent_records += n
-                return
+                return True
             except urllib.error.HTTPError as err:
+                if err.code == 413 and n > 1:  # the server's limit is lower than ours
+                    return all([self._send(*half) for half in _halves(batch)])
                 if err.code not in RETRY_STATUSES:  # sending it again cannot help
                     self._give_up(n, f"batch refused: {_problem(err)}")
-                    return
+                    return False
                 self._warn(f"{self.url} answered {err.code}; retrying")
             except (OSError, ValueError) as err:  # refused, reset, timed out, bad answer
+                if _reset(err) and len(body) > RESET_SPLIT_BYTES and n > 1:
+                    # a server answers a body over its limit with 413 and closes at once:
+                    # the client sees the connection reset while it sends
+                    return all([self._send(*half) for half in _halves(batch)])
                 self._warn(f"cannot reach {self.url} ({_reason(err)}); buffering and retrying")
             self._down = True
             self.stats.retries += 1
             if self._deadline is not None and time.monotonic() >= self._deadline:
                 self._give_up(n, "server unreachable at close")
-                return
+                return False
             self._stop.wait(delay)
             delay = min(delay * 2, self.max_backoff_s)
 
@@ -232,6 +277,24 @@ class RemoteRecorder(BaseRecorder):
 
     def _say(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
+
+
+def _halves(batch: Batch) -> list[tuple[Batch, int]]:
+    """A batch as two, each kind's records split in order; a run's end in the second."""
+    rows = [(k, r) for k in sorted(batch, key=lambda k: k == END_KEY) for r in batch[k]]
+    out = []
+    for part in (rows[:len(rows) // 2], rows[len(rows) // 2:]):
+        half: Batch = {}
+        for k, r in part:
+            half.setdefault(k, []).append(r)
+        out.append((half, len(part)))
+    return out
+
+
+def _reset(err: BaseException) -> bool:
+    """Whether the connection was reset or closed while the request was sent."""
+    cause = getattr(err, "reason", None) or err
+    return isinstance(cause, ConnectionResetError | BrokenPipeError)
 
 
 def _reason(err: BaseException) -> str:

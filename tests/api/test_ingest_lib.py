@@ -172,3 +172,55 @@ def test_remote_recorder_refusals(tmp_path: Path) -> None:
     assert rec.stats.dropped == 1
     assert "422 steps[0].loss: not a number" in err.getvalue()
     assert not os.path.exists(root / "steps")
+
+
+def test_a_backlog_goes_in_batches_the_server_takes(tmp_path: Path) -> None:
+    """After an outage the whole backlog went as one batch; past the server's body limit it
+    was refused (413, or the connection reset while sending) and dropped at close: two thirds
+    of a run's steps were lost while the run read completed. Now it goes in batches of at most
+    `batch_rows`, a batch too large for the server is halved, and the run's end comes last."""
+    root = tmp_path / "wh"
+    settings = Settings(warehouse=root, max_ingest_bytes=200_000)  # about 900 step records
+    key = create_key(settings.key_path(), "write")
+    port = free_port()
+    err = io.StringIO()
+    rec = RemoteRecorder(f"http://127.0.0.1:{port}", key, flush_interval_s=0.05,
+                         backoff_s=0.02, max_backoff_s=0.1, batch_rows=3000, stream=err)
+    n = 8000
+    for i in range(n):  # the server is down: all of it buffers
+        rec.step(step(i))
+    rec.run_end(RunEndRecord("rr", "completed", n, 1.0))
+    time.sleep(0.2)
+    with serve_in_thread(create_app(settings), port):
+        rec.flush()
+        rec.close()
+    assert rec.stats.dropped == 0 and "not delivered" not in err.getvalue(), err.getvalue()
+    assert rec.stats.sent_batches >= n // 900  # batches under the server's limit
+    conn = warehouse.connect(root)
+    try:
+        got = conn.execute("SELECT count(*), count(DISTINCT step) FROM steps").fetchone()
+        ends = conn.execute("SELECT status FROM run_ends").fetchall()
+    finally:
+        conn.close()
+    assert got == (n, n) and ends == [("completed",)]
+
+
+def test_a_run_s_end_goes_in_the_batch_that_empties_the_buffer() -> None:
+    from aicf_induct.runtime.remote_recorder import _halves
+
+    rec = RemoteRecorder("http://127.0.0.1:9", "k", check=False, batch_rows=3,
+                         flush_interval_s=3600)
+    with rec._lock:  # the sender thread waits an hour: the buffer is ours
+        rec._buffer = {"runs": [{"r": 0}], "run_ends": [{"e": 0}],
+                       "steps": [{"s": i} for i in range(6)]}
+        rec._n = 8
+        taken = [rec._take() for _ in range(3)]
+    assert [n for _, n in taken] == [3, 3, 2] and rec._n == 0
+    assert taken[0][0] == {"runs": [{"r": 0}], "steps": [{"s": 0}, {"s": 1}]}
+    assert taken[1][0] == {"steps": [{"s": 2}, {"s": 3}, {"s": 4}]}  # the end waits
+    assert taken[2][0] == {"steps": [{"s": 5}], "run_ends": [{"e": 0}]}
+    halves = _halves({"run_ends": [{"e": 0}], "steps": [{"s": 0}, {"s": 1}]})
+    assert halves == [({"steps": [{"s": 0}]}, 1), ({"steps": [{"s": 1}], "run_ends": [{"e": 0}]},
+                                                    2)]
+    rec._stop.set()
+    rec._closed = True
