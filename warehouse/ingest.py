@@ -40,6 +40,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from aicf_induct.records import RUN_STATUSES
 from warehouse.errors import WarehouseError
 from warehouse.layout import atomic_write, ensure_dir, fsync_dir, table_dir
 from warehouse.schema import TABLES
@@ -249,8 +250,28 @@ def tables_of(batch: Mapping[str, Any], writer_id: str) -> dict[str, pa.Table]:
         elif kind == "results":
             out["results"] = _table("results", {**c, "final": [bool(v) for v in c["final"]]})
         else:  # steps, run_ends: the fields are the columns
+            if kind == "run_ends":
+                _check_ends(c)
             out[kind] = _table(kind, c)
     return {k: t for k, t in out.items() if t.num_rows}
+
+
+# what a client may end a run with ("running" is no end; "abandoned" is `check --repair`'s)
+END_STATUSES = tuple(s for s in RUN_STATUSES if s not in ("running", "abandoned"))
+
+
+def _check_ends(c: Mapping[str, list[Any]]) -> None:
+    """A run end's status is one the readers know (a `banana` status was shown, and no
+    status filter could select it) and its counts are not negative."""
+    for i, (status, steps, wall) in enumerate(zip(c["status"], c["steps"], c["wall_time_s"],
+                                                  strict=True)):
+        if status not in END_STATUSES:
+            raise IngestError(f"run_ends[{i}].status",
+                              f"'{status}' is no end status (one of {', '.join(END_STATUSES)})")
+        if steps < 0:
+            raise IngestError(f"run_ends[{i}].steps", "negative")
+        if wall is not None and not wall >= 0:  # NaN too
+            raise IngestError(f"run_ends[{i}].wall_time_s", "negative, or not a number")
 
 
 def steps_table(t: pa.Table, run_id: str) -> pa.Table:

@@ -6,7 +6,7 @@ the bodies in the OpenAPI document."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -91,11 +91,14 @@ class ResultIn(_In):
     final: bool = False
 
 
+EndStatus = Literal["completed", "early_stopped", "timeout", "failed", "interrupted"]
+
+
 class RunEndIn(_In):
     run_id: str
-    status: str
-    steps: int
-    wall_time_s: float
+    status: EndStatus
+    steps: int = Field(ge=0)
+    wall_time_s: float = Field(ge=0)
     error: str | None = None
     ended_at: str | None = Field(default=None, description="ISO 8601; default: now")
 
@@ -121,9 +124,9 @@ class RunCreate(_In):
 
 class RunEnd(_In):
     batch_id: str = BATCH_ID
-    status: str = Field(description="`completed`, `failed`, `early_stopped`, `interrupted`")
-    steps: int
-    wall_time_s: float
+    status: EndStatus
+    steps: int = Field(ge=0)
+    wall_time_s: float = Field(ge=0)
     error: str | None = None
     ended_at: str | None = None
 

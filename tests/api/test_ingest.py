@@ -255,6 +255,16 @@ BAD: list[tuple[dict[str, Any], str, str]] = [
      "not a number"),
     ({"results": [{"run_id": "r", "step": 0, "epoch": 0, "split": "val", "metric": "loss",
                    "value": 1.0, "final": "yes"}]}, "body.results[0].final", "not a boolean"),
+    # a run's end: a status the readers know (a 'banana' was shown, and no filter could
+    # select it), counts that are not negative
+    ({"run_ends": [{"run_id": "r", "status": "banana", "steps": 1, "wall_time_s": 1.0}]},
+     "body.run_ends[0].status", "'banana' is no end status (one of completed, "),
+    ({"run_ends": [{"run_id": "r", "status": "running", "steps": 1, "wall_time_s": 1.0}]},
+     "body.run_ends[0].status", "'running' is no end status"),
+    ({"run_ends": [{"run_id": "r", "status": "completed", "steps": -5, "wall_time_s": 1.0}]},
+     "body.run_ends[0].steps", "negative"),
+    ({"run_ends": [{"run_id": "r", "status": "failed", "steps": 5, "wall_time_s": -1.0}]},
+     "body.run_ends[0].wall_time_s", "negative"),
 ]
 
 
@@ -340,3 +350,12 @@ def test_writes_need_a_write_key(service: Ingest, path: str, body: Any) -> None:
         assert r.status_code == status, (key, r.text)
         assert r.json()["field"] == "header.Authorization"
     assert not is_committed(service.root, "k")
+
+
+def test_the_documented_end_statuses_are_the_ones_ingest_takes() -> None:
+    from typing import get_args
+
+    from api.schemas.ingest import EndStatus
+    from warehouse.ingest import END_STATUSES
+
+    assert get_args(EndStatus) == END_STATUSES
