@@ -131,3 +131,26 @@ def test_compact_leaves_parts_whose_extra_columns_cannot_merge(root: Path,
     compact(root, grace_s=0)
     assert a.exists() and b.exists()
     assert "compact left 2 parts of steps unmerged" in capsys.readouterr().err
+
+
+def test_a_run_s_own_end_wins_over_repair_s_abandoned_one(tmp_path: Path) -> None:
+    """`check --repair` ended a remote run `abandoned` (stamped when it ran) while its client
+    still retried its end, which carries the client's earlier time: the run read abandoned for
+    good, though its end arrived."""
+    from datetime import UTC, datetime, timedelta
+
+    from aicf_induct.records import RunEndRecord
+    from warehouse.check import AbandonedRun, end_abandoned
+
+    root = tmp_path / "wh"
+    rec = WarehouseRecorder(root)
+    log_run(rec, "late", problem("p1"), 0.9, "fp", {"depth": 2.0}, end=False)
+    rec.close()
+    assert end_abandoned(root, [AbandonedRun("late", "name-p1", "test", "w", "now")]) == ["late"]
+    rec = WarehouseRecorder(root)  # the client's end, timed before the repair
+    rec.run_end(RunEndRecord("late", "completed", 10, 0.5,
+                             ended_at=datetime.now(UTC) - timedelta(seconds=5)))
+    rec.close()
+    conn = connect(root)
+    assert conn.execute("SELECT status, steps_taken FROM runs").fetchall() == [("completed", 10)]
+    assert conn.execute("SELECT count(*) FROM raw_run_ends").fetchone() == (2,)

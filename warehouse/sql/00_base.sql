@@ -10,9 +10,12 @@ CREATE OR REPLACE VIEW problem_features AS
 SELECT * EXCLUDE (date) FROM raw_problem_features
 QUALIFY row_number() OVER (PARTITION BY problem_id, feature ORDER BY recorded_at DESC) = 1;
 
+-- A run's own end wins over an `abandoned` one (`warehouse check --repair`'s guess, stamped
+-- when it ran): a remote client's end, retried after a server restart, carries its earlier time.
 CREATE OR REPLACE VIEW run_ends AS
 SELECT * EXCLUDE (date) FROM raw_run_ends
-QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY ended_at DESC) = 1;
+QUALIFY row_number() OVER (PARTITION BY run_id
+                           ORDER BY status = 'abandoned', ended_at DESC) = 1;
 
 -- Runs rows are immutable; status comes from run_ends. A run with no end is 'running' while
 -- its writer's lease is alive (live_writers, listed when the catalog was built), else
