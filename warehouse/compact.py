@@ -85,6 +85,11 @@ def compact(root: str | Path, *, grace_s: float = 60.0, small_bytes: int = 32 <<
     try:
         _compact_all(root, report, grace_s, small_bytes, target_rows, tables)
     except OSError as err:
+        if err.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(err):
+            # (pyarrow's write error carries no errno: its text names it) the merged part's
+            # temp file is removed; the parts it would have replaced are untouched
+            raise WarehouseError(f"warehouse {root}: the disk is full (or over quota); "
+                                 "nothing was merged from the part being written") from None
         if err.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise
         raise WarehouseError(f"warehouse {root} is not writable: {err.strerror}: "

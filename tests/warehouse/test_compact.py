@@ -116,3 +116,21 @@ def test_check_finds_unreadable_and_incompatible_parts(root: Path) -> None:
     assert not rep.ok
     assert any("unreadable" in p for p in rep.problems)
     assert any("column 'step' is string" in p for p in rep.problems)
+
+
+def test_a_full_disk_is_one_error_and_the_parts_stay(root: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """`warehouse compact` on a full disk ended in pyarrow's OSError traceback."""
+    import warehouse.compact as compact_mod
+
+    _write_parts(root, 3)
+    before = sorted(map(str, visible_parts(root, "results")))
+
+    def full(*_: object, **__: object) -> None:  # what pyarrow raises: no errno, a text
+        raise OSError("Error writing bytes to file. Detail: [errno 28] No space left on device")
+
+    monkeypatch.setattr(compact_mod, "write_parquet", full)
+    with pytest.raises(WarehouseError, match="the disk is full"):
+        compact(root, grace_s=0)
+    assert sorted(map(str, visible_parts(root, "results"))) == before and _count(root) == 30
+    assert check(root).ok
