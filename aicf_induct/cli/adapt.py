@@ -17,6 +17,7 @@ from aicf_induct.cli.train import (
     add_log_options,
     add_parallel_options,
     add_train_options,
+    logged_line,
     model_graph,
     open_recorder,
     parallel_setup,
@@ -273,21 +274,22 @@ def run(args: argparse.Namespace) -> int:
               f"--resume {directory}", file=sys.stderr)
         return 130
     where = getattr(recorder, "spilled_to", None) or where  # the service did not take it all
+    line, status = logged_line(recorder, where)
     if args.json:
         print(json_text({"run_id": result.run_id, "status": result.status,
                          "steps": result.steps, "executed_steps": result.work,
                          "rewrites": result.rewrites, "rollbacks": result.rollbacks,
                          "param_count": result.graph.param_count(),
                          "pause_ms": result.pause_ms, **result.metrics}, indent=1))
-        return 0
+        return status
     print(f"run {result.run_id} {result.status} after {counted(result.steps, 'step')} "
           f"({result.work} executed), {counted(result.rewrites, 'rewrite')}, "
           f"{counted(result.rollbacks, 'rollback')}, {result.wall_time_s:.2f} s")
     print(f"best model (step {result.best_step}): {_describe(result.graph)}")
     print_metrics(result.metrics)
-    if where:
-        print(f"logged to {where}")
-    return 0
+    if line:
+        print(line)
+    return status
 
 
 def adapt_other_rank(comm: Communicator, payload: tuple[Any, ...]) -> None:

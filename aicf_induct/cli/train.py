@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import os
 import sys
@@ -191,6 +190,20 @@ def load_values(path: str, graph: Graph) -> dict[str, Any]:
     return values
 
 
+LOGGED_IN_PART = 3  # exit status: the run ended, but the service did not take all of it
+
+
+def logged_line(recorder: Recorder, where: str | None) -> tuple[str | None, int]:
+    """The command's last line and exit status: where the run was logged, or, when the
+    service did not take every record (and nothing logged them elsewhere), that it is logged
+    in part, with a status a script can tell from success."""
+    lost = int(getattr(recorder, "undelivered", 0))
+    if lost:
+        return (f"logged to {where} in part: {lost} record(s) not delivered (see above); "
+                f"the run's results are the lines above", LOGGED_IN_PART)
+    return (f"logged to {where}" if where else None), 0
+
+
 def open_recorder(args: argparse.Namespace) -> tuple[Recorder, str | None]:
     """The warehouse recorder unless --no-log (or the service's with --log-to); returns it and
     where it writes. Opening it checks that the warehouse can be written (or that the service
@@ -366,21 +379,22 @@ def run(args: argparse.Namespace) -> int:
                 result = rank0(None)
         finally:
             recorder.close()
+    line, status = logged_line(recorder, where)
     if args.json:
         print(json_text({"run_id": result.run_id, "status": result.status,
                          "steps": result.steps, **result.metrics}, indent=1))
-        return 0
+        return status
     print(f"{problem.name}: {problem.task}, {problem.n_rows} rows, {problem.n_features} "
           f"features; model {graph.name or extra['model']} ({graph.param_count()} parameters)")
     print(f"run {result.run_id} {result.status} after {counted(result.epochs, 'epoch')}, "
           f"{counted(result.steps, 'step')}, {result.wall_time_s:.2f} s (best epoch "
           f"{result.best_epoch})")
     print_metrics(result.metrics)
-    if where:
-        print(f"logged to {where}")
+    if line:
+        print(line)
     if args.save_ir:
         print(f"IR written to {args.save_ir}")
-    return 0
+    return status
 
 
 def train_other_rank(comm: Communicator, payload: tuple[argparse.Namespace, TrainConfig,
@@ -439,10 +453,12 @@ def run_shortlist(args: argparse.Namespace) -> int:
     picked = shortlist.picked
     if args.save_ir:
         canonical.save(picked.start.graph, args.save_ir)
+    where = getattr(recorder, "spilled_to", None) or where  # the service did not take it all
+    line, status = logged_line(recorder, where)
     if args.json:
-        print(json.dumps({"dataset": proposal.get("dataset"), "source": source,
-                          **shortlist.as_dict()}, indent=1))
-        return 0
+        print(json_text({"dataset": proposal.get("dataset"), "source": source,
+                         **shortlist.as_dict()}, indent=1))
+        return status
     name = score_name(problem.task)
     rows = [[t.rank, t.start.record["candidate"], t.score("val", problem.task),
              t.result.metrics.get("val_loss", float("nan")), t.score("test", problem.task),
@@ -453,9 +469,8 @@ def run_shortlist(args: argparse.Namespace) -> int:
     print(f"picked by validation (the best val {name}, the lowest val loss between equals): "
           f"proposal #{picked.rank}, {picked.start.model}")
     print_metrics(picked.result.metrics)
-    where = getattr(recorder, "spilled_to", None) or where  # the service did not take it all
-    if where:
-        print(f"logged to {where}")
+    if line:
+        print(line)
     if args.save_ir:
         print(f"IR of the pick written to {args.save_ir}")
-    return 0
+    return status

@@ -309,12 +309,7 @@ class AdaptiveRun:
     def load(self, s: Snapshot, keep_run_id: bool = False) -> None:
         """Take over everything from a snapshot: model, position, controller, run state."""
         r = s.meta["run"]
-        if r["problem_id"] != self.problem.problem_id:
-            # names where the checkpoint has one (older ones hold the id alone)
-            theirs = f"'{r['problem']}' ({r['problem_id']})" if r.get("problem") else \
-                r["problem_id"]
-            raise SnapshotError(f"the checkpoint is of problem {theirs}, not "
-                                f"'{self.problem.name}' ({self.problem.problem_id})")
+        _same_problem(r, self.problem)
         s.restore(self.trainer)
         self.position = (s.epoch, s.batch)
         self._load_controller(s)
@@ -392,6 +387,7 @@ class AdaptiveRun:
             problem = problem(s.seed)
         try:
             r = s.meta["run"]
+            _same_problem(r, problem)  # before the run checks the problem against its model
             run = cls(problem, s.state.graph, TrainConfig(**r["train_config"]),
                       AdaptConfig.from_dict(r["adapt_config"]), _own_policy(r, policy),
                       run_id=r["run_id"], checkpoint_dir=path.parent, **kwargs)
@@ -829,3 +825,13 @@ def checkpoint_run_id(directory: str | Path) -> str | None:
 def _run_of(checkpoint: Path) -> str:
     r = disk.read_meta(checkpoint).get("run")
     return str(r["run_id"]) if isinstance(r, dict) and r.get("run_id") else "unknown"
+
+
+def _same_problem(run_meta: Mapping[str, Any], problem: Problem) -> None:
+    """A checkpoint goes on only on its own problem; the error names both."""
+    if run_meta["problem_id"] != problem.problem_id:
+        # names where the checkpoint has one (older ones hold the id alone)
+        theirs = f"'{run_meta['problem']}' ({run_meta['problem_id']})" \
+            if run_meta.get("problem") else run_meta["problem_id"]
+        raise SnapshotError(f"the checkpoint is of problem {theirs}, not "
+                            f"'{problem.name}' ({problem.problem_id})")

@@ -106,6 +106,7 @@ class RemoteRecorder(BaseRecorder):
         self._warned = False
         self._down = False  # the last send failed: flush() does not wait for the server
         self._deadline: float | None = None  # set by close: stop retrying after it
+        self.undelivered = 0  # records the service never took, counted by close
         # False: undelivered records are not said (`SpillRecorder` logs them elsewhere and
         # says so itself)
         self.report_losses = True
@@ -160,6 +161,7 @@ class RemoteRecorder(BaseRecorder):
         self._thread.join(self.timeout_s + 1)
         with self._lock:
             lost = self._n + self._inflight + self.stats.dropped
+        self.undelivered = lost
         if lost and self.report_losses:
             self._say(f"remote log {self.url}: {lost} record(s) not delivered "
                       f"({self.stats.dropped} dropped, {lost - self.stats.dropped} unsent)")

@@ -359,3 +359,21 @@ def test_the_documented_end_statuses_are_the_ones_ingest_takes() -> None:
     from warehouse.ingest import END_STATUSES
 
     assert get_args(EndStatus) == END_STATUSES
+
+
+def test_a_run_the_service_did_not_take_ends_with_status_3(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the service down to the end, `train --log-to` printed "logged to URL" last and
+    exited 0: a script could not tell a logged run from a lost one."""
+    from aicf_induct.cli.background import free_port
+    from aicf_induct.runtime.remote_recorder import RemoteRecorder
+
+    monkeypatch.setitem(RemoteRecorder.__init__.__kwdefaults__, "close_timeout_s", 0.3)
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    code = main(["train", "--dataset", "iris", "--epochs", "1", "--quiet", "--log-to", url,
+                 "--api-key", "K"])
+    out, err = capsys.readouterr()
+    assert code == 3, (out, err)
+    assert out.splitlines()[-1].startswith(f"logged to {url} in part: ")
+    assert "record(s) not delivered" in err
+    assert "run " in out and "test" in out  # the results are printed all the same
