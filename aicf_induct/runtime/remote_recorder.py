@@ -169,13 +169,15 @@ class RemoteRecorder(BaseRecorder):
     # -- talking to the service --------------------------------------------------------------
 
     def check(self) -> None:
-        """Ask the service whether this key may write. A refusal (401, 403, 404) raises
-        `RemoteLogError` before anything trains; an unreachable server is only said (the
-        records are buffered until it answers)."""
+        """Ask the service whether this key may write and it can. A refusal (401, 403, 404;
+        503: its warehouse cannot be written) raises `RemoteLogError` before anything
+        trains; an unreachable server is only said (the records are buffered until it
+        answers)."""
         try:
             self._post("/v1/ingest/check", b"{}")
         except urllib.error.HTTPError as err:
-            raise RemoteLogError(f"{self.url} refused the key: {_problem(err)}") from None
+            what = "refused the key" if err.code in (401, 403) else "cannot take the run"
+            raise RemoteLogError(f"{self.url} {what}: {_problem(err)}") from None
         except (OSError, ValueError) as err:
             if isinstance(err, ValueError):
                 raise RemoteLogError(f"--log-to {self.url}: {err}") from None

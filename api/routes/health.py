@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 import duckdb
 from fastapi import APIRouter
 
@@ -28,5 +30,7 @@ def health(wh: WarehouseDep) -> Health:
         state.skipped_parts = [f"{path}: {why}" for path, why in unreadable_parts(wh.root)]
     except (WarehouseError, duckdb.Error, OSError) as err:
         state = WarehouseHealth(readable=False, error=one_line(err))
-    ok = state.readable and not state.skipped_parts
+    # a directory not made yet is made by the first write; one that exists must take files
+    state.writable = not wh.root.exists() or os.access(wh.root, os.W_OK | os.X_OK)
+    ok = state.readable and state.writable and not state.skipped_parts
     return Health(status="ok" if ok else "degraded", version=__version__, warehouse=state)

@@ -18,7 +18,9 @@ from api.errors import ApiProblem
 from api.routes.bodies import json_object
 from api.schemas.ingest import BATCH_ID, IngestBatch, IngestResult, KeyCheck, RunCreate, RunEnd
 from warehouse import ingest
+from warehouse.errors import WarehouseError
 from warehouse.ingest import IngestError, RunExists
+from warehouse.recorder import check_writable
 from warehouse.writer import Writer
 
 router = APIRouter(prefix="/ingest", tags=["ingest"])
@@ -74,8 +76,13 @@ async def _commit(wh_root: Any, batch_id: str, make: Callable[[], Mapping[str, p
 
 
 @router.post("/check")
-def check(scope: WriteAccess) -> KeyCheck:
-    """Whether this key may write (a remote runtime asks before it trains)."""
+def check(scope: WriteAccess, wh: WarehouseDep) -> KeyCheck:
+    """Whether this key may write, and the server can (a remote runtime asks before it
+    trains: a read-only warehouse lost every record of a run that trained to the end)."""
+    try:
+        check_writable(wh.root)
+    except WarehouseError as err:
+        raise ApiProblem(503, "warehouse-not-writable", str(err)) from None
     return KeyCheck(scope=scope)
 
 

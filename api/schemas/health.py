@@ -11,6 +11,8 @@ class WarehouseHealth(BaseModel):
     steps: int | None = None
     problems: int | None = None
     error: str | None = Field(default=None, description="why it is not readable")
+    writable: bool = Field(default=True, description="the server can write into it (runs "
+                                                     "logged through it are refused when not)")
     skipped_parts: list[str] = Field(
         default_factory=list, description="unreadable part files every read skips "
                                           "(`aicf-induct warehouse check --repair` quarantines "
@@ -19,7 +21,7 @@ class WarehouseHealth(BaseModel):
 
 class Health(BaseModel):
     status: Literal["ok", "degraded"] = Field(description="degraded: the warehouse is not "
-                                                          "readable, or reads skip damaged "
-                                                          "parts")
+                                                          "readable or not writable, or reads "
+                                                          "skip damaged parts")
     version: str
     warehouse: WarehouseHealth

@@ -31,3 +31,21 @@ def test_an_unreadable_part_is_skipped_and_named_by_health(warehouse_root: tuple
         assert c.get("/v1/reports/leaderboard").status_code == 200
         sql = c.post("/v1/sql", json={"sql": "SELECT count(*) AS n FROM runs"})
         assert sql.status_code == 200 and sql.json()["rows"] == [[len(runs) - 1]]
+
+
+def test_a_warehouse_the_server_cannot_write_is_degraded(tmp_path: Path, monkeypatch) -> None:
+    """Health said ok for a read-only warehouse while every ingest failed."""
+    import os
+
+    root = tmp_path / "wh"
+    root.mkdir()
+    access = os.access
+
+    def read_only(path: object, mode: int, **kw: object) -> bool:
+        return False if Path(str(path)) == root and mode & os.W_OK else access(path, mode)
+
+    monkeypatch.setattr(os, "access", read_only)
+    with serve_in_thread(create_app(Settings(warehouse=root))) as c:
+        health = c.get("/v1/health").json()
+    assert health["status"] == "degraded" and health["warehouse"]["writable"] is False
+    assert health["warehouse"]["readable"] is True

@@ -224,3 +224,24 @@ def test_a_run_s_end_goes_in_the_batch_that_empties_the_buffer() -> None:
                                                     2)]
     rec._stop.set()
     rec._closed = True
+
+
+def test_a_service_that_cannot_write_refuses_the_run_before_it_trains(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read-only (or otherwise unwritable) warehouse passed the key check: the client
+    trained to the end and lost every record, exit status 0."""
+    import api.routes.ingest as ingest_route
+    from warehouse import WarehouseError
+
+    def read_only(root: object) -> None:
+        raise WarehouseError(f"warehouse {root} is not writable: Read-only file system")
+
+    monkeypatch.setattr(ingest_route, "check_writable", read_only)
+    root = tmp_path / "wh"
+    settings = Settings(warehouse=root)
+    key = create_key(settings.key_path(), "write")
+    port = free_port()
+    with serve_in_thread(create_app(settings), port), pytest.raises(
+            RemoteLogError, match=r"cannot take the run: 503 warehouse .* is not writable: "
+                                  r"Read-only file system"):
+        RemoteRecorder(f"http://127.0.0.1:{port}", key)
