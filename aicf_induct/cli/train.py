@@ -16,7 +16,7 @@ from aicf_induct.cli.json_out import json_text
 from aicf_induct.cli.options import API_KEY_ENV
 from aicf_induct.cli.table import counted
 from aicf_induct.compiler.fusion import PRECISIONS
-from aicf_induct.errors import ConfigError
+from aicf_induct.errors import AicfError, ConfigError
 from aicf_induct.frontend.families import CNNSpec, parse_spec, spec_graph
 from aicf_induct.ir import canonical
 from aicf_induct.ir.graph import Graph, Node, TensorType
@@ -377,12 +377,18 @@ def run(args: argparse.Namespace) -> int:
                                    gpus=gpus)
             else:
                 result = rank0(None)
-        finally:
+        except BaseException:
             recorder.close()
+            raise
+    log_error = close_recorder(recorder)
     line, status = logged_line(recorder, where)
+    if log_error is not None:  # the run's results first, then why its log is incomplete
+        line = None
     if args.json:
         print(json_text({"run_id": result.run_id, "status": result.status,
                          "steps": result.steps, **result.metrics}, indent=1))
+        if log_error is not None:
+            raise log_error
         return status
     print(f"{problem.name}: {problem.task}, {problem.n_rows} rows, {problem.n_features} "
           f"features; model {graph.name or extra['model']} ({graph.param_count()} parameters)")
@@ -394,7 +400,19 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     if args.save_ir:
         print(f"IR written to {args.save_ir}")
+    if log_error is not None:
+        raise log_error
     return status
+
+
+def close_recorder(recorder: Recorder) -> AicfError | None:
+    """Close the run's log, its error (a disk that filled, say) returned rather than raised:
+    a run that trained to its end has its results printed before it."""
+    try:
+        recorder.close()
+    except AicfError as err:
+        return err
+    return None
 
 
 def train_other_rank(comm: Communicator, payload: tuple[argparse.Namespace, TrainConfig,
