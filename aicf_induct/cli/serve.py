@@ -129,7 +129,11 @@ def _public(host: str) -> bool:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    os.environ.update(_env(args, _root(args)))  # the factory (and every worker) reads these
+    root = _root(args)
+    os.environ.update(_env(args, root))  # the factory (and every worker) reads these
+    if not root.exists():  # a typo would serve an empty warehouse and start one there
+        print(f"note: no warehouse at {root} yet: this server serves it empty, and the first "
+              "run logged through it creates it", file=sys.stderr)
     if _public(args.host) and not args.read_requires_key:
         print(f"warning: {args.host} is reachable from other machines and read routes are "
               "open (--read-requires-key closes them)", file=sys.stderr)

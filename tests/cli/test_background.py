@@ -21,6 +21,8 @@ def test_the_server_answers_inside_the_block_and_is_stopped_after(tmp_path: Path
         assert served.proc.poll() is None
     assert served.proc.returncode is not None
     assert "Uvicorn running on" in served.output  # uvicorn's log, read back after the stop
+    # a warehouse not there yet (a typo?) is served empty, and said so
+    assert f"note: no warehouse at {tmp_path / 'wh'} yet" in served.output
 
 
 def test_a_server_that_cannot_start_says_why(tmp_path: Path) -> None:
