@@ -4,6 +4,7 @@ exception is logged here and answered with a generic 500."""
 
 from __future__ import annotations
 
+import errno
 import logging
 from http import HTTPStatus
 from typing import Any
@@ -11,8 +12,9 @@ from typing import Any
 import duckdb
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from api.schemas.common import FieldError, Problem
 from warehouse.catalog import one_line
@@ -84,6 +86,21 @@ async def on_warehouse_error(request: Request, exc: Exception) -> JSONResponse:
     return problem_response(503, one_line(exc), slug="warehouse-unavailable")
 
 
+async def on_client_gone(request: Request, exc: Exception) -> Response:
+    # a client that went away mid-upload: nothing was written, nothing reads the answer
+    log.info("client went away during %s %s", request.method, request.url.path)
+    return Response(status_code=400)
+
+
+async def on_os_error(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        # the disk's state, not the request's, and it may pass: a client retries a 503
+        log.warning("disk full on %s %s: %s", request.method, request.url.path, exc)
+        return problem_response(503, "the warehouse's disk is full; nothing of this request "
+                                     "was written", slug="warehouse-full")
+    return await on_unexpected(request, exc)
+
+
 async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return problem_response(500, "internal error; the server log has the details",
@@ -95,4 +112,6 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, on_http_error)
     app.add_exception_handler(WarehouseError, on_warehouse_error)
     app.add_exception_handler(duckdb.Error, on_warehouse_error)
+    app.add_exception_handler(ClientDisconnect, on_client_gone)
+    app.add_exception_handler(OSError, on_os_error)
     app.add_exception_handler(Exception, on_unexpected)

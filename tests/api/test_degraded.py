@@ -49,3 +49,38 @@ def test_a_warehouse_the_server_cannot_write_is_degraded(tmp_path: Path, monkeyp
         health = c.get("/v1/health").json()
     assert health["status"] == "degraded" and health["warehouse"]["writable"] is False
     assert health["warehouse"]["readable"] is True
+
+
+def test_a_full_disk_is_a_503_a_client_retries_and_a_gone_client_one_log_line(
+        tmp_path: Path, monkeypatch, caplog) -> None:
+    """A full disk answered ingest with a generic 500 (not retried: the batch dropped) and
+    two tracebacks per request; a client that went away mid-upload, two more."""
+    import errno
+    import logging
+
+    from starlette.requests import ClientDisconnect
+
+    import warehouse.ingest as ingest
+    from warehouse.keys import create_key
+
+    def full(*_: object, **__: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ingest, "write_parquet", full)
+    settings = Settings(warehouse=tmp_path / "wh")
+    key = create_key(settings.key_path(), "write")
+    app = create_app(settings)
+
+    @app.post("/gone")
+    def gone() -> None:
+        raise ClientDisconnect()
+
+    batch = {"batch_id": "b1", "run_ends": [{"run_id": "r", "status": "completed", "steps": 1,
+                                             "wall_time_s": 1.0}]}
+    with caplog.at_level(logging.INFO, logger="api"), serve_in_thread(app) as c:
+        r = c.post("/v1/ingest/batches", json=batch, headers={"Authorization": f"Bearer {key}"})
+        assert r.status_code == 503 and r.json()["type"].endswith(":warehouse-full"), r.text
+        assert c.post("/gone").status_code == 400
+    assert not [rec for rec in caplog.records if rec.levelno >= logging.ERROR]
+    assert any("client went away during POST /gone" in rec.getMessage()
+               for rec in caplog.records)
