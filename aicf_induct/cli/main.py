@@ -12,6 +12,7 @@ import contextlib
 import gc
 import importlib
 import sys
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
@@ -88,6 +89,9 @@ def imports_frozen() -> Iterator[None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     program = argv is None  # the process's own command line; a caller in-process keeps its GC
+    # a diverging run's overflow in the kernels: the trainer stops it and says so in one line
+    warnings.filterwarnings("ignore", category=RuntimeWarning,
+                            module=r"aicf_induct\.(kernels|runtime)\.")
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         with imports_frozen() if program else contextlib.nullcontext():

@@ -384,6 +384,8 @@ def run(args: argparse.Namespace) -> int:
     line, status = logged_line(recorder, where)
     if log_error is not None:  # the run's results first, then why its log is incomplete
         line = None
+    if result.error:  # stopped other than by plan: a time budget, divergence
+        print(f"note: {result.error}", file=sys.stderr)
     if args.json:
         print(json_text({"run_id": result.run_id, "status": result.status,
                          "steps": result.steps, **result.metrics}, indent=1))

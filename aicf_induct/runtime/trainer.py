@@ -4,6 +4,7 @@ seed: parameter init, batch order and dropout masks all derive from it."""
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Callable
@@ -91,6 +92,7 @@ class FitState:
     best: tuple[float, int, dict[str, np.ndarray]]
     history: list[dict[str, float]] = field(default_factory=list)
     status: str = "completed"  # | early_stopped | timeout
+    diverged: int | None = None  # the epoch whose training loss was not finite (it stopped)
 
 
 @dataclass
@@ -103,6 +105,7 @@ class TrainResult:
     wall_time_s: float
     metrics: dict[str, float]  # "<split>_<metric>": final values (best checkpoint)
     history: list[dict[str, float]] = field(default_factory=list)  # per epoch
+    error: str | None = None  # why it stopped, when not by plan (a time budget, divergence)
 
 
 class Trainer:
@@ -288,6 +291,11 @@ class Trainer:
             fit.best = (val_loss, epoch, self.store.state_arrays())
         if fit.status == "timeout" or (cfg.max_steps and self.step_count >= cfg.max_steps):
             return True
+        if losses and not math.isfinite(row["train_loss"]):
+            # diverged: every later step is NaN too (and NumPy warns at each); the best
+            # epoch's state is what the run keeps either way
+            fit.status, fit.diverged = "early_stopped", epoch
+            return True
         if cfg.patience and epoch - fit.best[1] >= cfg.patience:
             fit.status = "early_stopped"
             return True
@@ -302,9 +310,13 @@ class Trainer:
             metrics = self.final_metrics()
         error = (f"time budget of {cfg.max_wall_s:g} s used up after {self.step_count} "
                  f"steps" if fit.status == "timeout" else None)
+        if fit.diverged is not None:
+            kept = f"epoch {best[1]}'s state kept" if best[1] >= 0 else "no epoch was finite"
+            error = (f"diverged: the training loss was not finite in epoch {fit.diverged}; "
+                     f"{kept} (a lower learning rate may help)")
         wall = fit.run.finish(fit.status, metrics, len(fit.history) - 1, error)
         return TrainResult(self.run_id, fit.status, self.step_count, len(fit.history), best[1],
-                           wall, metrics, fit.history)
+                           wall, metrics, fit.history, error)
 
     def restore_best(self, fit: FitState) -> None:
         """The parameters and buffers of the fit's best epoch, if one was better than the

@@ -136,3 +136,18 @@ def test_a_float32_graph_trains_in_float32_and_tracks_float64() -> None:
             "train", 32).values.values() if a.dtype.kind == "f")
         losses[dtype] = np.array([s.loss for s in rec.steps])
     np.testing.assert_allclose(losses["float32"], losses["float64"], rtol=1e-4)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
+                            "ignore:invalid value encountered:RuntimeWarning")
+def test_a_diverging_run_stops_at_its_first_non_finite_epoch_and_says_so() -> None:
+    """It trained every epoch on NaN to the end ('completed', NumPy warning at each step)."""
+    cfg = TrainConfig(epochs=30, seed=0, patience=0, lr=1e300, optimizer="sgd")
+    _, _, rec, res = _fit("diabetes", cfg)
+    assert res.status == "early_stopped" and res.epochs == 1
+    assert res.error is not None and res.error.startswith(
+        "diverged: the training loss was not finite in epoch 0;")
+    assert [(e.status, e.error) for e in rec.run_ends] == [("early_stopped", res.error)]
+    # a run that stays finite ends as before, with no error
+    _, _, _, fine = _fit("diabetes", TrainConfig(epochs=3, seed=0, patience=0))
+    assert fine.status == "completed" and fine.error is None
