@@ -368,6 +368,23 @@ def _new_runs(root: Path, tables: Mapping[str, pa.Table]) -> list[str]:
     return ids
 
 
+# the tables whose rows belong to a run, and which column names it
+RUN_ROWS = {"steps": "run_id", "events": "run_id", "results": "run_id",
+            "ir_snapshots": "run_id", "run_ends": "run_id"}
+
+
+def unstarted(root: str | Path, tables: Mapping[str, pa.Table]) -> list[str]:
+    """The run ids the batch's rows belong to that neither the batch starts nor the service
+    started before (by its run markers; a run of a batch committed before a crash between
+    the two, or of a warehouse older than the markers, has none: the caller may look it up)."""
+    starting = set(tables["runs"].column("run_id").to_pylist()) if "runs" in tables else set()
+    ids: set[str] = set()
+    for name, column in RUN_ROWS.items():
+        if name in tables:
+            ids.update(tables[name].column(column).unique().to_pylist())
+    return sorted(i for i in ids - starting if not _run_marker(Path(root), i).exists())
+
+
 def commit(root: str | Path, batch_id: str, tables: Mapping[str, pa.Table]) -> Committed:
     """Write the batch's tables into the warehouse once (see the module docstring)."""
     root = Path(root)

@@ -1,15 +1,15 @@
 """A `Recorder` that logs a run through the service (`aicf-induct serve`) over HTTP.
 
 The training thread only appends the record to an in-memory buffer. A background thread
-sends what is buffered in batches of at most `batch_rows` records (`POST /v1/ingest/batches`)
-every `flush_interval_s`, or sooner once `batch_rows` records wait, retrying a failed send with
-exponential backoff and the same batch id, so the server writes a retried batch once. A
-backlog (after an outage) goes as several batches, a run's end in the last; a batch whose body
-is over `MAX_BODY_BYTES` (or that the server refuses as too large) is halved and sent again
-(one batch of a long outage's records was past the server's limit: refused, and lost). A
-server that stays down does not stop training: the first failure is said once on stderr,
-records keep buffering up to `max_buffered`, records past that are dropped, and `close` says
-how many were not delivered.
+sends what is buffered in batches of at most `batch_rows` records (`POST
+/v1/ingest/batches`) every `flush_interval_s`, or sooner once `batch_rows` records wait,
+retrying a failed send with exponential backoff and the same batch id, so the server writes
+a retried batch once. A backlog (after an outage) goes as several batches, run starts in the
+first and a run's end in the last; a batch whose body is over `MAX_BODY_BYTES` (or that the
+server refuses as too large) is halved and sent again (one batch of a long outage's records
+was past the server's limit: refused, and lost). A server that stays down does not stop
+training: the first failure is said once on stderr, records keep buffering up to
+`max_buffered`, records past that are dropped, and `close` says how many were not delivered.
 Standard library only (urllib), so a remote runtime needs nothing more.
 """
 
@@ -46,6 +46,7 @@ KEYS: dict[type[Any], str] = {
     RunEndRecord: "run_ends"}
 RETRY_STATUSES = {408, 425, 429, 500, 502, 503, 504}  # worth sending again; other 4xx are not
 END_KEY = KEYS[RunEndRecord]
+START_KEYS = (KEYS[ProblemRecord], KEYS[RunStartRecord])
 # a batch's JSON body at most (the service takes 64 MiB: api/settings.py max_ingest_bytes)
 MAX_BODY_BYTES = 16 << 20
 RESET_SPLIT_BYTES = 1 << 20  # a body at least this large whose send is reset is halved
@@ -220,7 +221,7 @@ class RemoteRecorder(BaseRecorder):
         missing."""
         batch: Batch = {}
         room = self.batch_rows
-        for kind in sorted(self._buffer, key=lambda k: k == END_KEY):  # stable: ends last
+        for kind in sorted(self._buffer, key=_batch_order):
             rows = self._buffer[kind]
             if room <= 0 or (kind == END_KEY and any(
                     v for k, v in self._buffer.items() if k != END_KEY)):
@@ -283,9 +284,15 @@ class RemoteRecorder(BaseRecorder):
         print(text, file=self.stream, flush=True)
 
 
+def _batch_order(kind: str) -> int:
+    """Where a kind's records go when a backlog is cut into batches: problems and run starts
+    first (the service refuses rows of a run it has not started), run ends last."""
+    return 0 if kind in START_KEYS else 2 if kind == END_KEY else 1
+
+
 def _halves(batch: Batch) -> list[tuple[Batch, int]]:
     """A batch as two, each kind's records split in order; a run's end in the second."""
-    rows = [(k, r) for k in sorted(batch, key=lambda k: k == END_KEY) for r in batch[k]]
+    rows = [(k, r) for k in sorted(batch, key=_batch_order) for r in batch[k]]
     out = []
     for part in (rows[:len(rows) // 2], rows[len(rows) // 2:]):
         half: Batch = {}

@@ -53,26 +53,48 @@ def _batch_id(body: dict[str, Any]) -> str:
     return bid
 
 
-async def _commit(wh_root: Any, batch_id: str, make: Callable[[], Mapping[str, pa.Table]],
-                  run_field: str | None = None) -> IngestResult:
+async def _commit(wh: Any, batch_id: str, make: Callable[[], Mapping[str, pa.Table]],
+                  run_field: str | None = None, in_path: bool = False) -> IngestResult:
     """Commit the batch `make` builds; `run_field`: how the route's body names the run id a
-    409 (a run started before) points at, when not `runs[i].run_id`."""
+    409 (a run started before) points at, when not `runs[i].run_id`; `in_path`: the route's
+    path names the run (what a 404 for a run never started points at)."""
     def work() -> IngestResult:
         ingest.batch_key(batch_id)  # a bad id is refused before the records are converted
-        if ingest.is_committed(wh_root, batch_id):
+        if ingest.is_committed(wh.root, batch_id):
             tables: Mapping[str, pa.Table] = {}
         else:
             tables = make()
-        done = ingest.commit(wh_root, batch_id, tables)
+            _refuse_unstarted(wh, tables)
+        done = ingest.commit(wh.root, batch_id, tables)
         return IngestResult(batch_id=batch_id, written=done.written, rows=done.rows)
 
     try:
         return await run_in_threadpool(work)
+    except RunNotStarted as err:
+        raise ApiProblem(404, "run-not-started", str(err),
+                         field="path.run_id" if in_path else "body") from None
     except RunExists as err:
         raise ApiProblem(409, "run-exists", str(err),
                          field=f"body.{run_field or err.field}") from None
     except IngestError as err:
         raise _invalid(err) from None
+
+
+def _refuse_unstarted(wh: Any, tables: Mapping[str, pa.Table]) -> None:
+    """Rows of a run this service never started are refused (they were written as orphans
+    no view shows whole); a run without a marker is looked up in the warehouse."""
+    for run_id in ingest.unstarted(wh.root, tables):
+        found = wh.read(lambda c, r=run_id: c.execute(
+            "SELECT count(*) FROM raw_runs WHERE run_id = ?", [r]).fetchone())
+        if not found or not found[0]:
+            raise RunNotStarted(run_id)
+
+
+class RunNotStarted(Exception):
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"no run '{run_id}' was started through this service: start it "
+                         "first (POST /v1/ingest/runs, or a batch with its `runs` row)")
+        self.run_id = run_id
 
 
 @router.post("/check")
@@ -92,7 +114,7 @@ async def batches(_: WriteAccess, wh: WarehouseDep, request: Request) -> IngestR
     body = await _json(request)
     bid = _batch_id(body)
     wid = _writer(request)
-    return await _commit(wh.root, bid, lambda: ingest.tables_of(body, wid))
+    return await _commit(wh, bid, lambda: ingest.tables_of(body, wid))
 
 
 @router.post("/runs", openapi_extra=_body(RunCreate))
@@ -107,7 +129,7 @@ async def create_run(_: WriteAccess, wh: WarehouseDep, request: Request) -> Inge
     batch = {"runs": [body["run"]],
              "problems": [body["problem"]] if body.get("problem") is not None else []}
     wid = _writer(request)
-    return await _commit(wh.root, bid, lambda: _renamed(
+    return await _commit(wh, bid, lambda: _renamed(
         batch, {"runs[0]": "run", "problems[0]": "problem"}, wid), run_field="run.run_id")
 
 
@@ -120,7 +142,8 @@ async def end_run(_: WriteAccess, wh: WarehouseDep, run_id: RunId,
     if body.get("run_id", run_id) != run_id:  # the path names the run; a body may repeat it
         raise _invalid(IngestError("run_id", f"not the run '{run_id}' of the path"))
     batch = {"run_ends": [{**body, "run_id": run_id}]}
-    return await _commit(wh.root, bid, lambda: _renamed(batch, {"run_ends[0]": ""}, ""))
+    return await _commit(wh, bid, lambda: _renamed(batch, {"run_ends[0]": ""}, ""),
+                         in_path=True)
 
 
 @router.post("/runs/{run_id}/steps", openapi_extra={"requestBody": {
@@ -142,7 +165,7 @@ async def arrow_steps(_: WriteAccess, wh: WarehouseDep, run_id: RunId, batch_id:
             raise IngestError("", f"not an Arrow IPC stream ({err})") from None
         return {"steps": ingest.steps_table(t, run_id)} if t.num_rows else {}
 
-    return await _commit(wh.root, batch_id, make)
+    return await _commit(wh, batch_id, make, in_path=True)
 
 
 _LEASE_LOCK = threading.Lock()

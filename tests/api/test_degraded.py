@@ -75,8 +75,11 @@ def test_a_full_disk_is_a_503_a_client_retries_and_a_gone_client_one_log_line(
     def gone() -> None:
         raise ClientDisconnect()
 
-    batch = {"batch_id": "b1", "run_ends": [{"run_id": "r", "status": "completed", "steps": 1,
-                                             "wall_time_s": 1.0}]}
+    from tests.api.test_ingest import RUN
+
+    batch = {"batch_id": "b1", "runs": [{**RUN, "run_id": "r"}],
+             "run_ends": [{"run_id": "r", "status": "completed", "steps": 1,
+                           "wall_time_s": 1.0}]}
     with caplog.at_level(logging.INFO, logger="api"), serve_in_thread(app) as c:
         r = c.post("/v1/ingest/batches", json=batch, headers={"Authorization": f"Bearer {key}"})
         assert r.status_code == 503 and r.json()["type"].endswith(":warehouse-full"), r.text

@@ -178,6 +178,8 @@ def test_a_retried_batch_is_written_once(service: Ingest) -> None:
     arrow = arrow_body(pa.Table.from_pylist(step_rows("retried", 40, 10)))
     answers = []
     with service.client() as c:
+        c.post("/v1/ingest/runs", json={"batch_id": "start-retried",
+                                        "run": {**RUN, "run_id": "retried"}}).raise_for_status()
         for _ in range(3):
             answers.append(c.post("/v1/ingest/batches", json=batch).json()["written"])
             answers.append(c.post("/v1/ingest/runs/retried/steps",
@@ -377,3 +379,30 @@ def test_a_run_the_service_did_not_take_ends_with_status_3(
     assert out.splitlines()[-1].startswith(f"logged to {url} in part: ")
     assert "record(s) not delivered" in err
     assert "run " in out and "test" in out  # the results are printed all the same
+
+
+def test_rows_of_a_run_never_started_are_a_404(service: Ingest) -> None:
+    """Steps and ends of a run the service never started were written as orphans (no view
+    shows them whole; a typo in a client's run id went unseen)."""
+    with service.client() as c:
+        r = c.post("/v1/ingest/batches", json={"batch_id": "orphan-1",
+                                               "steps": step_rows("never-started", 0, 5)})
+        assert r.status_code == 404 and r.json()["field"] == "body", r.text
+        assert "no run 'never-started' was started through this service" in r.json()["detail"]
+        r = c.post("/v1/ingest/runs/never-started/end",
+                   json={"batch_id": "orphan-2", "status": "completed", "steps": 5,
+                         "wall_time_s": 1.0})
+        assert r.status_code == 404 and r.json()["field"] == "path.run_id"
+        arrow = arrow_body(pa.Table.from_pylist(step_rows("never-started", 0, 5)))
+        r = c.post("/v1/ingest/runs/never-started/steps", params={"batch_id": "orphan-3"},
+                   content=arrow, headers={"Content-Type": ARROW})
+        assert r.status_code == 404 and r.json()["type"].endswith(":run-not-started")
+        # a batch that starts the run and logs its steps is one batch
+        r = c.post("/v1/ingest/batches", json={
+            "batch_id": "whole-1", "runs": [{**RUN, "run_id": "started-here"}],
+            "steps": step_rows("started-here", 0, 5)})
+        assert r.status_code == 200, r.text
+    assert count_steps(service.root, "never-started") == 0
+    assert count_steps(service.root, "started-here") == 5
+    for bid in ("orphan-1", "orphan-2", "orphan-3"):
+        assert not is_committed(service.root, bid)

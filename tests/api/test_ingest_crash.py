@@ -14,7 +14,7 @@ import httpx
 import warehouse
 from aicf_induct.cli.background import free_port, serving
 from tests.api.conftest import LIMITS, cli
-from tests.api.test_ingest import INGEST_ENV, step_rows
+from tests.api.test_ingest import INGEST_ENV, RUN, step_rows
 from warehouse.ingest import INGEST_DIR
 
 CLIENTS, BATCHES, ROWS = 8, 25, 200
@@ -34,7 +34,9 @@ def test_sigkill_during_concurrent_ingest_loses_and_duplicates_nothing(
     def send(c: httpx.Client, client: int, b: int) -> bool:
         """POST one batch until the server answers 200 (retrying through the crash)."""
         body = {"batch_id": f"crash-{client}-{b}",
-                "steps": step_rows(f"crash-{client}", b * ROWS, ROWS)}
+                "steps": step_rows(f"crash-{client}", b * ROWS, ROWS),
+                # the first batch starts the run (ingest refuses rows of a run never started)
+                **({"runs": [{**RUN, "run_id": f"crash-{client}"}]} if b == 0 else {})}
         while time.monotonic() < deadline:
             try:
                 r = c.post("/v1/ingest/batches", json=body)

@@ -18,7 +18,7 @@ import pytest
 
 import warehouse
 from aicf_induct.cli.background import free_port
-from aicf_induct.records import RunEndRecord, StepRecord
+from aicf_induct.records import RunEndRecord, RunStartRecord, StepRecord
 from aicf_induct.runtime.remote_recorder import KEYS, RemoteLogError, RemoteRecorder
 from api.app import create_app
 from api.settings import Settings
@@ -105,6 +105,12 @@ def step(i: int, run: str = "rr") -> StepRecord:
     return StepRecord(run, i, 0, 1.0 / (i + 1), 0.5, 1e-3, 0.01, 1e-4, 16)
 
 
+def started(rec: RemoteRecorder, run: str = "rr") -> RemoteRecorder:
+    """`rec` with run `run` started (the service refuses rows of a run it never started)."""
+    rec.run_start(RunStartRecord(run, "p", "name-p", "classification", {}, 0, "cpu", {}, "test"))
+    return rec
+
+
 def test_remote_recorder_with_the_server_down_warns_once_caps_and_counts(tmp_path: Path) -> None:
     err = io.StringIO()
     rec = RemoteRecorder(f"http://127.0.0.1:{free_port()}", "k", max_buffered=10,
@@ -131,8 +137,8 @@ def test_remote_recorder_buffers_until_the_server_comes_up(tmp_path: Path) -> No
     key = create_key(settings.key_path(), "write")
     port = free_port()
     err = io.StringIO()
-    rec = RemoteRecorder(f"http://127.0.0.1:{port}", key, flush_interval_s=0.05,
-                         backoff_s=0.02, max_backoff_s=0.1, stream=err)
+    rec = started(RemoteRecorder(f"http://127.0.0.1:{port}", key, flush_interval_s=0.05,
+                                 backoff_s=0.02, max_backoff_s=0.1, stream=err))
     for i in range(100):
         rec.step(step(i))
     time.sleep(0.2)  # a few failed sends, retried with the same batch id
@@ -184,8 +190,9 @@ def test_a_backlog_goes_in_batches_the_server_takes(tmp_path: Path) -> None:
     key = create_key(settings.key_path(), "write")
     port = free_port()
     err = io.StringIO()
-    rec = RemoteRecorder(f"http://127.0.0.1:{port}", key, flush_interval_s=0.05,
-                         backoff_s=0.02, max_backoff_s=0.1, batch_rows=3000, stream=err)
+    rec = started(RemoteRecorder(f"http://127.0.0.1:{port}", key, flush_interval_s=0.05,
+                                 backoff_s=0.02, max_backoff_s=0.1, batch_rows=3000,
+                                 stream=err))
     n = 8000
     for i in range(n):  # the server is down: all of it buffers
         rec.step(step(i))
@@ -211,17 +218,19 @@ def test_a_run_s_end_goes_in_the_batch_that_empties_the_buffer() -> None:
     rec = RemoteRecorder("http://127.0.0.1:9", "k", check=False, batch_rows=3,
                          flush_interval_s=3600)
     with rec._lock:  # the sender thread waits an hour: the buffer is ours
-        rec._buffer = {"runs": [{"r": 0}], "run_ends": [{"e": 0}],
-                       "steps": [{"s": i} for i in range(6)]}
+        # a run started after another's steps were buffered: its start still goes first
+        rec._buffer = {"steps": [{"s": i} for i in range(6)], "run_ends": [{"e": 0}],
+                       "runs": [{"r": 0}]}
         rec._n = 8
         taken = [rec._take() for _ in range(3)]
     assert [n for _, n in taken] == [3, 3, 2] and rec._n == 0
     assert taken[0][0] == {"runs": [{"r": 0}], "steps": [{"s": 0}, {"s": 1}]}
     assert taken[1][0] == {"steps": [{"s": 2}, {"s": 3}, {"s": 4}]}  # the end waits
     assert taken[2][0] == {"steps": [{"s": 5}], "run_ends": [{"e": 0}]}
-    halves = _halves({"run_ends": [{"e": 0}], "steps": [{"s": 0}, {"s": 1}]})
-    assert halves == [({"steps": [{"s": 0}]}, 1), ({"steps": [{"s": 1}], "run_ends": [{"e": 0}]},
-                                                    2)]
+    halves = _halves({"run_ends": [{"e": 0}], "steps": [{"s": 0}, {"s": 1}],
+                      "runs": [{"r": 0}]})
+    assert halves == [({"runs": [{"r": 0}], "steps": [{"s": 0}]}, 2),
+                      ({"steps": [{"s": 1}], "run_ends": [{"e": 0}]}, 2)]
     rec._stop.set()
     rec._closed = True
 
