@@ -105,6 +105,16 @@ def step(i: int, run: str = "rr") -> StepRecord:
     return StepRecord(run, i, 0, 1.0 / (i + 1), 0.5, 1e-3, 0.01, 1e-4, 16)
 
 
+def _delivered(root: Path, steps_sql: str) -> tuple[list[tuple], list[tuple]]:
+    """What the warehouse holds: `steps_sql`'s rows, and the run ends' statuses."""
+    conn = warehouse.connect(root)
+    try:
+        return (conn.execute(steps_sql).fetchall(),
+                conn.execute("SELECT status FROM run_ends").fetchall())
+    finally:
+        conn.close()
+
+
 def started(rec: RemoteRecorder, run: str = "rr") -> RemoteRecorder:
     """`rec` with run `run` started (the service refuses rows of a run it never started)."""
     rec.run_start(RunStartRecord(run, "p", "name-p", "classification", {}, 0, "cpu", {}, "test"))
@@ -150,12 +160,7 @@ def test_remote_recorder_buffers_until_the_server_comes_up(tmp_path: Path) -> No
         rec.close()
     assert rec.stats.retries >= 1 and rec.stats.dropped == 0
     assert "not delivered" not in err.getvalue()
-    conn = warehouse.connect(root)
-    try:
-        got = conn.execute("SELECT step, loss FROM steps ORDER BY step").fetchall()
-        ends = conn.execute("SELECT status FROM run_ends").fetchall()
-    finally:
-        conn.close()
+    got, ends = _delivered(root, "SELECT step, loss FROM steps ORDER BY step")
     assert got == [(i, 1.0 / (i + 1)) for i in range(150)] and ends == [("completed",)]
 
 
@@ -203,13 +208,8 @@ def test_a_backlog_goes_in_batches_the_server_takes(tmp_path: Path) -> None:
         rec.close()
     assert rec.stats.dropped == 0 and "not delivered" not in err.getvalue(), err.getvalue()
     assert rec.stats.sent_batches >= n // 900  # batches under the server's limit
-    conn = warehouse.connect(root)
-    try:
-        got = conn.execute("SELECT count(*), count(DISTINCT step) FROM steps").fetchone()
-        ends = conn.execute("SELECT status FROM run_ends").fetchall()
-    finally:
-        conn.close()
-    assert got == (n, n) and ends == [("completed",)]
+    got, ends = _delivered(root, "SELECT count(*), count(DISTINCT step) FROM steps")
+    assert got == [(n, n)] and ends == [("completed",)]
 
 
 def test_a_run_s_end_goes_in_the_batch_that_empties_the_buffer() -> None:
