@@ -385,20 +385,42 @@ def unstarted(root: str | Path, tables: Mapping[str, pa.Table]) -> list[str]:
     return sorted(i for i in ids - starting if not _run_marker(Path(root), i).exists())
 
 
-def commit(root: str | Path, batch_id: str, tables: Mapping[str, pa.Table]) -> Committed:
+class BatchReused(IngestError):
+    """A batch id committed before, sent again with other records."""
+
+    def __init__(self, batch_id: str) -> None:
+        super().__init__("batch_id", f"batch '{batch_id}' was committed before with other "
+                                     "records: a retry sends the same bytes; new records "
+                                     "need a new batch id")
+
+
+def same_batch(root: str | Path, batch_id: str, digest: str) -> None:
+    """Refuse (`BatchReused`) a committed batch id sent with a body of another digest (its
+    records were dropped as a retry's, silently). Ledger entries of older servers hold no
+    digest: not compared."""
+    try:
+        kept = json.loads(_ledger(Path(root), batch_key(batch_id)).read_bytes()).get("digest")
+    except (OSError, ValueError):
+        return
+    if kept is not None and kept != digest:
+        raise BatchReused(batch_id)
+
+
+def commit(root: str | Path, batch_id: str, tables: Mapping[str, pa.Table],
+           digest: str | None = None) -> Committed:
     """Write the batch's tables into the warehouse once (see the module docstring)."""
     root = Path(root)
     key = batch_key(batch_id)
     if _ledger(root, key).is_file():
         return Committed(batch_id, False, _ledger_rows(root, key))
     if "runs" not in tables:
-        return _commit_once(root, batch_id, key, tables)
+        return _commit_once(root, batch_id, key, tables, digest)
     with _locked(root, "runs"):  # batches that start runs: one at a time, so two batches
         # cannot both start one run
         if _ledger(root, key).is_file():  # this batch, committed by a concurrent retry
             return Committed(batch_id, False, _ledger_rows(root, key))
         started = _new_runs(root, tables)
-        done = _commit_once(root, batch_id, key, tables)
+        done = _commit_once(root, batch_id, key, tables, digest)
         if done.written:
             for rid in started:
                 marker = _run_marker(root, rid)
@@ -407,8 +429,8 @@ def commit(root: str | Path, batch_id: str, tables: Mapping[str, pa.Table]) -> C
     return done
 
 
-def _commit_once(root: Path, batch_id: str, key: str,
-                 tables: Mapping[str, pa.Table]) -> Committed:
+def _commit_once(root: Path, batch_id: str, key: str, tables: Mapping[str, pa.Table],
+                 digest: str | None = None) -> Committed:
     rows = {name: t.num_rows for name, t in tables.items()}
     with _locked(root, key):
         if _ledger(root, key).is_file():  # committed by a concurrent request meanwhile
@@ -422,7 +444,8 @@ def _commit_once(root: Path, batch_id: str, key: str,
             for n, (name, t) in enumerate(sorted(tables.items())):
                 _write_synced(stage / f"{name}.parquet", t)
                 parts[name] = f"date={day}/part-ingest-{key}-{n:08d}.parquet"
-            plan = {"batch_id": batch_id, "rows": rows, "parts": parts}
+            plan = {"batch_id": batch_id, "rows": rows, "parts": parts,
+                    **({"digest": digest} if digest else {})}
             atomic_write(stage / "plan.json", _bytes(json.dumps(plan).encode()))
         _roll_forward(root, key)
     return Committed(batch_id, True, rows)

@@ -4,6 +4,7 @@ carries an id and is written once (warehouse/ingest.py)."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
@@ -19,7 +20,7 @@ from api.routes.bodies import json_object
 from api.schemas.ingest import BATCH_ID, IngestBatch, IngestResult, KeyCheck, RunCreate, RunEnd
 from warehouse import ingest
 from warehouse.errors import WarehouseError
-from warehouse.ingest import IngestError, RunExists
+from warehouse.ingest import BatchReused, IngestError, RunExists
 from warehouse.recorder import check_writable
 from warehouse.writer import Writer
 
@@ -41,9 +42,18 @@ def _invalid(err: IngestError) -> ApiProblem:
                       field=f"body.{err.field}" if err.field else "body")
 
 
-async def _json(request: Request) -> dict[str, Any]:
+async def _json(request: Request) -> tuple[dict[str, Any], str]:
+    """The body's JSON object, and its digest (what tells a retry from a reused batch id)."""
     raw = await request.body()
-    return await run_in_threadpool(json_object, raw)  # megabytes: not on the event loop
+    # megabytes: not on the event loop
+    return await run_in_threadpool(lambda: (json_object(raw), digest_of(raw)))
+
+
+def digest_of(*parts: bytes) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    for p in parts:
+        h.update(p)
+    return h.hexdigest()
 
 
 def _batch_id(body: dict[str, Any]) -> str:
@@ -54,18 +64,20 @@ def _batch_id(body: dict[str, Any]) -> str:
 
 
 async def _commit(wh: Any, batch_id: str, make: Callable[[], Mapping[str, pa.Table]],
-                  run_field: str | None = None, in_path: bool = False) -> IngestResult:
+                  digest: str, run_field: str | None = None, in_path: bool = False,
+                  batch_in_query: bool = False) -> IngestResult:
     """Commit the batch `make` builds; `run_field`: how the route's body names the run id a
     409 (a run started before) points at, when not `runs[i].run_id`; `in_path`: the route's
     path names the run (what a 404 for a run never started points at)."""
     def work() -> IngestResult:
         ingest.batch_key(batch_id)  # a bad id is refused before the records are converted
         if ingest.is_committed(wh.root, batch_id):
+            ingest.same_batch(wh.root, batch_id, digest)
             tables: Mapping[str, pa.Table] = {}
         else:
             tables = make()
             _refuse_unstarted(wh, tables)
-        done = ingest.commit(wh.root, batch_id, tables)
+        done = ingest.commit(wh.root, batch_id, tables, digest)
         return IngestResult(batch_id=batch_id, written=done.written, rows=done.rows)
 
     try:
@@ -73,6 +85,9 @@ async def _commit(wh: Any, batch_id: str, make: Callable[[], Mapping[str, pa.Tab
     except RunNotStarted as err:
         raise ApiProblem(404, "run-not-started", str(err),
                          field="path.run_id" if in_path else "body") from None
+    except BatchReused as err:
+        raise ApiProblem(409, "batch-reused", str(err),
+                         field="query.batch_id" if batch_in_query else "body.batch_id") from None
     except RunExists as err:
         raise ApiProblem(409, "run-exists", str(err),
                          field=f"body.{run_field or err.field}") from None
@@ -111,16 +126,16 @@ def check(scope: WriteAccess, wh: WarehouseDep) -> KeyCheck:
 @router.post("/batches", openapi_extra=_body(IngestBatch))
 async def batches(_: WriteAccess, wh: WarehouseDep, request: Request) -> IngestResult:
     """Append records of any kinds to the warehouse, all or nothing, once per batch id."""
-    body = await _json(request)
+    body, digest = await _json(request)
     bid = _batch_id(body)
     wid = _writer(request)
-    return await _commit(wh, bid, lambda: ingest.tables_of(body, wid))
+    return await _commit(wh, bid, lambda: ingest.tables_of(body, wid), digest)
 
 
 @router.post("/runs", openapi_extra=_body(RunCreate))
 async def create_run(_: WriteAccess, wh: WarehouseDep, request: Request) -> IngestResult:
     """Start a run: its row, and its problem's when given."""
-    body = await _json(request)
+    body, digest = await _json(request)
     bid = _batch_id(body)
     unknown = sorted(set(body) - {"run", "problem"})
     if unknown or "run" not in body:
@@ -130,19 +145,20 @@ async def create_run(_: WriteAccess, wh: WarehouseDep, request: Request) -> Inge
              "problems": [body["problem"]] if body.get("problem") is not None else []}
     wid = _writer(request)
     return await _commit(wh, bid, lambda: _renamed(
-        batch, {"runs[0]": "run", "problems[0]": "problem"}, wid), run_field="run.run_id")
+        batch, {"runs[0]": "run", "problems[0]": "problem"}, wid), digest,
+        run_field="run.run_id")
 
 
 @router.post("/runs/{run_id}/end", openapi_extra=_body(RunEnd))
 async def end_run(_: WriteAccess, wh: WarehouseDep, run_id: RunId,
                   request: Request) -> IngestResult:
     """End a run: its status, steps taken, wall time and error."""
-    body = await _json(request)
+    body, digest = await _json(request)
     bid = _batch_id(body)
     if body.get("run_id", run_id) != run_id:  # the path names the run; a body may repeat it
         raise _invalid(IngestError("run_id", f"not the run '{run_id}' of the path"))
     batch = {"run_ends": [{**body, "run_id": run_id}]}
-    return await _commit(wh, bid, lambda: _renamed(batch, {"run_ends[0]": ""}, ""),
+    return await _commit(wh, bid, lambda: _renamed(batch, {"run_ends[0]": ""}, ""), digest,
                          in_path=True)
 
 
@@ -165,7 +181,8 @@ async def arrow_steps(_: WriteAccess, wh: WarehouseDep, run_id: RunId, batch_id:
             raise IngestError("", f"not an Arrow IPC stream ({err})") from None
         return {"steps": ingest.steps_table(t, run_id)} if t.num_rows else {}
 
-    return await _commit(wh, batch_id, make, in_path=True)
+    digest = await run_in_threadpool(digest_of, run_id.encode("utf-8", "surrogatepass"), raw)
+    return await _commit(wh, batch_id, make, digest, in_path=True, batch_in_query=True)
 
 
 _LEASE_LOCK = threading.Lock()

@@ -11,8 +11,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 BATCH_ID = Field(min_length=1, max_length=128,
-                 description="client-chosen id: a batch sent again with the same id is not "
-                             "written again (also after a server restart)")
+                 description="client-chosen id: a batch sent again with the same id (and "
+                             "the same bytes) is not written again, also after a server "
+                             "restart; the id with other bytes is a 409")
 
 
 class _In(BaseModel):

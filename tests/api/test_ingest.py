@@ -406,3 +406,29 @@ def test_rows_of_a_run_never_started_are_a_404(service: Ingest) -> None:
     assert count_steps(service.root, "started-here") == 5
     for bid in ("orphan-1", "orphan-2", "orphan-3"):
         assert not is_committed(service.root, bid)
+
+
+def test_a_batch_id_reused_with_other_records_is_a_409(service: Ingest) -> None:
+    """A committed batch id sent with other records answered 200 `written: false` and the
+    new records were dropped, silently (a retry must send the same bytes)."""
+    auth = {"Content-Type": "application/json"}
+    with service.client() as c:
+        c.post("/v1/ingest/runs", json={"batch_id": "start-reused",
+                                        "run": {**RUN, "run_id": "reused"}}).raise_for_status()
+        first = json.dumps({"batch_id": "reused-1", "steps": step_rows("reused", 0, 5)})
+        assert c.post("/v1/ingest/batches", content=first, headers=auth).json()["written"]
+        again = c.post("/v1/ingest/batches", content=first, headers=auth)  # a retry
+        assert again.status_code == 200 and again.json()["written"] is False
+        other = json.dumps({"batch_id": "reused-1", "steps": step_rows("reused", 5, 6)})
+        r = c.post("/v1/ingest/batches", content=other, headers=auth)
+        assert r.status_code == 409 and r.json()["field"] == "body.batch_id", r.text
+        assert r.json()["type"].endswith(":batch-reused")
+        arrow = arrow_body(pa.Table.from_pylist(step_rows("reused", 20, 3)))
+        r = c.post("/v1/ingest/runs/reused/steps", params={"batch_id": "reused-2"},
+                   content=arrow, headers={"Content-Type": ARROW})
+        assert r.json()["written"] is True
+        arrow = arrow_body(pa.Table.from_pylist(step_rows("reused", 30, 3)))
+        r = c.post("/v1/ingest/runs/reused/steps", params={"batch_id": "reused-2"},
+                   content=arrow, headers={"Content-Type": ARROW})
+        assert r.status_code == 409 and r.json()["field"] == "query.batch_id"
+    assert count_steps(service.root, "reused") == 8
