@@ -8,6 +8,7 @@ their `state_dict` names. torch is imported here only, when this function is cal
 
 from __future__ import annotations
 
+import inspect
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -288,14 +289,27 @@ def _target_name(target: Any) -> str:
     return f"{mod}.{getattr(target, '__name__', repr(target))}".lstrip(".")
 
 
+def _assert_default() -> Any:
+    """fx's guard on an argument traced as its default (None: a torch without it)."""
+    try:
+        from torch.fx._symbolic_trace import _assert_is_none
+    except ImportError:  # pragma: no cover - another torch
+        return None
+    return _assert_is_none
+
+
 def _import_node(imp: _Importer, gm: Any, node: Any, env: dict[Any, Any],
                  in_features: InputShape, dtype: str) -> Any:
     """The value of one fx node: a symbolic tensor, an attribute, or the output list."""
     tracer = imp.tracer
     if node.op == "placeholder":
+        if node.args:  # an argument with a default (`mask=None`), traced as that value
+            return node.args[0]
         if tracer.graph.nodes:
             raise ConfigError(f"from_torch supports one input; fx node '{node.name}' is another")
         return tracer.input(input_shape(in_features), dtype, "x")
+    if node.op == "call_function" and node.target is _assert_default():
+        return None  # fx's guard that such an argument keeps its default
     if node.op == "get_attr":
         return _Attr(node.target)
     if node.op == "call_module":
@@ -339,8 +353,13 @@ def from_torch(model: Any, in_features: InputShape, *, name: str = "",
         def is_leaf_module(self, m: Any, qualname: str) -> bool:
             return hasattr(m, AICF_OP) or super().is_leaf_module(m, qualname)
 
+    # arguments after the input that default to None (`forward(self, x, mask=None)`): traced
+    # as None, as the model is called with one input (fx guards other defaults with ops the
+    # IR has not)
+    params = list(inspect.signature(model.forward).parameters.values())[1:]
+    defaults = {p.name: None for p in params if p.default is None}
     try:
-        gm = torch.fx.GraphModule(model, _Tracer().trace(model))
+        gm = torch.fx.GraphModule(model, _Tracer().trace(model, concrete_args=defaults or None))
     except Exception as err:  # fx raises TraceError, TypeError, ... on untraceable code
         raise ConfigError(f"torch.fx cannot trace {type(model).__name__}: "
                           f"{type(err).__name__}: {err}") from err

@@ -372,3 +372,29 @@ def test_batch_size_reshapes_and_no_op_casts_import() -> None:
     with torch.no_grad():
         expect = model(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(evaluate(g, values, x)[0], expect, rtol=0, atol=1e-6)  # float()
+
+
+class Masked(nn.Module):
+    """The usual optional second argument: the model is called with x alone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 3)
+
+    def forward(self, x, mask=None):  # type: ignore[no-untyped-def]
+        h = self.a(x)
+        if mask is not None:
+            h = h * mask
+        return torch.relu(h)
+
+
+def test_an_argument_that_defaults_to_none_is_traced_as_none() -> None:
+    """`forward(self, x, mask=None)` was refused: 'from_torch supports one input; fx node
+    'mask' is another'."""
+    model = Masked().double().eval()
+    g, values = fe.from_torch(model, 4)
+    assert [n.op for n in g.nodes] == ["input", "linear", "relu"]
+    x = np.random.default_rng(0).normal(size=(5, 4))
+    with torch.no_grad():
+        expect = model(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(evaluate(g, values, x)[0], expect, rtol=0, atol=1e-12)
