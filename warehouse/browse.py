@@ -9,7 +9,7 @@ from typing import Any
 import duckdb
 
 from warehouse.errors import WarehouseError
-from warehouse.sandbox import json_safe
+from warehouse.json_values import json_safe
 
 RUN_COLUMNS = ("run_id", "problem_id", "problem_name", "task", "origin", "status", "seed",
                "device", "parent_run_id", "started_at", "ended_at", "steps_taken",

@@ -23,7 +23,7 @@ import duckdb
 import numpy as np
 
 from warehouse.browse import get_run
-from warehouse.sandbox import json_safe
+from warehouse.json_values import json_safe
 
 SERIES = ("loss", "grad_norm", "update_ratio", "lr")  # per-step columns a run page draws
 MARKED = ("trigger", "decision", "rewrite", "rollback")  # event kinds drawn as markers

@@ -14,14 +14,10 @@ Layers, each enough on its own for what it stops:
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import datetime as dt
-import math
 import threading
 import time
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +27,7 @@ import pyarrow as pa
 from warehouse.catalog import connect, one_line
 from warehouse.errors import WarehouseError
 from warehouse.guard import check_sql
+from warehouse.json_values import json_safe
 from warehouse.layout import table_dir
 from warehouse.schema import TABLES
 
@@ -183,23 +180,3 @@ def _read(reader: pa.RecordBatchReader, limits: Limits) -> list[pa.RecordBatch]:
                                             "bytes; select fewer columns or rows")
         batches.append(batch)
     return batches
-
-
-def json_safe(v: Any) -> Any:
-    """A value JSON can carry: non-finite floats become null, times ISO 8601 strings,
-    decimals floats, bytes base64, and anything else without a JSON form its string."""
-    if v is None or isinstance(v, bool | int | str):
-        return v
-    if isinstance(v, float):
-        return v if math.isfinite(v) else None
-    if isinstance(v, Decimal):
-        return json_safe(float(v))
-    if isinstance(v, dt.datetime | dt.date | dt.time):
-        return v.isoformat()
-    if isinstance(v, bytes):
-        return base64.b64encode(v).decode("ascii")
-    if isinstance(v, dict):
-        return {str(k): json_safe(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [json_safe(x) for x in v]
-    return str(v)

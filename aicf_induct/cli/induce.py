@@ -157,10 +157,11 @@ def fit(args: argparse.Namespace) -> int:
         else:
             assert root is not None
             meta, unmatched = corpus_meta(root, args.protocol, exclude, n_seeds=args.seeds)
-            rewrites, _ = _rewrite_table(root, exclude)
+            if history_root is None:
+                rewrites, _ = _rewrite_table(root, exclude)
         # what the rewrite table aggregates: a refit keeps its source's table, and says so
         history = source.provenance.get("rewrite_history") if source is not None else None
-        if history_root is not None:
+        if history_root is not None:  # instead of the source's table, read once
             rewrites, history = _rewrite_table(history_root, exclude)
             if not len(rewrites):
                 raise ConfigError(f"--history {history_root}: the warehouse holds no adaptive "
@@ -354,7 +355,7 @@ def mine(args: argparse.Namespace) -> int:
     corr, rules = _shown(corr_all, args), _shown(rules_all, args)
     if args.json:
         print(json_text({"correlations": corr.to_dict("records"),
-                         "rules": rules.to_dict("records")}, default=str))
+                         "rules": rules.to_dict("records")}))
         return 0
     cut = " (the most significant first; --top 0 shows all)" \
         if len(corr) < len(corr_all) or len(rules) < len(rules_all) else ""
@@ -613,8 +614,7 @@ def evaluate(args: argparse.Namespace) -> int:
                          "gap_closed_ci": {str(k): list(ci)
                                            for k, ci in ev.gap_intervals.items()},
                          "calibration": ev.calibration.to_dict("records"),
-                         "near_duplicates": ev.near_duplicates.to_dict("records")},
-                        default=float))
+                         "near_duplicates": ev.near_duplicates.to_dict("records")}))
         return 0
     print(header)
     print("\nPer method and k (normalized error: lower is better):")

@@ -15,8 +15,8 @@ from api.deps import ReadAccess, WarehouseDep
 from api.pages import report_charts
 from api.pages.render import chart, page
 from warehouse import browse
+from warehouse.json_values import json_safe
 from warehouse.reports import run_report
-from warehouse.sandbox import json_safe
 
 router = APIRouter(include_in_schema=False)
 

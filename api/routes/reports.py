@@ -16,8 +16,8 @@ from api.deps import ReadAccess, WarehouseDep
 from api.errors import ApiProblem
 from api.schemas.common import Column
 from api.schemas.reports import ReportInfo, ReportParam, ReportResult
+from warehouse.json_values import json_safe
 from warehouse.reports import Report, reports, run_report
-from warehouse.sandbox import json_safe
 
 router = APIRouter(tags=["reports"])
 

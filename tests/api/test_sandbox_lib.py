@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.api.conftest import file_hashes
-from warehouse.sandbox import Limits, SandboxError, json_safe, run_sql
+from warehouse.json_values import json_safe
+from warehouse.sandbox import Limits, SandboxError, run_sql
 
 
 @pytest.fixture(scope="module")
@@ -67,3 +68,7 @@ def test_values_python_cannot_hold_come_back_as_text(root: Path) -> None:
 
 def test_json_safe_floats() -> None:
     assert json_safe([float("inf"), -float("inf"), float("nan"), 1.0]) == [None, None, None, 1.0]
+    # NumPy scalars (a pandas record's) as the values they hold: an int64 was its string
+    import numpy as np
+
+    assert json_safe([np.int64(3), np.float64("nan"), np.bool_(True)]) == [3, None, True]
