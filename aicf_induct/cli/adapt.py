@@ -273,7 +273,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"interrupted; go on with: aicf-induct adapt --dataset {args.dataset} "
               f"--resume {directory}", file=sys.stderr)
         return 130
-    where = getattr(recorder, "spilled_to", None) or where  # the service did not take it all
     line, status = logged_line(recorder, where)
     if args.json:
         print(json_text({"run_id": result.run_id, "status": result.status,

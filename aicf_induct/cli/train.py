@@ -194,9 +194,11 @@ LOGGED_IN_PART = 3  # exit status: the run ended, but the service did not take a
 
 
 def logged_line(recorder: Recorder, where: str | None) -> tuple[str | None, int]:
-    """The command's last line and exit status: where the run was logged, or, when the
-    service did not take every record (and nothing logged them elsewhere), that it is logged
-    in part, with a status a script can tell from success."""
+    """The command's last line and exit status: where the run was logged (the local
+    warehouse a `SpillRecorder` wrote it to when the service did not take it all), or, when
+    the service did not take every record and nothing logged them elsewhere, that it is
+    logged in part, with a status a script can tell from success."""
+    where = getattr(recorder, "spilled_to", None) or where
     lost = int(getattr(recorder, "undelivered", 0))
     if lost:
         return (f"logged to {where} in part: {lost} record(s) not delivered (see above); "
@@ -473,7 +475,6 @@ def run_shortlist(args: argparse.Namespace) -> int:
     picked = shortlist.picked
     if args.save_ir:
         canonical.save(picked.start.graph, args.save_ir)
-    where = getattr(recorder, "spilled_to", None) or where  # the service did not take it all
     line, status = logged_line(recorder, where)
     if args.json:
         print(json_text({"dataset": proposal.get("dataset"), "source": source,
