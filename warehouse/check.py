@@ -35,13 +35,11 @@ from warehouse.layout import (
 )
 from warehouse.lease import LEASES
 from warehouse.parts import frame_problem, mark_unreadable, problem_of
-from warehouse.schema import TABLES, mismatch, same_type
+from warehouse.schema import RUN_TABLES, TABLES, mismatch, same_type
 
 QUARANTINE = "_quarantine"
 # what the package itself puts in a warehouse's root besides the table directories
 OWN_ENTRIES = {QUARANTINE, CATALOG_FILE, CLAIMS, LOCK_FILE, INGEST_DIR, KEYS_FILE, LEASES}
-# tables whose rows belong to a run: rows whose run has no `runs` row are orphans
-RUN_TABLES = ("run_ends", "ir_snapshots", "steps", "events", "results")
 
 
 @dataclass(frozen=True)

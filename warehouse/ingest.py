@@ -43,7 +43,7 @@ import pyarrow as pa
 from aicf_induct.records import RUN_STATUSES
 from warehouse.errors import WarehouseError
 from warehouse.layout import atomic_write, ensure_dir, fsync_dir, table_dir
-from warehouse.schema import TABLES
+from warehouse.schema import RUN_TABLES, TABLES
 from warehouse.writer import write_parquet
 
 INGEST_DIR = "_ingest"
@@ -368,9 +368,6 @@ def _new_runs(root: Path, tables: Mapping[str, pa.Table]) -> list[str]:
     return ids
 
 
-# the tables whose rows belong to a run, and which column names it
-RUN_ROWS = {"steps": "run_id", "events": "run_id", "results": "run_id",
-            "ir_snapshots": "run_id", "run_ends": "run_id"}
 
 
 def unstarted(root: str | Path, tables: Mapping[str, pa.Table]) -> list[str]:
@@ -379,9 +376,9 @@ def unstarted(root: str | Path, tables: Mapping[str, pa.Table]) -> list[str]:
     the two, or of a warehouse older than the markers, has none: the caller may look it up)."""
     starting = set(tables["runs"].column("run_id").to_pylist()) if "runs" in tables else set()
     ids: set[str] = set()
-    for name, column in RUN_ROWS.items():
+    for name in RUN_TABLES:
         if name in tables:
-            ids.update(tables[name].column(column).unique().to_pylist())
+            ids.update(tables[name].column("run_id").unique().to_pylist())
     return sorted(i for i in ids - starting if not _run_marker(Path(root), i).exists())
 
 

@@ -212,6 +212,11 @@ _DUCKDB_TYPES = {S: "VARCHAR", I64: "BIGINT", F64: "DOUBLE", B: "BOOLEAN",
                  TS: "TIMESTAMPTZ"}
 
 
+# tables whose rows belong to a run (by `run_id`): rows of a run with no `runs` row are
+# orphans (`check` notes them, ingest refuses them)
+RUN_TABLES = ("run_ends", "ir_snapshots", "steps", "events", "results")
+
+
 def mismatch(table: str, schema: pa.Schema) -> str | None:
     """Why a part's columns (`schema`) are not the table's: a known column of another type, a
     key column missing (another table's file); None when they are. `warehouse check`
