@@ -199,15 +199,14 @@ class RemoteRecorder(BaseRecorder):
                 batch, n = self._take()
                 self._inflight = n
                 stop = self._closed
-            delivered = self._send(batch, n) if n else True
+            reachable = self._send(batch, n) if n else True
             with self._lock:
                 self._inflight = 0
                 left = self._n
-                if left and not delivered and self._deadline is not None:
-                    # closing, and the server did not take this batch: nor will it the rest
+                if left and not reachable:  # given up at close: the rest goes with it
                     self._buffer, self._n = {}, 0
                 self._idle.notify_all()
-            if left and not delivered and self._deadline is not None:
+            if left and not reachable:
                 self._give_up(left, "server unreachable at close")
             elif left:
                 self._wake.set()  # a backlog: its next batch now
@@ -235,10 +234,11 @@ class RemoteRecorder(BaseRecorder):
 
     def _send(self, batch: Batch, n: int) -> bool:
         """POST one batch until it is written, refused, or the recorder gives up at close;
-        whether it was written. A body too large for one request goes as two halves."""
+        False only for the last (the server unreachable: the rest of the buffer is not worth
+        trying). A body too large for one request goes as two halves."""
         body = json.dumps({"batch_id": uuid.uuid4().hex, **batch}, default=_default).encode()
         if len(body) > MAX_BODY_BYTES and n > 1:
-            return all([self._send(*half) for half in _halves(batch)])
+            return self._send_halves(batch)
         delay = self.backoff_s
         while True:
             try:
@@ -249,16 +249,16 @@ class RemoteRecorder(BaseRecorder):
                 return True
             except urllib.error.HTTPError as err:
                 if err.code == 413 and n > 1:  # the server's limit is lower than ours
-                    return all([self._send(*half) for half in _halves(batch)])
+                    return self._send_halves(batch)
                 if err.code not in RETRY_STATUSES:  # sending it again cannot help
                     self._give_up(n, f"batch refused: {_problem(err)}")
-                    return False
+                    return True  # (the server answers: the next batch may be taken)
                 self._warn(f"{self.url} answered {err.code}; retrying")
             except (OSError, ValueError) as err:  # refused, reset, timed out, bad answer
                 if _reset(err) and len(body) > RESET_SPLIT_BYTES and n > 1:
                     # a server answers a body over its limit with 413 and closes at once:
                     # the client sees the connection reset while it sends
-                    return all([self._send(*half) for half in _halves(batch)])
+                    return self._send_halves(batch)
                 self._warn(f"cannot reach {self.url} ({_reason(err)}); buffering and retrying")
             self._down = True
             self.stats.retries += 1
@@ -267,6 +267,9 @@ class RemoteRecorder(BaseRecorder):
                 return False
             self._stop.wait(delay)
             delay = min(delay * 2, self.max_backoff_s)
+
+    def _send_halves(self, batch: Batch) -> bool:
+        return all([self._send(*half) for half in _halves(batch)])  # (a list: both are sent)
 
     def _give_up(self, n: int, why: str) -> None:
         with self._lock:
