@@ -8,8 +8,8 @@ from typing import Any
 
 import duckdb
 
+from aicf_induct.json_values import json_safe
 from warehouse.errors import WarehouseError
-from warehouse.json_values import json_safe
 
 RUN_COLUMNS = ("run_id", "problem_id", "problem_name", "task", "origin", "status", "seed",
                "device", "parent_run_id", "started_at", "ended_at", "steps_taken",

@@ -22,8 +22,8 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from aicf_induct.json_values import json_safe
 from warehouse.browse import get_run
-from warehouse.json_values import json_safe
 
 SERIES = ("loss", "grad_norm", "update_ratio", "lr")  # per-step columns a run page draws
 MARKED = ("trigger", "decision", "rewrite", "rollback")  # event kinds drawn as markers

@@ -24,10 +24,10 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from aicf_induct.json_values import json_safe
 from warehouse.catalog import connect, one_line
 from warehouse.errors import WarehouseError
 from warehouse.guard import check_sql
-from warehouse.json_values import json_safe
 from warehouse.layout import table_dir
 from warehouse.schema import TABLES
 

@@ -1,12 +1,12 @@
 """JSON for `--json` output: what strict readers accept (no bare NaN or Infinity), by the
-rule the service answers with (`warehouse.json_values.json_safe`)."""
+rule the service answers with (`aicf_induct.json_values.json_safe`)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from warehouse.json_values import json_safe
+from aicf_induct.json_values import json_safe
 
 
 def json_text(obj: Any, indent: int | None = None) -> str:

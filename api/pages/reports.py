@@ -11,11 +11,11 @@ import pandas as pd
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
+from aicf_induct.json_values import json_safe
 from api.deps import ReadAccess, WarehouseDep
 from api.pages import report_charts
 from api.pages.render import chart, page
 from warehouse import browse
-from warehouse.json_values import json_safe
 from warehouse.reports import run_report
 
 router = APIRouter(include_in_schema=False)

@@ -12,11 +12,11 @@ import pyarrow as pa
 from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from aicf_induct.json_values import json_safe
 from api.deps import ReadAccess, WarehouseDep
 from api.errors import ApiProblem
 from api.schemas.common import Column
 from api.schemas.reports import ReportInfo, ReportParam, ReportResult
-from warehouse.json_values import json_safe
 from warehouse.reports import Report, reports, run_report
 
 router = APIRouter(tags=["reports"])

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from aicf_induct.json_values import json_safe
 from tests.api.conftest import file_hashes
-from warehouse.json_values import json_safe
 from warehouse.sandbox import Limits, SandboxError, run_sql
 
 
