@@ -20,7 +20,7 @@ from warehouse.catalog import CATALOG_FILE, with_retry
 from warehouse.claims import CLAIMS
 from warehouse.compact import LOCK_FILE, STALE_S, stale_temporaries
 from warehouse.errors import WarehouseError
-from warehouse.ingest import INGEST_DIR
+from warehouse.ingest import INGEST_DIR, last_record_at
 from warehouse.keys import KEYS_FILE
 from warehouse.layout import (
     atomic_write,
@@ -59,13 +59,21 @@ class BadPart:
 
 @dataclass(frozen=True)
 class AbandonedRun:
-    """A run with no end whose writer's lease is gone or dead."""
+    """A run with no end whose writer's lease is gone or dead, or (`silent_s` set) a run the
+    service ingests, still `running` under the server's live lease, whose client has sent
+    nothing for that many seconds (killed outright, its node lost)."""
 
     run_id: str
     problem_name: str | None
     origin: str | None
     writer_id: str | None
     started_at: str
+    silent_s: float | None = None
+
+    def why(self) -> str:
+        if self.silent_s is None:
+            return f"its writer {self.writer_id} is gone"
+        return f"nothing from its client for {self.silent_s / 60:.0f} min"
 
 
 @dataclass
@@ -77,7 +85,7 @@ class CheckReport:
     unreadable: list[BadPart] = field(default_factory=list)
     mismatched: list[BadPart] = field(default_factory=list)  # not this table's columns
     stray: list[BadPart] = field(default_factory=list)  # `*.parquet` not named as a part
-    abandoned: list[AbandonedRun] = field(default_factory=list)
+    abandoned: list[AbandonedRun] = field(default_factory=list)  # stale ones included
     quarantined: list[BadPart] = field(default_factory=list)  # moved by this repair
     ended: list[str] = field(default_factory=list)  # run ids this repair ended as abandoned
 
@@ -86,13 +94,15 @@ class CheckReport:
         return not self.problems
 
 
-def check(root: str | Path, deep: bool = True, repair: bool = False) -> CheckReport:
+def check(root: str | Path, deep: bool = True, repair: bool = False,
+          stale_s: float | None = None) -> CheckReport:
     """Open every visible part (deep: decode every page too, verifying page checksums) and
     compare its schema with the table's: a known column must keep its type, the table's key
     columns must be there, extra columns must agree across parts. Lists stray files, abandoned
-    runs and rows of runs that have no `runs` row. repair: move unreadable, mismatched and
-    stray parts to `_quarantine/`, then end abandoned runs with status `abandoned`; the
-    report then says what was moved and ended."""
+    runs and rows of runs that have no `runs` row; stale_s: also the service's `running` runs
+    whose client has sent nothing for that long, as abandoned. repair: move unreadable,
+    mismatched and stray parts to `_quarantine/`, then end abandoned runs with status
+    `abandoned`; the report then says what was moved and ended."""
     root = check_root(Path(root))
     if not root.is_dir():
         raise WarehouseError(f"no warehouse at {root}")
@@ -109,6 +119,8 @@ def check(root: str | Path, deep: bool = True, repair: bool = False) -> CheckRep
     # quarantined first: a bogus run read from a mismatched part must not be ended
     _settle(root, rep, rep.unreadable + rep.mismatched + rep.stray, repair)
     rep.abandoned, orphans = _run_facts(root)
+    if stale_s is not None:
+        rep.abandoned += silent_runs(root, stale_s)
     # a quick check reads no pages: the query above may have found a damaged one
     _settle(root, rep, _found_by_readers(root, rep), repair)
     rep.notes += orphans
@@ -281,6 +293,26 @@ def _run_facts(root: Path) -> tuple[list[AbandonedRun], list[str]]:
     return [AbandonedRun(*r) for r in abandoned], notes
 
 
+RUNNING_SQL = """
+SELECT run_id, problem_name, origin, writer_id, CAST(started_at AS VARCHAR)
+FROM runs WHERE status = 'running' ORDER BY started_at
+"""
+
+
+def silent_runs(root: Path, stale_s: float, now: float | None = None) -> list[AbandonedRun]:
+    """The `running` runs the service ingests whose last record it committed more than
+    stale_s seconds ago (a local writer's run is never one: its lease says whether its
+    process lives)."""
+    now = time.time() if now is None else now
+    out = []
+    for run_id, name, origin, writer_id, started_at in with_retry(
+            root, lambda c: c.execute(RUNNING_SQL).fetchall()):
+        last = last_record_at(root, run_id)
+        if last is not None and now - last > stale_s:
+            out.append(AbandonedRun(run_id, name, origin, writer_id, started_at, now - last))
+    return out
+
+
 def end_abandoned(root: Path, runs: list[AbandonedRun]) -> list[str]:
     """Log a `run_ends` row with status `abandoned` for each run; returns their ids."""
     if not runs:
@@ -289,9 +321,10 @@ def end_abandoned(root: Path, runs: list[AbandonedRun]) -> list[str]:
 
     with Writer(root) as w:
         for r in runs:
+            how = ("process killed or closed without ending the run" if r.silent_s is None
+                   else "client killed or cut off; its own end, if it comes, wins")
             w.append("run_ends", {"run_id": r.run_id, "status": "abandoned",
-                                  "error": f"its writer {r.writer_id} is gone (process "
-                                           "killed or closed without ending the run)",
+                                  "error": f"{r.why()} ({how})",
                                   "ended_at": datetime.now(UTC)})
     return [r.run_id for r in runs]
 

@@ -370,16 +370,40 @@ def _new_runs(root: Path, tables: Mapping[str, pa.Table]) -> list[str]:
 
 
 
+def _row_runs(tables: Mapping[str, pa.Table]) -> set[str]:
+    """The run ids the batch's rows of run tables belong to (runs themselves aside)."""
+    ids: set[str] = set()
+    for name in RUN_TABLES:
+        if name in tables:
+            ids.update(tables[name].column("run_id").unique().to_pylist())
+    return ids
+
+
 def unstarted(root: str | Path, tables: Mapping[str, pa.Table]) -> list[str]:
     """The run ids the batch's rows belong to that neither the batch starts nor the service
     started before (by its run markers; a run of a batch committed before a crash between
     the two, or of a warehouse older than the markers, has none: the caller may look it up)."""
     starting = set(tables["runs"].column("run_id").to_pylist()) if "runs" in tables else set()
-    ids: set[str] = set()
-    for name in RUN_TABLES:
-        if name in tables:
-            ids.update(tables[name].column("run_id").unique().to_pylist())
-    return sorted(i for i in ids - starting if not _run_marker(Path(root), i).exists())
+    return sorted(i for i in _row_runs(tables) - starting
+                  if not _run_marker(Path(root), i).exists())
+
+
+def last_record_at(root: str | Path, run_id: str) -> float | None:
+    """When the service last committed a record of the run (unix time: its run marker's mtime,
+    touched by every batch that carries the run's rows), or None for a run the service did
+    not start (a local writer's: its lease says whether it lives)."""
+    try:
+        return _run_marker(Path(root), run_id).stat().st_mtime
+    except FileNotFoundError:
+        return None
+
+
+def _touch_runs(root: Path, ids: set[str]) -> None:
+    """Mark the runs as heard from now (`last_record_at`): a client killed outright leaves
+    its run without an end while the server, whose lease the run carries, lives on."""
+    for rid in ids:
+        with contextlib.suppress(FileNotFoundError):  # a run of a warehouse older than markers
+            os.utime(_run_marker(root, rid))
 
 
 class BatchReused(IngestError):
@@ -411,7 +435,10 @@ def commit(root: str | Path, batch_id: str, tables: Mapping[str, pa.Table],
     if _ledger(root, key).is_file():
         return Committed(batch_id, False, _ledger_rows(root, key))
     if "runs" not in tables:
-        return _commit_once(root, batch_id, key, tables, digest)
+        done = _commit_once(root, batch_id, key, tables, digest)
+        if done.written:
+            _touch_runs(root, _row_runs(tables))
+        return done
     with _locked(root, "runs"):  # batches that start runs: one at a time, so two batches
         # cannot both start one run
         if _ledger(root, key).is_file():  # this batch, committed by a concurrent retry
@@ -423,6 +450,7 @@ def commit(root: str | Path, batch_id: str, tables: Mapping[str, pa.Table],
                 marker = _run_marker(root, rid)
                 ensure_dir(marker.parent)
                 marker.touch()
+            _touch_runs(root, _row_runs(tables) - set(started))
     return done
 
 

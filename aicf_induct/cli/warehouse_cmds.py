@@ -89,6 +89,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="move unreadable parts, parts with wrong columns and stray files to "
                         "_quarantine/ (no reader lists it), then end abandoned runs with "
                         "status abandoned; says what was moved")
+    p.add_argument("--stale", type=options.positive_float, metavar="MINUTES",
+                   help="also count as abandoned the runs a service ingests that read "
+                        "running but whose client has sent nothing for MINUTES (a client "
+                        "killed outright: the server's lease keeps its run running); their "
+                        "own end, if it comes later, wins")
     p.set_defaults(func=cmd_check)
     p = wsub.add_parser("compact", parents=[common],
                         help="merge small parts (safe while writers run)",
@@ -254,7 +259,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     root = _writable_root(args) if args.repair else _existing_root(args)
-    rep = warehouse.check(root, deep=not args.quick, repair=args.repair)
+    rep = warehouse.check(root, deep=not args.quick, repair=args.repair,
+                          stale_s=None if args.stale is None else args.stale * 60)
     for table in rep.parts:
         print(f"{table:18s} {rep.parts[table]:6d} parts {rep.rows[table]:12d} rows")
     for note in rep.notes:
@@ -262,7 +268,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     for run in rep.abandoned[:ABANDONED_SHOWN]:
         done = "ended as abandoned" if run.run_id in rep.ended else "abandoned"
         print(f"{done}: run {run.run_id} ({run.origin or '?'}, {run.problem_name or '?'}, "
-              f"started {run.started_at}): its writer {run.writer_id} is gone")
+              f"started {run.started_at}): {run.why()}")
     if len(rep.abandoned) > ABANDONED_SHOWN:
         print(f"... and {len(rep.abandoned) - ABANDONED_SHOWN} more abandoned run(s) "
               "(`aicf-induct runs --status abandoned` lists them)")
@@ -272,7 +278,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"problem: {problem}")
     tail = ""
     if rep.abandoned and not rep.ended:
-        tail = f"; {len(rep.abandoned)} abandoned run(s) (`--repair` ends them)"
+        how = "`--repair --stale` ends them" if args.stale is not None else "`--repair` ends them"
+        tail = f"; {len(rep.abandoned)} abandoned run(s) ({how})"
     print(("ok" if rep.ok else f"{len(rep.problems)} problem(s)") + tail)
     return 0 if rep.ok else 1
 

@@ -254,3 +254,46 @@ def test_a_service_that_cannot_write_refuses_the_run_before_it_trains(
             RemoteLogError, match=r"cannot take the run: 503 warehouse .* is not writable: "
                                   r"Read-only file system"):
         RemoteRecorder(f"http://127.0.0.1:{port}", key)
+
+
+def test_a_client_gone_silent_is_ended_by_repair_stale_and_its_own_end_still_wins(
+        tmp_path: Path, capsys) -> None:
+    """A client killed outright (SIGKILL, a lost node) left its run `running` for as long as
+    the server lived: the run carries the server's lease, so `check --repair` could not end
+    it. `--stale MINUTES` counts the runs whose client has sent nothing that long."""
+    from aicf_induct.cli.main import main
+    from warehouse.ingest import _run_marker, last_record_at
+
+    root = tmp_path / "wh"
+    settings = Settings(warehouse=root)
+    key = create_key(settings.key_path(), "write")
+    with serve_in_thread(create_app(settings)) as client:
+        rec = started(RemoteRecorder(str(client.base_url), key, flush_interval_s=0.05))
+        rec.step(step(0))
+        rec.flush()
+        started_at = last_record_at(root, "rr")
+        assert started_at is not None
+        os.utime(_run_marker(root, "rr"), (started_at - 600, started_at - 600))
+        rec.step(step(1))  # a later batch of its steps: heard from again
+        rec.flush()
+        heard = last_record_at(root, "rr")
+        assert heard is not None and heard > started_at - 60
+        rec.close()  # the client dies without ending its run
+        assert main(["warehouse", "check", "--warehouse", str(root), "--stale", "5"]) == 0
+        assert "abandoned" not in capsys.readouterr().out  # heard from a moment ago
+        os.utime(_run_marker(root, "rr"), (heard - 600, heard - 600))
+        assert main(["warehouse", "check", "--warehouse", str(root), "--repair"]) == 0
+        assert "abandoned" not in capsys.readouterr().out  # without --stale: the lease lives
+        assert main(["warehouse", "check", "--warehouse", str(root), "--stale", "5"]) == 0
+        assert capsys.readouterr().out.endswith(
+            "ok; 1 abandoned run(s) (`--repair --stale` ends them)\n")
+        assert main(["warehouse", "check", "--warehouse", str(root), "--repair",
+                     "--stale", "5"]) == 0
+        out = capsys.readouterr().out
+        assert "ended as abandoned: run rr (test, name-p, started" in out
+        assert "nothing from its client for 10 min" in out
+        assert _delivered(root, "SELECT 1")[1] == [("abandoned",)]
+        late = RemoteRecorder(str(client.base_url), key, flush_interval_s=0.05)
+        late.run_end(RunEndRecord("rr", "completed", 2, 1.0))  # its end, after all
+        late.close()
+    assert _delivered(root, "SELECT 1")[1] == [("completed",)]
