@@ -418,13 +418,19 @@ class BatchReused(IngestError):
 def same_batch(root: str | Path, batch_id: str, digest: str) -> None:
     """Refuse (`BatchReused`) a committed batch id sent with a body of another digest (its
     records were dropped as a retry's, silently). Ledger entries of older servers hold no
-    digest: not compared."""
+    digest, or one of another kind: not compared."""
     try:
         kept = json.loads(_ledger(Path(root), batch_key(batch_id)).read_bytes()).get("digest")
     except (OSError, ValueError):
         return
-    if kept is not None and kept != digest:
+    if kept is not None and _scheme(kept) == _scheme(digest) and kept != digest:
         raise BatchReused(batch_id)
+
+
+def _scheme(digest: str) -> str:
+    """What a digest is of (`json:` content; no prefix: the body's bytes, as older servers
+    kept every digest)."""
+    return digest.partition(":")[0] if ":" in digest else ""
 
 
 def commit(root: str | Path, batch_id: str, tables: Mapping[str, pa.Table],

@@ -419,6 +419,15 @@ def test_a_batch_id_reused_with_other_records_is_a_409(service: Ingest) -> None:
         assert c.post("/v1/ingest/batches", content=first, headers=auth).json()["written"]
         again = c.post("/v1/ingest/batches", content=first, headers=auth)  # a retry
         assert again.status_code == 200 and again.json()["written"] is False
+        # a retry that a client serialised again, its keys in another order and spaced:
+        # the same records (it was a 409, and the client dropped them as refused)
+        body = json.loads(first)
+        redone = json.dumps({k: ([dict(reversed(list(r.items()))) for r in v]
+                                 if isinstance(v, list) else v)
+                             for k, v in reversed(list(body.items()))}, indent=2)
+        assert redone != first
+        again = c.post("/v1/ingest/batches", content=redone, headers=auth)
+        assert again.status_code == 200 and again.json()["written"] is False, again.text
         other = json.dumps({"batch_id": "reused-1", "steps": step_rows("reused", 5, 6)})
         r = c.post("/v1/ingest/batches", content=other, headers=auth)
         assert r.status_code == 409 and r.json()["field"] == "body.batch_id", r.text
