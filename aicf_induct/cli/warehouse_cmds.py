@@ -182,8 +182,13 @@ def emit(result: pd.DataFrame | pa.Table, fmt: str | None, output: Path | None) 
 def _json_rows(t: pa.Table) -> list[dict[str, Any]]:
     """Rows as JSON objects, each value as the service's SQL route gives it (`json_column`):
     non-finite numbers null, times ISO 8601, anything else JSON has no type for as text."""
+    names = t.column_names
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:  # an object keeps one value per key: the other column would go, silently
+        raise WarehouseError(f"the result has more than one column named {twice[0]!r}: "
+                             "JSON rows need distinct names (rename them with AS)")
     cols = [json_column(c.combine_chunks()) for c in t.columns]
-    return [dict(zip(t.column_names, r, strict=True)) for r in zip(*cols, strict=True)]
+    return [dict(zip(names, r, strict=True)) for r in zip(*cols, strict=True)]
 
 
 def _frame(t: pa.Table, fmt: str) -> pd.DataFrame:

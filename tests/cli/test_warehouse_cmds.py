@@ -39,6 +39,15 @@ def test_sql_json_carries_values_json_has_no_type_for(filled: Path,
          "s": "é", "m": {"1": 2}}]
 
 
+def test_sql_json_refuses_two_columns_of_one_name(filled: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """`SELECT 1 AS a, 2 AS a` printed [{"a": 2}]: the first column gone, silently."""
+    assert cli_main.main(["sql", "SELECT 1 AS a, 2 AS a, 3 AS b", "--format", "json",
+                          "--warehouse", str(filled)]) == 2
+    assert "more than one column named 'a'" in _one_line_error(capsys)
+    assert cli_main.main(["sql", "SELECT 1 AS a, 2 AS a", "--warehouse", str(filled)]) == 0
+
+
 def test_a_negative_report_count_is_refused(filled: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main.main(["report", "leaderboard", "-p", "top=-1",
