@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,26 @@ from aicf_induct.ir.fingerprint import fingerprint
 from aicf_induct.ir.graph import Graph
 from aicf_induct.ir.patterns import patterns
 from aicf_induct.ir.validate import validate
+
+
+def softmax_output(graph: Graph) -> str | None:
+    """The id of a softmax that produces the graph's output, if one does: a classifier
+    trained under cross_entropy (which takes logits) would apply it twice."""
+    ops = graph.node_map()
+    for out in graph.outputs:
+        node = ops.get(out)
+        if node is not None and node.op == "softmax":
+            return node.id
+    return None
+
+
+def softmax_note(graph: Graph, where: str) -> str | None:
+    node = softmax_output(graph)
+    if node is None:
+        return None
+    return (f"note: {where} ends in a softmax ('{node}'): cross_entropy, a classifier's loss, "
+            "takes logits and applies its own, so training would apply softmax twice: drop "
+            "it before training (docs/ir.md)")
 
 
 def render(graph: Graph) -> str:
@@ -131,6 +152,9 @@ def run_import(args: argparse.Namespace) -> int:
     print(f"{args.file}: {len(graph.nodes)} nodes, {graph.param_count()} trainable "
           f"parameters, fingerprint {fingerprint(graph)[:16]}; IR written to {out}"
           + (f", values to {values_path}" if values_path else ""))
+    note = softmax_note(graph, args.file)
+    if note:
+        print(note, file=sys.stderr)
     return 0
 
 

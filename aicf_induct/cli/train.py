@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from aicf_induct.cli import from_proposal, options
+from aicf_induct.cli.ir import softmax_note
 from aicf_induct.cli.json_out import json_text
 from aicf_induct.cli.options import API_KEY_ENV
 from aicf_induct.cli.table import counted
@@ -111,6 +112,9 @@ def model_graph(problem: Problem, model: str | None, ir_file: str | None) -> Gra
             raise ConfigError(f"{ir_file}: output '{out}' has {n_out} values per example, the "
                               f"dataset '{problem.name}' needs {problem.n_outputs}")
         _check_size(ir_file, graph, types)
+        note = softmax_note(graph, ir_file) if problem.task == "classification" else None
+        if note:
+            print(note, file=sys.stderr)
         return graph
     spec = parse_spec(model or DEFAULT_MODEL)
     if isinstance(spec, CNNSpec) and image_side(problem.name) is None:

@@ -118,3 +118,27 @@ def test_validate_says_the_problem_where_it_is(edit: object, words: str, count: 
     assert main(["ir", "validate", str(path)]) == 2
     listed = capsys.readouterr().out.splitlines()
     assert words in listed[0] and len(listed) == count, listed
+
+
+def test_a_model_ending_in_softmax_gets_a_note_at_import_and_at_training(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An exported classifier often ends in Softmax; under cross_entropy (which takes
+    logits) it trained with softmax applied twice, and nothing said so."""
+    path = tmp_path / "soft.onnx"
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3),
+                                torch.nn.Softmax(dim=-1))
+    torch.onnx.export(model.eval(), (torch.zeros(2, 4),), str(path), input_names=["x"],
+                      output_names=["y"], dynamic_axes={"x": {0: "n"}}, dynamo=False)
+    out = tmp_path / "soft.json"
+    assert main(["ir", "import", str(path), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"note: {path} ends in a softmax (") and "twice" in err
+    assert main(["train", "--dataset", "iris", "--ir", str(out), "--epochs", "1",
+                 "--no-log", "--quiet"]) == 0
+    assert f"note: {out} ends in a softmax" in capsys.readouterr().err
+    plain = tmp_path / "plain.onnx"  # the same model without its softmax: no note
+    torch.onnx.export(model[:3].eval(), (torch.zeros(2, 4),), str(plain), input_names=["x"],
+                      output_names=["y"], dynamic_axes={"x": {0: "n"}}, dynamo=False)
+    capsys.readouterr()
+    assert main(["ir", "import", str(plain), "-o", str(tmp_path / "plain.json")]) == 0
+    assert "softmax" not in capsys.readouterr().err
