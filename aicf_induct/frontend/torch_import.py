@@ -324,8 +324,9 @@ def _import_node(imp: _Importer, gm: Any, node: Any, env: dict[Any, Any],
         with tracer.path_scope(node.target):
             out = _module_op(imp, node.target, m, x)
         if out is None:
+            kind = type(m).__name__
             raise ConfigError(f"unsupported torch op at fx node '{node.name}': call_module "
-                              f"'{node.target}' ({type(m).__name__})")
+                              f"'{node.target}' ({kind}){VIA_ONNX if kind in ONNX_ONLY else ''}")
         return out
     if node.op in ("call_function", "call_method"):
         out = _function_op(imp, node, env)
@@ -339,6 +340,12 @@ def _import_node(imp: _Importer, gm: Any, node: Any, env: dict[Any, Any],
     res = _resolve(node.args[0], env)  # the output node
     return [_tensor(v, "a model output") for v in (res if isinstance(res, list | tuple)
                                                    else [res])]
+
+
+# modules fx keeps whole (no IR op of their own) that the ONNX importer takes apart
+ONNX_ONLY = frozenset({"TransformerEncoderLayer", "TransformerEncoder"})
+VIA_ONNX = ("; its ONNX export imports: torch.onnx.export(model.eval(), ..., dynamo=False), "
+            "then `aicf-induct ir import` (docs/ir.md)")
 
 
 def from_torch(model: Any, in_features: InputShape, *, name: str = "",

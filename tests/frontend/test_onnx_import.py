@@ -409,3 +409,37 @@ def test_cli_trains_an_imported_model_from_its_values(tmp_path: Path,
     capsys.readouterr()
     assert main([*args[:args.index("--ir")], "--ir", str(tmp_path / "five.json")]) == 2
     assert "output '0' has 5 values per example" in capsys.readouterr().err
+
+
+class Encoder(nn.Module):
+    """Tokens through nn.TransformerEncoderLayer: one fx node, no IR op of its own."""
+
+    def __init__(self, f: int, out: int, d: int = 8) -> None:
+        super().__init__()
+        self.tokenizer = Tokenizer(f, d)
+        self.layer = nn.TransformerEncoderLayer(d, 2, 16, dropout=0.0, batch_first=True,
+                                                norm_first=True)
+        self.head = nn.Linear(d, out)
+
+    def forward(self, x: Any) -> Any:
+        return self.head(self.layer(self.tokenizer(x)).mean(1))
+
+
+def test_a_transformer_encoder_layer_refused_by_from_torch_points_to_onnx_which_imports_it(
+        tmp_path: Path) -> None:
+    """`from_torch` refuses nn.TransformerEncoderLayer, and its message did not say that the
+    module's ONNX export imports."""
+    torch.manual_seed(0)
+    model = Encoder(4, 3).eval()
+    with pytest.raises(ConfigError, match=r"\(TransformerEncoderLayer\); its ONNX export "
+                                          r"imports: torch.onnx.export"):
+        from_torch(model, 4)
+    path = export(model, 4, tmp_path / "enc.onnx")
+    graph, values = from_onnx(path)
+    assert "attention" in {n.op for n in graph.nodes}
+    x = np.random.default_rng(0).normal(size=(16, 4)).astype(np.float32)
+    problem = load_problem("iris", seed=0)
+    trainer = Trainer(problem, graph, TrainConfig(epochs=1, backend="numpy"), values=values)
+    np.testing.assert_allclose(trainer.executor.predict(x.astype(np.float64)),
+                               ort.InferenceSession(str(path)).run(None, {"x": x})[0],
+                               rtol=1e-5, atol=1e-5)
