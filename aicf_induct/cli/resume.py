@@ -41,12 +41,14 @@ def resume_dir(args: argparse.Namespace) -> str:
 
 
 def logged_rows(args: argparse.Namespace) -> dict[str, int] | None:
-    """The resumed run's rows per kind in the local warehouse it logs to (None without one:
-    --no-log, --log-to), after refusing a warehouse that does not hold the run, or holds it
-    ended or still running."""
+    """The resumed run's rows per kind in the warehouse it logs to, local or the service's
+    (None with --no-log), after refusing a warehouse that does not hold the run, or holds it
+    ended or (a local one) still running."""
     run_id = checkpoint_run_id(args.resume)
-    if args.no_log or args.log_to or run_id is None:
+    if args.no_log or run_id is None:
         return None  # (a checkpoint naming no run: resuming it says why)
+    if args.log_to:
+        return _service_rows(args, run_id)
     import warehouse
 
     root = Path(args.warehouse) if args.warehouse is not None else warehouse.default_root()
@@ -67,3 +69,30 @@ def logged_rows(args: argparse.Namespace) -> dict[str, int] | None:
     if status == "running":
         raise ConfigError(f"run {run_id} is still running (its writer is alive)")
     return counts
+
+
+def _service_rows(args: argparse.Namespace, run_id: str) -> dict[str, int]:
+    """logged_rows through the service's SQL sandbox (which binds no parameters: the run id,
+    read from our own checkpoint, is checked to be one of ours). A run the service reads as
+    `running` is resumed: a client killed outright leaves it so under the server's lease."""
+    from aicf_induct.cli.train import log_to_key
+    from aicf_induct.runtime.remote_recorder import RemoteLogError
+    from aicf_induct.runtime.remote_sql import remote_sql
+
+    if not run_id.isalnum():
+        raise ConfigError(f"the checkpoint names run {run_id!r}, which is no run id")
+    where = f"WHERE run_id = '{run_id}'"
+    counts = ", ".join(f"(SELECT count(*) FROM {k} {where})" for k in KINDS.values())
+    try:
+        rows = remote_sql(args.log_to, log_to_key(args),
+                          f"SELECT status, steps_taken, {counts} FROM runs {where}")
+    except RemoteLogError as err:
+        raise ConfigError(f"cannot read run {run_id} from the service: {err}") from None
+    if not rows:
+        raise ConfigError(f"run {run_id} is not in the warehouse of the service at "
+                          f"{args.log_to}: resume it where it was logged (--log-to URL, or "
+                          f"--warehouse DIR), or with --no-log")
+    status, steps, *logged = rows[0]
+    if status in ("completed", "early_stopped"):
+        raise ConfigError(f"run {run_id} already {status.replace('_', ' ')} at step {steps}")
+    return {k: int(n) for k, n in zip(KINDS.values(), logged, strict=True)}
