@@ -311,19 +311,9 @@ def test_ctrl_c_while_the_commands_import_is_one_line(monkeypatch, capsys) -> No
 
 
 def test_a_log_that_fails_at_the_end_comes_after_the_adaptive_run_s_results(
-        tmp_path: Path, capsys, monkeypatch) -> None:
+        tmp_path: Path, capsys, log_fails_at_close) -> None:
     """A disk that filled during the run: `adapt` closed its log in a `finally`, so the
     close's error pre-empted the results of a run that trained to its end."""
-    from warehouse import WarehouseError, WarehouseRecorder
-
-    real_close = WarehouseRecorder.close
-
-    def full(self: WarehouseRecorder) -> None:
-        real_close(self)
-        raise WarehouseError(f"warehouse {self.root}: could not commit 2 part(s): "
-                             "[Errno 28] No space left on device")
-
-    monkeypatch.setattr(WarehouseRecorder, "close", full)
     assert main(["adapt", "--dataset", "iris", "--steps", "60", "--warehouse",
                  str(tmp_path / "wh")]) == 2
     out, err = capsys.readouterr()

@@ -351,19 +351,9 @@ def test_values_files_are_checked_as_the_runtime_checks_values(tmp_path: Path, c
 
 
 def test_a_log_that_fails_at_the_end_comes_after_the_run_s_results(
-        tmp_path: Path, capsys, monkeypatch) -> None:
+        tmp_path: Path, capsys, log_fails_at_close) -> None:
     """A disk that filled during the run: the close's error was all the command printed, no
     run id, status or metrics of a run that trained to its end."""
-    from warehouse import WarehouseError, WarehouseRecorder
-
-    real_close = WarehouseRecorder.close
-
-    def full(self: WarehouseRecorder) -> None:
-        real_close(self)
-        raise WarehouseError(f"warehouse {self.root}: could not commit 2 part(s): "
-                             "[Errno 28] No space left on device")
-
-    monkeypatch.setattr(WarehouseRecorder, "close", full)
     assert main(["train", "--dataset", "iris", "--epochs", "2", "--quiet", "--warehouse",
                  str(tmp_path / "wh")]) == 2
     out, err = capsys.readouterr()
