@@ -81,11 +81,13 @@ def _parse_json(text: str | None) -> Any:
 
 def run_steps(conn: duckdb.DuckDBPyConnection, run_id: str, *, limit: int = 1000,
               offset: int = 0) -> tuple[list[dict], int]:
-    """One page of a run's steps in step order, and the run's number of logged steps."""
+    """One page of a run's steps in step order, and the run's number of logged steps. A
+    rollback's replay logs its step numbers again (another trajectory): rows of one step are
+    ordered by their values, a total order, so that pages never overlap nor skip a row."""
     cols = ", ".join(STEP_COLUMNS)
     params = {"run_id": run_id}
     items = _rows(conn, f"SELECT {cols} FROM steps WHERE run_id = $run_id "
-                        "ORDER BY step LIMIT $limit OFFSET $offset",
+                        f"ORDER BY {cols} LIMIT $limit OFFSET $offset",
                   {**params, "limit": limit, "offset": offset})
     return items, _count(conn, "SELECT count(*) FROM steps WHERE run_id = $run_id", params)
 
