@@ -24,6 +24,7 @@ from aicf_induct.errors import AicfError
 from aicf_induct.ir.graph import Graph
 from aicf_induct.ir.validate import validate
 from aicf_induct.runtime.model_state import ModelState
+from aicf_induct.runtime.transforms.surgery import reading
 
 
 class RewriteError(AicfError):
@@ -56,7 +57,8 @@ class Transform(ABC):
 
     def sites(self, graph: Graph) -> list[str]:
         """Every node id where the transform applies, in graph order."""
-        return [s for s in self.candidates(graph) if self.applicable(graph, s) is None]
+        with reading(graph):
+            return [s for s in self.candidates(graph) if self.applicable(graph, s) is None]
 
     def apply(self, state: ModelState, site: str, rng: np.random.Generator) -> ModelState:
         reason = self.applicable(state.graph, site)

@@ -23,6 +23,7 @@ from aicf_induct.ir.ops import ACTIVATIONS, OPS
 from aicf_induct.runtime.model_state import ModelState
 from aicf_induct.runtime.transforms.base import RewriteError, Transform
 from aicf_induct.runtime.transforms.surgery import (
+    consumers_of,
     fresh_id,
     insert_after,
     remove_node,
@@ -57,7 +58,7 @@ class ChangeDropout(Transform):
             return f"'{site}' already has rate {self.p}" if rate == self.p else None
         if node.op not in ACTIVATIONS:
             return f"'{site}' is a {node.op}, neither dropout nor an activation"
-        if any(u.op == "dropout" for u in graph.consumers()[site]):
+        if any(u.op == "dropout" for u in consumers_of(graph)[site]):
             return f"'{site}' is already followed by dropout (change that node instead)"
         if self.p == 0.0:
             return "p = 0 inserts nothing"

@@ -27,6 +27,7 @@ from aicf_induct.ir.ops import OPS
 from aicf_induct.runtime.model_state import ModelState
 from aicf_induct.runtime.transforms.base import RewriteError, Transform
 from aicf_induct.runtime.transforms.surgery import (
+    consumers_of,
     feature_width,
     fresh_id,
     hidden_linears,
@@ -62,7 +63,7 @@ class InsertNorm(Transform):
         node = site_node(graph, site, ("linear",), "a linear layer")
         if isinstance(node, str):
             return node
-        readers = graph.consumers()[site]
+        readers = consumers_of(graph)[site]
         if any(OPS[u.op].kind == "norm" for u in readers):
             return f"'{site}' is already followed by a norm"
         if feature_width(graph, site) is None:

@@ -20,6 +20,7 @@ from aicf_induct.runtime.model_state import ModelState
 from aicf_induct.runtime.transforms.base import Transform
 from aicf_induct.runtime.transforms.surgery import (
     block_end,
+    consumers_of,
     feature_width,
     fresh_id,
     hidden_linears,
@@ -48,7 +49,7 @@ class ResidualBranch(Transform):
         end = block_end(graph, site)
         if end in graph.outputs:
             return f"the block of '{site}' ends at the graph output"
-        if any(u.op == "add" for u in graph.consumers()[end]):
+        if any(u.op == "add" for u in consumers_of(graph)[end]):
             return f"the block of '{site}' already ends in a residual join"
         if feature_width(graph, node.inputs[0]) is None or feature_width(graph, end) is None:
             return f"the block of '{site}' is not over (batch, features) values"
