@@ -31,6 +31,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -231,6 +232,7 @@ def tables_of(batch: Mapping[str, Any], writer_id: str) -> dict[str, pa.Table]:
                 "value": [f[2] for f in feats], "split_seed": [f[3] for f in feats],
                 "recorded_at": [now] * len(feats)})
         elif kind == "runs":
+            _check_run_ids(c["run_id"])
             out["runs"] = _table("runs", {
                 **c, "config": [_json(v) for v in c["config"]],
                 "library_versions": [_json(v) for v in c["library_versions"]],
@@ -272,6 +274,18 @@ def _check_ends(c: Mapping[str, list[Any]]) -> None:
             raise IngestError(f"run_ends[{i}].steps", "negative")
         if wall is not None and not wall >= 0:  # NaN too
             raise IngestError(f"run_ends[{i}].wall_time_s", "negative, or not a number")
+
+
+# A run id names its run in URLs (/v1/runs/<id>, the dashboard's /runs/<id>): a `/`, `?`,
+# `#` or `%` in it, or an id of dots, reached another page or none. Ours are uuid4 hex.
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+
+def _check_run_ids(ids: list[str]) -> None:
+    for i, rid in enumerate(ids):
+        if not RUN_ID.fullmatch(rid):
+            raise IngestError(f"runs[{i}].run_id", "letters, digits, '.', '_' and '-' only, "
+                                                   "1 to 200, the first a letter or digit")
 
 
 def steps_table(t: pa.Table, run_id: str) -> pa.Table:
