@@ -21,12 +21,15 @@ class Diff:
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     changed: dict[str, list[str]] = field(default_factory=dict)  # id -> "attr: a → b" lines
+    unreadable: str = ""  # which snapshot's IR holds no nodes (not aicf.ir JSON): no diff
 
     def state(self, node_id: str) -> str:
         return "added" if node_id in self.added else (
             "changed" if node_id in self.changed else "same")
 
     def lines(self) -> list[str]:
+        if self.unreadable:
+            return [f"the IR of {self.unreadable} cannot be read (no aicf.ir nodes): no diff"]
         out = [f"+ {n}" for n in self.added] + [f"− {n}" for n in self.removed]
         out += [f"~ {n}: {'; '.join(c)}" for n, c in self.changed.items()]
         return out
@@ -111,6 +114,8 @@ def _traces(ir: Any, d: Diff, visible: bool) -> list[dict[str, Any]]:
 
 def snapshot_title(s: dict[str, Any], d: Diff) -> str:
     head = f"step {s['step']}: {s['reason']}, {s['param_count']} parameters"
+    if not _nodes(s["ir"]):
+        return head + " — its IR cannot be read (no aicf.ir nodes)"
     parts = [f"{len(d.added)} added"] if d.added else []
     parts += [f"{len(d.removed)} removed ({', '.join(d.removed)})"] if d.removed else []
     parts += [f"{len(d.changed)} changed"] if d.changed else []
@@ -121,7 +126,13 @@ def diffs(snapshots: list[dict[str, Any]]) -> list[Diff]:
     """Each snapshot's diff against the one before it (the first against nothing changed)."""
     out = []
     for k, s in enumerate(snapshots):
-        out.append(diff(snapshots[k - 1]["ir"], s["ir"]) if k else Diff())
+        if not k:
+            out.append(Diff())
+        elif not _nodes(s["ir"]) or not _nodes(snapshots[k - 1]["ir"]):
+            which = s if not _nodes(s["ir"]) else snapshots[k - 1]
+            out.append(Diff(unreadable=f"the snapshot at step {which['step']}"))
+        else:
+            out.append(diff(snapshots[k - 1]["ir"], s["ir"]))
     return out
 
 

@@ -5,6 +5,8 @@ ratio, learning rate)."""
 from __future__ import annotations
 
 import html
+import itertools
+import math
 from typing import Any
 
 from warehouse.run_view import RunView
@@ -72,14 +74,22 @@ def _line(x: list, y: list, name: str, yaxis: str = "y", **style: Any) -> Figure
             **style}
 
 
+def _step_mode(y: list[float]) -> str:
+    """"lines", unless no two neighbouring values are finite (one step, or a loss that is NaN
+    every other step): a line through isolated points draws nothing, so markers then."""
+    finite = [v is not None and math.isfinite(v) for v in y]
+    return "lines" if any(a and b for a, b in itertools.pairwise(finite)) else "markers"
+
+
 def curves_figure(view: RunView) -> Figure:
     """Training loss per step (downsampled, see run_view), train and validation loss per
     evaluation, one marker trace per event kind at the event's exact step and loss, and the
     validation score below; rolled-back spans shaded."""
     score = _score_metric(view)
     steps, loss = view.curves["loss"]
-    data = [_line(steps.tolist(), loss.tolist(), "train loss (step)", mode="lines",
-                  line={"width": 1, "color": "#999"})]
+    data = [_line(steps.tolist(), loss.tolist(), "train loss (step)",
+                  mode=_step_mode(loss.tolist()), line={"width": 1, "color": "#999"},
+                  marker={"size": 4, "color": "#999"})]
     for split, colour in (("train", "#0072b2"), ("val", "#cc79a7")):
         x, y = _evals(view, split, "loss")
         if x:
@@ -129,8 +139,8 @@ def dynamics_figure(view: RunView) -> Figure:
     for i, (name, label) in enumerate(rows):
         axis = "y" if i == 0 else f"y{i + 1}"
         x, y = view.curves[name]
-        data.append(_line(x.tolist(), y.tolist(), label, axis, mode="lines",
-                          line={"width": 1}))
+        data.append(_line(x.tolist(), y.tolist(), label, axis, mode=_step_mode(y.tolist()),
+                          line={"width": 1}, marker={"size": 4}))
         top = 1 - i / len(rows)
         layout["yaxis" if i == 0 else f"yaxis{i + 1}"] = {
             "title": {"text": label}, "type": "log", "anchor": "x",
