@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from tqdm import tqdm as std_tqdm
 from tqdm.auto import tqdm
 
 
@@ -18,16 +19,42 @@ def transient(iterable: Any = None, *, enabled: bool = True, **options: Any) -> 
 LOG_EVERY_S = 300.0  # how often long work's progress is written as a line to a log file
 
 
-def lasting(iterable: Any = None, *, enabled: bool = True, **options: Any) -> tqdm:
+def lasting(iterable: Any = None, *, enabled: bool = True, **options: Any) -> std_tqdm:
     """A bar for long work (a sweep, `induce fit`): on a terminal as tqdm draws it; written to
-    a pipe or log file instead as a line every `LOG_EVERY_S` seconds and one at the end, so a
-    log of an hours-long build says how far it got without a redraw per run."""
+    a pipe or log file instead as a line at its start, every `LOG_EVERY_S` seconds and at its
+    end, so a log of an hours-long build says how far it got without a redraw per run."""
     file = options.get("file") or sys.stderr
     if enabled and not _is_terminal(file):
         options = {**options, "mininterval": LOG_EVERY_S, "maxinterval": LOG_EVERY_S,
                    "bar_format": "{desc}: {n}/{total} {unit}s, {elapsed} elapsed, "
-                                 "~{remaining} left\n", "leave": True}
+                                 "~{remaining} left", "leave": True}
+        return _LogLines(iterable, **options)
     return tqdm(iterable, disable=not enabled, **options)
+
+
+class _LogLines(std_tqdm):
+    """tqdm for a pipe or log file: whole lines, each written when its interval is due (a new
+    description is not a line of its own: the next line carries it)."""
+
+    @staticmethod
+    def status_printer(file: Any) -> Any:
+        started = [False]
+
+        def write(line: str) -> None:  # no carriage return, no padding over the last line;
+            if not line:  # a clear (tqdm.write's): nothing to take back in a log
+                return
+            file.write(("\n" if started[0] else "") + line)  # the close ends the last one
+            file.flush()
+            started[0] = True
+
+        return write
+
+    def set_description(self, desc: str | None = None, refresh: bool | None = True) -> None:
+        super().set_description(desc, refresh=False)
+
+    def set_description_str(self, desc: str | None = None,
+                            refresh: bool | None = True) -> None:
+        super().set_description_str(desc, refresh=False)
 
 
 def _is_terminal(file: Any) -> bool:

@@ -49,3 +49,20 @@ def test_long_work_writes_a_log_file_lines_not_redraws() -> None:
     with lasting(total=5, file=quiet, enabled=False) as bar:
         bar.update(5)
     assert quiet.getvalue() == ""
+
+
+def test_long_work_in_a_log_file_is_a_line_at_its_start_and_its_end_only() -> None:
+    """`induce fit`'s stages: each new description was a line of its own, each starting with
+    a carriage return (five lines for a fit of two minutes)."""
+    from aicf_induct.progress import lasting
+
+    log = io.StringIO()
+    with lasting(total=4, desc="fit: reading", unit="step", file=log) as bar:
+        for stage in ("mining", "writing the pack", "writing tables"):
+            bar.update(1)
+            bar.set_description_str(f"fit: {stage}")
+        bar.update(1)
+    text = log.getvalue()
+    assert "\r" not in text
+    assert text.splitlines() == [text.splitlines()[0], text.splitlines()[-1]]
+    assert text.startswith("fit: reading: 0/4 steps") and "fit: writing tables: 4/4" in text
