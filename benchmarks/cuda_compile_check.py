@@ -111,7 +111,7 @@ def _usage(log: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--arch", default="sm_90", help="NVRTC target (default sm_90)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print ptxas's usage lines")
     args = ap.parse_args(argv)

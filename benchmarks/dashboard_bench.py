@@ -137,7 +137,7 @@ def part_rows(measured: dict[int, tuple[dict[str, float], dict[str, float]]]) ->
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--write-results", action="store_true",
                     help="replace the Dashboard section of benchmarks/RESULTS.md")
     args = ap.parse_args()

@@ -104,7 +104,7 @@ def compare(ours: dict[str, float], theirs: dict[str, float]) -> tuple[float, st
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=20_000)
     ap.add_argument("--cols", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)

@@ -80,7 +80,7 @@ def main() -> int:
 
 
 def parse_args() -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                     help="cpu: the NumPy runtime and PyTorch on the CPU; cuda: the CuPy "
                          "runtime and PyTorch on the GPU")

@@ -313,7 +313,7 @@ def ceiling_lines(res: LopoResult, meta: pd.DataFrame, choose: tuple[int, ...],
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     add_source_args(ap)
     ap.add_argument("--default", help="default MLP: candidate key, structure key or model "
                                       "spec (default: MLPSpec() with the default recipe)")

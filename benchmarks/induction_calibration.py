@@ -96,7 +96,7 @@ def merge(paths: list[str]) -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     source = add_source_args(ap)
     ap.add_argument("--default", default=None, metavar="KEY",
                     help="the default MLP's candidate (default: MLPSpec() with the default "

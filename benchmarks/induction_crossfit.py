@@ -25,7 +25,7 @@ from aicf_induct.induction.evaluate import cross_fit
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("first", type=Path, help="--save folder of the draw choosing on the "
                                              "first half of the seeds")
     ap.add_argument("second", type=Path, help="--save folder of the --swap-seeds draw")

@@ -94,7 +94,7 @@ from aicf_induct.induction.pack import DEFAULT_PACK, load_pack
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--warehouse", help="warehouse holding the holdout set's sweep")
     src.add_argument("--meta", metavar="FILE", nargs="+",

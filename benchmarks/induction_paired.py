@@ -85,7 +85,7 @@ def headroom_line(name: str, res: LopoResult, k: int = 3) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--a", nargs="+", type=Path, required=True, metavar="DIR",
                     help="saved rows of the first proposer (pooled)")
     ap.add_argument("--b", nargs="+", type=Path, metavar="DIR",

@@ -58,7 +58,7 @@ from aicf_induct.induction.metamodel import RANKINGS, MetaModel
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     add_source_args(ap)
     ap.add_argument("--jobs", type=int, default=1, help="processes sharing the LOPO folds "
                                                         "(-1: one per core)")

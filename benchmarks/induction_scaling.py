@@ -136,7 +136,7 @@ def plot(rows: pd.DataFrame, path: Path) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     add_source_args(ap)
     ap.add_argument("--extra", type=Path, action="append", default=[], metavar="META",
                     help="a saved meta-dataset of more problems (repeatable)")

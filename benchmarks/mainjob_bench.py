@@ -353,7 +353,7 @@ def report(df: pd.DataFrame, facts: dict[str, Any], args: argparse.Namespace,
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     add_source_args(ap)
     ap.add_argument("--history", help="warehouse of the rewrite history (default: --warehouse; "
                                       "needed with --pack), or a .parquet copy of its "

@@ -149,7 +149,7 @@ def report(results: dict[str, list[tuple[float, float]]],
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=11, help="fresh processes per dataset "
                                                          "(default 11)")
     ap.add_argument("--import-runs", type=int, default=3, metavar="N",

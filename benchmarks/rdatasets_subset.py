@@ -69,7 +69,7 @@ def write_subset(tables: list[tuple[str, str]], out: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--problems", required=True, metavar="SEL",
                     help="as `aicf-induct corpus build --problems` (holdout, rest:N, names)")
     ap.add_argument("--out", required=True, type=Path,

@@ -52,7 +52,7 @@ def one_split(split: int) -> pd.DataFrame:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     add_source_args(ap)
     ap.add_argument("--splits", type=int, default=20, metavar="N",
                     help="random halves (default 20; split 0 is induction_bench.py's)")

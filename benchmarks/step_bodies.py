@@ -44,7 +44,7 @@ def per_step_us(fn: Callable[[int], object], steps: int,
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--sizes", default="0,1")
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--phases", action="store_true", help="time each phase of the one-kernel "

@@ -109,7 +109,7 @@ def in_subprocess(side: str, index: int, dtype: str, repeats: int) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--dtype", default="float64", choices=["float64", "float32"])
     ap.add_argument("--quick", action="store_true", help="fewer repeats (smoke run)")
     ap.add_argument("--rounds", type=int, default=3,

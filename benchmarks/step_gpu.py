@@ -350,7 +350,7 @@ def workspace_sweep(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--precisions", default="fp32,tf32")
     ap.add_argument("--sizes", default=None, help="indices into SIZES (default 0,1,2,3; "
                     "with --gpus: 2,3)")

