@@ -49,13 +49,13 @@ from pathlib import Path
 
 import numpy as np
 from machine import cpu_model, git_commit, write_section
-from tqdm import tqdm
 
 from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
 from aicf_induct.ir.fingerprint import fingerprint
 from aicf_induct.ir.graph import Graph
 from aicf_induct.problems import load_problem
 from aicf_induct.problems.problem import Problem
+from aicf_induct.progress import lasting
 from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun, AdaptResult
 from aicf_induct.runtime.guard import GuardConfig
 from aicf_induct.runtime.policies import (
@@ -514,7 +514,7 @@ def run_rows(args: argparse.Namespace, warmup: int) -> list[Row]:
     large = set(large_tables()) if args.set in ("large", "all") or args.problems else set()
     rows = []
     pairs = [(n, s) for n in args.problems or problem_set(args.set) for s in args.seeds]
-    bar = tqdm(pairs, desc="adapt_bench", unit="pair", file=sys.stderr)  # with the time left
+    bar = lasting(pairs, desc="adapt_bench", unit="pair", file=sys.stderr)  # the time left
     for name, seed in bar:
         problem = load_problem(name, seed=seed)
         t = time.perf_counter()

@@ -155,7 +155,7 @@ def short_runs(name: str, keys: frozenset[str] | None = None,
 
 
 def compute(args: argparse.Namespace) -> None:
-    from tqdm import tqdm
+    from aicf_induct.progress import lasting
 
     names = (Path(args.problems).read_text().strip().split(",") if args.problems
              else load_pack(DEFAULT_PACK).problems)
@@ -170,14 +170,15 @@ def compute(args: argparse.Namespace) -> None:
         rows = []
         with ProcessPoolExecutor(args.jobs) as pool:
             jobs = [pool.submit(short_runs, n, keys[n], args.epochs) for n in names]
-            for i, job in enumerate(tqdm(as_completed(jobs), total=len(jobs),
-                                         desc="short runs"), 1):
+            for i, job in enumerate(lasting(as_completed(jobs), total=len(jobs),
+                                            desc="short runs", unit="problem"), 1):
                 rows += job.result()
                 if i % 8 == 0:  # a run cut short keeps what it finished
                     pd.DataFrame(rows).to_parquet(args.out, index=False)
     else:
         with ProcessPoolExecutor(args.jobs) as pool:
-            rows = list(tqdm(pool.map(probe, names), total=len(names), desc="probes"))
+            rows = list(lasting(pool.map(probe, names), total=len(names), desc="probes",
+                                unit="problem"))
     pd.DataFrame(rows).to_parquet(args.out, index=False)
     print(f"{len(rows)} probes written to {args.out}")
 

@@ -21,7 +21,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pandas as pd
-from tqdm.auto import tqdm
+
+from aicf_induct.progress import lasting
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -64,8 +65,8 @@ def main() -> int:
     t0 = time.perf_counter()
     meta = load_corpus(args)
     with ProcessPoolExecutor(max(1, args.jobs), initializer=_init, initargs=(meta,)) as ex:
-        parts = list(tqdm(ex.map(one_split, range(args.splits)), total=args.splits,
-                          desc="halves", unit="split", leave=False))
+        parts = list(lasting(ex.map(one_split, range(args.splits)), total=args.splits,
+                             desc="halves", unit="split", leave=False))
     rep = pd.concat(parts, ignore_index=True)
     if args.save:
         rep.to_csv(args.save, index=False)
