@@ -34,10 +34,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         help=f"warehouse directory (default: ${warehouse.catalog.ENV_VAR}, "
                              f"else ./{warehouse.catalog.DEFAULT_DIR})")
     out = argparse.ArgumentParser(add_help=False)
-    out.add_argument("--format", choices=FORMATS, default=None,
+    fmt = out.add_mutually_exclusive_group()
+    fmt.add_argument("--format", choices=FORMATS, default=None,
                      help="output format (default: --output's extension, .csv, .json or "
                           ".parquet; else table; parquet needs --output)")
-    out.add_argument("--output", metavar="FILE", type=Path, default=None,
+    # the other commands' --json, for these three too
+    fmt.add_argument("--json", dest="format", action="store_const", const="json",
+                     help="the same as --format json")
+    out.add_argument("-o", "--output", metavar="FILE", type=Path, default=None,
                      help="write to FILE instead of standard output")
 
     p = sub.add_parser("sql", parents=[common, out], help="run a read-only SQL query",

@@ -127,3 +127,16 @@ def test_a_problem_the_warehouse_does_not_hold_is_named(filled: Path,
         assert f"no problem 'nosuch' in {filled}" in _one_line_error(capsys)
     assert cli_main.main(["runs", "--problem", "p1", "--status", "failed", *wh]) == 0
     assert "(no rows)" in capsys.readouterr().out
+
+
+def test_sql_runs_and_report_take_json_and_o_as_the_other_commands_do(
+        filled: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--json` and `-o` were "unrecognized arguments" here and nowhere else."""
+    assert cli_main.main(["sql", "SELECT 7 AS n", "--json", "--warehouse", str(filled)]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"n": 7}]
+    out = tmp_path / "r.csv"
+    assert cli_main.main(["runs", "-o", str(out), "--warehouse", str(filled)]) == 0
+    assert out.read_text().startswith("run_id,")
+    assert cli_main.main(["report", "leaderboard", "--json", "--format", "csv",
+                          "--warehouse", str(filled)]) == 2
+    assert "not allowed with argument" in capsys.readouterr().err
