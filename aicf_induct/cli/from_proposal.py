@@ -93,6 +93,17 @@ def check(args: argparse.Namespace) -> None:
     if recipe:
         raise ConfigError(f"--from-proposal takes the recipe (optimizer, learning rate, weight "
                           f"decay, batch size) from the proposal: drop {' and '.join(recipe)}")
+    if logs_through_service(args) and not _key(args):  # before the service is asked anything
+        raise ConfigError(NO_KEY)
+
+
+NO_KEY = (f"--service logs through the service and needs a write key: --api-key KEY or "
+          f"${API_KEY_ENV} (or --no-log)")
+
+
+def logs_through_service(args: argparse.Namespace) -> bool:
+    """--service, and neither --log-to nor --no-log: the run logs through the service."""
+    return bool(args.from_proposal and args.service) and not (args.log_to or args.no_log)
 
 
 def plan(args: argparse.Namespace, problem: Problem, config: TrainConfig,
@@ -158,7 +169,7 @@ def ask_proposal(args: argparse.Namespace, problem: Problem, features: dict[str,
 def service_recorder(args: argparse.Namespace) -> tuple[Recorder, str] | None:
     """With --service and neither --log-to nor --no-log: the service's recorder, spilling to
     the local warehouse; else None (the usual options decide)."""
-    if not (args.from_proposal and args.service) or args.log_to or args.no_log:
+    if not logs_through_service(args):
         return None
     import warehouse
     from aicf_induct.runtime.remote_recorder import RemoteLogError, RemoteRecorder
@@ -166,8 +177,7 @@ def service_recorder(args: argparse.Namespace) -> tuple[Recorder, str] | None:
 
     key = _key(args)
     if not key:
-        raise ConfigError(f"--service logs through the service and needs a write key: "
-                          f"--api-key KEY or ${API_KEY_ENV} (or --no-log)")
+        raise ConfigError(NO_KEY)
     try:
         remote = RemoteRecorder(args.service, key)
     except RemoteLogError as err:

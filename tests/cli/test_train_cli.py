@@ -316,6 +316,19 @@ def test_from_proposal_with_the_service_down_names_the_local_warehouse(
     assert "logged locally" in out.err
 
 
+@pytest.mark.parametrize("command", ["train", "adapt"])
+def test_from_proposal_through_the_service_without_a_key_is_refused_before_asking_it(
+        command: str, capsys, monkeypatch) -> None:
+    """It asked the service for a proposal first, then printed "using the embedded
+    proposer" and only then the missing key's error."""
+    monkeypatch.delenv("AICF_API_KEY", raising=False)
+    assert main([command, "--dataset", "iris", "--from-proposal", "--service",
+                 "http://127.0.0.1:1"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --service logs through the service and needs a write key: --api-key KEY or "
+        "$AICF_API_KEY (or --no-log)\n")
+
+
 def test_values_files_are_checked_as_the_runtime_checks_values(tmp_path: Path, capsys) -> None:
     """A values file of strings was a traceback, NaN weights trained to a NaN run, an empty
     file or one lacking parameters passed silently, and a text file was said to hold pickles."""
