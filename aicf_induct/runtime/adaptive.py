@@ -569,17 +569,29 @@ class AdaptiveRun:
         if self.rewrites >= self.adapt.max_rewrites:
             self._event("decision", "none", {"reason": "max_rewrites reached"})
             return
+        left = self.adapt.steps - self.trainer.step_count
+        if f.kind != "instability" and left < self.adapt.guard.steps:
+            # the guard could not judge it before the run ends: a rewrite nobody keeps
+            self._event("decision", "none", self._none_detail(
+                f, reason=f"too late: the guard needs {self.adapt.guard.steps} steps before "
+                          "the run ends", steps_left=left), m)
+            return
         d = self._decide(self._observation(f, m))
         if d is None or d.transform == NO_CHANGE:  # a "no change" may say why, and on what
-            detail: dict[str, Any] = {"trigger": f.trigger, "policy": self.policy.name}
-            if d is not None:
-                detail.update(reason=d.reason, source=d.source, evidence=d.evidence)
-            if self.proposal:
-                detail["proposal"] = self.proposal
-            self._event("decision", "none", detail, m)
+            why = {} if d is None else {"reason": d.reason, "source": d.source,
+                                        "evidence": d.evidence}
+            self._event("decision", "none", self._none_detail(f, **why), m)
             return
         self._event("decision", d.transform, self._decision_detail(d, f), m)
         self.rewrite(d, m)
+
+    def _none_detail(self, f: Fired, **why: Any) -> dict[str, Any]:
+        """What a "no change" decision says: the trigger, the policy, why, and the structure
+        proposal the run started from."""
+        detail: dict[str, Any] = {"trigger": f.trigger, "policy": self.policy.name, **why}
+        if self.proposal:
+            detail["proposal"] = self.proposal
+        return detail
 
     def _decision_detail(self, d: Decision, f: Fired) -> dict[str, Any]:
         """What a decision event says: the rewrite, why, who decided, and what it acted on

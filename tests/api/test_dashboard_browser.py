@@ -108,7 +108,8 @@ def test_run_page_draws_curves_markers_and_the_ir(site: str, browser: Any, tmp_p
     adapt = dashboard_warehouse.adapt
     drawn = load(browser, f"{site}/runs/{adapt['run_id']}", 3, tmp_path / "run.png")
     assert set(drawn) == {"chart-curves", "chart-dynamics", "chart-ir"}
-    assert drawn["chart-curves"][0] == 320  # every logged step (no downsampling this short)
+    assert drawn["chart-curves"][0] == 340  # every logged step, 320 and 20 replayed (no
+    # downsampling this short)
     traces = browser.execute_script(
         "return document.getElementById('chart-curves').data.map(t => "
         "[t.name, Array.from(t.x || []), t.hovertext || null])")

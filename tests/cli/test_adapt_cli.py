@@ -95,10 +95,15 @@ def test_repeated_triggers_without_action_take_one_line_with_counts(tmp_path: Pa
     assert main([*BASE, "--steps", "500", "--patience", "0", "--trigger-epochs", "5",
                  "--warehouse", str(wh)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    idle = [i for i, line in enumerate(lines) if "-> no action" in line]
-    assert idle and all(b - a > 1 for a, b in itertools.pairwise(idle))  # never
-    # two in a row: a run of them is one line, "plateau x2, epoch_end x5 -> no action (to
-    # step 631)"; their counts add up to the logged triggers the policy let pass
+    # (near the end a trigger is let pass as too late for the guard: its own reason)
+    idle = [i for i, line in enumerate(lines) if "-> no action" in line or "-> too late" in line]
+    def why(line: str) -> str:
+        return line.split("-> ", 1)[1].split(" (to step")[0]
+
+    # never two in a row for one reason: a run of them is one line, "plateau x2, epoch_end
+    # x5 -> no action (to step 631)"; their counts add up to the logged triggers let pass
+    assert idle and all(b - a > 1 or why(lines[a]) != why(lines[b])
+                        for a, b in itertools.pairwise(idle))
     counts = [sum(int(c) for c in re.findall(r" x(\d+)", lines[i])) or 1 for i in idle]
     assert max(counts) > 1
     import warehouse
@@ -320,3 +325,24 @@ def test_a_log_that_fails_at_the_end_comes_after_the_adaptive_run_s_results(
     assert "run " in out and "best model (step" in out
     assert "logged to" not in out
     assert "error: warehouse " in err and "No space left on device" in err
+
+
+def test_no_rewrite_is_applied_with_fewer_steps_left_than_its_guard_needs(
+        tmp_path: Path, capsys) -> None:
+    """A rewrite at the run's last step was applied, counted, and never judged (the guard's
+    window lay past the end), and the best model came from before it: a rewrite nobody
+    keeps. Now the trigger is let pass, saying why."""
+    import warehouse
+
+    wh = tmp_path / "wh"
+    out = _json(capsys, "--lr", "0.01", "--trigger-warmup", "30", "--guard-steps", "20",
+                "--steps", "300", "--inject-spike", "200", "--warehouse", str(wh))
+    conn = warehouse.connect(wh)
+    late = conn.execute("SELECT step, detail ->> 'reason', detail ->> 'steps_left' FROM events "
+                        "WHERE run_id = ? AND kind = 'decision' AND name = 'none' AND "
+                        "detail ->> 'reason' LIKE 'too late%'", [out["run_id"]]).fetchall()
+    assert late and all(int(left) < 20 and step > 280 for step, _, left in late), late
+    assert late[0][1] == "too late: the guard needs 20 steps before the run ends"
+    (last,) = conn.execute("SELECT max(step) FROM events WHERE run_id = ? AND kind = "
+                           "'rewrite'", [out["run_id"]]).fetchone()
+    assert last <= 300 - 20
