@@ -8,7 +8,6 @@ read or write key when `read_requires_key` is set, and look at no key otherwise.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
@@ -21,6 +20,7 @@ from api.errors import ApiProblem
 from api.settings import Settings
 from warehouse.cached import CachedCatalog
 from warehouse.keys import KeyStore
+from warehouse.sandbox_pool import SandboxPool
 
 T = TypeVar("T")
 
@@ -40,7 +40,7 @@ class Warehouse:
 
     def __init__(self, root: Path, sql_slots: int) -> None:
         self.root = root
-        self.sql_slots = threading.BoundedSemaphore(sql_slots)  # sandbox queries at once
+        self.sql = SandboxPool(sql_slots)  # sandbox queries at once, each in a process
         self.catalog = CachedCatalog(root)
 
     def read(self, fn: Callable[[duckdb.DuckDBPyConnection], T]) -> T:

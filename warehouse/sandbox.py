@@ -119,6 +119,8 @@ def _run(conn: duckdb.DuckDBPyConnection, sql: str, limits: Limits) -> Result:
     finally:
         timer.cancel()
         timer.join()  # an interrupt in flight lands before the caller closes the connection
+    if fired.is_set():  # one long expression, which the interrupt cannot stop, ran past it
+        raise past_time_limit(limits)
     columns = [(f.name, str(f.type)) for f in schema]
     # column by column, by position: two result columns may share a name (`SELECT 1 AS a,
     # 2 AS a`, a join's `*`), which rows read as dicts would fold into one
@@ -153,11 +155,15 @@ def _scalar(s: pa.Scalar) -> Any:
         return f"<a {s.type} value JSON cannot carry>"
 
 
+def past_time_limit(limits: Limits) -> SandboxError:
+    return SandboxError("time_limit", f"the query ran past the time limit of "
+                                      f"{limits.time_limit_s:g} s")
+
+
 def _why(err: BaseException, timed_out: bool, limits: Limits) -> SandboxError:
     text = one_line(err)
     if timed_out or isinstance(err, duckdb.InterruptException):
-        return SandboxError("time_limit", f"the query ran past the time limit of "
-                                          f"{limits.time_limit_s:g} s")
+        return past_time_limit(limits)
     if isinstance(err, duckdb.OutOfMemoryException) or "Out of Memory" in text:
         return SandboxError("memory_limit", f"the query needs more than the memory limit of "
                                             f"{limits.memory_limit}")

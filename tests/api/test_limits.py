@@ -24,7 +24,7 @@ def test_queries_beyond_the_slots_get_429(warehouse_root: tuple[Path, dict]) -> 
         t = threading.Thread(target=lambda: first.append(client.post("/v1/sql", json=FOREVER)))
         t.start()
         # wait until the first holds the slot
-        while app.state.warehouse.sql_slots._value:  # the semaphore's free count
+        while app.state.warehouse.sql.slots._value:  # the semaphore's free count
             time.sleep(0.01)
         with httpx.Client(base_url=str(client.base_url), timeout=30) as other:
             busy = other.post("/v1/sql", json={"sql": "SELECT 1"})
@@ -33,3 +33,28 @@ def test_queries_beyond_the_slots_get_429(warehouse_root: tuple[Path, dict]) -> 
         assert body["type"].endswith("sql-busy") and busy.headers["retry-after"] == "1"
         assert first[0].json()["type"].endswith("sql-time-limit")
         assert client.post("/v1/sql", json={"sql": "SELECT 1"}).status_code == 200  # freed
+
+
+# one expression that runs long without a pause where DuckDB looks for an interrupt: the
+# sort of a list of 20 million, four times (over a minute here; past any machine's 3 s)
+ONE_LONG_EXPRESSION = {"sql": "SELECT list_transform(range(4), i -> "
+                              "len(list_sort(list_reverse(range(20000000)))))"}
+
+
+def test_a_query_the_interrupt_cannot_stop_is_killed_at_its_time_limit(
+        warehouse_root: tuple[Path, dict]) -> None:
+    """The timer's interrupt reaches DuckDB only between vectors: one long expression ran to
+    its end (23 s past a 5 s limit) and answered 200, holding its slot all along."""
+    from warehouse.sandbox_pool import GRACE_S
+
+    app = create_app(Settings(warehouse=warehouse_root[0], sql_concurrency=1,
+                              sql_time_limit_s=0.5))
+    with serve_in_thread(app) as client:
+        assert client.post("/v1/sql", json={"sql": "SELECT 1"}).status_code == 200  # started
+        t0 = time.monotonic()
+        r = client.post("/v1/sql", json=ONE_LONG_EXPRESSION)
+        took = time.monotonic() - t0
+        assert problem(r, 422)["type"].endswith("sql-time-limit")
+        assert took < 0.5 + GRACE_S + 10  # killed at the limit, not at the query's end
+        ok = client.post("/v1/sql", json={"sql": "SELECT 42"})  # a fresh worker
+        assert ok.status_code == 200 and ok.json()["rows"] == [[42]]

@@ -26,6 +26,16 @@ def test_time_limit_cuts_a_query_while_its_rows_stream(root: Path) -> None:
     assert exc.value.reason == "time_limit"
 
 
+def test_a_query_that_ends_past_its_time_limit_is_refused_not_answered(root: Path) -> None:
+    """One expression, which the interrupt does not stop, ran to its end past the limit and
+    its rows came back as if within it (the service now also kills such a query:
+    warehouse/sandbox_pool.py)."""
+    with pytest.raises(SandboxError) as exc:
+        run_sql(root, "SELECT len(list_sort(list_reverse(range(3000000))))",
+                Limits(time_limit_s=0.01))
+    assert exc.value.reason == "time_limit"
+
+
 def test_row_limit_is_exact(root: Path) -> None:
     assert len(run_sql(root, "SELECT * FROM range(7)", Limits(max_rows=7)).rows) == 7
     with pytest.raises(SandboxError) as exc:
