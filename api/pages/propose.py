@@ -20,7 +20,7 @@ from api.middleware import BodyTooLarge
 from api.pages import report_charts
 from api.pages.forms import Form, label, read_form
 from api.pages.render import chart, page, templates
-from api.proposing import BadRequest, PackMissing, Proposals
+from api.proposing import BadRequest, PackMissing, Proposals, known_problems
 from api.upload import FormError, column_list
 from warehouse import browse
 
@@ -42,12 +42,15 @@ def _pack(request: Request) -> tuple[Pack | None, str | None]:
 
 
 def _known(wh: Any, pack: Pack | None) -> list[str]:
-    """Problems a user can pick: the bundled ones, the warehouse's and the pack's."""
+    """Problems a user can pick: the bundled ones, the warehouse's and the pack's, those only
+    that the service proposes for by name (no `file:` name: it would show a server's path
+    and be refused; no name of a table that is not there)."""
     def read(c: duckdb.DuckDBPyConnection) -> list[str]:
         return browse.distinct_values(c, "problem_name")
 
-    names = set(SKLEARN_NAMES) | set(wh.read(read)) | set(pack.problems if pack else [])
-    return sorted(names)
+    held = pack.problems if pack else []
+    names = set(SKLEARN_NAMES) | set(wh.read(read)) | set(held)
+    return sorted(known_problems(names, set(held)))
 
 
 def _form(request: Request, wh: Any, pack: Pack | None, pack_error: str | None,
@@ -68,7 +71,7 @@ def _propose(props: Proposals, form: Form, top_k: int) -> dict[str, Any]:
     """Propose for the uploaded table, or for the known problem picked, as the proposals
     route does (a `file:` name is refused: the service reads no file by name)."""
     if form.file is None:
-        return props.for_dataset(form.fields.get("problem", ""), top_k)
+        return props.for_dataset(form.fields.get("problem", ""), top_k, field="body.problem")
     out = props.for_file(form.file, form.fields.get("target", ""), form.filename, None, top_k,
                          column_list(form.fields.get("drop")))
     out["dataset"]["name"] = f"{form.filename} (uploaded)"
@@ -119,10 +122,9 @@ async def _answer(request: Request, wh: Any, pack: Pack | None, pack_error: str 
     props: Proposals = request.app.state.proposals
     try:
         result = await run_in_threadpool(_propose, props, form, top_k)
-    except BadRequest as err:
-        where = "file" if has_file else "problem"
+    except BadRequest as err:  # named as the form names its inputs: file, target, drop, problem
         return await run_in_threadpool(_form, request, wh, pack, pack_error, 422, **ctx,
-                                       error=f"{where}: {err}")
+                                       error=f"{label(err.field)}: {err}")
     fig = chart(report_charts.proposal_figure(result["candidates"]), "chart-proposal")
     return await run_in_threadpool(_form, request, wh, pack, pack_error, 200, **ctx,
                                    result=result, chart=fig)

@@ -9,6 +9,7 @@ import duckdb
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
+from aicf_induct.records import RUN_STATUSES
 from api.deps import ReadAccess, WarehouseDep
 from api.pages import ir_graph, run_charts
 from api.pages.render import chart, not_found, page
@@ -18,6 +19,9 @@ from warehouse.run_view import run_view
 router = APIRouter(include_in_schema=False)
 
 Filter = Annotated[str | None, Query(max_length=200)]
+# a status the warehouse knows, or "" (the filter form's "any"): another is a 422 naming it,
+# as on /v1/runs, not an empty page
+Status = Annotated[str | None, Query(pattern=f"^({'|'.join(('', *RUN_STATUSES))})$")]
 Sort = Literal[browse.RUN_COLUMNS]  # type: ignore[valid-type]
 PER_PAGE = 50
 LIST_COLUMNS = ("run_id", "problem_name", "origin", "status", "seed", "device", "started_at",
@@ -26,7 +30,7 @@ LIST_COLUMNS = ("run_id", "problem_name", "origin", "status", "seed", "device", 
 
 @router.get("/", response_class=HTMLResponse)
 def runs_page(request: Request, _: ReadAccess, wh: WarehouseDep, problem: Filter = None,
-              origin: Filter = None, status: Filter = None, sort: Sort = "started_at",
+              origin: Filter = None, status: Status = None, sort: Sort = "started_at",
               order: Literal["asc", "desc"] = "desc",
               page_no: Annotated[int, Query(alias="page", ge=1, le=10**6)] = 1,
               per_page: Annotated[int, Query(ge=1, le=500)] = PER_PAGE) -> HTMLResponse:

@@ -113,7 +113,7 @@ async def _once(props: Proposals, key: tuple[str, int]) -> bytes:
 @router.get("/proposals/features")
 def feature_names(_: ReadAccess, props: ProposalsDep) -> FeatureNames:
     """The meta-features the pack's model reads (the keys `features` may use)."""
-    return FeatureNames(features=_call(props.feature_names))
+    return FeatureNames(features=as_problem(props.feature_names))
 
 
 def _json(answer: dict[str, Any]) -> bytes:
@@ -140,7 +140,7 @@ def _parse(model: type[T], data: Any) -> T:
                                       for e in err.errors(include_url=False)]) from None
 
 
-def _call(fn: Callable[[], T]) -> T:
+def as_problem(fn: Callable[[], T]) -> T:
     """`fn()` with the proposal errors as problems."""
     try:
         return fn()
@@ -150,18 +150,22 @@ def _call(fn: Callable[[], T]) -> T:
         raise ApiProblem(422, "invalid-input", str(err), field=err.field) from None
 
 
-async def _compute(props: Proposals, fn: Callable[[], T]) -> T:
-    """`fn()` in the thread pool, holding one of the proposal slots (429 when none frees)."""
-    def work() -> T:
-        if not props.slots.acquire(timeout=SLOT_WAIT_S):
-            raise ApiProblem(429, "proposals-busy", "too many proposals being computed; "
-                             "retry shortly", headers={"Retry-After": "1"})
-        try:
-            return _call(fn)
-        finally:
-            props.slots.release()
+def in_slot(props: Proposals, fn: Callable[[], T]) -> T:
+    """`fn()` (as `as_problem`), holding one of the proposal slots (429 when none frees in
+    SLOT_WAIT_S): work that featurises or ranks, so a few requests cannot hold every core.
+    Blocks: call it from a worker thread."""
+    if not props.slots.acquire(timeout=SLOT_WAIT_S):
+        raise ApiProblem(429, "proposals-busy", "too many proposals being computed; "
+                         "retry shortly", headers={"Retry-After": "1"})
+    try:
+        return as_problem(fn)
+    finally:
+        props.slots.release()
 
-    return await run_in_threadpool(work)
+
+async def _compute(props: Proposals, fn: Callable[[], T]) -> T:
+    """`fn()` in the thread pool, holding one of the proposal slots."""
+    return await run_in_threadpool(in_slot, props, fn)
 
 
 # -- uploads -------------------------------------------------------------------------------------

@@ -15,30 +15,35 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from aicf_induct.json_values import json_safe
 from api.deps import ReadAccess, WarehouseDep
 from api.errors import ApiProblem
-from api.schemas.common import Column
+from api.schemas.common import AnyWhenBlank, Column
 from api.schemas.reports import ReportInfo, ReportParam, ReportResult
 from warehouse.reports import Report, reports, run_report
 
 router = APIRouter(tags=["reports"])
 
 _TYPES = {int: "integer", float: "number"}
+MAX_LIMIT = 10_000  # a report's `limit` parameter at most (run_summary's)
 
 
 def _type_name(default: Any) -> str:
     return _TYPES.get(type(default), "string")
 
 
-def _field(default: Any) -> tuple[Any, Any]:
+def _field(name: str, default: Any) -> tuple[Any, Any]:
     # bounds keep values inside what DuckDB binds (BIGINT, finite DOUBLE)
+    if name == "limit":  # rows of the answer: bounded as /v1/runs/{id}/steps' pages are
+        return int, Field(default=default, ge=1, le=MAX_LIMIT)
     if isinstance(default, int):
         return int, Field(default=default, ge=0, le=10**9)
     if isinstance(default, float):
         return float, Field(default=default, allow_inf_nan=False)
+    if default is None:
+        return AnyWhenBlank, Field(default=None, max_length=200)
     return str | None, Field(default=default, max_length=200)
 
 
 def params_model(report: Report) -> type[BaseModel]:
-    fields = {k: _field(v) for k, v in report.params.items()}
+    fields = {k: _field(k, v) for k, v in report.params.items()}
     name = "".join(p.title() for p in report.name.split("_")) + "Params"
     return create_model(name, __config__=ConfigDict(extra="forbid"), **fields)  # type: ignore[call-overload]
 

@@ -1,5 +1,8 @@
 """`POST /v1/rewrites`: ranked rewrites for a live run, from the learned rewrite proposer
-(the knowledge pack's rewrite table pooled with the served warehouse's rewrite history)."""
+(the knowledge pack's rewrite table pooled with the served warehouse's rewrite history).
+
+A problem given by name is featurised as `/v1/proposals` featurises its `dataset`: only a
+name the service loads (`known_problem`), holding a proposal slot, and kept per name."""
 
 from __future__ import annotations
 
@@ -18,10 +21,13 @@ from aicf_induct.ir.canonical import from_dict
 from aicf_induct.ir.graph import Graph
 from api.deps import ReadAccess, SettingsDep
 from api.errors import ApiProblem
+from api.proposing import Proposals, check_features
+from api.routes.bodies import JsonBodyRoute
+from api.routes.proposals import ProposalsDep, as_problem, in_slot
 from api.schemas.rewrites import RewriteAnswerPublic, RewriteRequest
 from warehouse.catalog import one_line
 
-router = APIRouter(tags=["rewrites"])
+router = APIRouter(tags=["rewrites"], route_class=JsonBodyRoute)
 KIND = {"warmup": "schedule", "epoch_end": "schedule", "plateau": "plateau",
         "nan": "instability", "spike": "instability", "grad_explosion": "instability"}
 REFRESH_S = 30.0  # the warehouse's history is re-read at most this often
@@ -50,31 +56,27 @@ def _graph(ir: dict[str, Any]) -> Graph:
         raise ApiProblem(422, "invalid-input", f"ir: {one_line(err)}", field="body.ir") from None
 
 
-def _problem(body: RewriteRequest) -> tuple[str, float]:
+def _problem(body: RewriteRequest, props: Proposals) -> tuple[str, float]:
     """(task, rows) of the problem, from the features or by featurising the named one."""
     if body.features is not None and body.problem is not None:
         raise ApiProblem(422, "invalid-input", "give features or problem, not both",
                          field="body.problem")
     if body.problem is not None:
-        from aicf_induct.induction.proposals import featurise
-
-        if body.problem.strip().lower().startswith("file:"):  # no path from a client
-            raise ApiProblem(422, "invalid-input", "problem: a file: name reads the server's "
-                             "files; send the problem's features instead",
-                             field="body.problem")
-
-        try:
-            problem, feats = featurise(body.problem)
-        except AicfError as err:
-            raise ApiProblem(422, "invalid-input", one_line(err), field="body.problem") from None
-        return problem.task, float(feats.get("simple.n_rows", problem.n_rows))
+        return _named(body.problem, props)
     feats = body.features or {}
-    for name in ("simple.n_rows", "n_rows"):
-        if name in feats and feats[name] < 1:  # a size class of a table with no rows
-            raise ApiProblem(422, "invalid-input", f"{name} must be at least 1, got "
-                             f"{feats[name]:g}", field=f"body.features.{name}")
+    as_problem(lambda: check_features(feats))  # as /v1/proposals checks its features
     rows = feats.get("simple.n_rows", feats.get("n_rows", math.nan))
     return body.task or "", float(rows)
+
+
+def _named(name: str, props: Proposals) -> tuple[str, float]:
+    """(task, rows) of a known problem: kept from before, else featurised in a slot."""
+    described = props.described(name)
+    if described is None:
+        described = in_slot(props, lambda: props.describe(name, "body.problem"))
+    info, feats = described
+    rows = feats["simple.n_rows"] if "simple.n_rows" in feats else info["rows"]
+    return str(info["task"]), float(rows)
 
 
 def _gap(body: RewriteRequest) -> float:
@@ -87,11 +89,11 @@ def _gap(body: RewriteRequest) -> float:
 
 @router.post("/rewrites")
 def propose_rewrites(_: ReadAccess, settings: SettingsDep, request: Request,
-                     body: RewriteRequest) -> RewriteAnswerPublic:
+                     props: ProposalsDep, body: RewriteRequest) -> RewriteAnswerPublic:
     """Ranked rewrites (transform, site, options) for a live run, each with its expected
     effect, interval and evidence; `decision` "none" when none is positive with confidence."""
     graph = _graph(body.ir)
-    task, rows = _problem(body)
+    task, rows = _problem(body, props)
     effects, source = _effects(request, settings)
     query = RewriteQuery(graph, KIND[body.trigger], _gap(body), task, rows,
                          frozenset(body.blocked))

@@ -5,31 +5,33 @@ from typing import Annotated
 import duckdb
 from fastapi import APIRouter, Path, Query
 
-from aicf_induct.records import RUN_STATUSES
 from api.deps import ReadAccess, WarehouseDep
 from api.errors import ApiProblem
 from api.schemas.common import next_offset
-from api.schemas.runs import RunDetail, RunPage, RunPublic, StepPage, StepPublic
+from api.schemas.runs import (
+    RunDetail,
+    RunPage,
+    RunPublic,
+    RunsQuery,
+    StepPage,
+    StepPublic,
+)
 from warehouse import browse
 
 router = APIRouter(tags=["runs"])
 
-Filter = Annotated[str | None, Query(max_length=200)]
-Status = Annotated[str | None, Query(pattern=f"^({'|'.join(RUN_STATUSES)})$",
-                                     description=f"one of {', '.join(RUN_STATUSES)}")]
 Offset = Annotated[int, Query(ge=0, le=2**62, description="rows to skip")]
 RunId = Annotated[str, Path(min_length=1, max_length=200)]
 
 
 @router.get("/runs")
-def list_runs(_: ReadAccess, wh: WarehouseDep, problem: Filter = None, origin: Filter = None,
-              status: Status = None,
-              limit: Annotated[int, Query(ge=1, le=1000)] = 50, offset: Offset = 0) -> RunPage:
+def list_runs(_: ReadAccess, wh: WarehouseDep, q: Annotated[RunsQuery, Query()]) -> RunPage:
     """Runs, newest first; filter by problem (name or id), origin and status."""
     items, total = wh.read(lambda c: browse.list_runs(
-        c, problem=problem, origin=origin, status=status, limit=limit, offset=offset))
-    return RunPage(items=[RunPublic(**r) for r in items], total=total, limit=limit,
-                   offset=offset, next_offset=next_offset(offset, limit, total))
+        c, problem=q.problem, origin=q.origin, status=q.status, limit=q.limit,
+        offset=q.offset))
+    return RunPage(items=[RunPublic(**r) for r in items], total=total, limit=q.limit,
+                   offset=q.offset, next_offset=next_offset(q.offset, q.limit, total))
 
 
 def _no_run(run_id: str) -> ApiProblem:

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, Field
+
+
+def _blank_is_any(value: Any) -> Any:
+    return None if value == "" else value
+
+
+# a query filter left empty (`?problem=`, as the dashboard's forms send it) is no filter:
+# not a filter to the empty name (`/v1/runs`, the reports routes)
+AnyWhenBlank = Annotated[str | None, BeforeValidator(_blank_is_any)]
 
 
 class FieldError(BaseModel):

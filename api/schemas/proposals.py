@@ -30,7 +30,10 @@ class FeaturesProposalRequest(_In):
         min_length=1, max_length=500,
         description="meta-feature name (as `extract_features` names them; "
                     "`GET /v1/proposals/features` lists them) -> value; null or left out: "
-                    "missing")
+                    "missing. A value must be finite, and a count at least 1 "
+                    "(`simple.n_rows`, `simple.n_features`, `simple.sampled_rows`; "
+                    "`simple.n_classes` at least 0): else a 422 naming "
+                    "`body.features.<name>`")
     top: StrictInt = TOP
 
 
@@ -67,12 +70,16 @@ class ProposalRecipe(BaseModel):
 
 
 class ProposedCandidate(BaseModel):
-    rank: int = Field(description="1 = best")
+    rank: int = Field(description="1 = first in the pack's order (`pack.order`), which is "
+                                   "what orders the candidates: not ascending "
+                                   "`expected_norm_error`")
     candidate: str = Field(description="the candidate key")
     structure_key: str = Field(description="model spec | recipe")
     model: str = Field(description="model spec, e.g. `mlp:depth=2,width=64,...`")
     recipe: ProposalRecipe
-    expected_norm_error: float = Field(description="0 = the space's best, 1 = its median")
+    expected_norm_error: float = Field(
+        description="0 = the space's best, 1 = its median; from the model of the error, not "
+                    "the order's, so it need not rise with `rank`")
     low: float = Field(description="interval at `level`")
     high: float
     on_neighbors: dict[str, float] = Field(description="normalized error on the nearest "
@@ -82,8 +89,9 @@ class ProposedCandidate(BaseModel):
                                                   "problem's sizes; null when unknown")
     expected_rank: float | None = Field(
         default=None, description="expected rank within the space's candidates on this problem "
-                                  "(0 = best, 1 = worst): what orders the proposals; null for "
-                                  "a pack that ranks by the expected error")
+                                  "(0 = best, 1 = worst), from a pack that ranks by it; null "
+                                  "for one that ranks by gain (the shipped pack) or by the "
+                                  "expected error")
     fingerprint: str | None
 
 
@@ -96,7 +104,8 @@ class ProposalNeighbor(BaseModel):
 
 
 class PackInfo(BaseModel):
-    path: str | None
+    path: str | None = Field(description="the pack file's name, without its directory (no "
+                                         "server path reaches a client)")
     format: str
     library: str
     problems: int
@@ -113,7 +122,9 @@ class Proposal(BaseModel):
     dataset: ProposalDataset
     level: float = Field(description="coverage the intervals aim at")
     score: str = Field(description="what the numbers mean")
-    candidates: list[ProposedCandidate]
+    candidates: list[ProposedCandidate] = Field(
+        description="in the pack's order (`pack.order`; `rank` 1 first), which is not "
+                    "ascending `expected_norm_error`")
     neighbors: list[ProposalNeighbor]
     pack: PackInfo
 

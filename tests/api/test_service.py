@@ -63,6 +63,21 @@ def test_runs_filter_and_paginate(server: Server) -> None:
         problem(c.get("/v1/runs", params={"offset": -1}), 422, "query.offset")
         problem(c.get("/v1/runs", params={"status": "bogus"}), 422, "query.status")
         assert c.get("/v1/runs", params={"status": "abandoned"}).json()["total"] == 0
+        # an unknown parameter (a typo, a sort it does not have) is named, as on reports
+        problem(c.get("/v1/runs", params={"sort": "seed"}), 422, "query.sort")
+        problem(c.get("/v1/runs", params={"limt": 1}), 422, "query.limt")
+        # an empty filter is no filter, as on the dashboard and the reports routes
+        blank = c.get("/v1/runs", params={"problem": "", "origin": "", "status": ""})
+        assert blank.json()["total"] == 3, blank.text
+
+
+def test_run_status_is_documented_with_every_value(server: Server) -> None:
+    from aicf_induct.records import RUN_STATUSES
+
+    with server.client() as c:
+        doc = c.get("/openapi.json").json()
+    said = doc["components"]["schemas"]["RunPublic"]["properties"]["status"]["description"]
+    assert all(f"`{s}`" in said for s in RUN_STATUSES), said
 
 
 def test_one_run_and_its_steps(server: Server) -> None:
@@ -112,6 +127,14 @@ def test_reports_listed_and_run(server: Server) -> None:
         problem(c.get("/v1/reports/leaderboard", params={"top": -1}), 422, "query.top")
         problem(c.get("/v1/reports/leaderboard", params={"top": "x"}), 422, "query.top")
         problem(c.get("/v1/reports/leaderboard", params={"bogus": 1}), 422, "query.bogus")
+        # an empty filter is no filter (as the dashboard and /v1/runs take it)
+        blank = c.get("/v1/reports/leaderboard", params={"problem": ""}).json()
+        assert blank == c.get("/v1/reports/leaderboard").json() and blank["rows"]
+        assert blank["params"]["problem"] is None
+        # a report's rows are bounded as other limits are
+        problem(c.get("/v1/reports/run_summary", params={"limit": 10**9}), 422, "query.limit")
+        problem(c.get("/v1/reports/run_summary", params={"limit": 0}), 422, "query.limit")
+        assert c.get("/v1/reports/run_summary", params={"limit": 10_000}).status_code == 200
         body = problem(c.get("/v1/reports/nope"), 404, "path.name")
         assert "leaderboard" in body["detail"]
 
@@ -136,6 +159,13 @@ def test_sql_answers_and_rejects_bad_bodies(server: Server) -> None:
             "content-type": "application/json"}), 400, "body")
         assert bad["type"].endswith(":invalid-body") and "not JSON" in bad["detail"]
         problem(c.post("/v1/sql", json={"sql": "SELECT nope FROM steps"}), 422, "body.sql")
+        # `curl -d` without -H labels JSON form-urlencoded: read as JSON all the same
+        form = {"content-type": "application/x-www-form-urlencoded"}
+        curl = c.post("/v1/sql", content=b'{"sql": "SELECT 1 AS one"}', headers=form)
+        assert curl.status_code == 200 and curl.json()["rows"] == [[1]], curl.text
+        problem(c.post("/v1/sql", content=b"sql=SELECT+1", headers=form), 400, "body")
+        problem(c.post("/v1/sql", content=b'{"sql": 1}', headers={"content-type": "text/plain"}),
+                422, "body.sql")
 
 
 def test_body_limit_is_counted_not_declared(server: Server) -> None:
