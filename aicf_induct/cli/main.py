@@ -59,6 +59,27 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see {self.prog} --help)")
 
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        """argparse's, but an unknown option names the help of the command it was given to
+        (`aicf-induct induce fit --help`), not the top level's."""
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            raise UsageError(f"unrecognized arguments: {' '.join(extras)} "
+                             f"(see {_command_parser(self, ns).prog} --help)")
+        return ns
+
+
+def _command_parser(parser: argparse.ArgumentParser,
+                    ns: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost sub-command parser the parsed line chose."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(ns, action.dest, None) or "")
+            if chosen is not None:
+                return _command_parser(chosen, ns)
+    return parser
+
 
 def build_parser(modules: Sequence[str] = tuple(COMMAND_MODULES)) -> argparse.ArgumentParser:
     parser = Parser(

@@ -143,7 +143,8 @@ CASES = [
     ("report-param", ["report", "leaderboard", *WH, "-p", "top=abc"],
      r"parameter 'top' must be a whole number, got 'abc'"),
     ("compact-grace", ["warehouse", "compact", *WH, "--grace", "-1"], r"--grace: must be >= 0"),
-    ("unknown-option", [*TRAIN, "--colour", "red"], r"unrecognized arguments: --colour red"),
+    ("unknown-option", [*TRAIN, "--colour", "red"],
+     r"unrecognized arguments: --colour red \(see aicf-induct train --help\)"),
     ("unknown-precision", [*TRAIN, "--precision", "fp8"], r"--precision: invalid choice: 'fp8'"),
     # cases that gave one line before issue 12 (tests elsewhere): kept in the corpus
     ("unknown-dataset", ["train", "--dataset", "nope", *WH],
