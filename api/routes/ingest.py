@@ -4,8 +4,6 @@ carries an id and is written once (warehouse/ingest.py)."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
@@ -43,33 +41,10 @@ def _invalid(err: IngestError) -> ApiProblem:
                       field=f"body.{err.field}" if err.field else "body")
 
 
-async def _json(request: Request) -> tuple[dict[str, Any], str]:
-    """The body's JSON object, and its digest (what tells a retry from a reused batch id)."""
+async def _json(request: Request) -> dict[str, Any]:
+    """The body's JSON object."""
     raw = await request.body()
-
-    def parsed() -> tuple[dict[str, Any], str]:  # megabytes: not on the event loop
-        body = json_object(raw)
-        return body, JSON_DIGEST + digest_of(canonical_json(body))
-
-    return await run_in_threadpool(parsed)
-
-
-# A JSON body's digest is of its content (a client may re-serialise a retry with its keys in
-# another order or other spacing); the prefix tells it from a ledger entry of an older server
-# (a digest of the raw bytes), which `same_batch` does not compare with it.
-JSON_DIGEST = "json:"
-
-
-def canonical_json(body: Any) -> bytes:
-    return json.dumps(body, sort_keys=True, separators=(",", ":"),
-                      ensure_ascii=False).encode("utf-8", "surrogatepass")
-
-
-def digest_of(*parts: bytes) -> str:
-    h = hashlib.blake2b(digest_size=16)
-    for p in parts:
-        h.update(p)
-    return h.hexdigest()
+    return await run_in_threadpool(json_object, raw)  # megabytes: not on the event loop
 
 
 def _batch_id(body: dict[str, Any]) -> str:
@@ -80,18 +55,20 @@ def _batch_id(body: dict[str, Any]) -> str:
 
 
 async def _commit(wh: Any, batch_id: str, make: Callable[[], Mapping[str, pa.Table]],
-                  digest: str, run_field: str | None = None, in_path: bool = False,
+                  run_field: str | None = None, in_path: bool = False,
                   batch_in_query: bool = False) -> IngestResult:
     """Commit the batch `make` builds; `run_field`: how the route's body names the run id a
     409 (a run started before) points at, when not `runs[i].run_id`; `in_path`: the route's
-    path names the run (what a 404 for a run never started points at)."""
+    path names the run (what a 404 for a run never started points at). A batch id committed
+    before is a retry when its rows are the same (`content_digest`), else a 409."""
     def work() -> IngestResult:
         ingest.batch_key(batch_id)  # a bad id is refused before the records are converted
+        tables = make()
+        digest = ingest.content_digest(tables)
         if ingest.is_committed(wh.root, batch_id):
             ingest.same_batch(wh.root, batch_id, digest)
-            tables: Mapping[str, pa.Table] = {}
+            tables = {}
         else:
-            tables = make()
             _refuse_unstarted(wh, tables)
         done = ingest.commit(wh.root, batch_id, tables, digest)
         return IngestResult(batch_id=batch_id, written=done.written, rows=done.rows)
@@ -142,16 +119,16 @@ def check(scope: WriteAccess, wh: WarehouseDep) -> KeyCheck:
 @router.post("/batches", openapi_extra=_body(IngestBatch))
 async def batches(_: WriteAccess, wh: WarehouseDep, request: Request) -> IngestResult:
     """Append records of any kinds to the warehouse, all or nothing, once per batch id."""
-    body, digest = await _json(request)
+    body = await _json(request)
     bid = _batch_id(body)
     wid = _writer(request)
-    return await _commit(wh, bid, lambda: ingest.tables_of(body, wid), digest)
+    return await _commit(wh, bid, lambda: ingest.tables_of(body, wid))
 
 
 @router.post("/runs", openapi_extra=_body(RunCreate))
 async def create_run(_: WriteAccess, wh: WarehouseDep, request: Request) -> IngestResult:
     """Start a run: its row, and its problem's when given."""
-    body, digest = await _json(request)
+    body = await _json(request)
     bid = _batch_id(body)
     unknown = sorted(set(body) - {"run", "problem"})
     if unknown or "run" not in body:
@@ -161,20 +138,19 @@ async def create_run(_: WriteAccess, wh: WarehouseDep, request: Request) -> Inge
              "problems": [body["problem"]] if body.get("problem") is not None else []}
     wid = _writer(request)
     return await _commit(wh, bid, lambda: _renamed(
-        batch, {"runs[0]": "run", "problems[0]": "problem"}, wid), digest,
-        run_field="run.run_id")
+        batch, {"runs[0]": "run", "problems[0]": "problem"}, wid), run_field="run.run_id")
 
 
 @router.post("/runs/{run_id}/end", openapi_extra=_body(RunEnd))
 async def end_run(_: WriteAccess, wh: WarehouseDep, run_id: RunId,
                   request: Request) -> IngestResult:
     """End a run: its status, steps taken, wall time and error."""
-    body, digest = await _json(request)
+    body = await _json(request)
     bid = _batch_id(body)
     if body.get("run_id", run_id) != run_id:  # the path names the run; a body may repeat it
         raise _invalid(IngestError("run_id", f"not the run '{run_id}' of the path"))
     batch = {"run_ends": [{**body, "run_id": run_id}]}
-    return await _commit(wh, bid, lambda: _renamed(batch, {"run_ends[0]": ""}, ""), digest,
+    return await _commit(wh, bid, lambda: _renamed(batch, {"run_ends[0]": ""}, ""),
                          in_path=True)
 
 
@@ -197,8 +173,7 @@ async def arrow_steps(_: WriteAccess, wh: WarehouseDep, run_id: RunId, batch_id:
             raise IngestError("", f"not an Arrow IPC stream ({err})") from None
         return {"steps": ingest.steps_table(t, run_id)} if t.num_rows else {}
 
-    digest = await run_in_threadpool(digest_of, run_id.encode("utf-8", "surrogatepass"), raw)
-    return await _commit(wh, batch_id, make, digest, in_path=True, batch_in_query=True)
+    return await _commit(wh, batch_id, make, in_path=True, batch_in_query=True)
 
 
 _LEASE_LOCK = threading.Lock()

@@ -432,10 +432,15 @@ def test_a_batch_id_reused_with_other_records_is_a_409(service: Ingest) -> None:
         r = c.post("/v1/ingest/batches", content=other, headers=auth)
         assert r.status_code == 409 and r.json()["field"] == "body.batch_id", r.text
         assert r.json()["type"].endswith(":batch-reused")
-        arrow = arrow_body(pa.Table.from_pylist(step_rows("reused", 20, 3)))
+        table = pa.Table.from_pylist(step_rows("reused", 20, 3))
         r = c.post("/v1/ingest/runs/reused/steps", params={"batch_id": "reused-2"},
-                   content=arrow, headers={"Content-Type": ARROW})
+                   content=arrow_body(table), headers={"Content-Type": ARROW})
         assert r.json()["written"] is True
+        # its retry cut into other record batches: the same rows
+        rechunked = pa.Table.from_batches(table.to_batches(max_chunksize=1))
+        r = c.post("/v1/ingest/runs/reused/steps", params={"batch_id": "reused-2"},
+                   content=arrow_body(rechunked), headers={"Content-Type": ARROW})
+        assert r.status_code == 200 and r.json()["written"] is False, r.text
         arrow = arrow_body(pa.Table.from_pylist(step_rows("reused", 30, 3)))
         r = c.post("/v1/ingest/runs/reused/steps", params={"batch_id": "reused-2"},
                    content=arrow, headers={"Content-Type": ARROW})

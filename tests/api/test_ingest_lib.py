@@ -301,13 +301,13 @@ def test_a_client_gone_silent_is_ended_by_repair_stale_and_its_own_end_still_win
 
 def test_a_ledger_digest_of_an_older_server_is_compared_only_with_its_kind(
         tmp_path: Path) -> None:
-    """Older servers kept the digest of a JSON body's bytes; this one keeps its content's
-    (`json:`). A retry that spans the upgrade must not be taken for a reused batch id."""
+    """Older servers kept the digest of a body's bytes; this one keeps its rows' (`rows:`).
+    A retry that spans the upgrade must not be taken for a reused batch id."""
     from warehouse.ingest import BatchReused, same_batch
 
     root = tmp_path / "wh"
     commit(root, "b-old", tables_of(BATCH, "w"), digest="0f" * 16)  # an older server's
-    same_batch(root, "b-old", "json:" + "aa" * 16)  # this server's digest of the retry
+    same_batch(root, "b-old", "rows:" + "aa" * 16)  # this server's digest of the retry
     same_batch(root, "b-old", "0f" * 16)
     with pytest.raises(BatchReused):
         same_batch(root, "b-old", "1e" * 16)  # bytes of another body (an Arrow stream's kind)
