@@ -271,13 +271,16 @@ def bench_latency(port: int, root: Path, seconds: float) -> dict[str, dict[str, 
         "POST /v1/sql (aggregate)": raw_request("POST", "/v1/sql", json.dumps(
             {"sql": "SELECT problem_name, count(*), avg(wall_time_s) FROM runs "
                     "GROUP BY ALL ORDER BY ALL"}).encode()),
+        "POST /v1/rewrites, 4,000-node IR": raw_request("POST", "/v1/rewrites", json.dumps(
+            {"ir": chain_ir(4000), "features": {"simple.n_rows": 150},
+             "task": "classification", "top": 10}).encode()),
     }
     assert len(wine["candidates"]) == 3
     plan = [("hello", 1), ("hello", 32), ("proposal, known problem", 1),
             ("proposal, known problem", 32), ("proposal, meta-features", 1),
             ("GET /v1/runs?limit=50", 1), ("GET /v1/runs/{id}", 1), ("GET /v1/runs/{id}", 32),
             ("GET /v1/runs/{id}/steps", 1), ("report leaderboard", 1),
-            ("POST /v1/sql (aggregate)", 1)]
+            ("POST /v1/sql (aggregate)", 1), ("POST /v1/rewrites, 4,000-node IR", 1)]
     out = {}
     for name, clients in plan:
         r = latency(port, cases[name], clients, seconds)
@@ -285,6 +288,23 @@ def bench_latency(port: int, root: Path, seconds: float) -> dict[str, dict[str, 
         print(f"  {name} @{clients}: p50 {r['p50']:.2f} ms, p99 {r['p99']:.2f} ms, "
               f"{r['rps']:,.0f}/s", flush=True)
     return out
+
+
+def chain_ir(n: int) -> dict[str, Any]:
+    """A small MLP's IR with `n` relus chained after its activation: a large IR whose every
+    relu is a rewrite site (finding the sites was quadratic in the graph's size)."""
+    from aicf_induct.frontend.families import parse_spec, spec_graph
+    from aicf_induct.ir.canonical import to_dict
+
+    d = to_dict(spec_graph(parse_spec("mlp:depth=1,width=4"), 4, 3))
+    nodes = d["nodes"]
+    at = next(i for i, node in enumerate(nodes) if node["op"] == "relu")
+    first = nodes[at]["id"]
+    chain = [{**nodes[at], "id": f"r{k}", "inputs": [f"r{k - 1}" if k else first]}
+             for k in range(n)]
+    for node in nodes[at + 1:]:
+        node["inputs"] = [f"r{n - 1}" if i == first else i for i in node["inputs"]]
+    return {**d, "nodes": nodes[:at + 1] + chain + nodes[at + 1:]}
 
 
 def _features() -> dict[str, float]:
@@ -390,16 +410,25 @@ def notes(lat: dict[str, dict[str, float]], ing: dict[str, float]) -> list[str]:
         f"needs 3,200 answers/s, which this floor "
         f"{'reaches' if h32['rps'] >= 3200 else 'does not reach'}. The server runs on "
         f"{server_stack()}: with asyncio's loop and h11 (uvicorn without its `standard` "
-        "extras) the floor answered ~2,600 requests/s here and proposals at 32 clients took "
-        "17 ms p50. Proposals for meta-features and uploads rank on every request (the "
+        "extras) the floor answered ~2,600 requests/s and proposals at 32 clients took "
+        "17 ms p50 (measured 2026-11-23 on the 2-core development VM, not by this run). "
+        "Proposals for meta-features and uploads rank on every request (the "
         "meta-model over every candidate: `propose_features`).",
         "",
         "Reads run DuckDB queries over in-memory copies of the tables (`warehouse/cached.py`); "
         "before, each read opened a fresh connection that listed every part and read the "
-        "files (65-115 ms p50 on the test warehouse). What is left is DuckDB's own time for "
+        "files (65-115 ms p50 on the test warehouse, measured 2026-11-23, not by this run). "
+        "What is left is DuckDB's own time for "
         "the views' queries (`runs` has a window and a join; a page is two queries) on the "
         "2 cores. `POST /v1/sql` opens a fresh sandboxed connection per query "
-        "(`warehouse/sandbox.py`: views over the parts listed again), most of its time.",
+        "(`warehouse/sandbox.py`: views over the parts listed again), most of its time, in "
+        "a worker process of the server's (`warehouse/sandbox_pool.py`, so that a query "
+        "past its time limit can be killed): a pipe's round trip more.",
+        "",
+        f"`POST /v1/rewrites` with a 4,000-node IR (a chain of relus, each a rewrite site; "
+        f"315 kB): {lat['POST /v1/rewrites, 4,000-node IR @1']['p50']:,.0f} ms p50, the IR "
+        "parsed and validated, every transform's sites found and ranked; it took 24 s when "
+        "each site inferred the whole graph's types again (the thirty-fourth sitting's audit).",
         "",
         f"Ingest: a JSON batch is parsed, checked value by value and converted in Python "
         f"({ing['json_mb']:.0f} MB of JSON for the rows here), which bounds it; an Arrow IPC "
@@ -409,7 +438,7 @@ def notes(lat: dict[str, dict[str, float]], ing: dict[str, float]) -> list[str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--pack", type=Path, default=None,
                     help="knowledge pack to propose from (default: one built from the corpus)")
     ap.add_argument("--seconds", type=float, default=5.0, help="measured seconds per line")
