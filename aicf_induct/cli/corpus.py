@@ -20,6 +20,7 @@ from aicf_induct.induction.corpus import (
     CorpusProblem,
     resolve_selection,
     selection_names,
+    unmatched_excludes,
 )
 from aicf_induct.induction.sweep_spec import ENGINES
 
@@ -56,7 +57,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     f"Each run stops early on validation loss (patience {PATIENCE}) under a "
                     f"cap of {EPOCH_CAP} epochs.",
         epilog="example: aicf-induct corpus build --workers 16 --warehouse corpus_wh  "
-               "(then: aicf-induct induce fit --warehouse corpus_wh)")
+               "(then: aicf-induct induce fit --warehouse corpus_wh -o pack.parquet)")
     b.add_argument("--problems", default="corpus", metavar="SEL", help=SEL_HELP)
     b.add_argument("--exclude", default="", metavar="SEL",
                    help="comma list of problem names to leave out (with or without options)")
@@ -133,8 +134,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def meta_cmd(args: argparse.Namespace) -> int:
     from aicf_induct.induction.corpus import corpus_meta
-    from aicf_induct.induction.meta_file import write_meta_file
+    from aicf_induct.induction.meta_file import check_meta_path, write_meta_file
 
+    check_meta_path(args.output)  # a name that cannot be written fails before the reading
     root = corpus_root(args.warehouse)
     meta, _ = corpus_meta(root, args.protocol)  # a DataError when it holds no scored run
     out = write_meta_file(meta, args.output)
@@ -145,7 +147,7 @@ def meta_cmd(args: argparse.Namespace) -> int:
 
 
 def list_cmd(args: argparse.Namespace) -> int:
-    sel = resolve_selection(args.problems, args.exclude.split(","), progress=not args.quiet)
+    sel = _selection(args)
     if sel and not isinstance(sel[0], CorpusProblem):
         sel = _facts(selection_names(sel))
     probs = [p for p in sel if isinstance(p, CorpusProblem)]
@@ -164,6 +166,16 @@ def list_cmd(args: argparse.Namespace) -> int:
     print(f"{len(probs)} problems in {n_groups} groups: {n_clf} classification, "
           f"{len(probs) - n_clf} regression; {n_sub} subsampled to {MAX_ROWS:,} rows")
     return 0
+
+
+def _selection(args: argparse.Namespace) -> list[CorpusProblem] | list[str]:
+    """--problems less --exclude, with a note for each --exclude name that matches no
+    problem of the selection (a typo would train the problem meant to be left out)."""
+    exclude = args.exclude.split(",")
+    sel = resolve_selection(args.problems, exclude, progress=not args.quiet)
+    for name in unmatched_excludes(args.problems, exclude, progress=not args.quiet):
+        print(f"note: --exclude '{name}' matches no problem of the selection", file=sys.stderr)
+    return sel
 
 
 def _facts(names: list[str]) -> list[CorpusProblem]:
@@ -197,8 +209,7 @@ def build(args: argparse.Namespace) -> int:
         raise ConfigError(f"--adaptive-steps must be >= 1, got {args.adaptive_steps}")
     space = parse_space(args.space)  # an unknown space fails before any table is read
     cands = tuple(space.candidates())
-    names = selection_names(resolve_selection(args.problems, args.exclude.split(","),
-                                              progress=not args.quiet))
+    names = selection_names(_selection(args))
     train = TrainConfig(epochs=args.epochs, patience=args.patience, backend=args.backend)
     root = args.warehouse if args.warehouse is not None else warehouse.default_root()
     sweep = args.seeds > 0  # --seeds 0: the adaptive runs alone (a rewrite history)
@@ -221,7 +232,8 @@ def build(args: argparse.Namespace) -> int:
                                repeatable=args.repeatable)
         except SweepInterrupted as stop:
             return interrupted(stop, args.json)
-        print_report(report, root, args.json, f"aicf-induct induce fit --warehouse {root}")
+        print_report(report, root, args.json,
+                     f"aicf-induct induce fit --warehouse {root} -o pack.parquet")
     if args.adaptive:
         from aicf_induct.induction.adaptive_corpus import plan, run_adaptive
         from aicf_induct.kernels.autotune import tuning_off

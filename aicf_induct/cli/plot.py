@@ -116,19 +116,31 @@ def plot_correlations(args: argparse.Namespace) -> int:
         rows = [{str(k): v for k, v in r.items()}
                 for r in pack.correlations.to_dict("records")]
         where = f"pack {pack.path}"
+        if not rows:
+            raise _none_mined(where, len(pack.rules))
     else:
         root = _root(args.warehouse, args.output)
-        rows = warehouse.with_retry(root, lambda c: mined(c, "correlations"))
+        rows, rules = warehouse.with_retry(
+            root, lambda c: (mined(c, "correlations"), mined(c, "rules")))
         where = str(root)
-        if not rows:
+        if not rows and not rules:
             raise ConfigError(f"no correlations in {root}: mine them with `aicf-induct induce "
                               f"fit --warehouse {root}`, or draw the pack's (--pack)")
+        if not rows:
+            raise _none_mined(where, len(rules))
     shown = most_significant(rows, args.top)
     path = save_figure(correlation_figure(shown, args.fdr), args.output)
     marked = sum(r["q_value"] is not None and r["q_value"] <= args.fdr for r in shown)
     of = f" of {len(rows)}" if len(shown) < len(rows) else ""
     return _done(path, f"{len(shown)} correlations{of} from {where}, {marked} with q <= "
                        f"{args.fdr:g}")
+
+
+def _none_mined(where: str, rules: int) -> ConfigError:
+    """A fit that mined rules but no correlation (too few problems for one to pass): no
+    figure to draw, said alike for a warehouse and a pack."""
+    return ConfigError(f"no correlations to draw: {where} holds none, as mined (its fit found "
+                       f"{rules} rule{'' if rules == 1 else 's'} and no correlation)")
 
 
 def plot_leaderboard(args: argparse.Namespace) -> int:

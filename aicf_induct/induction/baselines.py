@@ -19,6 +19,7 @@ Ties go to the earlier column of `errors`, so every baseline is deterministic.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import suppress
 
 import numpy as np
 import pandas as pd
@@ -34,7 +35,8 @@ def _filled(errors: pd.DataFrame) -> np.ndarray:
 
 def resolve_default(meta: pd.DataFrame, name: str | None = None) -> str:
     """The default MLP's candidate key: `name` as a key, a structure key or a model spec
-    string; None: the candidate built from `MLPSpec()` and `Recipe()` defaults."""
+    string, in any form `parse_spec` and `candidate_of` read (keys left at their defaults
+    may be left out); None: the candidate built from `MLPSpec()` and `Recipe()` defaults."""
     from aicf_induct.induction.space import Candidate
 
     cands = meta.drop_duplicates("candidate")
@@ -42,16 +44,31 @@ def resolve_default(meta: pd.DataFrame, name: str | None = None) -> str:
         key = Candidate(MLPSpec()).key
         if key not in set(cands["candidate"]):
             raise ConfigError(f"the corpus has no default MLP ({Candidate(MLPSpec()).structure_key}"
-                              "); name the default candidate")
+                              "): name the default candidate with --default (a candidate key, "
+                              "structure key or model spec)")
         return key
-    for col in ("candidate", "structure_key", "model"):
-        hit = cands.loc[cands[col] == name, "candidate"]
+    for col, value in (("candidate", name), *_canonical_forms(name)):
+        hit = cands.loc[cands[col] == value, "candidate"]
         if len(hit) == 1:
             return str(hit.iloc[0])
         if len(hit) > 1:
             raise ConfigError(f"default '{name}' matches {len(hit)} candidates "
                               "(give a candidate key or a structure key)")
     raise ConfigError(f"default candidate '{name}' is not in the corpus")
+
+
+def _canonical_forms(name: str) -> list[tuple[str, str]]:
+    """(column, value) pairs to look `name` up by: as given, then in the canonical form
+    the corpus stores (a short spec names the same model as its full form)."""
+    from aicf_induct.frontend.families import parse_spec
+    from aicf_induct.induction.space import candidate_of
+
+    forms = [("structure_key", name), ("model", name)]
+    # neither form parses: not in the corpus, as the caller says
+    with suppress(ConfigError, ValueError):  # a structure key has a recipe after '|'
+        forms += [("structure_key", candidate_of(name).structure_key)] if "|" in name \
+            else [("model", parse_spec(name).to_string())]
+    return forms
 
 
 def default_choice(candidates: Sequence[str], default: str) -> list[str]:

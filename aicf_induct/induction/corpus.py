@@ -378,6 +378,21 @@ def resolve_selection(spec: str, exclude: Sequence[str] = (), progress: bool = F
     return resolve(s, sorted(drop))
 
 
+def unmatched_excludes(spec: str, exclude: Sequence[str] = (), progress: bool = False
+                       ) -> list[str]:
+    """The `exclude` names that match no problem `resolve_selection(spec)` gives (matched
+    as it matches them: a corpus problem's name with or without options; another
+    selection's names as given)."""
+    drop = {e.strip() for e in exclude if e.strip()}
+    if not drop:
+        return []
+    chosen = resolve_selection(spec, (), progress)
+    names = set(selection_names(chosen))
+    if chosen and isinstance(chosen[0], CorpusProblem):
+        names |= {_plain_name(n) for n in names}
+    return sorted(drop - names)
+
+
 def selection_names(sel: list[CorpusProblem] | list[str]) -> list[str]:
     return [p.name if isinstance(p, CorpusProblem) else p for p in sel]
 

@@ -23,10 +23,19 @@ def write_meta_file(meta: pd.DataFrame, path: str | Path) -> Path:
     missing = _missing_columns(meta)
     if missing:
         raise DataError(f"not a meta-dataset: no column {missing[0]!r}")
+    out = check_meta_path(path)
+    atomic_write(out, lambda p: meta.to_parquet(p, index=False))
+    return out
+
+
+def check_meta_path(path: str | Path) -> Path:
+    """`path` as a meta-dataset file to write: named .parquet (what is written is Parquet,
+    whatever the name says), in a folder that exists."""
     out = Path(path)
+    if out.suffix != ".parquet":
+        raise DataError(f"{out}: a meta-dataset file is Parquet: name it .parquet")
     if not out.parent.is_dir():
         raise DataError(f"{out}: no folder {out.parent} to write it in")
-    atomic_write(out, lambda p: meta.to_parquet(p, index=False))
     return out
 
 
@@ -44,6 +53,10 @@ def read_meta_file(path: str | Path) -> pd.DataFrame:
     except Exception as err:  # pyarrow raises several kinds for a file that is not Parquet
         raise DataError(f"{p}: not a Parquet file ({type(err).__name__})") from None
     missing = _missing_columns(meta)
+    if missing and _is_pack(p):
+        raise DataError(f"{p} is a knowledge pack, not a meta-dataset: a pack to score goes "
+                        "to --pack; the held-out problems are a warehouse or `corpus meta`'s "
+                        "file")
     if missing:
         raise DataError(f"{p}: not a meta-dataset: no column {missing[0]!r} "
                         f"({len(missing)} of its {len(ID_COLUMNS)} columns missing)")
@@ -55,3 +68,12 @@ def read_meta_file(path: str | Path) -> pd.DataFrame:
 def _missing_columns(meta: pd.DataFrame) -> list[str]:
     """The meta-dataset columns (`ID_COLUMNS`) that `meta` lacks, in their order."""
     return [c for c in ID_COLUMNS if c not in meta.columns]
+
+
+def _is_pack(p: Path) -> bool:
+    """Whether the Parquet file `p` carries a knowledge pack's header."""
+    import pyarrow.parquet as pq
+
+    from aicf_induct.induction.pack import META_KEY
+
+    return META_KEY in (pq.read_schema(p).metadata or {})

@@ -110,7 +110,11 @@ def near_duplicates(corpus: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     (`corpus`, one too) as the two nearest corpus problems of different groups are from
     each other: the same data under another package's name (a case the corpus's groups,
     same package and columns, cannot see), found by its meta-features. One row each:
-    problem, nearest corpus problem, distance, threshold."""
+    problem, nearest corpus problem, distance, threshold. A corpus of fewer than 2 groups
+    has no distance between groups to judge by: no problem is called a near-duplicate."""
+    if corpus["group"].nunique() < 2:  # the threshold would be half of infinity
+        return pd.DataFrame(columns=["problem_id", "problem", "nearest", "distance",
+                                     "threshold"])
     threshold = NEAR_DUPLICATE_SHARE * float(closest_other_group(corpus).min())
     near = nearest_problems(corpus, new)
     out = near[near["distance"] < threshold].drop(columns="task").reset_index(drop=True)

@@ -402,6 +402,9 @@ def load_pack(path: str | Path | None = None) -> Pack:
                               "one from a corpus with `aicf-induct corpus build --warehouse "
                               f"DIR` then `{BUILD_COMMAND}` (it writes there), or pass "
                               "--pack PACK")
+        if p.is_dir():
+            raise ConfigError(f"{p} is a directory, not a knowledge pack (a .parquet file: "
+                              f"{DEFAULT_PACK.name}, say)")
         raise ConfigError(f"no knowledge pack at {p}")
     if p.stat().st_size == 0:
         raise ConfigError(f"knowledge pack {p} is empty (0 bytes)")
@@ -420,14 +423,13 @@ def load_pack(path: str | Path | None = None) -> Pack:
     except (ValueError, KeyError, TypeError):
         raise ConfigError(f"{p}: the knowledge pack header is damaged") from None
     if fmt != FORMAT:
-        raise ConfigError(f"{p}: knowledge pack format '{fmt}' (written by aicf-induct "
-                          f"{header.get('library', '?')}) is not the '{FORMAT}' this "
-                          f"aicf-induct {__version__} reads; rebuild it with `{BUILD_COMMAND}`")
+        raise ConfigError(_format_message(p, fmt, header))
     table = pf.read().to_pandas()
     missing = [c for c in (*PAIR_COLUMNS, *SCORE_COLUMNS, *SEED_LISTS, OVERRIDES)
                if c not in table.columns]
     if missing:
         raise ConfigError(f"{p}: the knowledge pack lacks column(s) {', '.join(missing)}")
+    _check_model_columns(p, table, header.get("metamodel"))
     if table.empty:
         raise ConfigError(f"knowledge pack {p} holds no problems")
     try:
@@ -451,6 +453,40 @@ def load_pack(path: str | Path | None = None) -> Pack:
         except ValueError:
             raise ConfigError(f"{with_json}: the pack's provenance is not valid JSON") from None
     return Pack(table, rules, corr, header, model, prov, p, rewrites)
+
+
+def _format_message(p: Path, fmt: object, header: dict[str, Any]) -> str:
+    """Why a pack of another format cannot be read, and what to do: a newer one needs a
+    newer aicf-induct; an older one is rebuilt from its corpus."""
+    said = (f"{p}: knowledge pack format '{fmt}' (written by aicf-induct "
+            f"{header.get('library', '?')}) is not the '{FORMAT}' this aicf-induct "
+            f"{__version__} reads")
+    ours, theirs = _format_number(FORMAT), _format_number(fmt)
+    if theirs is not None and ours is not None and theirs > ours:
+        return (f"{said}: it was made by a newer aicf-induct: upgrade aicf-induct, or use a "
+                "pack of this version")
+    return (f"{said}: rebuild it from its corpus with `{BUILD_COMMAND}`, or refit a pack of "
+            "this version with `aicf-induct induce fit --pack PACK`")
+
+
+def _format_number(fmt: object) -> int | None:
+    """N of 'aicf.pack/N'; None for anything else."""
+    name, _, n = str(fmt).partition("/")
+    return int(n) if name == FORMAT.split("/")[0] and n.isdigit() else None
+
+
+def _check_model_columns(p: Path, table: pd.DataFrame, model: object) -> None:
+    """The meta-feature and pattern columns the fitted meta-model (and the neighbours'
+    scaling, over the same features) was fitted on must all be in the table: a pack that
+    lost one would propose from other inputs, and measure other distances, without a word."""
+    if not isinstance(model, dict):
+        return  # no meta-model: said below
+    needed = [*model.get("feature_names", []), *model.get("pattern_names", [])]
+    missing = [str(c) for c in needed if c not in table.columns]
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise ConfigError(f"{p}: the knowledge pack lacks the column '{missing[0]}'{more} "
+                          "its meta-model was fitted on")
 
 
 # -- the fitted proposer ---------------------------------------------------------------------------

@@ -23,7 +23,10 @@ def most_significant(rows: list[dict[str, Any]], top: int) -> list[dict[str, Any
 
 
 def correlation_figure(rows: list[dict[str, Any]], fdr: float = 0.05) -> Figure:
-    """Features × traits coloured by the correlation; `*` on cells with q <= fdr."""
+    """Features × traits coloured by the correlation; `*` on cells with q <= fdr. No rows
+    is a ValueError: an empty grid is no figure (matplotlib warns on its axes)."""
+    if not rows:
+        raise ValueError("no correlations to draw")
     features = sorted({r["feature"] for r in rows})
     traits = sorted({r["trait"] for r in rows})
     z = np.full((len(features), len(traits)), np.nan)

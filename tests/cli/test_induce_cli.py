@@ -69,7 +69,12 @@ def test_fit_adds_the_features_an_older_corpus_lacks(
     table = pq.read_table(pack)
     lacking = ["f.landmark.nonlinearity", "f.landmark.knn10"]
     older = tmp_path / "older.parquet"
-    pq.write_table(table.drop_columns(lacking), older)  # the pack header kept
+    # the pack header kept, its meta-model fitted without them, as an older pack's was
+    header = json.loads(table.schema.metadata[pack_mod.META_KEY])
+    model = header["metamodel"]
+    model["feature_names"] = [f for f in model["feature_names"] if f not in lacking]
+    pq.write_table(table.drop_columns(lacking).replace_schema_metadata(
+        {pack_mod.META_KEY: json.dumps(header).encode()}), older)
     out = tmp_path / "out.parquet"
     rc, _, err = _run(["induce", "fit", "--pack", str(older), "--add-features",
                        "--min-problems", "2", "--bootstrap", "200", "-o", str(out)], capsys)
@@ -508,6 +513,13 @@ def test_corpus_build_resumes_without_duplicates(corpus: Path,
     assert rc == 0, err
     rep = json.loads(out)
     assert rep["skipped"] == rep["planned"] == len(TINY_PROBLEMS) * 4 * 2 and rep["ran"] == 0
+    # the next step it names writes a pack of its own, not over the package's
+    rc, out, err = _run(["corpus", "build", "--problems", ",".join(TINY_PROBLEMS), "--space",
+                         TINY_SPACE, "--seeds", "2", "--epochs", "3", "--patience", "2",
+                         "--workers", "1", "--warehouse", str(corpus), "--quiet"], capsys)
+    assert rc == 0, err
+    assert out.strip().endswith(f"next: aicf-induct induce fit --warehouse {corpus} "
+                                "-o pack.parquet")
 
 
 @pytest.mark.parametrize("argv, words", [
@@ -534,7 +546,14 @@ def test_corpus_build_resumes_without_duplicates(corpus: Path,
     (["induce", "evaluate", "--holdout", "{tmp}/empty.parquet"], "empty file (0 bytes)"),
     (["induce", "evaluate", "--holdout", "{tmp}/text.csv"], "text.csv: not a Parquet file"),
     (["induce", "evaluate", "--holdout", "{tmp}/p.parquet"],
-     "p.parquet: not a meta-dataset: no column"),
+     "p.parquet is a knowledge pack, not a meta-dataset: a pack to score goes to --pack"),
+    (["induce", "evaluate", "--holdout", "{tmp}/text.parquet"],
+     "text.parquet: not a meta-dataset: no column"),
+    (["propose", "--dataset", "wine", "--pack", "{tmp}"], "is a directory, not a knowledge pack"),
+    (["induce", "fit", "--pack", "{tmp}/p.parquet", "--conformal-folds", "1"],
+     "--conformal-folds: must be 0 (no conformal fits) or >= 2"),
+    (["corpus", "meta", "--warehouse", "{tmp}/none", "-o", "{tmp}/h.csv"],
+     "h.csv: a meta-dataset file is Parquet: name it .parquet"),
     (["induce", "evaluate", "--holdout", "{tmp}/p.parquet", "--protocol", "x"],
      "--protocol reads a warehouse"),
     (["corpus", "meta", "--warehouse", "{tmp}/none", "-o", "{tmp}/m.parquet"],
@@ -564,6 +583,7 @@ def test_bad_input_is_one_error_line(argv: list[str], words: str, tmp_path: Path
     pd.DataFrame({"note": [f"free text {i}" for i in range(60)],
                   "y": [i % 2 for i in range(60)]}).to_csv(tmp_path / "text.csv", index=False)
     (tmp_path / "p.parquet").write_bytes(pack.read_bytes())
+    pd.DataFrame({"a": [1, 2]}).to_parquet(tmp_path / "text.parquet")
     args = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     rc, out, err = _run(args, capsys)
     assert rc == 2, (out, err)
@@ -583,7 +603,8 @@ def test_a_pack_that_cannot_be_written_leaves_the_warehouse_alone(
                        "--bootstrap", "50", "-o", str(tmp_path / "file" / "p.parquet"),
                        "--quiet"], capsys)
     assert rc == 2 and "error: cannot write the knowledge pack to" in err
-    assert len(err.strip().splitlines()) == 1
+    # one error line (besides the note on how little four problems say)
+    assert len([ln for ln in err.strip().splitlines() if not ln.startswith("note: ")]) == 1
     assert fits() == before
 
 
@@ -594,18 +615,6 @@ def test_propose_without_a_pack_says_how_to_build_one(
     rc, _, err = _run(["propose", "--dataset", "wine"], capsys)
     assert rc == 2
     assert "no knowledge pack is installed" in err and "induce fit --warehouse DIR" in err
-
-
-def test_a_pack_s_rewrite_table_cannot_leave_problems_out(pack: Path) -> None:
-    from aicf_induct.cli.induce import _pack_corpus
-    from aicf_induct.errors import ConfigError
-
-    source = pack_mod.load_pack(pack)
-    source.rewrites = pd.DataFrame({"level": [0], "n": [3]})  # an aggregate over problems
-    with pytest.raises(ConfigError, match="cannot leave problems out"):
-        _pack_corpus(source, [TINY_PROBLEMS[0]], None)
-    meta, unmatched = _pack_corpus(source, [], None)
-    assert set(meta["problem"]) == set(TINY_PROBLEMS) and unmatched == []
 
 
 def test_a_pack_takes_its_rewrite_table_from_a_history_of_adaptive_runs(
@@ -663,6 +672,27 @@ def test_a_pack_takes_its_rewrite_table_from_a_history_of_adaptive_runs(
     assert again.header["rewrite_decisions"] == len(history)
     assert again.provenance["rewrite_history"] == made.provenance["rewrite_history"]
 
+    # without --history, leaving a problem out drops the table (an aggregate over every
+    # problem cannot leave one out), says so, and the provenance counts nothing
+    rc, out, err = _run(["induce", "fit", "--pack", str(out_pack), "--exclude", "iris,nosuch",
+                         "--min-problems", "2", "--bootstrap", "50", "-o",
+                         str(tmp_path / "less.parquet"), "--quiet"], capsys)
+    assert rc == 0, err
+    notes = [ln for ln in err.splitlines() if "rewrite table" in ln]
+    assert len(notes) == 1 and notes[0].startswith("note: the new pack has no rewrite table")
+    assert "cannot leave iris out" in notes[0] and "--from-proposal" in notes[0]
+    assert "--history DIR" in notes[0] and "rewrite history:" not in out
+    less = pack_mod.load_pack(tmp_path / "less.parquet")
+    assert less.rewrites.empty and "rewrite_decisions" not in less.header
+    assert "rewrite_history" not in less.provenance and "iris" not in less.problems
+    # a name that leaves nothing out keeps the table
+    rc, _, err = _run(["induce", "fit", "--pack", str(out_pack), "--exclude", "nosuch",
+                       "--min-problems", "2", "--bootstrap", "50", "-o",
+                       str(tmp_path / "same.parquet"), "--quiet"], capsys)
+    assert rc == 0 and "rewrite table" not in err
+    assert pack_mod.load_pack(tmp_path / "same.parquet").header["rewrite_decisions"] == \
+        len(history)
+
     # a warehouse without adaptive runs is no history
     empty = tmp_path / "empty_wh"
     empty.mkdir()
@@ -671,3 +701,154 @@ def test_a_pack_takes_its_rewrite_table_from_a_history_of_adaptive_runs(
     assert rc == 2 and "holds no adaptive run's decisions" in err
     rc, _, err = _run(["corpus", "build", "--problems", "iris", "--seeds", "0"], capsys)
     assert rc == 2 and "0 only with --adaptive N" in err
+
+
+def test_fit_without_o_never_replaces_the_package_pack_by_a_smaller_one(
+        corpus: Path, pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Without -o a fit writes the package's own pack: one of fewer problems (a small
+    sweep's, the hint after `corpus build`) is refused before the mining, naming both
+    counts and -o; one of as many problems (the documented rebuild) replaces it with the
+    same bytes; -o with the package's path replaces it on purpose."""
+    own = tmp_path / "data" / "knowledge_pack.parquet"
+    own.parent.mkdir()
+    own.write_bytes(pack.read_bytes())
+    monkeypatch.setattr(pack_mod, "DEFAULT_PACK", own)
+    fit = ["--min-problems", "2", "--bootstrap", "200", "--quiet"]
+    rc, out, err = _run(["induce", "fit", "--warehouse", str(corpus), "--exclude", "iris",
+                         "--no-write", *fit], capsys)
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"error: without -o, induce fit replaces the package's pack "
+                          f"({len(TINY_PROBLEMS)} problems) with this one of "
+                          f"{len(TINY_PROBLEMS) - 1}: write it elsewhere with -o PACK "
+                          f"(`propose --pack PACK` reads it), or give -o {own}")
+    assert own.read_bytes() == pack.read_bytes()
+    rc, out, err = _run(["induce", "fit", "--pack", str(own), *fit], capsys)
+    assert rc == 0 and f"pack {own} " in out, err
+    assert own.read_bytes() == pack.read_bytes()
+    assert " -o " not in pack_mod.load_pack(own).provenance["command"]
+    rc, _, err = _run(["induce", "fit", "--pack", str(own), "--exclude", "iris", "-o",
+                       str(own), *fit], capsys)
+    assert rc == 0, err
+    assert len(pack_mod.load_pack(own).problems) == len(TINY_PROBLEMS) - 1
+
+
+def test_fit_notes_seeds_past_the_corpus_and_how_little_few_problems_say(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = _run(["induce", "fit", "--warehouse", str(corpus), "--seeds", "5",
+                       "--min-problems", "2", "--bootstrap", "50", "--no-write", "-o",
+                       str(tmp_path / "p.parquet"), "--quiet"], capsys)
+    assert rc == 0, err
+    assert "note: --seeds 5: the corpus has 2 seeds (0, 1), all read" in err
+    assert (f"note: {len(TINY_PROBLEMS)} problems in {len(TINY_PROBLEMS)} groups: rules, "
+            "correlations and neighbour distances of so few problems mean little; the "
+            f"conformal folds reduced from 5 to {len(TINY_PROBLEMS)}, one per group") in err
+
+
+def test_induce_evaluate_takes_the_default_as_a_short_spec(
+        corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The short spec `propose` prints names the candidate its canonical key names; with
+    no default MLP in the corpus the error names --default."""
+    from aicf_induct.induction.space import candidate_of
+
+    key = candidate_of("mlp:depth=1,width=8").key
+    argv = ["induce", "evaluate", "--warehouse", str(corpus), "--ks", "1", "--baselines",
+            "default", "--quiet", "--json"]
+    rc, out, err = _run([*argv, "--default", "mlp:depth=1,width=8"], capsys)
+    assert rc == 0, err
+    assert json.loads(out)["default"] == key
+    rc, _, err = _run(argv, capsys)
+    assert rc == 2 and "name the default candidate with --default" in err
+
+
+def test_corpus_exclude_notes_a_name_that_matches_no_problem(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A typo in --exclude would train the problem meant to be left out: one note each."""
+    rc, out, err = _run(["corpus", "list", "--problems", "iris,wine", "--exclude",
+                         "nosuch,wine", "--quiet"], capsys)
+    assert rc == 0, err
+    assert err.strip() == "note: --exclude 'nosuch' matches no problem of the selection"
+    assert "1 problems in 1 groups" in out
+    rc, out, err = _run(["corpus", "build", "--problems", "iris,wine", "--exclude", "wnie",
+                         "--dry-run", "--quiet"], capsys)
+    assert rc == 0 and err.strip() == "note: --exclude 'wnie' matches no problem of the " \
+        "selection"
+    rc, _, err = _run(["corpus", "list", "--problems", "iris,wine", "--exclude", "wine",
+                       "--quiet"], capsys)
+    assert rc == 0 and err == ""
+
+
+def test_a_one_group_pack_calls_no_held_out_problem_a_near_duplicate(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A pack of one problem has no distance between two groups: its held-out problems
+    are scored (they were all "near-duplicates"), with one note saying why none is left
+    out."""
+    from aicf_induct.induction.corpus import corpus_meta
+    from aicf_induct.induction.meta_file import write_meta_file
+
+    one = tmp_path / "one.parquet"
+    rc, _, err = _run(["induce", "fit", "--warehouse", str(corpus), "--exclude",
+                       ",".join(TINY_PROBLEMS[1:]), "--min-problems", "2", "--bootstrap",
+                       "50", "--no-write", "-o", str(one), "--quiet"], capsys)
+    assert rc == 0, err
+    assert "note: 1 problem in 1 group: " in err and "no conformal folds (of 5)" in err
+    held, _ = corpus_meta(corpus, exclude=[TINY_PROBLEMS[0]])
+    write_meta_file(held, tmp_path / "held.parquet")
+    rc, out, err = _run(["induce", "evaluate", "--holdout", str(tmp_path / "held.parquet"),
+                         "--pack", str(one), "--default", "mlp:depth=1,width=8", "--ks", "1",
+                         "--quiet", "--json"], capsys)
+    assert rc == 0, err
+    assert json.loads(out)["near_duplicates"] == []
+    assert f"note: {one} holds one problem group: no held-out problem can be judged a " \
+           "near-duplicate" in err
+
+
+def test_plot_correlations_of_a_fit_that_mined_none_says_so_for_both_sources(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Four problems give no correlation on >= 10 problems: the warehouse and the pack of
+    that fit answer with the same line (not "mine them", not an empty figure)."""
+    import shutil
+
+    fresh = tmp_path / "wh"  # the corpus before any fit
+    shutil.copytree(corpus, fresh, ignore=shutil.ignore_patterns("correlations", "rules"))
+    fig = tmp_path / "c.png"
+    rc, _, err = _run(["plot", "correlations", "-o", str(fig), "--warehouse", str(fresh)],
+                      capsys)
+    assert rc == 2 and "mine them with `aicf-induct induce fit" in err
+    rc, _, err = _run(["induce", "fit", "--warehouse", str(fresh), "--bootstrap", "50",
+                       "-o", str(tmp_path / "p.parquet"), "--quiet"], capsys)
+    assert rc == 0, err
+    made = pack_mod.load_pack(tmp_path / "p.parquet")
+    assert made.correlations.empty and len(made.rules) > 0
+    for source, where in ((["--warehouse", str(fresh)], str(fresh)),
+                          (["--pack", str(tmp_path / "p.parquet")],
+                           f"pack {tmp_path / 'p.parquet'}")):
+        rc, out, err = _run(["plot", "correlations", "-o", str(fig), *source], capsys)
+        assert rc == 2 and out == "" and not fig.exists()
+        assert err.strip() == f"error: no correlations to draw: {where} holds none, as mined " \
+            f"(its fit found {len(made.rules)} rules and no correlation)"
+
+
+def test_propose_notes_a_top_past_the_candidates_and_a_problem_the_pack_holds(
+        pack: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--top past the pack's candidates lists them all, and says so; a problem the pack
+    holds gets its measured best named (stderr: the --json answer is unchanged)."""
+    loaded = pack_mod.load_pack(pack)
+    prop = loaded.proposer()
+    pid = loaded.table.set_index("problem").at["iris", "problem_id"].iloc[0]
+    best = loaded.table.set_index("candidate").at[prop.winners_[pid], "structure_key"]
+    from aicf_induct.cli.induce import short_spec
+
+    rc, out, err = _run(["propose", "--dataset", "iris", "--pack", str(pack), "--top", "9"],
+                        capsys)
+    assert rc == 0, err
+    assert "note: the pack has 4 candidates: --top 9 lists every one of them" in err
+    notes = [ln for ln in err.splitlines() if ln.startswith("note: the pack holds iris")]
+    assert len(notes) == 1 and f"(problem {pid}) with its measured results" in notes[0]
+    assert f"measured best candidate is {short_spec(str(best.iloc[0]).split('|')[0])} " \
+        in notes[0]
+    assert out.startswith("iris: classification")
+    rc, out, err = _run(["propose", "--dataset", "iris", "--pack", str(pack), "--json"], capsys)
+    assert rc == 0 and "note:" not in err and json.loads(out)["dataset"]["name"] == "iris"
+    rc, _, err = _run(["propose", "--dataset", "wine", "--pack", str(pack)], capsys)
+    assert rc == 0 and "note:" not in err

@@ -110,3 +110,40 @@ def test_near_duplicates_are_nearer_than_any_two_corpus_groups() -> None:
     assert got.loc[0, "threshold"] == pytest.approx(0.25 / 5.5)
     got = near_duplicates(tight, new.assign(**{"f.x": [4.7, 3.0]}))  # 0.3 / 5.5: too far
     assert got.empty
+
+
+def test_a_corpus_of_one_group_calls_no_problem_a_near_duplicate() -> None:
+    """With one group there is no distance between two groups to judge by (the threshold
+    was half of infinity, and every held-out problem a "near-duplicate")."""
+    corpus = pd.DataFrame({"problem": ["a0", "a1"], "group": ["A", "A"], "f.x": [0.0, 1.0]},
+                          index=["A0", "A1"])
+    far = pd.DataFrame({"problem": ["far"], "f.x": [50.0]}, index=["N1"])
+    got = near_duplicates(corpus, far)
+    assert got.empty and "threshold" in got.columns
+
+
+def test_the_default_is_found_by_any_spec_parse_spec_reads() -> None:
+    """`--default` takes the short model spec the README and `propose` print, a structure
+    key whose recipe leaves defaults out, or the canonical forms; all name one key."""
+    from aicf_induct.frontend.specs import MLPSpec
+    from aicf_induct.induction.baselines import resolve_default
+    from aicf_induct.induction.space import Candidate, Recipe
+
+    cands = [Candidate(MLPSpec(depth=d, width=16), Recipe(lr=lr))
+             for d in (1, 2) for lr in (1e-3, 3e-3)]
+    meta = pd.DataFrame({"candidate": [c.key for c in cands],
+                         "structure_key": [c.structure_key for c in cands],
+                         "model": [c.spec.to_string() for c in cands]})
+    key = cands[0].key  # depth 1, lr 1e-3 (the recipe's default)
+    for name in (key, cands[0].structure_key, "mlp:depth=1,width=16|lr=0.001",
+                 "mlp:depth=1, width=16 | optimizer=adam"):
+        assert resolve_default(meta, name) == key, name
+    with pytest.raises(ConfigError, match="matches 2 candidates"):  # two recipes
+        resolve_default(meta, "mlp:depth=1,width=16,act=relu")
+    one = meta[meta["structure_key"].str.contains("lr=0.001")]
+    assert resolve_default(one, "mlp:depth=2,width=16") == cands[2].key
+    for bad in ("mlp:depth=3,width=16", "mlp:depth=x", "garbage"):
+        with pytest.raises(ConfigError, match=f"default candidate '{bad}' is not in the corpus"):
+            resolve_default(meta, bad)
+    with pytest.raises(ConfigError, match=r"no default MLP .*--default"):
+        resolve_default(meta)

@@ -59,3 +59,27 @@ def test_nothing_is_written_for_what_cannot_be(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="no folder"):
         write_meta_file(_meta(), tmp_path / "nowhere" / "m.parquet")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_meta_file_is_named_parquet(tmp_path: Path) -> None:
+    """What is written is Parquet: a `.csv` name would mislead whoever opens it."""
+    with pytest.raises(DataError, match=r"h\.csv: a meta-dataset file is Parquet: name it "
+                                        r"\.parquet"):
+        write_meta_file(_meta(), tmp_path / "h.csv")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_knowledge_pack_read_as_a_meta_file_is_named_as_one(tmp_path: Path) -> None:
+    """A pack given where held-out problems go (`--holdout PACK`) is told apart from a
+    file of another schema, and pointed to --pack."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from aicf_induct.induction.pack import META_KEY
+
+    pack = tmp_path / "p.parquet"
+    pq.write_table(pa.table({"problem": ["iris"]}).replace_schema_metadata(
+        {META_KEY: b"{}"}), pack)
+    with pytest.raises(DataError, match=r"p\.parquet is a knowledge pack, not a "
+                                        r"meta-dataset: a pack to score goes to --pack"):
+        read_meta_file(pack)

@@ -224,3 +224,38 @@ def test_a_seed_whose_structure_differs_keeps_its_own_patterns(corpus: Path,
     pack = load_pack(path)
     assert (pack.table["pattern_overrides"] != "").sum() == 1
     pd.testing.assert_frame_equal(pack.seed_meta(), meta, check_dtype=False)
+
+
+def test_another_format_a_directory_or_a_lost_feature_column_is_named(
+        corpus: Path, tmp_path: Path) -> None:
+    """A newer pack asks for a newer aicf-induct (no rebuild can help), an older one for a
+    rebuild; a directory is said to be one; a pack that lost a meta-feature column its
+    meta-model was fitted on is refused (it loaded, and its neighbours moved)."""
+    good = _build(corpus, tmp_path / "good.parquet")
+    t = pq.read_table(good)
+    header = json.loads(t.schema.metadata[b"aicf.pack"])
+
+    def with_format(fmt: str) -> Path:
+        out = tmp_path / f"{fmt.replace('/', '_')}.parquet"
+        pq.write_table(t.replace_schema_metadata({b"aicf.pack": json.dumps(
+            {**header, "format": fmt}).encode()}), out)
+        return out
+
+    number = int(FORMAT.split("/")[1])
+    cases = [(with_format(f"aicf.pack/{number + 1}"),
+              "made by a newer aicf-induct: upgrade aicf-induct, or use a pack of this version"),
+             (with_format(f"aicf.pack/{number - 1}"),
+              "rebuild it from its corpus with `aicf-induct induce fit --warehouse DIR`"),
+             (tmp_path, "is a directory, not a knowledge pack")]
+    lost, also = header["metamodel"]["feature_names"][3:5]
+    dropped = tmp_path / "dropped.parquet"
+    pq.write_table(t.drop_columns([lost, also]), dropped)
+    cases.append((dropped, f"lacks the column '{lost}' (and 1 more) its meta-model was "
+                           "fitted on"))
+    for path, words in cases:
+        with pytest.raises(ConfigError) as info:
+            load_pack(path)
+        assert words in str(info.value) and "\n" not in str(info.value), path
+    with pytest.raises(ConfigError) as info:  # an older pack: no upgrade helps
+        load_pack(with_format(f"aicf.pack/{number - 1}"))
+    assert "newer" not in str(info.value)
