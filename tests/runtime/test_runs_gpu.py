@@ -8,6 +8,7 @@ import pytest
 from aicf_induct.records import MemoryRecorder
 from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun
 from aicf_induct.runtime.backend import select_backend
+from aicf_induct.runtime.guard import GuardConfig
 from aicf_induct.runtime.policies import TargetSizePolicy
 from aicf_induct.runtime.trainer import TrainConfig, Trainer
 from tests.runtime.test_adaptive_fixtures import toy_graph, toy_problem
@@ -23,7 +24,10 @@ def test_gpu_runs_are_logged_with_their_gpu() -> None:
     rec = MemoryRecorder()
     Trainer(problem, toy_graph(problem), config, recorder=rec).fit()
     AdaptiveRun(problem, toy_graph(problem, "mlp:depth=1,width=4"), config,
-                AdaptConfig(steps=40, warmup_steps=10), TargetSizePolicy(),
+                # a guard of 20 steps: the widen at step 10 has 30 left (one needing more
+                # than the run has left is let pass)
+                AdaptConfig(steps=40, warmup_steps=10, guard=GuardConfig(steps=20)),
+                TargetSizePolicy(),
                 recorder=rec).run()
     assert [(r.origin, r.device) for r in rec.runs] == [("cli", gpu), ("adapt", gpu)]
     assert [e.status for e in rec.run_ends] == ["completed", "completed"]
