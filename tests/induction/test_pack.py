@@ -199,6 +199,22 @@ def test_mined_tables_are_readable_by_sql(corpus: Path) -> None:
             "fit_id"} <= cols
 
 
+def test_a_fit_that_mined_no_correlations_shows_none_not_an_older_fit_s(
+        corpus: Path) -> None:
+    """Each view kept the latest fit of its own table: after a fit that mined no
+    correlations, `correlations` (the dashboard's heatmap, `plot correlations`) still showed
+    an older fit's, beside the new fit's rules."""
+    meta, _ = corpus_meta(corpus)
+    miner = _miner().fit(meta)
+    write_mined(corpus, miner)
+    none = _miner().fit(meta)
+    none.correlations_ = none.correlations_.iloc[0:0]
+    latest = write_mined(corpus, none)
+    conn = warehouse.connect(corpus)
+    assert conn.execute("SELECT count(*) FROM correlations").fetchone() == (0,)
+    assert conn.execute("SELECT DISTINCT fit_id FROM rules").fetchall() == [(latest,)]
+
+
 def test_the_pack_gives_back_the_per_seed_meta_dataset(corpus: Path, tmp_path: Path) -> None:
     """The benchmarks run from the pack alone: its per-seed lists give back the very
     meta-dataset the warehouse gives, derived scores included, and fewer seeds on request
