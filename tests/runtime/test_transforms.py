@@ -249,7 +249,7 @@ def test_a_graph_s_sites_read_its_types_once_not_once_per_site(monkeypatch) -> N
     a scan): finding the sites was quadratic in the graph's size, 24 s of a POST
     /v1/rewrites for a 4,000-node IR. Counted, not timed."""
     from aicf_induct.frontend.families import parse_spec, spec_graph
-    from aicf_induct.runtime.transforms import TRANSFORMS, make_transform, surgery
+    from aicf_induct.runtime.transforms import TRANSFORMS, make_transform, reading, surgery
 
     d = canonical.to_dict(spec_graph(parse_spec("mlp:depth=1,width=4"), 4, 3))
     nodes = d["nodes"]
@@ -261,7 +261,9 @@ def test_a_graph_s_sites_read_its_types_once_not_once_per_site(monkeypatch) -> N
     graph = canonical.from_dict({**d, "nodes": nodes[:at + 1] + chain + nodes[at + 1:]})
     calls = []
     real = surgery.infer_types
-    monkeypatch.setattr(surgery, "infer_types", lambda *a, **k: calls.append(1) or real(*a, **k))
+    for module in (surgery, reading):  # every place the transforms infer types from
+        monkeypatch.setattr(module, "infer_types",
+                            lambda *a, **k: calls.append(1) or real(*a, **k))
     for name in TRANSFORMS:
         calls.clear()
         sites = make_transform(name).sites(graph)

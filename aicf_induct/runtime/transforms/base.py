@@ -24,7 +24,7 @@ from aicf_induct.errors import AicfError
 from aicf_induct.ir.graph import Graph
 from aicf_induct.ir.validate import validate
 from aicf_induct.runtime.model_state import ModelState
-from aicf_induct.runtime.transforms.surgery import reading
+from aicf_induct.runtime.transforms.reading import reading
 
 
 class RewriteError(AicfError):

@@ -22,8 +22,8 @@ from aicf_induct.ir.graph import Graph, Node
 from aicf_induct.ir.ops import ACTIVATIONS, OPS
 from aicf_induct.runtime.model_state import ModelState
 from aicf_induct.runtime.transforms.base import RewriteError, Transform
+from aicf_induct.runtime.transforms.reading import consumers_of
 from aicf_induct.runtime.transforms.surgery import (
-    consumers_of,
     fresh_id,
     insert_after,
     remove_node,

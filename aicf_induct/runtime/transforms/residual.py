@@ -18,9 +18,9 @@ import numpy as np
 from aicf_induct.ir.graph import Graph, Node
 from aicf_induct.runtime.model_state import ModelState
 from aicf_induct.runtime.transforms.base import Transform
+from aicf_induct.runtime.transforms.reading import consumers_of
 from aicf_induct.runtime.transforms.surgery import (
     block_end,
-    consumers_of,
     feature_width,
     fresh_id,
     hidden_linears,
