@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 import warehouse
 from aicf_induct.cli.main import main
 from aicf_induct.runtime import snapshot as disk
@@ -21,9 +23,23 @@ from api.settings import Settings
 from tests.api.conftest import REPO, serve_in_thread
 from warehouse.keys import create_key
 
-STEPS, EVERY = 400, 40
+# digits: 0.4-2 ms a step, so the kill lands long before the end; a checkpoint every 1.2 s
+# or more, longer than the recorder's 0.5 s flush, so that steps past one reach the service
+# before the next (what a resume must not log again)
+STEPS, EVERY = 12000, 3000
 ARGS = ["adapt", "--dataset", "digits", "--steps", str(STEPS), "--checkpoint-steps",
         str(EVERY), "--patience", "0", "--json"]
+
+
+def _past_checkpoint(root: Path, ckpt: Path) -> bool:
+    """Whether the service's warehouse holds more steps than the latest checkpoint took."""
+    latest = disk.latest(ckpt) if ckpt.is_dir() else None
+    if latest is None or not (root / "steps").is_dir():
+        return False
+    taken = int(latest.name.split("-")[1])
+    # the parts' footers: a poll as quick as the run's steps (a catalog takes 0.1 s)
+    return sum(pq.ParquetFile(f).metadata.num_rows
+               for f in warehouse.visible_parts(root, "steps")) > taken
 
 
 def test_a_remote_run_killed_then_resumed_through_the_service_logs_each_step_once(
@@ -38,12 +54,12 @@ def test_a_remote_run_killed_then_resumed_through_the_service_logs_each_step_onc
                                  "--api-key", key, "--checkpoint-dir", str(ckpt)], cwd=REPO,
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 120
-        # past the second checkpoint: steps logged after the first are in the service
-        while not (ckpt.is_dir() and len(disk.checkpoints(ckpt)) >= 2):
+        # killed once the service holds steps past the latest checkpoint (what a resume
+        # must not log again)
+        while not _past_checkpoint(root, ckpt):
             assert proc.poll() is None, proc.communicate()[1]
-            assert time.monotonic() < deadline, "no checkpoint within 120 s"
-            time.sleep(0.02)
-        time.sleep(0.3)  # a few more steps reach the service past the latest checkpoint
+            assert time.monotonic() < deadline, "no steps past a checkpoint within 120 s"
+            time.sleep(0.01)
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=60)
         conn = warehouse.connect(root)
