@@ -13,10 +13,11 @@ featurising again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -59,6 +60,13 @@ class BadRequest(Exception):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
+
+
+class ProposalsBusy(Exception):
+    """Every proposal slot stayed taken for the wait."""
+
+
+SLOT_WAIT_S = 1.0  # a proposal that computes waits this long for a slot, then is busy
 
 
 class Lru(Generic[K, V]):
@@ -110,6 +118,17 @@ class Proposals:
                         raise PackMissing(str(err)) from None
                     self._pack = pack
         return self._pack
+
+    @contextlib.contextmanager
+    def slot(self, wait_s: float = SLOT_WAIT_S) -> Iterator[None]:
+        """Hold one of the proposal slots (work that featurises or ranks, so that a few
+        requests cannot take every core); ProposalsBusy when none frees in `wait_s`."""
+        if not self.slots.acquire(timeout=wait_s):
+            raise ProposalsBusy
+        try:
+            yield
+        finally:
+            self.slots.release()
 
     # -- answers --------------------------------------------------------------------------
     def cached(self, dataset: str, top: int) -> bytes | None:

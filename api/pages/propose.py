@@ -20,7 +20,8 @@ from api.middleware import BodyTooLarge
 from api.pages import report_charts
 from api.pages.forms import Form, label, read_form
 from api.pages.render import chart, page, templates
-from api.proposing import BadRequest, PackMissing, Proposals, known_problems
+from api.proposing import BadRequest, PackMissing, Proposals, ProposalsBusy, known_problems
+from api.routes.proposals import BUSY
 from api.upload import FormError, column_list
 from warehouse import browse
 
@@ -69,7 +70,13 @@ def propose_form(request: Request, _: ReadAccess, wh: WarehouseDep) -> HTMLRespo
 
 def _propose(props: Proposals, form: Form, top_k: int) -> dict[str, Any]:
     """Propose for the uploaded table, or for the known problem picked, as the proposals
-    route does (a `file:` name is refused: the service reads no file by name)."""
+    route does (a `file:` name is refused: the service reads no file by name), holding one
+    of the proposal slots as the route does (ProposalsBusy when none frees)."""
+    with props.slot():
+        return _proposal(props, form, top_k)
+
+
+def _proposal(props: Proposals, form: Form, top_k: int) -> dict[str, Any]:
     if form.file is None:
         return props.for_dataset(form.fields.get("problem", ""), top_k, field="body.problem")
     out = props.for_file(form.file, form.fields.get("target", ""), form.filename, None, top_k,
@@ -125,6 +132,9 @@ async def _answer(request: Request, wh: Any, pack: Pack | None, pack_error: str 
     except BadRequest as err:  # named as the form names its inputs: file, target, drop, problem
         return await run_in_threadpool(_form, request, wh, pack, pack_error, 422, **ctx,
                                        error=f"{label(err.field)}: {err}")
+    except ProposalsBusy:  # the page, not the API's JSON problem
+        return await run_in_threadpool(_form, request, wh, pack, pack_error, 429, **ctx,
+                                       error=f"busy: {BUSY}")
     fig = chart(report_charts.proposal_figure(result["candidates"]), "chart-proposal")
     return await run_in_threadpool(_form, request, wh, pack, pack_error, 200, **ctx,
                                    result=result, chart=fig)

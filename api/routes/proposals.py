@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from api.deps import ReadAccess, SettingsDep
 from api.errors import ApiProblem
-from api.proposing import BadRequest, PackMissing, Proposals
+from api.proposing import BadRequest, PackMissing, Proposals, ProposalsBusy
 from api.routes.bodies import json_object
 from api.schemas.proposals import (
     DatasetProposalRequest,
@@ -45,7 +45,7 @@ from api.upload import (
 router = APIRouter(tags=["proposals"])
 
 T = TypeVar("T")
-SLOT_WAIT_S = 1.0  # a proposal that computes waits this long for a slot, then 429
+BUSY = "too many proposals being computed; retry shortly"
 JSON = "application/json"
 
 
@@ -154,13 +154,11 @@ def in_slot(props: Proposals, fn: Callable[[], T]) -> T:
     """`fn()` (as `as_problem`), holding one of the proposal slots (429 when none frees in
     SLOT_WAIT_S): work that featurises or ranks, so a few requests cannot hold every core.
     Blocks: call it from a worker thread."""
-    if not props.slots.acquire(timeout=SLOT_WAIT_S):
-        raise ApiProblem(429, "proposals-busy", "too many proposals being computed; "
-                         "retry shortly", headers={"Retry-After": "1"})
     try:
-        return as_problem(fn)
-    finally:
-        props.slots.release()
+        with props.slot():
+            return as_problem(fn)
+    except ProposalsBusy:
+        raise ApiProblem(429, "proposals-busy", BUSY, headers={"Retry-After": "1"}) from None
 
 
 async def _compute(props: Proposals, fn: Callable[[], T]) -> T:

@@ -164,6 +164,24 @@ def test_each_rule_is_marked_for_or_against_its_proposal(dashboard_warehouse) ->
            "predicted from its first 4 components" in r.text
 
 
+def test_the_form_holds_a_proposal_slot_and_says_when_none_is_free(dashboard_warehouse
+                                                                    ) -> None:
+    """The form proposed without a slot: a few uploads at once took every core, which the
+    API's routes refuse with 429. Busy, the form answers 429 with the form and a message."""
+    app = create_app(Settings(warehouse=dashboard_warehouse.root,
+                              pack=dashboard_warehouse.pack, proposal_concurrency=1))
+    slots = app.state.proposals.slots
+    with serve_in_thread(app) as c:
+        assert slots.acquire(timeout=5)  # the one slot, busy
+        try:
+            busy = c.post("/propose", data={"problem": "wine"})
+        finally:
+            slots.release()
+        assert busy.status_code == 429 and "text/html" in busy.headers["content-type"]
+        assert _error(busy.text).startswith("busy: too many proposals being computed")
+        assert c.post("/propose", data={"problem": "wine"}).status_code == 200
+
+
 def test_without_a_pack_the_form_says_so(dashboard_warehouse, tmp_path: Path) -> None:
     settings = Settings(warehouse=dashboard_warehouse.root, pack=tmp_path / "none.parquet")
     with serve_in_thread(create_app(settings)) as c:
