@@ -21,9 +21,9 @@ import numpy as np
 from aicf_induct.ir.graph import Graph, Node
 from aicf_induct.ir.init import init_array
 from aicf_induct.ir.ops import OPS
-from aicf_induct.ir.validate import infer_types
 from aicf_induct.runtime.model_state import ModelState
 from aicf_induct.runtime.transforms.base import RewriteError, Transform
+from aicf_induct.runtime.transforms.reading import types_of
 from aicf_induct.runtime.transforms.surgery import fresh_id, insert_after, redeclare, site_node
 
 
@@ -51,7 +51,7 @@ class AddHeads(Transform):
         node = site_node(graph, site, ("attention",), "an attention node")
         if isinstance(node, str):
             return node
-        d = infer_types(graph, check_params=False)[site].shape[-1]
+        d = types_of(graph)[site].shape[-1]
         if d is None or d % self.heads:
             return f"heads={self.heads} does not divide the token width d={d} of '{site}'"
         return None

@@ -93,7 +93,7 @@ def units_of(graph: Graph, linear_id: str) -> tuple[list[str], list[str]]:
 def block_end(graph: Graph, linear_id: str) -> str:
     """The last node of the block a hidden linear layer starts: follow single consumers
     through per-unit ops and layer norms."""
-    users = graph.consumers()
+    users = consumers_of(graph)
     cur = linear_id
     while (len(users[cur]) == 1 and (users[cur][0].op in PER_UNIT
                                      or users[cur][0].op == "layernorm")

@@ -36,9 +36,9 @@ import numpy as np
 
 from aicf_induct.ir.graph import Graph
 from aicf_induct.ir.ops import ACTIVATIONS
-from aicf_induct.ir.validate import infer_types
 from aicf_induct.runtime.model_state import ModelState
 from aicf_induct.runtime.transforms.base import RewriteError, Transform
+from aicf_induct.runtime.transforms.reading import consumers_of, nodes_by_id, types_of
 from aicf_induct.runtime.transforms.surgery import redeclare, site_node
 
 TOKENIZERS = {"numeric_tokenizer": "d_token", "embedding": "embedding_dim"}
@@ -48,8 +48,7 @@ FOLLOW = frozenset({*ACTIVATIONS, "dropout", "layernorm", "attention", "mean", "
 
 def stream(graph: Graph, site: str) -> tuple[set[str], set[str]] | str:
     """(values on the stream, linear layers reading it), or why it cannot be widened."""
-    by_id, users = graph.node_map(), graph.consumers()
-    types = infer_types(graph, check_params=False)
+    by_id, users, types = nodes_by_id(graph), consumers_of(graph), types_of(graph)
     on, readers = {site}, set()
     todo = [site]
 
