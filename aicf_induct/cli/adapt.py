@@ -17,8 +17,7 @@ from aicf_induct.cli.train import (
     add_log_options,
     add_parallel_options,
     add_train_options,
-    close_recorder,
-    logged_line,
+    close_log,
     model_graph,
     open_recorder,
     parallel_setup,
@@ -275,27 +274,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"interrupted; go on with: aicf-induct adapt --dataset {args.dataset} "
               f"--resume {directory}", file=sys.stderr)
         return 130
-    log_error = close_recorder(rec)
-    line, status = logged_line(recorder, where)
-    if log_error is not None:  # the run's results first, then why its log is incomplete
-        line = None
+    line, status, log_error = close_log(rec, recorder, where)
     if args.json:
         print(json_text({"run_id": result.run_id, "status": result.status,
                          "steps": result.steps, "executed_steps": result.work,
                          "rewrites": result.rewrites, "rollbacks": result.rollbacks,
                          "param_count": result.graph.param_count(),
                          "pause_ms": result.pause_ms, **result.metrics}, indent=1))
-        if log_error is not None:
-            raise log_error
-        return status
-    print(f"run {result.run_id} {result.status} after {counted(result.steps, 'step')} "
-          f"({result.work} executed), {counted(result.rewrites, 'rewrite')}, "
-          f"{counted(result.rollbacks, 'rollback')}, {result.wall_time_s:.2f} s")
-    print(f"best model (step {result.best_step}): {_describe(result.graph)}")
-    print_metrics(result.metrics)
-    if line:
-        print(line)
-    if log_error is not None:
+    else:
+        print(f"run {result.run_id} {result.status} after {counted(result.steps, 'step')} "
+              f"({result.work} executed), {counted(result.rewrites, 'rewrite')}, "
+              f"{counted(result.rollbacks, 'rollback')}, {result.wall_time_s:.2f} s")
+        print(f"best model (step {result.best_step}): {_describe(result.graph)}")
+        print_metrics(result.metrics)
+        if line:
+            print(line)
+    if log_error is not None:  # after the run's results: why its log is incomplete
         raise log_error
     return status
 

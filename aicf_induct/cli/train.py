@@ -386,41 +386,42 @@ def run(args: argparse.Namespace) -> int:
         except BaseException:
             recorder.close()
             raise
-    log_error = close_recorder(recorder)
-    line, status = logged_line(recorder, where)
-    if log_error is not None:  # the run's results first, then why its log is incomplete
-        line = None
+    line, status, log_error = close_log(recorder, recorder, where)
     if result.error:  # stopped other than by plan: a time budget, divergence
         print(f"note: {result.error}", file=sys.stderr)
     if args.json:
         print(json_text({"run_id": result.run_id, "status": result.status,
                          "steps": result.steps, **result.metrics}, indent=1))
-        if log_error is not None:
-            raise log_error
-        return status
-    print(f"{problem.name}: {problem.task}, {problem.n_rows} rows, {problem.n_features} "
-          f"features; model {graph.name or extra['model']} ({graph.param_count()} parameters)")
-    print(f"run {result.run_id} {result.status} after {counted(result.epochs, 'epoch')}, "
-          f"{counted(result.steps, 'step')}, {result.wall_time_s:.2f} s (best epoch "
-          f"{result.best_epoch})")
-    print_metrics(result.metrics)
-    if line:
-        print(line)
-    if args.save_ir:
-        print(f"IR written to {args.save_ir}")
-    if log_error is not None:
+    else:
+        print(f"{problem.name}: {problem.task}, {problem.n_rows} rows, {problem.n_features} "
+              f"features; model {graph.name or extra['model']} ({graph.param_count()} "
+              "parameters)")
+        print(f"run {result.run_id} {result.status} after {counted(result.epochs, 'epoch')}, "
+              f"{counted(result.steps, 'step')}, {result.wall_time_s:.2f} s (best epoch "
+              f"{result.best_epoch})")
+        print_metrics(result.metrics)
+        if line:
+            print(line)
+        if args.save_ir:
+            print(f"IR written to {args.save_ir}")
+    if log_error is not None:  # after the run's results: why its log is incomplete
         raise log_error
     return status
 
 
-def close_recorder(recorder: Recorder) -> AicfError | None:
-    """Close the run's log, its error (a disk that filled, say) returned rather than raised:
-    a run that trained to its end has its results printed before it."""
+def close_log(closing: Recorder, recorder: Recorder, where: str | None
+              ) -> tuple[str | None, int, AicfError | None]:
+    """Close the run's log (`closing`: `recorder`, or a fan-out holding it) and give the
+    command's last line and exit status (`logged_line`) and the close's error (a disk that
+    filled, say), returned rather than raised: a run that trained to its end has its results
+    printed before it, and no "logged to" line."""
+    error: AicfError | None = None
     try:
-        recorder.close()
+        closing.close()
     except AicfError as err:
-        return err
-    return None
+        error = err
+    line, status = logged_line(recorder, where)
+    return (None if error else line), status, error
 
 
 def train_other_rank(comm: Communicator, payload: tuple[argparse.Namespace, TrainConfig,
