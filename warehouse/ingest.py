@@ -382,8 +382,6 @@ def _new_runs(root: Path, tables: Mapping[str, pa.Table]) -> list[str]:
     return ids
 
 
-
-
 def _row_runs(tables: Mapping[str, pa.Table]) -> set[str]:
     """The run ids the batch's rows of run tables belong to (runs themselves aside)."""
     ids: set[str] = set()
@@ -425,7 +423,7 @@ class BatchReused(IngestError):
 
     def __init__(self, batch_id: str) -> None:
         super().__init__("batch_id", f"batch '{batch_id}' was committed before with other "
-                                     "records: a retry sends the same bytes; new records "
+                                     "records: a retry sends the same records; new records "
                                      "need a new batch id")
 
 
@@ -478,21 +476,20 @@ def commit(root: str | Path, batch_id: str, tables: Mapping[str, pa.Table],
         return Committed(batch_id, False, _ledger_rows(root, key))
     if "runs" not in tables:
         done = _commit_once(root, batch_id, key, tables, digest)
-        if done.written:
-            _touch_runs(root, _row_runs(tables))
-        return done
-    with _locked(root, "runs"):  # batches that start runs: one at a time, so two batches
-        # cannot both start one run
-        if _ledger(root, key).is_file():  # this batch, committed by a concurrent retry
-            return Committed(batch_id, False, _ledger_rows(root, key))
-        started = _new_runs(root, tables)
-        done = _commit_once(root, batch_id, key, tables, digest)
-        if done.written:
-            for rid in started:
-                marker = _run_marker(root, rid)
-                ensure_dir(marker.parent)
-                marker.touch()
-            _touch_runs(root, _row_runs(tables) - set(started))
+    else:
+        with _locked(root, "runs"):  # batches that start runs: one at a time, so two
+            # batches cannot both start one run
+            if _ledger(root, key).is_file():  # this batch, committed by a concurrent retry
+                return Committed(batch_id, False, _ledger_rows(root, key))
+            started = _new_runs(root, tables)
+            done = _commit_once(root, batch_id, key, tables, digest)
+            if done.written:
+                for rid in started:
+                    marker = _run_marker(root, rid)
+                    ensure_dir(marker.parent)
+                    marker.touch()
+    if done.written:
+        _touch_runs(root, _row_runs(tables))
     return done
 
 
