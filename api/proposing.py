@@ -65,6 +65,9 @@ class BadRequest(Exception):
 class ProposalsBusy(Exception):
     """Every proposal slot stayed taken for the wait."""
 
+    def __init__(self) -> None:
+        super().__init__("too many proposals being computed; retry shortly")
+
 
 SLOT_WAIT_S = 1.0  # a proposal that computes waits this long for a slot, then is busy
 

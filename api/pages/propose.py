@@ -21,7 +21,6 @@ from api.pages import report_charts
 from api.pages.forms import Form, label, read_form
 from api.pages.render import chart, page, templates
 from api.proposing import BadRequest, PackMissing, Proposals, ProposalsBusy, known_problems
-from api.routes.proposals import BUSY
 from api.upload import FormError, column_list
 from warehouse import browse
 
@@ -132,9 +131,9 @@ async def _answer(request: Request, wh: Any, pack: Pack | None, pack_error: str 
     except BadRequest as err:  # named as the form names its inputs: file, target, drop, problem
         return await run_in_threadpool(_form, request, wh, pack, pack_error, 422, **ctx,
                                        error=f"{label(err.field)}: {err}")
-    except ProposalsBusy:  # the page, not the API's JSON problem
+    except ProposalsBusy as busy:  # the page, not the API's JSON problem
         return await run_in_threadpool(_form, request, wh, pack, pack_error, 429, **ctx,
-                                       error=f"busy: {BUSY}")
+                                       error=f"busy: {busy}")
     fig = chart(report_charts.proposal_figure(result["candidates"]), "chart-proposal")
     return await run_in_threadpool(_form, request, wh, pack, pack_error, 200, **ctx,
                                    result=result, chart=fig)

@@ -45,7 +45,6 @@ from api.upload import (
 router = APIRouter(tags=["proposals"])
 
 T = TypeVar("T")
-BUSY = "too many proposals being computed; retry shortly"
 JSON = "application/json"
 
 
@@ -157,8 +156,8 @@ def in_slot(props: Proposals, fn: Callable[[], T]) -> T:
     try:
         with props.slot():
             return as_problem(fn)
-    except ProposalsBusy:
-        raise ApiProblem(429, "proposals-busy", BUSY, headers={"Retry-After": "1"}) from None
+    except ProposalsBusy as busy:
+        raise ApiProblem(429, "proposals-busy", str(busy), headers={"Retry-After": "1"}) from None
 
 
 async def _compute(props: Proposals, fn: Callable[[], T]) -> T:
