@@ -24,7 +24,7 @@ import pandas as pd
 from aicf_induct.cli import options
 from aicf_induct.cli.corpus_root import corpus_root
 from aicf_induct.cli.json_out import json_text
-from aicf_induct.cli.table import print_table
+from aicf_induct.cli.table import counted, print_table
 from aicf_induct.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -329,7 +329,7 @@ def _note_seeds(n_seeds: int | None, meta: pd.DataFrame) -> None:
     """--seeds N past the corpus's seeds reads the seeds it has: say so."""
     seeds = sorted(int(s) for s in meta["seed"].unique())
     if n_seeds is not None and n_seeds > len(seeds):
-        print(f"note: --seeds {n_seeds}: the corpus has {_n(len(seeds), 'seed')} "
+        print(f"note: --seeds {n_seeds}: the corpus has {counted(len(seeds), 'seed')} "
               f"({', '.join(map(str, seeds))}), all read", file=sys.stderr)
 
 
@@ -347,12 +347,9 @@ def _note_small_corpus(meta: pd.DataFrame, folds: int) -> None:
         reduced = f"; one group: no conformal folds (of {folds}), the intervals as fitted"
     elif folds > groups:
         reduced = f"; the conformal folds reduced from {folds} to {groups}, one per group"
-    print(f"note: {_n(problems, 'problem')} in {_n(groups, 'group')}: rules, correlations and "
-          f"neighbour distances of so few problems mean little{reduced}", file=sys.stderr)
-
-
-def _n(count: int, noun: str) -> str:
-    return f"{count} {noun}" + ("" if count == 1 else "s")
+    print(f"note: {counted(problems, 'problem')} in {counted(groups, 'group')}: rules, "
+          f"correlations and neighbour distances of so few problems mean little{reduced}",
+          file=sys.stderr)
 
 
 def _note_feature_splits(root: Path, meta: pd.DataFrame) -> None:
