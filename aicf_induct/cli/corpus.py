@@ -18,9 +18,8 @@ from aicf_induct.induction.corpus import (
     MIN_ROWS,
     PER_PACKAGE,
     CorpusProblem,
-    resolve_selection,
+    select_problems,
     selection_names,
-    unmatched_excludes,
 )
 from aicf_induct.induction.sweep_spec import ENGINES
 
@@ -171,9 +170,9 @@ def list_cmd(args: argparse.Namespace) -> int:
 def _selection(args: argparse.Namespace) -> list[CorpusProblem] | list[str]:
     """--problems less --exclude, with a note for each --exclude name that matches no
     problem of the selection (a typo would train the problem meant to be left out)."""
-    exclude = args.exclude.split(",")
-    sel = resolve_selection(args.problems, exclude, progress=not args.quiet)
-    for name in unmatched_excludes(args.problems, exclude, progress=not args.quiet):
+    sel, unmatched = select_problems(args.problems, args.exclude.split(","),
+                                     progress=not args.quiet)
+    for name in unmatched:
         print(f"note: --exclude '{name}' matches no problem of the selection", file=sys.stderr)
     return sel
 

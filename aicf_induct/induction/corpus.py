@@ -361,36 +361,29 @@ def resolve_selection(spec: str, exclude: Sequence[str] = (), progress: bool = F
     what `aicf-induct sweep --problems` takes (names and sources, as given). Returns corpus
     problems for the first six, names otherwise; `exclude` names (with or without options)
     are left out."""
+    return select_problems(spec, exclude, progress)[0]
+
+
+def select_problems(spec: str, exclude: Sequence[str] = (), progress: bool = False
+                    ) -> tuple[list[CorpusProblem] | list[str], list[str]]:
+    """`resolve_selection`, and the `exclude` names that match none of the spec's problems
+    (a typo would train the problem meant to be left out)."""
     s = spec.strip()
     drop = {e.strip() for e in exclude if e.strip()}
     which, _, n = s.partition(":")
     rules = {"corpus": select, "holdout": select_holdout, "rest": select_rest}
-    if which in rules:
-        if n and not n.isdigit():
-            raise ConfigError(f"'{s}': use {which} or {which}:N with N a number")
-        chosen = rules[which](progress)
-        chosen = [p for p in chosen if p.name not in drop and _plain_name(p.name) not in drop]
-        chosen = chosen[:int(n)] if n else chosen
-        if not chosen:
-            raise ConfigError(f"no {which} problem left" + (
-                f" after excluding {', '.join(sorted(drop))}" if drop else ""))
-        return chosen
-    return resolve(s, sorted(drop))
-
-
-def unmatched_excludes(spec: str, exclude: Sequence[str] = (), progress: bool = False
-                       ) -> list[str]:
-    """The `exclude` names that match no problem `resolve_selection(spec)` gives (matched
-    as it matches them: a corpus problem's name with or without options; another
-    selection's names as given)."""
-    drop = {e.strip() for e in exclude if e.strip()}
-    if not drop:
-        return []
-    chosen = resolve_selection(spec, (), progress)
-    names = set(selection_names(chosen))
-    if chosen and isinstance(chosen[0], CorpusProblem):
-        names |= {_plain_name(n) for n in names}
-    return sorted(drop - names)
+    if which not in rules:
+        return resolve(s, sorted(drop)), sorted(drop - set(resolve(s)) if drop else ())
+    if n and not n.isdigit():
+        raise ConfigError(f"'{s}': use {which} or {which}:N with N a number")
+    every = rules[which](progress)
+    matched = {name for p in every for name in (p.name, _plain_name(p.name))} & drop
+    chosen = [p for p in every if p.name not in drop and _plain_name(p.name) not in drop]
+    chosen = chosen[:int(n)] if n else chosen
+    if not chosen:
+        raise ConfigError(f"no {which} problem left" + (
+            f" after excluding {', '.join(sorted(drop))}" if drop else ""))
+    return chosen, sorted(drop - matched)
 
 
 def selection_names(sel: list[CorpusProblem] | list[str]) -> list[str]:
