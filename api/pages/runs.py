@@ -9,19 +9,17 @@ import duckdb
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from aicf_induct.records import RUN_STATUSES
 from api.deps import ReadAccess, WarehouseDep
 from api.pages import ir_graph, run_charts
 from api.pages.render import chart, not_found, page
+from api.schemas.runs import STATUS_FILTER
 from warehouse import browse
 from warehouse.run_view import run_view
 
 router = APIRouter(include_in_schema=False)
 
 Filter = Annotated[str | None, Query(max_length=200)]
-# a status the warehouse knows, or "" (the filter form's "any"): another is a 422 naming it,
-# as on /v1/runs, not an empty page
-Status = Annotated[str | None, Query(pattern=f"^({'|'.join(('', *RUN_STATUSES))})$")]
+Status = Annotated[str | None, Query(pattern=STATUS_FILTER)]  # as /v1/runs takes it
 Sort = Literal[browse.RUN_COLUMNS]  # type: ignore[valid-type]
 PER_PAGE = 50
 LIST_COLUMNS = ("run_id", "problem_name", "origin", "status", "seed", "device", "started_at",

@@ -8,6 +8,9 @@ from aicf_induct.records import RUN_STATUSES
 from api.schemas.common import AnyWhenBlank, Page
 
 STATUSES = ", ".join(f"`{s}`" for s in RUN_STATUSES)
+# a status filter: one the warehouse knows, or "" (a form's "any"); another is a 422 naming
+# it, not an empty page
+STATUS_FILTER = f"^({'|'.join(('', *RUN_STATUSES))})$"
 
 
 class RunsQuery(BaseModel):
@@ -19,7 +22,7 @@ class RunsQuery(BaseModel):
     origin: AnyWhenBlank = Field(default=None, max_length=200,
                                  description="`cli`, `sweep`, `adapt`, ...")
     # "" (any) is in the pattern so the document says what the route accepts
-    status: AnyWhenBlank = Field(default=None, pattern=f"^({'|'.join(('', *RUN_STATUSES))})$",
+    status: AnyWhenBlank = Field(default=None, pattern=STATUS_FILTER,
                                  description=f"one of {STATUSES}; empty: any")
     limit: int = Field(default=50, ge=1, le=1000)
     offset: int = Field(default=0, ge=0, le=2**62, description="rows to skip")
