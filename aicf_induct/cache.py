@@ -9,6 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from aicf_induct.atomic_file import atomic_write
+
 
 def cache_dir() -> Path:
     """$AICF_CACHE_DIR, else ~/.cache/aicf_induct."""
@@ -29,8 +31,6 @@ def write_json(path: Path, value: Any) -> None:
     cache that cannot be written only costs recomputing next time."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(value))
-        tmp.replace(path)
+        atomic_write(path, lambda p: p.write_text(json.dumps(value)), durable=False)
     except OSError:
         pass

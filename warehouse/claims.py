@@ -23,14 +23,13 @@ import hashlib
 import json
 import os
 import time
-import uuid
 from collections.abc import Collection
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from warehouse.layout import ensure_dir, fsync_dir
+from warehouse.layout import atomic_write, ensure_dir, fsync_dir, temp_path
 from warehouse.lease import writer_alive
 
 CLAIMS = "_claims"
@@ -73,7 +72,7 @@ def _latest(d: Path) -> tuple[int, dict[str, Any] | None]:
 
 def _create(path: Path, data: dict[str, Any]) -> bool:
     """Create `path` holding `data`, unless it exists: the exclusive step of a claim."""
-    tmp = path.with_name(f".tmp-{uuid.uuid4().hex}.partial")
+    tmp = temp_path(path)
     tmp.write_bytes(json.dumps(data).encode())
     try:
         os.link(tmp, path)  # fails if path exists: one winner
@@ -110,7 +109,4 @@ def end_claim(claim: Claim, status: str) -> None:
     """Record how the claimed item ended; a status the callers count as done closes it."""
     data = {"key": claim.key, "holder": claim.holder, "status": status,
             "ended_at": time.time()}
-    tmp = claim.path.with_name(f".tmp-{uuid.uuid4().hex}.partial")
-    tmp.write_bytes(json.dumps(data).encode())
-    os.replace(tmp, claim.path)
-    fsync_dir(claim.path.parent)
+    atomic_write(claim.path, lambda p: p.write_bytes(json.dumps(data).encode()))

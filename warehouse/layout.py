@@ -2,7 +2,7 @@
 
     root/<table>/date=YYYY-MM-DD/part-<writer>-<seq>.parquet    a writer's part
     root/<table>/date=YYYY-MM-DD/cpart-<id>.parquet             a compacted part
-    root/<table>/date=YYYY-MM-DD/.tmp-<name>.partial            a part being written
+    root/<table>/date=YYYY-MM-DD/.tmp-<name>-<pid>-<id>.partial  a part being written
     root/<table>/_compactions/<id>.json                         a compaction's commit marker
 
 Visibility rule (what every reader in this package applies):
@@ -24,27 +24,22 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+# the project's atomic file replacement; warehouse modules import it from here
+from aicf_induct.atomic_file import TMP_PREFIX as TMP_PREFIX
+from aicf_induct.atomic_file import TMP_SUFFIX as TMP_SUFFIX
+from aicf_induct.atomic_file import atomic_write as atomic_write
+from aicf_induct.atomic_file import fsync_dir as fsync_dir
+from aicf_induct.atomic_file import temp_path as temp_path
 from warehouse.errors import WarehouseError
 from warehouse.parts import problem_of, readable, relative
 from warehouse.schema import TABLES
 
 MARKERS = "_compactions"
-TMP_PREFIX = ".tmp-"
-TMP_SUFFIX = ".partial"
 # writer and ingest parts (`part-<writer id>-<seq, 8 digits>`), compacted parts
 PART_NAME = re.compile(r"(part-.+-[0-9]{8,}|cpart-.+)\.parquet")
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def ensure_dir(path: Path) -> None:
@@ -57,24 +52,6 @@ def ensure_dir(path: Path) -> None:
     except FileExistsError:
         return  # another writer made it
     fsync_dir(path.parent)
-
-
-def atomic_write(final: Path, write: Callable[[Path], object]) -> None:
-    """Write `final` so that nobody ever sees it half-written: `write` fills a temp path outside
-    every glob, then fsync, rename, fsync of the directory."""
-    tmp = final.with_name(f"{TMP_PREFIX}{final.name}{TMP_SUFFIX}")
-    try:
-        write(tmp)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, final)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(final.parent)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -46,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from aicf_induct import __version__
+from aicf_induct.atomic_file import atomic_write
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.meta_dataset import (
     ID_COLUMNS,
@@ -305,8 +305,8 @@ def write_pack(pack: Pack, path: str | Path, command: Sequence[str] | None = Non
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         # no page checksums: the shipped pack's bytes stay what its documented refit writes
-        _atomic(path, lambda p: write_parquet(t, p, page_checksum=False))
-        _atomic(json_path(path), lambda p: p.write_text(json.dumps(prov, indent=1) + "\n"))
+        atomic_write(path, lambda p: write_parquet(t, p, page_checksum=False))
+        atomic_write(json_path(path), lambda p: p.write_text(json.dumps(prov, indent=1) + "\n"))
     except OSError as err:
         raise ConfigError(f"cannot write the knowledge pack to {path}: "
                           f"{err.strerror or err}") from None
@@ -347,15 +347,6 @@ def _remembered_digest(pack: Pack) -> str:
 
 def json_path(path: Path) -> Path:
     return path.with_suffix(".json")
-
-
-def _atomic(path: Path, write: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _records(df: pd.DataFrame) -> dict[str, Any]:

@@ -8,9 +8,12 @@ graph. `from_json` validates and reports problems as one-line `IRError`s naming 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
+from aicf_induct.atomic_file import atomic_write
 from aicf_induct.errors import ConfigError, IRError
 from aicf_induct.ir.graph import Graph, Node, ParamSpec
 from aicf_induct.ir.validate import problems, validate
@@ -220,29 +223,14 @@ def load(path: str) -> Graph:
 
 def save(graph: Graph, path: str) -> None:
     """Write atomically: a reader never sees a half-written file."""
-    import os
-    import tempfile
-
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):  # else the error would name the temp file
         raise ConfigError(f"{path}: the folder {directory} does not exist")
     if os.path.isdir(path):
         raise ConfigError(f"{path} is a folder, not a file")
+    text = to_json(graph, indent=1) + "\n"
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
+        atomic_write(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))
     except OSError as err:
         raise ConfigError(f"{path}: cannot write in {directory} ({err.strerror or err})") \
             from None
-    try:
-        mask = os.umask(0)  # mkstemp makes the file 0600: give it the mode any new file gets
-        os.umask(mask)
-        os.fchmod(fd, 0o666 & ~mask)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(to_json(graph, indent=1) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from aicf_induct.atomic_file import atomic_write
 from aicf_induct.errors import ConfigError
 
 FORMATS = ("png", "svg", "pdf")  # what -o may end in
@@ -33,22 +33,14 @@ def save_figure(fig: Figure, path: str | Path, dpi: int = 120, option: str = "-o
     it, never the temporary file."""
     fmt = check_output(path, option)
     path = Path(path)
-    # created with open(), not mkstemp: the image gets the umask's mode, as any file would
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        try:
-            f = tmp.open("wb")
-        except OSError as err:
-            raise ConfigError(f"{option} {path}: cannot write in the folder {path.parent} "
-                              f"({err.strerror or err})") from None
-        with f:
+
+    def write(tmp: Path) -> None:
+        with tmp.open("wb") as f:
             fig.savefig(f, format=fmt, dpi=dpi, bbox_inches="tight")
-        try:
-            os.replace(tmp, path)
-        except OSError as err:
-            raise ConfigError(f"{option} {path}: cannot replace it ({err.strerror or err})"
-                              ) from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+
+    try:
+        atomic_write(path, write, durable=False)
+    except OSError as err:
+        raise ConfigError(f"{option} {path}: cannot write in the folder {path.parent} "
+                          f"({err.strerror or err})") from None
     return path
