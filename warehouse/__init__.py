@@ -14,7 +14,7 @@ from pathlib import Path
 
 from warehouse.arrow import read_table
 from warehouse.catalog import connect, default_root, rebuild, with_retry
-from warehouse.check import CheckReport, check, require_warehouse
+from warehouse.check import CheckReport, check, existing_warehouse, require_warehouse
 from warehouse.compact import CompactReport, compact
 from warehouse.errors import WarehouseError
 from warehouse.guard import check_sql, run_guarded
@@ -28,7 +28,7 @@ from warehouse.writer import Writer
 def open_recorder(root: str | Path | None = None,
                   flush_interval_s: float = 1.0) -> WarehouseRecorder:
     """A recorder into `root` (None: `default_root()`), for `aicf-induct train`."""
-    return WarehouseRecorder(root if root is not None else default_root(),
+    return WarehouseRecorder(default_root(root),
                              flush_interval_s=flush_interval_s)
 
 
@@ -44,6 +44,7 @@ __all__ = [
     "compact",
     "connect",
     "default_root",
+    "existing_warehouse",
     "open_recorder",
     "read_table",
     "rebuild",

@@ -33,8 +33,11 @@ CATALOG_FILE = "_catalog.duckdb"
 T = TypeVar("T")
 
 
-def default_root() -> Path:
-    """`$AICF_WAREHOUSE`, else ./aicf_warehouse in the working directory."""
+def default_root(given: str | Path | None = None) -> Path:
+    """The warehouse a command means: `given` (its --warehouse), else `$AICF_WAREHOUSE`, else
+    ./aicf_warehouse in the working directory."""
+    if given is not None:
+        return Path(given)
     return Path(os.environ.get(ENV_VAR) or Path.cwd() / DEFAULT_DIR)
 
 
@@ -200,7 +203,7 @@ def connect(root: str | Path | None = None, read_only: bool = True) -> duckdb.Du
     read_only: sandbox the connection: no file access outside the warehouse, and the
     configuration locked. Pair it with `guard.run_guarded` for statements from users.
     """
-    root = check_root(Path(root) if root is not None else default_root())
+    root = check_root(default_root(root))
     for attempt in range(ATTEMPTS):
         conn = duckdb.connect()
         conn.execute("SET TimeZone = 'UTC'")
@@ -223,7 +226,7 @@ def with_retry(root: str | Path | None, fn: Callable[[duckdb.DuckDBPyConnection]
                read_only: bool = True) -> T:
     """Run `fn` on a fresh connection; if a part vanished under it (a compaction collected it
     after we listed it) or turned out damaged, list again and retry."""
-    root = check_root(Path(root) if root is not None else default_root())
+    root = check_root(default_root(root))
     for attempt in range(ATTEMPTS):
         conn = connect(root, read_only=read_only)
         try:
@@ -241,7 +244,7 @@ def with_retry(root: str | Path | None, fn: Callable[[duckdb.DuckDBPyConnection]
 def rebuild(root: str | Path | None = None) -> Path:
     """Write root/_catalog.duckdb: the same views, for the DuckDB CLI (`duckdb <file>`).
     It is a snapshot of the file list; run again to pick up new parts."""
-    root = check_root(Path(root) if root is not None else default_root())
+    root = check_root(default_root(root))
     root.mkdir(parents=True, exist_ok=True)
     path = root / CATALOG_FILE
     tmp = root / f".tmp-{os.getpid()}{CATALOG_FILE}.partial"

@@ -16,7 +16,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from warehouse.catalog import CATALOG_FILE, with_retry
+from warehouse.catalog import CATALOG_FILE, default_root, with_retry
 from warehouse.claims import CLAIMS
 from warehouse.compact import LOCK_FILE, STALE_S, stale_temporaries
 from warehouse.errors import WarehouseError
@@ -137,6 +137,20 @@ def require_warehouse(root: Path) -> None:
     if names and not names & (set(TABLES) | OWN_ENTRIES):
         raise WarehouseError(f"{root} is not a warehouse (no table directory such as runs/ "
                              "or steps/ in it)")
+
+
+def existing_warehouse(given: str | Path | None,
+                       missing: str = "the directory does not exist") -> Path:
+    """The warehouse a command reads or maintains (`default_root(given)`): it must exist, be a
+    directory and hold a warehouse's entries, so a typo never reads as an empty warehouse.
+    `missing` ends the error for one that does not exist (what to do about it)."""
+    root = default_root(given)
+    if not root.exists():
+        raise WarehouseError(f"no warehouse at {root} ({missing})")
+    if not root.is_dir():
+        raise WarehouseError(f"warehouse '{root}' is not a directory")
+    require_warehouse(root)
+    return root
 
 
 def _check_table(root: Path, name: str, deep: bool, rep: CheckReport) -> None:

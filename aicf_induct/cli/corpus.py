@@ -210,7 +210,7 @@ def build(args: argparse.Namespace) -> int:
     cands = tuple(space.candidates())
     names = selection_names(_selection(args))
     train = TrainConfig(epochs=args.epochs, patience=args.patience, backend=args.backend)
-    root = args.warehouse if args.warehouse is not None else warehouse.default_root()
+    root = warehouse.default_root(args.warehouse)
     sweep = args.seeds > 0  # --seeds 0: the adaptive runs alone (a rewrite history)
     if sweep:
         spec = SweepSpec(tuple(names), cands, tuple(range(args.seeds)), train, args.budget)

@@ -119,7 +119,7 @@ def plan(args: argparse.Namespace, problem: Problem, config: TrainConfig,
         import warehouse
         from aicf_induct.induction.learned_effects import learned_effects
 
-        root = args.warehouse if args.warehouse is not None else warehouse.default_root()
+        root = warehouse.default_root(args.warehouse)
         effects, _ = learned_effects(args.pack, None if args.no_log else root)
         ask = local_rewrites(effects, features.get("simple.n_rows", float(problem.n_rows)))
         who = "induction (in-process)"
@@ -182,7 +182,7 @@ def service_recorder(args: argparse.Namespace) -> tuple[Recorder, str] | None:
         remote = RemoteRecorder(args.service, key)
     except RemoteLogError as err:
         raise ConfigError(str(err)) from None
-    root = args.warehouse if args.warehouse is not None else warehouse.default_root()
+    root = warehouse.default_root(args.warehouse)
 
     def local() -> tuple[Recorder, str]:
         return warehouse.open_recorder(root), str(root)

@@ -61,11 +61,7 @@ def _root(path: str | None, output: str) -> Path:
 
     check_output(output)  # a bad -o fails before any reading
 
-    root = Path(path) if path is not None else warehouse.default_root()
-    if not root.is_dir():
-        raise ConfigError(f"--warehouse: no warehouse at {root}")
-    warehouse.require_warehouse(root)
-    return root
+    return warehouse.existing_warehouse(path)
 
 
 def _done(path: Path, what: str) -> int:

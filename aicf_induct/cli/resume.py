@@ -51,7 +51,7 @@ def logged_rows(args: argparse.Namespace) -> dict[str, int] | None:
         return _service_rows(args, run_id)
     import warehouse
 
-    root = Path(args.warehouse) if args.warehouse is not None else warehouse.default_root()
+    root = warehouse.default_root(args.warehouse)
 
     def read(conn: Any) -> tuple[Any, dict[str, int]]:
         row = conn.execute("SELECT status, steps_taken FROM runs WHERE run_id = ?",

@@ -65,7 +65,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _root(args: argparse.Namespace) -> Path:
-    root = Path(args.warehouse) if args.warehouse is not None else warehouse.default_root()
+    root = warehouse.default_root(args.warehouse)
     if root.exists() and not root.is_dir():
         raise ConfigError(f"--warehouse: '{root}' is not a directory")
     return root

@@ -182,8 +182,7 @@ def sweep_target(args: argparse.Namespace) -> tuple[str, str | None]:
     if args.log_to is None:
         import warehouse
 
-        return str(args.warehouse if args.warehouse is not None
-                   else warehouse.default_root()), None
+        return str(warehouse.default_root(args.warehouse)), None
     from aicf_induct.cli.train import log_to_key
 
     return str(args.log_to), log_to_key(args)

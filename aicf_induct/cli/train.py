@@ -222,7 +222,7 @@ def open_recorder(args: argparse.Namespace) -> tuple[Recorder, str | None]:
         return open_remote(args), args.log_to
     import warehouse
 
-    root = args.warehouse if args.warehouse is not None else warehouse.default_root()
+    root = warehouse.default_root(args.warehouse)
     return warehouse.open_recorder(root), str(root)
 
 

@@ -118,18 +118,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _root(args: argparse.Namespace) -> Path:
-    return Path(args.warehouse) if args.warehouse is not None else warehouse.default_root()
+    return warehouse.default_root(args.warehouse)
 
 
 def _existing_root(args: argparse.Namespace) -> Path:
     """The warehouse to read or maintain: it must exist and be one (a typo must not read as
     empty)."""
-    root = _root(args)
-    if not root.exists():
-        raise WarehouseError(f"no warehouse at {root} (the directory does not exist)")
-    if root.is_dir():
-        warehouse.require_warehouse(root)
-    return root
+    return warehouse.existing_warehouse(args.warehouse)
 
 
 def _writable_root(args: argparse.Namespace) -> Path:

@@ -154,3 +154,23 @@ def test_a_run_s_own_end_wins_over_repair_s_abandoned_one(tmp_path: Path) -> Non
     conn = connect(root)
     assert conn.execute("SELECT status, steps_taken FROM runs").fetchall() == [("completed", 10)]
     assert conn.execute("SELECT count(*) FROM raw_run_ends").fetchone() == (2,)
+
+
+def test_existing_warehouse_names_what_is_wrong_with_the_directory_given(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from warehouse import WarehouseError, existing_warehouse
+
+    with pytest.raises(WarehouseError, match=r"^no warehouse at .*/typo \(build one first\)$"):
+        existing_warehouse(tmp_path / "typo", "build one first")
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(WarehouseError, match="is not a directory"):
+        existing_warehouse(str(tmp_path / "f"))
+    (tmp_path / "photos").mkdir()
+    (tmp_path / "photos" / "a.jpg").write_text("x")
+    with pytest.raises(WarehouseError, match="is not a warehouse"):
+        existing_warehouse(tmp_path / "photos")
+    (tmp_path / "wh" / "runs").mkdir(parents=True)
+    monkeypatch.setenv("AICF_WAREHOUSE", str(tmp_path / "wh"))
+    assert existing_warehouse(None) == tmp_path / "wh"  # no --warehouse: the environment's
+    assert existing_warehouse(tmp_path / "wh") == tmp_path / "wh"
+    assert not list(tmp_path.glob("typo*"))  # reading never creates one
