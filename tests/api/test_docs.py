@@ -126,18 +126,18 @@ def ingest_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield Server(url, root, {}, write_key, read_key)
 
 
-@pytest.mark.parametrize("example", examples() + examples(README),
-                         ids=lambda e: e.command[8:70])
-def test_doc_example(request: pytest.FixtureRequest, example: Example) -> None:
-    ingest = "/v1/ingest/" in example.command
-    server: Server = request.getfixturevalue("ingest_server" if ingest else "server")
+def _ingest(example: Example) -> bool:
+    return "/v1/ingest/" in example.command
+
+
+def _send(server: Server, example: Example) -> None:
     iris = next((r for r, v in server.runs.items() if v["dataset"] == "iris"), "")
     req = to_request(example.command, server.url,
                      {"RUN_ID": iris, "WRITE_KEY": server.write_key, "KEY": server.read_key,
                       "IR": _iris_ir().replace('"', '\\"')})  # inside "..." in the shell
     with httpx.Client(timeout=30) as client:
         r = client.send(req)
-    assert r.status_code == example.status, r.text
+    assert r.status_code == example.status, (example.command, r.text)
     real = r.json()
     same_shape(example.body, real)
     if "written" in example.body:  # a retried ingest batch is not written again
@@ -146,3 +146,18 @@ def test_doc_example(request: pytest.FixtureRequest, example: Example) -> None:
         assert r.headers["content-type"] == "application/problem+json"
         for k in ("type", "status", "field"):
             assert real[k] == example.body[k]
+
+
+@pytest.mark.parametrize("example", [e for e in examples() + examples(README) if not _ingest(e)],
+                         ids=lambda e: e.command[8:70])
+def test_doc_example(server: Server, example: Example) -> None:
+    _send(server, example)
+
+
+def test_doc_ingest_session(ingest_server: Server) -> None:
+    """The ingest examples are one session (a run is started, logged to, retried, ended): in
+    one test, in the doc's order, so test workers never split it (the README has none)."""
+    session = [e for e in examples() + examples(README) if _ingest(e)]
+    assert len(session) >= 4, "the service doc lost its ingest examples"
+    for example in session:
+        _send(ingest_server, example)
