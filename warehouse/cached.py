@@ -127,7 +127,7 @@ class CachedCatalog:
 
     def _build(self, parts: Parts) -> _Built:
         """A new connection, its tables copied into memory (those small enough)."""
-        conn = connect(self.root)
+        conn = connect(self.root, missing_ok=True)  # the service may start before any run
         in_memory = []
         try:
             for table, files in zip(TABLES, parts, strict=True):

@@ -197,13 +197,21 @@ def _recover(err: duckdb.Error, root: Path, attempt: int) -> bool:
     return bool(bad)
 
 
-def connect(root: str | Path | None = None, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+def connect(root: str | Path | None = None, read_only: bool = True,
+            missing_ok: bool = False) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with every view registered.
 
     read_only: sandbox the connection: no file access outside the warehouse, and the
     configuration locked. Pair it with `guard.run_guarded` for statements from users.
+    missing_ok: a warehouse nothing was logged to yet reads as empty (the service, a sweep's
+    first look); else a directory that does not exist, or holds no warehouse, is an error:
+    a typo must not read as "no runs yet".
     """
     root = check_root(default_root(root))
+    if not missing_ok:
+        from warehouse.check import existing_warehouse  # check's imports include this module
+
+        existing_warehouse(root)
     for attempt in range(ATTEMPTS):
         conn = duckdb.connect()
         conn.execute("SET TimeZone = 'UTC'")
@@ -223,12 +231,13 @@ def connect(root: str | Path | None = None, read_only: bool = True) -> duckdb.Du
 
 
 def with_retry(root: str | Path | None, fn: Callable[[duckdb.DuckDBPyConnection], T],
-               read_only: bool = True) -> T:
+               read_only: bool = True, missing_ok: bool = False) -> T:
     """Run `fn` on a fresh connection; if a part vanished under it (a compaction collected it
-    after we listed it) or turned out damaged, list again and retry."""
+    after we listed it) or turned out damaged, list again and retry. `missing_ok` as for
+    `connect`."""
     root = check_root(default_root(root))
     for attempt in range(ATTEMPTS):
-        conn = connect(root, read_only=read_only)
+        conn = connect(root, read_only=read_only, missing_ok=missing_ok)
         try:
             return fn(conn)
         except duckdb.Error as err:

@@ -63,7 +63,7 @@ class Result:
 def sandbox_connect(root: str | Path, limits: Limits) -> duckdb.DuckDBPyConnection:
     """The warehouse views (built by `catalog.connect`) on a locked, file-fenced connection."""
     root = Path(root).resolve()
-    conn = connect(root, read_only=False)
+    conn = connect(root, read_only=False, missing_ok=True)  # served before any run
     # the trailing slash: /wh/steps/ must not also allow /wh/steps_evil/
     allowed = [str(table_dir(root, t)) + "/" for t in TABLES]
     try:

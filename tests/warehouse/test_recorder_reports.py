@@ -185,6 +185,7 @@ def test_report_errors(scored: Path) -> None:
 
 
 def test_reports_run_on_an_empty_warehouse(root: Path) -> None:
+    root.mkdir()  # a warehouse nothing was written to yet (a missing one is refused)
     conn = connect(root)
     for name in ("run_summary", "leaderboard", "pattern_performance", "rewrite_effects",
                  "feature_pattern_correlation"):

@@ -98,6 +98,7 @@ def test_no_temporary_file_left_and_other_engines_read_the_parts(root: Path) -> 
 
 
 def test_empty_warehouse_has_every_view_with_columns(root: Path) -> None:
+    root.mkdir()  # a warehouse nothing was written to yet (a missing one is refused)
     conn = connect(root)
     cols = [r[0] for r in conn.execute("DESCRIBE steps").fetchall()]
     assert cols[:3] == ["run_id", "step", "epoch"]
