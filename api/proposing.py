@@ -171,7 +171,8 @@ class Proposals:
                                  "(GET /v1/proposals/features lists them)")
         check_features(features)
         given = {k: float("nan") if v is None else float(v) for k, v in features.items()}
-        return propose_features(given, pack, top)
+        # e.g. every value null: a ranking of nothing is refused, naming the field
+        return _as_field("body.features", lambda: propose_features(given, pack, top))
 
     def for_file(self, path: Path, target: str, name: str, task: Task | None,
                  top: int, drop: tuple[str, ...] = ()) -> dict[str, Any]:

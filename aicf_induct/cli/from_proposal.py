@@ -14,27 +14,23 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 from typing import Any
 
 from aicf_induct.cli import options
 from aicf_induct.cli.options import API_KEY_ENV
 from aicf_induct.errors import ConfigError
+from aicf_induct.induction.mainjob import TOP as TOP  # train's default --top
 from aicf_induct.induction.mainjob import (
-    LearnedRewritePolicy,
+    MainJob,
     ProposerUnavailable,
-    StartPoint,
-    local_rewrites,
+    main_job,
     post_json,
     service_rewrites,
-    start_point,
 )
 from aicf_induct.problems.problem import Problem
 from aicf_induct.records import Recorder
 from aicf_induct.runtime.policies import Policy
 from aicf_induct.runtime.trainer import TrainConfig
-
-TOP = 3  # candidates asked for (adapt starts from the first; train trains them all)
 
 
 def add_options(p: argparse.ArgumentParser, *, shortlist: bool = False) -> None:
@@ -64,14 +60,7 @@ def add_options(p: argparse.ArgumentParser, *, shortlist: bool = False) -> None:
                         f"or ${API_KEY_ENV})")
 
 
-@dataclass
-class Plan:
-    start: StartPoint
-    config: TrainConfig
-    policy: Policy
-    features: dict[str, float]
-    proposal: dict[str, Any]  # the full proposal answer
-    source: str
+Plan = MainJob  # what --from-proposal runs: the library's main job, as Python builds it
 
 
 def check(args: argparse.Namespace) -> None:
@@ -108,23 +97,20 @@ def logs_through_service(args: argparse.Namespace) -> bool:
 
 def plan(args: argparse.Namespace, problem: Problem, config: TrainConfig,
          fallback: Policy) -> Plan:
+    """`main_job` with the command's proposal (the service's with --service) and rewrite
+    proposer (the service's, else the pack's pooled with the warehouse logged to)."""
+    import warehouse
+
     features = proposal_features(problem)
     proposal, source = ask_proposal(args, problem, features, TOP)
-    start = start_point(proposal, problem, source)
-    config = start.configure(config)
     if args.service:
-        ask = service_rewrites(args.service, _key(args), features=features)
-        who = f"service {args.service}"
-    else:
-        import warehouse
-        from aicf_induct.induction.learned_effects import learned_effects
-
-        root = warehouse.default_root(args.warehouse)
-        effects, _ = learned_effects(args.pack, None if args.no_log else root)
-        ask = local_rewrites(effects, features.get("simple.n_rows", float(problem.n_rows)))
-        who = "induction (in-process)"
-    policy = LearnedRewritePolicy(ask, fallback, source=who)
-    return Plan(start, config, policy, features, proposal, source)
+        return main_job(problem, config, pack=args.pack, fallback=fallback,
+                        proposal=proposal, source=source, features=features,
+                        ask=service_rewrites(args.service, _key(args), features=features),
+                        ask_source=f"service {args.service}")
+    root = None if args.no_log else warehouse.default_root(args.warehouse)
+    return main_job(problem, config, pack=args.pack, warehouse=root, fallback=fallback,
+                    proposal=proposal, source=source, features=features)
 
 
 def _key(args: argparse.Namespace) -> str | None:

@@ -685,6 +685,7 @@ def _evaluate_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def evaluate(args: argparse.Namespace) -> int:
+    from aicf_induct.induction.baselines import NoDefaultCandidate
     from aicf_induct.induction.corpus import corpus_meta
     from aicf_induct.induction.evaluate import evaluate_corpus, gap_text, parse_baselines
 
@@ -701,22 +702,27 @@ def evaluate(args: argparse.Namespace) -> int:
         from aicf_induct.plots.save import check_output
 
         check_output(args.plot, "--plot")
-    if args.holdout is not None:
-        ev, header = _evaluate_holdout(args, baselines, ks)
-    else:
-        if args.pack is not None:
-            raise ConfigError("--pack is for --holdout (leave-one-out reads a warehouse's "
-                              "corpus: --warehouse)")
-        meta, _ = corpus_meta(corpus_root(args.warehouse), args.protocol)
-        _note_large_ks(ks, meta["candidate"].nunique())
-        ev = evaluate_corpus(meta, default=args.default, baselines=baselines, ks=ks,
-                             n_jobs=args.jobs, progress=not args.quiet,
-                             all_splits=args.all_splits)
-        seeds = f"every ({ev.splits}) split of the seeds into a choice and a score half " \
-            f"averaged" if ev.splits > 1 else f"choice on seeds {list(ev.choose_seeds)}, " \
-            f"score on seeds {list(ev.score_seeds)}"
-        header = f"{meta['problem_id'].nunique()} problems in {meta['group'].nunique()} " \
-            f"groups × {meta['candidate'].nunique()} candidates; {seeds}"
+    try:
+        if args.holdout is not None:
+            ev, header = _evaluate_holdout(args, baselines, ks)
+        else:
+            if args.pack is not None:
+                raise ConfigError("--pack is for --holdout (leave-one-out reads a "
+                                  "warehouse's corpus: --warehouse)")
+            meta, _ = corpus_meta(corpus_root(args.warehouse), args.protocol)
+            _note_large_ks(ks, meta["candidate"].nunique())
+            ev = evaluate_corpus(meta, default=args.default, baselines=baselines, ks=ks,
+                                 n_jobs=args.jobs, progress=not args.quiet,
+                                 all_splits=args.all_splits)
+            seeds = f"every ({ev.splits}) split of the seeds into a choice and a score " \
+                f"half averaged" if ev.splits > 1 else \
+                f"choice on seeds {list(ev.choose_seeds)}, score on seeds " \
+                f"{list(ev.score_seeds)}"
+            header = f"{meta['problem_id'].nunique()} problems in " \
+                f"{meta['group'].nunique()} groups × {meta['candidate'].nunique()} " \
+                f"candidates; {seeds}"
+    except NoDefaultCandidate as err:  # the library names its keyword; here, the option
+        raise ConfigError(err.advised("--default")) from None
     if args.plot is not None:
         from aicf_induct.plots import evaluation_figure, save_figure
 
@@ -725,19 +731,7 @@ def evaluate(args: argparse.Namespace) -> int:
                                 f"{header.splitlines()[0]} ({where})", ev.ceilings_vs_three)
         print(f"wrote {save_figure(fig, args.plot, option='--plot')}", file=sys.stderr)
     if args.json:
-        print(json_text({"default": ev.default, "splits": ev.splits,
-                         "choose_seeds": ev.choose_seeds, "score_seeds": ev.score_seeds,
-                         "summary": ev.summary.to_dict("records"),
-                         "comparisons": ev.comparisons.to_dict("records"),
-                         "top1_vs_three": ev.top1_vs_three.to_dict("records"),
-                         "ceilings_vs_three": ev.ceilings_vs_three.to_dict("records"),
-                         # null: no gap (the full search no better than the default)
-                         "gap_closed": {str(k): v for k, v in ev.gaps.items()},
-                         # its 95 % bootstrap interval; null: none, or unbounded that side
-                         "gap_closed_ci": {str(k): list(ci)
-                                           for k, ci in ev.gap_intervals.items()},
-                         "calibration": ev.calibration.to_dict("records"),
-                         "near_duplicates": ev.near_duplicates.to_dict("records")}))
+        print(json_text(ev.as_dict()))
         return 0
     print(header)
     print("\nPer method and k (normalized error: lower is better):")

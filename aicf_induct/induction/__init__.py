@@ -22,7 +22,8 @@ _HOME = {
     "Pack": "pack", "load_pack": "pack", "build_pack": "pack", "write_pack": "pack",
     "Proposer": "proposer", "Proposal": "proposer", "MetaModel": "metamodel",
     # the corpus and its meta-dataset
-    "Space": "space", "Candidate": "space", "SweepSpec": "sweep_spec", "run_sweep": "sweep",
+    "Space": "space", "Candidate": "space", "parse_space": "space_io",
+    "SweepSpec": "sweep_spec", "run_sweep": "sweep",
     "corpus_meta": "corpus", "load_meta_dataset": "meta_dataset",
     # mining
     "Miner": "mining", "write_mined": "mined", "rule_replication": "replication",
@@ -30,8 +31,11 @@ _HOME = {
     "LopoConfig": "lopo", "run_lopo": "lopo", "run_holdout": "lopo", "split_seeds": "lopo",
     "evaluate_corpus": "evaluate", "evaluate_holdout": "evaluate", "summary": "evaluate",
     "compare": "evaluate", "gap_closed": "evaluate", "calibration": "evaluate",
-    # a proposal trained: the top k, the best by validation kept
-    "train_shortlist": "shortlist",
+    # a proposal trained: the top k, the best by validation kept; or the main job, its top
+    # candidate trained while the learned rewrite proposer rewrites it (`adapt
+    # --from-proposal`)
+    "train_shortlist": "shortlist", "StartPoint": "mainjob", "start_point": "mainjob",
+    "main_job": "mainjob", "MainJob": "mainjob",
 }
 
 __all__ = sorted(_HOME)
@@ -62,6 +66,10 @@ if TYPE_CHECKING:  # `X as X`: a re-export, for type checkers
     from aicf_induct.induction.lopo import run_holdout as run_holdout
     from aicf_induct.induction.lopo import run_lopo as run_lopo
     from aicf_induct.induction.lopo import split_seeds as split_seeds
+    from aicf_induct.induction.mainjob import MainJob as MainJob
+    from aicf_induct.induction.mainjob import StartPoint as StartPoint
+    from aicf_induct.induction.mainjob import main_job as main_job
+    from aicf_induct.induction.mainjob import start_point as start_point
     from aicf_induct.induction.meta_dataset import load_meta_dataset as load_meta_dataset
     from aicf_induct.induction.metamodel import MetaModel as MetaModel
     from aicf_induct.induction.mined import write_mined as write_mined
@@ -79,5 +87,6 @@ if TYPE_CHECKING:  # `X as X`: a re-export, for type checkers
     from aicf_induct.induction.shortlist import train_shortlist as train_shortlist
     from aicf_induct.induction.space import Candidate as Candidate
     from aicf_induct.induction.space import Space as Space
+    from aicf_induct.induction.space_io import parse_space as parse_space
     from aicf_induct.induction.sweep import run_sweep as run_sweep
     from aicf_induct.induction.sweep_spec import SweepSpec as SweepSpec

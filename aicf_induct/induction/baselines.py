@@ -33,6 +33,19 @@ def _filled(errors: pd.DataFrame) -> np.ndarray:
     return np.nan_to_num(errors.to_numpy(float), nan=1.0, posinf=1.0)
 
 
+class NoDefaultCandidate(ConfigError):
+    """The corpus lacks the default MLP and none was named: the message says how to name one
+    (`default=` for the library's callers; a command words its option, `advised`)."""
+
+    def __init__(self, structure_key: str, how: str = "default=") -> None:
+        self.structure_key = structure_key
+        super().__init__(self.advised(how))
+
+    def advised(self, how: str) -> str:
+        return (f"the corpus has no default MLP ({self.structure_key}): name the default "
+                f"candidate with {how} (a candidate key, structure key or model spec)")
+
+
 def resolve_default(meta: pd.DataFrame, name: str | None = None) -> str:
     """The default MLP's candidate key: `name` as a key, a structure key or a model spec
     string, in any form `parse_spec` and `candidate_of` read (keys left at their defaults
@@ -43,9 +56,7 @@ def resolve_default(meta: pd.DataFrame, name: str | None = None) -> str:
     if name is None:
         key = Candidate(MLPSpec()).key
         if key not in set(cands["candidate"]):
-            raise ConfigError(f"the corpus has no default MLP ({Candidate(MLPSpec()).structure_key}"
-                              "): name the default candidate with --default (a candidate key, "
-                              "structure key or model spec)")
+            raise NoDefaultCandidate(Candidate(MLPSpec()).structure_key)
         return key
     for col, value in (("candidate", name), *_canonical_forms(name)):
         hit = cands.loc[cands[col] == value, "candidate"]

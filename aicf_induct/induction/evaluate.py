@@ -36,6 +36,7 @@ from aicf_induct.induction.lopo import (
 from aicf_induct.induction.meta_dataset import problem_table, score_matrix
 from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.neighbors import near_duplicates
+from aicf_induct.json_values import json_safe
 
 SUMMARY_COLUMNS = ("method", "k", "problems", "norm_error", "ci_low", "ci_high", "regret",
                    "avg_rank")
@@ -267,6 +268,23 @@ class Evaluation:
     near_duplicates: pd.DataFrame = field(default_factory=pd.DataFrame)
     # k -> the gap share's 95 % bootstrap interval over problems (`gap_closed_ci`)
     gap_intervals: dict[int, tuple[float, float]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """What `aicf-induct induce evaluate --json` prints (it prints this): the tables as
+        records, JSON-ready (NaN and infinities as null)."""
+        return json_safe({
+            "default": self.default, "splits": self.splits,
+            "choose_seeds": self.choose_seeds, "score_seeds": self.score_seeds,
+            "summary": self.summary.to_dict("records"),
+            "comparisons": self.comparisons.to_dict("records"),
+            "top1_vs_three": self.top1_vs_three.to_dict("records"),
+            "ceilings_vs_three": self.ceilings_vs_three.to_dict("records"),
+            # null: no gap (the full search no better than the default)
+            "gap_closed": {str(k): v for k, v in self.gaps.items()},
+            # its 95 % bootstrap interval; null: none, or unbounded that side
+            "gap_closed_ci": {str(k): list(ci) for k, ci in self.gap_intervals.items()},
+            "calibration": self.calibration.to_dict("records"),
+            "near_duplicates": self.near_duplicates.to_dict("records")})
 
 
 def parse_baselines(text: str | None) -> tuple[str, ...]:

@@ -14,6 +14,9 @@ fallback.
   on with the fallback policy.
 - `local_rewrites(effects, n_rows)` and `service_rewrites(url, key, features=, problem=)`:
   the two `ask`s.
+- `main_job(problem, config, pack=, warehouse=)`: all of it at once, as `adapt
+  --from-proposal` puts it together (the command calls it): a `MainJob` whose
+  `adaptive_run(adapt, recorder=...)` is the run.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TextIO
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
 
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.rewrite_effects import RewriteEffects, RewriteQuery
@@ -46,7 +50,13 @@ from aicf_induct.runtime.transforms import RewriteError, make_transform
 from aicf_induct.runtime.transforms.surgery import hidden_linears
 from aicf_induct.runtime.triggers import Fired
 
+if TYPE_CHECKING:
+    from aicf_induct.induction.pack import Pack
+    from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun
+
 Ask = Callable[[PolicyObservation], Mapping[str, Any]]
+TOP = 3  # candidates a proposal asks for (a main job starts from the first; `train
+# --from-proposal` trains them all)
 
 
 class ProposerUnavailable(Exception):
@@ -55,6 +65,8 @@ class ProposerUnavailable(Exception):
 
 @dataclass(frozen=True)
 class StartPoint:
+    """A proposed candidate built for a problem: what a run starts from."""
+
     graph: Graph
     recipe: dict[str, Any]  # optimizer, lr, weight_decay, batch_size
     model: str  # model spec
@@ -93,6 +105,74 @@ def start_point(proposal: Mapping[str, Any], problem: Problem, source: str,
     return StartPoint(cand.graph(problem.n_features, problem.n_outputs),
                       {"optimizer": r.optimizer, "lr": r.lr, "weight_decay": r.weight_decay,
                        "batch_size": r.batch_size}, cand.spec.to_string(), record)
+
+
+@dataclass(frozen=True)
+class MainJob:
+    """A run set up from a structure proposal (`main_job`): where it starts, its recipe and
+    the learned rewrite policy that decides at its triggers."""
+
+    problem: Problem
+    start: StartPoint  # the proposal's top candidate, built for the problem
+    config: TrainConfig  # the base config with the candidate's recipe
+    policy: Policy  # `main_job`'s: a LearnedRewritePolicy
+    proposal: dict[str, Any]  # the whole proposal answer
+    source: str  # who gave it: "pack PATH", "service URL", or the caller's word
+    features: dict[str, float]  # the problem's meta-features (seed 0's split)
+
+    @property
+    def extra_config(self) -> dict[str, Any]:
+        """What the run's logged config adds: the model, the proposal that every decision
+        event names, and the fallback policy."""
+        p = self.policy
+        return {"model": self.start.model, "proposal": self.start.record,
+                "fallback_policy": (p.fallback if isinstance(p, LearnedRewritePolicy)
+                                    else p).name}
+
+    def adaptive_run(self, adapt: AdaptConfig | None = None, **options: Any) -> AdaptiveRun:
+        """The run, not started: `AdaptiveRun(...)` of this job (`options`: its keywords,
+        `recorder=`, `checkpoint_dir=`, `hooks=`, ...). `adapt` default: `AdaptConfig()`
+        with the counterfactual guard, as `adapt --from-proposal` judges rewrites."""
+        from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun
+        from aicf_induct.runtime.guard import GuardConfig
+
+        extra = {**self.extra_config, **(options.pop("extra_config", None) or {})}
+        return AdaptiveRun(self.problem, self.start.graph, self.config,
+                           adapt or AdaptConfig(guard=GuardConfig(counterfactual=True)),
+                           self.policy, extra_config=extra, **options)
+
+
+def main_job(problem: Problem, config: TrainConfig | None = None, *,
+             pack: Pack | str | Path | None = None, warehouse: str | Path | None = None,
+             fallback: Policy | None = None, proposal: Mapping[str, Any] | None = None,
+             source: str = "the caller", ask: Ask | None = None,
+             ask_source: str = "the caller's proposer",
+             features: Mapping[str, float] | None = None) -> MainJob:
+    """The Python form of `adapt --from-proposal`: the problem's meta-features (seed 0's
+    split, as `propose` computes them), the proposal of the knowledge pack (`pack`: loaded,
+    a path, or None for the shipped one) or the one given (`proposal`, e.g. the service's,
+    from `source`), its top candidate as the start and `config` (default `TrainConfig()`)
+    with its recipe, and a `LearnedRewritePolicy` over the pack's rewrite table pooled with
+    the rewrite history of `warehouse` (when given), or over `ask` (`service_rewrites`,
+    named `ask_source`); `fallback` (default: the rule policy) decides where it has no
+    history. `features`: the problem's, when already computed."""
+    from aicf_induct.induction.learned_effects import learned_effects
+    from aicf_induct.induction.pack import Pack, load_pack
+    from aicf_induct.induction.proposals import propose_problem
+    from aicf_induct.runtime.runs import problem_meta_features
+
+    feats = dict(features) if features is not None else problem_meta_features(problem)
+    if proposal is None:
+        pack = pack if isinstance(pack, Pack) else load_pack(pack)  # loaded once for both
+        proposal, source = propose_problem(problem, feats, pack, TOP), f"pack {pack.path}"
+    start = start_point(proposal, problem, source)
+    if ask is None:
+        effects, _ = learned_effects(pack, warehouse)
+        ask = local_rewrites(effects, feats.get("simple.n_rows", float(problem.n_rows)))
+        ask_source = "induction (in-process)"
+    policy = LearnedRewritePolicy(ask, fallback, source=ask_source)
+    return MainJob(problem, start, start.configure(config or TrainConfig()), policy,
+                   dict(proposal), source, feats)
 
 
 def query_of(obs: PolicyObservation, n_rows: float) -> RewriteQuery:

@@ -142,6 +142,11 @@ class MetaModel(BaseEstimator):
         self.blend_rank = blend_rank
 
     def fit(self, meta: pd.DataFrame, y: Any = None) -> MetaModel:
+        """Learn from a meta-dataset (`load_meta_dataset`): gradient boosting from a
+        problem's meta-features and a candidate's patterns and recipe to its normalized
+        error (the mean model), the ordering model `ranking` names, the quantile models of
+        the `level` interval (widened by `conformal_folds`) and, with `blend_rank`, the
+        low-rank order. Returns self."""
         check_meta(meta)
         if not 0 < self.level < 1:
             raise ConfigError(f"level must be in (0, 1), got {self.level}")
@@ -322,6 +327,9 @@ class MetaModel(BaseEstimator):
             return np.asarray(self.mean_model_.predict(X))
 
     def predict_interval(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) of design rows (`design`): the interval meant to hold the outcome at
+        `level`, from the quantile models, widened by the conformal margin and, for a
+        normalized error, clipped to [0, 1]."""
         with threadpool_limits(self.threads, user_api="openmp"):
             lo, hi = self.low_model_.predict(X), self.high_model_.predict(X)
         lo, hi = np.minimum(lo, hi), np.maximum(lo, hi)  # quantile models may cross
@@ -332,10 +340,24 @@ class MetaModel(BaseEstimator):
         return lo, hi
 
     def feature_vector(self, features: Mapping[str, float]) -> np.ndarray:
-        """A problem's meta-features (names with or without `f.`) in the model's order."""
-        return np.array([float(features.get(n, features.get(n[len(FEATURE_PREFIX):],
-                                                            np.nan)))
-                         for n in self.feature_names_], dtype=float)
+        """A problem's meta-features (names with or without `f.`) in the model's order; a
+        name left out, NaN or None is missing. A value that is not a number, or infinite,
+        is a ConfigError naming the feature (the boosting would fail on it far from it)."""
+        out = np.full(len(self.feature_names_), np.nan)
+        for i, n in enumerate(self.feature_names_):
+            short = n[len(FEATURE_PREFIX):]
+            value = features.get(n, features.get(short))
+            if value is None:
+                continue
+            try:
+                out[i] = float(value)
+            except (TypeError, ValueError):
+                raise ConfigError(f"meta-feature '{short}' must be a number, got "
+                                  f"{value!r}") from None
+            if np.isinf(out[i]):
+                raise ConfigError(f"meta-feature '{short}' must be finite (NaN: missing), "
+                                  f"got {value!r}")
+        return out
 
     def predict_problem(self, features: Mapping[str, float] | np.ndarray,
                         among: Sequence[str] | None = None) -> pd.DataFrame:

@@ -82,6 +82,12 @@ class Miner(BaseEstimator):
         self.random_state = random_state
 
     def fit(self, meta: pd.DataFrame, y: Any = None) -> Miner:
+        """Mine a meta-dataset (`load_meta_dataset`): each candidate trait's effect on each
+        problem's score (`effects_`), its rank correlation with each meta-feature
+        (`correlations_`) and the rules (`rules_`: its effect on all problems, and on the
+        leaves of a shallow tree over the meta-features grown on half of the groups and
+        measured on the other), each with a bootstrap interval and a q-value. Returns
+        self."""
         check_meta(meta)
         if not 0 <= self.max_depth <= 3:
             raise ConfigError(f"max_depth must be in 0..3, got {self.max_depth}")

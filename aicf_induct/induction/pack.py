@@ -95,6 +95,12 @@ class Pack:
     rewrites: pd.DataFrame = field(default_factory=pd.DataFrame)  # rewrite_table.aggregate
     _digest: str = field(default="", repr=False, compare=False)
 
+    def __repr__(self) -> str:  # the model's trees and the tables would be megabytes
+        return (f"Pack(problems={self.header.get('problems')}, "
+                f"candidates={self.header.get('candidates')}, "
+                f"path={self.path.name if self.path else None!r}, "
+                f"digest={self.digest()[:12]!r})")
+
     @property
     def problems(self) -> list[str]:
         return sorted(self.table["problem"].astype(str).unique())

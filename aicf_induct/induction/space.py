@@ -191,6 +191,14 @@ class Space:
     """Axes (name → values, in the given order); axes not given keep their default value."""
 
     def __init__(self, axes: Mapping[str, Sequence[object]]) -> None:
+        if isinstance(axes, str):
+            raise ConfigError(f"Space takes a mapping of axis -> values, not the string "
+                              f"{axes!r}: a preset name, space file or 'axis=v1,v2;...' text "
+                              f"is read by aicf_induct.induction.parse_space({axes!r}), "
+                              "whose .space is the Space")
+        if not isinstance(axes, Mapping):
+            raise ConfigError(f"Space takes a mapping of axis -> values (e.g. "
+                              f"{{'depth': [1, 2]}}), got {type(axes).__name__}")
         self.axes: dict[str, tuple[object, ...]] = {}
         for name, values in axes.items():
             key = axis_name(name)
@@ -235,6 +243,9 @@ class Space:
         return math.prod(len(v) for v in self.axes.values())
 
     def candidate(self, point: Mapping[str, object]) -> Candidate:
+        """The candidate at a point (axis -> value; axes left out keep their defaults): the
+        family's spec from the model axes, the recipe from the recipe axes, an MLP in
+        canonical form so that equal models get one key."""
         recipe = {k: v for k, v in point.items() if k in RECIPE_AXES}
         family = point.get("family", "mlp")
         if family == "mlp":
@@ -253,10 +264,14 @@ class Space:
                                                                    strict=True)})
 
     def points(self) -> Iterator[Candidate]:
+        """Every point of the grid as a candidate, lazily, repeats included (two points
+        may build one canonical model): what `grid` de-duplicates."""
         for combo in itertools.product(*self.axes.values()):
             yield self.candidate(dict(zip(self.axes, combo, strict=True)))
 
     def grid(self) -> list[Candidate]:
+        """The distinct candidates of the whole grid, in axis order; a ConfigError past
+        `MAX_GRID` points (each is built and hashed: sample a large space instead)."""
         if self.size > MAX_GRID:  # enumerated, canonicalised and hashed point by point
             raise ConfigError(f"the grid has {self.size:,} points (at most {MAX_GRID:,}): "
                               "sample it (sample=sobol;n=N)")
@@ -294,6 +309,8 @@ class Space:
         return _distinct(draws(), n)
 
     def sample(self, method: str, n: int | None = None, seed: int = 0) -> list[Candidate]:
+        """The candidates a space spec draws: "grid" (all, or its first n), "random" or
+        "sobol" (n distinct, seeded); what a sweep trains."""
         if method == "grid":
             grid = self.grid()
             return grid if n is None else grid[:n]

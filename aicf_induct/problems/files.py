@@ -166,20 +166,32 @@ def infer_task(y: pd.Series) -> Task:
 
 def file_table(name: str, path: str | Path, target: str | None, task: Task | None = None,
                drop: tuple[str, ...] = ()) -> Table:
-    frame = read_frame(path)
+    return frame_table(name, read_frame(path), target, task, drop, origin=str(path),
+                       source="file")
+
+
+def frame_table(name: str, frame: pd.DataFrame, target: str | None, task: Task | None = None,
+                drop: tuple[str, ...] = (), *, origin: str, source: str) -> Table:
+    """A user's table (a file's frame, or one given in memory) with its target and dropped
+    columns checked: the one way both reach `prepare`. `origin` names it in messages."""
+    if not all(isinstance(c, str) for c in frame.columns):  # pd.DataFrame(X)'s 0, 1, ...
+        frame = frame.rename(columns=str)  # as a file's header would name them
+    twice = frame.columns[frame.columns.duplicated()]
+    if len(twice):  # a file's header is checked as read (`_check_header`); a frame here
+        raise DataError(f"{origin}: column '{twice[0]}' appears twice: rename one")
     if not target:
-        raise TargetError(f"{path}: name the target column with ?target=COL "
-                        f"(columns: {', '.join(map(str, frame.columns))})")
+        raise TargetError(f"{origin}: name the target column with ?target=COL "
+                          f"(columns: {', '.join(map(str, frame.columns))})")
     if target not in frame.columns:
-        raise TargetError(f"{path}: no column '{target}' to use as the target "
-                        f"(columns: {', '.join(map(str, frame.columns))})")
+        raise TargetError(f"{origin}: no column '{target}' to use as the target "
+                          f"(columns: {', '.join(map(str, frame.columns))})")
     unknown = [c for c in drop if c not in frame.columns]
     if unknown:
-        raise UnknownDropColumn(f"{path}: cannot drop unknown column '{unknown[0]}'")
+        raise UnknownDropColumn(f"{origin}: cannot drop unknown column '{unknown[0]}'")
     y = frame[target]
     if y.notna().sum() == 0:
-        raise TargetError(f"{path}: target '{target}' has no values")
+        raise TargetError(f"{origin}: target '{target}' has no values")
     features = frame.drop(columns=[target, *drop])
-    return Table(name=name, source="file", frame=features, y=y,
+    return Table(name=name, source=source, frame=features, y=y,
                  task=task or infer_task(y), target=target,
-                 dropped=tuple((c, "dropped by request") for c in drop), origin=str(path))
+                 dropped=tuple((c, "dropped by request") for c in drop), origin=origin)

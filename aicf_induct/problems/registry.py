@@ -14,6 +14,9 @@
 
 Every source also takes max_rows=N: a deterministic (stratified) subsample of N rows.
 The split seed is not part of the name: `load_problem(name, seed)`.
+
+A table already in memory needs no name and no file: `problem_from_frame(df, target=COL)`
+takes a pandas DataFrame through the checks and preparation a `file:` name gets.
 """
 
 from __future__ import annotations
@@ -23,12 +26,23 @@ import functools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import parse_qsl
+
+import pandas as pd
 
 from aicf_induct.errors import ConfigError
 from aicf_induct.problems import rdatasets_source, sklearn_datasets
-from aicf_induct.problems.files import file_table
-from aicf_induct.problems.preprocess import Policy, Table, Task, prepare
+from aicf_induct.problems.files import file_table, frame_table
+from aicf_induct.problems.preprocess import (
+    MIN_ROWS,
+    TASKS,
+    Policy,
+    Table,
+    Task,
+    UnusableColumn,
+    prepare,
+)
 from aicf_induct.problems.problem import Problem
 from aicf_induct.problems.synthetic import FAMILIES, synthetic_table
 
@@ -48,6 +62,8 @@ class ProblemName:
 
 
 def parse_name(name: str) -> ProblemName:
+    if not isinstance(name, str):
+        raise ConfigError(_not_a_name(name))
     text = name.strip()
     if not text:
         raise ConfigError("empty problem name")
@@ -75,21 +91,31 @@ def parse_name(name: str) -> ProblemName:
     return ProblemName(source, body, options)
 
 
+def _not_a_name(name: Any) -> str:
+    """Why `name` is no problem name, and what to pass instead."""
+    hint = (": a DataFrame goes through problem_from_frame(df, target=COL)"
+            if isinstance(name, pd.DataFrame) else "")
+    shown = repr(name)
+    shown = f" {shown}" if len(shown) <= 40 and "\n" not in shown else ""
+    return (f"a problem name is a string such as 'wine' or 'file:data.csv?target=y', got "
+            f"{type(name).__name__}{shown}{hint}")
+
+
 def _task(options: dict[str, str]) -> Task | None:
     task = options.get("task")
     if task in (None, ""):
         return None
-    if task not in ("classification", "regression"):
-        raise ConfigError(f"task must be classification or regression, not '{task}'")
-    return task  # type: ignore[return-value]
+    if task not in TASKS:
+        raise ConfigError(f"task must be {' or '.join(TASKS)}, not '{task}'")
+    return task
 
 
 def _max_rows(options: dict[str, str]) -> int | None:
     text = options.pop("max_rows", None)
     if text is None:
         return None
-    if not text.isdigit() or int(text) < 20:
-        raise ConfigError(f"max_rows must be an integer >= 20, not '{text}'")
+    if not text.isdigit() or int(text) < MIN_ROWS:
+        raise ConfigError(f"max_rows must be an integer >= {MIN_ROWS}, not '{text}'")
     return int(text)
 
 
@@ -147,6 +173,35 @@ def load_problem(name: str, seed: int = 0) -> Problem:
     """A prepared problem by name (see the module docstring for the grammar)."""
     table, policy, max_rows = load_table(name)
     return prepare(table, seed=seed, policy=policy, max_rows=max_rows)
+
+
+def problem_from_frame(frame: pd.DataFrame, target: str, *, name: str = "frame",
+                       task: Task | None = None, drop: str | Sequence[str] = (), seed: int = 0,
+                       max_rows: int | None = None) -> Problem:
+    """A prepared problem from a DataFrame holding the features and the `target` column: the
+    checks and preparation of `load_problem("file:PATH?target=COL&drop=...")` (an unusable
+    column is an error naming it), without writing a file. `name` names the problem in the
+    warehouse and in messages; `task` is inferred from the target when None; `drop`: columns
+    to leave out; `seed`: the split's; `max_rows`: a stratified subsample (at least 20).
+    For arrays: `problem_from_frame(pd.DataFrame(X).assign(y=y), target="y")`."""
+    if not isinstance(frame, pd.DataFrame):
+        raise ConfigError(f"frame must be a pandas DataFrame, got {type(frame).__name__} "
+                          "(arrays: pd.DataFrame(X).assign(y=y), target='y')")
+    if not isinstance(target, str) or not target:
+        raise ConfigError(f"target must name a column of the frame, got {target!r}")
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"name must be a non-empty string, got {name!r}")
+    if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, int)
+                                 or max_rows < MIN_ROWS):
+        raise ConfigError(f"max_rows must be an integer >= {MIN_ROWS}, got {max_rows!r}")
+    cols = (drop,) if isinstance(drop, str) else tuple(drop)
+    origin = f"frame '{name}'"
+    table = frame_table(name, frame, target, task, cols, origin=origin, source="frame")
+    try:
+        return prepare(table, seed=seed, policy="raise", max_rows=max_rows)
+    except UnusableColumn as err:  # the way to leave it out here is an argument
+        raise UnusableColumn(err.where, err.column, err.reason,
+                             how=f"leave it out with drop=[{err.column!r}]") from None
 
 
 def list_names(source: str = "all", usable: bool = True) -> list[str]:

@@ -195,6 +195,14 @@ def test_meta_features_of_a_regression_have_no_classes(server: Server) -> None:
     assert r.status_code == 200, r.text
 
 
+def test_meta_features_all_null_describe_no_problem_and_are_a_422(server: Server) -> None:
+    with server.client() as c:
+        r = c.post("/v1/proposals", json={"features": {"simple.n_rows": None}})
+    assert r.status_code == 422, r.text
+    body = r.json()
+    assert body["field"] == "body.features" and "no value for any" in body["detail"]
+
+
 def test_the_answer_says_its_order_is_not_ascending_error(tmp_path: Path) -> None:
     """The shipped pack orders by gain blended with a low-rank order: `rank` is that order,
     `expected_rank` is null, and the expected errors do not rise down the list (wine's 6th

@@ -102,7 +102,7 @@ def task(tmp_path: Path, cand: Candidate, budget: float = 0.0,
 
 
 @pytest.mark.parametrize("recipe, words", [
-    (Recipe(lr=-1.0), "ConfigError: adam lr must be in"),
+    (Recipe(lr=-1.0), "ConfigError: lr must be > 0, got -1"),
     (Recipe(batch_size=0), "ConfigError: batch_size must be >= 1"),
 ])
 def test_a_failing_run_is_logged_with_its_error(tmp_path: Path, recipe: Recipe,
