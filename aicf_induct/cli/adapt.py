@@ -212,8 +212,7 @@ def run(args: argparse.Namespace) -> int:
             plan = from_proposal.plan(args, problem, config, policy)
             graph, config, policy, model = plan.start.graph, plan.config, plan.policy, \
                 plan.start.model
-            extra = {"model": model, "proposal": plan.start.record,
-                     "fallback_policy": args.policy or "rules"}
+            extra = plan.extra_config
         else:
             graph = model_graph(problem, model, None)
     recorder, where = from_proposal.service_recorder(args) or open_recorder(args)
@@ -276,11 +275,7 @@ def run(args: argparse.Namespace) -> int:
         return 130
     line, status, log_error = close_log(rec, recorder, where)
     if args.json:
-        print(json_text({"run_id": result.run_id, "status": result.status,
-                         "steps": result.steps, "executed_steps": result.work,
-                         "rewrites": result.rewrites, "rollbacks": result.rollbacks,
-                         "param_count": result.graph.param_count(),
-                         "pause_ms": result.pause_ms, **result.metrics}, indent=1))
+        print(json_text(result.as_dict(), indent=1))  # what Python callers get from as_dict
     else:
         print(f"run {result.run_id} {result.status} after {counted(result.steps, 'step')} "
               f"({result.work} executed), {counted(result.rewrites, 'rewrite')}, "

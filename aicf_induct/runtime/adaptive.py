@@ -37,6 +37,7 @@ import numpy as np
 from aicf_induct.errors import ConfigError
 from aicf_induct.ir.fingerprint import fingerprint
 from aicf_induct.ir.graph import Graph
+from aicf_induct.json_values import json_safe
 from aicf_induct.kernels.autotune import TuningStore
 from aicf_induct.problems.problem import Problem, Split
 from aicf_induct.records import EventRecord, NullRecorder, Recorder
@@ -44,7 +45,7 @@ from aicf_induct.runtime import snapshot as disk
 from aicf_induct.runtime.data import BatchStream
 from aicf_induct.runtime.guard import Blacklist, Guard, GuardConfig
 from aicf_induct.runtime.metrics import score_name
-from aicf_induct.runtime.model_state import ModelState, capture, install
+from aicf_induct.runtime.model_state import ModelState, capture, graph_size, install
 from aicf_induct.runtime.parallel import DataParallel
 from aicf_induct.runtime.policies import (
     NO_CHANGE,
@@ -167,6 +168,9 @@ class FaultInjection:
 
 @dataclass
 class AdaptResult:
+    """What an adaptive run reports: its end, counts, the best model's metrics and
+    structure, every evaluation and event."""
+
     run_id: str
     status: str  # completed | early_stopped | failed
     steps: int  # live optimizer steps
@@ -182,6 +186,23 @@ class AdaptResult:
     events: list[EventRecord]
     pause_ms: list[float]  # pause-to-resume time of each rewrite
 
+    def as_dict(self) -> dict[str, Any]:
+        """What `aicf-induct adapt --json` prints: JSON-safe (a non-finite metric is null,
+        as the service answers it)."""
+        return json_safe({"run_id": self.run_id, "status": self.status, "steps": self.steps,
+                          "executed_steps": self.work, "rewrites": self.rewrites,
+                          "rollbacks": self.rollbacks, "param_count": self.graph.param_count(),
+                          "pause_ms": self.pause_ms, **self.metrics})
+
+    def __repr__(self) -> str:
+        # the graph, history and events run to tens of kB: counted, not printed
+        metrics = ", ".join(f"{k}={v:.4g}" for k, v in self.metrics.items())
+        return (f"AdaptResult(run_id={self.run_id!r}, status={self.status!r}, "
+                f"steps={self.steps}, work={self.work}, rewrites={self.rewrites}, "
+                f"rollbacks={self.rollbacks}, best_step={self.best_step}, {metrics}, "
+                f"graph=<{graph_size(self.graph)}>, history=<{len(self.history)} "
+                f"evaluations>, events=<{len(self.events)}>)")
+
 
 @dataclass(frozen=True)
 class ControlArm:
@@ -192,6 +213,19 @@ class ControlArm:
 
 
 class AdaptiveRun:
+    """Training whose model changes structure as it trains: `problem`, starting `graph`
+    and recipe `config` (its length is `adapt.steps`), triggers and guard set by `adapt`,
+    rewrites chosen by `policy`, every step and event logged to `recorder` as one run.
+
+    `run()` trains to the end; `step()` takes one step at a time (the run starts at the
+    first), `snapshot()` / `rollback(snapshot)` go back within the run, `fork()` branches a
+    child run. Once the run has ended (`run()` returned, or an exception stopped it) it
+    logs nothing more: `step()`, `run()` and `rollback()` refuse, `fork()` still branches.
+    `resume(checkpoint_dir, problem)` goes on from a checkpoint `checkpoint_dir` holds
+    (written every `adapt.checkpoint_steps` executed steps). `hooks` see each batch first
+    (`FaultInjection`); `values`, `origin`, `extra_config`, `tuning` and `parallel` are
+    `Trainer`'s."""
+
     def __init__(self, problem: Problem, graph: Graph, config: TrainConfig,
                  adapt: AdaptConfig, policy: Policy, *, recorder: Recorder | None = None,
                  run_id: str | None = None, parent_run_id: str | None = None,
@@ -261,6 +295,19 @@ class AdaptiveRun:
     def run_id(self) -> str:
         return self.trainer.run_id
 
+    @property
+    def ended(self) -> bool:
+        """Whether the run's end is logged: `run()` returned, or an exception or Ctrl-C
+        stopped it."""
+        return self.log is not None and self.log.end is not None
+
+    def __repr__(self) -> str:
+        state = ("not started" if self.log is None else
+                 f"ended {self.log.end.status}" if self.log.end is not None else "running")
+        return (f"AdaptiveRun(run_id={self.run_id!r}, step={self.trainer.step_count} of "
+                f"{self.adapt.steps}, work={self.work}, graph=<{graph_size(self.trainer.graph)}>, "
+                f"{state})")
+
     # -- state for snapshots ----------------------------------------------------------------
     def _controller(self) -> dict[str, Any]:
         """What a rollback rewinds: trigger and guard state, recent losses, early stopping
@@ -287,6 +334,8 @@ class AdaptiveRun:
         return [t for t in (self.warmup, self.epoch_end, self.plateau, self.instability) if t]
 
     def snapshot(self) -> Snapshot:
+        """Everything the next step depends on (model, optimizer, data position, the loop's
+        state), in memory: for `rollback` or `fork`, or `runtime.snapshot.save`."""
         s = Snapshot.capture(self.trainer, *self.position,
                              meta={"controller": self._controller(), "run": self._run_state()})
         if self.best_state is not None:  # shared, not copied: a new best replaces it
@@ -307,7 +356,13 @@ class AdaptiveRun:
         self.best_state = s.extras.get("best")
 
     def load(self, s: Snapshot, keep_run_id: bool = False) -> None:
-        """Take over everything from a snapshot: model, position, controller, run state."""
+        """Take over everything from a snapshot before the run starts: model, position,
+        controller, run state (its `work` and counts too). How `resume` and `fork` set up a
+        run; a started run goes back with `rollback`, which logs it."""
+        if self.log is not None:
+            raise ConfigError(f"load() sets up a run before it starts, and run {self.run_id} "
+                              "has started: rollback(snapshot) takes it back to a snapshot "
+                              "(logged, counted as a rollback)")
         r = s.meta["run"]
         _same_problem(r, self.problem)
         s.restore(self.trainer)
@@ -397,16 +452,37 @@ class AdaptiveRun:
         return run
 
     def fork(self, snap: Snapshot | None = None, *, policy: Policy | None = None,
-             recorder: Recorder | None = None, hooks: Sequence[StepHook] = ()) -> AdaptiveRun:
+             recorder: Recorder | None = None, hooks: Sequence[StepHook] = (),
+             adapt: AdaptConfig | None = None,
+             checkpoint_dir: str | Path | None = None) -> AdaptiveRun:
         """A child run (new run id, this run as parent, origin "fork") going on from `snap`
-        (default: now). Run it with `.run()`; it logs as its own run."""
+        (default: now; after the run ended, its final state: the best model, at the last
+        step). Run it with `.run()`; it logs as its own run, its start naming the parent. A
+        running parent logs a `fork branch` event naming the child; an ended one logs
+        nothing more. `adapt`: the child's settings (default the parent's; more `steps` let
+        a branch of an ended run go further); `checkpoint_dir`: where the child writes its
+        checkpoints (default none: the parent's directory holds the parent's). A `snap`
+        taken during a rewrite's trial is refused (the guard's way back is not in it);
+        forking now takes the trial along."""
         s = snap or self.snapshot()
-        child = AdaptiveRun(self.problem, s.state.graph, self.config, self.adapt,
-                            policy or self.policy, recorder=recorder or self.recorder,
+        if snap is not None:  # now, a rewrite's trial goes on in the child (below)
+            _outside_trial(s, "fork()")
+        adapt = adapt or self.adapt
+        if s.step >= adapt.steps:
+            raise ConfigError(f"the snapshot is at step {s.step}, the end of the run's "
+                              f"{adapt.steps} steps: fork(adapt=AdaptConfig(steps=...)) "
+                              "gives the branch more")
+        # the parent's own recorder, not its counter: the child's records are not the
+        # parent's (a resumed parent leaves out as many as it counted)
+        child = AdaptiveRun(self.problem, s.state.graph, self.config, adapt,
+                            policy or self.policy, recorder=recorder or self.logged.inner,
                             parent_run_id=self.run_id, origin="fork", hooks=hooks,
-                            tuning=self.tuning)
+                            checkpoint_dir=checkpoint_dir, tuning=self.tuning)
         child.load(s, keep_run_id=True)
-        self._event("fork", "branch", {"child_run_id": child.run_id, "from_step": s.step})
+        if snap is None and self.guard.active:  # the trial's way back, which no snapshot holds
+            child.guard.snapshot = self.guard.snapshot
+        if self.log is not None and not self.ended:
+            self._event("fork", "branch", {"child_run_id": child.run_id, "from_step": s.step})
         return child
 
     # -- logging -----------------------------------------------------------------------------
@@ -481,7 +557,9 @@ class AdaptiveRun:
 
     def run(self) -> AdaptResult:
         """Train to the step budget (or an early stop); an exception or Ctrl-C ends the run
-        `failed` or `interrupted` in the log before it propagates."""
+        `failed` or `interrupted` in the log before it propagates. Refused once the run has
+        ended."""
+        self._refuse_ended("run()")
         if self.log is None:
             self.start()
         assert self.log is not None
@@ -497,6 +575,7 @@ class AdaptiveRun:
 
     def step(self) -> str | None:
         """One training step and whatever it triggers; a status string to stop the run."""
+        self._refuse_ended("step()")
         if self.log is None:
             self.start()
         self._go_on()
@@ -558,6 +637,35 @@ class AdaptiveRun:
                             {"best_val_loss": self.best_val})
                 return "early_stopped"
         return None
+
+    def _refuse_ended(self, call: str) -> None:
+        """A ConfigError for `call` on a run whose end is logged: rows after it would
+        rewrite how the run ended."""
+        if self.log is None or self.log.end is None:
+            return
+        end = self.log.end
+        raise ConfigError(f"{call}: run {self.run_id} ended {end.status} at step {end.steps} "
+                          "and logs nothing more: fork() branches a new run from its final "
+                          "state")
+
+    def rollback(self, snap: Snapshot, reason: str = "by request") -> None:
+        """Take the run back to `snap`, one of its snapshots (`snapshot()`), as its own
+        rollbacks do: model, data position, triggers, guard and best model so far rewind;
+        `work` and the history go on, the rollback counts against `max_rollbacks`, and a
+        `rollback` event (name "requested", detail `reason`) and the IR are logged. The
+        learning rate and the blacklist stay as they are."""
+        self._refuse_ended("rollback()")
+        theirs = snap.meta.get("run", {}).get("run_id")
+        if theirs != self.run_id:
+            raise ConfigError(f"the snapshot is of run {theirs}, not {self.run_id}: "
+                              "fork(snapshot) branches from another run's")
+        _same_problem(snap.meta["run"], self.problem)
+        _outside_trial(snap, "rollback()")
+        if self.log is None:
+            self.start()
+        self._go_on()
+        self._rollback(snap, "requested", reason, blacklist=None, lr_backoff=False)
+        self.last_good = snap  # on the live trajectory now: an instability comes back here
 
     def _on_trigger(self, f: Fired) -> None:
         m = self._metrics()
@@ -837,6 +945,16 @@ def checkpoint_run_id(directory: str | Path) -> str | None:
 def _run_of(checkpoint: Path) -> str:
     r = disk.read_meta(checkpoint).get("run")
     return str(r["run_id"]) if isinstance(r, dict) and r.get("run_id") else "unknown"
+
+
+def _outside_trial(snap: Snapshot, call: str) -> None:
+    """A snapshot a run can go on from: not one taken during a rewrite's trial, whose guard
+    would judge the rewrite without the pre-rewrite state to return to (as checkpoints, it
+    waits for the verdict)."""
+    if snap.meta.get("controller", {}).get("guard", {}).get("active"):
+        raise ConfigError(f"{call}: the snapshot was taken at step {snap.step}, during the "
+                          "trial of a rewrite (the guard judges it first): take one after "
+                          "the guard's verdict")
 
 
 def _same_problem(run_meta: Mapping[str, Any], problem: Problem) -> None:

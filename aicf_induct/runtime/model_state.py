@@ -37,6 +37,12 @@ class ModelState:
     optimizer: dict[str, Any] | None = None  # Optimizer.state_dict() form
     grads: dict[str, np.ndarray] | None = None  # last step's gradients (gradient pruning)
 
+    def __repr__(self) -> str:
+        # every array would be printed: the sizes instead
+        opt = self.optimizer["kind"] if self.optimizer else None
+        return (f"ModelState(graph=<{graph_size(self.graph)}>, values=<{len(self.values)} "
+                f"arrays>, optimizer={opt!r}, grads={'<kept>' if self.grads else None})")
+
     def copy(self) -> ModelState:
         """An independent deep copy."""
         return ModelState(self.graph.copy(), {k: v.copy() for k, v in self.values.items()},
@@ -107,6 +113,11 @@ class ModelState:
                 shape[axis] = len(index)
                 new = new * np.reshape(factor, shape)
             slots[slot] = new
+
+
+def graph_size(graph: Graph) -> str:
+    """A graph's size in a few words, for reprs that would print every node."""
+    return f"{len(graph.nodes)} nodes, {graph.param_count():,} parameters"
 
 
 def _host(tree: Any) -> Any:

@@ -29,7 +29,7 @@ import numpy as np
 
 from aicf_induct.errors import AicfError
 from aicf_induct.ir.canonical import from_dict, to_dict
-from aicf_induct.runtime.model_state import ModelState, capture, install
+from aicf_induct.runtime.model_state import ModelState, capture, graph_size, install
 
 if TYPE_CHECKING:
     from aicf_induct.runtime.trainer import Trainer
@@ -62,6 +62,12 @@ class Snapshot:
     seed: int
     meta: dict[str, Any] = field(default_factory=dict)  # JSON-able caller state
     extras: dict[str, ModelState] = field(default_factory=dict)  # e.g. "best"
+
+    def __repr__(self) -> str:
+        # the arrays and the run's state run to hundreds of kB: sizes and names instead
+        return (f"Snapshot(step={self.step}, epoch={self.epoch}, batch={self.batch}, "
+                f"seed={self.seed}, graph=<{graph_size(self.state.graph)}>, "
+                f"meta={sorted(self.meta)}, extras={sorted(self.extras)})")
 
     @classmethod
     def capture(cls, trainer: Trainer, epoch: int, batch: int,

@@ -5,6 +5,7 @@ seed: parameter init, batch order and dropout masks all derive from it."""
 from __future__ import annotations
 
 import math
+import numbers
 import time
 import uuid
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from aicf_induct.ir.fingerprint import fingerprint
 from aicf_induct.ir.graph import Graph
 from aicf_induct.kernels.autotune import TuningStore
 from aicf_induct.problems.problem import Problem, Split
+from aicf_induct.problems.splits import check_seed
 from aicf_induct.progress import transient
 from aicf_induct.records import NullRecorder, Recorder, StepRecord
 from aicf_induct.runtime.backend import BACKENDS, Backend, select_backend
@@ -32,6 +34,18 @@ from aicf_induct.runtime.runs import LoggedRun, start_run
 from aicf_induct.runtime.schedules import Schedule, make_schedule
 
 EVAL_CHUNK = 4096  # rows per evaluation batch: bounds memory on large splits
+
+# TrainConfig's integer fields and their least value
+INT_FIELDS = {"epochs": 1, "batch_size": 1, "patience": 0, "max_steps": 0, "warmup_steps": 0}
+# its number fields: (the rule as the CLI words it, the test)
+NUMBER_FIELDS: dict[str, tuple[str, Callable[[float], bool]]] = {
+    "lr": ("> 0", lambda v: v > 0),  # the optimizers take 0, which trains nothing
+    "weight_decay": (">= 0", lambda v: v >= 0),
+    "momentum": ("in [0, 1)", lambda v: 0 <= v < 1),
+    "clip_norm": (">= 0", lambda v: v >= 0),
+    "label_smoothing": ("in [0, 1)", lambda v: 0 <= v < 1),
+    "max_wall_s": (">= 0", lambda v: v >= 0),
+}
 
 
 @dataclass(frozen=True)
@@ -55,16 +69,15 @@ class TrainConfig:
     precision: str = "fp32"  # GPU GEMM compute: fp32 | tf32 | bf16 (fp32 master weights)
 
     def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("patience", "max_steps", "warmup_steps"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.max_wall_s < 0:
-            raise ConfigError(f"max_wall_s must be >= 0, got {self.max_wall_s}")
-        if self.clip_norm < 0:
-            raise ConfigError(f"clip_norm must be >= 0, got {self.clip_norm}")
+        # the rules the CLI's options hold (cli/options.py), in their words, for a config
+        # built in Python too; NumPy scalars become Python ones (the config is logged and
+        # snapshotted as JSON)
+        for name, low in INT_FIELDS.items():
+            object.__setattr__(self, name, _integer(name, getattr(self, name), low))
+        check_seed(self.seed)
+        object.__setattr__(self, "seed", int(self.seed))
+        for name, (rule, ok) in NUMBER_FIELDS.items():
+            object.__setattr__(self, name, _number(name, getattr(self, name), rule, ok))
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got "
                               f"{self.backend!r}")
@@ -98,7 +111,7 @@ class FitState:
 @dataclass
 class TrainResult:
     run_id: str
-    status: str  # completed | early_stopped
+    status: str  # completed | early_stopped | timeout
     steps: int
     epochs: int
     best_epoch: int
@@ -109,9 +122,20 @@ class TrainResult:
 
 
 class Trainer:
+    """Trains `graph` on `problem` under `config`: `fit()` runs the epochs with early
+    stopping and returns a `TrainResult`, the run logged to `recorder` (start, steps,
+    per-epoch results, final metrics of the best epoch, end). The problem's splits are
+    checked against the graph when it is built, before anything is logged.
+
+    `values`: starting parameters (the rest from their initializers, named in
+    `missing_values`); `origin`: what the run's row says started it ("python"; the CLI
+    says "cli", sweeps "sweep"); `parent_run_id`: the run this one branches from;
+    `extra_config`: more keys for the logged config; `tuning`: the GPU autotuner's store;
+    `parallel`: this rank's part of a data-parallel run."""
+
     def __init__(self, problem: Problem, graph: Graph, config: TrainConfig, *,
                  recorder: Recorder | None = None, values: dict[str, np.ndarray] | None = None,
-                 origin: str = "cli", run_id: str | None = None,
+                 origin: str = "python", run_id: str | None = None,
                  parent_run_id: str | None = None, progress: bool = False,
                  extra_config: dict[str, Any] | None = None,
                  tuning: TuningStore | None = None,
@@ -156,18 +180,25 @@ class Trainer:
         return self.executor.store
 
     def _check_problem(self) -> None:
-        """Every split fits the graph's input and loss (shapes, dtypes, class range): said
-        once, before a run is logged, rather than at its first step."""
+        """Every split has rows, fits the graph's input and loss (shapes, dtypes, class
+        range) and holds finite numbers: said once, before a run is logged, rather than at
+        its first step (an empty split fails in NumPy, a NaN reads as divergence)."""
         p = self.problem
         for name in ("train", "val", "test"):
             split = getattr(p, name)
             try:
+                if len(split) == 0:  # every split is evaluated at the end
+                    raise ConfigError("no rows (a run reports its loss and score)")
                 self.executor.check_batch(split.X, split.y)
+                _check_finite("X", split.X, p.feature_names)
+                _check_finite("labels", split.y, ())
             except ConfigError as err:
                 raise ConfigError(f"problem '{p.name}', {name} split: {err}") from None
 
     # -- one step ----------------------------------------------------------------------------
     def train_step(self, x: np.ndarray, y: np.ndarray, epoch: int) -> StepRecord:
+        """One optimizer step on the batch (x, y) at the schedule's learning rate, logged
+        as a step row; its loss, gradient norm and update ratio."""
         t0 = time.perf_counter()
         lr = self.schedule.lr(self.step_count)
         if self.backend.is_gpu:
@@ -232,11 +263,16 @@ class Trainer:
         return total / max(len(split), 1), score(self.problem.task, pred_all, split.y)
 
     def run_config(self) -> dict[str, Any]:
+        """The config the run's row logs: the recipe, the graph's fingerprint, the
+        caller's extra keys."""
         return {"train": asdict(self.config), "fingerprint": fingerprint(self.graph),
                 **self.extra_config}
 
     # -- the loop ----------------------------------------------------------------------------
     def fit(self) -> TrainResult:
+        """Train to the end of the epochs (or early stopping, `max_steps`, `max_wall_s`),
+        keep the best epoch's state and report it; an exception or Ctrl-C ends the logged
+        run `failed` or `interrupted` before it propagates."""
         cfg, p = self.config, self.problem
         with start_run(self) as run:
             fit = self.begin_fit(run)
@@ -348,11 +384,53 @@ class Trainer:
         return out
 
     def load_state(self, arrays: dict[str, np.ndarray]) -> None:
+        """Copy parameters and buffers, by name, into the model in place (`arrays` may be
+        host arrays on the GPU backend); the optimizer state is left as it is."""
         for name, value in arrays.items():
             target = self.store.params.get(name)
             if target is None:
                 target = self.store.buffers[name]
             target[...] = self.backend.asarray(value)
+
+
+def _integer(name: str, value: Any, low: int) -> int:
+    """`value` as an int >= `low`, or the CLI's words for why not (`epochs="5"` too)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ConfigError(f"{name} must be an integer, got {value!r}")
+    if value < low:
+        raise ConfigError(f"{name} must be >= {low}, got {value}")
+    return int(value)
+
+
+def _number(name: str, value: Any, rule: str, ok: Callable[[float], bool]) -> float:
+    """`value` as a float if it is a finite number that passes `ok`, or the CLI's words for
+    why not."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+            or not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number, got {value!r}")
+    if not ok(float(value)):
+        raise ConfigError(f"{name} must be {rule}, got {value:g}")
+    return float(value)
+
+
+def _check_finite(what: str, a: np.ndarray, columns: tuple[str, ...]) -> None:
+    """A ConfigError naming the first NaN or infinity in `a`: its row, and its column (and
+    the column's name) for a table."""
+    if a.dtype.kind not in "fc" or np.isfinite(a.sum()):
+        return  # a sum is finite only if every term is (a non-finite one may be overflow)
+    bad = np.argwhere(~np.isfinite(a))
+    if not len(bad):
+        return
+    at = tuple(int(i) for i in bad[0])
+    v = a[at]
+    kind = "NaN" if np.isnan(v) else "inf" if v.real > 0 else "-inf"
+    where = f"row {at[0]}"
+    if len(at) == 2:
+        named = f" ('{columns[at[1]]}')" if at[1] < len(columns) else ""
+        where += f", column {at[1]}{named}"
+    elif len(at) > 2:
+        where += f", element {at[1:]}"
+    raise ConfigError(f"{what}: {kind} in {where}")
 
 
 def _on_device(comm: Any) -> bool:

@@ -47,6 +47,24 @@ def test_timeline_shows_triggers_decisions_rewrites_and_rollbacks(capsys) -> Non
     assert lines[-3].lstrip().startswith("train loss") and "accuracy" in lines[-1]
 
 
+def test_json_is_what_the_result_gives_python_callers(capsys, monkeypatch) -> None:
+    """`--json` was a dict of its own, beside which `AdaptResult` had no JSON form."""
+    from aicf_induct.runtime.adaptive import AdaptiveRun, AdaptResult
+
+    results: list[AdaptResult] = []
+    run = AdaptiveRun.run
+
+    def kept(self: AdaptiveRun) -> AdaptResult:
+        results.append(run(self))
+        return results[-1]
+
+    monkeypatch.setattr(AdaptiveRun, "run", kept)
+    out = _json(capsys, "--steps", "60", "--no-log")
+    assert out == results[0].as_dict()
+    assert {"run_id", "status", "steps", "executed_steps", "rewrites", "rollbacks",
+            "param_count", "pause_ms", "val_loss", "test_accuracy"} <= set(out)
+
+
 def test_events_and_rewrite_snapshots_are_logged_to_the_warehouse(tmp_path: Path,
                                                                    capsys) -> None:
     import warehouse

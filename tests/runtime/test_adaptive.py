@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from aicf_induct.errors import ConfigError
 from aicf_induct.ir.fingerprint import fingerprint
 from aicf_induct.records import MemoryRecorder
 from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun, FaultInjection
@@ -143,6 +144,95 @@ def test_fork_continues_as_a_child_run(problem) -> None:
     assert child_steps[0] == 50 and child_steps[-1] == 119
     parent_steps = [s for s in rec.steps if s.run_id == run.run_id]
     assert len(parent_steps) == 50  # the parent did not move
+
+
+def _quiet(problem, rec: MemoryRecorder, steps: int) -> AdaptiveRun:
+    """A run that never rewrites (nor rolls back by itself)."""
+    return AdaptiveRun(problem, toy_graph(problem), CONFIG, _adapt(steps=steps, warmup_steps=0),
+                       ProposalPolicy(lambda obs: []), recorder=rec)
+
+
+def test_a_started_run_goes_back_with_rollback_logged_as_its_own_are(problem,
+                                                                     tmp_path) -> None:
+    """`load`, the only public way back before, is how a run is set up: on a started one it
+    rewound `work` (a checkpoint's serial then collided) and logged no rollback."""
+    rec = MemoryRecorder()
+    run = AdaptiveRun(problem, toy_graph(problem), CONFIG,
+                      _adapt(steps=120, warmup_steps=0, checkpoint_steps=40),
+                      ProposalPolicy(lambda obs: []), recorder=rec, checkpoint_dir=tmp_path)
+    for _ in range(50):
+        run.step()
+    snap = run.snapshot()
+    for _ in range(30):  # a checkpoint at 80 executed steps
+        run.step()
+    with pytest.raises(ConfigError, match=r"load\(\) sets up a run before it starts.*"
+                                          r"rollback\(snapshot\)"):
+        run.load(snap)
+    other = _quiet(problem, MemoryRecorder(), 120)
+    with pytest.raises(ConfigError, match=f"the snapshot is of run {other.run_id}, not "
+                                          f"{run.run_id}: fork"):
+        run.rollback(other.snapshot())
+    on_trial = run.snapshot()
+    on_trial.meta["controller"]["guard"]["active"] = True
+    with pytest.raises(ConfigError, match="during the trial of a rewrite"):
+        run.rollback(on_trial)
+    run.rollback(snap, "try another way")
+    assert (run.trainer.step_count, run.work, run.rollbacks) == (50, 80, 1)
+    res = run.run()
+    assert (res.status, res.steps, res.work, res.rollbacks) == ("completed", 120, 150, 1)
+    (rb,) = [e for e in rec.events if e.kind == "rollback"]
+    assert (rb.name, rb.detail["reason"], rb.detail["from_step"], rb.detail["to_step"]) == \
+        ("requested", "try another way", 80, 50)
+    assert [s.reason for s in rec.snapshots].count("rollback") == 1
+    assert [s.step for s in rec.steps] == [*range(80), *range(50, 120)]
+    saves = [e.detail["path"] for e in rec.events if e.kind == "checkpoint"]
+    assert len(saves) == len(set(saves)) == 3  # at 40, 80 and 120 executed steps
+
+
+def test_an_ended_run_logs_nothing_more_and_a_fork_goes_further(problem) -> None:
+    """After `run()` it logged steps past its end, a second end, and a fork event."""
+    rec = MemoryRecorder()
+    run = _quiet(problem, rec, 60)
+    run.run()
+
+    def parents() -> list[int]:
+        return [len([r for r in rows if r.run_id == run.run_id])
+                for rows in (rec.steps, rec.events, rec.results, rec.snapshots, rec.run_ends)]
+
+    logged = parents()
+    for call in (run.step, run.run, lambda: run.rollback(run.snapshot())):
+        with pytest.raises(ConfigError, match=rf"run {run.run_id} ended completed at step 60 "
+                                              r"and logs nothing more: fork\(\) branches"):
+            call()
+    with pytest.raises(ConfigError, match=r"at step 60, the end of the run's 60 steps: "
+                                          r"fork\(adapt=AdaptConfig\(steps=...\)\)"):
+        run.fork()
+    child = run.fork(adapt=_adapt(steps=100, warmup_steps=0))
+    res = child.run()
+    assert parents() == logged
+    assert res.status == "completed" and res.steps == 100
+    child_steps = [s.step for s in rec.steps if s.run_id == child.run_id]
+    assert child_steps == list(range(60, 100))
+    start = next(r for r in rec.runs if r.run_id == child.run_id)
+    assert start.parent_run_id == run.run_id and start.origin == "fork"
+    assert "ended completed" in repr(run) and "running" not in repr(child)
+
+
+def test_a_fork_during_a_rewrites_trial_takes_the_trial_along(problem) -> None:
+    """The child's guard judged the rewrite with no snapshot to go back to: a harmful one
+    crashed it."""
+    rec = MemoryRecorder()
+    run = AdaptiveRun(problem, toy_graph(problem), CONFIG, _adapt(steps=150, warmup_steps=60),
+                      ProposalPolicy(prune_at_warmup), recorder=rec)
+    while not run.guard.active:
+        run.step()
+    with pytest.raises(ConfigError, match=r"fork\(\): the snapshot was taken at step 60, "
+                                          "during the trial of a rewrite"):
+        run.fork(run.snapshot())
+    child = run.fork()
+    assert child.run().status == "completed"
+    rollbacks = [e for e in rec.events if e.run_id == child.run_id and e.kind == "rollback"]
+    assert [(e.name, e.detail["to_step"]) for e in rollbacks] == [("guard", 60)]
 
 
 def test_counterfactual_guard_goes_on_from_the_run_without_the_rewrite(problem) -> None:

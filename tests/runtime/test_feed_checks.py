@@ -152,3 +152,39 @@ def test_partial_values_are_taken_and_the_rest_named() -> None:
                    TrainConfig(epochs=1, backend="numpy")).missing_values == []
     with pytest.raises(ConfigError, match=r"^w\.npz: 'x' is no parameter"):
         check_values(g, {"x": np.zeros(1)}, source="w.npz")
+
+
+@pytest.mark.parametrize("split,array,at,value,message", [
+    # NaN read as divergence: "diverged ... (a lower learning rate may help)"
+    ("train", "y", 3, np.nan, "problem 'diabetes', train split: labels: NaN in row 3"),
+    ("val", "X", (5, 2), np.inf, "problem 'diabetes', val split: X: inf in row 5, column 2 "
+                                 "('bmi')"),
+    ("test", "X", (0, 0), -np.inf, "problem 'diabetes', test split: X: -inf in row 0, "
+                                   "column 0 ('age')"),
+])
+def test_non_finite_data_is_refused_naming_split_row_and_column(split: str, array: str, at,
+                                                                value: float,
+                                                                message: str) -> None:
+    import dataclasses
+
+    p = load_problem("diabetes", seed=0)
+    part = getattr(p, split)
+    bad = getattr(part, array).copy()
+    bad[at] = value
+    p = dataclasses.replace(p, **{split: dataclasses.replace(part, **{array: bad})})
+    with pytest.raises(ConfigError) as err:
+        Trainer(p, mlp(p.n_features, 1), TrainConfig(epochs=1, backend="numpy"))
+    assert str(err.value) == message
+
+
+@pytest.mark.parametrize("split", ["train", "val", "test"])
+def test_an_empty_split_is_refused_by_name(split: str) -> None:
+    """It was NumPy's "need at least one array to concatenate" (val and test are evaluated;
+    every run reports the test split's metrics, so it may not be empty either)."""
+    import dataclasses
+
+    p = load_problem("iris", seed=0)
+    part = getattr(p, split)
+    p = dataclasses.replace(p, **{split: dataclasses.replace(part, X=part.X[:0], y=part.y[:0])})
+    with pytest.raises(ConfigError, match=rf"^problem 'iris', {split} split: no rows"):
+        Trainer(p, mlp(4, 3), TrainConfig(epochs=1, backend="numpy"))

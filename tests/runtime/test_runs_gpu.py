@@ -29,7 +29,7 @@ def test_gpu_runs_are_logged_with_their_gpu() -> None:
                 AdaptConfig(steps=40, warmup_steps=10, guard=GuardConfig(steps=20)),
                 TargetSizePolicy(),
                 recorder=rec).run()
-    assert [(r.origin, r.device) for r in rec.runs] == [("cli", gpu), ("adapt", gpu)]
+    assert [(r.origin, r.device) for r in rec.runs] == [("python", gpu), ("adapt", gpu)]
     assert [e.status for e in rec.run_ends] == ["completed", "completed"]
     assert len(rec.problems) == 2 and all(p.features for p in rec.problems)
     assert any(e.kind == "rewrite" and e.name == "widen" for e in rec.events)  # on the GPU

@@ -49,6 +49,7 @@ def test_records_everything_a_warehouse_needs() -> None:
     p, graph, rec, res = _fit("iris", TrainConfig(epochs=4, patience=0, batch_size=32))
     (run,) = rec.runs
     assert run.run_id == res.run_id and run.problem_id == p.problem_id
+    assert run.origin == "python"  # a Python caller's run (the CLI says "cli")
     assert run.config["fingerprint"] == fingerprint(graph)
     (problem,) = rec.problems  # with its meta-features, for the warehouse's joins
     assert problem.problem_id == p.problem_id and problem.features["simple.n_rows"] == p.n_rows
@@ -92,11 +93,53 @@ def test_regression_reports_r2() -> None:
     assert res.metrics["train_r2"] > 0.3
 
 
-@pytest.mark.parametrize("bad", [dict(epochs=0), dict(batch_size=0), dict(clip_norm=-1.0),
-                                 dict(patience=-1)])
-def test_bad_config_is_a_config_error(bad: dict) -> None:
-    with pytest.raises(ConfigError):
+@pytest.mark.parametrize("bad,message", [
+    (dict(epochs=0), "epochs must be >= 1, got 0"),
+    (dict(batch_size=0), "batch_size must be >= 1, got 0"),
+    (dict(clip_norm=-1.0), "clip_norm must be >= 0, got -1"),
+    (dict(patience=-1), "patience must be >= 0, got -1"),
+    # accepted, or refused far from the cause, before
+    (dict(lr=0), "lr must be > 0, got 0"),  # trained, and learnt nothing
+    (dict(seed=-1), "seed must be an integer in 0..4294967295, got -1"),  # NumPy's error
+    (dict(seed=2**32), "seed must be an integer in 0..4294967295, got 4294967296"),
+    (dict(seed=1.5), "seed must be an integer in 0..4294967295, got 1.5"),
+    (dict(label_smoothing=2), "label_smoothing must be in [0, 1), got 2"),  # an IR error
+    (dict(momentum=1.0), "momentum must be in [0, 1), got 1"),
+    (dict(epochs="5"), "epochs must be an integer, got '5'"),  # a TypeError
+    (dict(max_steps=True), "max_steps must be an integer, got True"),
+    (dict(weight_decay=float("nan")), "weight_decay must be a finite number, got nan"),
+    (dict(lr="0.1"), "lr must be a finite number, got '0.1'"),
+])
+def test_bad_config_is_a_config_error_naming_the_field(bad: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
         TrainConfig(**bad)
+    assert str(err.value) == message
+
+
+def test_the_config_words_its_rules_as_the_cli_does() -> None:
+    from argparse import ArgumentTypeError
+
+    from aicf_induct.cli import options
+
+    for check, field, text in ((options.positive_float, "lr", "0"),
+                               (options.fraction, "label_smoothing", "2"),
+                               (options.positive_int, "epochs", "0"),
+                               (options.non_negative_float, "clip_norm", "-1")):
+        with pytest.raises(ArgumentTypeError) as cli:
+            check(text)
+        with pytest.raises(ConfigError) as api:
+            TrainConfig(**{field: int(text)})
+        assert str(api.value) == f"{field} {cli.value}"
+
+
+def test_numpy_scalars_are_taken_as_python_numbers() -> None:
+    """A config is logged and snapshotted as JSON, which has no NumPy types."""
+    import json
+    from dataclasses import asdict
+
+    cfg = TrainConfig(epochs=np.int64(3), seed=np.uint32(7), lr=np.float32(0.5))
+    assert (type(cfg.epochs), type(cfg.seed), type(cfg.lr)) == (int, int, float)
+    assert json.loads(json.dumps(asdict(cfg)))["seed"] == 7
 
 
 def test_unknown_optimizer_is_a_config_error() -> None:
