@@ -132,10 +132,12 @@ def test_sigterm_ends_a_train_run_interrupted(tmp_path: Path) -> None:
                              "--warehouse", str(wh)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while not wh.is_dir():  # the warehouse opens just before the run starts
+    # the run's row is logged once it trains (a fixed wait after the warehouse appeared was
+    # too short on a loaded machine: the signal came before the run started)
+    while not (wh.is_dir() and _runs(wh)):
         assert proc.poll() is None and time.monotonic() < deadline
         time.sleep(0.05)
-    time.sleep(3)
+    time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=60)
     assert proc.returncode == 130
