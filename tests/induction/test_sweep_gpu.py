@@ -88,7 +88,7 @@ def test_failures_are_logged_and_the_others_go_on(tmp_path: Path) -> None:
         close_process_recorders()
     assert dict(report.statuses) == {"failed": 1, "completed": 1}
     [failed] = [r for r in sweep_runs(tmp_path / "wh") if r[3] == "failed"]
-    assert "ConfigError: adam lr must be in" in (failed[4] or "")
+    assert "ConfigError: lr must be > 0, got -1" in (failed[4] or "")
 
 
 @pytest.mark.skipif(gpu_available(), reason="a GPU is here: the engine would use it")
