@@ -11,7 +11,7 @@ from contextlib import nullcontext
 from aicf_induct.cli import options
 from aicf_induct.cli.corpus_root import corpus_root
 from aicf_induct.cli.sweep import ENGINE_HELP, PROCESSES_HELP, REPEATABLE_HELP, WORKERS_HELP
-from aicf_induct.cli.table import print_table
+from aicf_induct.cli.table import counted, print_table
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.corpus import (
     MAX_ROWS,
@@ -162,8 +162,9 @@ def list_cmd(args: argparse.Namespace) -> int:
     n_groups = len({p.group for p in probs})
     n_clf = sum(p.task == "classification" for p in probs)
     n_sub = sum(p.rows > p.used_rows for p in probs)
-    print(f"{len(probs)} problems in {n_groups} groups: {n_clf} classification, "
-          f"{len(probs) - n_clf} regression; {n_sub} subsampled to {MAX_ROWS:,} rows")
+    print(f"{counted(len(probs), 'problem')} in {counted(n_groups, 'group')}: "
+          f"{n_clf} classification, {len(probs) - n_clf} regression; {n_sub} subsampled to "
+          f"{MAX_ROWS:,} rows")
     return 0
 
 

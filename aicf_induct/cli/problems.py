@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from aicf_induct.cli import options
+from aicf_induct.cli.table import counted
 from aicf_induct.errors import AicfError, ConfigError
 from aicf_induct.problems import registry
 from aicf_induct.problems.features import FeatureConfig, extract_features
@@ -271,7 +272,8 @@ def cmd_features(args: argparse.Namespace) -> int:
     done = len(names) - len(failed)
     if len(names) > 1 or args.log:
         where = f", logged to {args.warehouse or 'the warehouse'}" if args.log else ""
-        print(f"{done} problems featurised in {time.perf_counter() - t0:.1f} s{where}",
+        print(f"{counted(done, 'problem')} featurised in "
+              f"{time.perf_counter() - t0:.1f} s{where}",
               file=sys.stderr)
     for line in failed:
         print(f"failed: {line}", file=sys.stderr)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from aicf_induct.cli import options
+from aicf_induct.cli.table import counted
 from aicf_induct.cli.train import (
     add_remote_options,
     add_train_options,
@@ -157,8 +158,8 @@ def print_plan(sweep_plan: SweepPlan, space: str, as_json: bool, extra: str = ""
         print(json.dumps({**sweep_plan.as_dict(), "space": space}, indent=1))
         return
     p = sweep_plan
-    print(f"{len(p.problems)} problems × {len(p.candidates)} candidates × {len(p.seeds)} "
-          f"seeds = {p.runs} runs; {space}{extra}")
+    print(f"{counted(len(p.problems), 'problem')} × {counted(len(p.candidates), 'candidate')} "
+          f"× {counted(len(p.seeds), 'seed')} = {counted(p.runs, 'run')}; {space}{extra}")
     if p.pairs < len(p.problems) * len(p.candidates):
         print(f"  ({p.pairs} (problem, candidate) pairs: cnn candidates on image-shaped "
               "problems only)")

@@ -501,7 +501,7 @@ def test_corpus_list_and_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = _run(["corpus", "build", "--problems", "iris,wine", "--exclude", "wine",
                          "--dry-run", "--quiet"], capsys)
     assert rc == 0, err
-    assert "1 problems × 32 candidates × 4 seeds = 128 runs; corpus32" in out
+    assert "1 problem × 32 candidates × 4 seeds = 128 runs; corpus32" in out
 
 
 def test_corpus_build_resumes_without_duplicates(corpus: Path,
@@ -768,7 +768,7 @@ def test_corpus_exclude_notes_a_name_that_matches_no_problem(
                          "nosuch,wine", "--quiet"], capsys)
     assert rc == 0, err
     assert err.strip() == "note: --exclude 'nosuch' matches no problem of the selection"
-    assert "1 problems in 1 groups" in out
+    assert "1 problem in 1 group" in out
     rc, out, err = _run(["corpus", "build", "--problems", "iris,wine", "--exclude", "wnie",
                          "--dry-run", "--quiet"], capsys)
     assert rc == 0 and err.strip() == "note: --exclude 'wnie' matches no problem of the " \

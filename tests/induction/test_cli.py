@@ -25,7 +25,7 @@ def test_sweep_dry_run_takes_recipe_options_for_axes_the_space_leaves(
     assert main(["sweep", "--problems", "sklearn:3", "--exclude", "wine", "--space",
                  "depth=1;lr=1e-3,1e-2", "--batch-size", "64", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "2 problems × 2 candidates × 1 seeds = 4 runs" in out
+    assert "2 problems × 2 candidates × 1 seed = 4 runs" in out
     assert "problems: iris, breast_cancer" in out
     assert "optimizer=adam,lr=0.01,weight_decay=0.0,batch_size=64" in out  # the defaults
 
