@@ -61,7 +61,7 @@ CHOOSE, SCORE = split_seeds(META)
 PROBS = problem_table(META)
 FCOLS = [c for c in PROBS.columns if str(c).startswith("f.")]
 CANDS = sorted(str(c) for c in META["candidate"].unique())
-VAL_A = score_matrix(META, "val_norm_error", CHOOSE).reindex(columns=CANDS)
+VAL_A = score_matrix(META, "val_error", CHOOSE).reindex(columns=CANDS)  # choices: raw, as lopo
 TEST_B = score_matrix(META, "test_norm_error", SCORE).reindex(columns=CANDS)
 TEST_ALL = score_matrix(META, "test_norm_error").reindex(columns=CANDS)
 TASK = META.groupby("problem_id")["task"].first()

