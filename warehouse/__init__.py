@@ -13,8 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from warehouse.arrow import read_table
-from warehouse.catalog import connect, default_root, rebuild, with_retry
-from warehouse.check import CheckReport, check, existing_warehouse, require_warehouse
+from warehouse.catalog import (
+    connect,
+    default_root,
+    existing_warehouse,
+    rebuild,
+    require_warehouse,
+    with_retry,
+)
+from warehouse.check import CheckReport, check
 from warehouse.compact import CompactReport, compact
 from warehouse.errors import WarehouseError
 from warehouse.guard import check_sql, run_guarded

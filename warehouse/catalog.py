@@ -20,15 +20,22 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
+from warehouse.claims import CLAIMS
+from warehouse.compact import LOCK_FILE
 from warehouse.errors import WarehouseError
+from warehouse.ingest import INGEST_DIR
+from warehouse.keys import KEYS_FILE
 from warehouse.layout import check_root, visible_parts
-from warehouse.lease import live_writers
+from warehouse.lease import LEASES, live_writers
 from warehouse.parts import mark_unreadable, warn_skipped
 from warehouse.schema import TABLES, duckdb_type
 
 ENV_VAR = "AICF_WAREHOUSE"
 DEFAULT_DIR = "aicf_warehouse"
 CATALOG_FILE = "_catalog.duckdb"
+QUARANTINE = "_quarantine"  # where `warehouse check --repair` moves damaged parts
+# what a warehouse holds besides its tables: a directory of other entries is none
+OWN_ENTRIES = {QUARANTINE, CATALOG_FILE, CLAIMS, LOCK_FILE, INGEST_DIR, KEYS_FILE, LEASES}
 
 T = TypeVar("T")
 
@@ -39,6 +46,30 @@ def default_root(given: str | Path | None = None) -> Path:
     if given is not None:
         return Path(given)
     return Path(os.environ.get(ENV_VAR) or Path.cwd() / DEFAULT_DIR)
+
+
+def require_warehouse(root: Path) -> None:
+    """A one-line error for a directory that holds none of a warehouse's entries (an empty one
+    is a warehouse nothing was written to yet): a wrong --warehouse must not read as ok, nor
+    as an empty warehouse."""
+    names = {n for n in os.listdir(root) if not n.startswith(".")}
+    if names and not names & (set(TABLES) | OWN_ENTRIES):
+        raise WarehouseError(f"{root} is not a warehouse (no table directory such as runs/ "
+                             "or steps/ in it)")
+
+
+def existing_warehouse(given: str | Path | None,
+                       missing: str = "the directory does not exist") -> Path:
+    """The warehouse a command reads or maintains (`default_root(given)`): it must exist, be a
+    directory and hold a warehouse's entries, so a typo never reads as an empty warehouse.
+    `missing` ends the error for one that does not exist (what to do about it)."""
+    root = default_root(given)
+    if not root.exists():
+        raise WarehouseError(f"no warehouse at {root} ({missing})")
+    if not root.is_dir():
+        raise WarehouseError(f"warehouse '{root}' is not a directory")
+    require_warehouse(root)
+    return root
 
 
 def _lit(s: str) -> str:
@@ -209,8 +240,6 @@ def connect(root: str | Path | None = None, read_only: bool = True,
     """
     root = check_root(default_root(root))
     if not missing_ok:
-        from warehouse.check import existing_warehouse  # check's imports include this module
-
         existing_warehouse(root)
     for attempt in range(ATTEMPTS):
         conn = duckdb.connect()

@@ -16,12 +16,14 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from warehouse.catalog import CATALOG_FILE, default_root, with_retry
-from warehouse.claims import CLAIMS
-from warehouse.compact import LOCK_FILE, STALE_S, stale_temporaries
+from warehouse.catalog import (
+    QUARANTINE,
+    require_warehouse,
+    with_retry,
+)
+from warehouse.compact import STALE_S, stale_temporaries
 from warehouse.errors import WarehouseError
-from warehouse.ingest import INGEST_DIR, last_record_at
-from warehouse.keys import KEYS_FILE
+from warehouse.ingest import last_record_at
 from warehouse.layout import (
     atomic_write,
     check_root,
@@ -33,13 +35,10 @@ from warehouse.layout import (
     stray_files,
     table_dir,
 )
-from warehouse.lease import LEASES
 from warehouse.parts import frame_problem, mark_unreadable, problem_of
 from warehouse.schema import RUN_TABLES, TABLES, mismatch, same_type
 
-QUARANTINE = "_quarantine"
 # what the package itself puts in a warehouse's root besides the table directories
-OWN_ENTRIES = {QUARANTINE, CATALOG_FILE, CLAIMS, LOCK_FILE, INGEST_DIR, KEYS_FILE, LEASES}
 
 
 @dataclass(frozen=True)
@@ -127,30 +126,6 @@ def check(root: str | Path, deep: bool = True, repair: bool = False,
     if repair:
         rep.ended = end_abandoned(root, rep.abandoned)
     return rep
-
-
-def require_warehouse(root: Path) -> None:
-    """A one-line error for a directory that holds none of a warehouse's entries (an empty one
-    is a warehouse nothing was written to yet): a wrong --warehouse must not read as ok, nor
-    as an empty warehouse."""
-    names = {n for n in os.listdir(root) if not n.startswith(".")}
-    if names and not names & (set(TABLES) | OWN_ENTRIES):
-        raise WarehouseError(f"{root} is not a warehouse (no table directory such as runs/ "
-                             "or steps/ in it)")
-
-
-def existing_warehouse(given: str | Path | None,
-                       missing: str = "the directory does not exist") -> Path:
-    """The warehouse a command reads or maintains (`default_root(given)`): it must exist, be a
-    directory and hold a warehouse's entries, so a typo never reads as an empty warehouse.
-    `missing` ends the error for one that does not exist (what to do about it)."""
-    root = default_root(given)
-    if not root.exists():
-        raise WarehouseError(f"no warehouse at {root} ({missing})")
-    if not root.is_dir():
-        raise WarehouseError(f"warehouse '{root}' is not a directory")
-    require_warehouse(root)
-    return root
 
 
 def _check_table(root: Path, name: str, deep: bool, rep: CheckReport) -> None:
