@@ -13,8 +13,9 @@ Each name is loaded from its module on first use: importing one module of the pa
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from aicf_induct.lazy_names import lazy_names
 
 # name -> the module of this package that defines it; the TYPE_CHECKING imports below name
 # the same (a test holds the two lists equal)
@@ -35,17 +36,7 @@ _HOME = {
 __all__ = sorted(_HOME)
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _HOME, globals())
 
 
 if TYPE_CHECKING:  # `X as X`: a re-export, for type checkers

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from aicf_induct.atomic_file import fsync_dir
 from aicf_induct.errors import AicfError
 from aicf_induct.ir.canonical import from_dict, to_dict
 from aicf_induct.runtime.model_state import ModelState, capture, graph_size, install
@@ -86,14 +87,6 @@ class Snapshot:
 
 # -- disk ------------------------------------------------------------------------------------
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _state_doc(state: ModelState, prefix: str, arrays: dict[str, np.ndarray],
                index: dict[str, list[str]]) -> dict[str, Any]:
     def put(kind: str, name: str, slot: str, arr: np.ndarray) -> None:
@@ -145,9 +138,9 @@ def save(snap: Snapshot, directory: str | Path, serial: int) -> Path:
             f.write(json.dumps(doc))
             f.flush()
             os.fsync(f.fileno())
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
         os.rename(tmp, final)
-        _fsync_dir(root)
+        fsync_dir(root)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

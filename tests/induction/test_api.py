@@ -3,11 +3,9 @@ on first use, and the type checkers' list is the same list."""
 
 from __future__ import annotations
 
-import ast
 import importlib
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -19,16 +17,6 @@ def test_every_name_is_the_object_its_module_defines() -> None:
         home = importlib.import_module(f"aicf_induct.induction.{induction._HOME[name]}")
         assert getattr(induction, name) is getattr(home, name), name
     assert set(induction.__all__) <= set(dir(induction))
-
-
-def test_the_type_checkers_imports_name_the_same_list() -> None:
-    tree = ast.parse(Path(induction.__file__).read_text())
-    guarded = next(n for n in tree.body if isinstance(n, ast.If)
-                   and ast.unparse(n.test) == "TYPE_CHECKING")
-    imported = {(imp.module, a.name) for imp in guarded.body
-                if isinstance(imp, ast.ImportFrom) for a in imp.names}
-    assert imported == {(f"aicf_induct.induction.{home}", name)
-                        for name, home in induction._HOME.items()}
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:

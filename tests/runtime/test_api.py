@@ -3,7 +3,6 @@ on first use), short reprs, and results as the CLI's `--json` prints them."""
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import importlib
 import json
@@ -31,16 +30,6 @@ def test_every_name_is_the_object_its_module_defines() -> None:
     assert set(runtime.__all__) <= set(dir(runtime))
     with pytest.raises(AttributeError, match="no attribute 'Trainr'"):
         runtime.Trainr  # noqa: B018  (the lookup is the test)
-
-
-def test_the_type_checkers_imports_name_the_same_list() -> None:
-    tree = ast.parse(Path(runtime.__file__).read_text())
-    guarded = next(n for n in tree.body if isinstance(n, ast.If)
-                   and ast.unparse(n.test) == "TYPE_CHECKING")
-    imported = {(imp.module, a.name) for imp in guarded.body
-                if isinstance(imp, ast.ImportFrom) for a in imp.names}
-    assert imported == {(f"aicf_induct.runtime.{home}", name)
-                        for name, home in runtime._HOME.items()}
 
 
 def test_importing_one_module_does_not_load_the_trainer() -> None:
