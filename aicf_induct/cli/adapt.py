@@ -174,8 +174,8 @@ def _proposal_head(plan: from_proposal.Plan) -> str:
     return (f"proposal #{r['rank']} from {plan.source}: {r['structure_key']}\n"
             f"  expected normalized error {r['expected_norm_error']:.3f} "
             f"[{low:.3f}, {high:.3f}]; nearest corpus problems: {near or '-'}\n"
-            f"  rewrites: {plan.policy.name} proposer ({getattr(plan.policy, 'source', '')}), "
-            f"fallback {plan.policy.fallback.name}")  # type: ignore[attr-defined]
+            f"  rewrites: {plan.policy.name} proposer ({plan.policy.source}), "
+            f"fallback {plan.policy.fallback.name}")
 
 
 def run(args: argparse.Namespace) -> int:

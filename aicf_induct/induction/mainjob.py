@@ -115,7 +115,7 @@ class MainJob:
     problem: Problem
     start: StartPoint  # the proposal's top candidate, built for the problem
     config: TrainConfig  # the base config with the candidate's recipe
-    policy: Policy  # `main_job`'s: a LearnedRewritePolicy
+    policy: LearnedRewritePolicy  # decides at the run's triggers, its fallback where unsure
     proposal: dict[str, Any]  # the whole proposal answer
     source: str  # who gave it: "pack PATH", "service URL", or the caller's word
     features: dict[str, float]  # the problem's meta-features (seed 0's split)
@@ -124,10 +124,8 @@ class MainJob:
     def extra_config(self) -> dict[str, Any]:
         """What the run's logged config adds: the model, the proposal that every decision
         event names, and the fallback policy."""
-        p = self.policy
         return {"model": self.start.model, "proposal": self.start.record,
-                "fallback_policy": (p.fallback if isinstance(p, LearnedRewritePolicy)
-                                    else p).name}
+                "fallback_policy": self.policy.fallback.name}
 
     def adaptive_run(self, adapt: AdaptConfig | None = None, **options: Any) -> AdaptiveRun:
         """The run, not started: `AdaptiveRun(...)` of this job (`options`: its keywords,
