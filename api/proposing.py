@@ -30,6 +30,7 @@ from aicf_induct.induction.proposals import (
     propose_described,
     propose_features,
     propose_problem,
+    unknown_features,
 )
 from aicf_induct.problems.preprocess import (
     TargetError,
@@ -164,11 +165,11 @@ class Proposals:
 
     def for_features(self, features: Mapping[str, float | None], top: int) -> dict[str, Any]:
         pack = self.pack()
-        names = set(pack.proposer().metamodel_.feature_names_)
-        for name in features:
-            if name not in names and f"f.{name}" not in names:
-                raise BadRequest(f"body.features.{name}", f"unknown meta-feature '{name}' "
-                                 "(GET /v1/proposals/features lists them)")
+        unknown = set(unknown_features(features, pack))
+        name = next((n for n in features if n in unknown), None)  # the first one sent
+        if name is not None:
+            raise BadRequest(f"body.features.{name}", f"unknown meta-feature '{name}' "
+                             "(GET /v1/proposals/features lists them)")
         check_features(features)
         given = {k: float("nan") if v is None else float(v) for k, v in features.items()}
         # e.g. every value null: a ranking of nothing is refused, naming the field

@@ -149,17 +149,22 @@ def propose_features(features: Mapping[str, float], pack: Pack | str | Path | No
     (`featurise(dataset)` computes them all)."""
     check_top_k(top_k)
     p = pack if isinstance(pack, Pack) else load_pack(pack)
-    model = p.proposer().metamodel_
-    reads = {n.removeprefix(FEATURE_PREFIX) for n in model.feature_names_}
-    unknown = sorted(str(k) for k in features
-                     if str(k).removeprefix(FEATURE_PREFIX) not in reads)
+    unknown = unknown_features(features, p)
     if unknown:
         named = ", ".join(map(repr, unknown[:5])) + \
             (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        reads = len(p.proposer().metamodel_.feature_names_)
         raise ConfigError(f"unknown meta-feature{'s' * (len(unknown) > 1)} {named}: the "
-                          f"pack's model reads {len(reads)}, named as extract_features names "
+                          f"pack's model reads {reads}, named as extract_features names "
                           "them (pack.proposer().metamodel_.feature_names_ lists them)")
     return _proposal(features, p, top_k, sizes, dataset)
+
+
+def unknown_features(features: Mapping[str, Any], pack: Pack) -> list[str]:
+    """The names of `features` (with or without `f.`) the pack's model does not read,
+    sorted."""
+    reads = {n.removeprefix(FEATURE_PREFIX) for n in pack.proposer().metamodel_.feature_names_}
+    return sorted(str(k) for k in features if str(k).removeprefix(FEATURE_PREFIX) not in reads)
 
 
 def _proposal(features: Mapping[str, float], p: Pack, top_k: int,
