@@ -16,11 +16,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from warehouse.catalog import (
-    QUARANTINE,
-    require_warehouse,
-    with_retry,
-)
+from warehouse.catalog import QUARANTINE, require_warehouse, with_retry
 from warehouse.compact import STALE_S, stale_temporaries
 from warehouse.errors import WarehouseError
 from warehouse.ingest import last_record_at
@@ -37,8 +33,6 @@ from warehouse.layout import (
 )
 from warehouse.parts import frame_problem, mark_unreadable, problem_of
 from warehouse.schema import RUN_TABLES, TABLES, mismatch, same_type
-
-# what the package itself puts in a warehouse's root besides the table directories
 
 
 @dataclass(frozen=True)
