@@ -187,6 +187,14 @@ TABLES: dict[str, Table] = {t.name: t for t in (
         _c("fit_id", S, "", "the fit that mined this row"),
         _c("fitted_at", TS, "UTC", "when the fit ran"),
     )),
+    Table("fits", "One row per `aicf-induct induce fit` that wrote into the warehouse, "
+          "whatever it mined: the `correlations` and `rules` views keep this latest fit's "
+          "rows, none when it mined none.", (
+        _c("fit_id", S, "", "the fit's id, as its `correlations` and `rules` rows hold it"),
+        _c("fitted_at", TS, "UTC", "when the fit ran"),
+        _c("correlations", I64, "rows", "correlations the fit mined"),
+        _c("rules", I64, "rows", "rules the fit mined"),
+    )),
 )}
 
 # Columns every part of a table has held since the table was added, naming what a row is
@@ -205,6 +213,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "kernel_tuning": ("op", "shape_key", "kernel"),
     "correlations": ("feature", "trait", "fit_id"),
     "rules": ("trait", "fit_id"),
+    "fits": ("fit_id", "fitted_at"),
 }
 
 # DuckDB type names for the empty typed views of tables with no parts yet.

@@ -2,8 +2,9 @@
 service read them.
 
 Each fit appends its rows under a new `fit_id` through the warehouse's writer (one
-immutable part per table, committed atomically: a reader never sees half a fit); the
-`correlations` and `rules` views show the latest fit, `raw_*` every fit.
+immutable part per table, committed atomically: a reader never sees half a fit), and one
+row to `fits` whatever it mined, so that a fit that mined nothing is known too; the
+`correlations` and `rules` views show the latest fit's rows, `raw_*` every fit.
 """
 
 from __future__ import annotations
@@ -29,9 +30,12 @@ def write_mined(root: str | Path, miner: Miner, fit_id: str | None = None) -> st
     at = pd.Timestamp(datetime.now(UTC))
     tables = {"correlations": miner.correlations_[list(CORRELATION_COLUMNS)],
               "rules": miner.rules_[list(RULE_COLUMNS)]}
+    fit = pd.DataFrame({"fit_id": [fit_id], "fitted_at": [at],
+                        **{name: [len(df)] for name, df in tables.items()}})
     with Writer(root, flush_interval_s=3600) as writer:
         for name, df in tables.items():
             if len(df):
                 writer.append_batch(name, df.assign(fit_id=fit_id, fitted_at=at)
                                     .reset_index(drop=True))
+        writer.append_batch("fits", fit)
     return fit_id

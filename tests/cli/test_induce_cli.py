@@ -810,7 +810,7 @@ def test_plot_correlations_of_a_fit_that_mined_none_says_so_for_both_sources(
     import shutil
 
     fresh = tmp_path / "wh"  # the corpus before any fit
-    shutil.copytree(corpus, fresh, ignore=shutil.ignore_patterns("correlations", "rules"))
+    shutil.copytree(corpus, fresh, ignore=shutil.ignore_patterns("correlations", "rules", "fits"))
     fig = tmp_path / "c.png"
     rc, _, err = _run(["plot", "correlations", "-o", str(fig), "--warehouse", str(fresh)],
                       capsys)

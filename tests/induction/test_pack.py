@@ -215,6 +215,25 @@ def test_a_fit_that_mined_no_correlations_shows_none_not_an_older_fit_s(
     assert conn.execute("SELECT DISTINCT fit_id FROM rules").fetchall() == [(latest,)]
 
 
+def test_a_fit_that_mined_nothing_empties_both_views(corpus: Path) -> None:
+    """A fit that mined neither correlations nor rules left no row to know it by, so both
+    views went on showing the fit before it; each fit now writes a `fits` row."""
+    meta, _ = corpus_meta(corpus)
+    miner = _miner().fit(meta)
+    first = write_mined(corpus, miner)
+    none = _miner().fit(meta)
+    none.correlations_ = none.correlations_.iloc[0:0]
+    none.rules_ = none.rules_.iloc[0:0]
+    latest = write_mined(corpus, none)
+    conn = warehouse.connect(corpus)
+    assert conn.execute("SELECT count(*) FROM correlations").fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM rules").fetchone() == (0,)
+    fits = conn.execute("SELECT fit_id, correlations, rules FROM fits WHERE fit_id IN (?, ?) "
+                        "ORDER BY fitted_at", [first, latest]).fetchall()
+    assert fits == [(first, len(miner.correlations_), len(miner.rules_)), (latest, 0, 0)]
+    assert conn.execute("SELECT fit_id FROM latest_fit").fetchall() == [(latest,)]
+
+
 def test_the_pack_gives_back_the_per_seed_meta_dataset(corpus: Path, tmp_path: Path) -> None:
     """The benchmarks run from the pack alone: its per-seed lists give back the very
     meta-dataset the warehouse gives, derived scores included, and fewer seeds on request
