@@ -15,7 +15,7 @@ from tests.api.conftest import TRAIN, Server, cli, serve_in_thread
 from tests.api.test_ingest import RUN
 from tests.warehouse.conftest import log_run, problem
 from warehouse import WarehouseRecorder, compact
-from warehouse.cached import MEMORY_ROWS, SETTLE_S, CachedCatalog
+from warehouse.cached import KEPT_VIEWS, MEMORY_ROWS, SETTLE_S, CachedCatalog
 
 
 def _runs(cat: CachedCatalog) -> list[tuple[str, str]]:
@@ -53,6 +53,42 @@ def test_kept_until_the_parts_or_the_live_writers_change(tmp_path: Path,
     compact(root, grace_s=0)  # parts merged, inputs collected
     assert [r for r, _ in _runs(cat)] == ["a", "b", "open"]
     assert cat.rebuilds == before + 1
+
+
+def _views(read: object) -> dict[str, list[tuple]]:
+    return {v: read.execute(f"SELECT * FROM {v} ORDER BY ALL").fetchall()  # type: ignore
+            for v in (*KEPT_VIEWS, "run_scores")}
+
+
+def test_the_kept_views_are_the_views_after_every_change(tmp_path: Path) -> None:
+    """`runs`, `run_ends`, `problems` and `problem_features` are kept as tables and computed
+    again when what they read changes: after each change, every one (and a view over them)
+    holds what a fresh connection's views hold."""
+    import warehouse
+
+    root = tmp_path / "wh"
+    rec = WarehouseRecorder(root)
+    cat = CachedCatalog(root)
+    log_run(rec, "a", problem("p1", n=1.0), 0.9, "fp", {"depth": 1.0})
+    log_run(rec, "open", problem("p1", n=2.0), 0.8, "fp", {"depth": 1.0}, end=False)
+    rec.flush()
+
+    def same() -> None:
+        assert cat.read(_views) == _views(warehouse.connect(root))
+
+    same()
+    log_run(rec, "b", problem("p2", task="regression", n=3.0), 0.7, "fp", {"depth": 2.0})
+    log_run(rec, "c", problem("p1", n=4.0), 0.6, "fp", {"depth": 2.0})  # p1 logged again
+    rec.flush()
+    same()
+    assert cat.read(lambda c: c.execute("SELECT count(*) FROM problems").fetchone()) == (2,)
+    rec.close()  # "open" is abandoned now: only the live writers changed
+    same()
+    assert dict(cat.read(lambda c: c.execute("SELECT run_id, status FROM runs")
+                         .fetchall()))["open"] == "abandoned"
+    compact(root, grace_s=0)
+    same()
+    assert cat.appends > 0 and cat.rebuilds == 2
 
 
 def test_the_service_sees_new_runs_at_once(tmp_path: Path) -> None:
