@@ -29,8 +29,11 @@ from aicf_induct.errors import ConfigError
 from aicf_induct.ir.graph import Graph
 from aicf_induct.problems import load_problem
 from aicf_induct.records import (
+    BaseRecorder,
     FanoutRecorder,
     Recorder,
+    StepBatch,
+    StepRecord,
 )
 from aicf_induct.runtime import snapshot as disk
 from aicf_induct.runtime.adaptive import (
@@ -146,6 +149,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from_proposal.add_options(p)
     add_log_options(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON, no timeline")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar (one shows only when stderr is a terminal and the "
+                        "timeline is not on it: with --json, or stdout redirected)")
     options.record_given([a for a in p._actions
                           if a.option_strings and a.dest not in RESUME_TAKES])
     p.set_defaults(func=run)
@@ -156,6 +162,52 @@ def _help(p: argparse.ArgumentParser, dest: str, text: str) -> None:
     for a in p._actions:
         if a.dest == dest:
             a.help = text
+
+
+class StepBar(BaseRecorder):
+    """adapt's progress bar over the run's optimizer steps, on stderr (drawn only when it is a
+    terminal: `progress.transient`); a rollback moves it back. Nothing is drawn before
+    `start`, which the command calls once it knows the run's length."""
+
+    keeps_problems = False  # it takes no problem rows: none are computed for it
+
+    def __init__(self) -> None:
+        self.bar: Any = None
+
+    def start(self, desc: str, total: int) -> None:
+        from aicf_induct.progress import transient
+
+        self.bar = transient(total=total, desc=desc, unit="step")
+
+    def step(self, rec: StepRecord) -> None:
+        self._at(rec.step + 1)
+
+    def step_batch(self, batch: StepBatch) -> None:  # a GPU epoch's steps: its last counts
+        if len(batch):
+            self._at(int(batch.step[-1]) + 1)
+
+    def _at(self, done: int) -> None:
+        if self.bar is not None:
+            self.bar.update(done - self.bar.n)  # tqdm takes a negative update (a rollback)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _step_bar(args: argparse.Namespace, timeline: Timeline | None) -> StepBar | None:
+    """The bar, unless --quiet, or the timeline is printed to a terminal: there it is the
+    run's progress, and a bar redrawn on the same screen would break its lines."""
+    if args.quiet or (timeline is not None and _is_terminal(sys.stdout)):
+        return None
+    return StepBar()
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # closed, or not a file
+        return False
 
 
 def _describe(graph: Graph) -> str:
@@ -217,7 +269,9 @@ def run(args: argparse.Namespace) -> int:
             graph = model_graph(problem, model, None)
     recorder, where = from_proposal.service_recorder(args) or open_recorder(args)
     timeline = Timeline() if not args.json else None
-    rec: Recorder = FanoutRecorder(recorder, timeline) if timeline else recorder
+    bar = _step_bar(args, timeline)
+    shown = [r for r in (timeline, bar) if r is not None]
+    rec: Recorder = FanoutRecorder(recorder, *shown) if shown else recorder
     try:
         with sigterm_interrupts():  # kill, a scheduler: like Ctrl-C, the run ends logged
             try:
@@ -254,6 +308,8 @@ def run(args: argparse.Namespace) -> int:
                         + (f", data parallel over {ranks} {'GPUs' if gpus else 'processes'}"
                            if parallel else ""))
                     timeline.line(head)
+                if bar is not None:
+                    bar.start(f"adapt {problem.name}", steps)
                 if args.resume:
                     result = adaptive.run()
                 elif parallel:

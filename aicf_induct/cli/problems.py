@@ -26,7 +26,8 @@ NAME_HELP = (
     "      regression, friedman1, moons, circles\n"
     "  every source also takes max_rows=N (a deterministic subsample)\n"
     "  what follows the first ? is a URL query: a '+' in a column name is %2B (a bare +\n"
-    "  is a space), '&' is %26; a file whose path holds a '?' needs renaming or a link\n"
+    "  is a space), '&' is %26; a file's PATH is percent-decoded too: a '?' in it is %3F,\n"
+    "  a '%' before two hex digits %25 (file:my%3Fdata.csv?target=y names my?data.csv)\n"
 )
 SUMMARY_COLUMNS = ("simple.n_rows", "simple.n_features", "simple.n_classes",
                    "info.class_entropy", "landmark.one_nn", "landmark.linear",

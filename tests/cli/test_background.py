@@ -5,13 +5,16 @@ around it."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from aicf_induct import demo
-from aicf_induct.cli.background import ServiceDidNotStart, serving
+from aicf_induct.cli.background import SOURCE, ServiceDidNotStart, free_port, serving
 
 
 def test_the_server_answers_inside_the_block_and_is_stopped_after(tmp_path: Path) -> None:
@@ -23,6 +26,32 @@ def test_the_server_answers_inside_the_block_and_is_stopped_after(tmp_path: Path
     assert "Uvicorn running on" in served.output  # uvicorn's log, read back after the stop
     # a warehouse not there yet (a typo?) is served empty, and said so
     assert f"note: no warehouse at {tmp_path / 'wh'} yet" in served.output
+
+
+@pytest.mark.parametrize("case", ["parent missing", "not a warehouse"])
+def test_serve_refuses_a_warehouse_path_that_is_not_one(tmp_path: Path, case: str) -> None:
+    """A typo'd --warehouse was served empty (and the first run logged made a warehouse
+    there): a path whose parent directory is missing, or a directory holding other things,
+    is now one `error:` line naming it, exit status 2, and nothing made or changed."""
+    if case == "parent missing":
+        root = tmp_path / "typo" / "wh"
+        why = (f"error: no warehouse at {root}, nor a directory {root.parent} to make it in: "
+               "is the path right? (serve makes only the warehouse's own directory, at the "
+               "first run logged)\n")
+    else:
+        root = tmp_path / "src"
+        root.mkdir()
+        (root / "notes.txt").write_text("not a warehouse")
+        why = (f"error: {root} is not a warehouse (no table directory such as runs/ or steps/ "
+               "in it)\n")
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    port = str(free_port())
+    done = subprocess.run([sys.executable, "-m", "aicf_induct", "serve", "--warehouse",
+                           str(root), "--port", port], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60,  # (it served, before: killed at the timeout)
+                          env={**os.environ, "PYTHONPATH": str(SOURCE)})
+    assert (done.returncode, done.stderr) == (2, why)
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
 
 
 def test_a_server_that_cannot_start_says_why(tmp_path: Path) -> None:

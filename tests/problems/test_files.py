@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,8 +11,9 @@ import pandas as pd
 import pytest
 
 from aicf_induct.cli.main import main
-from aicf_induct.errors import DataError
+from aicf_induct.errors import ConfigError, DataError
 from aicf_induct.problems import load_problem
+from aicf_induct.problems.registry import names_without_table
 
 Writer = Callable[[pd.DataFrame, str], Path]
 
@@ -194,3 +196,54 @@ def test_cli_prints_one_line_without_traceback(write_csv: Writer, good_frame: pd
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1
     assert "Traceback" not in err
+
+
+def test_a_path_holding_a_question_mark_is_named_with_it_escaped(
+        tmp_path: Path, write_csv: Writer, good_frame: pd.DataFrame,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The first '?' of a name starts its options, so a file whose path holds one could not
+    be named. Its path is percent-decoded now, as a URL's is: the '?' is written %3F. The
+    name as written stays the problem's name in the warehouse; its id is its content's."""
+    import warehouse
+
+    odd = write_csv(good_frame, "my?data.csv")
+    name = f"file:{tmp_path}/my%3Fdata.csv?target=label"
+    wh = tmp_path / "wh"
+    assert main(["train", "--dataset", name, "--epochs", "1", "--quiet", "--json",
+                 "--warehouse", str(wh)]) == 0
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    (logged,) = warehouse.connect(wh).execute(
+        "SELECT problem_name, problem_id FROM runs WHERE run_id = ?", [run_id]).fetchall()
+    plain = load_problem(f"file:{write_csv(good_frame, 'plain.csv')}?target=label")
+    assert logged == (name, plain.problem_id)
+    assert load_problem(name).name == name
+    assert names_without_table([name]) == {}
+    # unescaped, the '?' still ends the path: its error says how to write it
+    with pytest.raises(ConfigError, match=r"malformed options 'data\.csv' in .*\(use "
+                                          r"key=value&...; a '\?' in the path is written %3F\)"):
+        load_problem(f"file:{odd}")
+
+
+def test_a_percent_sign_in_a_path_is_read_as_before_unless_it_is_an_escape(
+        tmp_path: Path, write_csv: Writer, good_frame: pd.DataFrame,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A '%' not before two hex digits is no escape: the path is the one written, as it was
+    before. A '%' that is one and names the file only undecoded (a name written before the
+    decoding) is one line saying to write it %25; so written, the file loads."""
+    for file in ("growth 5%.csv", "100%zz.csv", "a+b%.csv"):
+        path = write_csv(good_frame, file)
+        p = load_problem(f"file:{path}?target=label")
+        assert p.name == f"file:{path}?target=label" and p.n_rows == 120
+    literal = write_csv(good_frame, "a%41.csv")  # %41 is 'A': file:.../a%41.csv is aA.csv
+    name = f"file:{literal}?target=label"
+    why = (f"{tmp_path}/aA.csv: no such file (a file: name's %-escapes are decoded, as in a "
+           f"URL: for the file {literal} write each '%' of its path as %25)")
+    with pytest.raises(DataError) as err:
+        load_problem(name)
+    assert str(err.value) == why
+    assert names_without_table([name]) == {name: why}
+    assert main(["problems", "show", name]) == 2
+    assert capsys.readouterr().err == f"error: {why}\n"
+    assert load_problem(f"file:{tmp_path}/a%2541.csv?target=label").n_rows == 120
+    with pytest.raises(ConfigError, match=r"%-escapes are no UTF-8 text .* written %25"):
+        load_problem(f"file:{tmp_path}/a%FF.csv?target=label")

