@@ -53,7 +53,7 @@ def run_steps(_: ReadAccess, wh: WarehouseDep, run_id: RunId,
               offset: Offset = 0) -> StepPage:
     """A run's per-step dynamics in step order, a page at a time."""
     def read(c: duckdb.DuckDBPyConnection) -> tuple[list[dict], int] | None:
-        if browse.get_run(c, run_id) is None:
+        if browse.get_run(c, run_id, count_steps=False) is None:  # the page counts them
             return None
         return browse.run_steps(c, run_id, limit=limit, offset=offset)
 
