@@ -16,7 +16,7 @@ from tests.induction.helpers import build_tiny_corpus
 
 # 320 steps: the deepen at step 300 keeps its 20 guarded steps (a rewrite with fewer steps
 # left than the guard's is let pass)
-ADAPT = ["adapt", "--dataset", "iris", "--lr", "0.01", "--trigger-warmup", "30",
+ADAPT = ["adapt", "--dataset", "iris", "--lr", "0.02", "--trigger-warmup", "30",
          "--guard-steps", "20", "--steps", "320", "--inject-spike", "200", "--json"]
 
 

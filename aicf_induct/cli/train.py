@@ -20,13 +20,14 @@ from aicf_induct.compiler.fusion import PRECISIONS
 from aicf_induct.errors import AicfError, ConfigError
 from aicf_induct.frontend.families import CNNSpec, parse_spec, spec_graph
 from aicf_induct.ir import canonical
-from aicf_induct.ir.graph import Graph, Node, TensorType
+from aicf_induct.ir.graph import Graph, Node
 from aicf_induct.ir.validate import infer_types
 from aicf_induct.kernels.autotune import TuningStore
 from aicf_induct.problems import IMAGE_SIDES, image_side, load_problem
 from aicf_induct.problems.problem import Problem
 from aicf_induct.records import NullRecorder, Recorder
 from aicf_induct.runtime.backend import BACKENDS, gpu_available, select_backend
+from aicf_induct.runtime.executor import check_size
 from aicf_induct.runtime.parallel import Communicator, DataParallel
 from aicf_induct.runtime.runs import sigterm_interrupts
 from aicf_induct.runtime.trainer import TrainConfig, Trainer, TrainResult
@@ -111,7 +112,7 @@ def model_graph(problem: Problem, model: str | None, ir_file: str | None) -> Gra
         if n_out != problem.n_outputs:
             raise ConfigError(f"{ir_file}: output '{out}' has {n_out} values per example, the "
                               f"dataset '{problem.name}' needs {problem.n_outputs}")
-        _check_size(ir_file, graph, types)
+        check_size(graph, ir_file, types)  # as Trainer checks it, said with the file's name
         note = softmax_note(graph, ir_file) if problem.task == "classification" else None
         if note:
             print(note, file=sys.stderr)
@@ -144,25 +145,6 @@ def _check_input(ir_file: str, x: Node, problem: Problem) -> None:
     if width != problem.n_features:
         raise ConfigError(f"{ir_file}: input '{x.id}' takes {width} features, the dataset "
                           f"'{problem.name}' has {problem.n_features}")
-
-
-MAX_VALUES_PER_EXAMPLE = 1 << 20  # one node's values per example (x the batch, in memory)
-
-
-def _check_size(ir_file: str, graph: Graph, types: dict[str, TensorType]) -> None:
-    """The ceilings a model spec has (frontend.specs): an IR file past them allocated until
-    the machine ran out of memory (a 70M-parameter IR reached 23 GB on iris)."""
-    from aicf_induct.frontend.specs import MAX_PARAMS
-
-    count = graph.param_count()
-    if count > MAX_PARAMS:
-        raise ConfigError(f"{ir_file}: {count:,} trainable parameters; the ceiling is "
-                          f"{MAX_PARAMS:,}")
-    for node_id, t in types.items():
-        size = math.prod(d for d in t.shape[1:] if d is not None)
-        if size > MAX_VALUES_PER_EXAMPLE:
-            raise ConfigError(f"{ir_file}: node '{node_id}' computes {size:,} values per "
-                              f"example; the ceiling is {MAX_VALUES_PER_EXAMPLE:,}")
 
 
 def load_values(path: str, graph: Graph) -> dict[str, Any]:

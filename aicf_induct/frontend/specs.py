@@ -43,6 +43,8 @@ MAX_DEPTH = 64
 # parameters, gradients and Adam's two moments: 32 bytes each, 3.2 GB at the ceiling).
 MAX_WIDTH = 65_536
 MAX_PARAMS = 100_000_000
+# and for any graph (an IR file), one node's values per example (times the batch, in memory)
+MAX_VALUES_PER_EXAMPLE = 1 << 20
 
 _CHOICES = {"act": ACTS, "norm": NORMS, "norm_place": NORM_PLACES, "profile": PROFILES}
 

@@ -221,6 +221,7 @@ class AdaptiveRun:
     first), `snapshot()` / `rollback(snapshot)` go back within the run, `fork()` branches a
     child run. Once the run has ended (`run()` returned, or an exception stopped it) it
     logs nothing more: `step()`, `run()` and `rollback()` refuse, `fork()` still branches.
+    Before that, `step()` refuses at step `adapt.steps` (`run()` then logs the end).
     `resume(checkpoint_dir, problem)` goes on from a checkpoint `checkpoint_dir` holds
     (written every `adapt.checkpoint_steps` executed steps). `hooks` see each batch first
     (`FaultInjection`); `values`, `origin`, `extra_config`, `tuning` and `parallel` are
@@ -574,13 +575,20 @@ class AdaptiveRun:
             return self._finish(status)
 
     def step(self) -> str | None:
-        """One training step and whatever it triggers; a status string to stop the run."""
+        """One training step and whatever it triggers; a status string to stop the run.
+        Refused once the run has ended, or is at the end of its `adapt.steps`."""
         self._refuse_ended("step()")
+        tr, p = self.trainer, self.problem
+        if tr.step_count >= self.adapt.steps:  # the schedule's end, where run() stops
+            raise ConfigError(f"step(): run {self.run_id} is at step {tr.step_count}, the end "
+                              f"of its {self.adapt.steps} steps: run() ends it, "
+                              "fork(adapt=AdaptConfig(steps=...)) gives a branch more")
         if self.log is None:
             self.start()
         self._go_on()
-        tr, p = self.trainer, self.problem
         bpe = tr.stream.batches_per_epoch()
+        if self.position[1] >= bpe:  # a checkpoint of a version that trained on a last
+            self.position = (self.position[0] + 1, 0)  # batch of one row: its epoch is over
         while list(self.position) in self.skip:  # a batch an instability rolled back over
             self.skip.remove(list(self.position))
             self._event("skip", "batch", {"epoch": self.position[0], "batch": self.position[1]})

@@ -43,11 +43,29 @@ class BatchStream:
     n_rows: int
     batch_size: int
     seed: int = 0
-    drop_last: bool = False  # a short last batch is fine: plans are cached per shape
+    # a short last batch is fine (plans are cached per shape), one of one row is not: `_last`
+    drop_last: bool = False
+
+    def _last(self) -> tuple[int, int]:
+        """(full batches, rows of the short batch after them; 0: none). A rest of one row is
+        left out of its epoch when the split has more (the next epoch's order puts another
+        row last): batchnorm's variance over one row is 0 (PyTorch refuses such a batch in
+        training), and one row's gradient is noise whatever the model. Left out, not folded
+        into the batch before it: no batch exceeds `batch_size`, by which the GPU engine
+        sizes its plans and graphs, and every engine trains on the same batches."""
+        full, rest = divmod(self.n_rows, self.batch_size)
+        if self.drop_last or (rest == 1 and full > 0):
+            rest = 0
+        return full, rest
 
     def batches_per_epoch(self) -> int:
-        full, rest = divmod(self.n_rows, self.batch_size)
-        return full + (1 if rest and not self.drop_last else 0)
+        full, rest = self._last()
+        return full + (1 if rest else 0)
+
+    def sizes(self) -> list[int]:
+        """The rows of each batch of an epoch."""
+        full, rest = self._last()
+        return [self.batch_size] * full + ([rest] if rest else [])
 
     def order(self, epoch: int) -> np.ndarray:
         """The epoch's row order (read-only: shared with other streams of the same seed)."""

@@ -157,9 +157,10 @@ class DeviceEpochs:
         cfg = trainer.config
         self.batch = cfg.batch_size
         n = len(trainer.problem.train)
-        self.n_batches = trainer.stream.batches_per_epoch()
-        self.sizes = [self.batch] * (n // self.batch) + ([n % self.batch] if n % self.batch
-                                                         else [])
+        # the solo run's batches (no last batch of one row): step k feeds rows
+        # [k * batch, k * batch + sizes[k]) of the epoch's order
+        self.sizes = trainer.stream.sizes()
+        self.n_batches = len(self.sizes)
         self.cuda_step = CudaStep(trainer.executor, trainer.optimizer,
                                   clip_norm=cfg.clip_norm, graphs=False)
         with self.stream:

@@ -26,7 +26,7 @@ from aicf_induct.records import NullRecorder, Recorder, StepRecord
 from aicf_induct.runtime.backend import BACKENDS, Backend, select_backend
 from aicf_induct.runtime.clipping import clip_grad_norm_, global_grad_norm
 from aicf_induct.runtime.data import BatchStream
-from aicf_induct.runtime.executor import Executor, check_values, store_for
+from aicf_induct.runtime.executor import Executor, check_size, check_values, store_for
 from aicf_induct.runtime.metrics import score, score_name
 from aicf_induct.runtime.optimizers import Optimizer, make_optimizer
 from aicf_induct.runtime.parallel import DataParallel
@@ -125,7 +125,8 @@ class Trainer:
     """Trains `graph` on `problem` under `config`: `fit()` runs the epochs with early
     stopping and returns a `TrainResult`, the run logged to `recorder` (start, steps,
     per-epoch results, final metrics of the best epoch, end). The problem's splits are
-    checked against the graph when it is built, before anything is logged.
+    checked against the graph when it is built, before anything is logged; a graph past the
+    model ceilings (`executor.check_size`) is refused before anything is allocated.
 
     `values`: starting parameters (the rest from their initializers, named in
     `missing_values`); `origin`: what the run's row says started it ("python"; the CLI
@@ -140,6 +141,8 @@ class Trainer:
                  extra_config: dict[str, Any] | None = None,
                  tuning: TuningStore | None = None,
                  parallel: DataParallel | None = None) -> None:
+        # past the model ceilings, said before a parameter (or a batch's values) is allocated
+        check_size(graph, f"graph '{graph.name}'" if graph.name else "the graph")
         self.problem, self.graph, self.config = problem, graph, config
         self.recorder: Recorder = recorder or NullRecorder()
         self.origin, self.parent_run_id = origin, parent_run_id

@@ -218,6 +218,30 @@ def test_an_ended_run_logs_nothing_more_and_a_fork_goes_further(problem) -> None
     assert "ended completed" in repr(run) and "running" not in repr(child)
 
 
+def test_a_step_past_the_runs_steps_is_refused_and_run_ends_it(problem) -> None:
+    """It trained and logged steps past `adapt.steps`, off the end of the schedule."""
+    rec = MemoryRecorder()
+    run = _quiet(problem, rec, 30)
+    for _ in range(20):
+        run.step()
+    snap = run.snapshot()
+    for _ in range(10):
+        run.step()
+    for _ in range(2):  # refused again: nothing logged by the first refusal
+        with pytest.raises(ConfigError, match=rf"^step\(\): run {run.run_id} is at step 30, "
+                                              r"the end of its 30 steps: run\(\) ends it, "
+                                              r"fork\(adapt=AdaptConfig\(steps=...\)\) gives "
+                                              r"a branch more$"):
+            run.step()
+    assert len(rec.steps) == 30 and not rec.run_ends
+    run.rollback(snap)  # back within its steps: it goes on
+    run.step()
+    assert run.trainer.step_count == 21
+    res = run.run()
+    assert (res.status, res.steps) == ("completed", 30)
+    assert [s.step for s in rec.steps] == [*range(30), *range(20, 30)]
+
+
 def test_a_fork_during_a_rewrites_trial_takes_the_trial_along(problem) -> None:
     """The child's guard judged the rewrite with no snapshot to go back to: a harmful one
     crashed it."""

@@ -58,9 +58,9 @@ def test_records_everything_a_warehouse_needs() -> None:
     assert snap.reason == "start" and snap.fingerprint == fingerprint(graph)
     assert snap.param_count == graph.param_count() and snap.patterns["depth"] == 3
     assert (final_snap.reason, final_snap.step) == ("final", res.steps)
-    batches = -(-len(p.train) // 32)
+    batches = len(p.train) // 32  # 97 rows: the last batch, of one row, is left out
     assert [s.step for s in rec.steps] == list(range(4 * batches))
-    assert rec.steps[-1].batch_size == len(p.train) - (batches - 1) * 32  # short last batch
+    assert {s.batch_size for s in rec.steps} == {32}
     assert all(s.grad_norm > 0 and 0 < s.update_ratio < 1 and s.lr == 1e-3 for s in rec.steps)
     per_epoch = [r for r in rec.results if not r.final]
     assert {(r.epoch, r.split, r.metric) for r in per_epoch} == {
@@ -194,3 +194,29 @@ def test_a_diverging_run_stops_at_its_first_non_finite_epoch_and_says_so() -> No
     # a run that stays finite ends as before, with no error
     _, _, _, fine = _fit("diabetes", TrainConfig(epochs=3, seed=0, patience=0))
     assert fine.status == "completed" and fine.error is None
+
+
+
+@pytest.mark.parametrize("width, max_params, message", [
+    # parameters past the ceiling (lowered here: no 100M-parameter graph is built)
+    (64, 500, r"^graph 'mlp': 515 trainable parameters; the ceiling is 500$"),
+    # a layer 2^20 + 1 wide: each example's values, times the batch, for each node
+    ((1 << 20) + 1, None, r"^graph 'mlp': node '.*' computes 1,048,577 values per example; "
+                          r"the ceiling is 1,048,576$"),
+])
+def test_a_graph_past_the_model_ceilings_is_refused_before_anything_is_allocated(
+        width: int, max_params: int | None, message: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the CLI checked an IR file: a Python caller allocated until memory ran out."""
+    from aicf_induct.frontend import specs
+    from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun
+    from aicf_induct.runtime.policies import RuleBasedPolicy
+
+    if max_params is not None:
+        monkeypatch.setattr(specs, "MAX_PARAMS", max_params)
+    p, g, rec = load_problem("iris", seed=0), mlp(4, 3, depth=1, width=width), MemoryRecorder()
+    with pytest.raises(ConfigError, match=message):
+        Trainer(p, g, TrainConfig(), recorder=rec)
+    with pytest.raises(ConfigError, match=message):
+        AdaptiveRun(p, g, TrainConfig(), AdaptConfig(), RuleBasedPolicy(), recorder=rec)
+    assert not rec.runs and not rec.steps
