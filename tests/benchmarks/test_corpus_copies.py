@@ -46,10 +46,11 @@ def test_the_copy_is_found_and_nothing_else(tmp_path: Path) -> None:
     (tmp_path / "names.txt").write_text("\n".join(names) + "\n")
     done = run_script("corpus_copies.py", "--names", str(tmp_path / "names.txt"))
     assert done.returncode == 0, done.stderr
-    assert ("5 tables; 1 pairs share at least 2 columns of values or of level counts (1 "
-            "not grouped)") in done.stdout
+    assert ("5 tables; 1 pairs share at least 2 columns of values or of level counts, or "
+            "rows (1 not grouped)") in done.stdout
     row = next(line for line in done.stdout.splitlines() if "base.csv" in line)
-    assert "copy.parquet" in row and "| 3 | 0 | False |" in row  # a, b and the target
+    # a, b and the target; every row of the copy is a row of base, none shuffled
+    assert "copy.parquet" in row and "| 3 | 0 | 1 | 0 | False |" in row
 
 
 def test_a_copy_of_counts_and_categories_is_found_by_its_level_counts(tmp_path: Path) -> None:
@@ -79,6 +80,68 @@ def test_a_copy_of_counts_and_categories_is_found_by_its_level_counts(tmp_path: 
     assert len(found) == 1
     assert found.loc[0, "table"] == names[0] and found.loc[0, "copy"] == names[1]
     assert found.loc[0, "shared level counts"] == 3 and found.loc[0, "shared columns"] == 0
+
+
+def _panel(rng: np.random.Generator, n: int = 3000) -> pd.DataFrame:
+    """Persons over five years, of counts and categories: doctor visits, age, a binary or
+    two, household income in round marks (on the 0.01 grid: no measured column)."""
+    return pd.DataFrame({"docvis": rng.poisson(2.5, n), "year": rng.integers(1984, 1989, n),
+                         "age": rng.integers(25, 65, n), "female": rng.integers(0, 2, n),
+                         "kids": rng.integers(0, 2, n),
+                         "hhninc": np.round(rng.lognormal(1.0, 0.5, n), 2),
+                         "edlevel": rng.choice(["low", "mid", "high"], n, p=[.6, .3, .1])})
+
+
+def test_a_row_subset_of_counts_is_found_by_its_rows(tmp_path: Path) -> None:
+    """One year's rows of a panel (COUNT's rwm1984 of rwm5yr), its columns renamed,
+    reordered and one recoded, the year dropped: neither values nor level counts see it,
+    its rows do."""
+    rng = np.random.default_rng(5)
+    panel = _panel(rng)
+    panel.to_csv(tmp_path / "panel.csv", index=False)
+    year = panel[panel["year"] == 1984].drop(columns="year")
+    year["edlevel"] = year["edlevel"].map({"low": 1, "mid": 2, "high": 3})
+    year = year.rename(columns={"docvis": "visits", "hhninc": "income", "age": "years"})
+    year[["edlevel", "income", "kids", "female", "years", "visits"]] \
+        .to_csv(tmp_path / "year.csv", index=False)
+    names = [f"file:{tmp_path}/panel.csv?target=docvis",
+             f"file:{tmp_path}/year.csv?target=visits"]
+    prints = corpus_copies.table_prints(names, progress=False)
+    assert not prints[names[1]].values  # nothing measured
+    small, large = prints[names[1]].rows, prints[names[0]].rows
+    assert small is not None and large is not None
+    match = corpus_copies.row_match(small, large)
+    assert match.found and match.contained == 1.0 and match.chance < 0.2
+    assert match.blocks >= 4  # visits, age, income, the binaries
+    found = corpus_copies.copies(prints)
+    assert len(found) == 1 and found.loc[0, "shared columns"] == 0
+    assert found.loc[0, "shared level counts"] in (0, 1)
+    assert found.loc[0, "rows contained"] == 1.0
+
+
+def test_tables_sharing_only_columns_of_few_values_are_not_copies() -> None:
+    """Two samples of one population, no row in common: their binary columns, ages and
+    years (a dense grid) are found in each other's rows about as often shuffled as not;
+    a count and its log are one block, not two columns of evidence."""
+    rng = np.random.default_rng(7)
+    one, two = _panel(rng, 4000), _panel(rng, 6000)
+    for t in (one, two):
+        t["enrol"] = rng.integers(100, 700, len(t))
+        t["lenrol"] = np.log(t["enrol"])
+    dense = {name: corpus_copies.table_print([t[c] for c in ("year", "age", "female", "kids",
+                                                             "edlevel")])
+             for name, t in (("one", one), ("two", two))}
+    small, large = dense["one"].rows, dense["two"].rows
+    assert small is not None and large is not None
+    m = corpus_copies.row_match(small, large)
+    assert m.contained >= corpus_copies.ROWS_CONTAINED  # contained: the rule alone would list
+    assert m.chance > 0.5 and not m.found
+    assert corpus_copies.copies(dense).empty
+    logs = [corpus_copies.table_print([t["enrol"], t["lenrol"]]).rows for t in (one, two)]
+    assert logs[0] is not None and logs[1] is not None
+    m = corpus_copies.row_match(logs[0], logs[1])
+    # every count is in the other table with its log; shuffled apart they would miss
+    assert m.contained >= 0.9 and m.blocks == 1 and m.chance == m.contained and not m.found
 
 
 def test_one_table_is_a_one_line_error(tmp_path: Path) -> None:
