@@ -188,7 +188,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
         _c("fitted_at", TS, "UTC", "when the fit ran"),
     )),
     Table("fits", "One row per `aicf-induct induce fit` that wrote into the warehouse, "
-          "whatever it mined: the `correlations` and `rules` views keep this latest fit's "
+          "whatever it mined: the `correlations` and `rules` views keep the latest fit's "
           "rows, none when it mined none.", (
         _c("fit_id", S, "", "the fit's id, as its `correlations` and `rules` rows hold it"),
         _c("fitted_at", TS, "UTC", "when the fit ran"),
