@@ -76,6 +76,8 @@ def _keys_path(args: argparse.Namespace) -> Path:
 
 
 def cmd_keys_create(args: argparse.Namespace) -> int:
+    if args.keys_file is None:  # the key file goes in the warehouse: not in a typo's
+        _check_served(_root(args), note=False)
     path = _keys_path(args)
     key = create_key(path, args.scope)
     print(key)
@@ -126,18 +128,19 @@ def _public(host: str) -> bool:
         return host != "localhost"
 
 
-def _check_served(root: Path) -> None:
-    """What `serve` serves: a warehouse; or, where none was logged to yet, a directory to
-    be made in one that exists (said in a note: the service starts before any run). A
-    missing parent directory is almost surely a typo, and a directory holding other things
-    no warehouse: both are refused, naming the path, before anything is created."""
+def _check_served(root: Path, note: bool = True) -> None:
+    """What `serve` serves (and `keys create` stores a key beside): a warehouse; or, where
+    none was logged to yet, a directory to be made in one that exists (said in a note, with
+    `note`: the service starts before any run). A missing parent directory is almost surely
+    a typo, and a directory holding other things no warehouse: both are refused, naming the
+    path, before anything is created."""
     if root.is_dir():
         warehouse.require_warehouse(root)
     elif not root.parent.is_dir():
         raise ConfigError(f"no warehouse at {root}, nor a directory {root.parent} to make it "
                           "in: is the path right? (serve makes only the warehouse's own "
                           "directory, at the first run logged)")
-    else:
+    elif note:
         print(f"note: no warehouse at {root} yet: this server serves it empty, and the first "
               "run logged through it creates it", file=sys.stderr)
 

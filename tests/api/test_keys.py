@@ -169,3 +169,19 @@ def test_unexpected_errors_are_a_generic_500(tmp_path: Path, caplog) -> None:
     assert body["type"].endswith("internal")
     assert "secret" not in r.text and "RuntimeError" not in r.text
     assert "secret internals" in caplog.text  # logged server-side
+
+
+@pytest.mark.parametrize("case", ["parent missing", "not a warehouse"])
+def test_a_key_is_not_stored_in_a_warehouse_path_that_is_not_one(tmp_path: Path,
+                                                                 case: str) -> None:
+    """`keys create --warehouse` with a typo made the directories and stored the key in
+    them, where the server never looks: refused as `serve` refuses the path, nothing made."""
+    root = tmp_path / "typo" / "wh" if case == "parent missing" else tmp_path / "src"
+    if case == "not a warehouse":
+        root.mkdir()
+        (root / "notes.txt").write_text("not a warehouse")
+    before = sorted(tmp_path.rglob("*"))
+    assert main(["keys", "create", "--scope", "read", "--warehouse", str(root)]) == 2
+    assert sorted(tmp_path.rglob("*")) == before
+    assert main(["keys", "create", "--scope", "read", "--warehouse",
+                 str(tmp_path / "fresh")]) == 0  # a warehouse not made yet: as before
