@@ -372,8 +372,7 @@ def run(args: argparse.Namespace) -> int:
     if result.error:  # stopped other than by plan: a time budget, divergence
         print(f"note: {result.error}", file=sys.stderr)
     if args.json:
-        print(json_text({"run_id": result.run_id, "status": result.status,
-                         "steps": result.steps, **result.metrics}, indent=1))
+        print(json_text(result.as_dict(), indent=1))
     else:
         print(f"{problem.name}: {problem.task}, {problem.n_rows} rows, {problem.n_features} "
               f"features; model {graph.name or extra['model']} ({graph.param_count()} "

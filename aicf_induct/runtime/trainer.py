@@ -18,6 +18,7 @@ from aicf_induct.compiler.fusion import PRECISIONS
 from aicf_induct.errors import ConfigError
 from aicf_induct.ir.fingerprint import fingerprint
 from aicf_induct.ir.graph import Graph
+from aicf_induct.json_values import json_safe
 from aicf_induct.kernels.autotune import TuningStore
 from aicf_induct.problems.problem import Problem, Split
 from aicf_induct.problems.splits import check_seed
@@ -119,6 +120,12 @@ class TrainResult:
     metrics: dict[str, float]  # "<split>_<metric>": final values (best checkpoint)
     history: list[dict[str, float]] = field(default_factory=list)  # per epoch
     error: str | None = None  # why it stopped, when not by plan (a time budget, divergence)
+
+    def as_dict(self) -> dict[str, Any]:
+        """What `aicf-induct train --json` prints: JSON-safe (a non-finite metric is null,
+        as the service answers it)."""
+        return json_safe({"run_id": self.run_id, "status": self.status, "steps": self.steps,
+                          **self.metrics})
 
 
 class Trainer:

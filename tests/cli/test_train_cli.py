@@ -183,6 +183,26 @@ def test_a_diverged_run_s_json_has_null_for_its_nan_loss(tmp_path: Path, capsys)
     assert any(v is None for v in out.values())  # some loss was not a number
 
 
+def test_json_is_what_the_result_gives_python_callers(capsys, monkeypatch) -> None:
+    """`--json` was a dict built in the command, beside which `TrainResult` had no JSON form
+    (`AdaptResult.as_dict` is adapt's)."""
+    from aicf_induct.runtime.trainer import Trainer, TrainResult
+
+    results: list[TrainResult] = []
+    fit = Trainer.fit
+
+    def kept(self: Trainer) -> TrainResult:
+        results.append(fit(self))
+        return results[-1]
+
+    monkeypatch.setattr(Trainer, "fit", kept)
+    out = _train(capsys, "--dataset", "iris", "--epochs", "2", "--no-log")
+    assert out == results[0].as_dict()
+    assert list(out)[:3] == ["run_id", "status", "steps"] and "test_accuracy" in out
+    nan = TrainResult("r", "failed", 1, 1, 0, 0.1, {"val_loss": float("nan")})
+    assert json.loads(json.dumps(nan.as_dict(), allow_nan=False))["val_loss"] is None
+
+
 def test_backend_and_precision_are_options_and_recorded(tmp_path: Path, capsys,
                                                         monkeypatch) -> None:
     """--backend numpy runs on NumPy; a GPU precision policy there is said, not dropped in
