@@ -177,12 +177,11 @@ def axis_name(name: str) -> str:
 
 
 def check_candidate(c: Candidate) -> None:
-    """ConfigError unless `c`'s recipe builds an optimizer (the spec checks itself)."""
+    """ConfigError unless `c`'s recipe makes a TrainConfig (lr > 0: the optimizers take 0,
+    which trains nothing) that builds an optimizer (the spec checks itself)."""
     from aicf_induct.runtime.trainer import TrainConfig
 
     r = c.recipe
-    if r.lr <= 0:  # the optimizers take 0, which trains nothing (as `--lr` refuses it)
-        raise ConfigError(f"lr must be > 0, got {r.lr:g}")
     TrainConfig(batch_size=r.batch_size, optimizer=r.optimizer, lr=r.lr,
                 weight_decay=r.weight_decay).make_optimizer()
 
