@@ -24,7 +24,7 @@ def lasting(iterable: Any = None, *, enabled: bool = True, **options: Any) -> st
     a pipe or log file instead as a line at its start, every `LOG_EVERY_S` seconds and at its
     end, so a log of an hours-long build says how far it got without a redraw per run."""
     file = options.get("file") or sys.stderr
-    if enabled and not _is_terminal(file):
+    if enabled and not is_terminal(file):
         options = {**options, "mininterval": LOG_EVERY_S, "maxinterval": LOG_EVERY_S,
                    "bar_format": "{desc}: {n}/{total} {unit}s, {elapsed} elapsed, "
                                  "~{remaining} left", "leave": True}
@@ -57,7 +57,8 @@ class _LogLines(std_tqdm):
         super().set_description_str(desc, refresh=False)
 
 
-def _is_terminal(file: Any) -> bool:
+def is_terminal(file: Any) -> bool:
+    """Whether `file` is a terminal (False for a closed stream or no file at all)."""
     try:
         return bool(file.isatty())
     except (AttributeError, ValueError):  # closed, or not a file

@@ -28,6 +28,7 @@ from aicf_induct.cli.train import (
 from aicf_induct.errors import ConfigError
 from aicf_induct.ir.graph import Graph
 from aicf_induct.problems import load_problem
+from aicf_induct.progress import is_terminal, transient
 from aicf_induct.records import (
     BaseRecorder,
     FanoutRecorder,
@@ -175,8 +176,6 @@ class StepBar(BaseRecorder):
         self.bar: Any = None
 
     def start(self, desc: str, total: int) -> None:
-        from aicf_induct.progress import transient
-
         self.bar = transient(total=total, desc=desc, unit="step")
 
     def step(self, rec: StepRecord) -> None:
@@ -198,16 +197,9 @@ class StepBar(BaseRecorder):
 def _step_bar(args: argparse.Namespace, timeline: Timeline | None) -> StepBar | None:
     """The bar, unless --quiet, or the timeline is printed to a terminal: there it is the
     run's progress, and a bar redrawn on the same screen would break its lines."""
-    if args.quiet or (timeline is not None and _is_terminal(sys.stdout)):
+    if args.quiet or (timeline is not None and is_terminal(sys.stdout)):
         return None
     return StepBar()
-
-
-def _is_terminal(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):  # closed, or not a file
-        return False
 
 
 def _describe(graph: Graph) -> str:
