@@ -262,10 +262,10 @@ def _smaller_first(a: str, b: str, rows: dict[str, RowPrint]) -> tuple[str, str]
 
 
 def _rarity(rows: dict[str, RowPrint], names: list[str]
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every column's values, sorted, with the column (numbered in `names` order, then
-    column order) each comes from and each column's table; and for each distinct value of
-    them all (sorted) how many tables hold it."""
+    column order) each comes from; for each distinct value of them all (sorted) how many
+    tables hold it; and each column's table."""
     chunks = [d for name in names for d in rows[name].distinct]
     table_of = np.repeat(np.arange(len(names)), [len(rows[n].distinct) for n in names])
     owner = np.repeat(np.arange(len(chunks)), [len(d) for d in chunks])
@@ -276,7 +276,8 @@ def _rarity(rows: dict[str, RowPrint], names: list[str]
     new_value = np.r_[True, values[1:] != values[:-1]]
     new_table = new_value | np.r_[True, tables[1:] != tables[:-1]]
     starts = np.flatnonzero(new_value)
-    return values, owner, values[starts], np.add.reduceat(new_table.astype(np.int64), starts)
+    return (values, owner, values[starts], np.add.reduceat(new_table.astype(np.int64), starts),
+            table_of)
 
 
 def row_candidates(rows: dict[str, RowPrint]) -> set[tuple[str, str]]:
@@ -286,8 +287,7 @@ def row_candidates(rows: dict[str, RowPrint]) -> set[tuple[str, str]]:
     names = sorted(rows)
     if not names:
         return set()
-    values, owner, distinct, held_by = _rarity(rows, names)
-    table_of = np.repeat(np.arange(len(names)), [len(rows[n].distinct) for n in names])
+    values, owner, distinct, held_by, table_of = _rarity(rows, names)
     pairs: set[tuple[str, str]] = set()
     for s, name in enumerate(names):
         for d in rows[name].distinct:
@@ -409,11 +409,11 @@ def row_matches(prints: dict[str, TablePrint], progress: bool = True
 
 
 def _pair_match(prints: dict[str, TablePrint], a: str, b: str) -> RowMatch | None:
-    small, large = prints[a].rows, prints[b].rows
-    if small is None or large is None:
+    rows = {n: r for n in (a, b) if (r := prints[n].rows) is not None}
+    if len(rows) < 2:
         return None
-    return row_match(small, large) if len(small.cells) <= len(large.cells) \
-        else row_match(large, small)
+    small, large = _smaller_first(a, b, rows)
+    return row_match(rows[small], rows[large])
 
 
 def copies(prints: dict[str, TablePrint], min_columns: int = 2,
