@@ -15,7 +15,7 @@ full-search gap its top-1 closes with the share's 95 % interval, its top-1 again
 portfolio-3 and average-3 (Holm over the three), as the other induction benchmarks print
 them, its top-1 against the default and its top-3 against the full search by validation,
 that last split by the problems' headroom (the default − the full search, above and below
-its median).
+its median), and the top-1's line and gap again with each group as one unit (`by_group`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from scipy.stats import spearmanr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from induction_bench import load_result, paired, shortfall, table
+from induction_bench import group_lines, load_result, paired, shortfall, table
 
 from aicf_induct.induction.evaluate import compare, gap_closed, gap_closed_ci, gap_text
 from aicf_induct.induction.lopo import LopoResult
@@ -65,7 +65,8 @@ def side_lines(name: str, res: LopoResult) -> list[str]:
         r = compare(res, k=k, baselines=(baseline,)).iloc[0]
         lines.append(f"{name}: top-{k} against {label}: {r.mean_diff:+.3f} "
                      f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}], Wilcoxon p {r.p_value:.2g}")
-    return [*lines, headroom_line(name, res)]
+    return [*lines, headroom_line(name, res),
+            *(f"{name}: {g[0].lower()}{g[1:]}" for g in group_lines(res) if g)]
 
 
 def headroom_line(name: str, res: LopoResult, k: int = 3) -> str:

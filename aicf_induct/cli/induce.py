@@ -753,6 +753,8 @@ def evaluate(args: argparse.Namespace) -> int:
         _print_comparisons(ev.ceilings_vs_three, method=True)
     print("\nShare of the default -> full-search gap closed: " + ", ".join(
         f"k = {k}: {gap_text(v, ev.gap_intervals.get(k))}" for k, v in ev.gaps.items()))
+    if ev.groups is not None:
+        _print_group_unit(ev.groups)
     if ev.calibration.empty:
         print("\nNo calibration: an interval is for the mean over one split's score seeds")
         return 0
@@ -764,6 +766,21 @@ def evaluate(args: argparse.Namespace) -> int:
                  for r in ev.calibration.itertuples()],
                 ["candidates", "n", "coverage", "mean width"])
     return 0
+
+
+def _print_group_unit(groups: Evaluation) -> None:
+    """The goal line and the gap again with each group as one unit (`evaluate.by_group`)."""
+    from aicf_induct.induction.evaluate import gap_text
+
+    n = groups.result.choices["problem_id"].nunique()
+    print(f"\nThe same with each group as one unit ({n} groups, each its problems' mean: "
+          "a group's problems share their data's source, so they are not independent draws;"
+          " 'problems' counts groups):")
+    if len(groups.top1_vs_three):
+        _print_comparisons(groups.top1_vs_three)
+    print("Share of the default -> full-search gap closed: " + ", ".join(
+        f"k = {k}: {gap_text(v, groups.gap_intervals.get(k))}"
+        for k, v in groups.gaps.items()))
 
 
 def _note_large_ks(ks: tuple[int, ...], n: int) -> None:

@@ -3,7 +3,10 @@ with a bootstrap CI, regret, average rank; the proposer against each baseline (w
 mean difference with a bootstrap CI, paired Wilcoxon p, Holm-adjusted over the baselines);
 the gap it closes between the default and the full search; and interval calibration.
 
-Problems are the unit everywhere: bootstraps resample problems; Wilcoxon pairs them.
+Problems are the unit of each table: bootstraps resample problems; Wilcoxon pairs them.
+`by_group` makes each near-duplicate group one unit instead (its problems' mean), and
+`Evaluation.groups` holds every table again so: problems of one group share their source
+and often rows, so they are not independent draws.
 """
 
 from __future__ import annotations
@@ -98,6 +101,22 @@ def compare(result: LopoResult, method: str = "proposer", k: int = 1,
     out = pd.DataFrame(rows, columns=[c for c in COMPARISON_COLUMNS if c != "p_holm"])
     out["p_holm"] = holm(out["p_value"].to_numpy(float))
     return out
+
+
+def by_group(result: LopoResult) -> LopoResult:
+    """`result` with each group as one unit: per (group, method, k) the mean normalized error
+    and regret of its problems, keyed by the group's name as its `problem_id`, so that every
+    table here reads it as it reads problems. A paired test over problems counts a group of
+    five copies of one table's data five times; over groups, once. Each method scored every
+    held-out problem (`lopo`), so a group's means are over the same problems for each. The
+    calibration is left out: its intervals are for one problem's outcome."""
+    c = result.choices
+    grouped = c.groupby(["group", "method", "k"], sort=True, observed=True)
+    out = grouped.agg(problem=("problem", "first"), candidate=("candidate", "first"),
+                      norm_error=("norm_error", "mean"), regret=("regret", "mean"),
+                      problems=("problem_id", "nunique")).reset_index()
+    out.insert(0, "problem_id", out["group"].astype(str))
+    return LopoResult(out, result.calibration.iloc[0:0], result.level)
 
 
 def gap_closed(result: LopoResult, method: str = "proposer", k: int = 1) -> float:
@@ -268,6 +287,9 @@ class Evaluation:
     near_duplicates: pd.DataFrame = field(default_factory=pd.DataFrame)
     # k -> the gap share's 95 % bootstrap interval over problems (`gap_closed_ci`)
     gap_intervals: dict[int, tuple[float, float]] = field(default_factory=dict)
+    # the same tables with each group as one unit (`by_group`); None when every group is
+    # one problem, where they would be these
+    groups: Evaluation | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """What `aicf-induct induce evaluate --json` prints (it prints this): the tables as
@@ -284,7 +306,16 @@ class Evaluation:
             # its 95 % bootstrap interval; null: none, or unbounded that side
             "gap_closed_ci": {str(k): list(ci) for k, ci in self.gap_intervals.items()},
             "calibration": self.calibration.to_dict("records"),
-            "near_duplicates": self.near_duplicates.to_dict("records")})
+            "near_duplicates": self.near_duplicates.to_dict("records"),
+            # null when every group is one problem
+            "by_group": None if self.groups is None else
+            {key: v for key, v in self.groups.as_dict().items()
+             if key in GROUP_TABLES}})
+
+
+# what `as_dict` repeats with groups as the unit (the rest is the same or per problem)
+GROUP_TABLES = ("summary", "comparisons", "top1_vs_three", "ceilings_vs_three", "gap_closed",
+                "gap_closed_ci")
 
 
 def parse_baselines(text: str | None) -> tuple[str, ...]:
@@ -393,8 +424,9 @@ def duplicate_note(row: Any, whose: str = "the corpus's") -> str:
 
 def _evaluation(res: LopoResult, default_key: str, first: Partition,
                 splits: int, baselines: tuple[str, ...], ks: tuple[int, ...], n_boot: int,
-                seed: int) -> Evaluation:
-    """The tables of one evaluation's rows, for the methods `baselines` names."""
+                seed: int, groups: bool = True) -> Evaluation:
+    """The tables of one evaluation's rows, for the methods `baselines` names; with
+    `groups`, again with each group as one unit where a group holds several problems."""
     shown = {"proposer", *baselines}
     s = summary(res, n_boot=n_boot, seed=seed)
     against = tuple(b for b in baselines if b not in REFERENCES)  # scales, not baselines
@@ -417,4 +449,13 @@ def _evaluation(res: LopoResult, default_key: str, first: Partition,
                       goal, ceilings_vs_three=pd.concat(refs, ignore_index=True) if refs
                       else empty,
                       gap_intervals={k: gap_closed_ci(res, k=k, n_boot=n_boot, seed=seed)
-                                     for k in ks})
+                                     for k in ks},
+                      groups=_evaluation(by_group(res), default_key, first, splits,
+                                         baselines, ks, n_boot, seed, groups=False)
+                      if groups and _shares_groups(res) else None)
+
+
+def _shares_groups(res: LopoResult) -> bool:
+    """Whether some group holds more than one of the scored problems."""
+    c = res.choices
+    return bool(c["group"].nunique() < c["problem_id"].nunique())

@@ -106,3 +106,26 @@ def test_the_full_search_s_lead_split_by_headroom(tmp_path: Path) -> None:
                            f"{(0.5 * head[~more]).mean():+.3f}; Spearman of headroom and "
                            f"difference +1.00 (p ")
 
+
+
+def test_groups_of_several_problems_get_a_line_of_their_own(tmp_path: Path) -> None:
+    # ten groups: the first holds 21 problems where the proposer is at 0.3, the other nine
+    # one each at 0.7; per problem the mean is (21 * 0.3 + 9 * 0.7) / 30 = 0.42, per group
+    # (0.3 + 9 * 0.7) / 10 = 0.66: the default 0.6, the full search 0.4
+    ids = [f"{i:016x}" for i in range(30)]
+    res = _rows(ids, np.array([0.3] * 21 + [0.7] * 9))
+    res.choices["group"] = res.choices["problem_id"].map(
+        {pid: "g0" if i < 21 else f"g{i}" for i, pid in enumerate(ids)})
+    save_result(res, tmp_path / "g")
+    done = run_script("induction_paired.py", "--a", str(tmp_path / "g"))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "gap closed by the top-1 90% [" in lines[0]  # (0.6 - 0.42) / 0.2, per problem
+    grouped = lines[-1]
+    assert grouped.startswith("30 problems: with each of the 10 groups as one unit (its "
+                              "problems' mean): top-1 against knn-3 +0.160 [")
+    assert "gap closed -30% [" in grouped  # (0.6 - 0.66) / 0.2
+    # every group one problem: no such line
+    save_result(_rows(ids, np.full(30, 0.5)), tmp_path / "one")
+    done = run_script("induction_paired.py", "--a", str(tmp_path / "one"))
+    assert "as one unit" not in done.stdout

@@ -318,6 +318,26 @@ def test_induce_evaluate_runs_the_lopo_table(corpus: Path,
     assert {(r["baseline"], r["k"], r["baseline_k"]) for r in goal} == {
         ("knn", 1, 3), ("portfolio", 1, 3)}
     assert got["ceilings_vs_three"] == []  # neither the full search nor the choice oracle named
+    assert got["by_group"] is None  # each tiny problem is its own group
+
+
+def test_induce_evaluate_prints_the_goal_line_again_by_group(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from aicf_induct.cli.induce import _print_group_unit
+    from aicf_induct.induction.evaluate import evaluate_holdout
+    from aicf_induct.induction.metamodel import MetaModel
+    from tests.induction.test_lopo import random_corpus
+
+    meta, _ = random_corpus(5)
+    held = meta[meta["group"].isin(sorted(meta["group"].unique())[:3])].assign(group="g")
+    ev = evaluate_holdout(meta[~meta["problem_id"].isin(held["problem_id"])], held,
+                          ks=(1, 3), metamodel=MetaModel(max_iter=10, min_samples_leaf=5),
+                          n_boot=50, default="c00")
+    assert ev.groups is not None
+    _print_group_unit(ev.groups)
+    out = capsys.readouterr().out
+    assert "each group as one unit (1 groups" in out
+    assert "Share of the default -> full-search gap closed: k = 1: " in out
 
 
 def test_induce_evaluate_notes_a_k_past_the_corpus_s_candidates(

@@ -12,6 +12,7 @@ import pytest
 
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.evaluate import (
+    by_group,
     calibration,
     compare,
     cross_fit,
@@ -187,6 +188,52 @@ def test_evaluation_numbers_on_a_hand_case() -> None:
     cal = calibration(res, ks=(1,)).set_index("candidates")
     assert cal.loc["all", "coverage"] == pytest.approx(2 / 3)
     assert cal.loc["top-1", "coverage"] == 1.0 and cal.loc["top-1", "n"] == 2
+
+
+def test_a_group_of_copies_counts_once_with_groups_as_the_unit() -> None:
+    # group "a" holds eight copies where the proposer wins by 0.1; groups "b".."e" one
+    # problem each where it loses by 0.05: eight wins of twelve problems, one of five groups
+    rows = []
+    for i, (group, diff) in enumerate([("a", -0.1)] * 8 + [(g, 0.05) for g in "bcde"]):
+        for method, err in (("proposer", 0.5 + diff), ("knn", 0.5), ("default", 0.6),
+                            ("full_search", 0.3)):
+            rows.append({"problem_id": f"p{i}", "problem": f"t{i}", "group": group, "k": 1,
+                         "method": method, "candidate": "c", "norm_error": err,
+                         "regret": err / 10})
+    res = LopoResult(pd.DataFrame(rows), pd.DataFrame(), 0.8)
+    g = by_group(res)
+    assert sorted(g.choices["problem_id"].unique()) == list("abcde")
+    mine = g.choices[g.choices["method"] == "proposer"].set_index("group")
+    assert mine.loc["a", "norm_error"] == pytest.approx(0.4)
+    assert mine.loc["a", "problems"] == 8 and mine.loc["b", "regret"] == pytest.approx(0.055)
+    by_problem = compare(res, baselines=("knn",)).iloc[0]
+    by_groups = compare(g, baselines=("knn",)).iloc[0]
+    assert by_problem["problems"] == 12 and by_groups["problems"] == 5
+    assert by_problem["win_rate"] == pytest.approx(8 / 12)
+    assert by_groups["win_rate"] == pytest.approx(1 / 5)
+    assert by_problem["mean_diff"] == pytest.approx((8 * -0.1 + 4 * 0.05) / 12)
+    assert by_groups["mean_diff"] == pytest.approx((-0.1 + 4 * 0.05) / 5)
+    # the gap, from the groups' means: default 0.6, full 0.3, proposer (0.4 + 4 * 0.55) / 5
+    assert gap_closed(g) == pytest.approx((0.6 - 2.6 / 5) / 0.3)
+
+
+def test_an_evaluation_repeats_its_tables_by_group_only_where_groups_hold_several() -> None:
+    meta, _ = random_corpus(5)
+    ev = evaluate_holdout(meta[meta["group"] != meta["group"].iloc[0]],
+                          meta[meta["group"] == meta["group"].iloc[0]], ks=(1, 3),
+                          metamodel=SMALL, n_boot=50, default="c00")
+    assert ev.groups is None and ev.as_dict()["by_group"] is None  # one problem per group
+    held = meta[meta["group"].isin(sorted(meta["group"].unique())[:2])].assign(group="g")
+    train = meta[~meta["problem_id"].isin(held["problem_id"])]
+    ev = evaluate_holdout(train, held, ks=(1, 3), metamodel=SMALL, n_boot=50,
+                          default="c00")
+    assert ev.groups is not None and ev.groups.groups is None
+    assert set(ev.groups.summary["problems"]) == {1}  # two problems, one group
+    assert set(ev.summary["problems"]) == {2}
+    assert ev.groups.calibration.empty and not ev.calibration.empty
+    assert set(ev.as_dict()["by_group"]) == {"summary", "comparisons", "top1_vs_three",
+                                             "ceilings_vs_three", "gap_closed",
+                                             "gap_closed_ci"}
 
 
 def _gap_result(errors: dict[str, list[float]]) -> LopoResult:
