@@ -738,6 +738,7 @@ class AdaptiveRun:
             transform = make_transform(d.transform, **d.options)
             rng = np.random.default_rng([self.config.seed, tr.step_count, self.work])
             new = transform.apply(capture(tr, with_grads=True), d.site, rng)
+            _adoptable(tr, new.graph, f"{d.transform} at '{d.site}'")
         except RewriteError as err:
             self._event("rewrite", d.transform, {"site": d.site, "error": str(err)})
             return False
@@ -902,6 +903,16 @@ class AdaptiveRun:
                            self.best_step, self.best_val, self.rewrites, self.rollbacks,
                            tr.graph, list(self.history), list(self.events),
                            list(self.pause_ms))
+
+
+def _adoptable(trainer: Trainer, graph: Graph, rewrite: str) -> None:
+    """A RewriteError (the rewrite is not applied, its event says why) if the rewritten
+    `graph` fails what the run's first graph passed (`Trainer.check_graph`): a widen could
+    grow it past the model ceilings."""
+    try:
+        trainer.check_graph(graph, "the rewritten graph")
+    except ConfigError as err:
+        raise RewriteError(f"{rewrite}: {err}") from None
 
 
 def _own_policy(run_state: dict[str, Any], given: Policy | None) -> Policy:

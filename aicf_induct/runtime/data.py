@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from aicf_induct.ir.graph import Graph
+
 ORDER_CACHE_BYTES = 64 << 20  # recent permutations kept: the runs of one (problem, seed)
 _orders: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
 _order_bytes = 0
@@ -36,6 +38,17 @@ def permutation(seed: int, epoch: int, n_rows: int) -> np.ndarray:
         while _order_bytes > ORDER_CACHE_BYTES and len(_orders) > 1:
             _order_bytes -= _orders.popitem(last=False)[1].nbytes
     return out
+
+
+# ops that normalise over a training batch's rows: over one row their variance is 0
+BATCH_STAT_OPS = frozenset({"batchnorm"})
+
+
+def least_rows(graph: Graph) -> int:
+    """The fewest rows a training step of `graph` may take: 2 with batchnorm (PyTorch refuses
+    it a batch of one row in training), else 1. `Trainer.check_graph` refuses a run whose
+    batches would be one row; `parallel.shard_bounds` gives no rank a share of one."""
+    return 2 if any(n.op in BATCH_STAT_OPS for n in graph.nodes) else 1
 
 
 @dataclass

@@ -7,9 +7,10 @@ The arithmetic: with a loss that is the mean over the batch, the global batch's 
 scales its gradient by n_r / N and an all-reduce sums them (`DataParallel.reduce`); the loss
 is reduced the same way. Clipping, the gradient norm and the optimizer step then run on
 identical buffers on every rank. Every rank draws the same global batch (the same seeded
-`BatchStream`) and takes its contiguous share (`shard_bounds`). What is not the one-rank run's:
-batchnorm's batch statistics (each rank normalises its own rows, as PyTorch's DDP without
-SyncBatchNorm) and dropout's masks (drawn per rank's rows).
+`BatchStream`) and takes its contiguous share (`shard_bounds`; with batchnorm none of one
+row, whose variance is 0: a batch too small for two rows a rank goes to fewer ranks). What is
+not the one-rank run's: batchnorm's batch statistics (each rank normalises its own rows, as
+PyTorch's DDP without SyncBatchNorm) and dropout's masks (drawn per rank's rows).
 
 `Communicator` is what the ranks share: `allreduce_sum_` (in place, on the flat gradient
 buffer and the loss), `broadcast` of a small host object from rank 0 (a rewrite decision, so
@@ -116,10 +117,16 @@ def pipe_ranks(size: int, context: Any) -> tuple[list[Connection], list[Connecti
     return [a for a, _ in pairs], [b for _, b in pairs]
 
 
-def shard_bounds(n: int, rank: int, size: int) -> tuple[int, int]:
+def shard_bounds(n: int, rank: int, size: int, least: int = 1) -> tuple[int, int]:
     """Rank `rank`'s contiguous share [start, stop) of `n` rows: shares differ by one row at
-    most, the larger ones first."""
-    base, extra = divmod(n, size)
+    most, the larger ones first, among as many ranks as can hold `least` rows each
+    (`data.least_rows`: 2 with batchnorm); the others get an empty share. Fewer ranks rather
+    than a refusal or dropped rows: a short last batch would still split into single rows,
+    and dropped rows would part the run from the one-rank run's batches."""
+    holders = max(min(size, n // least), 1)
+    if rank >= holders:
+        return n, n
+    base, extra = divmod(n, holders)
     start = rank * base + min(rank, extra)
     return start, start + base + (1 if rank < extra else 0)
 
@@ -130,8 +137,9 @@ class DataParallel:
 
     comm: Communicator
 
-    def shard(self, x: Any, y: Any) -> tuple[Any, Any]:
-        start, stop = shard_bounds(len(x), self.comm.rank, self.comm.size)
+    def shard(self, x: Any, y: Any, least: int = 1) -> tuple[Any, Any]:
+        """This rank's rows of the batch (x, y), none or at least `least` of them."""
+        start, stop = shard_bounds(len(x), self.comm.rank, self.comm.size, least)
         return x[start:stop], y[start:stop]
 
     def reduce(self, grad: Any, loss: float, rows: int, total: int) -> float:

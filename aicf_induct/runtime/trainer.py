@@ -26,7 +26,7 @@ from aicf_induct.progress import transient
 from aicf_induct.records import NullRecorder, Recorder, StepRecord
 from aicf_induct.runtime.backend import BACKENDS, Backend, select_backend
 from aicf_induct.runtime.clipping import clip_grad_norm_, global_grad_norm
-from aicf_induct.runtime.data import BatchStream
+from aicf_induct.runtime.data import BatchStream, least_rows
 from aicf_induct.runtime.executor import Executor, check_size, check_values, store_for
 from aicf_induct.runtime.metrics import score, score_name
 from aicf_induct.runtime.optimizers import Optimizer, make_optimizer
@@ -133,7 +133,8 @@ class Trainer:
     stopping and returns a `TrainResult`, the run logged to `recorder` (start, steps,
     per-epoch results, final metrics of the best epoch, end). The problem's splits are
     checked against the graph when it is built, before anything is logged; a graph past the
-    model ceilings (`executor.check_size`) is refused before anything is allocated.
+    model ceilings (`executor.check_size`), or one with batchnorm whose batches would be one
+    row, is refused before anything is allocated (`check_graph`).
 
     `values`: starting parameters (the rest from their initializers, named in
     `missing_values`); `origin`: what the run's row says started it ("python"; the CLI
@@ -148,9 +149,9 @@ class Trainer:
                  extra_config: dict[str, Any] | None = None,
                  tuning: TuningStore | None = None,
                  parallel: DataParallel | None = None) -> None:
-        # past the model ceilings, said before a parameter (or a batch's values) is allocated
-        check_size(graph, f"graph '{graph.name}'" if graph.name else "the graph")
         self.problem, self.graph, self.config = problem, graph, config
+        # said before a parameter (or a batch's values) is allocated
+        self.check_graph(graph, f"graph '{graph.name}'" if graph.name else "the graph")
         self.recorder: Recorder = recorder or NullRecorder()
         self.origin, self.parent_run_id = origin, parent_run_id
         self.run_id = run_id or uuid.uuid4().hex
@@ -188,6 +189,21 @@ class Trainer:
     @property
     def store(self) -> Any:
         return self.executor.store
+
+    def check_graph(self, graph: Graph, source: str) -> None:
+        """A ConfigError if `graph` cannot train here: past the model ceilings
+        (`executor.check_size`, naming `source`), or with batchnorm on batches of one row
+        (`BatchStream` leaves out a last batch of one row: these runs have no other). For the
+        starting graph and each rewritten one (`AdaptiveRun.rewrite`)."""
+        check_size(graph, source)
+        if least_rows(graph) < 2:
+            return
+        if self.config.batch_size == 1:
+            raise ConfigError("batch_size 1: the model has batchnorm, whose variance over one "
+                              "row is 0; use batch_size 2 or more")
+        if len(self.problem.train) == 1:
+            raise ConfigError(f"problem '{self.problem.name}', train split: one row: the model "
+                              "has batchnorm, whose variance over one row is 0")
 
     def _check_problem(self) -> None:
         """Every split has rows, fits the graph's input and loss (shapes, dtypes, class
@@ -233,8 +249,9 @@ class Trainer:
         dp = self.parallel
         if dp is None:
             return self.executor.train_step(x, y, self.step_count)
-        xs, ys = dp.shard(x, y)
-        # fewer rows than ranks: an empty share, whose gradient `reduce` zeroes
+        xs, ys = dp.shard(x, y, least_rows(self.graph))
+        # fewer rows than ranks (two a rank with batchnorm): an empty share, whose gradient
+        # `reduce` zeroes
         loss = self.executor.train_step(xs, ys, self.step_count) if len(xs) else 0.0
         return dp.reduce(self.store.grad, loss, len(xs), len(x))
 
@@ -254,7 +271,7 @@ class Trainer:
         if dp is None:
             s = g.run(x, y, self.step_count, lr)
         else:
-            xs, ys = dp.shard(x, y)
+            xs, ys = dp.shard(x, y, least_rows(self.graph))
             s = (g.run(xs, ys, self.step_count, lr, weight=len(xs) / len(x)) if len(xs)
                  else g.run_empty(self.step_count, lr))
         assert s is not None

@@ -5,6 +5,7 @@ rng). Returns (losses, final parameters on the host)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -88,3 +89,33 @@ def opinionated_trainer(comm: Any, worsening: bool) -> Trainer:
 
 def worsening_rank(comm: Any, payload: None) -> None:
     opinionated_trainer(comm, worsening=True).fit()
+
+
+BN_STEPS = 10  # two epochs of 24 training rows in batches of 5: four of 5, one of 4
+
+
+@dataclass
+class CountingShares(DataParallel):
+    """A rank's DataParallel that counts the rows of each share it takes."""
+
+    rows: list[int] = field(default_factory=list)
+
+    def shard(self, x: Any, y: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        xs, ys = super().shard(x, y, *args, **kwargs)
+        self.rows.append(len(xs))
+        return xs, ys
+
+
+def batchnorm_shares(comm: Any, steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """A batchnorm MLP trained `steps` steps in batches of 5 on 24 training rows; on rank 0,
+    every rank's (rank, step) share rows and losses (summed over the ranks: each fills its
+    own row)."""
+    problem = toy_problem(n=40)
+    dp = CountingShares(comm)
+    tr = Trainer(problem, toy_graph(problem, "mlp:depth=2,width=8,norm=batchnorm"),
+                 TrainConfig(lr=3e-3, batch_size=5, backend="numpy", seed=0), parallel=dp)
+    losses = run_steps(tr, steps)
+    out = np.zeros((2, comm.size, steps))
+    out[0, comm.rank], out[1, comm.rank] = dp.rows, losses
+    comm.allreduce_sum_(out)
+    return out[0].astype(int), out[1]

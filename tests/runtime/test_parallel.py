@@ -59,7 +59,7 @@ def test_ranks_train_the_one_rank_run_across_a_widen(size: int, rows: int) -> No
     solo_losses, solo_params = train_rank(0, 1, [], STEPS, WIDEN_AT, rows)
     ranks = run_ranks(size, rows)
     # 240 training rows: batches of 32 and an epoch's last of 16 split 16/16 or 11/11/10 and
-    # 6/5/5; 225 rows: the last batch is one row, and rank 1's share of it is empty
+    # 6/5/5; 225 rows: the last row alone is left out of its epoch (`BatchStream._last`)
     for losses, params in ranks:
         assert losses == ranks[0][0]  # every rank reduces to the same numbers
         assert params.tobytes() == ranks[0][1].tobytes()
