@@ -4,6 +4,7 @@ the docs page at /docs."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI
@@ -17,8 +18,11 @@ from api.pages import router as pages_router
 from api.proposing import Proposals
 from api.routes import health, ingest, proposals, reports, rewrites, runs, sql
 from api.settings import Settings
+from warehouse.catalog import check_served
 from warehouse.ingest import recover
 from warehouse.keys import KeyStore
+
+log = logging.getLogger("api")
 
 # Answers any route may give besides its own (documented so clients and schemathesis know).
 COMMON_ERRORS = {400: "the body is not JSON (routes with a body)",
@@ -40,7 +44,13 @@ ROUTE_ERRORS = {"/v1/runs/{run_id}": {404: "no such run"},
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
+    """The app serving `settings` (None: from the environment). A warehouse path that is a
+    typo (no parent directory) or no warehouse is a WarehouseError naming it, before the app
+    exists: uvicorn prints it and exits, as `aicf-induct serve` refuses one."""
     settings = settings or Settings()
+    if not check_served(settings.warehouse, "AICF_SERVICE_WAREHOUSE"):
+        log.warning("note: no warehouse at %s yet: this server serves it empty, and the "
+                    "first run logged through it creates it", settings.warehouse)
     app = FastAPI(title="aicf-induct", version=__version__, docs_url=None, redoc_url=None,
                   description="Runs, pattern reports and read-only SQL over the aicf_induct "
                               "warehouse. Errors are RFC 9457 problem details.")

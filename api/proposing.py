@@ -7,7 +7,8 @@ computed once (featurising it takes ~0.2 s, ranking ~0.1 s) and served from memo
 as its JSON bytes; meta-features and uploads are ranked on every request. A known problem's
 featurisation is kept too (its description and meta-features, not its data): `/v1/rewrites`
 reads its size from it, and a proposal for the name with another `top` ranks without
-featurising again.
+featurising again. Requests that name a problem while it is being featurised wait for that
+featurisation (`InFlight`), not featurise it again.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -96,6 +98,34 @@ class Lru(Generic[K, V]):
                 self._items.popitem(last=False)
 
 
+class InFlight(Generic[K, V]):
+    """One computation per key at a time: `run(key, fn)` computes `fn()`, or, while another
+    thread computes it for `key`, waits for that one's value or error. Nothing is kept after
+    (a failure is tried again by the next call); calls for other keys do not wait."""
+
+    def __init__(self) -> None:
+        self._running: dict[K, Future[V]] = {}
+        self._lock = threading.Lock()
+
+    def run(self, key: K, fn: Callable[[], V]) -> V:
+        mine: Future[V] = Future()
+        with self._lock:
+            running = self._running.setdefault(key, mine)
+        if running is not mine:
+            return running.result()
+        try:
+            value = fn()
+        except BaseException as err:
+            mine.set_exception(err)
+            raise
+        else:
+            mine.set_result(value)
+            return value
+        finally:
+            with self._lock:
+                del self._running[key]
+
+
 class Proposals:
     """Proposals over the pack at `path` (loaded on first use: a pack installed while the
     server runs is picked up; a loaded one is kept for the app's life)."""
@@ -107,6 +137,7 @@ class Proposals:
         self._lock = threading.Lock()
         self._answers: Lru[tuple[str, int], bytes] = Lru(CACHED_ANSWERS)
         self._described: Lru[str, Described] = Lru(CACHED_PROBLEMS)
+        self._describing: InFlight[str, Described] = InFlight()  # by either route
         # answers being computed (the event loop's: only the route touches it)
         self.computing: dict[tuple[str, int], asyncio.Future[bytes]] = {}
 
@@ -152,9 +183,16 @@ class Proposals:
         if kept is not None:
             return kept
         known_problem(dataset, self.pack().problems, field)
-        problem, features = _as_field(field, lambda: featurise(dataset))
-        kept = (problem_info(problem), features)
-        self._described.put(dataset.strip(), kept)
+        # the error, shared with the requests that waited, names each one's own field
+        return _as_field(field, lambda: self._describing.run(
+            dataset.strip(), lambda: self._featurise(dataset)))
+
+    def _featurise(self, dataset: str) -> Described:
+        kept = self.described(dataset)  # by a request that finished while this one came
+        if kept is None:
+            problem, features = featurise(dataset)
+            kept = (problem_info(problem), features)
+            self._described.put(dataset.strip(), kept)
         return kept
 
     def for_dataset(self, dataset: str, top: int,

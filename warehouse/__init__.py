@@ -14,6 +14,7 @@ from pathlib import Path
 
 from warehouse.arrow import read_table
 from warehouse.catalog import (
+    check_served,
     connect,
     default_root,
     existing_warehouse,
@@ -47,6 +48,7 @@ __all__ = [
     "WarehouseRecorder",
     "Writer",
     "check",
+    "check_served",
     "check_sql",
     "compact",
     "connect",

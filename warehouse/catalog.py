@@ -72,6 +72,30 @@ def existing_warehouse(given: str | Path | None,
     return root
 
 
+def check_served(root: Path, setting: str) -> bool:
+    """What the service serves (and `keys create` stores a key beside), given by `setting`
+    (--warehouse, AICF_SERVICE_WAREHOUSE): a warehouse (True); or, where none was logged to
+    yet, a directory to be made in one that exists (False: the service starts before any
+    run). A missing parent directory is almost surely a typo, and a file or a directory
+    holding other things no warehouse: each a one-line error naming `setting` and the path,
+    before anything is created. `aicf-induct serve`, `keys create` and `create_app` all
+    call this."""
+    if root.is_dir():
+        try:
+            require_warehouse(root)
+        except WarehouseError as err:
+            raise WarehouseError(f"{setting}: {err}") from None
+        return True
+    if root.exists():
+        raise WarehouseError(f"{setting}: '{root}' is not a directory")
+    if not root.parent.is_dir():
+        raise WarehouseError(f"{setting}: no warehouse at {root}, nor a directory "
+                             f"{root.parent} to make it in: is the path right? (the service "
+                             "makes only the warehouse's own directory, at the first run "
+                             "logged)")
+    return False
+
+
 def _lit(s: str) -> str:
     # a SQL string literal for a path we listed ourselves (DDL cannot take parameters)
     return "'" + s.replace("'", "''") + "'"

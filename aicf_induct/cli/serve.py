@@ -77,7 +77,7 @@ def _keys_path(args: argparse.Namespace) -> Path:
 
 def cmd_keys_create(args: argparse.Namespace) -> int:
     if args.keys_file is None:  # the key file goes in the warehouse: not in a typo's
-        _check_served(_root(args), note=False)
+        warehouse.check_served(_root(args), "--warehouse")
     path = _keys_path(args)
     key = create_key(path, args.scope)
     print(key)
@@ -128,29 +128,14 @@ def _public(host: str) -> bool:
         return host != "localhost"
 
 
-def _check_served(root: Path, note: bool = True) -> None:
-    """What `serve` serves (and `keys create` stores a key beside): a warehouse; or, where
-    none was logged to yet, a directory to be made in one that exists (said in a note, with
-    `note`: the service starts before any run). A missing parent directory is almost surely
-    a typo, and a directory holding other things no warehouse: both are refused, naming the
-    path, before anything is created."""
-    if root.is_dir():
-        warehouse.require_warehouse(root)
-    elif not root.parent.is_dir():
-        raise ConfigError(f"no warehouse at {root}, nor a directory {root.parent} to make it "
-                          "in: is the path right? (serve makes only the warehouse's own "
-                          "directory, at the first run logged)")
-    elif note:
-        print(f"note: no warehouse at {root} yet: this server serves it empty, and the first "
-              "run logged through it creates it", file=sys.stderr)
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     root = _root(args)
     env = _env(args, root)
-    _check_served(root)  # a typo must not serve an empty warehouse and start one there
+    # a typo must not serve an empty warehouse and start one there: refused here in one
+    # line; the factory checks again (and notes a warehouse not made yet) in every worker
+    warehouse.check_served(root, "--warehouse")
     os.environ.update(env)  # the factory (and every worker) reads these
     if _public(args.host) and not args.read_requires_key:
         print(f"warning: {args.host} is reachable from other machines and read routes are "

@@ -35,15 +35,15 @@ def test_serve_refuses_a_warehouse_path_that_is_not_one(tmp_path: Path, case: st
     is now one `error:` line naming it, exit status 2, and nothing made or changed."""
     if case == "parent missing":
         root = tmp_path / "typo" / "wh"
-        why = (f"error: no warehouse at {root}, nor a directory {root.parent} to make it in: "
-               "is the path right? (serve makes only the warehouse's own directory, at the "
-               "first run logged)\n")
+        why = (f"error: --warehouse: no warehouse at {root}, nor a directory {root.parent} "
+               "to make it in: is the path right? (the service makes only the warehouse's "
+               "own directory, at the first run logged)\n")
     else:
         root = tmp_path / "src"
         root.mkdir()
         (root / "notes.txt").write_text("not a warehouse")
-        why = (f"error: {root} is not a warehouse (no table directory such as runs/ or steps/ "
-               "in it)\n")
+        why = (f"error: --warehouse: {root} is not a warehouse (no table directory such as "
+               "runs/ or steps/ in it)\n")
     before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
     port = str(free_port())
     done = subprocess.run([sys.executable, "-m", "aicf_induct", "serve", "--warehouse",
