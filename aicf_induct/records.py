@@ -98,6 +98,12 @@ class StepRecord:
     lr: float
     step_time_s: float  # wall time of forward + backward + optimizer
     batch_size: int
+    # The run's rollbacks before the row was logged. A rollback takes the run back to an
+    # earlier step and logs the step numbers from there again under the next trajectory, so
+    # a step number past its target has a row of the dropped branch (a lower trajectory) and
+    # one of the kept: the warehouse's `live_steps` and `live_results` keep the path the run
+    # took. A run that never rolled back: 0 throughout; a fork starts at its parent's count.
+    trajectory: int = 0
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,7 @@ class ResultRecord:
     metric: str  # "loss" | "accuracy" | "r2" | ...
     value: float
     final: bool = False
+    trajectory: int = 0  # the run's rollbacks before it, as a StepRecord's
 
 
 # a run's status in the warehouse: "running" until its end is logged, "abandoned" when

@@ -15,7 +15,7 @@ RUN_COLUMNS = ("run_id", "problem_id", "problem_name", "task", "origin", "status
                "device", "parent_run_id", "started_at", "ended_at", "steps_taken",
                "wall_time_s", "error")
 STEP_COLUMNS = ("step", "epoch", "loss", "grad_norm", "update_ratio", "lr", "step_time_s",
-                "batch_size")
+                "batch_size", "trajectory")
 
 # NULL filter: no filter. Newest first; run_id breaks ties so pages never overlap.
 _RUNS_WHERE = """
@@ -97,10 +97,13 @@ def _parse_json(text: str | None) -> Any:
 def run_steps(conn: duckdb.DuckDBPyConnection, run_id: str, *, limit: int = 1000,
               offset: int = 0) -> tuple[list[dict], int]:
     """One page of a run's steps in step order, and the run's number of logged steps. A
-    rollback's replay logs its step numbers again (another trajectory): rows of one step are
-    ordered by their values, a total order, so that pages never overlap nor skip a row."""
-    cols = ", ".join(STEP_COLUMNS)
-    return _page(conn, cols, "FROM steps WHERE run_id = $run_id", cols, {"run_id": run_id},
+    rollback's replay logs its step numbers again under the next trajectory (rows logged
+    before the column read 0): rows of one step are ordered by trajectory, then by their
+    values, a total order, so that pages never overlap nor skip a row."""
+    cols = ", ".join("coalesce(trajectory, 0) AS trajectory" if c == "trajectory" else c
+                     for c in STEP_COLUMNS)
+    order = ", ".join(["step", "trajectory", *STEP_COLUMNS[1:-1]])
+    return _page(conn, cols, "FROM steps WHERE run_id = $run_id", order, {"run_id": run_id},
                  limit, offset)
 
 

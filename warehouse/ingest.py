@@ -103,12 +103,13 @@ KINDS: dict[str, tuple[F, ...]] = {  # the record types' fields, by batch key
                   F("patterns", "map", True)),
     "steps": (F("run_id", "str"), F("step", "int"), F("epoch", "int"), F("loss", "float"),
               F("grad_norm", "float"), F("update_ratio", "float"), F("lr", "float"),
-              F("step_time_s", "float"), F("batch_size", "int")),
+              F("step_time_s", "float"), F("batch_size", "int"), F("trajectory", "int", True)),
     "events": (F("run_id", "str"), F("step", "int"), F("kind", "str"), F("name", "str"),
                F("detail", "json", True), F("metrics_before", "json", True),
                F("metrics_after", "json", True), F("at", "ts", True)),
     "results": (F("run_id", "str"), F("step", "int"), F("epoch", "int"), F("split", "str"),
-                F("metric", "str"), F("value", "float"), F("final", "bool", True)),
+                F("metric", "str"), F("value", "float"), F("final", "bool", True),
+                F("trajectory", "int", True)),
     "run_ends": (F("run_id", "str"), F("status", "str"), F("steps", "int"),
                  F("wall_time_s", "float"), F("error", "str", True), F("ended_at", "ts", True)),
 }
@@ -202,6 +203,15 @@ def _json(v: Any) -> str:
     return v if isinstance(v, str) else json.dumps(v if v is not None else {}, sort_keys=True)
 
 
+def _trajectories(kind: str, col: list[int | None]) -> list[int]:
+    """A trajectory column (a count of rollbacks), 0 where none was sent: a client that
+    never rolled back, or predates the field, sends none."""
+    for i, v in enumerate(col):
+        if v is not None and v < 0:
+            raise IngestError(f"{kind}[{i}].trajectory", "negative")
+    return [0 if v is None else v for v in col]
+
+
 def _table(name: str, cols: Mapping[str, list[Any]]) -> pa.Table:
     schema = TABLES[name].schema
     return pa.Table.from_arrays([pa.array(cols[f.name], type=f.type) for f in schema],
@@ -250,10 +260,13 @@ def tables_of(batch: Mapping[str, Any], writer_id: str) -> dict[str, pa.Table]:
             out["events"] = _table("events", {**c, **{k: [_json(v) for v in c[k]] for k in (
                 "detail", "metrics_before", "metrics_after")}})
         elif kind == "results":
-            out["results"] = _table("results", {**c, "final": [bool(v) for v in c["final"]]})
-        else:  # steps, run_ends: the fields are the columns
-            if kind == "run_ends":
-                _check_ends(c)
+            out["results"] = _table("results", {**c, "final": [bool(v) for v in c["final"]],
+                                                "trajectory": _trajectories(kind, c["trajectory"])})
+        elif kind == "steps":
+            out["steps"] = _table("steps", {**c,
+                                            "trajectory": _trajectories(kind, c["trajectory"])})
+        else:  # run_ends: the fields are the columns
+            _check_ends(c)
             out[kind] = _table(kind, c)
     return {k: t for k, t in out.items() if t.num_rows}
 
@@ -303,6 +316,9 @@ def steps_table(t: pa.Table, run_id: str) -> pa.Table:
         if f.name == "run_id" and f.name not in t.column_names:
             cols.append(pa.array([run_id] * t.num_rows, type=f.type))
             continue
+        if f.name == "trajectory" and f.name not in t.column_names:  # no rollback: all 0
+            cols.append(pa.array([0] * t.num_rows, type=f.type))
+            continue
         if f.name not in t.column_names:
             raise IngestError(f"steps.{f.name}", "missing column")
         col = t.column(f.name)
@@ -319,6 +335,8 @@ def steps_table(t: pa.Table, run_id: str) -> pa.Table:
         if col.null_count:
             i = next(i for i, v in enumerate(col.is_null().to_pylist()) if v)
             raise IngestError(f"steps[{i}].{f.name}", "missing")
+        if f.name == "trajectory":
+            _trajectories("steps", col.to_pylist())
         cols.append(col)
     out = pa.Table.from_arrays(cols, schema=schema)
     if "run_id" in t.column_names:

@@ -124,7 +124,7 @@ class WarehouseRecorder(BaseRecorder):
         """One training step's row (the hot path: one tuple append, no I/O)."""
         self.writer.append_row("steps", (
             rec.run_id, rec.step, rec.epoch, rec.loss, rec.grad_norm, rec.update_ratio, rec.lr,
-            rec.step_time_s, rec.batch_size))
+            rec.step_time_s, rec.batch_size, rec.trajectory))
 
     def step_batch(self, batch: StepBatch) -> None:
         # an epoch of a GPU run as columns, gathered: handed over with the run's end, or
@@ -153,7 +153,8 @@ class WarehouseRecorder(BaseRecorder):
             "loss": joined("loss"), "grad_norm": joined("grad_norm"),
             "update_ratio": joined("update_ratio"), "lr": joined("lr"),
             "step_time_s": each([float(b.step_time_s) for b in pending]),
-            "batch_size": joined("batch_size")})
+            "batch_size": joined("batch_size"),
+            "trajectory": np.zeros(sum(counts), np.int64)})  # no rollback in a GPU epoch
 
     def event(self, rec: EventRecord) -> None:
         """An adaptive run's event: its detail and metrics as sorted-key JSON."""
@@ -164,7 +165,8 @@ class WarehouseRecorder(BaseRecorder):
     def result(self, rec: ResultRecord) -> None:
         """One metric of one split at a step (per epoch, or final)."""
         self.writer.append_row("results", (
-            rec.run_id, rec.step, rec.epoch, rec.split, rec.metric, rec.value, rec.final))
+            rec.run_id, rec.step, rec.epoch, rec.split, rec.metric, rec.value, rec.final,
+            rec.trajectory))
 
     def run_end(self, rec: RunEndRecord) -> None:
         """The run's end, its gathered steps handed over first (a run's steps are on disk

@@ -9,8 +9,10 @@ training loss of its step (of the last step before it, for an event after the la
 read from the full series.
 
 After a rollback the steps of the abandoned branch and their replay share step numbers (both
-are logged, and the table has no other order); `rollback_windows` names those spans so a chart
-can say so.
+are logged; each row's `trajectory` counts the run's rollbacks before it): the curves are the
+path the run took (`path`, as the `live_steps` view keeps it), each event's loss is read on
+the path of the trajectory it happened in (an event's trajectory: the rollbacks logged before
+it), and `rollback_windows` names the spans a branch was dropped from, so a chart can say so.
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ DEFAULT_POINTS = 2000  # points per series at most: 500 buckets × 4; plenty for
 class RunView:
     run: dict[str, Any]  # browse.get_run's row (config parsed, logged_steps)
     logged_steps: int  # step rows of the run (rolled-back steps count twice)
-    # series name -> (steps, values), each at most `max_points` long, in step order
+    discarded_steps: int  # of them, the rows of branches a rollback dropped (not in `curves`)
+    # series name -> (steps, values) on the path taken, each at most `max_points` long, in
+    # step order
     curves: dict[str, tuple[np.ndarray, np.ndarray]]
     evals: list[dict[str, Any]]  # per-evaluation results: step, epoch, split, metric, value
     final: list[dict[str, Any]]  # final results: split, metric, value
@@ -44,7 +48,8 @@ class RunView:
 
     @property
     def downsampled(self) -> bool:
-        return any(len(s) < self.logged_steps for s, _ in self.curves.values())
+        return any(len(s) < self.logged_steps - self.discarded_steps
+                   for s, _ in self.curves.values())
 
     def marked_events(self) -> list[dict[str, Any]]:
         return [e for e in self.events if e["kind"] in MARKED]
@@ -78,20 +83,72 @@ def _parse(text: str | None) -> Any:
         return text
 
 
+NO_CUT = np.iinfo(np.int64).max
+
+
+def trajectory_cuts(step: np.ndarray, trajectory: np.ndarray,
+                    upto: int | None = None) -> dict[int, int]:
+    """Of a run's step rows (their step numbers and trajectories): each trajectory's cut, the
+    first step of the later trajectories up to `upto` (None: all) that logged any, as the
+    `trajectory_cuts` view gives it; a trajectory with none after it is absent."""
+    kept = trajectory if upto is None else trajectory[trajectory <= upto]
+    out: dict[int, int] = {}
+    first = NO_CUT
+    for t in sorted(set(kept.tolist()), reverse=True):
+        if first != NO_CUT:
+            out[t] = first
+        first = min(first, int(step[trajectory == t].min()))
+    return out
+
+
+def on_path(step: np.ndarray, trajectory: np.ndarray, cuts: dict[int, int],
+            upto: int | None = None, at_cut: bool = False) -> np.ndarray:
+    """Which rows lie on the path the run had taken in trajectory `upto` (None: every row's),
+    given the cuts of that path's trajectories (`trajectory_cuts`): a row of a trajectory up
+    to `upto` before its cut, or at it with `at_cut` (a result at the cut measured the model
+    the rollback went back to)."""
+    limit = np.fromiter((cuts.get(t, NO_CUT) for t in trajectory.tolist()), np.int64,
+                        len(trajectory))
+    keep = (step <= limit) if at_cut else (step < limit)
+    return keep if upto is None else keep & (trajectory <= upto)
+
+
+def path(step: np.ndarray, trajectory: np.ndarray, upto: int | None = None) -> np.ndarray:
+    """Which step rows make the path the run had taken in trajectory `upto` (None: its last,
+    the path it took, as `live_steps` keeps it): that trajectory's rows, and each earlier
+    one's before the first step of the next one that logged any."""
+    return on_path(step, trajectory, trajectory_cuts(step, trajectory, upto), upto)
+
+
 def _curves(conn: duckdb.DuckDBPyConnection, run_id: str,
-            max_points: int) -> tuple[int, dict[str, tuple[np.ndarray, np.ndarray]],
-                                      np.ndarray, np.ndarray]:
+            max_points: int) -> tuple[int, int, dict[str, tuple[np.ndarray, np.ndarray]],
+                                      dict[str, np.ndarray]]:
+    """The run's step count, discarded rows, downsampled curves on the path taken, and
+    every row's step, trajectory and loss."""
     cols = ", ".join(SERIES)
-    arrays = conn.execute(f"SELECT step, {cols} FROM steps WHERE run_id = ? ORDER BY step",
+    arrays = conn.execute(f"SELECT step, coalesce(trajectory, 0) AS trajectory, {cols} "
+                          "FROM steps WHERE run_id = ? ORDER BY trajectory, step",
                           [run_id]).fetchnumpy()
-    step = np.asarray(arrays["step"], dtype=np.int64)
+    rows = {"step": np.asarray(arrays["step"], dtype=np.int64),
+            "trajectory": np.asarray(arrays["trajectory"], dtype=np.int64),
+            "loss": np.asarray(arrays["loss"], dtype=np.float64)}
+    live = path(rows["step"], rows["trajectory"])
+    order = np.argsort(rows["step"][live], kind="stable")
+    step = rows["step"][live][order]
     buckets = max(1, max_points // 4)
     curves = {}
     for name in SERIES:
-        v = np.asarray(arrays[name], dtype=np.float64)
+        v = np.asarray(arrays[name], dtype=np.float64)[live][order]
         keep = m4(v, buckets)
         curves[name] = (step[keep], v[keep])
-    return len(step), curves, step, np.asarray(arrays["loss"], dtype=np.float64)
+    return len(live), int((~live).sum()), curves, rows
+
+
+def _path_losses(rows: dict[str, np.ndarray], trajectory: int) -> tuple[np.ndarray, np.ndarray]:
+    """The steps and training losses on the path of `trajectory` (`path`), in step order."""
+    on = path(rows["step"], rows["trajectory"], trajectory)
+    order = np.argsort(rows["step"][on], kind="stable")
+    return rows["step"][on][order], rows["loss"][on][order]
 
 
 def _loss_at(steps: np.ndarray, loss: np.ndarray, step: int) -> float | None:
@@ -116,24 +173,32 @@ def run_view(conn: duckdb.DuckDBPyConnection, run_id: str,
     run = get_run(conn, run_id, count_steps=False)
     if run is None:
         return None
-    n, curves, steps, loss = _curves(conn, run_id, max_points)
+    n, dropped, curves, rows = _curves(conn, run_id, max_points)
     run["logged_steps"] = n
-    evals = _rows(conn, "SELECT step, epoch, split, metric, value FROM results "
+    evals = _rows(conn, "SELECT step, epoch, split, metric, value FROM live_results "
                         "WHERE run_id = $run_id AND NOT final ORDER BY split, metric, step", run_id)
     final = _rows(conn, "SELECT split, metric, value FROM results WHERE run_id = $run_id AND final "
                         "ORDER BY split, metric", run_id)
     events = _rows(conn, 'SELECT step, kind, name, detail, metrics_before, metrics_after, "at" '
                          'FROM events WHERE run_id = $run_id ORDER BY step, "at"', run_id)
     windows = []
-    for e in events:
+    # of each event, in the order they were logged: the rollbacks before it (a fork starts at
+    # its parent's count)
+    trajectory = int(rows["trajectory"].min()) if len(rows["trajectory"]) else 0
+    on_path = _path_losses(rows, trajectory)
+    for e in sorted(events, key=lambda e: e["at"]):
         for k in ("detail", "metrics_before", "metrics_after"):
             e[k] = _parse(e[k])
-        e["loss"] = _loss_at(steps, loss, int(e["step"]))
+        e["loss"] = _loss_at(*on_path, int(e["step"]))  # a rollback's: of the branch it drops
         d = e["detail"]
-        if e["kind"] == "rollback" and isinstance(d, dict) and {"to_step", "from_step"} <= set(d):
-            windows.append((int(d["to_step"]), int(d["from_step"])))
+        if e["kind"] == "rollback":
+            if isinstance(d, dict) and {"to_step", "from_step"} <= set(d):
+                windows.append((int(d["to_step"]), int(d["from_step"])))
+            trajectory += 1
+            on_path = _path_losses(rows, trajectory)
+    windows.sort()
     snaps = _rows(conn, "SELECT step, reason, fingerprint, param_count, ir_json FROM "
                         'ir_snapshots WHERE run_id = $run_id ORDER BY step, recorded_at', run_id)
     for s in snaps:
         s["ir"] = _parse(s.pop("ir_json"))
-    return RunView(run, n, curves, evals, final, events, snaps, windows)
+    return RunView(run, n, dropped, curves, evals, final, events, snaps, windows)

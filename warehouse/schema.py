@@ -41,6 +41,10 @@ def _c(name: str, type_: pa.DataType, unit: str, meaning: str) -> Column:
 
 
 S, I64, F64, B = pa.string(), pa.int64(), pa.float64(), pa.bool_()
+# a step's or result's trajectory (aicf_induct.records.StepRecord.trajectory)
+TRAJECTORY_DOC = ("the run's rollbacks before the row: a rollback logs the step numbers past "
+                  "its target again under the next; `live_steps` and `live_results` keep the "
+                  "path the run took (NULL: logged before the column, read as 0)")
 
 TABLES: dict[str, Table] = {t.name: t for t in (
     Table("problems", "A problem (prepared dataset). Logged by every run that uses it; the "
@@ -116,6 +120,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
         _c("lr", F64, "", "learning rate used"),
         _c("step_time_s", F64, "s", "wall time of forward + backward + optimizer"),
         _c("batch_size", I64, "rows", "mini-batch size"),
+        _c("trajectory", I64, "rollbacks", TRAJECTORY_DOC),
     )),
     Table("events", "Something that happened to a run, with metrics before/after to measure "
           "its effect.", (
@@ -138,6 +143,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
         _c("metric", S, "", "`loss`, `accuracy`, `r2`, ..."),
         _c("value", F64, "metric's own", "metric value"),
         _c("final", B, "", "true for the run's final result"),
+        _c("trajectory", I64, "rollbacks", TRAJECTORY_DOC),
     )),
     Table("kernel_tuning", "Autotune measurements of kernels (written by the CUDA backend).", (
         _c("op", S, "", "IR op, e.g. `linear`"),

@@ -56,12 +56,13 @@ WHERE e.kind IN ('decision', 'guard', 'rollback')
 ORDER BY e.run_id, e.at, e.step
 """
 VAL_SQL = """
-SELECT run_id, step, value FROM results
+SELECT run_id, step, value, coalesce(trajectory, 0) AS trajectory FROM results
 WHERE split = 'val' AND metric = 'loss' AND NOT final
   AND run_id IN (SELECT DISTINCT run_id FROM events WHERE kind = 'decision')
 """
 STEPS_SQL = """
-SELECT s.run_id, s.step, s.grad_norm, s.update_ratio FROM steps s
+SELECT s.run_id, s.step, s.grad_norm, s.update_ratio,
+       coalesce(s.trajectory, 0) AS trajectory FROM steps s
 WHERE s.run_id IN (SELECT DISTINCT run_id FROM events WHERE kind = 'decision')
 """
 ROWS_SQL = """
@@ -85,7 +86,10 @@ def load_rewrite_history(root: str | Path, horizon: int = 0) -> pd.DataFrame:
 
 def history_of(events: pd.DataFrame, vals: pd.DataFrame, steps: pd.DataFrame,
                rows: pd.DataFrame, horizon: int = 0) -> pd.DataFrame:
-    """The history from the four query results (split out so it can be tested on frames)."""
+    """The history from the four query results (split out so it can be tested on frames).
+    A decision reads the steps and validation losses of the path its run had taken when it
+    was made (`warehouse.run_view.path`): after a rollback the run logs the step numbers past
+    its target again under the next `trajectory` (a frame without the column: 0, one path)."""
     out: list[dict[str, Any]] = []
     n_rows = dict(zip(rows["problem_id"], rows["n_rows"], strict=True)) if len(rows) else {}
     val_by_run = {k: g.sort_values("step") for k, g in vals.groupby("run_id")}
@@ -93,19 +97,24 @@ def history_of(events: pd.DataFrame, vals: pd.DataFrame, steps: pd.DataFrame,
     for run_id, ev in events.groupby("run_id", sort=True):
         recs: list[dict[str, Any]] = [{str(k): v for k, v in r.items()}
                                       for r in ev.to_dict("records")]
+        paths = _Paths(steps_by_run.get(run_id), val_by_run.get(run_id))
+        trajectory = paths.first  # the rollbacks logged before each event (a fork: its parent's)
         for i, e in enumerate(recs):
+            if e["kind"] == "rollback":
+                trajectory += 1
             if e["kind"] != "decision" or e["name"] == "wait":
                 continue
+            run_steps, run_vals = paths.of(trajectory)
             d, m = _json(e["detail"]), _json(e["metrics_before"])
             trigger = str(d.get("trigger", ""))
             k = int(e["guard_steps"])
-            row = _base(e, d, m, trigger, n_rows, steps_by_run.get(run_id), k)
+            row = _base(e, d, m, trigger, n_rows, run_steps, k)
             if e["name"] == "none":
-                outcome = _control(val_by_run.get(run_id), int(e["step"]) + k, row["val_loss"])
+                outcome = _control(run_vals, int(e["step"]) + k, row["val_loss"])
             else:
                 outcome = _rewrite(recs[i + 1:], e["name"], int(e["step"]))
             if horizon > 0 and outcome is not None and outcome[1] != "unstable":
-                outcome = _over_horizon(recs[i + 1:], val_by_run.get(run_id), int(e["step"]),
+                outcome = _over_horizon(recs[i + 1:], run_vals, int(e["step"]),
                                         horizon, row["val_loss"], outcome[1])
             if outcome is None:
                 continue
@@ -113,6 +122,43 @@ def history_of(events: pd.DataFrame, vals: pd.DataFrame, steps: pd.DataFrame,
             out.append(row)
     df = pd.DataFrame(out, columns=list(COLUMNS))
     return df.astype({"step": "int64", "effect": float})
+
+
+class _Paths:
+    """One run's step rows and validation losses on the path of each trajectory (computed
+    once per trajectory asked)."""
+
+    def __init__(self, steps: pd.DataFrame | None, vals: pd.DataFrame | None) -> None:
+        self.steps, self.vals = steps, vals
+        self.first = int(steps["trajectory"].min()) \
+            if steps is not None and _has_trajectories(steps) else 0
+        self._of: dict[int, tuple[pd.DataFrame | None, pd.DataFrame | None]] = {}
+
+    def of(self, trajectory: int) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+        if trajectory not in self._of:
+            self._of[trajectory] = self._on_path(trajectory)
+        return self._of[trajectory]
+
+    def _on_path(self, trajectory: int) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+        from warehouse.run_view import on_path, trajectory_cuts
+
+        if not _has_trajectories(self.steps):
+            return self.steps, self.vals
+        assert self.steps is not None
+        step = self.steps["step"].to_numpy(np.int64)
+        traj = self.steps["trajectory"].to_numpy(np.int64)
+        cuts = trajectory_cuts(step, traj, trajectory)
+        steps = self.steps[on_path(step, traj, cuts, trajectory)]
+        vals = self.vals
+        if vals is not None and "trajectory" in vals:
+            vals = vals[on_path(vals["step"].to_numpy(np.int64),
+                                vals["trajectory"].to_numpy(np.int64), cuts, trajectory,
+                                at_cut=True)]
+        return steps, vals
+
+
+def _has_trajectories(steps: pd.DataFrame | None) -> bool:
+    return steps is not None and len(steps) > 0 and "trajectory" in steps
 
 
 def _json(v: Any) -> dict[str, Any]:

@@ -40,7 +40,13 @@ from aicf_induct.ir.graph import Graph
 from aicf_induct.json_values import json_safe
 from aicf_induct.kernels.autotune import TuningStore
 from aicf_induct.problems.problem import Problem, Split
-from aicf_induct.records import EventRecord, NullRecorder, Recorder
+from aicf_induct.records import (
+    EventRecord,
+    MemoryRecorder,
+    NullRecorder,
+    Recorder,
+    StepRecord,
+)
 from aicf_induct.runtime import snapshot as disk
 from aicf_induct.runtime.data import BatchStream
 from aicf_induct.runtime.guard import Blacklist, Guard, GuardConfig
@@ -210,6 +216,7 @@ class ControlArm:
     arm: Snapshot  # the rewritten arm, to return to if it wins
     metrics: dict[str, float]  # the control's, as `measure` gives them
     losses: list[float]
+    steps: list[StepRecord]  # its steps, logged only if the run goes on from it
 
 
 class AdaptiveRun:
@@ -372,6 +379,7 @@ class AdaptiveRun:
         self.schedule.scale = float(r["lr_scale"])
         self.blacklist.load_state_dict(r["blacklist"])
         self.work, self.rewrites, self.rollbacks = r["work"], r["rewrites"], r["rollbacks"]
+        self.trainer.trajectory = self.rollbacks
         self.history = [dict(h) for h in r["history"]]
         self.pause_ms = [float(v) for v in r["pause_ms"]]
         self.skip = [list(p) for p in r["skip"]]
@@ -784,15 +792,17 @@ class AdaptiveRun:
 
     def _control_arm(self) -> ControlArm:
         """The un-rewritten model trained from the pre-rewrite snapshot over the batches the
-        rewrite's trial used (the steps are not logged: they are not the run's trajectory,
-        but `work` counts them). Leaves the trainer on the control arm."""
+        rewrite's trial used (its steps are kept, not logged: they become the run's
+        trajectory only if the run goes on from the control arm, `_rollback`; `work` counts
+        them). Leaves the trainer on the control arm."""
         tr, pre = self.trainer, self.guard.snapshot
         arm, end = self.snapshot(), self.position
         skips = [tuple(p) for p in pre.meta["run"]["skip"]]
         pre.restore(tr)
         self.position = (pre.epoch, pre.batch)
         bpe = tr.stream.batches_per_epoch()
-        recorder, tr.recorder = tr.recorder, NullRecorder()
+        kept = MemoryRecorder()
+        recorder, tr.recorder = tr.recorder, kept
         losses: list[float] = []
         try:
             while self.position != end:
@@ -805,7 +815,7 @@ class AdaptiveRun:
                 self.position = (epoch + 1, 0) if batch + 1 == bpe else (epoch, batch + 1)
         finally:
             tr.recorder = recorder
-        return ControlArm(arm, self.measure(), losses)
+        return ControlArm(arm, self.measure(), losses, kept.steps)
 
     def _return_to(self, arm: Snapshot, metrics: dict[str, float]) -> None:
         """Back on the rewritten arm (measured as `metrics`) after the control arm lost."""
@@ -864,6 +874,10 @@ class AdaptiveRun:
         if blacklist:
             self.blacklist.block(blacklist, self.work, self.adapt.guard.blacklist_steps)
         self.rollbacks += 1
+        tr.trajectory = self.rollbacks  # the steps from here on: the kept branch's
+        if control is not None:  # its steps replace the rewritten arm's, as a replay's would
+            for rec in control.steps:
+                self.recorder.step(dataclasses.replace(rec, trajectory=tr.trajectory))
         after = control.metrics if control is not None else self.measure()
         self.last_metrics = after
         where = {"to": "control arm"} if control is not None else {}

@@ -215,6 +215,11 @@ class CudaStep:
         return StepStats(float(s[3]), math.sqrt(s[0]), ratio)
 
     @property
+    def built(self) -> bool:
+        """Whether a step has been built (`run_empty` needs one)."""
+        return bool(self._entries)
+
+    @property
     def captured(self) -> bool:
         return any(e.graph is not None for e in self._entries.values())
 

@@ -74,7 +74,9 @@ def _plain(v: Any) -> Any:
 
 
 def record_json(rec: Record) -> dict[str, Any]:
-    return {k: _plain(v) for k, v in as_dict(rec).items()}
+    """`rec` as an ingest body's record; a trajectory of 0 (no rollback before it) left out,
+    as the service reads an absent one, so that a service older than the field takes it."""
+    return {k: _plain(v) for k, v in as_dict(rec).items() if k != "trajectory" or v}
 
 
 class RemoteRecorder(BaseRecorder):

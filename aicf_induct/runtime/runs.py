@@ -66,6 +66,8 @@ class RunOwner(Protocol):
     @property
     def step_count(self) -> int: ...
     @property
+    def trajectory(self) -> int: ...
+    @property
     def origin(self) -> str: ...
     @property
     def parent_run_id(self) -> str | None: ...
@@ -230,7 +232,8 @@ class LoggedRun:
         for key, value in metrics.items():
             split, metric = key.split("_", 1)
             self.recorder.result(ResultRecord(self.run_id, self.trainer.step_count, epoch,
-                                              split, metric, float(value), final))
+                                              split, metric, float(value), final,
+                                              self.trainer.trajectory))
 
     def finish(self, status: str, metrics: Mapping[str, float], epoch: int,
                error: str | None = None) -> float:

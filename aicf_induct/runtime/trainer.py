@@ -185,6 +185,9 @@ class Trainer:
         self.schedule: Schedule = make_schedule(config.schedule, config.lr, max(total, 1),
                                                 config.warmup_steps)
         self.step_count = 0
+        # what each step and result row is logged under (`StepRecord.trajectory`): an
+        # adaptive run sets it to its rollbacks
+        self.trajectory = 0
 
     @property
     def store(self) -> Any:
@@ -238,7 +241,8 @@ class Trainer:
             ratio = self.optimizer.step(self.store, lr)
         rec = StepRecord(run_id=self.run_id, step=self.step_count, epoch=epoch, loss=loss,
                          grad_norm=gnorm, update_ratio=ratio, lr=lr,
-                         step_time_s=time.perf_counter() - t0, batch_size=int(x.shape[0]))
+                         step_time_s=time.perf_counter() - t0, batch_size=int(x.shape[0]),
+                         trajectory=self.trajectory)
         self.step_count += 1
         self.recorder.step(rec)
         return rec
@@ -271,9 +275,18 @@ class Trainer:
         if dp is None:
             s = g.run(x, y, self.step_count, lr)
         else:
-            xs, ys = dp.shard(x, y, least_rows(self.graph))
-            s = (g.run(xs, ys, self.step_count, lr, weight=len(xs) / len(x)) if len(xs)
-                 else g.run_empty(self.step_count, lr))
+            least = least_rows(self.graph)
+            xs, ys = dp.shard(x, y, least)
+            if len(xs):
+                s = g.run(xs, ys, self.step_count, lr, weight=len(xs) / len(x))
+            elif g.built:  # an empty share: a zero gradient into the ranks' sum
+                s = g.run_empty(self.step_count, lr)
+            else:
+                # an empty share before this rank's step was ever built (the first batch,
+                # or the first after a rewrite): the batch's first rows at weight 0, so that
+                # it builds its step and joins the ranks' first sum, as the others do (NCCL
+                # connects the ranks at their first collective: one missing hangs them all)
+                s = g.run(x[:least], y[:least], self.step_count, lr, weight=0.0)
         assert s is not None
         return s.loss, s.grad_norm, s.update_ratio
 

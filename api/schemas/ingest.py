@@ -16,6 +16,11 @@ BATCH_ID = Field(min_length=1, max_length=128,
                              "restart; the id with other bytes is a 409")
 
 
+TRAJECTORY = ("the run's rollbacks before the record: after a rollback the run logs the step "
+              "numbers past its target again under the next (the warehouse's live_steps and "
+              "live_results keep the path taken)")
+
+
 class _In(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -69,6 +74,7 @@ class StepIn(_In):
     lr: float
     step_time_s: float
     batch_size: int
+    trajectory: int = Field(0, ge=0, description=TRAJECTORY)
 
 
 class EventIn(_In):
@@ -90,6 +96,7 @@ class ResultIn(_In):
     metric: str
     value: float
     final: bool = False
+    trajectory: int = Field(0, ge=0, description=TRAJECTORY)
 
 
 EndStatus = Literal["completed", "early_stopped", "timeout", "failed", "interrupted"]

@@ -66,6 +66,9 @@ class StepPublic(BaseModel):
     lr: float | None
     step_time_s: float | None
     batch_size: int | None
+    trajectory: int = Field(description="the run's rollbacks before the step: a rollback logs "
+                                        "the step numbers past its target again under the "
+                                        "next (0: none; also for rows logged before the field)")
 
 
 class StepPage(Page):

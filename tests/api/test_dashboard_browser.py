@@ -108,8 +108,9 @@ def test_run_page_draws_curves_markers_and_the_ir(site: str, browser: Any, tmp_p
     adapt = dashboard_warehouse.adapt
     drawn = load(browser, f"{site}/runs/{adapt['run_id']}", 3, tmp_path / "run.png")
     assert set(drawn) == {"chart-curves", "chart-dynamics", "chart-ir"}
-    assert drawn["chart-curves"][0] == 340  # every logged step, 320 and 20 replayed (no
-    # downsampling this short)
+    # the path the run took, each of its 320 steps once: not the 20 rows of the branch the
+    # rollback dropped (no downsampling this short)
+    assert drawn["chart-curves"][0] == 320
     traces = browser.execute_script(
         "return document.getElementById('chart-curves').data.map(t => "
         "[t.name, Array.from(t.x || []), t.hovertext || null])")

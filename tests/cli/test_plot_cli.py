@@ -35,24 +35,30 @@ def test_plot_run_marks_every_event_at_its_exact_step_and_loss(
     fig = run_figure(view)
     loss_ax = fig.axes[0]
     train = next(ln for ln in loss_ax.get_lines() if ln.get_label() == "train loss (step)")
-    steps = conn.execute("SELECT step, loss FROM steps WHERE run_id = ? ORDER BY step",
-                         [run_id]).fetchall()
-    assert len(train.get_xdata()) == len(steps)  # 320 rows: under the downsampling threshold
+    live = conn.execute("SELECT step FROM live_steps WHERE run_id = ? ORDER BY step",
+                        [run_id]).fetchall()
+    # the path taken, under the downsampling threshold: every step once
+    assert train.get_xdata().tolist() == [s for s, in live]
+    rows = conn.execute("SELECT step, trajectory, loss FROM steps WHERE run_id = ?",
+                        [run_id]).fetchall()
     marks = {c.get_label(): c.get_offsets() for c in loss_ax.collections
              if isinstance(c, PathCollection)}
     assert set(marks) == {"trigger", "decision", "rewrite", "rollback"}
-    events = conn.execute("SELECT kind, step FROM events WHERE run_id = ? AND kind IN "
-                          "('trigger', 'decision', 'rewrite', 'rollback')", [run_id]).fetchall()
+    events = conn.execute("SELECT kind, step, (SELECT count(*) FROM events r WHERE r.run_id = "
+                          "e.run_id AND r.kind = 'rollback' AND r.at < e.at) FROM events e "
+                          "WHERE run_id = ? AND kind IN ('trigger', 'decision', 'rewrite', "
+                          "'rollback')", [run_id]).fetchall()
     assert len(marks["rewrite"]) == wh.adapt["rewrites"]
     assert len(marks["rollback"]) == wh.adapt["rollbacks"]
-    first_loss = {}
-    for s, loss in steps:
-        first_loss.setdefault(s, loss)
-    last = max(first_loss)
     for kind, xy in marks.items():
-        assert sorted(x for x, _ in xy) == sorted(s for k, s in events if k == kind)
-        for x, y in xy:  # the loss logged at that step (the last one, past the end)
-            assert y == pytest.approx(first_loss[min(int(x), last)])
+        mine = sorted((s, t) for k, s, t in events if k == kind)
+        assert sorted(x for x, _ in xy) == [s for s, _ in mine]
+        # the loss logged at that step (the last one, past the end) on the path of the event's
+        # trajectory (the rollbacks before it): the latest row at or before the step among the
+        # trajectories up to its own
+        expected = sorted(max((s, tr, x) for s, tr, x in rows if tr <= t and s <= step)[2]
+                          for step, t in mine)
+        assert sorted(y for _, y in xy) == pytest.approx(expected)
     # the rolled-back span is shaded, from the step rolled back to, to the step it was noticed
     span = next(p for p in loss_ax.patches if p.get_label() == "rolled back, replayed")
     lo, hi = span.get_x(), span.get_x() + span.get_width()

@@ -189,3 +189,36 @@ def test_effects_over_a_horizon_are_cut_at_the_next_rewrite() -> None:
     # left out; deepen: the best in (400, 800]; the verdicts are the guard's
     assert long["effect"].to_dict() == pytest.approx({"widen": 0.4, "deepen": 0.45 / 0.85})
     assert long["verdict"].to_dict() == {"widen": "keep", "deepen": "harm"}
+
+
+def test_a_decision_after_a_rollback_reads_the_path_it_was_made_on() -> None:
+    """Steps 0-79 (trajectory 0), a rollback to 50, steps 50-119 (trajectory 1), a `none`
+    decision at 60: its grad norm is of 50-59 on the replay (1.0), not of the dropped
+    branch's rows of the same steps (100.0), and its outcome the replay's first validation
+    loss at 60 + 10 (0.5), not the dropped branch's (2.0). A decision at 40, before the
+    rollback, reads the first path: the dropped branch's loss at 50 is what came of it."""
+    from aicf_induct.induction.rewrite_history import history_of
+
+    def ev(step: int, kind: str, name: str, at: int, val: float | None = None) -> dict:
+        return {"run_id": "r", "problem_id": "p", "problem": "prob", "task": "regression",
+                "step": step, "kind": kind, "name": name,
+                "detail": json.dumps({"trigger": "plateau"}),
+                "metrics_before": json.dumps({} if val is None else {"val_loss": val}),
+                "at": at, "guard_steps": 10}
+    events = pd.DataFrame([ev(40, "decision", "none", 40, 1.0),
+                           ev(50, "rollback", "requested", 80),
+                           ev(60, "decision", "none", 91, 1.0)])
+    steps = pd.DataFrame({"run_id": "r", "step": [*range(80), *range(50, 120)],
+                          "grad_norm": [100.0] * 80 + [1.0] * 70,
+                          "update_ratio": 1e-3, "trajectory": [0] * 80 + [1] * 70})
+    vals = pd.DataFrame({"run_id": "r", "step": [50, 70, 70], "value": [0.9, 2.0, 0.5],
+                         "trajectory": [0, 0, 1]})
+    rows = pd.DataFrame({"problem_id": ["p"], "n_rows": [500.0]})
+    got = history_of(events, vals, steps, rows).set_index("step")
+    assert got.loc[60, "grad_norm"] == 1.0 and got.loc[40, "grad_norm"] == 100.0
+    assert got.loc[60, "effect"] == pytest.approx(0.5) and got.loc[40, "effect"] == \
+        pytest.approx(0.1)
+    # frames without the column (an older warehouse) read as one path, as before
+    old = history_of(events, vals.drop(columns="trajectory"), steps.drop(columns="trajectory"),
+                     rows).set_index("step")
+    assert old.loc[60, "grad_norm"] == pytest.approx((100.0 * 10 + 1.0 * 10) / 20)

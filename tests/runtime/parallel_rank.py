@@ -106,16 +106,23 @@ class CountingShares(DataParallel):
         return xs, ys
 
 
-def batchnorm_shares(comm: Any, steps: int) -> tuple[np.ndarray, np.ndarray]:
-    """A batchnorm MLP trained `steps` steps in batches of 5 on 24 training rows; on rank 0,
-    every rank's (rank, step) share rows and losses (summed over the ranks: each fills its
-    own row)."""
+def batchnorm_shares(comm: Any, steps: int, backend: str = "numpy",
+                     batch_size: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    """A batchnorm MLP trained `steps` steps in batches of `batch_size` on 24 training rows;
+    on rank 0, every rank's (rank, step) share rows and losses (summed over the ranks: each
+    fills its own row)."""
     problem = toy_problem(n=40)
     dp = CountingShares(comm)
     tr = Trainer(problem, toy_graph(problem, "mlp:depth=2,width=8,norm=batchnorm"),
-                 TrainConfig(lr=3e-3, batch_size=5, backend="numpy", seed=0), parallel=dp)
+                 TrainConfig(lr=3e-3, batch_size=batch_size, backend=backend, seed=0),
+                 parallel=dp)
     losses = run_steps(tr, steps)
     out = np.zeros((2, comm.size, steps))
     out[0, comm.rank], out[1, comm.rank] = dp.rows, losses
     comm.allreduce_sum_(out)
     return out[0].astype(int), out[1]
+
+
+def gpu_batchnorm_shares(comm: Any, payload: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """`batchnorm_shares` on the GPUs: payload (steps, batch size)."""
+    return batchnorm_shares(comm, payload[0], "cupy", payload[1])

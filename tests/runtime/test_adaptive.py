@@ -268,8 +268,16 @@ def test_counterfactual_guard_goes_on_from_the_run_without_the_rewrite(problem) 
     assert guard.detail["verdict"] == "harm" and "control arm" in guard.detail["reason"]
     assert rb.detail["to"] == "control arm" and rb.detail["blacklisted"] == "prune"
     assert rb.detail["from_step"] == rb.detail["to_step"] == 72 == run.trainer.step_count
-    assert run.work == 72 + 12  # the control arm's steps are counted, not logged
-    assert [s.step for s in rec.steps] == list(range(72))
+    assert run.work == 72 + 12  # the control arm's steps are counted, and logged once it wins:
+    # the rewritten arm's 60..71 under trajectory 0, then the control arm's under 1
+    assert [(s.step, s.trajectory) for s in rec.steps] == \
+        [(i, 0) for i in range(72)] + [(i, 1) for i in range(60, 72)]
+    # the path taken (trajectory 0 before the control arm's first step, then 1) is the run
+    # that never rewrote, row for row
+    taken = [s for s in rec.steps if s.trajectory == 1 or s.step < 60]
+    never = plain.logged.inner.steps
+    assert [s.step for s in taken] == [s.step for s in never] == list(range(72))
+    assert [s.loss for s in taken] == [s.loss for s in never]
     assert fingerprint(run.trainer.graph) == fingerprint(plain.trainer.graph)
     np.testing.assert_array_equal(run.trainer.store.data, plain.trainer.store.data)
     assert guard.detail["val_control"] == pytest.approx(plain.measure()["val_loss"], rel=1e-12)

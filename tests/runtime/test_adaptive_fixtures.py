@@ -75,7 +75,8 @@ def until_the_control_arm_wins(problem: Problem, config: TrainConfig, **adapt: o
     rec = MemoryRecorder()
     run = AdaptiveRun(problem, toy_graph(problem), config, cf, ProposalPolicy(prune_at_warmup),
                       recorder=rec)
-    plain = AdaptiveRun(problem, toy_graph(problem), config, cf, ProposalPolicy(lambda obs: []))
+    plain = AdaptiveRun(problem, toy_graph(problem), config, cf, ProposalPolicy(lambda obs: []),
+                        recorder=MemoryRecorder())  # `plain.logged.inner`: its steps
     run.start()
     plain.start()
     while not any(e.kind == "rollback" for e in rec.events):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.runtime.parallel_rank import train_rank
+from tests.runtime.parallel_rank import BN_STEPS, gpu_batchnorm_shares, train_rank
 from tests.runtime.test_parallel import STEPS, WIDEN_AT, run_ranks
 
 pytestmark = pytest.mark.cuda
@@ -44,3 +44,20 @@ def test_two_gpus_train_the_one_gpu_run_across_a_widen() -> None:
         assert params.tobytes() == ranks[0][1].tobytes()
     np.testing.assert_allclose(ranks[0][0], solo_losses, rtol=1e-9, atol=0)
     np.testing.assert_allclose(ranks[0][1], solo_params, rtol=0, atol=1e-9)
+
+
+@pytest.mark.skipif(cp.cuda.runtime.getDeviceCount() < 2, reason="needs 2 GPUs")
+@pytest.mark.parametrize("batch,per_step", [(3, [[3, 0]] * 8),
+                                             (5, [[3, 2]] * 4 + [[2, 2]])])
+def test_two_gpus_with_batchnorm_share_no_row_alone(batch: int,
+                                                    per_step: list[list[int]]) -> None:
+    """With batchnorm no rank takes one row (24 training rows): batches of 3 go to rank 0
+    alone from the first step on (rank 1 must still build its step and join the ranks' first
+    sum: the run hung before), batches of 5 split 3/2 and an epoch's last of 4 rows 2/2."""
+    from aicf_induct.runtime.ranks import run_ranks as gpu_ranks
+
+    payload = (BN_STEPS, batch)
+    rows, losses = gpu_ranks(2, lambda comm: gpu_batchnorm_shares(comm, payload),
+                             gpu_batchnorm_shares, payload, gpus=True)
+    assert np.isfinite(losses).all()
+    assert rows.T.tolist() == (per_step * 2)[:BN_STEPS]

@@ -44,14 +44,26 @@ def test_downsampled_run_keeps_its_envelope_and_exact_markers(dashboard_warehous
     assert len(s_steps) <= 40 and np.all(np.diff(s_steps) >= 0)
     assert s_loss.max() == loss.max() and s_loss.min() == loss.min()
     assert (s_steps[0], s_steps[-1]) == (steps[0], steps[-1])
-    # markers: the same events at the same steps with the same (exact) losses
+    # markers: the same events at the same steps with the same (exact) losses, each on the
+    # path of its trajectory (the rollbacks logged before it): the latest row at or before
+    # its step among the trajectories up to its own
     assert small.events == full.events
-    first = {}
-    for s, x in zip(steps.tolist(), loss.tolist(), strict=True):
-        first.setdefault(s, x)
+    rows = conn.execute("SELECT step, trajectory, loss FROM steps WHERE run_id = ?",
+                        [run_id]).fetchall()
+    at = sorted(e["at"] for e in full.events if e["kind"] == "rollback")
+    assert at and {t for _, t, _ in rows} == set(range(len(at) + 1))
     for e in small.marked_events():
-        assert e["loss"] == pytest.approx(first[min(e["step"], max(first))])
+        k = sum(a < e["at"] for a in at)
+        mine = [(st, t, x) for st, t, x in rows if t <= k and st <= e["step"]]
+        assert e["loss"] == pytest.approx(max(mine)[2])
     assert small.rollback_windows == full.rollback_windows != []
+    # the curves are the path taken: each step once, the replay's row where a branch was
+    # dropped, and the dropped rows counted apart
+    assert len(steps) == len(set(steps.tolist())) == full.logged_steps - full.discarded_steps
+    assert full.discarded_steps > 0
+    live = dict(conn.execute("SELECT step, loss FROM live_steps WHERE run_id = ?",
+                             [run_id]).fetchall())
+    assert dict(zip(steps.tolist(), loss.tolist(), strict=True)) == live
     assert [s["reason"] for s in small.snapshots].count("rewrite") == \
         dashboard_warehouse.adapt["rewrites"]
 

@@ -25,7 +25,7 @@ def test_rows_and_batches_round_trip(root: Path) -> None:
     with Writer(root, flush_interval_s=10) as w:
         w.append("results", {"run_id": "r", "step": 1, "epoch": 0, "split": "val",
                              "metric": "accuracy", "value": 0.5, "final": False})
-        w.append_row("results", ("r", 2, 0, "test", "accuracy", 0.75, True))
+        w.append_row("results", ("r", 2, 0, "test", "accuracy", 0.75, True, 0))
         w.append_batch("steps", _steps_batch("r", 0, 1000))
     conn = connect(root)
     assert conn.execute("SELECT count(*), sum(step) FROM steps").fetchone() == (1000, 499500)
@@ -123,7 +123,7 @@ def test_readme_tables_match_the_schema() -> None:
 
 def test_a_badly_typed_row_is_dropped_alone(root: Path, capsys) -> None:
     with Writer(root, flush_interval_s=60) as w:
-        w.append_row("results", ("r", 1, 0, "val", "accuracy", "not a float", False))
+        w.append_row("results", ("r", 1, 0, "val", "accuracy", "not a float", False, 0))
         w.append_batch("steps", _steps_batch("r", 0, 10))
     assert w.stats.dropped == 1
     assert "dropped 1 row" in capsys.readouterr().err

@@ -38,4 +38,33 @@ FROM raw_ir_patterns GROUP BY fingerprint, pattern;
 CREATE OR REPLACE VIEW steps AS SELECT * EXCLUDE (date) FROM raw_steps;
 CREATE OR REPLACE VIEW events AS SELECT * EXCLUDE (date) FROM raw_events;
 CREATE OR REPLACE VIEW results AS SELECT * EXCLUDE (date) FROM raw_results;
+
+-- The path a run took. A rollback takes the run back to an earlier step and logs the step
+-- numbers from there again under the next trajectory (the run's rollbacks before the row;
+-- NULL, logged before the column, reads as 0): a row of one trajectory at or past the
+-- first step of a later one is of a discarded branch. `cut` is that first step. (Steps are
+-- compared as BIGINT explicitly: a part of another type, which `warehouse check` names,
+-- must not keep the views from being made.)
+CREATE OR REPLACE VIEW trajectory_cuts AS
+WITH starts AS (
+    SELECT run_id, coalesce(TRY_CAST(trajectory AS BIGINT), 0) AS trajectory,
+           min(TRY_CAST(step AS BIGINT)) AS first_step
+    FROM steps GROUP BY ALL
+)
+SELECT a.run_id, a.trajectory, min(b.first_step) AS cut
+FROM starts a JOIN starts b ON a.run_id = b.run_id AND b.trajectory > a.trajectory
+GROUP BY ALL;
+
+CREATE OR REPLACE VIEW live_steps AS
+SELECT s.* FROM steps s
+LEFT JOIN trajectory_cuts c
+       ON s.run_id = c.run_id AND coalesce(TRY_CAST(s.trajectory AS BIGINT), 0) = c.trajectory
+WHERE c.cut IS NULL OR TRY_CAST(s.step AS BIGINT) < c.cut;
+
+-- A result at the cut measured the model the rollback went back to: it stays.
+CREATE OR REPLACE VIEW live_results AS
+SELECT r.* FROM results r
+LEFT JOIN trajectory_cuts c
+       ON r.run_id = c.run_id AND coalesce(TRY_CAST(r.trajectory AS BIGINT), 0) = c.trajectory
+WHERE c.cut IS NULL OR TRY_CAST(r.step AS BIGINT) <= c.cut;
 CREATE OR REPLACE VIEW kernel_tuning AS SELECT * EXCLUDE (date) FROM raw_kernel_tuning;

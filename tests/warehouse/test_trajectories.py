@@ -1,0 +1,122 @@
+"""Step and result rows say which trajectory they are of (the run's rollbacks before them),
+and `live_steps` / `live_results` keep the path a run took: a real adaptive run rolled back
+twice, the second time past the first's target, logged into a real warehouse; ingest of the
+field (sent, absent, negative); rows logged before the column."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import warehouse
+from aicf_induct.records import ResultRecord, StepRecord
+from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun
+from aicf_induct.runtime.policies import ProposalPolicy
+from aicf_induct.runtime.remote_recorder import record_json
+from aicf_induct.runtime.trainer import TrainConfig
+from tests.runtime.test_adaptive_fixtures import toy_graph, toy_problem
+from warehouse.ingest import IngestError, steps_table, tables_of
+from warehouse.writer import Writer
+
+STEPS = 120
+
+
+@pytest.fixture(scope="module")
+def rolled_back(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A run that steps to 80, rolls back to its snapshot at 50, steps to 90, rolls back to
+    its snapshot at 30 (of the first trajectory, before the first rollback's target) and
+    runs to its end: trajectory 0 logs steps 0-79, 1 logs 50-89, 2 logs 30-119."""
+    root = tmp_path_factory.mktemp("traj") / "wh"
+    problem = toy_problem("classification", n=300, seed=2)
+    rec = warehouse.open_recorder(root)
+    run = AdaptiveRun(problem, toy_graph(problem), TrainConfig(lr=1e-2, batch_size=32, seed=0),
+                      AdaptConfig(steps=STEPS, warmup_steps=0),
+                      ProposalPolicy(lambda obs: []), recorder=rec)
+    snaps = {}
+    while run.trainer.step_count < 80:
+        if run.trainer.step_count in (30, 50):
+            snaps[run.trainer.step_count] = run.snapshot()
+        run.step()
+    run.rollback(snaps[50], "first")
+    while run.trainer.step_count < 90:
+        run.step()
+    run.rollback(snaps[30], "second")
+    assert run.run().status == "completed"
+    rec.close()
+    return root, run.run_id
+
+
+def test_each_row_names_its_trajectory_and_live_steps_keep_the_path_taken(
+        rolled_back: tuple[Path, str]) -> None:
+    root, run_id = rolled_back
+    conn = warehouse.connect(root)
+    rows = conn.execute("SELECT trajectory, step FROM steps WHERE run_id = ? "
+                        "ORDER BY trajectory, step", [run_id]).fetchall()
+    assert rows == [(0, s) for s in range(80)] + [(1, s) for s in range(50, 90)] + \
+        [(2, s) for s in range(30, STEPS)]
+    live = conn.execute("SELECT trajectory, step FROM live_steps WHERE run_id = ? "
+                        "ORDER BY step", [run_id]).fetchall()
+    assert live == [(0, s) for s in range(30)] + [(2, s) for s in range(30, STEPS)]
+    cuts = conn.execute("SELECT trajectory, cut FROM trajectory_cuts WHERE run_id = ? "
+                        "ORDER BY 1", [run_id]).fetchall()
+    assert cuts == [(0, 30), (1, 30)]
+    # the report's losses are the path's; its step count holds every row
+    summary = warehouse.run_report(conn, "run_summary").set_index("run_id").loc[run_id]
+    assert summary["logged_steps"] == 80 + 40 + 90
+    path = conn.execute("SELECT loss FROM live_steps WHERE run_id = ? ORDER BY step",
+                        [run_id]).fetchall()
+    assert summary["last_loss"] == path[-1][0]
+    assert summary["min_loss"] == min(x for x, in path)
+
+
+def test_live_results_drop_a_dropped_branch_s_evaluations(
+        rolled_back: tuple[Path, str]) -> None:
+    root, run_id = rolled_back
+    conn = warehouse.connect(root)
+    results = conn.execute("SELECT trajectory, step, split, metric FROM results WHERE "
+                           "run_id = ?", [run_id]).fetchall()
+    assert {t for t, *_ in results} == {0, 1, 2}
+    live = set(conn.execute("SELECT trajectory, step, split, metric FROM live_results WHERE "
+                            "run_id = ?", [run_id]).fetchall())
+    # every result of the path taken, and none of a dropped branch past where it was cut
+    assert live == {(t, s, sp, m) for t, s, sp, m in results
+                    if t == 2 or (t in (0, 1) and s <= 30)}
+    final = [r for r in results if r[1] == STEPS]
+    assert final and all(r in live for r in final)
+
+
+def test_a_record_with_no_rollback_before_it_is_sent_without_the_field() -> None:
+    step = StepRecord("r", 3, 0, 0.5, 1.0, 1e-3, 1e-2, 1e-4, 16)
+    assert "trajectory" not in record_json(step)  # a service older than the field takes it
+    assert record_json(StepRecord("r", 3, 0, 0.5, 1.0, 1e-3, 1e-2, 1e-4, 16, 2))[
+        "trajectory"] == 2
+    assert "trajectory" not in record_json(ResultRecord("r", 3, 0, "val", "loss", 0.4))
+
+
+def test_ingest_reads_an_absent_trajectory_as_0_and_refuses_a_negative_one() -> None:
+    body = {"run_id": "r", "step": 0, "epoch": 0, "loss": 1.0, "grad_norm": 1.0,
+            "update_ratio": 1e-3, "lr": 1e-3, "step_time_s": 1e-3, "batch_size": 8}
+    got = tables_of({"steps": [body, {**body, "step": 1, "trajectory": 3}],
+                     "results": [{"run_id": "r", "step": 1, "epoch": 0, "split": "val",
+                                  "metric": "loss", "value": 0.5}]}, "w")
+    assert got["steps"].column("trajectory").to_pylist() == [0, 3]
+    assert got["results"].column("trajectory").to_pylist() == [0]
+    with pytest.raises(IngestError, match=r"steps\[1\]\.trajectory: negative"):
+        tables_of({"steps": [body, {**body, "trajectory": -1}]}, "w")
+    arrow = pa.table({k: [v] for k, v in body.items() if k != "run_id"})
+    assert steps_table(arrow, "r").column("trajectory").to_pylist() == [0]
+    with pytest.raises(IngestError, match=r"steps\[0\]\.trajectory: negative"):
+        steps_table(arrow.append_column("trajectory", pa.array([-2])), "r")
+
+
+def test_rows_logged_before_the_column_read_as_trajectory_0(tmp_path: Path) -> None:
+    root = tmp_path / "wh"
+    with Writer(root) as w:  # a part without the column, as an older version wrote them
+        w.append_batch("steps", pa.table({"run_id": ["old"] * 3, "step": [0, 1, 2],
+                                          "loss": [1.0, 0.9, 0.8]}))
+    conn = warehouse.connect(root)
+    assert conn.execute("SELECT step, trajectory FROM live_steps ORDER BY step").fetchall() == \
+        [(0, None), (1, None), (2, None)]
+    assert conn.execute("SELECT count(*) FROM trajectory_cuts").fetchone() == (0,)
