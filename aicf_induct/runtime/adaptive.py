@@ -748,7 +748,11 @@ class AdaptiveRun:
             new = transform.apply(capture(tr, with_grads=True), d.site, rng)
             _adoptable(tr, new.graph, f"{d.transform} at '{d.site}'")
         except RewriteError as err:
-            self._event("rewrite", d.transform, {"site": d.site, "error": str(err)})
+            # blocked as a harmful one is: a policy would propose it at every trigger again
+            # (a widen past a ceiling stays past it)
+            self.blacklist.block(d.transform, self.work, self.adapt.guard.blacklist_steps)
+            self._event("rewrite", d.transform, {"site": d.site, "error": str(err),
+                                                 "blacklisted": d.transform})
             return False
         install(tr, new, compile_batch=self.config.batch_size)
         pause_ms = (time.perf_counter() - t0) * 1e3

@@ -1,7 +1,7 @@
 """A live rewrite is held to the model ceilings the run's first graph was
 (`executor.check_size`): a widen past them is not adopted; the run goes on with its graph,
 and the refused rewrite is a `rewrite` event with its `error`, as any rewrite that cannot
-apply."""
+apply, its transform blacklisted as a harmful one's is."""
 
 from __future__ import annotations
 
@@ -62,3 +62,25 @@ def test_a_widen_within_the_ceiling_is_adopted(monkeypatch: pytest.MonkeyPatch) 
     rewrites = [e for e in rec.events if e.kind == "rewrite"]
     assert [e.name for e in rewrites] == ["widen"] and "error" not in rewrites[0].detail
     assert run.rewrites == 1
+
+
+def widen_at_every_trigger(obs):  # type: ignore[no-untyped-def]
+    if "widen" in obs.blocked:
+        return []
+    return [Proposal("widen", "blocks.0.linear", {"units": 5}, 1.0, "test")]
+
+
+def test_a_refused_widen_is_blacklisted_not_proposed_at_every_trigger(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    problem = toy_problem(n=200, seed=2)
+    start = toy_graph(problem)
+    monkeypatch.setattr(specs, "MAX_PARAMS", start.param_count())
+    rec = MemoryRecorder()
+    run = AdaptiveRun(problem, start, TrainConfig(lr=1e-2, batch_size=32),
+                      AdaptConfig(steps=120, warmup_steps=10, epoch_trigger=True,
+                                  guard=GuardConfig(steps=12, blacklist_steps=1000)),
+                      ProposalPolicy(widen_at_every_trigger), recorder=rec)
+    run.run()
+    assert len([e for e in rec.events if e.kind == "trigger"]) > 2  # it was asked again
+    refused = [e for e in rec.events if e.kind == "rewrite"]
+    assert len(refused) == 1 and refused[0].detail["blacklisted"] == "widen"
