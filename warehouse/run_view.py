@@ -45,6 +45,9 @@ class RunView:
     events: list[dict[str, Any]]  # every event, step order; detail/metrics parsed, `loss` exact
     snapshots: list[dict[str, Any]]  # IR snapshots, step order, `ir` parsed
     rollback_windows: list[tuple[int, int]] = field(default_factory=list)  # [to, from) steps
+    # the training loss of each branch a rollback dropped: (steps, losses) per trajectory,
+    # downsampled as the curves are
+    dropped: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
 
     @property
     def downsampled(self) -> bool:
@@ -124,7 +127,7 @@ def _curves(conn: duckdb.DuckDBPyConnection, run_id: str,
             max_points: int) -> tuple[int, int, dict[str, tuple[np.ndarray, np.ndarray]],
                                       dict[str, np.ndarray]]:
     """The run's step count, discarded rows, downsampled curves on the path taken, and
-    every row's step, trajectory and loss."""
+    every row's step, trajectory and loss (in trajectory, then step order)."""
     cols = ", ".join(SERIES)
     arrays = conn.execute(f"SELECT step, coalesce(trajectory, 0) AS trajectory, {cols} "
                           "FROM steps WHERE run_id = ? ORDER BY trajectory, step",
@@ -201,4 +204,18 @@ def run_view(conn: duckdb.DuckDBPyConnection, run_id: str,
                         'ir_snapshots WHERE run_id = $run_id ORDER BY step, recorded_at', run_id)
     for s in snaps:
         s["ir"] = _parse(s.pop("ir_json"))
-    return RunView(run, n, dropped, curves, evals, final, events, snaps, windows)
+    return RunView(run, n, dropped, curves, evals, final, events, snaps, windows,
+                   _dropped(rows, max_points))
+
+
+def _dropped(rows: dict[str, np.ndarray], max_points: int
+             ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(steps, losses) of each dropped branch's rows: a trajectory's rows off the path."""
+    off = ~path(rows["step"], rows["trajectory"])
+    out = []
+    for t in np.unique(rows["trajectory"][off]):
+        mine = off & (rows["trajectory"] == t)  # rows come in step order within a trajectory
+        step, loss = rows["step"][mine], rows["loss"][mine]
+        keep = m4(loss, max(1, max_points // 4))
+        out.append((step[keep], loss[keep]))
+    return out

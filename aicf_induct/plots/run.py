@@ -1,7 +1,8 @@
-"""A run's figure: training loss per step (log scale) with the validation loss per
-evaluation, one marker collection per event kind (trigger, decision, rewrite, rollback) at
-each event's exact step and loss, rolled-back spans shaded; below, grad norm and update
-ratio. Curves longer than `warehouse.run_view.DEFAULT_POINTS` are downsampled there (M4)."""
+"""A run's figure: training loss per step (log scale) on the path the run took, each branch
+a rollback dropped dotted, with the validation loss per evaluation, one marker collection per
+event kind (trigger, decision, rewrite, rollback) at each event's exact step and loss,
+rolled-back spans shaded; below, grad norm and update ratio. Curves longer than
+`warehouse.run_view.DEFAULT_POINTS` are downsampled there (M4)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,9 @@ def run_figure(view: RunView) -> Figure:
     loss_ax, dyn_ax = fig.subplots(2, 1, sharex=True, height_ratios=[2, 1])
     steps, loss = view.curves["loss"]
     loss_ax.plot(steps, loss, color="#999", lw=0.8, label="train loss (step)")
+    for k, (x_d, y_d) in enumerate(view.dropped):  # what rollbacks dropped
+        loss_ax.plot(x_d, y_d, color="#d55e00", lw=0.8, ls=":", alpha=0.7,
+                     label="" if k else "dropped branch (step)")
     x, y = _evals(view, "val", "loss")
     if x:
         loss_ax.plot(x, y, color="#cc79a7", lw=1.5, label="val loss")

@@ -82,14 +82,20 @@ def _step_mode(y: list[float]) -> str:
 
 
 def curves_figure(view: RunView) -> Figure:
-    """Training loss per step (downsampled, see run_view), train and validation loss per
-    evaluation, one marker trace per event kind at the event's exact step and loss, and the
-    validation score below; rolled-back spans shaded."""
+    """Training loss per step on the path the run took (downsampled, see run_view), the
+    branches rollbacks dropped (dotted), train and validation loss per evaluation, one
+    marker trace per event kind at the event's exact step and loss, and the validation score
+    below; rolled-back spans shaded."""
     score = _score_metric(view)
     steps, loss = view.curves["loss"]
     data = [_line(steps.tolist(), loss.tolist(), "train loss (step)",
                   mode=_step_mode(loss.tolist()), line={"width": 1, "color": "#999"},
                   marker={"size": 4, "color": "#999"})]
+    if view.dropped:  # the branches rollbacks dropped, one trace, broken between them
+        xs = [v for s, _ in view.dropped for v in [*s.tolist(), None]][:-1]
+        ys = [v for _, x in view.dropped for v in [*x.tolist(), None]][:-1]
+        data.append(_line(xs, ys, "dropped branch (step)", mode="lines",
+                          line={"width": 1, "color": "#d55e00", "dash": "dot"}, opacity=0.7))
     for split, colour in (("train", "#0072b2"), ("val", "#cc79a7")):
         x, y = _evals(view, split, "loss")
         if x:

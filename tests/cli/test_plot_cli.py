@@ -39,6 +39,9 @@ def test_plot_run_marks_every_event_at_its_exact_step_and_loss(
                         [run_id]).fetchall()
     # the path taken, under the downsampling threshold: every step once
     assert train.get_xdata().tolist() == [s for s, in live]
+    dropped = [ln for ln in loss_ax.get_lines() if ln.get_linestyle() == ":"]
+    assert len(dropped) == len(view.dropped) >= 1
+    assert sum(len(ln.get_xdata()) for ln in dropped) == view.discarded_steps
     rows = conn.execute("SELECT step, trajectory, loss FROM steps WHERE run_id = ?",
                         [run_id]).fetchall()
     marks = {c.get_label(): c.get_offsets() for c in loss_ax.collections

@@ -64,6 +64,14 @@ def test_downsampled_run_keeps_its_envelope_and_exact_markers(dashboard_warehous
     live = dict(conn.execute("SELECT step, loss FROM live_steps WHERE run_id = ?",
                              [run_id]).fetchall())
     assert dict(zip(steps.tolist(), loss.tolist(), strict=True)) == live
+    # and the dropped rows drawn apart, each branch's in step order
+    dropped = conn.execute("SELECT trajectory, step, loss FROM steps s WHERE run_id = ? AND "
+                           "NOT EXISTS (SELECT 1 FROM live_steps l WHERE l.run_id = s.run_id "
+                           "AND l.step = s.step AND l.trajectory = s.trajectory) "
+                           "ORDER BY trajectory, step", [run_id]).fetchall()
+    assert len(dropped) == full.discarded_steps == sum(len(x) for x, _ in full.dropped)
+    assert [(int(st), float(x)) for d_steps, d_loss in full.dropped
+            for st, x in zip(d_steps, d_loss, strict=True)] == [(st, x) for _, st, x in dropped]
     assert [s["reason"] for s in small.snapshots].count("rewrite") == \
         dashboard_warehouse.adapt["rewrites"]
 
