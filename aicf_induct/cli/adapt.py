@@ -19,6 +19,7 @@ from aicf_induct.cli.train import (
     add_train_options,
     close_log,
     model_graph,
+    note_idle_ranks,
     open_recorder,
     parallel_setup,
     print_metrics,
@@ -283,6 +284,7 @@ def run(args: argparse.Namespace) -> int:
                     steps = adapt.steps
                     if parallel:
                         extra["data_parallel"] = {"ranks": ranks, "gpus": gpus}
+                        note_idle_ranks(ranks, config.batch_size, graph)
 
                     def start(comm: Communicator | None) -> AdaptiveRun:
                         return AdaptiveRun(problem, graph, config, adapt, policy, recorder=rec,

@@ -27,6 +27,7 @@ from aicf_induct.problems import IMAGE_SIDES, image_side, load_problem
 from aicf_induct.problems.problem import Problem
 from aicf_induct.records import NullRecorder, Recorder
 from aicf_induct.runtime.backend import BACKENDS, gpu_available, select_backend
+from aicf_induct.runtime.data import least_rows
 from aicf_induct.runtime.executor import check_size
 from aicf_induct.runtime.parallel import Communicator, DataParallel
 from aicf_induct.runtime.runs import sigterm_interrupts
@@ -331,6 +332,19 @@ def parallel_setup(args: argparse.Namespace, config: TrainConfig
     return 1, False, config
 
 
+def note_idle_ranks(ranks: int, batch_size: int, graph: Graph) -> None:
+    """Say when a batch is too small to give every rank rows: a rank takes one row at least,
+    two with batchnorm (`data.least_rows`), and the rest wait at each step's sum."""
+    least = least_rows(graph)
+    busy = min(ranks, max(batch_size // least, 1))
+    if busy < ranks:
+        idle = "the other waits" if ranks - busy == 1 else f"the other {ranks - busy} wait"
+        print(f"note: batches of {counted(batch_size, 'row')} keep {busy} of the {ranks} "
+              f"ranks busy (a rank takes {least} row{'s' * (least > 1)} at least"
+              f"{' with batchnorm' if least > 1 else ''}); {idle}: a batch size of "
+              f"{least * ranks} or more uses them all", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     from_proposal.check(args)
     if args.from_proposal:
@@ -349,6 +363,7 @@ def run(args: argparse.Namespace) -> int:
     parallel = gpus or ranks > 1
     if parallel:
         extra["data_parallel"] = {"ranks": ranks, "gpus": gpus}
+        note_idle_ranks(ranks, config.batch_size, graph)
 
     def rank0(comm: Communicator | None) -> TrainResult:
         return Trainer(problem, graph, config, recorder=recorder, origin="cli", values=values,

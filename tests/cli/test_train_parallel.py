@@ -85,3 +85,20 @@ def test_gpus_without_a_gpu_or_with_numpy_are_refused(capsys: pytest.CaptureFixt
     if have < 64:
         rc = main(["train", "--dataset", "wine", "--gpus", "64", "--no-log"])
         assert rc != 0 and "--gpus 64:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("model,batch,note", [
+    ("mlp:depth=1,width=8,norm=batchnorm", "4", "note: batches of 4 rows keep 2 of the 3 ranks "
+     "busy (a rank takes 2 rows at least with batchnorm); the other waits: a batch size of 6 "
+     "or more uses them all"),
+    ("mlp:depth=1,width=8", "1", "note: batches of 1 row keep 1 of the 3 ranks busy (a rank "
+     "takes 1 row at least); the other 2 wait: a batch size of 3 or more uses them all"),
+    ("mlp:depth=1,width=8,norm=batchnorm", "6", None),
+])
+def test_a_batch_too_small_for_every_rank_is_noted(capsys: pytest.CaptureFixture[str],
+                                                  model: str, batch: str,
+                                                  note: str | None) -> None:
+    assert main(["train", "--quiet", "--dataset", "iris", "--model", model, "--epochs", "1",
+                 "--batch-size", batch, "--ranks", "3", "--backend", "numpy", "--no-log"]) == 0
+    err = capsys.readouterr().err
+    assert (note in err.splitlines()) if note else "busy" not in err
