@@ -58,14 +58,24 @@ def serving(root: Path, *extra: str, port: int | None = None,
     terminated (killed after STOP_S). ServiceDidNotStart, with its output, if it does not
     come up."""
     port = free_port() if port is None else port
+    with running([sys.executable, "-m", "aicf_induct", *serve_args(root, port, *extra)],
+                 f"http://{HOST}:{port}", env) as served:
+        yield served
+
+
+@contextlib.contextmanager
+def running(argv: list[str], url: str, env: Mapping[str, str] | None = None,
+            cwd: Path | None = None) -> Iterator[Background]:
+    """Any command that serves the app at `url` (`serving`'s, or uvicorn's own with the
+    factory), started with `env` over this process's environment and this aicf_induct on
+    the path, up and answering until the block ends; then stopped as `serving` stops it."""
     # this aicf_induct, whatever the working directory
     path = os.pathsep.join(p for p in (str(SOURCE), os.environ.get("PYTHONPATH", "")) if p)
     with tempfile.TemporaryFile("w+") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "aicf_induct", *serve_args(root, port, *extra)],
-            env={**os.environ, "PYTHONPATH": path, **(env or {})}, stdout=log,
-            stderr=subprocess.STDOUT, text=True)
-        served = Background(f"http://{HOST}:{port}", proc)
+        proc = subprocess.Popen(argv, cwd=cwd, env={**os.environ, "PYTHONPATH": path,
+                                                    **(env or {})},
+                                stdout=log, stderr=subprocess.STDOUT, text=True)
+        served = Background(url, proc)
         try:
             _wait_up(served, log)
             yield served

@@ -8,15 +8,20 @@ import contextlib
 import os
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from aicf_induct.cli.background import HOST, SOURCE, START_S, STOP_S, free_port
+from aicf_induct.cli.background import (
+    HOST,
+    SOURCE,
+    START_S,
+    Background,
+    free_port,
+    running,
+)
 
 
 def _uvicorn(port: int) -> list[str]:
@@ -25,7 +30,7 @@ def _uvicorn(port: int) -> list[str]:
 
 
 def _env(root: Path) -> dict[str, str]:
-    return {**os.environ, "AICF_SERVICE_WAREHOUSE": str(root), "PYTHONPATH": str(SOURCE)}
+    return {"AICF_SERVICE_WAREHOUSE": str(root)}
 
 
 def _tree(root: Path) -> list[str]:
@@ -33,34 +38,11 @@ def _tree(root: Path) -> list[str]:
 
 
 @contextlib.contextmanager
-def factory_serving(root: Path, cwd: Path) -> Iterator[tuple[str, list[str]]]:
-    """uvicorn with the factory on `root`, up and answering /v1/health inside the block;
-    yields its URL and (filled after the block) what it printed."""
+def factory_serving(root: Path, cwd: Path) -> Iterator[Background]:
+    """uvicorn with the factory on `root`, up and answering /v1/health inside the block."""
     port = free_port()
-    output: list[str] = []
-    with tempfile.TemporaryFile("w+") as log:
-        proc = subprocess.Popen(_uvicorn(port), cwd=cwd, env=_env(root), stdout=log,
-                                stderr=subprocess.STDOUT, text=True)
-        try:
-            deadline = time.monotonic() + START_S
-            while proc.poll() is None and time.monotonic() < deadline:
-                with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(f"http://{HOST}:{port}/v1/health").status_code == 200:
-                        break
-                time.sleep(0.1)
-            else:
-                log.seek(0)
-                pytest.fail(f"uvicorn did not start on {root}:\n{log.read()[-2000:]}")
-            yield f"http://{HOST}:{port}", output
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(STOP_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            log.seek(0)
-            output.append(log.read())
+    with running(_uvicorn(port), f"http://{HOST}:{port}", _env(root), cwd) as served:
+        yield served
 
 
 @pytest.mark.parametrize("case", ["parent missing", "not a warehouse", "a file"])
@@ -77,7 +59,8 @@ def test_the_factory_refuses_a_warehouse_path_that_is_not_one(tmp_path: Path,
     else:
         root.write_text("not a warehouse")
     before = _tree(tmp_path)
-    done = subprocess.run(_uvicorn(free_port()), cwd=tmp_path, env=_env(root),
+    done = subprocess.run(_uvicorn(free_port()), cwd=tmp_path,
+                          env={**os.environ, **_env(root), "PYTHONPATH": str(SOURCE)},
                           capture_output=True, text=True, timeout=START_S)
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]  # uvicorn prints the exception, then exits
@@ -91,11 +74,11 @@ def test_the_factory_serves_a_warehouse_and_a_new_one(
     """A warehouse is served; a directory not made yet in one that exists is served empty,
     with the note serve gives, and still not made until a run is logged."""
     root, runs = warehouse_root
-    with factory_serving(root, tmp_path) as (url, _):
-        listed = httpx.get(url + "/v1/runs").json()
+    with factory_serving(root, tmp_path) as served:
+        listed = httpx.get(served.url + "/v1/runs").json()
     assert set(runs) <= {r["run_id"] for r in listed["items"]}
     new = tmp_path / "wh"
-    with factory_serving(new, tmp_path) as (url, output):
-        assert httpx.get(url + "/v1/runs").json()["total"] == 0
-    assert f"note: no warehouse at {new} yet" in output[0]
+    with factory_serving(new, tmp_path) as served:
+        assert httpx.get(served.url + "/v1/runs").json()["total"] == 0
+    assert f"note: no warehouse at {new} yet" in served.output
     assert not new.exists()
