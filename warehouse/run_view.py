@@ -44,7 +44,9 @@ class RunView:
     final: list[dict[str, Any]]  # final results: split, metric, value
     events: list[dict[str, Any]]  # every event, step order; detail/metrics parsed, `loss` exact
     snapshots: list[dict[str, Any]]  # IR snapshots, step order, `ir` parsed
-    rollback_windows: list[tuple[int, int]] = field(default_factory=list)  # [to, from) steps
+    # [first, last + 1) steps of each dropped branch (runs logged before trajectories: each
+    # rollback event's [to, from) steps)
+    rollback_windows: list[tuple[int, int]] = field(default_factory=list)
     # the training loss of each branch a rollback dropped: (steps, losses) per trajectory,
     # downsampled as the curves are
     dropped: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
@@ -204,8 +206,10 @@ def run_view(conn: duckdb.DuckDBPyConnection, run_id: str,
                         'ir_snapshots WHERE run_id = $run_id ORDER BY step, recorded_at', run_id)
     for s in snaps:
         s["ir"] = _parse(s.pop("ir_json"))
-    return RunView(run, n, dropped, curves, evals, final, events, snaps, windows,
-                   _dropped(rows, max_points))
+    branches = _dropped(rows, max_points)
+    if branches:  # where the dropped rows lie: a control arm's rollback event names no span
+        windows = sorted((int(s.min()), int(s.max()) + 1) for s, _ in branches)
+    return RunView(run, n, dropped, curves, evals, final, events, snaps, windows, branches)
 
 
 def _dropped(rows: dict[str, np.ndarray], max_points: int

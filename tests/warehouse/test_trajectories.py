@@ -120,3 +120,34 @@ def test_rows_logged_before_the_column_read_as_trajectory_0(tmp_path: Path) -> N
     assert conn.execute("SELECT step, trajectory FROM live_steps ORDER BY step").fetchall() == \
         [(0, None), (1, None), (2, None)]
     assert conn.execute("SELECT count(*) FROM trajectory_cuts").fetchone() == (0,)
+
+
+def test_a_control_arm_s_win_logs_its_steps_and_the_page_shades_the_dropped_arm(
+        tmp_path: Path) -> None:
+    """The counterfactual guard's control arm beats a harmful prune at step 72 (rewrite at
+    60, a guard of 12): the rewritten arm's 60-71 stay under trajectory 0, the control
+    arm's are logged under 1, the path taken holds those, and the run page's span is the
+    dropped arm's (the rollback event itself is at 72 and 72)."""
+    from aicf_induct.runtime.guard import GuardConfig
+    from tests.runtime.test_adaptive_fixtures import prune_at_warmup
+    from warehouse.run_view import run_view
+
+    problem = toy_problem("classification", n=300, seed=2)
+    rec = warehouse.open_recorder(tmp_path / "wh")
+    adapt = AdaptConfig(steps=150, warmup_steps=60, plateau_patience=2, plateau_min_delta=0.02,
+                        guard=GuardConfig(steps=12, counterfactual=True))
+    run = AdaptiveRun(problem, toy_graph(problem), TrainConfig(lr=1e-2, batch_size=32, seed=0),
+                      adapt, ProposalPolicy(prune_at_warmup), recorder=rec)
+    assert run.run().status == "completed"
+    rec.close()
+    conn = warehouse.connect(tmp_path / "wh")
+    (rb,) = conn.execute("SELECT step FROM events WHERE kind = 'rollback'").fetchall()
+    assert rb == (72,)
+    assert conn.execute("SELECT min(step), max(step), count(*) FROM steps WHERE trajectory = 1 "
+                        "AND step < 72").fetchone() == (60, 71, 12)
+    live = conn.execute("SELECT trajectory, step FROM live_steps ORDER BY step").fetchall()
+    assert [s for _, s in live] == list(range(150))
+    assert {t for t, s in live if 60 <= s < 72} == {1}
+    view = run_view(conn, run.run_id)
+    assert view is not None and view.rollback_windows == [(60, 72)]
+    assert [s.tolist() for s, _ in view.dropped] == [list(range(60, 72))]
