@@ -49,7 +49,7 @@ from aicf_induct.runtime.guard import GUARDS, GuardConfig
 from aicf_induct.runtime.parallel import Communicator, DataParallel
 from aicf_induct.runtime.policies import POLICIES, make_policy
 from aicf_induct.runtime.runs import sigterm_interrupts
-from aicf_induct.runtime.trainer import TrainConfig
+from aicf_induct.runtime.trainer import TrainConfig, check_trainable
 
 START_MODEL = "mlp:depth=1,width=4"  # without --from-proposal: small on purpose
 def add_adapt_options(p: argparse.ArgumentParser) -> None:
@@ -260,6 +260,8 @@ def run(args: argparse.Namespace) -> int:
             extra = plan.extra_config
         else:
             graph = model_graph(problem, model, None)
+        # refused before the header says what would train (the trainer checks it again)
+        check_trainable(problem, graph, config, f"model {model}")
     recorder, where = from_proposal.service_recorder(args) or open_recorder(args)
     timeline = Timeline() if not args.json else None
     bar = _step_bar(args, timeline)

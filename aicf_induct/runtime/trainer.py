@@ -128,6 +128,23 @@ class TrainResult:
                           **self.metrics})
 
 
+def check_trainable(problem: Problem, graph: Graph, config: TrainConfig, source: str) -> None:
+    """A ConfigError if `graph` cannot train on `problem` with `config`: past the model
+    ceilings (`executor.check_size`, naming `source`), or with batchnorm on batches of one
+    row (`BatchStream` leaves out a last batch of one row: these runs have no other).
+    `Trainer` checks it before anything is allocated; a caller that says what it will train
+    first (`adapt`) checks it before saying so."""
+    check_size(graph, source)
+    if least_rows(graph) < 2:
+        return
+    if config.batch_size == 1:
+        raise ConfigError("batch_size 1: the model has batchnorm, whose variance over one "
+                          "row is 0; use batch_size 2 or more")
+    if len(problem.train) == 1:
+        raise ConfigError(f"problem '{problem.name}', train split: one row: the model has "
+                          "batchnorm, whose variance over one row is 0")
+
+
 class Trainer:
     """Trains `graph` on `problem` under `config`: `fit()` runs the epochs with early
     stopping and returns a `TrainResult`, the run logged to `recorder` (start, steps,
@@ -194,19 +211,9 @@ class Trainer:
         return self.executor.store
 
     def check_graph(self, graph: Graph, source: str) -> None:
-        """A ConfigError if `graph` cannot train here: past the model ceilings
-        (`executor.check_size`, naming `source`), or with batchnorm on batches of one row
-        (`BatchStream` leaves out a last batch of one row: these runs have no other). For the
-        starting graph and each rewritten one (`AdaptiveRun.rewrite`)."""
-        check_size(graph, source)
-        if least_rows(graph) < 2:
-            return
-        if self.config.batch_size == 1:
-            raise ConfigError("batch_size 1: the model has batchnorm, whose variance over one "
-                              "row is 0; use batch_size 2 or more")
-        if len(self.problem.train) == 1:
-            raise ConfigError(f"problem '{self.problem.name}', train split: one row: the model "
-                              "has batchnorm, whose variance over one row is 0")
+        """`check_trainable` for this run's problem and config: the starting graph and each
+        rewritten one (`AdaptiveRun.rewrite`)."""
+        check_trainable(self.problem, graph, self.config, source)
 
     def _check_problem(self) -> None:
         """Every split has rows, fits the graph's input and loss (shapes, dtypes, class
