@@ -190,17 +190,17 @@ def run_view(conn: duckdb.DuckDBPyConnection, run_id: str,
     # of each event, in the order they were logged: the rollbacks before it (a fork starts at
     # its parent's count)
     trajectory = int(rows["trajectory"].min()) if len(rows["trajectory"]) else 0
-    on_path = _path_losses(rows, trajectory)
+    losses_on = _path_losses(rows, trajectory)
     for e in sorted(events, key=lambda e: e["at"]):
         for k in ("detail", "metrics_before", "metrics_after"):
             e[k] = _parse(e[k])
-        e["loss"] = _loss_at(*on_path, int(e["step"]))  # a rollback's: of the branch it drops
+        e["loss"] = _loss_at(*losses_on, int(e["step"]))  # a rollback's: of the branch it drops
         d = e["detail"]
         if e["kind"] == "rollback":
             if isinstance(d, dict) and {"to_step", "from_step"} <= set(d):
                 windows.append((int(d["to_step"]), int(d["from_step"])))
             trajectory += 1
-            on_path = _path_losses(rows, trajectory)
+            losses_on = _path_losses(rows, trajectory)
     windows.sort()
     snaps = _rows(conn, "SELECT step, reason, fingerprint, param_count, ir_json FROM "
                         'ir_snapshots WHERE run_id = $run_id ORDER BY step, recorded_at', run_id)
