@@ -73,7 +73,7 @@ from aicf_induct.runtime.runs import (
 )
 from aicf_induct.runtime.schedules import Schedule
 from aicf_induct.runtime.snapshot import Snapshot, SnapshotError, UnreadableCheckpoint
-from aicf_induct.runtime.trainer import TrainConfig, Trainer
+from aicf_induct.runtime.trainer import TrainConfig, Trainer, check_trainable
 from aicf_induct.runtime.transforms import RewriteError, make_transform
 from aicf_induct.runtime.triggers import (
     EpochEndTrigger,
@@ -925,10 +925,10 @@ class AdaptiveRun:
 
 def _adoptable(trainer: Trainer, graph: Graph, rewrite: str) -> None:
     """A RewriteError (the rewrite is not applied, its event says why) if the rewritten
-    `graph` fails what the run's first graph passed (`Trainer.check_graph`): a widen could
+    `graph` fails what the run's first graph passed (`check_trainable`): a widen could
     grow it past the model ceilings."""
     try:
-        trainer.check_graph(graph, "the rewritten graph")
+        check_trainable(trainer.problem, graph, trainer.config, "the rewritten graph")
     except ConfigError as err:
         raise RewriteError(f"{rewrite}: {err}") from None
 

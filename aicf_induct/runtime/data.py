@@ -46,7 +46,7 @@ BATCH_STAT_OPS = frozenset({"batchnorm"})
 
 def least_rows(graph: Graph) -> int:
     """The fewest rows a training step of `graph` may take: 2 with batchnorm (PyTorch refuses
-    it a batch of one row in training), else 1. `Trainer.check_graph` refuses a run whose
+    it a batch of one row in training), else 1. `trainer.check_trainable` refuses a run whose
     batches would be one row; `parallel.shard_bounds` gives no rank a share of one."""
     return 2 if any(n.op in BATCH_STAT_OPS for n in graph.nodes) else 1
 

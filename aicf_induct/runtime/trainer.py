@@ -132,8 +132,8 @@ def check_trainable(problem: Problem, graph: Graph, config: TrainConfig, source:
     """A ConfigError if `graph` cannot train on `problem` with `config`: past the model
     ceilings (`executor.check_size`, naming `source`), or with batchnorm on batches of one
     row (`BatchStream` leaves out a last batch of one row: these runs have no other).
-    `Trainer` checks it before anything is allocated; a caller that says what it will train
-    first (`adapt`) checks it before saying so."""
+    `Trainer` checks it before anything is allocated, `AdaptiveRun.rewrite` each rewritten
+    graph, and a caller that says what it will train first (`adapt`) before saying so."""
     check_size(graph, source)
     if least_rows(graph) < 2:
         return
@@ -151,7 +151,7 @@ class Trainer:
     per-epoch results, final metrics of the best epoch, end). The problem's splits are
     checked against the graph when it is built, before anything is logged; a graph past the
     model ceilings (`executor.check_size`), or one with batchnorm whose batches would be one
-    row, is refused before anything is allocated (`check_graph`).
+    row, is refused before anything is allocated (`check_trainable`).
 
     `values`: starting parameters (the rest from their initializers, named in
     `missing_values`); `origin`: what the run's row says started it ("python"; the CLI
@@ -168,7 +168,8 @@ class Trainer:
                  parallel: DataParallel | None = None) -> None:
         self.problem, self.graph, self.config = problem, graph, config
         # said before a parameter (or a batch's values) is allocated
-        self.check_graph(graph, f"graph '{graph.name}'" if graph.name else "the graph")
+        check_trainable(problem, graph, config,
+                        f"graph '{graph.name}'" if graph.name else "the graph")
         self.recorder: Recorder = recorder or NullRecorder()
         self.origin, self.parent_run_id = origin, parent_run_id
         self.run_id = run_id or uuid.uuid4().hex
@@ -209,11 +210,6 @@ class Trainer:
     @property
     def store(self) -> Any:
         return self.executor.store
-
-    def check_graph(self, graph: Graph, source: str) -> None:
-        """`check_trainable` for this run's problem and config: the starting graph and each
-        rewritten one (`AdaptiveRun.rewrite`)."""
-        check_trainable(self.problem, graph, self.config, source)
 
     def _check_problem(self) -> None:
         """Every split has rows, fits the graph's input and loss (shapes, dtypes, class
