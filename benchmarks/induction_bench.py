@@ -56,6 +56,7 @@ from aicf_induct.induction.evaluate import (
     gap_closed_ci,
     gap_text,
     seed_curve,
+    shares_groups,
     summary,
     without_near_duplicates,
 )
@@ -135,11 +136,10 @@ def group_lines(res: LopoResult) -> list[str]:
     each group as one unit (`evaluate.by_group`: its problems' mean); none when every group
     is one problem. Problems of one group share their data's source, so the stricter test
     counts them once."""
-    c = res.choices
-    n = c["group"].nunique()
-    if n == c["problem_id"].nunique():
+    if not shares_groups(res):
         return []
     g = by_group(res)
+    n = g.choices["problem_id"].nunique()
     line = compare(g, k=1, baseline_k=3, baselines=THREE_PICKS)
     full = compare(g, k=3, baselines=("full_search",)).iloc[0]
     return [f"With each of the {n} groups as one unit (its problems' mean): top-1 against "

@@ -452,10 +452,11 @@ def _evaluation(res: LopoResult, default_key: str, first: Partition,
                                      for k in ks},
                       groups=_evaluation(by_group(res), default_key, first, splits,
                                          baselines, ks, n_boot, seed, groups=False)
-                      if groups and _shares_groups(res) else None)
+                      if groups and shares_groups(res) else None)
 
 
-def _shares_groups(res: LopoResult) -> bool:
-    """Whether some group holds more than one of the scored problems."""
+def shares_groups(res: LopoResult) -> bool:
+    """Whether some group holds more than one of the scored problems (else `by_group` gives
+    the problems' own tables again)."""
     c = res.choices
     return bool(c["group"].nunique() < c["problem_id"].nunique())
