@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 
@@ -19,3 +22,20 @@ def log_fails_at_close(monkeypatch: pytest.MonkeyPatch) -> None:
                              "[Errno 28] No space left on device")
 
     monkeypatch.setattr(WarehouseRecorder, "close", full)
+
+
+@pytest.fixture
+def returns(monkeypatch: pytest.MonkeyPatch) -> Callable[[type, str], list[Any]]:
+    """`returns(cls, name)`: a list that receives every value `cls.name` returns while the
+    test runs (the method itself still runs), e.g. the result a command printed."""
+    def keep(cls: type, name: str) -> list[Any]:
+        kept: list[Any] = []
+        real = getattr(cls, name)
+
+        def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+            kept.append(real(self, *args, **kwargs))
+            return kept[-1]
+
+        monkeypatch.setattr(cls, name, wrapped)
+        return kept
+    return keep

@@ -47,18 +47,11 @@ def test_timeline_shows_triggers_decisions_rewrites_and_rollbacks(capsys) -> Non
     assert lines[-3].lstrip().startswith("train loss") and "accuracy" in lines[-1]
 
 
-def test_json_is_what_the_result_gives_python_callers(capsys, monkeypatch) -> None:
+def test_json_is_what_the_result_gives_python_callers(capsys, returns) -> None:
     """`--json` was a dict of its own, beside which `AdaptResult` had no JSON form."""
-    from aicf_induct.runtime.adaptive import AdaptiveRun, AdaptResult
+    from aicf_induct.runtime.adaptive import AdaptiveRun
 
-    results: list[AdaptResult] = []
-    run = AdaptiveRun.run
-
-    def kept(self: AdaptiveRun) -> AdaptResult:
-        results.append(run(self))
-        return results[-1]
-
-    monkeypatch.setattr(AdaptiveRun, "run", kept)
+    results = returns(AdaptiveRun, "run")
     out = _json(capsys, "--steps", "60", "--no-log")
     assert out == results[0].as_dict()
     assert {"run_id", "status", "steps", "executed_steps", "rewrites", "rollbacks",

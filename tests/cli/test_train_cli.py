@@ -183,19 +183,12 @@ def test_a_diverged_run_s_json_has_null_for_its_nan_loss(tmp_path: Path, capsys)
     assert any(v is None for v in out.values())  # some loss was not a number
 
 
-def test_json_is_what_the_result_gives_python_callers(capsys, monkeypatch) -> None:
+def test_json_is_what_the_result_gives_python_callers(capsys, returns) -> None:
     """`--json` was a dict built in the command, beside which `TrainResult` had no JSON form
     (`AdaptResult.as_dict` is adapt's)."""
     from aicf_induct.runtime.trainer import Trainer, TrainResult
 
-    results: list[TrainResult] = []
-    fit = Trainer.fit
-
-    def kept(self: Trainer) -> TrainResult:
-        results.append(fit(self))
-        return results[-1]
-
-    monkeypatch.setattr(Trainer, "fit", kept)
+    results = returns(Trainer, "fit")
     out = _train(capsys, "--dataset", "iris", "--epochs", "2", "--no-log")
     assert out == results[0].as_dict()
     assert list(out)[:3] == ["run_id", "status", "steps"] and "test_accuracy" in out
