@@ -10,7 +10,7 @@ from typing import Any
 
 from aicf_induct.cli import from_proposal, options
 from aicf_induct.cli.json_out import json_text
-from aicf_induct.cli.resume import RESUME_TAKES, logged_rows, resume_dir
+from aicf_induct.cli.resume import RESUME_TAKES, fork_dir, logged_rows, resume_dir
 from aicf_induct.cli.table import counted
 from aicf_induct.cli.timeline import Timeline
 from aicf_induct.cli.train import (
@@ -98,6 +98,14 @@ def add_adapt_options(p: argparse.ArgumentParser) -> None:
                         "options that set them are refused; a damaged one gives way to the "
                         "one before it; --dataset must name the same dataset; the run must "
                         "be in the warehouse logged to (or --no-log)")
+    a.add_argument("--fork", metavar="DIR",
+                   help="branch a new run from the final state an ended run left in its "
+                        "checkpoint directory DIR (its best model, at its last step; a run "
+                        "leaves one when it ends completed or early-stopped): its model, "
+                        "recipe and settings apply; --steps (needed) sets the branch's steps "
+                        "in all, more than the run took; --policy, --checkpoint-dir and "
+                        "--checkpoint-steps are the branch's own; the branch is logged as a "
+                        "run of its own, naming its parent")
     a.add_argument("--inject-nan", type=options.non_negative_int, metavar="STEP",
                    help="(testing) set a parameter to NaN before executed step STEP")
     a.add_argument("--inject-spike", type=options.non_negative_int, metavar="STEP",
@@ -236,11 +244,18 @@ def run(args: argparse.Namespace) -> int:
     # everything that can refuse the command comes before the warehouse is opened
     parallel = bool(args.gpus or (args.ranks and args.ranks > 1))
     logged: dict[str, int] | None = None
-    if args.resume and parallel:
-        raise ConfigError("--resume goes on with one rank: drop --gpus/--ranks")
+    going_on = "--resume" if args.resume else "--fork" if args.fork else None
+    if going_on and parallel:
+        raise ConfigError(f"{going_on} goes on with one rank: drop --gpus/--ranks")
     if args.resume:
         args.resume = resume_dir(args)
         logged = logged_rows(args)
+    elif args.fork:
+        args.fork = fork_dir(args)
+        if args.checkpoint_dir is not None:
+            why = unusable_checkpoint_dir(args.checkpoint_dir)
+            if why:
+                raise ConfigError(f"--checkpoint-dir {args.checkpoint_dir}: {why}")
     else:
         ranks, gpus, config = parallel_setup(args, train_config(args))
         if gpus:  # before the header: a machine without one is refused in one line
@@ -282,6 +297,18 @@ def run(args: argparse.Namespace) -> int:
                     problem, policy = adaptive.problem, adaptive.policy
                     head = f"resuming run {adaptive.run_id} at step {adaptive.trainer.step_count}"
                     steps = adaptive.adapt.steps
+                elif args.fork:
+                    adaptive = AdaptiveRun.branch(
+                        args.fork, lambda seed: load_problem(args.dataset, seed=seed),
+                        args.steps, policy=make_policy(args.policy) if args.policy else None,
+                        recorder=rec, hooks=hooks, checkpoint_dir=args.checkpoint_dir,
+                        checkpoint_steps=args.checkpoint_steps
+                        if "--checkpoint-steps" in options.given_options(args) else None,
+                        tuning=tuning_store(where))
+                    problem, policy = adaptive.problem, adaptive.policy
+                    head = (f"branching from run {adaptive.trainer.parent_run_id} at step "
+                            f"{adaptive.trainer.step_count}: {_describe(adaptive.trainer.graph)}")
+                    steps = adaptive.adapt.steps
                 else:
                     steps = adapt.steps
                     if parallel:
@@ -306,7 +333,7 @@ def run(args: argparse.Namespace) -> int:
                     timeline.line(head)
                 if bar is not None:
                     bar.start(f"adapt {problem.name}", steps)
-                if args.resume:
+                if going_on:
                     result = adaptive.run()
                 elif parallel:
                     from aicf_induct.runtime.ranks import run_ranks

@@ -71,8 +71,9 @@ def check(args: argparse.Namespace) -> None:
         if given:
             raise ConfigError(f"{' and '.join(given)}: only with --from-proposal")
         return
-    if getattr(args, "resume", None):
-        raise ConfigError("--from-proposal starts a new run: drop --resume")
+    for going_on in ("resume", "fork"):
+        if getattr(args, going_on, None):
+            raise ConfigError(f"--from-proposal starts a new run: drop --{going_on}")
     for option, value in (("--model", args.model), ("--ir", getattr(args, "ir", None)),
                           ("--values", getattr(args, "values", None))):
         if value is not None:

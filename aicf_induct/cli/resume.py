@@ -1,6 +1,7 @@
 """What `adapt --resume` checks before a resumed run starts: the options it does not read,
 the checkpoint directory, and the warehouse the run goes on logging to (it must hold the
-run, not ended; its rows past the checkpoint are left out of the replay)."""
+run, not ended; its rows past the checkpoint are left out of the replay). And what `adapt
+--fork` checks before a new run branches from an ended one's final state."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from aicf_induct.cli import options
 from aicf_induct.errors import ConfigError
 from aicf_induct.runtime import snapshot as disk
-from aicf_induct.runtime.adaptive import checkpoint_run_id
+from aicf_induct.runtime.adaptive import branch_point, checkpoint_run_id
 from aicf_induct.runtime.replay import KINDS
 
 # what a resume reads from the command line; every other option is the checkpoint's (its
@@ -40,6 +41,25 @@ def resume_dir(args: argparse.Namespace) -> str:
     return str(path)
 
 
+# what --fork reads from the command line beyond what a resume reads: the branch's length
+# and its own checkpoints (--policy, which a resume reads too, gives it another policy)
+FORK_TAKES = ("--steps", "--checkpoint-dir", "--checkpoint-steps")
+
+
+def fork_dir(args: argparse.Namespace) -> str:
+    """--fork's directory, after refusing the options a branch does not read and a length
+    no longer than the ended run's."""
+    given = [o for o in options.given_options(args) if o not in (*FORK_TAKES, "--fork")]
+    if given:
+        raise ConfigError(f"--fork goes on with the ended run's model, recipe and settings: "
+                          f"drop {' and '.join(given)}")
+    if "--steps" not in options.given_options(args):
+        raise ConfigError("--fork needs --steps N: the branch's steps in all, more than the "
+                          "ended run took")
+    branch_point(args.fork, args.steps)
+    return str(args.fork)
+
+
 def logged_rows(args: argparse.Namespace) -> dict[str, int] | None:
     """The resumed run's rows per kind in the warehouse it logs to, local or the service's
     (None with --no-log), after refusing a warehouse that does not hold the run, or holds it
@@ -65,7 +85,7 @@ def logged_rows(args: argparse.Namespace) -> dict[str, int] | None:
                           f"one it was logged to (--warehouse DIR), or with --no-log")
     status, steps = row
     if status in ("completed", "early_stopped"):
-        raise ConfigError(f"run {run_id} already {status.replace('_', ' ')} at step {steps}")
+        raise ConfigError(_ended(args, run_id, status, steps))
     if status == "running":
         raise ConfigError(f"run {run_id} is still running (its writer is alive)")
     return counts
@@ -94,5 +114,14 @@ def _service_rows(args: argparse.Namespace, run_id: str) -> dict[str, int]:
                           f"--warehouse DIR), or with --no-log")
     status, steps, *logged = rows[0]
     if status in ("completed", "early_stopped"):
-        raise ConfigError(f"run {run_id} already {status.replace('_', ' ')} at step {steps}")
+        raise ConfigError(_ended(args, run_id, status, steps))
     return {k: int(n) for k, n in zip(KINDS.values(), logged, strict=True)}
+
+
+def _ended(args: argparse.Namespace, run_id: str, status: str, steps: int) -> str:
+    """Why an ended run does not resume, and how it goes further when it left its final
+    state (`adapt --fork`)."""
+    why = f"run {run_id} already {status.replace('_', ' ')} at step {steps}"
+    if disk.final_of(args.resume) is None:
+        return why
+    return f"{why}; --fork {args.resume} --steps N branches a new run from its final state"

@@ -87,6 +87,9 @@ from aicf_induct.runtime.triggers import (
 TRAIN_EVAL_ROWS = 4096  # the training loss for the gap is measured on at most these rows
 # what a checkpoint whose files parse but whose run state is malformed raises on resume
 STATE_DAMAGE = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+# how a run ends when it leaves a final state to branch from (an interrupted or failed run
+# goes on from its checkpoints instead: `resume`)
+BRANCHABLE = ("completed", "early_stopped")
 
 
 @dataclass(frozen=True)
@@ -445,7 +448,8 @@ class AdaptiveRun:
 
     @classmethod
     def _from_checkpoint(cls, path: Path, problem: Problem | Callable[[int], Problem],
-                         policy: Policy | None, **kwargs: Any) -> AdaptiveRun:
+                         policy: Policy | None, keep_policy: bool = True,
+                         **kwargs: Any) -> AdaptiveRun:
         s = disk.load(path)
         if not isinstance(problem, Problem):
             problem = problem(s.seed)
@@ -453,12 +457,34 @@ class AdaptiveRun:
             r = s.meta["run"]
             _same_problem(r, problem)  # before the run checks the problem against its model
             run = cls(problem, s.state.graph, TrainConfig(**r["train_config"]),
-                      AdaptConfig.from_dict(r["adapt_config"]), _own_policy(r, policy),
+                      AdaptConfig.from_dict(r["adapt_config"]),
+                      _own_policy(r, policy) if keep_policy or policy is None else policy,
                       run_id=r["run_id"], checkpoint_dir=path.parent, **kwargs)
             run.load(s)
         except STATE_DAMAGE as err:
             raise disk.unreadable(path, err) from None
         return run
+
+    @classmethod
+    def branch(cls, ended_dir: str | Path, problem: Problem | Callable[[int], Problem],
+               steps: int, *, policy: Policy | None = None, recorder: Recorder | None = None,
+               hooks: Sequence[StepHook] = (), checkpoint_dir: str | Path | None = None,
+               checkpoint_steps: int | None = None,
+               tuning: TuningStore | None = None) -> AdaptiveRun:
+        """A new run (`fork`) going on from the final state an ended run left in
+        `ended_dir` (its best model, at its last step), to `steps` steps in all: more
+        than the ended run took. It keeps the run's model, recipe and settings, its policy
+        unless `policy` is given, and writes its own checkpoints to
+        `checkpoint_dir` (every `checkpoint_steps`, default the run's)."""
+        final = branch_point(ended_dir, steps)
+        parent = cls._from_checkpoint(final, problem, policy, keep_policy=False, tuning=tuning)
+        s = parent.last_good
+        assert s is not None
+        adapt = dataclasses.replace(parent.adapt, steps=steps,
+                                    checkpoint_steps=checkpoint_steps
+                                    or parent.adapt.checkpoint_steps)
+        return parent.fork(s, recorder=recorder, hooks=hooks, adapt=adapt,
+                           checkpoint_dir=checkpoint_dir)
 
     def fork(self, snap: Snapshot | None = None, *, policy: Policy | None = None,
              recorder: Recorder | None = None, hooks: Sequence[StepHook] = (),
@@ -910,11 +936,27 @@ class AdaptiveRun:
                 disk.prune(self.checkpoint_dir, self.adapt.keep_checkpoints)
         self.last_good = s
 
+    def _save_final(self, status: str) -> None:
+        """Leave the run's final state (the best model, at the last step) beside its
+        checkpoints, for a new run to branch from (`adapt --fork`). Its patience starts
+        over: a branch of an early-stopped run would otherwise stop at its first
+        evaluation."""
+        assert self.checkpoint_dir is not None
+        s = self.snapshot()
+        s.meta["controller"]["since_best"] = 0
+        s.meta["run"]["ended"] = {"status": status, "step": self.trainer.step_count}
+        path = Path(self.checkpoint_dir) / disk.FINAL
+        self._event("checkpoint", "final", {"path": str(path) if self.rank0 else None})
+        if self.rank0:
+            disk.save_final(s, self.checkpoint_dir)
+
     def _finish(self, status: str) -> AdaptResult:
         tr = self.trainer
         assert self.log is not None
         if self.best_state is not None:
             install(tr, self.best_state.copy())
+        if self.checkpoint_dir is not None and status in BRANCHABLE:
+            self._save_final(status)
         metrics = tr.final_metrics()
         wall = self.log.finish(status, metrics, self.position[0], self.stop_reason)
         return AdaptResult(self.run_id, status, tr.step_count, self.work, wall, metrics,
@@ -963,11 +1005,38 @@ def unusable_checkpoint_dir(directory: str | Path, run_id: str | None = None) ->
     why = disk.prepare_dir(directory)
     if why:
         return why
+    final = disk.final_of(directory)
+    if final is not None and _run_of(final) != run_id:
+        return (f"holds the final state of run {_run_of(final)}, which ended: --fork it, "
+                f"or pick an empty directory")
     others = sorted({_run_of(p) for p in disk.checkpoints(directory)} - {run_id})
     if others:
         return (f"holds checkpoints of run {', '.join(others)}: --resume it, or pick an "
                 f"empty directory")
     return None
+
+
+def branch_point(ended_dir: str | Path, steps: int) -> Path:
+    """The final state in `ended_dir` a branch of `steps` steps in all goes on from, after
+    refusing a directory without one, or `steps` no more than the ended run took."""
+    final = disk.final_of(ended_dir)
+    if final is None:
+        more = ("; its run has not ended: it goes on from its checkpoints (resume)"
+                if disk.checkpoints(ended_dir) else "")
+        raise SnapshotError(f"no final state in {ended_dir} (a run leaves one when it ends "
+                            f"completed or early-stopped with checkpoints on){more}")
+    ended = disk.read_meta(final).get("run", {}).get("ended", {})
+    if steps <= int(ended.get("step", 0)):
+        raise ConfigError(f"{_ended(final)}: a branch needs more steps in all than that "
+                          f"(got {steps})")
+    return final
+
+
+def _ended(final: Path) -> str:
+    """How the run whose final state is `final` ended, for a message."""
+    ended = disk.read_meta(final).get("run", {}).get("ended", {})
+    status = str(ended.get("status", "ended")).replace("_", " ")
+    return f"run {_run_of(final)} {status} at step {ended.get('step', '?')}"
 
 
 def checkpoint_run_id(directory: str | Path) -> str | None:

@@ -11,7 +11,10 @@ states (the best one so far).
 On disk a snapshot is a directory `ckpt-<serial>/` with `arrays.npz` (every array, keys
 `a0, a1, ...`) and `snapshot.json` (the canonical IR, the index of the arrays, the rest).
 It is written under a temporary name, every file and the directory fsynced, then renamed
-into place: a reader, or a run resumed after a crash, sees a whole checkpoint or none.
+into place: a reader, or a run resumed after a crash, sees a whole checkpoint or none. A run
+that ended leaves its final state beside its checkpoints as `final/` (`save_final`): not a
+checkpoint to resume (the run has ended) but the state a new run branches from (`adapt
+--fork`).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
 
 FORMAT = "aicf.snapshot/1"
 PREFIX = "ckpt-"
+FINAL = "final"  # an ended run's final state, beside its checkpoints
 
 
 class SnapshotError(AicfError):
@@ -114,12 +118,27 @@ def path_of(directory: str | Path, serial: int) -> Path:
 
 def save(snap: Snapshot, directory: str | Path, serial: int) -> Path:
     """Write `snap` atomically as `directory/ckpt-<serial>`; return that path."""
-    root = Path(directory)
+    return _write(snap, path_of(directory, serial))
+
+
+def save_final(snap: Snapshot, directory: str | Path) -> Path:
+    """Write an ended run's final state atomically as `directory/final` (`final_of`), in
+    place of the one a run resumed past its end (`--no-log`) left before."""
+    return _write(snap, Path(directory) / FINAL, replace=True)
+
+
+def final_of(directory: str | Path) -> Path | None:
+    """The final state an ended run left in `directory`, or None."""
+    path = Path(directory) / FINAL
+    return path if (path / "snapshot.json").is_file() else None
+
+
+def _write(snap: Snapshot, final: Path, replace: bool = False) -> Path:
+    root = final.parent
     root.mkdir(parents=True, exist_ok=True)
-    final = path_of(root, serial)
-    if final.exists():
+    if final.exists() and not replace:
         raise SnapshotError(f"checkpoint {final} exists already")
-    tmp = root / f".tmp-{PREFIX}{serial:09d}-{uuid.uuid4().hex[:8]}"
+    tmp = root / f".tmp-{PREFIX}{final.name}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
         arrays: dict[str, np.ndarray] = {}
@@ -139,7 +158,13 @@ def save(snap: Snapshot, directory: str | Path, serial: int) -> Path:
             f.flush()
             os.fsync(f.fileno())
         fsync_dir(tmp)
-        os.rename(tmp, final)
+        if final.exists():  # (replace) moved aside first: a directory is not renamed over
+            old = root / f".tmp-{PREFIX}old-{uuid.uuid4().hex[:8]}"
+            os.rename(final, old)
+            os.rename(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, final)
         fsync_dir(root)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -84,8 +84,9 @@ def test_a_remote_run_killed_then_resumed_through_the_service_logs_each_step_onc
         # resumed once more: the run has ended
         assert main(["adapt", "--dataset", "digits", "--log-to", url, "--api-key", key,
                      "--resume", str(ckpt)]) == 2
-        assert capsys.readouterr().err == \
-            f"error: run {run_id} already completed at step {STEPS}\n"
+        assert capsys.readouterr().err == (
+            f"error: run {run_id} already completed at step {STEPS}; --fork {ckpt} --steps N "
+            f"branches a new run from its final state\n")
         # a service that never held the run: refused before anything trains
         other = Settings(warehouse=tmp_path / "other")
         other_key = create_key(other.key_path(), "write")

@@ -190,8 +190,8 @@ def test_a_used_or_unusable_checkpoint_dir_is_refused_before_anything_runs(
     first = _json(capsys, "--steps", "100", "--checkpoint-dir", str(ckpt), "--checkpoint-steps",
                   "40", "--warehouse", str(wh))
     afile.write_text("x")
-    for path, why in ((ckpt, f"holds checkpoints of run {first['run_id']}: --resume it, or "
-                             f"pick an empty directory"),
+    for path, why in ((ckpt, f"holds the final state of run {first['run_id']}, which ended: "
+                             f"--fork it, or pick an empty directory"),
                       (afile, "not a directory"),
                       (afile / "sub", "cannot create it (Not a directory)")):
         assert main([*BASE, "--steps", "100", "--checkpoint-dir", str(path),
@@ -262,7 +262,8 @@ def test_a_resume_refuses_another_warehouse_and_an_ended_run(tmp_path: Path, cap
         assert main([*RESUME, "--warehouse", str(where), "--resume", str(ckpt)]) == 2
         out, err = capsys.readouterr()
         assert out == "" and err.count("\n") == 1
-    assert err == f"error: run {run_id} already completed at step 100\n"
+    assert err == (f"error: run {run_id} already completed at step 100; --fork {ckpt} "
+                   f"--steps N branches a new run from its final state\n")
     assert not other.exists() or not list(other.rglob("*.parquet"))  # nothing written there
     # a checkpoint itself: its directory when it is the latest, else said
     kept = disk.checkpoints(ckpt)
@@ -272,6 +273,80 @@ def test_a_resume_refuses_another_warehouse_and_an_ended_run(tmp_path: Path, cap
     assert capsys.readouterr().err == (
         f"error: --resume {kept[0]}: a run goes on from its latest checkpoint; give the "
         f"checkpoint directory's parent (--resume {ckpt})\n")
+
+
+def test_an_ended_run_goes_further_as_a_branch_from_its_final_state(tmp_path: Path,
+                                                                    capsys) -> None:
+    """An ended run does not resume; `--fork` branches a new run from the final state it
+    left (its best model, at its last step), logged as its own run naming its parent."""
+    import warehouse
+
+    wh, ckpt, mine = tmp_path / "wh", tmp_path / "ckpt", tmp_path / "mine"
+    first = _json(capsys, "--steps", "100", "--checkpoint-dir", str(ckpt), "--checkpoint-steps",
+                  "40", "--warehouse", str(wh))
+    assert disk.final_of(ckpt) == ckpt / "final"  # beside the checkpoints, not one of them
+    assert len(disk.checkpoints(ckpt)) == 2
+    fork = [*RESUME, "--fork", str(ckpt), "--warehouse", str(wh)]
+    for extra, why in (([], "--fork needs --steps N: the branch's steps in all, more than the "
+                            "ended run took"),
+                       (["--steps", "100"], f"run {first['run_id']} completed at step 100: a "
+                                            f"branch needs more steps in all than that (got "
+                                            f"100)"),
+                       (["--steps", "200", "--lr", "0.1", "--seed", "1"],
+                        "--fork goes on with the ended run's model, recipe and settings: drop "
+                        "--lr and --seed"),
+                       (["--steps", "200", "--checkpoint-dir", str(ckpt)],
+                        f"--checkpoint-dir {ckpt}: holds the final state of run "
+                        f"{first['run_id']}, which ended: --fork it, or pick an empty "
+                        f"directory"),
+                       (["--steps", "200", "--ranks", "2"],
+                        "--fork goes on with one rank: drop --gpus/--ranks"),
+                       (["--steps", "200", "--from-proposal"],
+                        "--from-proposal starts a new run: drop --fork")):
+        assert main([*fork, *extra]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err == f"error: {why}\n"
+    assert main([*fork, "--steps", "200", "--checkpoint-dir", str(mine), "--json"]) == 0
+    child = json.loads(capsys.readouterr().out)
+    assert child["run_id"] != first["run_id"] and child["steps"] == 200
+    assert all(int(p.name.split("-")[1]) > 100 for p in disk.checkpoints(mine))  # its own
+    assert disk.final_of(mine) is not None
+    conn = warehouse.connect(wh)
+    assert conn.execute("SELECT parent_run_id, origin, status, steps_taken FROM runs WHERE "
+                        "run_id = ?", [child["run_id"]]).fetchone() == \
+        (first["run_id"], "fork", "completed", 200)
+    # it goes on from the parent's end: its steps follow the parent's, from its final model
+    assert conn.execute("SELECT min(step), max(step), count(*) FROM steps WHERE run_id = ?",
+                        [child["run_id"]]).fetchone() == (100, 199, 100)
+    end, start = (conn.execute("SELECT fingerprint FROM ir_snapshots WHERE run_id = ? AND "
+                               "reason = ?", [run, reason]).fetchone()
+                  for run, reason in ((first["run_id"], "final"), (child["run_id"], "start")))
+    assert start == end
+    # a directory without a final state: an unended run's, or none
+    (ckpt / "final").rename(tmp_path / "moved")
+    assert main([*fork, "--steps", "200"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: no final state in {ckpt} (a run leaves one when it ends completed or "
+        f"early-stopped with checkpoints on); its run has not ended: it goes on from its "
+        f"checkpoints (resume)\n")
+
+
+def test_a_branch_of_an_early_stopped_run_has_its_own_patience(tmp_path: Path,
+                                                               capsys) -> None:
+    import warehouse
+
+    wh, ckpt = tmp_path / "wh", tmp_path / "ckpt"
+    first = _json(capsys, "--steps", "2000", "--patience", "3", "--warehouse", str(wh),
+                  "--checkpoint-dir", str(ckpt))
+    assert first["status"] == "early_stopped"
+    assert main([*RESUME, "--fork", str(ckpt), "--steps", "2000", "--warehouse", str(wh),
+                 "--json"]) == 0
+    child = json.loads(capsys.readouterr().out)
+    evaluations = warehouse.connect(wh).execute(
+        "SELECT count(*) FROM results WHERE run_id = ? AND split = 'val' AND metric = 'loss' "
+        "AND NOT coalesce(final, false)", [child["run_id"]]).fetchone()[0]
+    # three evaluations without a new best before it stops, not the parent's spent patience
+    assert child["status"] == "early_stopped" and evaluations >= 3
 
 
 def test_help_and_option_forms(capsys) -> None:

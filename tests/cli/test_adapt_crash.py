@@ -106,8 +106,9 @@ def test_killed_then_interrupted_then_resumed_run_logs_every_step(tmp_path: Path
         == (0,)
     # resumed once more: the run has ended
     assert main([*RESUME, "--warehouse", str(wh), "--resume", str(ckpt)]) == 2
-    assert capsys.readouterr().err == \
-        f"error: run {run_id} already completed at step {STEPS}\n"
+    assert capsys.readouterr().err == (
+        f"error: run {run_id} already completed at step {STEPS}; --fork {ckpt} --steps N "
+        f"branches a new run from its final state\n")
     resumes = conn.execute("SELECT count(*) FROM events WHERE kind = 'checkpoint' AND "
                            "name = 'resume'").fetchone()
     assert resumes == (2,)

@@ -186,7 +186,8 @@ def test_a_started_run_goes_back_with_rollback_logged_as_its_own_are(problem,
     assert [s.reason for s in rec.snapshots].count("rollback") == 1
     assert [s.step for s in rec.steps] == [*range(80), *range(50, 120)]
     saves = [e.detail["path"] for e in rec.events if e.kind == "checkpoint"]
-    assert len(saves) == len(set(saves)) == 3  # at 40, 80 and 120 executed steps
+    assert len(saves) == len(set(saves)) == 4  # at 40, 80 and 120 executed steps, and the
+    assert saves[-1] == str(tmp_path / "final")  # final state, to branch from
 
 
 def test_an_ended_run_logs_nothing_more_and_a_fork_goes_further(problem) -> None:

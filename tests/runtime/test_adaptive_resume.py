@@ -5,6 +5,7 @@ checkpoint gives way to the one before it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -230,3 +231,48 @@ def test_a_resumed_run_does_not_log_again_what_it_logged(tmp_path: Path) -> None
     assert events(first, second) == events(full)
     assert [(r.step, r.metric, r.split) for r in first.results + second.results] == \
         [(r.step, r.metric, r.split) for r in full.results]
+
+
+class Interrupt:
+    """Ctrl-C before executed step `at`."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def before_step(self, run, x, y):  # type: ignore[no-untyped-def]
+        if run.work == self.at:
+            raise KeyboardInterrupt
+        return x, y
+
+
+def test_a_branch_from_the_final_state_on_disk_is_the_fork_of_the_ended_run(
+        tmp_path: Path) -> None:
+    """The final state an ended run leaves on disk is the one its in-memory `fork()` goes on
+    from: the two branches take the same steps to the same results, bit for bit."""
+    problem = toy_problem("classification", n=300, seed=2)
+    adapt = AdaptConfig(steps=120, warmup_steps=12, plateau_patience=2,
+                        guard=GuardConfig(steps=12), checkpoint_steps=40)
+    parent = AdaptiveRun(problem, toy_graph(problem, "mlp:depth=1,width=2"),
+                         TrainConfig(lr=1e-2, batch_size=32, seed=3), adapt, POLICY,
+                         checkpoint_dir=tmp_path / "ckpt")
+    ended = parent.run()
+    assert ended.status == "completed" and disk.final_of(tmp_path / "ckpt") is not None
+    in_memory, on_disk = MemoryRecorder(), MemoryRecorder()
+    branch = parent.fork(adapt=dataclasses.replace(adapt, steps=200), recorder=in_memory)
+    branch.since_best = 0  # (the final state on disk starts its patience over)
+    a = branch.run()
+    b = AdaptiveRun.branch(tmp_path / "ckpt", problem, 200, recorder=on_disk).run()
+    assert (a.status, a.steps, a.work) == (b.status, b.steps, b.work) == ("completed", 200, 200)
+    assert [(s.step, s.loss) for s in in_memory.steps] == [(s.step, s.loss) for s in on_disk.steps]
+    assert in_memory.steps[0].step == 120
+    assert a.metrics == b.metrics
+    with pytest.raises(ConfigError, match=r"completed at step 120: a branch needs more steps"):
+        AdaptiveRun.branch(tmp_path / "ckpt", problem, 120)
+
+
+def test_an_interrupted_run_leaves_no_final_state(tmp_path: Path) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        build(str(tmp_path), MemoryRecorder(), [Interrupt(50)]).run()
+    assert disk.final_of(tmp_path) is None and disk.checkpoints(tmp_path)
+    with pytest.raises(disk.SnapshotError, match="its run has not ended"):
+        AdaptiveRun.branch(tmp_path, toy_problem("classification", n=300, seed=2), 500)
