@@ -18,7 +18,7 @@ from api.pages import router as pages_router
 from api.proposing import Proposals
 from api.routes import health, ingest, proposals, reports, rewrites, runs, sql
 from api.settings import Settings
-from warehouse.catalog import check_served
+from warehouse.catalog import check_served, empty_note
 from warehouse.ingest import recover
 from warehouse.keys import KeyStore
 
@@ -48,9 +48,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     typo (no parent directory) or no warehouse is a WarehouseError naming it, before the app
     exists: uvicorn prints it and exits, as `aicf-induct serve` refuses one."""
     settings = settings or Settings()
-    if not check_served(settings.warehouse, "AICF_SERVICE_WAREHOUSE"):
-        log.warning("note: no warehouse at %s yet: this server serves it empty, and the "
-                    "first run logged through it creates it", settings.warehouse)
+    made = check_served(settings.warehouse, "AICF_SERVICE_WAREHOUSE")
+    if not made and settings.note_empty_warehouse:  # `serve` said it for all its workers
+        log.warning("%s", empty_note(settings.warehouse))
     app = FastAPI(title="aicf-induct", version=__version__, docs_url=None, redoc_url=None,
                   description="Runs, pattern reports and read-only SQL over the aicf_induct "
                               "warehouse. Errors are RFC 9457 problem details.")

@@ -8,7 +8,12 @@ as its JSON bytes; meta-features and uploads are ranked on every request. A know
 featurisation is kept too (its description and meta-features, not its data): `/v1/rewrites`
 reads its size from it, and a proposal for the name with another `top` ranks without
 featurising again. Requests that name a problem while it is being featurised wait for that
-featurisation (`InFlight`), not featurise it again.
+featurisation, and requests for an answer being computed wait for that answer (`InFlight`,
+one per kind of key), not compute it again.
+
+Work that featurises or ranks holds one of the proposal slots, and only that work: a
+request waiting for another's featurisation or answer holds none, so it cannot keep a
+request for another problem from starting. Each method here takes the slot it needs.
 """
 
 from __future__ import annotations
@@ -17,11 +22,13 @@ import asyncio
 import contextlib
 import math
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Generic, TypeVar
+
+import anyio.to_thread
 
 from aicf_induct.errors import AicfError
 from aicf_induct.induction.pack import Pack, load_pack
@@ -100,19 +107,58 @@ class Lru(Generic[K, V]):
 
 class InFlight(Generic[K, V]):
     """One computation per key at a time: `run(key, fn)` computes `fn()`, or, while another
-    thread computes it for `key`, waits for that one's value or error. Nothing is kept after
-    (a failure is tried again by the next call); calls for other keys do not wait."""
+    caller computes it for `key`, waits for that one's value or error. Nothing is kept after
+    (a failure is tried again by the next call); calls for other keys do not wait. `arun` is
+    `run` for the event loop: `fn` in a worker thread, a waiter awaiting without a thread."""
 
     def __init__(self) -> None:
         self._running: dict[K, Future[V]] = {}
+        self._waiting: Counter[K] = Counter()
         self._lock = threading.Lock()
 
     def run(self, key: K, fn: Callable[[], V]) -> V:
-        mine: Future[V] = Future()
-        with self._lock:
-            running = self._running.setdefault(key, mine)
-        if running is not mine:
+        running, leads = self._join(key)
+        if leads:
+            return self._lead(key, running, fn)
+        try:
             return running.result()
+        finally:
+            self._leave(key)
+
+    async def arun(self, key: K, fn: Callable[[], V]) -> V:
+        running, leads = self._join(key)
+        if leads:  # the thread runs to its end even if this caller is cancelled
+            return await anyio.to_thread.run_sync(self._lead, key, running, fn)
+        try:
+            return await asyncio.wrap_future(running)
+        finally:
+            self._leave(key)
+
+    def waiting(self, key: K) -> int:
+        """How many callers wait now for the computation under way for `key`."""
+        with self._lock:
+            return self._waiting[key]
+
+    def _join(self, key: K) -> tuple[Future[V], bool]:
+        """The computation under way for `key` (this caller counted as waiting), or a new
+        one that this caller leads (True)."""
+        with self._lock:
+            running = self._running.get(key)
+            if running is not None:
+                self._waiting[key] += 1
+                return running, False
+            mine: Future[V] = Future()
+            mine.set_running_or_notify_cancel()  # a waiter that goes away cannot cancel it
+            self._running[key] = mine
+            return mine, True
+
+    def _leave(self, key: K) -> None:
+        with self._lock:
+            self._waiting[key] -= 1
+            if self._waiting[key] <= 0:
+                del self._waiting[key]
+
+    def _lead(self, key: K, mine: Future[V], fn: Callable[[], V]) -> V:
         try:
             value = fn()
         except BaseException as err:
@@ -137,9 +183,9 @@ class Proposals:
         self._lock = threading.Lock()
         self._answers: Lru[tuple[str, int], bytes] = Lru(CACHED_ANSWERS)
         self._described: Lru[str, Described] = Lru(CACHED_PROBLEMS)
-        self._describing: InFlight[str, Described] = InFlight()  # by either route
-        # answers being computed (the event loop's: only the route touches it)
-        self.computing: dict[tuple[str, int], asyncio.Future[bytes]] = {}
+        # names being featurised (by either route), answers being computed (dataset, top)
+        self.describing: InFlight[str, Described] = InFlight()
+        self.answering: InFlight[tuple[str, int], bytes] = InFlight()
 
     def pack(self) -> Pack:
         """The loaded pack with its fitted proposer (fitted on first use, under the lock)."""
@@ -178,28 +224,32 @@ class Proposals:
 
     def describe(self, dataset: str, field: str = "body.dataset") -> Described:
         """A known problem's description and meta-features (see `known_problem`; `field`
-        names the request's input in a refusal), featurised once per name and kept."""
+        names the request's input in a refusal), featurised once per name and kept. The
+        caller that featurises holds a slot for it; those that wait for it hold none (its
+        error, ProposalsBusy too, is theirs)."""
         kept = self.described(dataset)
         if kept is not None:
             return kept
         known_problem(dataset, self.pack().problems, field)
         # the error, shared with the requests that waited, names each one's own field
-        return _as_field(field, lambda: self._describing.run(
+        return _as_field(field, lambda: self.describing.run(
             dataset.strip(), lambda: self._featurise(dataset)))
 
     def _featurise(self, dataset: str) -> Described:
         kept = self.described(dataset)  # by a request that finished while this one came
         if kept is None:
-            problem, features = featurise(dataset)
+            with self.slot():
+                problem, features = featurise(dataset)
             kept = (problem_info(problem), features)
             self._described.put(dataset.strip(), kept)
         return kept
 
     def for_dataset(self, dataset: str, top: int,
                     field: str = "body.dataset") -> dict[str, Any]:
-        """The answer for a known problem (see `known_problem`)."""
+        """The answer for a known problem (see `known_problem`), ranked in a slot."""
         info, features = self.describe(dataset, field)
-        return propose_described(info, features, self.pack(), top)
+        with self.slot():
+            return propose_described(info, features, self.pack(), top)
 
     def for_features(self, features: Mapping[str, float | None], top: int) -> dict[str, Any]:
         pack = self.pack()
@@ -210,16 +260,19 @@ class Proposals:
                              "(GET /v1/proposals/features lists them)")
         check_features(features)
         given = {k: float("nan") if v is None else float(v) for k, v in features.items()}
-        # e.g. every value null: a ranking of nothing is refused, naming the field
-        return _as_field("body.features", lambda: propose_features(given, pack, top))
+        with self.slot():
+            # e.g. every value null: a ranking of nothing is refused, naming the field
+            return _as_field("body.features", lambda: propose_features(given, pack, top))
 
     def for_file(self, path: Path, target: str, name: str, task: Task | None,
                  top: int, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+        """The answer for an uploaded table, featurised and ranked in a slot."""
         pack = self.pack()
-        problem, features = _as_field(
-            "body.file", lambda: featurise_file(path, target, name, task, drop),
-            upload=(str(path), name))
-        return propose_problem(problem, features, pack, top)
+        with self.slot():
+            problem, features = _as_field(
+                "body.file", lambda: featurise_file(path, target, name, task, drop),
+                upload=(str(path), name))
+            return propose_problem(problem, features, pack, top)
 
     def feature_names(self) -> list[str]:
         return [n.removeprefix("f.") for n in self.pack().proposer().metamodel_.feature_names_]

@@ -22,6 +22,9 @@ class Settings(BaseSettings):
     # Where `aicf-induct serve` binds: loopback only unless told, the port uvicorn's usual.
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
+    # Say at start that a warehouse not made yet is served empty (each process building the
+    # app); `aicf-induct serve` says it once itself and sets this false for its workers.
+    note_empty_warehouse: bool = True
     # Key file (hashed keys); None: <warehouse>/_service_keys.json.
     keys_file: Path | None = None
     # Read routes (runs, reports, SQL) open to anyone who can reach the port (False), or only
@@ -41,8 +44,9 @@ class Settings(BaseSettings):
     sql_concurrency: int = Field(default=2, ge=1)
     # Proposals: the knowledge pack they rank from (loaded once per worker, on first use), the
     # uploads (CSV/Parquet) it featurises, at most this large, and how many proposals that
-    # need work (featurising a dataset, an upload, meta-features) run at once (more wait
-    # PROPOSAL_WAIT_S, then 429); answers for known problems are cached and need no slot.
+    # need work (featurising a dataset, an upload, ranking) run at once (more wait a second,
+    # then 429); answers for known problems are cached and need no slot, nor does a request
+    # waiting for another's featurisation of its problem.
     pack: Path = DEFAULT_PACK
     max_upload_bytes: int = Field(default=64 << 20, ge=1)
     proposal_concurrency: int = Field(default=2, ge=1)

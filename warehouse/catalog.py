@@ -96,6 +96,14 @@ def check_served(root: Path, setting: str) -> bool:
     return False
 
 
+def empty_note(root: Path) -> str:
+    """What the service says at its start of a warehouse `check_served` found not made yet
+    (`aicf-induct serve` once, before its workers start; the app factory when uvicorn runs
+    it without `serve`)."""
+    return (f"note: no warehouse at {root} yet: this server serves it empty, and the first "
+            "run logged through it creates it")
+
+
 def _lit(s: str) -> str:
     # a SQL string literal for a path we listed ourselves (DDL cannot take parameters)
     return "'" + s.replace("'", "''") + "'"

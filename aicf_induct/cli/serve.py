@@ -111,7 +111,8 @@ def _env(args: argparse.Namespace, root: Path) -> dict[str, str]:
         raise ConfigError(f"--workers: {args.workers} must be at least 1")
     env = {f"{ENV}WAREHOUSE": str(root.resolve()), f"{ENV}HOST": args.host,
            f"{ENV}PORT": str(args.port),
-           f"{ENV}READ_REQUIRES_KEY": "true" if args.read_requires_key else "false"}
+           f"{ENV}READ_REQUIRES_KEY": "true" if args.read_requires_key else "false",
+           f"{ENV}NOTE_EMPTY_WAREHOUSE": "false"}  # serve says it, once: not every worker
     if args.keys_file is not None:
         env[f"{ENV}KEYS_FILE"] = str(Path(args.keys_file).resolve())
     if args.pack is not None:
@@ -134,8 +135,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     root = _root(args)
     env = _env(args, root)
     # a typo must not serve an empty warehouse and start one there: refused here in one
-    # line; the factory checks again (and notes a warehouse not made yet) in every worker
-    warehouse.check_served(root, "--warehouse")
+    # line (the factory checks again in every worker); a warehouse not made yet is noted
+    # here, once, before the workers start
+    if not warehouse.check_served(root, "--warehouse"):
+        print(warehouse.empty_note(root.resolve()), file=sys.stderr)
     os.environ.update(env)  # the factory (and every worker) reads these
     if _public(args.host) and not args.read_requires_key:
         print(f"warning: {args.host} is reachable from other machines and read routes are "

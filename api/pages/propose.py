@@ -69,13 +69,8 @@ def propose_form(request: Request, _: ReadAccess, wh: WarehouseDep) -> HTMLRespo
 
 def _propose(props: Proposals, form: Form, top_k: int) -> dict[str, Any]:
     """Propose for the uploaded table, or for the known problem picked, as the proposals
-    route does (a `file:` name is refused: the service reads no file by name), holding one
-    of the proposal slots as the route does (ProposalsBusy when none frees)."""
-    with props.slot():
-        return _proposal(props, form, top_k)
-
-
-def _proposal(props: Proposals, form: Form, top_k: int) -> dict[str, Any]:
+    route does (a `file:` name is refused: the service reads no file by name; the work that
+    computes holds a proposal slot, ProposalsBusy when none frees)."""
     if form.file is None:
         return props.for_dataset(form.fields.get("problem", ""), top_k, field="body.problem")
     out = props.for_file(form.file, form.fields.get("target", ""), form.filename, None, top_k,

@@ -7,7 +7,6 @@ temporary directory that is gone when the answer is."""
 
 from __future__ import annotations
 
-import asyncio
 import io
 from collections.abc import Callable
 from pathlib import Path
@@ -78,35 +77,23 @@ async def propose(request: Request, _: ReadAccess, props: ProposalsDep,
     body = await _json_body(request, settings.max_body_bytes)
     if "features" in body:
         freq = _parse(FeaturesProposalRequest, body)
-        answer = await _compute(props, lambda: props.for_features(freq.features, freq.top))
+        answer = await _compute(lambda: props.for_features(freq.features, freq.top))
         return _response(answer)
     req = _parse(DatasetProposalRequest, body)
-    cached = props.cached(req.dataset, req.top)
-    if cached is None:
-        cached = await _once(props, (req.dataset, req.top))
-    return Response(cached, media_type=JSON)
+    key = (req.dataset, req.top)
+    kept = props.cached(*key)
+    if kept is None:  # computed by the first request that asks; the others await it
+        kept = await props.answering.arun(key, lambda: _answer(props, *key))
+    return Response(kept, media_type=JSON)
 
 
-async def _once(props: Proposals, key: tuple[str, int]) -> bytes:
-    """The answer for a known problem, computed by the first request that asks; the
-    requests that ask meanwhile wait for it (not one computation each)."""
-    waiting = props.computing.get(key)
-    if waiting is not None:
-        return await asyncio.shield(waiting)
-    fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-    props.computing[key] = fut
-    try:
-        answer = await _compute(props, lambda: props.for_dataset(*key))
-        body = _json(answer)
-        props.remember(*key, body)
-        fut.set_result(body)
-        return body
-    except BaseException as err:
-        fut.set_exception(err)
-        fut.exception()  # retrieved: no warning when nobody else waited
-        raise
-    finally:
-        del props.computing[key]
+def _answer(props: Proposals, dataset: str, top: int) -> bytes:
+    """The answer for a known problem as JSON, kept. Blocks: call it from a worker thread."""
+    kept = props.cached(dataset, top)  # by a request that finished while this one came
+    if kept is None:
+        kept = _json(as_problem(lambda: props.for_dataset(dataset, top)))
+        props.remember(dataset, top, kept)
+    return kept
 
 
 @router.get("/proposals/features")
@@ -140,29 +127,21 @@ def _parse(model: type[T], data: Any) -> T:
 
 
 def as_problem(fn: Callable[[], T]) -> T:
-    """`fn()` with the proposal errors as problems."""
+    """`fn()` with the proposal errors as problems: no slot free within SLOT_WAIT_S is a
+    429 (the `Proposals` methods that compute take one)."""
     try:
         return fn()
     except PackMissing as err:
         raise ApiProblem(503, "no-pack", f"proposals are not available: {err}") from None
     except BadRequest as err:
         raise ApiProblem(422, "invalid-input", str(err), field=err.field) from None
-
-
-def in_slot(props: Proposals, fn: Callable[[], T]) -> T:
-    """`fn()` (as `as_problem`), holding one of the proposal slots (429 when none frees in
-    SLOT_WAIT_S): work that featurises or ranks, so a few requests cannot hold every core.
-    Blocks: call it from a worker thread."""
-    try:
-        with props.slot():
-            return as_problem(fn)
     except ProposalsBusy as busy:
         raise ApiProblem(429, "proposals-busy", str(busy), headers={"Retry-After": "1"}) from None
 
 
-async def _compute(props: Proposals, fn: Callable[[], T]) -> T:
-    """`fn()` in the thread pool, holding one of the proposal slots."""
-    return await run_in_threadpool(in_slot, props, fn)
+async def _compute(fn: Callable[[], T]) -> T:
+    """`fn()` (as `as_problem`) in the thread pool: it blocks, on a slot among other things."""
+    return await run_in_threadpool(as_problem, fn)
 
 
 # -- uploads -------------------------------------------------------------------------------------
@@ -170,7 +149,7 @@ async def _upload(request: Request, props: Proposals, limit: int) -> Response:
     boundary = _form(lambda: boundary_of(request.headers["content-type"]))
     async with spooled(request.stream(), limit) as (body, tmp):
         form = await run_in_threadpool(_form, lambda: _read_form(body, boundary, tmp))
-        answer = await _compute(props, lambda: props.for_file(
+        answer = await _compute(lambda: props.for_file(
             form.path, form.target, form.name, form.task, form.top, form.drop))
     return _response(answer)
 

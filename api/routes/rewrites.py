@@ -2,7 +2,8 @@
 (the knowledge pack's rewrite table pooled with the served warehouse's rewrite history).
 
 A problem given by name is featurised as `/v1/proposals` featurises its `dataset`: only a
-name the service loads (`known_problem`), holding a proposal slot, and kept per name."""
+name the service loads (`known_problem`), holding a proposal slot, once for the requests
+naming it meanwhile (those wait holding none), and kept per name."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from api.deps import ReadAccess, SettingsDep
 from api.errors import ApiProblem
 from api.proposing import Proposals, check_features
 from api.routes.bodies import JsonBodyRoute
-from api.routes.proposals import ProposalsDep, as_problem, in_slot
+from api.routes.proposals import ProposalsDep, as_problem
 from api.schemas.rewrites import RewriteAnswerPublic, RewriteRequest
 from warehouse.catalog import one_line
 
@@ -70,11 +71,9 @@ def _problem(body: RewriteRequest, props: Proposals) -> tuple[str, float]:
 
 
 def _named(name: str, props: Proposals) -> tuple[str, float]:
-    """(task, rows) of a known problem: kept from before, else featurised in a slot."""
-    described = props.described(name)
-    if described is None:
-        described = in_slot(props, lambda: props.describe(name, "body.problem"))
-    info, feats = described
+    """(task, rows) of a known problem: kept from before, else featurised in a slot (or
+    awaited, holding none, while another request featurises it)."""
+    info, feats = as_problem(lambda: props.describe(name, "body.problem"))
     rows = feats["simple.n_rows"] if "simple.n_rows" in feats else info["rows"]
     return str(info["task"]), float(rows)
 

@@ -122,3 +122,40 @@ def test_different_names_are_featurised_side_by_side(
         answers = list(pool.map(lambda n: _rewrites(client, n), ["wine", "iris"]))
     assert [r.status_code for r in answers] == [200, 200], [r.text for r in answers]
     assert stand_in.calls == {"wine": 1, "iris": 1}
+
+
+def _until(done: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not done():
+        assert time.monotonic() < deadline, "not within WAIT_S"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("route", ["rewrites", "proposals"])
+def test_a_request_waiting_for_a_featurisation_holds_no_slot(
+        warehouse_root: tuple[Path, dict], pack_path: Path, monkeypatch: pytest.MonkeyPatch,
+        route: str) -> None:
+    """Two slots: a request featurises wine (one slot), a second (of either route) names wine
+    and waits for it, and a third, for iris, takes the other slot and featurises at once
+    (which releases wine's). The waiting request held the other slot: the third got 429."""
+    def iris_releases_wine(name: str) -> None:
+        if name == "iris":  # iris under way while wine's featuriser holds its slot
+            stand_in.release.set()
+
+    stand_in = StandIn(api.proposing.featurise, also=iris_releases_wine)
+    monkeypatch.setattr(api.proposing, "featurise", stand_in)
+    app = create_app(Settings(warehouse=warehouse_root[0], pack=pack_path,
+                              proposal_concurrency=2))
+    props = app.state.proposals
+    second: dict[str, Callable[[httpx.Client], httpx.Response]] = {
+        "rewrites": lambda c: _rewrites(c, "wine"),
+        "proposals": lambda c: c.post("/v1/proposals", json={"dataset": "wine", "top": 3})}
+    with serve_in_thread(app) as client, ThreadPoolExecutor(3) as pool:
+        first = pool.submit(_rewrites, client, "wine")
+        assert stand_in.started.wait(WAIT_S)
+        waiting = pool.submit(second[route], client)
+        _until(lambda: props.describing.waiting("wine") == 1)
+        third = pool.submit(_rewrites, client, "iris")
+        answers = [f.result(3 * WAIT_S) for f in (first, waiting, third)]
+    assert [r.status_code for r in answers] == [200, 200, 200], [r.text for r in answers]
+    assert stand_in.calls == {"wine": 1, "iris": 1}
