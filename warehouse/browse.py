@@ -69,13 +69,15 @@ def list_runs(conn: duckdb.DuckDBPyConnection, *, problem: str | None = None,
 
 def get_run(conn: duckdb.DuckDBPyConnection, run_id: str,
             count_steps: bool = True) -> dict | None:
-    """One run with its config and library versions (parsed JSON) and its logged step count
-    (unless `count_steps` is False: a scan of the steps a caller reading them anyway saves);
-    None when there is no such run."""
+    """One run with its config and library versions (parsed JSON) and its step counts:
+    `logged_steps` every step row, a branch a rollback dropped included, `live_steps` the rows
+    of the path it took (the `live_steps` view); unless `count_steps` is False (both None: a
+    scan of the steps a caller reading them anyway saves). None when there is no such run."""
     cols = ", ".join(RUN_COLUMNS)
-    count = ("(SELECT count(*) FROM steps s WHERE s.run_id = $run_id)" if count_steps
-             else "NULL")
-    rows = _rows(conn, f"SELECT {cols}, config, library_versions, {count} AS logged_steps "
+    counts = ("(SELECT count(*) FROM steps s WHERE s.run_id = $run_id) AS logged_steps, "
+              "(SELECT count(*) FROM live_steps s WHERE s.run_id = $run_id) AS live_steps"
+              if count_steps else "NULL AS logged_steps, NULL AS live_steps")
+    rows = _rows(conn, f"SELECT {cols}, config, library_versions, {counts} "
                        "FROM runs WHERE run_id = $run_id LIMIT 1", {"run_id": run_id})
     if not rows:
         return None

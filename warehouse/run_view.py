@@ -10,9 +10,10 @@ read from the full series.
 
 After a rollback the steps of the abandoned branch and their replay share step numbers (both
 are logged; each row's `trajectory` counts the run's rollbacks before it): the curves are the
-path the run took (`path`, as the `live_steps` view keeps it), each event's loss is read on
-the path of the trajectory it happened in (an event's trajectory: the rollbacks logged before
-it), and `rollback_windows` names the spans a branch was dropped from, so a chart can say so.
+path the run took (`path`, as the `live_steps` view keeps it: a trajectory starts at its first
+row and at its rollback's target, `rollback_starts`), each event's loss is read on the path of
+the trajectory it happened in (an event's trajectory: the rollbacks logged before it), and
+`rollback_windows` names the spans a branch was dropped from, so a chart can say so.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ DEFAULT_POINTS = 2000  # points per series at most: 500 buckets × 4; plenty for
 
 @dataclass
 class RunView:
-    run: dict[str, Any]  # browse.get_run's row (config parsed, logged_steps)
+    run: dict[str, Any]  # browse.get_run's row (config parsed, logged_steps, live_steps)
     logged_steps: int  # step rows of the run (rolled-back steps count twice)
     discarded_steps: int  # of them, the rows of branches a rollback dropped (not in `curves`)
     # series name -> (steps, values) on the path taken, each at most `max_points` long, in
@@ -91,18 +92,43 @@ def _parse(text: str | None) -> Any:
 NO_CUT = np.iinfo(np.int64).max
 
 
-def trajectory_cuts(step: np.ndarray, trajectory: np.ndarray,
-                    upto: int | None = None) -> dict[int, int]:
+def rollback_target(event: dict[str, Any]) -> int | None:
+    """The step a `rollback` event (`detail` parsed) went back to; None for another event,
+    or a rollback that went nowhere (a `give_up` names no target)."""
+    d = event["detail"]
+    v = d.get("to_step") if event["kind"] == "rollback" and isinstance(d, dict) else None
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    return int(v) if float(v).is_integer() else None
+
+
+def rollback_starts(events: list[dict[str, Any]], base: int = 0) -> dict[int, int]:
+    """Of a run's events (`detail` parsed, in the order logged): trajectory -> the target
+    step of the rollback that began it, as the `trajectory_cuts` view reads them. The
+    rollbacks that went back (`rollback_target`) begin `base` + 1, + 2, ... (`base`: 0, a
+    fork's first row's trajectory: it starts at its parent's count)."""
+    targets = [t for t in map(rollback_target, events) if t is not None]
+    return {base + k: t for k, t in enumerate(targets, 1)}
+
+
+def trajectory_cuts(step: np.ndarray, trajectory: np.ndarray, upto: int | None = None,
+                    starts: dict[int, int] | None = None) -> dict[int, int]:
     """Of a run's step rows (their step numbers and trajectories): each trajectory's cut, the
-    first step of the later trajectories up to `upto` (None: all) that logged any, as the
-    `trajectory_cuts` view gives it; a trajectory with none after it is absent."""
-    kept = trajectory if upto is None else trajectory[trajectory <= upto]
+    least start of the later trajectories up to `upto` (None: all), as the `trajectory_cuts`
+    view gives it; a trajectory with none after it is absent. A trajectory starts at its
+    first row, and at `starts` (`rollback_starts`: its rollback's target), which holds a
+    trajectory the run ended in before logging any row."""
+    kept = set((trajectory if upto is None else trajectory[trajectory <= upto]).tolist())
+    begins = {t: int(s) for t, s in (starts or {}).items() if upto is None or t <= upto}
+    for t in kept:
+        first = int(step[trajectory == t].min())
+        begins[t] = min(first, begins.get(t, first))
     out: dict[int, int] = {}
-    first = NO_CUT
-    for t in sorted(set(kept.tolist()), reverse=True):
-        if first != NO_CUT:
-            out[t] = first
-        first = min(first, int(step[trajectory == t].min()))
+    later = NO_CUT
+    for t in sorted(begins, reverse=True):
+        if later != NO_CUT and t in kept:
+            out[t] = later
+        later = min(later, begins[t])
     return out
 
 
@@ -118,40 +144,46 @@ def on_path(step: np.ndarray, trajectory: np.ndarray, cuts: dict[int, int],
     return keep if upto is None else keep & (trajectory <= upto)
 
 
-def path(step: np.ndarray, trajectory: np.ndarray, upto: int | None = None) -> np.ndarray:
+def path(step: np.ndarray, trajectory: np.ndarray, upto: int | None = None,
+         starts: dict[int, int] | None = None) -> np.ndarray:
     """Which step rows make the path the run had taken in trajectory `upto` (None: its last,
     the path it took, as `live_steps` keeps it): that trajectory's rows, and each earlier
-    one's before the first step of the next one that logged any."""
-    return on_path(step, trajectory, trajectory_cuts(step, trajectory, upto), upto)
+    one's before the least start of the later ones (`trajectory_cuts`)."""
+    return on_path(step, trajectory, trajectory_cuts(step, trajectory, upto, starts), upto)
 
 
-def _curves(conn: duckdb.DuckDBPyConnection, run_id: str,
-            max_points: int) -> tuple[int, int, dict[str, tuple[np.ndarray, np.ndarray]],
-                                      dict[str, np.ndarray]]:
-    """The run's step count, discarded rows, downsampled curves on the path taken, and
-    every row's step, trajectory and loss (in trajectory, then step order)."""
+def _steps(conn: duckdb.DuckDBPyConnection, run_id: str) -> tuple[dict[str, np.ndarray], bool]:
+    """Every step row of the run, in trajectory, then step order: its step, trajectory and
+    series; and whether the rows number their trajectories (False: logged before the column,
+    all read as 0)."""
     cols = ", ".join(SERIES)
-    arrays = conn.execute(f"SELECT step, coalesce(trajectory, 0) AS trajectory, {cols} "
-                          "FROM steps WHERE run_id = ? ORDER BY trajectory, step",
-                          [run_id]).fetchnumpy()
+    arrays = conn.execute("SELECT step, coalesce(trajectory, 0) AS trajectory, "
+                          f"trajectory IS NOT NULL AS numbered, {cols} FROM steps "
+                          "WHERE run_id = ? ORDER BY 2, step", [run_id]).fetchnumpy()
     rows = {"step": np.asarray(arrays["step"], dtype=np.int64),
             "trajectory": np.asarray(arrays["trajectory"], dtype=np.int64),
-            "loss": np.asarray(arrays["loss"], dtype=np.float64)}
-    live = path(rows["step"], rows["trajectory"])
+            **{name: np.asarray(arrays[name], dtype=np.float64) for name in SERIES}}
+    return rows, bool(np.asarray(arrays["numbered"], dtype=bool).any())
+
+
+def _curves(rows: dict[str, np.ndarray], live: np.ndarray,
+            max_points: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The downsampled curves of the `live` rows, in step order."""
     order = np.argsort(rows["step"][live], kind="stable")
     step = rows["step"][live][order]
     buckets = max(1, max_points // 4)
     curves = {}
     for name in SERIES:
-        v = np.asarray(arrays[name], dtype=np.float64)[live][order]
+        v = rows[name][live][order]
         keep = m4(v, buckets)
         curves[name] = (step[keep], v[keep])
-    return len(live), int((~live).sum()), curves, rows
+    return curves
 
 
-def _path_losses(rows: dict[str, np.ndarray], trajectory: int) -> tuple[np.ndarray, np.ndarray]:
+def _path_losses(rows: dict[str, np.ndarray], trajectory: int,
+                 starts: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
     """The steps and training losses on the path of `trajectory` (`path`), in step order."""
-    on = path(rows["step"], rows["trajectory"], trajectory)
+    on = path(rows["step"], rows["trajectory"], trajectory, starts)
     order = np.argsort(rows["step"][on], kind="stable")
     return rows["step"][on][order], rows["loss"][on][order]
 
@@ -178,44 +210,50 @@ def run_view(conn: duckdb.DuckDBPyConnection, run_id: str,
     run = get_run(conn, run_id, count_steps=False)
     if run is None:
         return None
-    n, dropped, curves, rows = _curves(conn, run_id, max_points)
-    run["logged_steps"] = n
+    rows, numbered = _steps(conn, run_id)
+    events = _rows(conn, 'SELECT step, kind, name, detail, metrics_before, metrics_after, "at" '
+                         'FROM events WHERE run_id = $run_id ORDER BY step, "at"', run_id)
+    for e in events:
+        for k in ("detail", "metrics_before", "metrics_after"):
+            e[k] = _parse(e[k])
+    logged = sorted(events, key=lambda e: e["at"])
+    # the rollbacks logged before the first row: none, a fork's parent's
+    first = int(rows["trajectory"].min()) if len(rows["step"]) and run["parent_run_id"] else 0
+    starts = rollback_starts(logged, first) if numbered else {}
+    live = path(rows["step"], rows["trajectory"], starts=starts)
+    n, dropped = len(live), int((~live).sum())
+    run["logged_steps"], run["live_steps"] = n, n - dropped
+    curves = _curves(rows, live, max_points)
     evals = _rows(conn, "SELECT step, epoch, split, metric, value FROM live_results "
                         "WHERE run_id = $run_id AND NOT final ORDER BY split, metric, step", run_id)
     final = _rows(conn, "SELECT split, metric, value FROM results WHERE run_id = $run_id AND final "
                         "ORDER BY split, metric", run_id)
-    events = _rows(conn, 'SELECT step, kind, name, detail, metrics_before, metrics_after, "at" '
-                         'FROM events WHERE run_id = $run_id ORDER BY step, "at"', run_id)
     windows = []
-    # of each event, in the order they were logged: the rollbacks before it (a fork starts at
-    # its parent's count)
-    trajectory = int(rows["trajectory"].min()) if len(rows["trajectory"]) else 0
-    losses_on = _path_losses(rows, trajectory)
-    for e in sorted(events, key=lambda e: e["at"]):
-        for k in ("detail", "metrics_before", "metrics_after"):
-            e[k] = _parse(e[k])
+    trajectory = first  # of each event, in the order logged: the rollbacks before it
+    losses_on = _path_losses(rows, trajectory, starts)
+    for e in logged:
         e["loss"] = _loss_at(*losses_on, int(e["step"]))  # a rollback's: of the branch it drops
-        d = e["detail"]
-        if e["kind"] == "rollback":
-            if isinstance(d, dict) and {"to_step", "from_step"} <= set(d):
-                windows.append((int(d["to_step"]), int(d["from_step"])))
+        to = rollback_target(e)
+        if to is not None:
+            if "from_step" in e["detail"]:
+                windows.append((to, int(e["detail"]["from_step"])))
             trajectory += 1
-            losses_on = _path_losses(rows, trajectory)
+            losses_on = _path_losses(rows, trajectory, starts)
     windows.sort()
     snaps = _rows(conn, "SELECT step, reason, fingerprint, param_count, ir_json FROM "
                         'ir_snapshots WHERE run_id = $run_id ORDER BY step, recorded_at', run_id)
     for s in snaps:
         s["ir"] = _parse(s.pop("ir_json"))
-    branches = _dropped(rows, max_points)
+    branches = _dropped(rows, live, max_points)
     if branches:  # where the dropped rows lie: a control arm's rollback event names no span
         windows = sorted((int(s.min()), int(s.max()) + 1) for s, _ in branches)
     return RunView(run, n, dropped, curves, evals, final, events, snaps, windows, branches)
 
 
-def _dropped(rows: dict[str, np.ndarray], max_points: int
+def _dropped(rows: dict[str, np.ndarray], live: np.ndarray, max_points: int
              ) -> list[tuple[np.ndarray, np.ndarray]]:
     """(steps, losses) of each dropped branch's rows: a trajectory's rows off the path."""
-    off = ~path(rows["step"], rows["trajectory"])
+    off = ~live
     out = []
     for t in np.unique(rows["trajectory"][off]):
         mine = off & (rows["trajectory"] == t)  # rows come in step order within a trajectory

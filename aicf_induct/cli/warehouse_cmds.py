@@ -25,7 +25,7 @@ FORMATS = ("table", "csv", "json", "parquet")
 ABANDONED_SHOWN = 20  # abandoned runs `warehouse check` lists one by one
 
 RUNS_COLUMNS = ["run_id", "problem_name", "status", "origin", "started_at", "logged_steps",
-                "last_loss", "rewrites", "param_count", "score_metric", "score"]
+                "live_steps", "last_loss", "rewrites", "param_count", "score_metric", "score"]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

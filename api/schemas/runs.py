@@ -50,7 +50,11 @@ class RunPublic(BaseModel):
 class RunDetail(RunPublic):
     config: Any = Field(description="model spec, optimizer, schedule, ... (JSON)")
     library_versions: Any
-    logged_steps: int
+    logged_steps: int = Field(description="step rows logged, a branch a rollback dropped "
+                                          "included (its steps count twice)")
+    live_steps: int = Field(description="step rows on the path the run took (SQL's "
+                                        "`live_steps`): `logged_steps` less the rows of the "
+                                        "branches its rollbacks dropped")
 
 
 class RunPage(Page):

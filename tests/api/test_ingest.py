@@ -127,6 +127,12 @@ def test_adapt_logs_through_the_service_with_its_events(service: Ingest) -> None
     origin = rows(service.root, "SELECT origin, status FROM runs WHERE run_id = ?",
                   out["run_id"])
     assert origin == [("adapt", out["status"])]
+    # the replay logs the steps past the rollback's target again: counted apart
+    with service.client(None) as c:
+        run = c.get(f"/v1/runs/{out['run_id']}").json()
+    live = rows(service.root, "SELECT count(*) FROM live_steps WHERE run_id = ?",
+                out["run_id"])[0][0]
+    assert run["logged_steps"] > run["live_steps"] == live == 60
 
 
 @pytest.mark.parametrize("argv,message", [

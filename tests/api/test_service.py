@@ -85,7 +85,8 @@ def test_one_run_and_its_steps(server: Server) -> None:
     with server.client() as c:
         run = c.get(f"/v1/runs/{run_id}").json()
         assert run["status"] == trained["status"] == "completed"
-        assert run["steps_taken"] == run["logged_steps"] == trained["steps"]
+        assert run["steps_taken"] == run["logged_steps"] == run["live_steps"] == \
+            trained["steps"]
         assert run["config"]["model"] == "mlp:depth=1,width=8"
         assert run["problem_name"] == trained["dataset"] and run["origin"] == "cli"
         full = c.get(f"/v1/runs/{run_id}/steps").json()

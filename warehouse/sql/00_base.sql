@@ -42,17 +42,40 @@ CREATE OR REPLACE VIEW results AS SELECT * EXCLUDE (date) FROM raw_results;
 -- The path a run took. A rollback takes the run back to an earlier step and logs the step
 -- numbers from there again under the next trajectory (the run's rollbacks before the row;
 -- NULL, logged before the column, reads as 0): a row of one trajectory at or past the
--- first step of a later one is of a discarded branch. `cut` is that first step. (Steps are
--- compared as BIGINT explicitly: a part of another type, which `warehouse check` names,
--- must not keep the views from being made.)
+-- start of a later one is of a discarded branch. A trajectory starts at its first step row
+-- and at the target (`to_step`) of the rollback that began it, so a run that ended right
+-- after a rollback, before logging another row, still drops the branch it went back from.
+-- A run's rollbacks that went back (a `give_up` names no target), in the order logged,
+-- begin its trajectories 1, 2, ...; a fork's count on from its first row's (it starts at
+-- its parent's count). A run logged before the column numbers no row: its rollbacks cut
+-- nothing. `cut` is the least start of the later trajectories. (Steps are compared as
+-- BIGINT explicitly: a part of another type, which `warehouse check` names, must not keep
+-- the views from being made.)
 CREATE OR REPLACE VIEW trajectory_cuts AS
-WITH starts AS (
+WITH firsts AS (
     SELECT run_id, coalesce(TRY_CAST(trajectory AS BIGINT), 0) AS trajectory,
-           min(TRY_CAST(step AS BIGINT)) AS first_step
+           min(TRY_CAST(step AS BIGINT)) AS first_step,
+           bool_or(TRY_CAST(trajectory AS BIGINT) IS NOT NULL) AS numbered
     FROM steps GROUP BY ALL
+), bases AS (
+    SELECT f.run_id, CASE WHEN k.run_id IS NULL THEN 0 ELSE min(f.trajectory) END AS base
+    FROM firsts f
+    LEFT JOIN (SELECT DISTINCT run_id FROM raw_runs WHERE parent_run_id IS NOT NULL) k
+           USING (run_id)
+    GROUP BY f.run_id, k.run_id HAVING bool_or(f.numbered)
+), rollbacks AS (
+    SELECT run_id, to_step, row_number() OVER (PARTITION BY run_id ORDER BY "at", step) AS n
+    FROM (SELECT run_id, TRY_CAST(step AS BIGINT) AS step, "at",
+                 TRY_CAST(TRY(json_extract_string(detail, '$.to_step')) AS BIGINT) AS to_step
+          FROM events WHERE kind = 'rollback')
+    WHERE to_step IS NOT NULL
+), starts AS (
+    SELECT run_id, trajectory, first_step AS step FROM firsts
+    UNION ALL
+    SELECT run_id, b.base + r.n, r.to_step FROM rollbacks r JOIN bases b USING (run_id)
 )
-SELECT a.run_id, a.trajectory, min(b.first_step) AS cut
-FROM starts a JOIN starts b ON a.run_id = b.run_id AND b.trajectory > a.trajectory
+SELECT a.run_id, a.trajectory, min(b.step) AS cut
+FROM firsts a JOIN starts b ON a.run_id = b.run_id AND b.trajectory > a.trajectory
 GROUP BY ALL;
 
 CREATE OR REPLACE VIEW live_steps AS
