@@ -10,7 +10,14 @@ from contextlib import nullcontext
 
 from aicf_induct.cli import options
 from aicf_induct.cli.corpus_root import corpus_root
-from aicf_induct.cli.sweep import ENGINE_HELP, PROCESSES_HELP, REPEATABLE_HELP, WORKERS_HELP
+from aicf_induct.cli.sweep import (
+    ENGINE_HELP,
+    PROCESSES_HELP,
+    REPEATABLE_HELP,
+    WORKERS_HELP,
+    add_dry_run_options,
+    wants_dry_run,
+)
 from aicf_induct.cli.table import counted, print_table
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.corpus import (
@@ -96,7 +103,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     b.add_argument("--retry-failed", action="store_true",
                    help="train failed and timed-out runs again (e.g. out of GPU memory; "
                         "default: they count as done)")
-    b.add_argument("--dry-run", action="store_true", help="print the plan, train nothing")
+    add_dry_run_options(b)
     b.add_argument("--json", action="store_true", help="print the summary as JSON")
     b.add_argument("--quiet", action="store_true", help="no progress bars")
     b.set_defaults(func=build)
@@ -194,10 +201,10 @@ def _facts(names: list[str]) -> list[CorpusProblem]:
 
 def build(args: argparse.Namespace) -> int:
     import warehouse
-    from aicf_induct.cli.sweep import interrupted, print_plan, print_report, workers
+    from aicf_induct.cli.sweep import dry_run, interrupted, print_report, workers
     from aicf_induct.induction.space_io import parse_space
     from aicf_induct.induction.sweep import SweepInterrupted, run_sweep
-    from aicf_induct.induction.sweep_spec import SweepSpec, check_sweep
+    from aicf_induct.induction.sweep_spec import SweepSpec
     from aicf_induct.runtime.trainer import TrainConfig
 
     if args.seeds < 0 or (args.seeds == 0 and not args.adaptive):
@@ -207,6 +214,7 @@ def build(args: argparse.Namespace) -> int:
         raise ConfigError(f"--adaptive must be >= 0, got {args.adaptive}")
     if args.adaptive_steps < 1:
         raise ConfigError(f"--adaptive-steps must be >= 1, got {args.adaptive_steps}")
+    dry = wants_dry_run(args)
     space = parse_space(args.space)  # an unknown space fails before any table is read
     cands = tuple(space.candidates())
     names = selection_names(_selection(args))
@@ -215,15 +223,13 @@ def build(args: argparse.Namespace) -> int:
     sweep = args.seeds > 0  # --seeds 0: the adaptive runs alone (a rewrite history)
     if sweep:
         spec = SweepSpec(tuple(names), cands, tuple(range(args.seeds)), train, args.budget)
-    if args.dry_run:
-        if sweep:
-            print_plan(check_sweep(spec, root, workers=workers(args), engine=args.engine,
-                                   processes=args.gpu_processes), space.describe(), args.json,
-                       f"; epochs <= {args.epochs}, patience {args.patience}")
+    if dry:
+        status = dry_run(args, spec, root, space.describe(),
+                         f"; epochs <= {args.epochs}, patience {args.patience}") if sweep else 0
         if args.adaptive and not args.json:
             print(f"adaptive: {args.adaptive} runs per problem on {len(names)} problems, "
                   f"{args.adaptive_steps} steps each, exploration policy")
-        return 0
+        return status
     if sweep:
         try:
             report = run_sweep(spec, root, workers=workers(args), engine=args.engine,

