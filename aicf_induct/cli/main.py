@@ -34,6 +34,7 @@ COMMAND_MODULES = {
     "aicf_induct.cli.corpus": ("corpus",),
     "aicf_induct.cli.induce": ("induce", "mine", "propose"),
     "aicf_induct.cli.serve": ("serve", "keys"),
+    "aicf_induct.cli.push": ("push",),
     "aicf_induct.cli.plot": ("plot",),
 }
 

@@ -22,6 +22,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
@@ -74,9 +75,31 @@ def _plain(v: Any) -> Any:
 
 
 def record_json(rec: Record) -> dict[str, Any]:
-    """`rec` as an ingest body's record; a trajectory of 0 (no rollback before it) left out,
-    as the service reads an absent one, so that a service older than the field takes it."""
-    return {k: _plain(v) for k, v in as_dict(rec).items() if k != "trajectory" or v}
+    """`rec` as an ingest body's record (`row_json`)."""
+    return row_json(as_dict(rec))
+
+
+def row_json(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A record's fields as an ingest body's record; a trajectory of 0 (no rollback before
+    it) left out, as the service reads an absent one, so that a service older than the field
+    takes it."""
+    return {k: _plain(v) for k, v in row.items() if k != "trajectory" or v}
+
+
+def batch_body(batch_id: str, batch: Batch) -> bytes:
+    """The JSON body of `POST /v1/ingest/batches`."""
+    return json.dumps({"batch_id": batch_id, **batch}, default=_default).encode()
+
+
+def post_json(url: str, api_key: str, path: str, body: bytes,
+              timeout_s: float) -> dict[str, Any]:
+    """POST a JSON body to the service at `url` with the key; its JSON answer. Raises
+    urllib's HTTPError for an error status, OSError or ValueError when no answer came."""
+    req = urllib.request.Request(url + path, data=body, method="POST", headers={
+        "Content-Type": "application/json", "Authorization": f"Bearer {api_key}"})
+    with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+        answer: dict[str, Any] = json.loads(resp.read())
+        return answer
 
 
 class RemoteRecorder(BaseRecorder):
@@ -187,11 +210,7 @@ class RemoteRecorder(BaseRecorder):
             self._warn(f"cannot reach {self.url} ({_reason(err)}); buffering")
 
     def _post(self, path: str, body: bytes) -> dict[str, Any]:
-        req = urllib.request.Request(self.url + path, data=body, method="POST", headers={
-            "Content-Type": "application/json", "Authorization": f"Bearer {self.api_key}"})
-        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-            answer: dict[str, Any] = json.loads(resp.read())
-            return answer
+        return post_json(self.url, self.api_key, path, body, self.timeout_s)
 
     def _run(self) -> None:
         while True:
@@ -238,7 +257,7 @@ class RemoteRecorder(BaseRecorder):
         """POST one batch until it is written, refused, or the recorder gives up at close;
         False only for the last (the server unreachable: the rest of the buffer is not worth
         trying). A body too large for one request goes as two halves."""
-        body = json.dumps({"batch_id": uuid.uuid4().hex, **batch}, default=_default).encode()
+        body = batch_body(uuid.uuid4().hex, batch)
         if len(body) > MAX_BODY_BYTES and n > 1:
             return self._send_halves(batch)
         delay = self.backoff_s

@@ -1,8 +1,9 @@
 """A remote log that cannot lose a run: `SpillRecorder` sends every record through the
 service's recorder (`RemoteRecorder`) and keeps a copy; if, when the run closes, the service
 has not taken every record (it went down, or refused a batch), the whole run is written to a
-local warehouse instead and that is said once. The copy costs memory (one record per step:
-~100 bytes each), which is why only a run, not a sweep, logs through it.
+local warehouse instead and that is said once, naming the command that sends the service
+the rest (`aicf-induct push RUN --to URL`, `runtime/push.py`). The copy costs memory (one
+record per step: ~100 bytes each), which is why only a run, not a sweep, logs through it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from aicf_induct.records import BaseRecorder, Record, Recorder, send
+from aicf_induct.records import BaseRecorder, ProblemRecord, Record, Recorder, send
 from aicf_induct.runtime.remote_recorder import RemoteRecorder
 
 
@@ -45,6 +46,8 @@ class SpillRecorder(BaseRecorder):
             recorder.close()
         self.spilled_to = where
         why = f" ({self.remote.stats.errors[-1]})" if self.remote.stats.errors else ""
+        run = next((r.run_id for r in self.kept if not isinstance(r, ProblemRecord)), "RUN")
         print(f"note: the service at {self.remote.url} took {sent} of the run's "
               f"{len(self.kept)} records{why}; the whole run is logged locally to {where} "
-              f"instead", file=self.stream, flush=True)
+              f"instead (`aicf-induct push {run} --to {self.remote.url} --warehouse {where}` "
+              f"sends the service the rest)", file=self.stream, flush=True)

@@ -21,5 +21,7 @@ def test_a_service_that_is_down_is_one_line_naming_the_local_warehouse() -> None
     assert lines[0].startswith("remote log: cannot reach http://127.0.0.1:1")  # at the start
     assert lines[1:] == ["note: the service at http://127.0.0.1:1 took 0 of the run's 1 "
                          "records (server unreachable at close); the whole run is logged "
-                         "locally to /tmp/local_wh instead"]
+                         "locally to /tmp/local_wh instead (`aicf-induct push r1 --to "
+                         "http://127.0.0.1:1 --warehouse /tmp/local_wh` sends the service the "
+                         "rest)"]
     assert rec.spilled_to == "/tmp/local_wh" and len(local.run_ends) == 1
