@@ -7,6 +7,8 @@ import json
 import os
 import sys
 from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
 
 from aicf_induct.cli import options
 from aicf_induct.cli.corpus_root import corpus_root
@@ -16,6 +18,12 @@ from aicf_induct.cli.sweep import (
     REPEATABLE_HELP,
     WORKERS_HELP,
     add_dry_run_options,
+    dry_loads,
+    dry_plan,
+    dry_status,
+    plan_json,
+    print_plan,
+    print_problems,
     wants_dry_run,
 )
 from aicf_induct.cli.table import counted, print_table
@@ -28,7 +36,8 @@ from aicf_induct.induction.corpus import (
     select_problems,
     selection_names,
 )
-from aicf_induct.induction.sweep_spec import ENGINES
+from aicf_induct.induction.space import Candidate
+from aicf_induct.induction.sweep_spec import ENGINES, SweepSpec
 
 EPOCH_CAP = 500  # generous: early stopping on validation ends nearly every run long before
 PATIENCE = 20  # epochs without a better validation loss before a run stops
@@ -201,10 +210,9 @@ def _facts(names: list[str]) -> list[CorpusProblem]:
 
 def build(args: argparse.Namespace) -> int:
     import warehouse
-    from aicf_induct.cli.sweep import dry_run, interrupted, print_report, workers
+    from aicf_induct.cli.sweep import interrupted, print_report, workers
     from aicf_induct.induction.space_io import parse_space
     from aicf_induct.induction.sweep import SweepInterrupted, run_sweep
-    from aicf_induct.induction.sweep_spec import SweepSpec
     from aicf_induct.runtime.trainer import TrainConfig
 
     if args.seeds < 0 or (args.seeds == 0 and not args.adaptive):
@@ -224,12 +232,7 @@ def build(args: argparse.Namespace) -> int:
     if sweep:
         spec = SweepSpec(tuple(names), cands, tuple(range(args.seeds)), train, args.budget)
     if dry:
-        status = dry_run(args, spec, root, space.describe(),
-                         f"; epochs <= {args.epochs}, patience {args.patience}") if sweep else 0
-        if args.adaptive and not args.json:
-            print(f"adaptive: {args.adaptive} runs per problem on {len(names)} problems, "
-                  f"{args.adaptive_steps} steps each, exploration policy")
-        return status
+        return dry_build(args, spec if sweep else None, names, cands, space.describe(), root)
     if sweep:
         try:
             report = run_sweep(spec, root, workers=workers(args), engine=args.engine,
@@ -255,3 +258,42 @@ def build(args: argparse.Namespace) -> int:
         for err in ad.failed[:10]:
             print(f"  {err}", file=sys.stderr)
     return 0
+
+
+def dry_build(args: argparse.Namespace, spec: SweepSpec | None, names: list[str],
+              cands: tuple[Candidate, ...], space: str, root: str | Path) -> int:
+    """`corpus build --dry-run`: the sweep's plan (`dry_plan`; none with --seeds 0) and the
+    adaptive runs', printed; the exit status as the sweep's dry run's. The problems are
+    loaded once, by the sweep's loader at seed 0: the sweep's first seed, and adaptive run
+    0's (run i loads its problem at split seed i, `adaptive_corpus.run_job`; whether a load
+    fails does not depend on the seed: every check comes before the split). So the adaptive
+    runs planned are those of the problems that load, the ones the real build starts."""
+    sweep_plan, loads = dry_plan(args, spec, root) if spec else (None, dry_loads(args, names, 0))
+    adaptive = _adaptive_plan(args, names if loads is None else list(loads.loaded), cands)
+    if args.json:
+        print(json.dumps({**plan_json(sweep_plan, space, loads),
+                          **({"adaptive": adaptive} if adaptive else {})}, indent=1))
+        return dry_status(loads)
+    if sweep_plan:
+        print_plan(sweep_plan, space, False,
+                   f"; epochs <= {args.epochs}, patience {args.patience}", loads)
+    if adaptive:
+        print(f"adaptive: {args.adaptive} runs per problem on "
+              f"{counted(len(adaptive['problems']), 'problem')}, {args.adaptive_steps} "
+              "steps each, exploration policy")
+    if not sweep_plan:
+        print_problems(adaptive["problems"] if adaptive else [], loads)
+    return dry_status(loads)
+
+
+def _adaptive_plan(args: argparse.Namespace, names: list[str],
+                   cands: tuple[Candidate, ...]) -> dict[str, Any] | None:
+    """The adaptive runs --adaptive plans on `names` (`adaptive_corpus.plan`, as the build
+    runs them): per problem, its runs' start candidates; None without --adaptive."""
+    from aicf_induct.induction.adaptive_corpus import plan
+
+    if not args.adaptive:
+        return None
+    jobs = plan(names, args.adaptive, cands, args.adaptive_steps)
+    return {"per_problem": args.adaptive, "steps": args.adaptive_steps, "problems": names,
+            "runs": len(jobs), "starts": [j.candidate.key for j in jobs[:args.adaptive]]}

@@ -7,8 +7,9 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from aicf_induct.cli import options
 from aicf_induct.cli.table import counted
@@ -179,36 +180,69 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def dry_run(args: argparse.Namespace, spec: SweepSpec, root: str | Path, space: str,
-            extra: str = "") -> int:
-    """`--dry-run` of `sweep` and `corpus build`: the sweep's checks, then every problem
-    loaded by the sweep's own loader (`load_problems`; not with --no-load), and the plan of
-    what the sweep would train printed. Returns the exit status: 1 when a problem cannot be
-    loaded (the sweep would leave it out), else 0; when none loads, the sweep's error."""
+@dataclasses.dataclass(frozen=True)
+class Loads:
+    """A dry run's loading (`load_problems`): each problem that loads, by name, with its row;
+    each that cannot, by name, with why."""
+
+    loaded: dict[str, ProblemRecord]
+    unloadable: dict[str, str]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"loaded": {k: {"problem_id": r.problem_id, "task": r.task, "rows": r.n_rows,
+                               "features": r.n_features} for k, r in self.loaded.items()},
+                "unloadable": dict(self.unloadable)}
+
+
+def dry_loads(args: argparse.Namespace, names: Sequence[str], seed: int) -> Loads | None:
+    """Every problem loaded once by the sweep's own loader; None with --no-load. The sweep's
+    error (a ConfigError) when none loads."""
+    if args.no_load:
+        return None
+    ids, rows, unloadable = load_problems(names, seed, progress=not args.quiet)
+    return Loads(dict(zip(ids, rows, strict=True)), unloadable)
+
+
+def dry_status(loads: Loads | None) -> int:
+    """A dry run's exit status: 1 when a problem cannot be loaded, else 0."""
+    return 1 if loads is not None and loads.unloadable else 0
+
+
+def dry_plan(args: argparse.Namespace, spec: SweepSpec, root: str | Path
+             ) -> tuple[SweepPlan, Loads | None]:
+    """The sweep's checks, then its problems loaded (`dry_loads`, at the sweep's first seed,
+    as the sweep loads them): the plan of what the sweep would train, and the loads."""
     sweep_plan = check_sweep(spec, root, workers=workers(args), engine=args.engine,
                              processes=args.gpu_processes)
-    if args.no_load:
-        print_plan(sweep_plan, space, args.json, extra)
-        return 0
-    ids, rows, unloadable = load_problems(spec.problems, spec.seeds[0],
-                                          progress=not args.quiet)
-    loaded = dict(zip(ids, rows, strict=True))
-    print_plan(plan_of(spec, ids), space, args.json, extra, loaded, unloadable)
-    return 1 if unloadable else 0
+    loads = dry_loads(args, spec.problems, spec.seeds[0])
+    if loads is None:
+        return sweep_plan, None
+    return plan_of(spec, loads.loaded), loads
+
+
+def dry_run(args: argparse.Namespace, spec: SweepSpec, root: str | Path, space: str,
+            extra: str = "") -> int:
+    """`sweep --dry-run`: the plan of what the sweep would train (`dry_plan`) printed; the
+    exit status (`dry_status`); when none loads, the sweep's error."""
+    sweep_plan, loads = dry_plan(args, spec, root)
+    print_plan(sweep_plan, space, args.json, extra, loads)
+    return dry_status(loads)
+
+
+def plan_json(sweep_plan: SweepPlan | None, space: str, loads: Loads | None
+              ) -> dict[str, Any]:
+    """A dry run as JSON: the sweep's plan (None: no sweep), the space and, when the problems
+    were loaded, the loads."""
+    return {**(sweep_plan.as_dict() if sweep_plan else {}), "space": space,
+            **(loads.as_dict() if loads else {})}
 
 
 def print_plan(sweep_plan: SweepPlan, space: str, as_json: bool, extra: str = "",
-               loaded: Mapping[str, ProblemRecord] | None = None,
-               unloadable: Mapping[str, str] | None = None) -> None:
-    """A dry run on stdout: the plan as JSON, or its counts, problems and candidates; when
-    the problems were loaded, why each that cannot be is left out (and in the JSON, each
-    loaded one's rows and features)."""
+               loads: Loads | None = None) -> None:
+    """A dry run on stdout: the plan as JSON (`plan_json`), or its counts, problems and
+    candidates, and why each problem that cannot be loaded is left out."""
     if as_json:
-        found = {} if loaded is None else {
-            "loaded": {k: {"problem_id": r.problem_id, "task": r.task, "rows": r.n_rows,
-                           "features": r.n_features} for k, r in loaded.items()},
-            "unloadable": dict(unloadable or {})}
-        print(json.dumps({**sweep_plan.as_dict(), "space": space, **found}, indent=1))
+        print(json.dumps(plan_json(sweep_plan, space, loads), indent=1))
         return
     p = sweep_plan
     print(f"{counted(len(p.problems), 'problem')} × {counted(len(p.candidates), 'candidate')} "
@@ -216,11 +250,16 @@ def print_plan(sweep_plan: SweepPlan, space: str, as_json: bool, extra: str = ""
     if p.pairs < len(p.problems) * len(p.candidates):
         print(f"  ({p.pairs} (problem, candidate) pairs: cnn candidates on image-shaped "
               "problems only)")
-    print("problems: " + ", ".join(p.problems))
-    for name, why in (unloadable or {}).items():
-        print(f"left out, cannot be loaded: {name}: {why}")
+    print_problems(p.problems, loads)
     for c in p.candidates:
         print(f"  {c.key}  {c.structure_key}")
+
+
+def print_problems(names: Sequence[str], loads: Loads | None) -> None:
+    """The problems planned, then one line for each that cannot be loaded, with why."""
+    print("problems: " + ", ".join(names))
+    for name, why in (loads.unloadable if loads else {}).items():
+        print(f"left out, cannot be loaded: {name}: {why}")
 
 
 def interrupted(stop: SweepInterrupted, as_json: bool) -> int:

@@ -79,6 +79,8 @@ TRAIN = ["train", "--dataset", "iris", "--epochs", "1", "--quiet", *WH]
 ADAPT = ["adapt", "--dataset", "iris", "--steps", "5", *WH]
 SWEEP = ["sweep", "--problems", "iris", "--space", "tiny3", "--epochs", "1", "--workers", "1",
          "--quiet", *WH]
+CORPUS = ["corpus", "build", "--problems", "iris", "--space", "tiny3", "--seeds", "1",
+          "--epochs", "1", "--workers", "1", "--quiet", *WH]
 
 # (id, argv, a regex the error line must match: the offending input named)
 CASES = [
@@ -112,6 +114,9 @@ CASES = [
     ("model-empty", [*TRAIN, "--model", ""], r"--model: empty model spec"),
     ("adapt-model-empty", [*ADAPT, "--model", " "], r"--model: empty model spec"),
     ("sweep-no-log", [*SWEEP, "--no-log"], r"--no-log"),
+    ("sweep-no-load-without-dry-run", [*SWEEP, "--no-load"], r"--no-load goes with --dry-run"),
+    ("corpus-no-load-without-dry-run", [*CORPUS, "--no-load"],
+     r"--no-load goes with --dry-run"),
     ("ir-validate-three-problems", ["ir", "validate", f"{F}/three_problems.json"],
      r"three_problems\.json; 3 problems"),
     ("synthetic-seed", ["problems", "show", "synthetic:moons?seed=-1"],

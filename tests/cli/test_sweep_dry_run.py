@@ -120,3 +120,54 @@ def test_no_load_plans_by_name_only_and_goes_with_dry_run(
     rc, out, err = _run([*argv, "--no-load"], capsys)
     assert rc == 2 and err == "error: --no-load goes with --dry-run (a sweep loads every " \
                               "problem)\n"
+
+
+ADAPTIVE = "adaptive: 2 runs per problem on 1 problem, 600 steps each, exploration policy"
+
+
+def test_an_adaptive_dry_run_leaves_out_the_problems_whose_adaptive_runs_cannot_start(
+        swept: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--seeds 0 --adaptive 2: no sweep, the problems loaded as for one; the real build of
+    the same problems is the oracle (its runs of the bad one fail to start)."""
+    good, bad, wh = swept["good"], swept["bad"], tmp_path / "wh"
+    adaptive = ["corpus", "build", "--space", "tiny3", "--seeds", "0", "--adaptive", "2",
+                "--quiet", "--warehouse", str(wh)]
+    argv = [*adaptive, "--problems", f"{good},{bad}"]
+    rc, out, err = _run([*argv, "--dry-run"], capsys)
+    assert rc == 1 and err == "", err
+    assert out.splitlines() == [ADAPTIVE, f"problems: {good}",
+                                f"left out, cannot be loaded: {bad}: {swept['why']}"]
+    rc, out, err = _run([*argv, "--dry-run", "--json"], capsys)
+    assert rc == 1 and err == "", err
+    plan = json.loads(out)
+    assert plan["unloadable"] == {bad: swept["why"]} and list(plan["loaded"]) == [good]
+    assert plan["adaptive"]["problems"] == [good] and plan["adaptive"]["runs"] == 2
+    assert not wh.exists()
+    rc, out, err = _run([*argv, "--adaptive-steps", "5", "--workers", "1"], capsys)
+    assert rc == 0 and out == "adaptive runs: 2 trained, 0 already there, 2 failed to start\n"
+    assert [line.split("#")[0] for line in err.splitlines()] == [f"  {bad}"] * 2
+    conn = warehouse.connect(wh)
+    ran = conn.execute("SELECT p.name, count(*) FROM runs r JOIN problems p USING (problem_id) "
+                       "WHERE r.origin = 'adapt' GROUP BY p.name").fetchall()
+    assert ran == [(good, plan["adaptive"]["runs"])]
+    rc, out, err = _run([*adaptive, "--problems", bad, "--dry-run"], capsys)  # none loads
+    assert rc == 2 and out == "" and err == ("error: no problem of the sweep could be "
+                                             f"loaded: {bad}: {swept['why']}\n")
+
+
+def test_a_sweep_and_adaptive_dry_run_plans_both_on_the_problems_that_load(
+        swept: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [*COMMANDS["corpus"], "--adaptive", "2", "--problems",
+            f"{swept['good']},{swept['bad']}", "--dry-run", "--quiet", "--warehouse",
+            str(swept["wh"])]
+    rc, out, err = _run(argv, capsys)
+    assert rc == 1 and err == "", err
+    lines = out.splitlines()
+    assert lines[0].startswith("1 problem × 3 candidates × 1 seed = 3 runs; tiny3")
+    assert lines[2] == f"left out, cannot be loaded: {swept['bad']}: {swept['why']}"
+    assert sum(line.startswith("left out") for line in lines) == 1 and lines[-1] == ADAPTIVE
+    rc, out, err = _run([*argv, "--json"], capsys)
+    assert rc == 1 and err == "", err
+    plan = json.loads(out)
+    assert plan["problems"] == plan["adaptive"]["problems"] == [swept["good"]]
+    assert plan["unloadable"] == {swept["bad"]: swept["why"]} and plan["adaptive"]["runs"] == 2
