@@ -29,18 +29,19 @@ from aicf_induct.cli.sweep import (
 from aicf_induct.cli.table import counted, print_table
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.corpus import (
+    EPOCH_CAP,
     MAX_ROWS,
     MIN_ROWS,
+    PATIENCE,
     PER_PACKAGE,
     CorpusProblem,
+    corpus_train_config,
     select_problems,
     selection_names,
 )
 from aicf_induct.induction.space import Candidate
 from aicf_induct.induction.sweep_spec import ENGINES, SweepSpec
 
-EPOCH_CAP = 500  # generous: early stopping on validation ends nearly every run long before
-PATIENCE = 20  # epochs without a better validation loss before a run stops
 BUDGET_S = 1800.0  # wall-clock guard per run (status timeout past it)
 SEEDS = 4
 ADAPTIVE_STEPS = 600  # aicf_induct.induction.adaptive_corpus.STEPS
@@ -213,7 +214,6 @@ def build(args: argparse.Namespace) -> int:
     from aicf_induct.cli.sweep import interrupted, print_report, workers
     from aicf_induct.induction.space_io import parse_space
     from aicf_induct.induction.sweep import SweepInterrupted, run_sweep
-    from aicf_induct.runtime.trainer import TrainConfig
 
     if args.seeds < 0 or (args.seeds == 0 and not args.adaptive):
         raise ConfigError(f"--seeds must be >= 1 (0 only with --adaptive N, for adaptive runs "
@@ -226,7 +226,7 @@ def build(args: argparse.Namespace) -> int:
     space = parse_space(args.space)  # an unknown space fails before any table is read
     cands = tuple(space.candidates())
     names = selection_names(_selection(args))
-    train = TrainConfig(epochs=args.epochs, patience=args.patience, backend=args.backend)
+    train = corpus_train_config(args.epochs, args.patience, args.backend)
     root = warehouse.default_root(args.warehouse)
     sweep = args.seeds > 0  # --seeds 0: the adaptive runs alone (a rewrite history)
     if sweep:

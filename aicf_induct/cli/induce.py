@@ -65,19 +65,27 @@ def _fit_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
             "rewrite table (what `adapt --from-proposal` decides its rewrites from) "
             "aggregates adaptive runs over every problem and cannot leave one out: --pack "
             "with --exclude writes the new pack without it (adapt then falls back to its "
-            "rules), unless --history DIR gives those runs again. Without -o, the new pack "
-            "replaces the package's own, and only by one of as many problems or more.", 79,
+            "rules), unless --history DIR gives those runs again. With --pack and "
+            "--warehouse both, grow the pack's corpus by the warehouse's problems (your own "
+            "tables, swept as the corpus was: `corpus build --problems ... --seeds 8`); a "
+            "problem in both is the warehouse's. Without -o, the new pack replaces the "
+            "package's own, and only by one of as many problems or more.", 79,
             break_on_hyphens=False),
         epilog="examples:\n"
                "  aicf-induct induce fit --warehouse corpus_wh --exclude wine -o pack.parquet\n"
-               "  aicf-induct induce fit --pack PACK --exclude breast_cancer -o pack.parquet",
+               "  aicf-induct induce fit --pack PACK --exclude breast_cancer -o pack.parquet\n"
+               "  aicf-induct corpus build --problems \"file:my.csv?target=y\" --seeds 8 "
+               "--warehouse mine\n"
+               "  aicf-induct induce fit --pack aicf_induct/induction/data/knowledge_pack.parquet"
+               " --warehouse mine -o grown.parquet",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    source = f.add_mutually_exclusive_group()
-    source.add_argument("--warehouse", default=None, metavar="DIR", help=WH_HELP)
-    source.add_argument("--pack", default=None, metavar="PACK",
-                        help="refit from this knowledge pack's corpus (its per-seed "
-                             "meta-dataset and rewrite table; the groups by the current "
-                             "rule) instead of a warehouse; writes nothing but the new pack")
+    f.add_argument("--warehouse", default=None, metavar="DIR",
+                   help=WH_HELP + "; with --pack: the problems that grow the pack's corpus")
+    f.add_argument("--pack", default=None, metavar="PACK",
+                   help="refit from this knowledge pack's corpus (its per-seed meta-dataset "
+                        "and rewrite table; the groups by the current rule) instead of a "
+                        "warehouse, writing nothing but the new pack; with --warehouse, that "
+                        "corpus grown by the warehouse's problems")
     f.add_argument("--protocol", default=None,
                    help="sweep protocol to read, when the warehouse holds several")
     f.add_argument("--history", default=None, metavar="DIR",
@@ -158,11 +166,12 @@ def fit(args: argparse.Namespace) -> int:
         write_pack,
     )
 
-    if args.pack is not None and args.protocol:
+    growing = args.pack is not None and args.warehouse is not None
+    if args.pack is not None and args.protocol and not growing:
         raise ConfigError("--protocol reads a warehouse; a pack holds one protocol's corpus")
     # the source first: one that is not there fails before the progress bar starts
     source = load_pack(args.pack) if args.pack is not None else None
-    root = corpus_root(args.warehouse) if source is None else None
+    root = corpus_root(args.warehouse) if source is None or growing else None
     history_root = corpus_root(args.history) if args.history is not None else None
     folds = CONFORMAL_FOLDS if args.conformal_folds is None else args.conformal_folds
     bar = _steps(4, args.quiet, "induce fit: reading the corpus")
@@ -170,7 +179,7 @@ def fit(args: argparse.Namespace) -> int:
         exclude = [e for e in args.exclude.split(",") if e.strip()]
         excluded = list(exclude)  # what the pack records as kept out
         if source is not None:
-            meta, unmatched = _pack_corpus(source, exclude, args.seeds)
+            meta, unmatched = _pack_corpus(source, exclude, args.seeds, root, args.protocol)
             excluded += source.header.get("excluded", [])  # kept out of the source too
         else:
             assert root is not None
@@ -187,7 +196,7 @@ def fit(args: argparse.Namespace) -> int:
         if args.add_features or args.refeaturise:
             meta = _add_features(meta, args.quiet, replace=args.refeaturise)
         elif root is not None:
-            _note_feature_splits(root, meta)
+            _note_feature_splits(root, meta[meta["problem_id"].isin(_warehouse_ids(root))])
         bar.update(1)
         bar.set_description_str(f"induce fit: mining {meta['problem_id'].nunique()} problems")
         miner = Miner(min_problems=args.min_problems, n_bootstrap=args.bootstrap).fit(meta)
@@ -201,7 +210,7 @@ def fit(args: argparse.Namespace) -> int:
         out = write_pack(pack, args.output or DEFAULT_PACK,
                          _fit_command(args, root, history_root, exclude),
                          refit_of=_refit_of(source) if source is not None else None,
-                         history=history)
+                         history=history, protocol=_protocol(source, root, args.protocol))
         bar.update(1)
         fit_id = None
         if root is not None and not args.no_write:
@@ -232,7 +241,8 @@ def _fit_command(args: argparse.Namespace, root: Path | None, history_root: Path
     from aicf_induct.induction.pack import DEFAULT_PACK
 
     command = ["aicf-induct", "induce", "fit",
-               *(["--warehouse", str(root)] if root is not None else ["--pack", args.pack])]
+               *(["--pack", args.pack] if args.pack is not None else []),
+               *(["--warehouse", str(root)] if root is not None else [])]
     if args.protocol:
         command += ["--protocol", args.protocol]
     if history_root is not None:
@@ -255,13 +265,55 @@ def _fit_command(args: argparse.Namespace, root: Path | None, history_root: Path
     return command
 
 
-def _pack_corpus(source: Pack, exclude: list[str], n_seeds: int | None
+def _pack_corpus(source: Pack, exclude: list[str], n_seeds: int | None,
+                 root: Path | None = None, protocol: str | None = None
                  ) -> tuple[pd.DataFrame, list[str]]:
     """A pack's corpus as `corpus_meta` gives a warehouse's (the groups by the current
-    rule) and the exclude names that matched no problem."""
+    rule), grown by the problems of the warehouse at `root` when given (`induction.grow`),
+    and the exclude names that matched no problem."""
     from aicf_induct.induction.corpus import grouped_meta
+    from aicf_induct.induction.grow import grow
 
-    return grouped_meta(source.seed_meta(n_seeds), exclude)
+    meta = source.seed_meta(n_seeds)
+    if root is not None:
+        grown = grow(meta, source.provenance.get("protocol"), root, protocol, n_seeds)
+        if grown.partial:
+            print(f"note: {counted(len(grown.partial), 'problem')} of {root} left out, not "
+                  f"swept over every candidate and seed of the pack: "
+                  f"{_few(grown.partial)}", file=sys.stderr)
+        if grown.replaced:
+            print(f"note: {counted(len(grown.replaced), 'problem')} of {root} the pack holds "
+                  f"too, {root}'s runs taken: {_few(grown.replaced)}", file=sys.stderr)
+        print(f"growing the pack's {source.header['problems']} problems by "
+              f"{len(grown.added) - len(grown.replaced)} of {root}", file=sys.stderr)
+        meta = grown.meta
+    return grouped_meta(meta, exclude)
+
+
+def _protocol(source: Pack | None, root: Path | None, protocol: str | None) -> str | None:
+    """The sweep protocol of the new pack's corpus, for its provenance: the source pack's
+    (an older one's, recorded before packs said it: `corpus build`'s default, when the fit
+    grew it: `grow` checked the warehouse's against it), else the warehouse's one."""
+    from aicf_induct.induction.corpus import corpus_protocol
+    from aicf_induct.induction.meta_dataset import sweep_protocols
+
+    if source is not None:
+        known = source.provenance.get("protocol")
+        return str(known) if known else corpus_protocol() if root is not None else None
+    assert root is not None
+    return protocol or next(iter(sweep_protocols(root)), None)
+
+
+def _few(names: list[str], n: int = 5) -> str:
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
+
+
+def _warehouse_ids(root: Path) -> set[str]:
+    """The problem ids of the warehouse's scored sweep runs."""
+    import warehouse
+
+    return {str(r[0]) for r in warehouse.with_retry(root, lambda conn: conn.execute(
+        "SELECT DISTINCT problem_id FROM runs WHERE origin = 'sweep'").fetchall())}
 
 
 def _rewrites(source: Pack | None, root: Path | None, history_root: Path | None,

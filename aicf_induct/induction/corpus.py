@@ -54,7 +54,11 @@ import pandas as pd
 from aicf_induct.errors import AicfError, ConfigError
 from aicf_induct.induction.sweep_problems import resolve
 from aicf_induct.problems.rdatasets_analysis import MAX_CLASSES
+from aicf_induct.runtime.trainer import TrainConfig
 
+# how `corpus build` trains each run (the recipe is the candidate's)
+EPOCH_CAP = 500  # generous: early stopping on validation ends nearly every run long before
+PATIENCE = 20  # epochs without a better validation loss before a run stops
 MIN_ROWS = 500
 MAX_ROWS = 5_000
 PER_PACKAGE = 4
@@ -428,6 +432,19 @@ def select_problems(spec: str, exclude: Sequence[str] = (), progress: bool = Fal
 
 def selection_names(sel: list[CorpusProblem] | list[str]) -> list[str]:
     return [p.name if isinstance(p, CorpusProblem) else p for p in sel]
+
+
+def corpus_train_config(epochs: int = EPOCH_CAP, patience: int = PATIENCE,
+                        backend: str = "auto") -> TrainConfig:
+    """The training settings `corpus build` sweeps with (the recipe is each candidate's)."""
+    return TrainConfig(epochs=epochs, patience=patience, backend=backend)
+
+
+def corpus_protocol() -> str:
+    """The sweep protocol of `corpus build` with its defaults: the shipped pack's corpus's."""
+    from aicf_induct.induction.sweep_spec import protocol_of
+
+    return protocol_of(corpus_train_config())
 
 
 def corpus_meta(root: str | Path, protocol: str | None = None,

@@ -104,6 +104,20 @@ def load_meta_dataset(root: str | Path, *, protocol: str | None = None,
     return assemble(runs, problems, features, patterns, groups)
 
 
+def sweep_protocols(root: str | Path, statuses: Sequence[str] = DONE_STATUSES
+                    ) -> dict[str, int]:
+    """The sweep protocols of the warehouse's scored sweep runs, with their run counts."""
+    import warehouse
+
+    def read(conn: Any) -> dict[str, int]:
+        return {str(p): int(n) for p, n in conn.execute(
+            "SELECT json_extract_string(config, '$.sweep.protocol') AS p, count(*) FROM runs "
+            "WHERE origin = 'sweep' AND list_contains($statuses, status) AND p IS NOT NULL "
+            "GROUP BY p ORDER BY count(*) DESC", {"statuses": list(statuses)}).fetchall()}
+
+    return warehouse.with_retry(root, read)
+
+
 def _one_protocol(runs: pd.DataFrame, protocol: str | None) -> pd.DataFrame:
     found = runs["protocol"].value_counts()
     if protocol is not None:

@@ -263,10 +263,12 @@ def build_pack(meta: pd.DataFrame, miner: Miner, excluded: Sequence[str] = (),
 
 def provenance(pack: Pack, command: Sequence[str] | None = None,
                refit_of: dict[str, Any] | None = None,
-               history: dict[str, int] | None = None) -> dict[str, Any]:
+               history: dict[str, int] | None = None,
+               protocol: str | None = None) -> dict[str, Any]:
     """What the JSON beside the pack records (`refit_of`: for a pack refit from another
     pack's corpus, that pack's digest and how it was built; `history`: what the rewrite
-    table aggregates, when it was read from a warehouse of adaptive runs)."""
+    table aggregates, when it was read from a warehouse of adaptive runs; `protocol`: the
+    sweep protocol of the corpus, which a warehouse growing it must share)."""
     probs = pack.table.drop_duplicates("problem_id").sort_values("problem")
     return {"format": FORMAT, "library": __version__,
             "command": " ".join(command if command is not None else
@@ -277,7 +279,8 @@ def provenance(pack: Pack, command: Sequence[str] | None = None,
             "problem_list": [{"problem": str(r.problem), "problem_id": str(r.problem_id),
                               "group": str(r.group), "task": str(r.task)}
                              for r in probs.itertuples()],
-            "digest": pack.digest(), **({"rewrite_history": history} if history else {}),
+            "digest": pack.digest(), **({"protocol": protocol} if protocol else {}),
+            **({"rewrite_history": history} if history else {}),
             **({"refit_of": refit_of} if refit_of else {})}
 
 
@@ -293,9 +296,9 @@ def git_commit() -> str:
 
 def write_pack(pack: Pack, path: str | Path, command: Sequence[str] | None = None,
                refit_of: dict[str, Any] | None = None,
-               history: dict[str, int] | None = None) -> Path:
-    """Write PATH (Parquet) and PATH with `.json` (provenance, `refit_of` and `history` as
-    `provenance` takes them), each atomically; returns PATH."""
+               history: dict[str, int] | None = None, protocol: str | None = None) -> Path:
+    """Write PATH (Parquet) and PATH with `.json` (provenance, `refit_of`, `history` and
+    `protocol` as `provenance` takes them), each atomically; returns PATH."""
     import pyarrow as pa
 
     from warehouse.writer import write_parquet
@@ -307,7 +310,7 @@ def write_pack(pack: Pack, path: str | Path, command: Sequence[str] | None = Non
         header["rewrites"] = table_records(pack.rewrites)
     t = pa.Table.from_pandas(pack.table, preserve_index=False)
     t = t.replace_schema_metadata({META_KEY: json.dumps(header, sort_keys=True).encode()})
-    prov = provenance(pack, command, refit_of, history)
+    prov = provenance(pack, command, refit_of, history, protocol)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         # no page checksums: the shipped pack's bytes stay what its documented refit writes

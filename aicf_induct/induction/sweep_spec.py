@@ -45,13 +45,16 @@ class SweepSpec:
     def protocol(self) -> str:
         """Hash of the training settings outside the candidate: runs under another protocol
         (say, more epochs) are other experiments and do not finish a triple."""
-        settings = {k: v for k, v in dataclasses.asdict(self.train).items()
-                    if k not in RECIPE_FIELDS}
-        return _hash(settings)
+        return protocol_of(self.train)
 
     def sweep_id(self, problem_ids: Iterable[str]) -> str:
         return _hash([self.protocol, sorted(problem_ids), sorted(c.key for c in self.candidates),
                       sorted(self.seeds)])
+
+
+def protocol_of(train: TrainConfig) -> str:
+    """The protocol of a sweep trained with `train` (`SweepSpec.protocol`)."""
+    return _hash({k: v for k, v in dataclasses.asdict(train).items() if k not in RECIPE_FIELDS})
 
 
 def _hash(obj: object) -> str:

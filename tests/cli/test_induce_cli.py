@@ -13,6 +13,7 @@ import pytest
 import warehouse
 from aicf_induct.cli.main import main
 from aicf_induct.induction import pack as pack_mod
+from aicf_induct.induction.meta_dataset import load_meta_dataset as warehouse_meta
 from aicf_induct.induction.proposals import propose_dataset
 from tests.induction.helpers import (
     TINY_HELD_OUT,
@@ -191,6 +192,52 @@ def test_fit_from_a_pack_gives_the_pack_the_warehouse_gives(
     assert TINY_PROBLEMS[0] not in got.provenance["command"]
     assert json.loads(fewer.with_suffix(".json").read_text())["refit_of"]["refit_of"][
         "digest"] == source["digest"]
+
+
+def test_fit_grows_a_pack_by_a_warehouse_of_problems_swept_as_its_corpus_was(
+        pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`induce fit --pack P --warehouse W`: the pack's corpus and W's problems in one pack,
+    W's runs as W holds them (a problem in both is W's), refused in one line when W was
+    swept otherwise or not over every candidate and seed."""
+    mine = build_tiny_corpus(tmp_path / "mine", ("wine", TINY_PROBLEMS[0]))
+    grown = tmp_path / "grown.parquet"
+    rc, out, err = _run(["induce", "fit", "--pack", str(pack), "--warehouse", str(mine),
+                         "--min-problems", "2", "--bootstrap", "200", "-o", str(grown),
+                         "--quiet"], capsys)
+    assert rc == 0 and f"mined tables written to {mine}" in out
+    assert f"note: 1 problem of {mine} the pack holds too, {mine}'s runs taken: " \
+           f"{TINY_PROBLEMS[0]}\n" in err
+    assert f"growing the pack's {len(TINY_PROBLEMS)} problems by 1 of {mine}\n" in err
+    got = pack_mod.load_pack(grown)
+    assert set(got.problems) == {*TINY_PROBLEMS, "wine"}
+    source = pack_mod.load_pack(pack)
+    assert got.provenance["protocol"] == source.provenance["protocol"]
+    assert got.provenance["command"].startswith(
+        f"aicf-induct induce fit --pack {pack} --warehouse {mine} ")
+    # each problem's rows are its source's: W's for wine and the one in both, else the pack's
+    mine_meta = warehouse_meta(mine)
+    cols = ["problem", "candidate", "seed", "val_score", "test_score"]
+    rows = got.seed_meta()[cols]
+    for name, want in ((n, mine_meta) for n in ("wine", TINY_PROBLEMS[0])):
+        pd.testing.assert_frame_equal(rows[rows["problem"] == name].reset_index(drop=True),
+                                      want.loc[want["problem"] == name, cols]
+                                      .reset_index(drop=True))
+    theirs = source.seed_meta()[cols]
+    pd.testing.assert_frame_equal(rows[rows["problem"] == TINY_PROBLEMS[1]].reset_index(
+        drop=True), theirs[theirs["problem"] == TINY_PROBLEMS[1]].reset_index(drop=True))
+    # swept otherwise: another protocol (more epochs), or not every seed of the pack
+    other = build_tiny_corpus(tmp_path / "other", ("wine",), extra=["--epochs", "4"])
+    short = build_tiny_corpus(tmp_path / "short", ("wine",), extra=["--seeds", "1"])
+    want_protocol = source.provenance["protocol"]
+    capsys.readouterr()  # the sweeps' own lines
+    for wh, words in ((other, f"{other} holds no sweep under the pack's protocol "
+                              f"{want_protocol} (found: "),
+                      (short, f"no problem of {short} is swept over every candidate and seed "
+                              "of the pack (wine)")):
+        rc, out, err = _run(["induce", "fit", "--pack", str(pack), "--warehouse", str(wh),
+                             "-o", str(tmp_path / "no.parquet"), "--quiet"], capsys)
+        assert rc == 2 and out == "" and err.startswith(f"error: {words}")
+        assert err.count("\n") == 1 and not (tmp_path / "no.parquet").exists()
 
 
 def test_propose_json_round_trip_is_the_library_dict(
@@ -586,7 +633,7 @@ def test_corpus_build_resumes_without_duplicates(corpus: Path,
     (["mine", "--protocol", "x"], "--protocol reads a warehouse (--warehouse)"),
     (["mine", "--pack", "{tmp}/p.parquet", "--protocol", "x"], "--protocol reads a warehouse"),
     (["induce", "fit", "--pack", "{tmp}/p.parquet", "--warehouse", "{tmp}"],
-     "not allowed with argument --pack"),
+     "is not a warehouse"),  # (both: the pack grown by the warehouse's problems)
     (["mine", "--pack", "{tmp}/p.parquet", "--fdr", "0"], "--fdr: must be in (0, 1]"),
     (["mine", "--pack", "{tmp}/p.parquet", "--top", "-3"], "--top: must be >= 0, got -3"),
     (["mine", "--pack", "{tmp}/p.parquet", "--min-problems", "0"], "--min-problems: must be >= 1"),

@@ -40,13 +40,15 @@ TINY_SPACE = "depth=1,2;act=relu,tanh;width=8"
 TINY_HELD_OUT = ("wine", "synthetic:circles?n=300&seed=2")
 
 
-def build_tiny_corpus(root: Path, problems: Sequence[str] = TINY_PROBLEMS) -> Path:
-    """`problems` (default: the tiny corpus's) swept as the tiny corpus is, into `root`."""
+def build_tiny_corpus(root: Path, problems: Sequence[str] = TINY_PROBLEMS,
+                      extra: Sequence[str] = ()) -> Path:
+    """`problems` (default: the tiny corpus's) swept as the tiny corpus is (`extra`
+    options overriding its own), into `root`."""
     from aicf_induct.cli.main import main
 
     argv = ["corpus", "build", "--problems", ",".join(problems), "--space", TINY_SPACE,
             "--seeds", "2", "--epochs", "3", "--patience", "2", "--workers", "1",
-            "--warehouse", str(root), "--quiet"]
+            "--warehouse", str(root), "--quiet", *extra]
     assert main(argv) == 0
     return root
 
