@@ -11,14 +11,16 @@ read from the full series.
 After a rollback the steps of the abandoned branch and their replay share step numbers (both
 are logged; each row's `trajectory` counts the run's rollbacks before it): the curves are the
 path the run took (`path`, as the `live_steps` view keeps it: a trajectory starts at its first
-row and at its rollback's target, `rollback_starts`), each event's loss is read on the path of
-the trajectory it happened in (an event's trajectory: the rollbacks logged before it), and
-`rollback_windows` names the spans a branch was dropped from, so a chart can say so.
+row and at the target of the rollback that began it, which names it: `rollback_starts`), each
+event's loss is read on the path of the trajectory it happened in (`event_trajectories`: the
+one the last rollback before it began), and `rollback_windows` names the spans a branch was
+dropped from, so a chart can say so.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,13 +104,64 @@ def rollback_target(event: dict[str, Any]) -> int | None:
     return int(v) if float(v).is_integer() else None
 
 
-def rollback_starts(events: list[dict[str, Any]], base: int = 0) -> dict[int, int]:
+def rollback_trajectory(event: dict[str, Any]) -> int | None:
+    """The trajectory a `rollback` event (`detail` parsed) names as the one it began (its
+    detail's `trajectory`, a JSON integer); None for another event, one logged before the
+    field, or one whose field is not an integer."""
+    d = event["detail"]
+    v = d.get("trajectory") if event["kind"] == "rollback" and isinstance(d, dict) else None
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def went_back(event: dict[str, Any]) -> bool:
+    """Whether an event (`detail` parsed) is a rollback that took the run back, beginning a
+    trajectory (`rollback_target`: a `give_up` names no target)."""
+    return rollback_target(event) is not None
+
+
+def _began(events: list[dict[str, Any]], base: int,
+           begins: Callable[[dict[str, Any]], bool] = went_back
+           ) -> list[tuple[int, dict[str, Any]]]:
+    """(the trajectory it began, the event) of each of a run's events that `begins` one, in
+    the order logged: the trajectory its detail names (`trajectory`), else (logged before
+    the field) by order: the n-th begins `base` + n."""
+    out: list[tuple[int, dict[str, Any]]] = []
+    for e in events:
+        if begins(e):
+            t = rollback_trajectory(e)
+            out.append((base + len(out) + 1 if t is None else t, e))
+    return out
+
+
+def rollback_starts(events: list[dict[str, Any]], base: int = 0,
+                    begins: Callable[[dict[str, Any]], bool] = went_back) -> dict[int, int]:
     """Of a run's events (`detail` parsed, in the order logged): trajectory -> the target
-    step of the rollback that began it, as the `trajectory_cuts` view reads them. The
-    rollbacks that went back (`rollback_target`) begin `base` + 1, + 2, ... (`base`: 0, a
+    step of the rollback that began it, as the `trajectory_cuts` view reads them: the
+    trajectory a rollback that went back names (`trajectory` in its detail), else, for one
+    logged before the field, `base` + n for the n-th that `begins` one (`base`: 0, or a
     fork's first row's trajectory: it starts at its parent's count)."""
-    targets = [t for t in map(rollback_target, events) if t is not None]
-    return {base + k: t for k, t in enumerate(targets, 1)}
+    starts: dict[int, int] = {}
+    for t, e in _began(events, base, begins):
+        to = rollback_target(e)
+        if to is not None:
+            starts[t] = min(to, starts.get(t, to))
+    return starts
+
+
+def event_trajectories(events: list[dict[str, Any]], base: int = 0,
+                       begins: Callable[[dict[str, Any]], bool] = went_back) -> list[int]:
+    """Of a run's events (`detail` parsed, in the order logged): the trajectory each was
+    logged in, those that `begins` one (the rollbacks that went back) in the one they left;
+    before the first of them, the one before the trajectory it began (`base` when it names
+    none)."""
+    began = [t for t, _ in _began(events, base, begins)]
+    now, ahead = (began[0] - 1 if began else base), iter(began)
+    out: list[int] = []
+    for e in events:
+        out.append(now)
+        if begins(e):
+            now = next(ahead)
+    return out
 
 
 def trajectory_cuts(step: np.ndarray, trajectory: np.ndarray, upto: int | None = None,
@@ -217,7 +270,7 @@ def run_view(conn: duckdb.DuckDBPyConnection, run_id: str,
         for k in ("detail", "metrics_before", "metrics_after"):
             e[k] = _parse(e[k])
     logged = sorted(events, key=lambda e: e["at"])
-    # the rollbacks logged before the first row: none, a fork's parent's
+    # where rollbacks logged before the field count from: 0, a fork's first row's trajectory
     first = int(rows["trajectory"].min()) if len(rows["step"]) and run["parent_run_id"] else 0
     starts = rollback_starts(logged, first) if numbered else {}
     live = path(rows["step"], rows["trajectory"], starts=starts)
@@ -229,16 +282,14 @@ def run_view(conn: duckdb.DuckDBPyConnection, run_id: str,
     final = _rows(conn, "SELECT split, metric, value FROM results WHERE run_id = $run_id AND final "
                         "ORDER BY split, metric", run_id)
     windows = []
-    trajectory = first  # of each event, in the order logged: the rollbacks before it
-    losses_on = _path_losses(rows, trajectory, starts)
-    for e in logged:
-        e["loss"] = _loss_at(*losses_on, int(e["step"]))  # a rollback's: of the branch it drops
+    losses_on: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # trajectory -> its path's
+    for e, t in zip(logged, event_trajectories(logged, first), strict=True):
+        if t not in losses_on:
+            losses_on[t] = _path_losses(rows, t, starts)
+        e["loss"] = _loss_at(*losses_on[t], int(e["step"]))  # a rollback's: of the branch it drops
         to = rollback_target(e)
-        if to is not None:
-            if "from_step" in e["detail"]:
-                windows.append((to, int(e["detail"]["from_step"])))
-            trajectory += 1
-            losses_on = _path_losses(rows, trajectory, starts)
+        if to is not None and "from_step" in e["detail"]:
+            windows.append((to, int(e["detail"]["from_step"])))
     windows.sort()
     snaps = _rows(conn, "SELECT step, reason, fingerprint, param_count, ir_json FROM "
                         'ir_snapshots WHERE run_id = $run_id ORDER BY step, recorded_at', run_id)

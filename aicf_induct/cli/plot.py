@@ -91,8 +91,10 @@ def plot_run(args: argparse.Namespace) -> int:
         raise ConfigError(f"RUN_ID: no run '{args.run_id}' in {root}")
     path = save_figure(run_figure(view), args.output)
     marks = len(view.marked_events())
-    return _done(path, f"run {view.run['run_id']}: {view.logged_steps} steps, {marks} events "
-                       "marked")
+    live = view.logged_steps - view.discarded_steps
+    steps = f"{live} steps on the path taken ({view.logged_steps} logged)" \
+        if view.discarded_steps else f"{live} steps"
+    return _done(path, f"run {view.run['run_id']}: {steps}, {marks} events marked")
 
 
 def plot_correlations(args: argparse.Namespace) -> int:

@@ -47,8 +47,8 @@ COLUMNS = ("run_id", "problem_id", "problem", "task", "step", "trigger", "trigge
            "update_ratio", "n_rows", "effect", "verdict")
 
 EVENTS_SQL = """
-SELECT e.run_id, r.problem_id, r.problem_name AS problem, r.task, e.step, e.kind, e.name,
-       e.detail, e.metrics_before, e.at,
+SELECT e.run_id, r.problem_id, r.problem_name AS problem, r.task, r.parent_run_id, e.step,
+       e.kind, e.name, e.detail, e.metrics_before, e.at,
        coalesce(TRY_CAST(json_extract(r.config, '$.adapt.guard.steps') AS BIGINT), 50)
            AS guard_steps
 FROM events e JOIN runs r USING (run_id)
@@ -61,8 +61,7 @@ WHERE split = 'val' AND metric = 'loss' AND NOT final
   AND run_id IN (SELECT DISTINCT run_id FROM events WHERE kind = 'decision')
 """
 STEPS_SQL = """
-SELECT s.run_id, s.step, s.grad_norm, s.update_ratio,
-       coalesce(s.trajectory, 0) AS trajectory FROM steps s
+SELECT s.run_id, s.step, s.grad_norm, s.update_ratio, s.trajectory FROM steps s
 WHERE s.run_id IN (SELECT DISTINCT run_id FROM events WHERE kind = 'decision')
 """
 ROWS_SQL = """
@@ -89,7 +88,8 @@ def history_of(events: pd.DataFrame, vals: pd.DataFrame, steps: pd.DataFrame,
     """The history from the four query results (split out so it can be tested on frames).
     A decision reads the steps and validation losses of the path its run had taken when it
     was made (`warehouse.run_view.path`): after a rollback the run logs the step numbers past
-    its target again under the next `trajectory` (a frame without the column: 0, one path)."""
+    its target again under the next `trajectory`, and the rollback names it (a frame without
+    the column, or steps all NULL in it, logged before it: one path, as before the column)."""
     out: list[dict[str, Any]] = []
     n_rows = dict(zip(rows["problem_id"], rows["n_rows"], strict=True)) if len(rows) else {}
     val_by_run = {k: g.sort_values("step") for k, g in vals.groupby("run_id")}
@@ -97,11 +97,8 @@ def history_of(events: pd.DataFrame, vals: pd.DataFrame, steps: pd.DataFrame,
     for run_id, ev in events.groupby("run_id", sort=True):
         recs: list[dict[str, Any]] = [{str(k): v for k, v in r.items()}
                                       for r in ev.to_dict("records")]
-        paths = _Paths(steps_by_run.get(run_id), val_by_run.get(run_id))
-        trajectory = paths.first  # the rollbacks logged before each event (a fork: its parent's)
-        for i, e in enumerate(recs):
-            if e["kind"] == "rollback":
-                trajectory += 1
+        paths = _Paths(steps_by_run.get(run_id), val_by_run.get(run_id), recs)
+        for i, (e, trajectory) in enumerate(zip(recs, paths.trajectories, strict=True)):
             if e["kind"] != "decision" or e["name"] == "wait":
                 continue
             run_steps, run_vals = paths.of(trajectory)
@@ -124,14 +121,35 @@ def history_of(events: pd.DataFrame, vals: pd.DataFrame, steps: pd.DataFrame,
     return df.astype({"step": "int64", "effect": float})
 
 
+def _went_back(e: dict[str, Any]) -> bool:
+    """A rollback but a `give_up` (which names no target and ends the run) began a
+    trajectory; what the runtime logs names its target, but a frame's may not."""
+    return e["kind"] == "rollback" and e["name"] != "give_up"
+
+
 class _Paths:
     """One run's step rows and validation losses on the path of each trajectory (computed
-    once per trajectory asked)."""
+    once per trajectory asked), and the trajectory each of its events (`recs`, in the order
+    logged) was logged in. The trajectories start as the warehouse's views start them
+    (`rollback_starts`); steps that number none (logged before the column) are one path."""
 
-    def __init__(self, steps: pd.DataFrame | None, vals: pd.DataFrame | None) -> None:
+    def __init__(self, steps: pd.DataFrame | None, vals: pd.DataFrame | None,
+                 recs: list[dict[str, Any]]) -> None:
+        from warehouse.run_view import event_trajectories, rollback_starts
+
+        self.numbered = steps is not None and "trajectory" in steps \
+            and bool(steps["trajectory"].notna().any())
+        if steps is not None and self.numbered:  # NULL, logged before the column: 0
+            steps = steps.assign(trajectory=steps["trajectory"].fillna(0).astype(np.int64))
         self.steps, self.vals = steps, vals
-        self.first = int(steps["trajectory"].min()) \
-            if steps is not None and _has_trajectories(steps) else 0
+        events = [{"kind": e["kind"], "name": e["name"], "detail": _json(e["detail"])}
+                  for e in recs]
+        # rollbacks logged before the field count from 0, a fork's from its first row's
+        forked = any(isinstance(e.get("parent_run_id"), str) for e in recs)
+        base = int(steps["trajectory"].min()) if steps is not None and self.numbered \
+            and forked else 0
+        self.trajectories = event_trajectories(events, base, _went_back)
+        self.starts = rollback_starts(events, base, _went_back) if self.numbered else {}
         self._of: dict[int, tuple[pd.DataFrame | None, pd.DataFrame | None]] = {}
 
     def of(self, trajectory: int) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
@@ -142,12 +160,12 @@ class _Paths:
     def _on_path(self, trajectory: int) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
         from warehouse.run_view import on_path, trajectory_cuts
 
-        if not _has_trajectories(self.steps):
+        if not self.numbered:
             return self.steps, self.vals
         assert self.steps is not None
         step = self.steps["step"].to_numpy(np.int64)
         traj = self.steps["trajectory"].to_numpy(np.int64)
-        cuts = trajectory_cuts(step, traj, trajectory)
+        cuts = trajectory_cuts(step, traj, trajectory, self.starts)
         steps = self.steps[on_path(step, traj, cuts, trajectory)]
         vals = self.vals
         if vals is not None and "trajectory" in vals:
@@ -155,10 +173,6 @@ class _Paths:
                                 vals["trajectory"].to_numpy(np.int64), cuts, trajectory,
                                 at_cut=True)]
         return steps, vals
-
-
-def _has_trajectories(steps: pd.DataFrame | None) -> bool:
-    return steps is not None and len(steps) > 0 and "trajectory" in steps
 
 
 def _json(v: Any) -> dict[str, Any]:

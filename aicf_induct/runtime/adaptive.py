@@ -911,9 +911,11 @@ class AdaptiveRun:
         after = control.metrics if control is not None else self.measure()
         self.last_metrics = after
         where = {"to": "control arm"} if control is not None else {}
+        # `trajectory`, the one it begins (the rows after it carry it), places the rollback
+        # on the warehouse's path even when no row of it follows, or a fork's first comes after
         self._event("rollback", name, {"reason": reason, "from_step": from_step,
-                                       "to_step": tr.step_count, **where,
-                                       "lr_scale": self.schedule.scale,
+                                       "to_step": tr.step_count, "trajectory": tr.trajectory,
+                                       **where, "lr_scale": self.schedule.scale,
                                        "blacklisted": blacklist or ""},
                     before, {**after, "lr_scale": self.schedule.scale})
         self.recorder.snapshot(snapshot_record(self.run_id, tr.step_count, "rollback", tr.graph))

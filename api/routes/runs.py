@@ -40,7 +40,7 @@ def _no_run(run_id: str) -> ApiProblem:
 
 @router.get("/runs/{run_id}")
 def get_run(_: ReadAccess, wh: WarehouseDep, run_id: RunId) -> RunDetail:
-    """One run: its row, config and library versions, and how many steps it logged."""
+    """One run: its row, config and library versions, and its step counts: logged, on its path."""
     run = wh.read(lambda c: browse.get_run(c, run_id))
     if run is None:
         raise _no_run(run_id)

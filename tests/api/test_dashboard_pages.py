@@ -205,3 +205,31 @@ def test_run_page_lists_what_each_rewrite_changed(client: httpx.Client,
                  "+ blocks.0.act.deep.linear"):
         assert line in table, table
     assert table.count("<tr>") == 1 + 4 + 1  # header, 4 rewrites, 1 rollback
+
+
+def test_run_page_counts_the_path_s_steps_beside_the_logged_ones(client: httpx.Client,
+                                                                   dashboard_warehouse) -> None:
+    """The adaptive run rolled back: its steps cell counts the rows of the path it took and
+    every row it logged (the dropped branch's too); a run that never rolled back, the rows
+    logged alone (they are its path)."""
+    import warehouse
+    from warehouse.browse import get_run
+
+    conn = warehouse.connect(dashboard_warehouse.root)
+    adapt = get_run(conn, dashboard_warehouse.adapt["run_id"])
+    ((plain_id,),) = conn.execute("SELECT run_id FROM runs WHERE origin <> 'adapt' "
+                                  "ORDER BY run_id LIMIT 1").fetchall()
+    plain = get_run(conn, plain_id)
+    assert adapt is not None and plain is not None
+    assert adapt["live_steps"] < adapt["logged_steps"]
+    assert plain["live_steps"] == plain["logged_steps"] > 0
+
+    def steps_cell(run_id: str) -> str:
+        html = client.get(f"/runs/{run_id}").text
+        m = re.search(r"<th>steps</th><td>(.*?)</td>", html)
+        assert m, html[:2000]
+        return unescape(m.group(1))
+
+    assert steps_cell(adapt["run_id"]) == (f"{adapt['steps_taken']} ({adapt['live_steps']} on "
+                                           f"the path taken, {adapt['logged_steps']} logged)")
+    assert steps_cell(plain_id) == f"{plain['steps_taken']} ({plain['logged_steps']} logged)"

@@ -26,12 +26,18 @@ def test_plot_run_marks_every_event_at_its_exact_step_and_loss(
     wh = dashboard_warehouse
     run_id = wh.adapt["run_id"]
     out = tmp_path / "run.png"
-    assert "events marked" in _plot(capsys, "run", run_id, "-o", str(out), "--warehouse",
-                                    str(wh.root))
+    said = _plot(capsys, "run", run_id, "-o", str(out), "--warehouse", str(wh.root))
     assert out.read_bytes().startswith(b"\x89PNG") and out.stat().st_size > 10_000
 
     conn = warehouse.connect(wh.root)
     view = run_view(conn, run_id)
+    # a rolled-back run: the steps of the path it took, and every row it logged
+    live, logged = view.run["live_steps"], view.run["logged_steps"]
+    assert live < logged and (logged, live) == conn.execute(
+        "SELECT (SELECT count(*) FROM steps WHERE run_id = $r), "
+        "(SELECT count(*) FROM live_steps WHERE run_id = $r)", {"r": run_id}).fetchone()
+    assert f": {live} steps on the path taken ({logged} logged), " \
+           f"{len(view.marked_events())} events marked" in said
     fig = run_figure(view)
     loss_ax = fig.axes[0]
     train = next(ln for ln in loss_ax.get_lines() if ln.get_label() == "train loss (step)")

@@ -45,12 +45,14 @@ CREATE OR REPLACE VIEW results AS SELECT * EXCLUDE (date) FROM raw_results;
 -- start of a later one is of a discarded branch. A trajectory starts at its first step row
 -- and at the target (`to_step`) of the rollback that began it, so a run that ended right
 -- after a rollback, before logging another row, still drops the branch it went back from.
--- A run's rollbacks that went back (a `give_up` names no target), in the order logged,
--- begin its trajectories 1, 2, ...; a fork's count on from its first row's (it starts at
--- its parent's count). A run logged before the column numbers no row: its rollbacks cut
--- nothing. `cut` is the least start of the later trajectories. (Steps are compared as
--- BIGINT explicitly: a part of another type, which `warehouse check` names, must not keep
--- the views from being made.)
+-- A rollback names the trajectory it began (`trajectory` in its detail, a JSON integer);
+-- one logged before that field is placed by order: a run's rollbacks that went back (a
+-- `give_up` names no target), in the order logged, begin its trajectories 1, 2, ...; a
+-- fork's count on from its first row's (it starts at its parent's count: a guess, wrong for
+-- a fork that rolled back before its first row). A run logged before the column numbers no
+-- row: its rollbacks cut nothing. `cut` is the least start of the later trajectories.
+-- (Steps are compared as BIGINT explicitly: a part of another type, which `warehouse check`
+-- names, must not keep the views from being made.)
 CREATE OR REPLACE VIEW trajectory_cuts AS
 WITH firsts AS (
     SELECT run_id, coalesce(TRY_CAST(trajectory AS BIGINT), 0) AS trajectory,
@@ -64,15 +66,20 @@ WITH firsts AS (
            USING (run_id)
     GROUP BY f.run_id, k.run_id HAVING bool_or(f.numbered)
 ), rollbacks AS (
-    SELECT run_id, to_step, row_number() OVER (PARTITION BY run_id ORDER BY "at", step) AS n
+    SELECT run_id, to_step, began,
+           row_number() OVER (PARTITION BY run_id ORDER BY "at", step) AS n
     FROM (SELECT run_id, TRY_CAST(step AS BIGINT) AS step, "at",
-                 TRY_CAST(TRY(json_extract_string(detail, '$.to_step')) AS BIGINT) AS to_step
+                 TRY_CAST(TRY(json_extract_string(detail, '$.to_step')) AS BIGINT) AS to_step,
+                 CASE WHEN TRY(json_type(detail, '$.trajectory')) IN ('BIGINT', 'UBIGINT')
+                      THEN TRY_CAST(TRY(json_extract_string(detail, '$.trajectory')) AS BIGINT)
+                      END AS began
           FROM events WHERE kind = 'rollback')
     WHERE to_step IS NOT NULL
 ), starts AS (
     SELECT run_id, trajectory, first_step AS step FROM firsts
     UNION ALL
-    SELECT run_id, b.base + r.n, r.to_step FROM rollbacks r JOIN bases b USING (run_id)
+    SELECT run_id, coalesce(r.began, b.base + r.n), r.to_step
+    FROM rollbacks r JOIN bases b USING (run_id)
 )
 SELECT a.run_id, a.trajectory, min(b.step) AS cut
 FROM firsts a JOIN starts b ON a.run_id = b.run_id AND b.trajectory > a.trajectory
