@@ -47,6 +47,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -54,7 +55,9 @@ import pandas as pd
 from aicf_induct.errors import AicfError, ConfigError
 from aicf_induct.induction.sweep_problems import resolve
 from aicf_induct.problems.rdatasets_analysis import MAX_CLASSES
-from aicf_induct.runtime.trainer import TrainConfig
+
+if TYPE_CHECKING:  # `propose` imports this module, and must not import the trainer
+    from aicf_induct.runtime.trainer import TrainConfig
 
 # how `corpus build` trains each run (the recipe is the candidate's)
 EPOCH_CAP = 500  # generous: early stopping on validation ends nearly every run long before
@@ -437,6 +440,8 @@ def selection_names(sel: list[CorpusProblem] | list[str]) -> list[str]:
 def corpus_train_config(epochs: int = EPOCH_CAP, patience: int = PATIENCE,
                         backend: str = "auto") -> TrainConfig:
     """The training settings `corpus build` sweeps with (the recipe is each candidate's)."""
+    from aicf_induct.runtime.trainer import TrainConfig
+
     return TrainConfig(epochs=epochs, patience=patience, backend=backend)
 
 
