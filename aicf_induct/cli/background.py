@@ -80,13 +80,18 @@ def running(argv: list[str], url: str, env: Mapping[str, str] | None = None,
             _wait_up(served, log)
             yield served
         finally:
-            proc.terminate()
-            try:
-                proc.wait(STOP_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
             served.output = _read(log)
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    """End a server process: SIGTERM (uvicorn's graceful shutdown), SIGKILL after STOP_S."""
+    proc.terminate()
+    try:
+        proc.wait(STOP_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _wait_up(served: Background, log: IO[str]) -> None:

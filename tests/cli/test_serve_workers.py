@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from aicf_induct.cli.background import SOURCE, START_S, STOP_S, free_port, serve_args
+from aicf_induct.cli.background import SOURCE, START_S, free_port, serve_args, stop
 
 STARTED = "Application startup complete."  # uvicorn's line, once per worker
 
@@ -33,12 +33,7 @@ def test_a_warehouse_not_made_yet_is_noted_once(tmp_path: Path, workers: int) ->
                 assert time.monotonic() < deadline, out.read_text()
                 time.sleep(0.1)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(STOP_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
     text = out.read_text()
     assert text.count(STARTED) == workers, text
     assert text.count(f"note: no warehouse at {root} yet") == 1, text

@@ -233,18 +233,6 @@ def test_a_resumed_run_does_not_log_again_what_it_logged(tmp_path: Path) -> None
         [(r.step, r.metric, r.split) for r in full.results]
 
 
-class Interrupt:
-    """Ctrl-C before executed step `at`."""
-
-    def __init__(self, at: int) -> None:
-        self.at = at
-
-    def before_step(self, run, x, y):  # type: ignore[no-untyped-def]
-        if run.work == self.at:
-            raise KeyboardInterrupt
-        return x, y
-
-
 def test_a_branch_from_the_final_state_on_disk_is_the_fork_of_the_ended_run(
         tmp_path: Path) -> None:
     """The final state an ended run leaves on disk is the one its in-memory `fork()` goes on
@@ -272,7 +260,7 @@ def test_a_branch_from_the_final_state_on_disk_is_the_fork_of_the_ended_run(
 
 def test_an_interrupted_run_leaves_no_final_state(tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
-        build(str(tmp_path), MemoryRecorder(), [Interrupt(50)]).run()
+        build(str(tmp_path), MemoryRecorder(), [Stop(50)]).run()
     assert disk.final_of(tmp_path) is None and disk.checkpoints(tmp_path)
     with pytest.raises(disk.SnapshotError, match="its run has not ended"):
         AdaptiveRun.branch(tmp_path, toy_problem("classification", n=300, seed=2), 500)
