@@ -67,12 +67,13 @@ def list_runs(conn: duckdb.DuckDBPyConnection, *, problem: str | None = None,
                  filters, limit, offset)
 
 
-def get_run(conn: duckdb.DuckDBPyConnection, run_id: str,
-            count_steps: bool = True) -> dict | None:
+def get_run(conn: duckdb.DuckDBPyConnection, run_id: str, count_steps: bool = True,
+            children: bool = True) -> dict | None:
     """One run with its config and library versions (parsed JSON) and its step counts:
     `logged_steps` every step row, a branch a rollback dropped included, `live_steps` the rows
     of the path it took (the `live_steps` view); unless `count_steps` is False (both None: a
-    scan of the steps a caller reading them anyway saves). None when there is no such run."""
+    scan of the steps a caller reading them anyway saves). With `children`, its branches
+    (`run_children`, without their counts). None when there is no such run."""
     cols = ", ".join(RUN_COLUMNS)
     counts = ("(SELECT count(*) FROM steps s WHERE s.run_id = $run_id) AS logged_steps, "
               "(SELECT count(*) FROM live_steps s WHERE s.run_id = $run_id) AS live_steps"
@@ -84,7 +85,40 @@ def get_run(conn: duckdb.DuckDBPyConnection, run_id: str,
     run = rows[0]
     for k in ("config", "library_versions"):
         run[k] = _parse_json(run[k])
+    if children:
+        run["children"] = run_children(conn, run_id)
     return run
+
+
+# A run's children, all in one query: the step a child branched at is the earlier of its
+# first step row and its `fork start` event (a child that logged no step yet has the event;
+# a run started with a parent outside `AdaptiveRun` logs rows alone).
+_CHILDREN = """
+WITH kids AS (SELECT run_id, origin, status, started_at FROM runs
+              WHERE parent_run_id = $run_id),
+firsts AS (SELECT run_id, min(step) AS step FROM steps
+           WHERE run_id IN (SELECT run_id FROM kids) GROUP BY run_id),
+starts AS (SELECT run_id, min(step) AS step FROM events
+           WHERE kind = 'fork' AND name = 'start' AND run_id IN (SELECT run_id FROM kids)
+           GROUP BY run_id){live_cte}
+SELECT k.run_id, k.origin, k.status, least(f.step, s.step) AS from_step{live_col}
+FROM kids k LEFT JOIN firsts f USING (run_id) LEFT JOIN starts s USING (run_id){live_join}
+ORDER BY k.started_at, k.run_id"""
+_CHILD_LIVE = {"live_cte": """, live AS (SELECT run_id, count(*) AS n FROM live_steps
+           WHERE run_id IN (SELECT run_id FROM kids) GROUP BY run_id)""",
+               "live_col": ", coalesce(l.n, 0) AS live_steps",
+               "live_join": " LEFT JOIN live l USING (run_id)"}
+
+
+def run_children(conn: duckdb.DuckDBPyConnection, run_id: str, *,
+                 count_steps: bool = False) -> list[dict]:
+    """The runs branched from `run_id` (those whose `parent_run_id` it is), oldest first:
+    `run_id`, `origin`, `status` and `from_step`, the step it branched at (the earlier of its
+    first step row and its `fork start` event; None when it logged neither); with
+    `count_steps`, also `live_steps`, its step rows on the path it took. One query, however
+    many children."""
+    parts = _CHILD_LIVE if count_steps else dict.fromkeys(_CHILD_LIVE, "")
+    return _rows(conn, _CHILDREN.format(**parts), {"run_id": run_id})
 
 
 def _parse_json(text: str | None) -> Any:

@@ -28,7 +28,7 @@ import duckdb
 import numpy as np
 
 from aicf_induct.json_values import json_safe
-from warehouse.browse import get_run
+from warehouse.browse import get_run, run_children
 
 SERIES = ("loss", "grad_norm", "update_ratio", "lr")  # per-step columns a run page draws
 MARKED = ("trigger", "decision", "rewrite", "rollback")  # event kinds drawn as markers
@@ -37,7 +37,9 @@ DEFAULT_POINTS = 2000  # points per series at most: 500 buckets × 4; plenty for
 
 @dataclass
 class RunView:
-    run: dict[str, Any]  # browse.get_run's row (config parsed, logged_steps, live_steps)
+    # browse.get_run's row (config parsed, logged_steps, live_steps), its `children`
+    # (browse.run_children, live_steps counted)
+    run: dict[str, Any]
     logged_steps: int  # step rows of the run (rolled-back steps count twice)
     discarded_steps: int  # of them, the rows of branches a rollback dropped (not in `curves`)
     # series name -> (steps, values) on the path taken, each at most `max_points` long, in
@@ -94,23 +96,38 @@ def _parse(text: str | None) -> Any:
 NO_CUT = np.iinfo(np.int64).max
 
 
-def rollback_target(event: dict[str, Any]) -> int | None:
-    """The step a `rollback` event (`detail` parsed) went back to; None for another event,
-    or a rollback that went nowhere (a `give_up` names no target)."""
-    d = event["detail"]
-    v = d.get("to_step") if event["kind"] == "rollback" and isinstance(d, dict) else None
-    if isinstance(v, bool) or not isinstance(v, int | float):
+BIGINT = (-(2**63), 2**63 - 1)  # DuckDB's BIGINT range, which TRY_CAST keeps
+
+
+def json_bigint(v: Any) -> int | None:
+    """`v` (parsed JSON) when it is a JSON integer that fits a BIGINT, else None: as the
+    `trajectory_cuts` view reads a rollback's `to_step` and `trajectory` (json_type BIGINT or
+    UBIGINT, then TRY_CAST), so a string ("2"), a fraction (1.5) and a whole number written
+    as a float (2.0, 1e2: `json.loads` gives a float) are none."""
+    if isinstance(v, bool) or not isinstance(v, int):
         return None
-    return int(v) if float(v).is_integer() else None
+    return v if BIGINT[0] <= v <= BIGINT[1] else None
+
+
+def _rollback_field(event: dict[str, Any], key: str) -> int | None:
+    d = event["detail"]
+    if event["kind"] != "rollback" or not isinstance(d, dict):
+        return None
+    return json_bigint(d.get(key))
+
+
+def rollback_target(event: dict[str, Any]) -> int | None:
+    """The step a `rollback` event (`detail` parsed) went back to, its detail's `to_step`
+    when a JSON integer (`json_bigint`); None for another event, or a rollback that went
+    nowhere (a `give_up` names no target; nor does a `to_step` of "2", 1.5 or 2.0)."""
+    return _rollback_field(event, "to_step")
 
 
 def rollback_trajectory(event: dict[str, Any]) -> int | None:
     """The trajectory a `rollback` event (`detail` parsed) names as the one it began (its
-    detail's `trajectory`, a JSON integer); None for another event, one logged before the
-    field, or one whose field is not an integer."""
-    d = event["detail"]
-    v = d.get("trajectory") if event["kind"] == "rollback" and isinstance(d, dict) else None
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+    detail's `trajectory`, a JSON integer: `json_bigint`); None for another event, one
+    logged before the field, or one whose field is not an integer."""
+    return _rollback_field(event, "trajectory")
 
 
 def went_back(event: dict[str, Any]) -> bool:
@@ -260,9 +277,10 @@ def _rows(conn: duckdb.DuckDBPyConnection, sql: str, run_id: str) -> list[dict[s
 def run_view(conn: duckdb.DuckDBPyConnection, run_id: str,
              max_points: int = DEFAULT_POINTS) -> RunView | None:
     """The run page's data for `run_id`; None when there is no such run."""
-    run = get_run(conn, run_id, count_steps=False)
+    run = get_run(conn, run_id, count_steps=False, children=False)
     if run is None:
         return None
+    run["children"] = run_children(conn, run_id, count_steps=True)
     rows, numbered = _steps(conn, run_id)
     events = _rows(conn, 'SELECT step, kind, name, detail, metrics_before, metrics_after, "at" '
                          'FROM events WHERE run_id = $run_id ORDER BY step, "at"', run_id)
@@ -288,8 +306,9 @@ def run_view(conn: duckdb.DuckDBPyConnection, run_id: str,
             losses_on[t] = _path_losses(rows, t, starts)
         e["loss"] = _loss_at(*losses_on[t], int(e["step"]))  # a rollback's: of the branch it drops
         to = rollback_target(e)
-        if to is not None and "from_step" in e["detail"]:
-            windows.append((to, int(e["detail"]["from_step"])))
+        came_from = _rollback_field(e, "from_step")  # None for a malformed one: no window
+        if to is not None and came_from is not None:
+            windows.append((to, came_from))
     windows.sort()
     snaps = _rows(conn, "SELECT step, reason, fingerprint, param_count, ir_json FROM "
                         'ir_snapshots WHERE run_id = $run_id ORDER BY step, recorded_at', run_id)

@@ -54,7 +54,8 @@ def runs_page(request: Request, _: ReadAccess, wh: WarehouseDep, problem: Filter
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def run_page(request: Request, _: ReadAccess, wh: WarehouseDep, run_id: str) -> HTMLResponse:
-    """One run: curves with event markers, dynamics, the IR per snapshot, final metrics."""
+    """One run: its branches, curves with event markers, dynamics, the IR per snapshot, final
+    metrics."""
     view = wh.read(lambda c: run_view(c, run_id))
     if view is None:
         return not_found(request, f"no run '{run_id}'")

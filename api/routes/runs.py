@@ -40,7 +40,7 @@ def _no_run(run_id: str) -> ApiProblem:
 
 @router.get("/runs/{run_id}")
 def get_run(_: ReadAccess, wh: WarehouseDep, run_id: RunId) -> RunDetail:
-    """One run: its row, config and library versions, and its step counts: logged, on its path."""
+    """One run: its row, config, library versions, step counts (logged, on its path), branches."""
     run = wh.read(lambda c: browse.get_run(c, run_id))
     if run is None:
         raise _no_run(run_id)
@@ -53,7 +53,8 @@ def run_steps(_: ReadAccess, wh: WarehouseDep, run_id: RunId,
               offset: Offset = 0) -> StepPage:
     """A run's per-step dynamics in step order, a page at a time."""
     def read(c: duckdb.DuckDBPyConnection) -> tuple[list[dict], int] | None:
-        if browse.get_run(c, run_id, count_steps=False) is None:  # the page counts them
+        # the page counts them
+        if browse.get_run(c, run_id, count_steps=False, children=False) is None:
             return None
         return browse.run_steps(c, run_id, limit=limit, offset=offset)
 

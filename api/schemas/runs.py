@@ -47,6 +47,16 @@ class RunPublic(BaseModel):
     error: str | None
 
 
+class ChildRun(BaseModel):
+    run_id: str
+    origin: str | None = Field(description="`fork` for a branch `adapt --fork` or "
+                                           "`AdaptiveRun.fork()` started")
+    status: str = Field(description=f"one of {STATUSES}")
+    from_step: int | None = Field(description="the step it branched at: the earlier of its "
+                                              "first step row and its `fork start` event; "
+                                              "null when it logged neither")
+
+
 class RunDetail(RunPublic):
     config: Any = Field(description="model spec, optimizer, schedule, ... (JSON)")
     library_versions: Any
@@ -55,6 +65,8 @@ class RunDetail(RunPublic):
     live_steps: int = Field(description="step rows on the path the run took (SQL's "
                                         "`live_steps`): `logged_steps` less the rows of the "
                                         "branches its rollbacks dropped")
+    children: list[ChildRun] = Field(description="the runs branched from this one (their "
+                                                 "`parent_run_id` is its id), oldest first")
 
 
 class RunPage(Page):

@@ -233,3 +233,36 @@ def test_run_page_counts_the_path_s_steps_beside_the_logged_ones(client: httpx.C
     assert steps_cell(adapt["run_id"]) == (f"{adapt['steps_taken']} ({adapt['live_steps']} on "
                                            f"the path taken, {adapt['logged_steps']} logged)")
     assert steps_cell(plain_id) == f"{plain['steps_taken']} ({plain['logged_steps']} logged)"
+
+
+def _branches_cell(html: str) -> str:
+    m = re.search(r'<td colspan="3" id="branches">(.*?)</td>', html)
+    assert m, html[:3000]
+    return m.group(1)
+
+
+def test_run_page_lists_the_run_s_branches(tmp_path: Path, client: httpx.Client,
+                                            dashboard_warehouse) -> None:
+    """The run page of a run `adapt --fork` branched twice links each branch, with its
+    origin, status, the step it branched at and its rows on the path it took; a branch's
+    page links its parent and lists no branch ("–"), nor does a run never forked."""
+    import warehouse
+    from tests.api.test_service import build_branches
+    from warehouse.browse import get_run
+
+    root, parent, children = build_branches(tmp_path)
+    conn = warehouse.connect(root)
+    path = {child: (get_run(conn, child) or {})["live_steps"] for child in children}
+    assert list(path.values()) == [30, 15]  # 60-89, 60-74
+    with serve_in_thread(create_app(Settings(warehouse=root))) as c:
+        html, kid = (c.get(f"/runs/{run_id}").text for run_id in (parent, children[0]))
+    cell = _branches_cell(html)
+    for child in children:
+        assert f'<a href="/runs/{child}"><code>{child[:12]}</code></a>' in cell
+    text = [re.sub(r"<[^>]+>", "", line) for line in cell.split("<br>")]
+    assert text == [f"{child[:12]} fork, completed, from step 60, {path[child]} steps on "
+                    "its path" for child in children]
+    assert _branches_cell(kid) == "–"
+    assert f'<a href="/runs/{parent}"><code>{parent[:12]}</code></a>' in kid
+    plain = client.get(f"/runs/{dashboard_warehouse.adapt['run_id']}").text
+    assert _branches_cell(plain) == "–"

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import httpx
 import pytest
 
 import warehouse
-from tests.api.conftest import Server
+from tests.api.conftest import Server, cli, serve
 
 PROBLEM = "application/problem+json"
 
@@ -104,6 +107,37 @@ def test_one_run_and_its_steps(server: Server) -> None:
     losses = [r[0] for r in conn.execute(
         "SELECT loss FROM steps WHERE run_id = ? ORDER BY step", [run_id]).fetchall()]
     assert [s["loss"] for s in full["items"]] == losses
+
+
+def build_branches(base: Path) -> tuple[Path, str, list[str]]:
+    """A warehouse of an `aicf-induct adapt` run of 60 steps with checkpoints, and two
+    branches `adapt --fork` started from its final state, to 90 and to 75 steps: (root,
+    the parent's run id, the children's, in the order started)."""
+    root, ckpt = base / "wh", base / "ckpt"
+    adapt = ["adapt", "--dataset", "iris", "--json", "--warehouse", str(root)]
+    parent = json.loads(cli(*adapt, "--lr", "0.01", "--steps", "60", "--checkpoint-dir",
+                            str(ckpt)))["run_id"]
+    children = [json.loads(cli(*adapt, "--fork", str(ckpt), "--steps", steps))["run_id"]
+                for steps in ("90", "75")]
+    return root, parent, children
+
+
+def test_a_run_lists_its_branches(tmp_path: Path) -> None:
+    """The run detail lists the runs branched from it (origin, status, the step each
+    branched at: the parent's last), oldest first, the schema says what each field is; a
+    branch names its parent and has none of its own."""
+    root, parent, children = build_branches(tmp_path)
+    with serve(root) as url, httpx.Client(base_url=url, timeout=30) as c:
+        run = c.get(f"/v1/runs/{parent}").json()
+        assert run["children"] == [{"run_id": child, "origin": "fork", "status": "completed",
+                                    "from_step": 60} for child in children]
+        kid = c.get(f"/v1/runs/{children[0]}").json()
+        assert kid["parent_run_id"] == parent and kid["children"] == []
+        schemas = c.get("/openapi.json").json()["components"]["schemas"]
+    assert schemas["RunDetail"]["properties"]["children"]["items"] == \
+        {"$ref": "#/components/schemas/ChildRun"}
+    assert set(schemas["ChildRun"]["properties"]) == {"run_id", "origin", "status",
+                                                      "from_step"}
 
 
 def test_reports_listed_and_run(server: Server) -> None:

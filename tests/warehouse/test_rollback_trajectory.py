@@ -28,7 +28,7 @@ from aicf_induct.runtime.policies import ProposalPolicy
 from aicf_induct.runtime.trainer import TrainConfig
 from tests.runtime.test_adaptive_fixtures import prune_at_warmup, toy_graph, toy_problem
 from tests.warehouse.test_trajectories import _live, _view_agrees
-from warehouse.run_view import run_view
+from warehouse.run_view import rollback_target, run_view
 
 CONFIG = TrainConfig(lr=1e-2, batch_size=32, seed=0)
 
@@ -181,3 +181,31 @@ def test_a_named_trajectory_wins_over_the_order_and_one_not_a_number_falls_back(
         assert _live(conn, run_id) == []
     for run_id in fields:
         _view_agrees(conn, run_id)
+
+
+@pytest.mark.parametrize("to_step, cut", [(2, 2), ("2", None), (1.5, None), (2.0, None),
+                                          (2**63, None), (True, None)])
+def test_the_view_and_its_twin_take_only_a_json_integer_as_a_rollback_s_target(
+        tmp_path: Path, to_step: object, cut: int | None) -> None:
+    """Steps 0-4, then a rollback naming trajectory 1 and the run ends: with a target it
+    cuts trajectory 0 there (a run that ended right after a rollback); a `to_step` that is
+    not a JSON integer of BIGINT's range (a string, a fraction the cast would round to 2, a
+    whole number written as a float, one past BIGINT, a boolean) is no target, in the
+    `trajectory_cuts` view as in `run_view`'s twin: the rollback went nowhere, cut nothing."""
+    root = tmp_path / "wh"
+    rec = warehouse.open_recorder(root)
+    rec.run_start(RunStartRecord("r", "p", "p", "classification", {}, 0, "cpu", {}, "test"))
+    for s in range(5):
+        rec.step(_step("r", s, 0))
+    rec.event(EventRecord("r", 5, "rollback", "requested",
+                          {"from_step": 5, "to_step": to_step, "trajectory": 1}, at=T0))
+    rec.close()
+    conn = warehouse.connect(root)
+    assert conn.execute("SELECT trajectory, cut FROM trajectory_cuts").fetchall() == \
+        ([] if cut is None else [(0, cut)])
+    assert _live(conn, "r") == [(0, s) for s in range(5 if cut is None else cut)]
+    view = run_view(conn, "r")
+    assert view is not None
+    (rb,) = [e for e in view.events if e["kind"] == "rollback"]
+    assert rollback_target(rb) == (None if cut is None else to_step)
+    _view_agrees(conn, "r")

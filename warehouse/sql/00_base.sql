@@ -51,6 +51,10 @@ CREATE OR REPLACE VIEW results AS SELECT * EXCLUDE (date) FROM raw_results;
 -- fork's count on from its first row's (it starts at its parent's count: a guess, wrong for
 -- a fork that rolled back before its first row). A run logged before the column numbers no
 -- row: its rollbacks cut nothing. `cut` is the least start of the later trajectories.
+-- A rollback's `to_step` and `trajectory` count only as JSON integers that fit a BIGINT
+-- (json_type BIGINT or UBIGINT, then TRY_CAST): a string ("2"), a fraction (1.5, which the
+-- cast alone would round to 2) or a whole number written as a float (2.0, 1e2) names
+-- nothing: a rollback without a target went nowhere (`run_view.json_bigint`, the twin).
 -- (Steps are compared as BIGINT explicitly: a part of another type, which `warehouse check`
 -- names, must not keep the views from being made.)
 CREATE OR REPLACE VIEW trajectory_cuts AS
@@ -69,7 +73,9 @@ WITH firsts AS (
     SELECT run_id, to_step, began,
            row_number() OVER (PARTITION BY run_id ORDER BY "at", step) AS n
     FROM (SELECT run_id, TRY_CAST(step AS BIGINT) AS step, "at",
-                 TRY_CAST(TRY(json_extract_string(detail, '$.to_step')) AS BIGINT) AS to_step,
+                 CASE WHEN TRY(json_type(detail, '$.to_step')) IN ('BIGINT', 'UBIGINT')
+                      THEN TRY_CAST(TRY(json_extract_string(detail, '$.to_step')) AS BIGINT)
+                      END AS to_step,
                  CASE WHEN TRY(json_type(detail, '$.trajectory')) IN ('BIGINT', 'UBIGINT')
                       THEN TRY_CAST(TRY(json_extract_string(detail, '$.trajectory')) AS BIGINT)
                       END AS began
