@@ -244,9 +244,13 @@ def build(args: argparse.Namespace) -> int:
         print_report(report, root, args.json,
                      f"aicf-induct induce fit --warehouse {root} -o pack.parquet")
     if args.adaptive:
-        from aicf_induct.induction.adaptive_corpus import plan, run_adaptive
+        from aicf_induct.induction.adaptive_corpus import loadable, plan, run_adaptive
         from aicf_induct.kernels.autotune import tuning_off
 
+        # the problems that load, as the dry run plans them: the sweep's (it said the others),
+        # else loaded here once (none: the sweep's error, before any run starts)
+        names = [n for n in names if n not in report.unloadable] if sweep else \
+            loadable(names, progress=not args.quiet)
         jobs = plan(names, args.adaptive, cands, args.adaptive_steps)
         with tuning_off() if args.repeatable else nullcontext():
             # processes (each run is small): --workers, else one per core whatever the engine

@@ -8,16 +8,20 @@ as always. Each run
 starts and logs through `AdaptiveRun.start` (that is `runtime.runs.start_run`, the one way
 every run is logged), so it lands in the warehouse with its problem row and meta-features,
 origin `adapt` and `config.corpus_adaptive` = {problem, index}. Resumable: a (problem,
-index) that already ended in the warehouse is skipped.
+index) that already ended in the warehouse is skipped. The problems are loaded once before
+any run starts (`loadable`, the sweep's loader): one that cannot be loaded is left out with
+the sweep's warning, and none loading is the sweep's error.
 """
 
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from aicf_induct.frontend.specs import MLPSpec
 from aicf_induct.induction.meta_dataset import DONE_STATUSES
@@ -57,6 +61,20 @@ def plan(names: Sequence[str], per_problem: int, candidates: Sequence[Candidate]
               and c.spec.width <= MAX_START_WIDTH] or mlps
     return [AdaptiveJob(name, i, starts[i % len(starts)], steps)
             for name in names for i in range(per_problem)]
+
+
+def loadable(names: Sequence[str], progress: bool = False,
+             stream: TextIO | None = None) -> list[str]:
+    """The problems of `names` that load, each loaded once by the sweep's loader
+    (`sweep.load_problems`) at seed 0 (run 0's split; run i loads its problem at split seed i,
+    and whether a load fails does not depend on the seed: every check comes before the
+    split); each other one said on `stream` (stderr) as the sweep says it. A ConfigError when
+    none loads, before any run starts."""
+    from aicf_induct.induction.sweep import load_problems, say_unloadable
+
+    ids, _, errors = load_problems(names, 0, progress)
+    say_unloadable(errors, stream or sys.stderr)
+    return [name for name in names if name in ids]
 
 
 def done_jobs(root: str | Path) -> set[tuple[str, int]]:

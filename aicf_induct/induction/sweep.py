@@ -44,7 +44,7 @@ import sys
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,9 +151,10 @@ def load_problems(names: Sequence[str], seed: int, progress: bool = False
     """Load each problem once: name -> problem_id, the problems' rows for the warehouse (in
     the order of the ids), and name -> error for those that fail (this project's errors as
     their message; any other with its type, a bug to report); a ConfigError when none loads
-    (the sweep refuses: it has nothing to run). The sweep and its dry run both call it. The
-    meta-features come with the runs (`runtime.runs` logs seed 0's split's, once per problem
-    in each worker), not computed here, serially, before any run starts."""
+    (the sweep refuses: it has nothing to run). The sweep, its dry run and the adaptive
+    corpus runs (`adaptive_corpus.loadable`) call it. The meta-features come with the runs
+    (`runtime.runs` logs seed 0's split's, once per problem in each worker), not computed
+    here, serially, before any run starts."""
     ids: dict[str, str] = {}
     rows: list[ProblemRecord] = []
     errors: dict[str, str] = {}
@@ -166,7 +167,7 @@ def load_problems(names: Sequence[str], seed: int, progress: bool = False
             said = str(err) if isinstance(err, AicfError) else f"{type(err).__name__}: {err}"
             errors[name] = said.splitlines()[0]
     if not ids:
-        raise ConfigError("no problem of the sweep could be loaded: " + "; ".join(
+        raise ConfigError("no problem could be loaded: " + "; ".join(
             f"{k}: {v}" for k, v in errors.items()))
     return ids, rows, errors
 
@@ -178,6 +179,13 @@ def plan(spec: SweepSpec, problem_ids: dict[str, str], root: str | Path,
     return [Task(name, problem_ids[name], cand, seed, spec.train, spec.budget_s, str(root),
                  sweep, api_key)
             for name, cand in applicable(spec, problem_ids) for seed in spec.seeds]
+
+
+def say_unloadable(errors: Mapping[str, str], stream: TextIO) -> None:
+    """One warning line per problem `load_problems` could not load (the sweep goes on
+    without it; so do the adaptive corpus runs)."""
+    for name, error in errors.items():
+        print(f"warning: problem '{name}' left out: {error}", file=stream)
 
 
 def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: str = "local",
@@ -208,8 +216,7 @@ def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: st
             for row in rows:
                 parent.problem(row)
             parent.flush()
-            for name, error in errors.items():  # the others go on
-                print(f"warning: problem '{name}' left out: {error}", file=out)
+            say_unloadable(errors, out)  # the others go on
             tasks = plan(spec, ids, root, api_key)
             done_statuses = RETRY_STATUSES if retry_failed else END_STATUSES
             done = finished_triples(root, spec.protocol, done_statuses, api_key)

@@ -3,12 +3,15 @@
 A run logged through the service by a `SpillRecorder` that the service did not take whole is
 written whole to a local warehouse, and the service keeps the part it took. `plan_push` reads
 the run locally (DuckDB, through the `warehouse` package) and asks the service what it holds
-of it through its read-only SQL route, compactly: steps as contiguous ranges per trajectory,
-the other kinds as counts per natural key (`KEYS`, the same SQL on both sides). The rows the
-service lacks are the multiset difference on those keys; `send` posts exactly them through
-`POST /v1/ingest/batches` (`remote_recorder`'s encoding and posting), in batches whose ids
-are a hash of the run id and their content, so a batch sent again (a retry, or a push run
-again after one that stopped) is a no-op through the service's ingest ledger.
+of it through its read-only SQL route (`remote_sql`, which waits out a busy one), compactly:
+steps as contiguous ranges per trajectory, the other kinds as counts per natural key (`KEYS`,
+the same SQL on both sides; a result's key holds its value, a snapshot's its IR's hash). The
+rows the service lacks are the multiset difference on those keys: a service row unlike the
+local one (a result of another value at the same step) stays, and the local one is sent
+beside it (a push adds, never replaces). `send` posts exactly them through `POST
+/v1/ingest/batches` (`remote_recorder`'s encoding and posting), in batches whose ids are a
+hash of the run id and their content, so a batch sent again (a retry, or a push run again
+after one that stopped) is a no-op through the service's ingest ledger.
 
 A service with no row of the run is sent its start first (the run's row and its problem's);
 the run's end goes last, in the last batch, and only when the service has no end of its own
@@ -46,6 +49,7 @@ from aicf_induct.runtime.remote_recorder import (
     _problem,
     _reason,
     _reset,
+    backoff,
     batch_body,
     post_json,
     row_json,
@@ -58,11 +62,17 @@ from warehouse.schema import TABLES
 # the natural key of a kind's rows, as SQL over its table (the same text runs locally and on
 # the service): rows of equal keys are counted, and the service is sent as many of the local
 # ones as it lacks. An event's time is the client's, strictly increasing within a process.
+# A snapshot's IR goes in as its hash (md5 of the text, the same bytes on both sides), a
+# result's value as itself: a float round-trips exactly through JSON and Parquet, but the
+# SQL route answers a non-finite one as null, so it is keyed as null and a code (NaN 0,
+# infinities their sign) on both sides.
+FINITE = "CASE WHEN isfinite(value) THEN value END"
+NON_FINITE = "CASE WHEN isnan(value) THEN 0 WHEN isinf(value) THEN sign(value) END"
 KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "snapshots": ("ir_snapshots", ("step", "reason", "fingerprint")),
+    "snapshots": ("ir_snapshots", ("step", "reason", "fingerprint", "md5(ir_json)")),
     "events": ("events", ("step", "kind", "name", 'epoch_us("at")')),
     "results": ("results", ("step", "epoch", "split", "metric", "coalesce(trajectory, 0)",
-                            "coalesce(final, false)")),
+                            "coalesce(final, false)", FINITE, NON_FINITE)),
     "steps": ("steps", ("coalesce(trajectory, 0)", "step")),  # unique: asked as ranges
 }
 # the kinds in the order they are sent: the run's start first, its end last
@@ -106,7 +116,7 @@ class Plan:
 @dataclass(frozen=True)
 class Service:
     """The service at `url` with a write key: its SQL route read a page at a time, its ingest
-    route posted with retries."""
+    route posted with retries (`remote_sql` retries a busy SQL route itself)."""
 
     url: str
     api_key: str
@@ -140,11 +150,10 @@ class Service:
         if len(body) > MAX_BODY_BYTES and n > 1:
             self._halves(run_id, batch, done)
             return
-        delay, why = BACKOFF_S, ""
+        delays, why = backoff(BACKOFF_S), ""
         for attempt in range(ATTEMPTS):
             if attempt:
-                time.sleep(delay)
-                delay *= 2
+                time.sleep(next(delays))
             try:
                 post_json(self.url, self.api_key, "/v1/ingest/batches", body, self.timeout_s)
                 done(batch)

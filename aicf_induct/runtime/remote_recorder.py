@@ -22,7 +22,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
@@ -260,7 +260,7 @@ class RemoteRecorder(BaseRecorder):
         body = batch_body(uuid.uuid4().hex, batch)
         if len(body) > MAX_BODY_BYTES and n > 1:
             return self._send_halves(batch)
-        delay = self.backoff_s
+        delays = backoff(self.backoff_s, self.max_backoff_s)
         while True:
             try:
                 self._post("/v1/ingest/batches", body)
@@ -286,8 +286,7 @@ class RemoteRecorder(BaseRecorder):
             if self._deadline is not None and time.monotonic() >= self._deadline:
                 self._give_up(n, "server unreachable at close")
                 return False
-            self._stop.wait(delay)
-            delay = min(delay * 2, self.max_backoff_s)
+            self._stop.wait(next(delays))
 
     def _send_halves(self, batch: Batch) -> bool:
         return all([self._send(*half) for half in _halves(batch)])  # (a list: both are sent)
@@ -306,6 +305,25 @@ class RemoteRecorder(BaseRecorder):
 
     def _say(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
+
+
+def backoff(first_s: float, most_s: float = float("inf")) -> Iterator[float]:
+    """The waits before each next send of a request the server may take later (its status in
+    RETRY_STATUSES, or no answer): `first_s`, doubling, at most `most_s`."""
+    delay = first_s
+    while True:
+        yield delay
+        delay = min(delay * 2, most_s)
+
+
+def retry_after_s(err: urllib.error.HTTPError) -> float | None:
+    """The seconds a refusal's Retry-After asks the client to wait (429, 503), or None: no
+    such header, or an HTTP date (which this service never sends)."""
+    try:
+        wait = float(err.headers.get("Retry-After", ""))
+    except (AttributeError, ValueError):
+        return None
+    return wait if wait >= 0 else None
 
 
 def _batch_order(kind: str) -> int:

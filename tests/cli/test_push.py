@@ -2,7 +2,9 @@
 service took in part (its server killed mid-run, then restarted on the same warehouse) is
 completed to exactly the local copy's rows, and reads ended as it ended locally; a second push
 sends nothing; a run the service never saw is started and sent whole; bad inputs are one
-line each; a batch refused mid-push names the run and what went before it."""
+line each; a batch refused mid-push names the run and what went before it; a result of another
+value (a snapshot of another IR) on the service gets the local one beside it; a service whose
+SQL slots are busy (429) is asked again until it answers."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from aicf_induct.cli.main import main
 from aicf_induct.records import (
     EventRecord,
     ProblemRecord,
+    ResultRecord,
     RunEndRecord,
     RunStartRecord,
     SnapshotRecord,
@@ -237,3 +240,74 @@ def test_a_batch_refused_mid_push_names_the_run_and_what_went_before(spilled,
            "again to send the rest)" in err, err
     held = rows(s["served"], "odd-1")
     assert len(held["steps"]) == 197 and held["events"] == [] and held["run_ends"] == []
+
+
+def _twin(root: Path, loss: float, ir_json: str) -> None:
+    """Run twin-1 in the warehouse at `root`: a snapshot of the IR `ir_json`, 20 steps, and
+    results whose validation loss is `loss` (the others NaN and infinite: values the service's
+    SQL answers as null)."""
+    rec = warehouse.open_recorder(root)
+    rec.problem(ProblemRecord("twin0problem", "twin", "synthetic", "regression", 10, 2, 0, "y"))
+    rec.run_start(RunStartRecord("twin-1", "twin0problem", "twin", "regression", {}, 0, "cpu",
+                                 {}, "test"))
+    rec.snapshot(SnapshotRecord("twin-1", 0, "start", ir_json, "fp-twin", 3, {"depth": 1.0}))
+    for k in range(20):
+        rec.step(StepRecord("twin-1", k, 0, 1.0 / (k + 1), 0.5, 0.01, 0.001, 0.001, 8))
+    for split, value in (("val", loss), ("train", float("nan")), ("test", float("inf"))):
+        rec.result(ResultRecord("twin-1", 20, 1, split, "loss", value, final=True))
+    rec.run_end(RunEndRecord("twin-1", "completed", 20, 1.0))
+    rec.close()
+
+
+def test_a_result_of_another_value_on_the_service_gets_the_local_one_beside_it(
+        spilled, tmp_path: Path) -> None:
+    """A result is matched with its value, a snapshot with its IR: the service's copy holds
+    twin-1 with a validation loss of 0.5 and another IR; the local one (0.75) is sent beside
+    them, nothing replaced; and a non-finite value (null in the service's SQL) matches."""
+    s = spilled
+    first, second = tmp_path / "first", tmp_path / "second"
+    _twin(first, 0.5, '{"a": 1}')
+    _twin(second, 0.75, '{"a": 2}')
+    key = ["--to", s["url"], "--api-key", s["key"]]
+    assert push("twin-1", *key, "--warehouse", str(first))[0] == 0
+    status, out, err = push("twin-1", *key, "--warehouse", str(second))
+    assert status == 0 and out == "run twin-1 (completed): sent 1 snapshot, 1 result\n", err
+    assert "the service holds 1 snapshots row(s) the local copy does not" in err
+    assert "the service holds 1 results row(s) the local copy does not" in err
+    held = rows(s["served"], "twin-1")
+    assert sorted(r[5] for r in held["results"] if r[3] == "val") == ["0.5", "0.75"]
+    assert len(held["results"]) == 4 and len(held["ir_snapshots"]) == 2
+    assert push("twin-1", *key, "--warehouse", str(second))[1] == \
+        "run twin-1 (completed): already whole on the service, sent nothing\n"
+
+
+def test_a_push_waits_out_a_service_whose_sql_slots_are_busy(spilled, tmp_path: Path) -> None:
+    """The service's one SQL slot held by a query past the push's first ask: the service
+    answers 429 (Retry-After 1) until the slot frees, and the push asks again."""
+    import threading
+    import time
+
+    import httpx
+
+    from api.app import create_app
+    from api.settings import Settings
+    from tests.api.conftest import serve_in_thread
+
+    s, root = spilled, tmp_path / "service"
+    key = cli("keys", "create", "--scope", "write", "--warehouse", str(root)).strip()
+    # the slot held 4 s: past the push's first ask (at once) and its second of a wait
+    app = create_app(Settings(warehouse=root, sql_concurrency=1, sql_time_limit_s=4))
+    with serve_in_thread(app) as client:
+        held: list[httpx.Response] = []
+        slow = threading.Thread(target=lambda: held.append(client.post(
+            "/v1/sql", json={"sql": "SELECT count(*) FROM range(1000000000000)"})))
+        slow.start()
+        while app.state.warehouse.sql.slots._value:  # until it holds the slot
+            time.sleep(0.01)
+        status, out, err = push(s["run_id"], "--to", str(client.base_url), "--api-key", key,
+                                "--warehouse", str(s["local"]))
+        slow.join()
+    assert held[0].json()["type"].endswith("sql-time-limit")  # it held the slot to its end
+    assert status == 0 and out.startswith(f"run {s['run_id']} (completed): sent 1 problem, "
+                                          "the run's start"), err
+    assert rows(root, s["run_id"]) == rows(s["local"], s["run_id"])

@@ -143,7 +143,7 @@ def test_failures_do_not_stop_a_sweep_and_can_be_retried(tmp_path: Path) -> None
     assert "no column 'y'" in said.getvalue()
     # none loads: one error naming each, no warning besides, and the warehouse untouched
     said = io.StringIO()
-    with pytest.raises(ConfigError, match=r"^no problem of the sweep could be loaded: "
+    with pytest.raises(ConfigError, match=r"^no problem could be loaded: "
                                           r"file:.*no column 'y'"):
         run_sweep(SweepSpec((unusable,), (good,), (0,), TRAIN, 60.0),
                   tmp_path / "wh2", workers=1, progress=False, stream=said)
