@@ -52,7 +52,8 @@ def add_options(p: argparse.ArgumentParser, *, shortlist: bool = False) -> None:
                        help="start from the top proposed structure and recipe; at triggers "
                             "the learned rewrite proposer decides, --policy as fallback")
     g.add_argument("--pack", metavar="PACK", default=None,
-                   help="knowledge pack of the embedded proposer (default: the shipped one; "
+                   help="knowledge pack of the embedded proposer (default: $AICF_PACK, else the "
+                        "shipped one; "
                         "with --service, used only if the service cannot propose)")
     asks = "the proposal" if shortlist else "the proposal and the rewrites"
     g.add_argument("--service", metavar="URL", type=options.service_url, default=None,

@@ -562,7 +562,8 @@ def _propose_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--top", type=options.positive_int, default=None, metavar="K",
                    help=f"candidates (default {TOP}; past the pack's, all of them)")
     p.add_argument("--pack", default=None, metavar="PACK",
-                   help="knowledge pack (default: the one installed with the package)")
+                   help="knowledge pack (default: $AICF_PACK, else the one installed with "
+                        "the package)")
     p.add_argument("--rules", type=options.non_negative_int, default=3, metavar="N",
                    help="rules printed per proposal on each side, for and against it, the "
                         "most significant first (default 3; 0: all; --json lists all)")
@@ -709,7 +710,8 @@ def _evaluate_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         "of the seeds is averaged, and the pack's own intervals are checked "
                         "against each problem's mean over its seeds")
     e.add_argument("--pack", default=None, metavar="PACK",
-                   help="with --holdout: the knowledge pack (default: the shipped one)")
+                   help="with --holdout: the knowledge pack (default: $AICF_PACK, else the "
+                        "shipped one)")
     e.add_argument("--protocol", default=None, help="sweep protocol, when there are several")
     e.add_argument("--baselines", default=",".join(BASELINES), metavar="LIST",
                    help=f"comma list of {', '.join(BASELINES)} (default: all; the "

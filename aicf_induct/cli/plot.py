@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="q-value to mark (default 0.05)")
     c.add_argument("--pack", nargs="?", const="", default=None, metavar="PACK",
                    help="draw a knowledge pack's correlations instead of the warehouse's "
-                        "(PACK left out: the installed pack)")
+                        "(PACK left out: $AICF_PACK, else the installed pack)")
     c.add_argument("--top", type=options.non_negative_int, default=20, metavar="N",
                    help="the features and traits of the N most significant correlations "
                         "(default 20; 0: all, which for a corpus is a very large figure)")

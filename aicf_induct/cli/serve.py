@@ -40,8 +40,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--read-requires-key", action="store_true",
                    help="read routes need a read or write key too (default: open)")
     p.add_argument("--pack", metavar="PACK", type=Path, default=None,
-                   help="knowledge pack the proposals rank from (default: the one installed "
-                        "with the package)")
+                   help="knowledge pack the proposals rank from (default: $AICF_PACK, else the "
+                        "one installed with the package)")
     p.set_defaults(func=cmd_serve)
 
     k = sub.add_parser("keys", help="manage the service's API keys")
@@ -115,10 +115,15 @@ def _env(args: argparse.Namespace, root: Path) -> dict[str, str]:
            f"{ENV}NOTE_EMPTY_WAREHOUSE": "false"}  # serve says it, once: not every worker
     if args.keys_file is not None:
         env[f"{ENV}KEYS_FILE"] = str(Path(args.keys_file).resolve())
-    if args.pack is not None:
-        if not Path(args.pack).is_file():
-            raise ConfigError(f"--pack: no knowledge pack at {args.pack}")
-        env[f"{ENV}PACK"] = str(Path(args.pack).resolve())
+    from aicf_induct.induction.pack import PACK_ENV
+
+    pack, given = args.pack, "--pack"
+    if pack is None and os.environ.get(PACK_ENV) and not os.environ.get(f"{ENV}PACK"):
+        pack, given = Path(os.environ[PACK_ENV]), f"${PACK_ENV}"  # as the other commands
+    if pack is not None:
+        if not Path(pack).is_file():
+            raise ConfigError(f"{given}: no knowledge pack at {pack}")
+        env[f"{ENV}PACK"] = str(Path(pack).resolve())
     return env
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -71,6 +72,7 @@ CONFORMAL_REPEATS = 5
 FORMAT = "aicf.pack/3"  # bump on any change a reader of the old format would misread
 META_KEY = b"aicf.pack"  # the Parquet key-value metadata entry holding the pack's header
 DEFAULT_PACK = Path(__file__).resolve().parent / "data" / "knowledge_pack.parquet"
+PACK_ENV = "AICF_PACK"  # the pack commands read when given none (a grown one, say)
 BUILD_COMMAND = "aicf-induct induce fit --warehouse DIR"  # writes DEFAULT_PACK
 SCORE_COLUMNS = ("val_score", "test_score", "val_error", "test_error", "val_norm_error",
                  "test_norm_error", "rank_score", "param_steps")
@@ -391,10 +393,15 @@ TEXT_COLUMNS = ("feature", "trait", "trait_column", "trait_op", "trait_value", "
 
 # -- loading -------------------------------------------------------------------------------------
 def load_pack(path: str | Path | None = None) -> Pack:
-    """The pack at `path` (None: the one shipped with the package), validated."""
+    """The pack at `path` (None: `$AICF_PACK`, else the one shipped with the package),
+    validated."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    if path is None and os.environ.get(PACK_ENV):
+        path = os.environ[PACK_ENV]
+        if not Path(path).is_file():
+            raise ConfigError(f"${PACK_ENV}: no knowledge pack at {path}")
     p = Path(path) if path is not None else DEFAULT_PACK
     if not p.is_file():
         if path is None:

@@ -12,6 +12,7 @@ import pytest
 
 import warehouse
 from aicf_induct.cli.main import main
+from aicf_induct.errors import ConfigError
 from aicf_induct.induction import pack as pack_mod
 from aicf_induct.induction.meta_dataset import load_meta_dataset as warehouse_meta
 from aicf_induct.induction.proposals import propose_dataset
@@ -264,6 +265,35 @@ def test_propose_json_round_trip_is_the_library_dict(
     with capsys.disabled():  # timings are reported, not asserted
         print(f"\npropose --dataset wine: {took:.2f} s cold (restores the proposer), "
               f"{warm:.2f} s warm")
+
+
+def test_aicf_pack_is_the_pack_commands_read_when_given_none(
+        pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`$AICF_PACK` (a grown pack, say) in place of the shipped one, for `propose` and the
+    server `serve` starts; --pack still wins; a path with no pack is one line naming it."""
+    from aicf_induct.cli import serve
+    from aicf_induct.cli.main import build_parser
+
+    monkeypatch.setenv("AICF_PACK", str(pack))
+    rc, out, err = _run(["propose", "--dataset", "wine", "--top", "1"], capsys)
+    assert rc == 0, err
+    assert f"pack {pack.name}: {len(TINY_PROBLEMS)} problems × 4 candidates" in out
+    root = tmp_path / "wh"
+    args = build_parser().parse_args(["serve", "--warehouse", str(root)])
+    assert serve._env(args, root)["AICF_SERVICE_PACK"] == str(pack.resolve())
+    monkeypatch.setenv("AICF_SERVICE_PACK", str(tmp_path / "theirs.parquet"))
+    assert "AICF_SERVICE_PACK" not in serve._env(args, root)  # the service's own setting
+    monkeypatch.delenv("AICF_SERVICE_PACK")
+    missing = tmp_path / "none.parquet"
+    monkeypatch.setenv("AICF_PACK", str(missing))
+    rc, out, err = _run(["propose", "--dataset", "wine"], capsys)
+    assert (rc, out, err) == (2, "", f"error: $AICF_PACK: no knowledge pack at {missing}\n")
+    with pytest.raises(ConfigError, match=r"^\$AICF_PACK: no knowledge pack at "):
+        serve._env(args, root)
+    rc, out, _ = _run(["propose", "--dataset", "wine", "--pack", str(pack), "--top", "1"],
+                      capsys)
+    assert rc == 0 and f"pack {pack.name}: " in out
 
 
 def test_propose_on_a_csv_prints_evidence(pack: Path, tmp_path: Path,
