@@ -40,7 +40,6 @@ from aicf_induct.induction.meta_dataset import (
 @dataclass
 class Grown:
     meta: pd.DataFrame  # the pack's corpus and W's problems, one meta-dataset (ungrouped)
-    protocol: str  # the corpus's protocol, both sides'
     added: list[str] = field(default_factory=list)  # W's problems taken
     replaced: list[str] = field(default_factory=list)  # of them, those the pack held too
     partial: list[str] = field(default_factory=list)  # W's problems left out: not swept whole
@@ -84,10 +83,11 @@ def grow(pack_meta: pd.DataFrame, pack_protocol: str | None, root: str | Path,
     added = sorted(whole["problem"].astype(str).unique())
     replaced = sorted(set(whole["problem_id"]) & set(pack_meta["problem_id"]))
     kept = pack_meta[~pack_meta["problem_id"].isin(replaced)]
-    meta = pd.concat([kept, whole[kept.columns]], ignore_index=True)
+    # (a feature undefined for W's problems' tasks, as `_same_features` allows, is NaN)
+    meta = pd.concat([kept, whole.reindex(columns=kept.columns)], ignore_index=True)
     meta = meta.sort_values(["problem", "candidate", "seed"]).reset_index(drop=True)
     names = dict(zip(whole["problem_id"], whole["problem"].astype(str), strict=False))
-    return Grown(meta, chosen, added, sorted(names[p] for p in replaced), partial)
+    return Grown(meta, added, sorted(names[p] for p in replaced), partial)
 
 
 def _seed_count(meta: pd.DataFrame) -> int:
@@ -121,8 +121,6 @@ def _same_features(pack_meta: pd.DataFrame, mine: pd.DataFrame, root: str | Path
                           f"({len(lacking)} in all) that the other holds (another "
                           "featurizer's): --add-features computes every feature for every "
                           "problem")
-    for missing in sorted(ours - theirs):  # undefined for these problems' tasks
-        mine[missing] = float("nan")
 
 
 def _swept_whole(pack_meta: pd.DataFrame, mine: pd.DataFrame
