@@ -40,7 +40,6 @@ import warehouse
 from aicf_induct.errors import AicfError
 from aicf_induct.runtime.remote_recorder import (
     MAX_BODY_BYTES,
-    RESET_SPLIT_BYTES,
     RETRY_STATUSES,
     Batch,
     RemoteLogError,
@@ -48,11 +47,11 @@ from aicf_induct.runtime.remote_recorder import (
     _halves,
     _problem,
     _reason,
-    _reset,
     backoff,
     batch_body,
     post_json,
     row_json,
+    too_large,
 )
 from aicf_induct.runtime.remote_sql import remote_sql
 from warehouse.catalog import arrow
@@ -159,15 +158,15 @@ class Service:
                 done(batch)
                 return
             except urllib.error.HTTPError as err:
-                if err.code == 413 and n > 1:  # the server's limit is lower than ours
+                if too_large(err, body, n):
                     self._halves(run_id, batch, done)
                     return
                 if err.code not in RETRY_STATUSES:
                     raise PushError(f"the service refused a batch ({_problem(err)})") from None
                 why = _problem(err)
             except (OSError, ValueError) as err:
-                if _reset(err) and len(body) > RESET_SPLIT_BYTES and n > 1:
-                    self._halves(run_id, batch, done)  # a 413 answered by a reset
+                if too_large(err, body, n):
+                    self._halves(run_id, batch, done)
                     return
                 why = _reason(err)
         raise PushError(f"{self.url} did not take a batch after {ATTEMPTS} tries ({why})")

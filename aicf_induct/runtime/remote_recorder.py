@@ -269,16 +269,14 @@ class RemoteRecorder(BaseRecorder):
                 self.stats.sent_records += n
                 return True
             except urllib.error.HTTPError as err:
-                if err.code == 413 and n > 1:  # the server's limit is lower than ours
+                if too_large(err, body, n):
                     return self._send_halves(batch)
                 if err.code not in RETRY_STATUSES:  # sending it again cannot help
                     self._give_up(n, f"batch refused: {_problem(err)}")
                     return True  # (the server answers: the next batch may be taken)
                 self._warn(f"{self.url} answered {err.code}; retrying")
             except (OSError, ValueError) as err:  # refused, reset, timed out, bad answer
-                if _reset(err) and len(body) > RESET_SPLIT_BYTES and n > 1:
-                    # a server answers a body over its limit with 413 and closes at once:
-                    # the client sees the connection reset while it sends
+                if too_large(err, body, n):
                     return self._send_halves(batch)
                 self._warn(f"cannot reach {self.url} ({_reason(err)}); buffering and retrying")
             self._down = True
@@ -342,6 +340,18 @@ def _halves(batch: Batch) -> list[tuple[Batch, int]]:
             half.setdefault(k, []).append(r)
         out.append((half, len(part)))
     return out
+
+
+def too_large(err: BaseException, body: bytes, n: int) -> bool:
+    """Whether a batch of `n` records whose POST of `body` failed with `err` goes again as
+    two halves: the server's 413 (its limit is lower than ours), or the connection reset
+    while a large body was sent (a server answers a body over its limit with 413 and closes
+    at once: the client sees the reset). A single record is never halved."""
+    if n <= 1:
+        return False
+    if isinstance(err, urllib.error.HTTPError):
+        return err.code == 413
+    return _reset(err) and len(body) > RESET_SPLIT_BYTES
 
 
 def _reset(err: BaseException) -> bool:
