@@ -196,7 +196,7 @@ def fit(args: argparse.Namespace) -> int:
         if args.add_features or args.refeaturise:
             meta = _add_features(meta, args.quiet, replace=args.refeaturise)
         elif root is not None:
-            _note_feature_splits(root, meta[meta["problem_id"].isin(_warehouse_ids(root))])
+            _note_feature_splits(root, meta)  # (a pack's problems are not in it: none said)
         bar.update(1)
         bar.set_description_str(f"induce fit: mining {meta['problem_id'].nunique()} problems")
         miner = Miner(min_problems=args.min_problems, n_bootstrap=args.bootstrap).fit(meta)
@@ -307,13 +307,6 @@ def _protocol(source: Pack | None, root: Path | None, protocol: str | None) -> s
 def _few(names: list[str], n: int = 5) -> str:
     return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
 
-
-def _warehouse_ids(root: Path) -> set[str]:
-    """The problem ids of the warehouse's scored sweep runs."""
-    import warehouse
-
-    return {str(r[0]) for r in warehouse.with_retry(root, lambda conn: conn.execute(
-        "SELECT DISTINCT problem_id FROM runs WHERE origin = 'sweep'").fetchall())}
 
 
 def _rewrites(source: Pack | None, root: Path | None, history_root: Path | None,
