@@ -115,15 +115,14 @@ def _env(args: argparse.Namespace, root: Path) -> dict[str, str]:
            f"{ENV}NOTE_EMPTY_WAREHOUSE": "false"}  # serve says it, once: not every worker
     if args.keys_file is not None:
         env[f"{ENV}KEYS_FILE"] = str(Path(args.keys_file).resolve())
-    from aicf_induct.induction.pack import PACK_ENV
+    from aicf_induct.induction.pack import env_pack
 
-    pack, given = args.pack, "--pack"
-    if pack is None and os.environ.get(PACK_ENV) and not os.environ.get(f"{ENV}PACK"):
-        pack, given = Path(os.environ[PACK_ENV]), f"${PACK_ENV}"  # as the other commands
-    if pack is not None:
-        if not Path(pack).is_file():
-            raise ConfigError(f"{given}: no knowledge pack at {pack}")
-        env[f"{ENV}PACK"] = str(Path(pack).resolve())
+    if args.pack is not None:
+        if not Path(args.pack).is_file():
+            raise ConfigError(f"--pack: no knowledge pack at {args.pack}")
+        env[f"{ENV}PACK"] = str(Path(args.pack).resolve())
+    elif not os.environ.get(f"{ENV}PACK") and (pack := env_pack()) is not None:
+        env[f"{ENV}PACK"] = str(pack.resolve())  # as the other commands read it
     return env
 
 

@@ -392,16 +392,25 @@ TEXT_COLUMNS = ("feature", "trait", "trait_column", "trait_op", "trait_value", "
 
 
 # -- loading -------------------------------------------------------------------------------------
+def env_pack() -> Path | None:
+    """`$AICF_PACK`, the pack a command given none reads (None: unset, the shipped one); a
+    ConfigError naming it when no file is there."""
+    given = os.environ.get(PACK_ENV)
+    if not given:
+        return None
+    if not Path(given).is_file():
+        raise ConfigError(f"${PACK_ENV}: no knowledge pack at {given}")
+    return Path(given)
+
+
 def load_pack(path: str | Path | None = None) -> Pack:
     """The pack at `path` (None: `$AICF_PACK`, else the one shipped with the package),
     validated."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    if path is None and os.environ.get(PACK_ENV):
-        path = os.environ[PACK_ENV]
-        if not Path(path).is_file():
-            raise ConfigError(f"${PACK_ENV}: no knowledge pack at {path}")
+    if path is None:
+        path = env_pack()
     p = Path(path) if path is not None else DEFAULT_PACK
     if not p.is_file():
         if path is None:
