@@ -57,9 +57,13 @@ class RunView:
     dropped: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
 
     @property
+    def live_steps(self) -> int:
+        """Step rows on the path the run took (what `curves` draw before downsampling)."""
+        return self.logged_steps - self.discarded_steps
+
+    @property
     def downsampled(self) -> bool:
-        return any(len(s) < self.logged_steps - self.discarded_steps
-                   for s, _ in self.curves.values())
+        return any(len(s) < self.live_steps for s, _ in self.curves.values())
 
     def marked_events(self) -> list[dict[str, Any]]:
         return [e for e in self.events if e["kind"] in MARKED]

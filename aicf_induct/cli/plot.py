@@ -91,9 +91,8 @@ def plot_run(args: argparse.Namespace) -> int:
         raise ConfigError(f"RUN_ID: no run '{args.run_id}' in {root}")
     path = save_figure(run_figure(view), args.output)
     marks = len(view.marked_events())
-    live = view.logged_steps - view.discarded_steps
-    steps = f"{live} steps on the path taken ({view.logged_steps} logged)" \
-        if view.discarded_steps else f"{live} steps"
+    steps = f"{view.live_steps} steps on the path taken ({view.logged_steps} logged)" \
+        if view.discarded_steps else f"{view.live_steps} steps"
     return _done(path, f"run {view.run['run_id']}: {steps}, {marks} events marked")
 
 
