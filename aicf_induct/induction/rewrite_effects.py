@@ -199,10 +199,12 @@ class RewriteEffects(BaseEstimator):
             return {}
         try:
             opts = json.loads(cell["options"])
+            if not isinstance(opts, dict):
+                return {}
             make_transform(transform, **opts)
-        except (ValueError, RewriteError):
-            return {}
-        return opts if isinstance(opts, dict) else {}
+        except (ValueError, TypeError, RecursionError, RewriteError):
+            return {}  # options no transform takes (a remote client's row): the defaults
+        return opts
 
     def _verdicts(self, transform: str) -> dict[str, int]:
         cell = self.cells_.get((0, transform, *[ANY] * len(KEYS)))

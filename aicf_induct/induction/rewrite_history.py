@@ -176,11 +176,13 @@ class _Paths:
 
 
 def _json(v: Any) -> dict[str, Any]:
+    """An event's detail or metrics as a dict; {} for one that is not a JSON object (the
+    service ingests what remote clients send: a row unread is one the history leaves out)."""
     if isinstance(v, dict):
         return v
     try:
         out = json.loads(v) if v else {}
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return {}
     return out if isinstance(out, dict) else {}
 
@@ -204,10 +206,13 @@ def _base(e: dict[str, Any], d: dict[str, Any], m: dict[str, Any], trigger: str,
 
 
 def _num(v: Any) -> float:
+    """A JSON number as a float; NaN for anything else (a string, a bool, null)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return math.nan
     try:
         return float(v)
-    except (TypeError, ValueError):
-        return math.nan
+    except OverflowError:  # an integer past float's range
+        return math.inf if v > 0 else -math.inf
 
 
 def _effect(before: float, after: float) -> float:
@@ -221,10 +226,12 @@ def _effect(before: float, after: float) -> float:
 def _rewrite(later: list[dict[str, Any]], transform: str,
              step: int) -> tuple[float, str] | None:
     """The guard verdict (or instability rollback) that judged this rewrite, if any."""
+    from warehouse.run_view import json_bigint
+
     for e in later:
         d = _json(e["detail"])
-        if e["kind"] == "guard" and e["name"] == transform and int(d.get("rewrite_step", -1)) \
-                == step:
+        if e["kind"] == "guard" and e["name"] == transform \
+                and json_bigint(d.get("rewrite_step")) == step:
             eff = _effect(_num(d.get("val_before")), _num(d.get("val_after")))
             return None if math.isnan(eff) else (eff, str(d.get("verdict", "")))
         if e["kind"] == "rollback" and e["name"] in INSTABILITY \

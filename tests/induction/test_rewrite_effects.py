@@ -222,3 +222,14 @@ def test_a_decision_after_a_rollback_reads_the_path_it_was_made_on() -> None:
     old = history_of(events, vals.drop(columns="trajectory"), steps.drop(columns="trajectory"),
                      rows).set_index("step")
     assert old.loc[60, "grad_norm"] == pytest.approx((100.0 * 10 + 1.0 * 10) / 20)
+
+
+@pytest.mark.parametrize("options", ["[1, 2]", '"p"', '{"nope": 1}', "not json"])
+def test_options_no_transform_takes_fall_back_to_its_defaults(options: str) -> None:
+    """A history the service ingested may hold any options (a remote client's decision
+    events): a list, a string or an unknown keyword once raised TypeError through
+    `POST /v1/rewrites`; the proposal now carries the transform's defaults."""
+    h = history({"none": 0.0, "widen": 0.15})
+    h.loc[h["transform"] == "widen", "options"] = options
+    top = RewriteEffects().fit(h).propose(PLATEAU_FIT).rewrites[0]
+    assert top.transform == "widen" and top.options == {}

@@ -135,3 +135,34 @@ def test_a_warehouse_logged_before_the_trajectory_column_reads_as_one_path(
         (len(steps),)
     # 60: steps 50-59 of both branches; its outcome the first loss at 70 or later, 2.0
     _assert_history(root, "old", {40: (100.0, 0.1), 60: ((100.0 + 1.0) / 2, -1.0)})
+
+
+def test_rows_of_the_wrong_type_are_left_out_not_raised(tmp_path: Path) -> None:
+    """The service ingests what remote clients send: a guard whose `rewrite_step` is a
+    string, a float or a bool judges no rewrite (once one made `POST /v1/rewrites` answer
+    500 to every client), and metrics that are not numbers read as missing. The rewrite at
+    20 is judged by the one well-formed guard (effect (1.0 - 0.5) / 1.0); the one at 40 by
+    none (left out); the control at 10 reads a metrics `val_loss` of "1.0": no effect."""
+    root = tmp_path / "wh"
+    rec = warehouse.open_recorder(root)
+    _start(rec, "r")
+    _steps(rec, "r", range(80), 0, 1.0)
+    _val(rec, "r", 20, 0.8, 0)
+    rec.event(EventRecord("r", 10, "decision", "none", {"trigger": "plateau"},
+                          {"val_loss": "1.0"}, at=T0))
+    _event(rec, "r", 1, 20, "decision", "widen", site="h", options=[1, 2])
+    _event(rec, "r", 2, 30, "guard", "widen", rewrite_step="20", val_before=1.0,
+           val_after=0.1, verdict="keep")
+    _event(rec, "r", 3, 30, "guard", "widen", rewrite_step=20.0, val_before=1.0,
+           val_after=0.2, verdict="keep")
+    _event(rec, "r", 4, 30, "guard", "widen", rewrite_step=True, val_before=1.0,
+           val_after=0.3, verdict="keep")
+    _event(rec, "r", 5, 30, "guard", "widen", rewrite_step=20, val_before=1.0,
+           val_after=0.5, verdict="keep")
+    _event(rec, "r", 6, 40, "decision", "widen", site="h")
+    _event(rec, "r", 7, 50, "guard", "widen", rewrite_step="abc", val_before="1",
+           val_after=0.5, verdict="keep")
+    rec.close()
+    h = load_rewrite_history(root)
+    assert h["step"].tolist() == [20]
+    assert h["effect"].tolist() == [pytest.approx(0.5)]
