@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import json
 import math
 from decimal import Decimal
 from typing import Any
@@ -32,3 +33,32 @@ def json_safe(v: Any) -> Any:
     if isinstance(v, list | tuple):
         return [json_safe(x) for x in v]
     return str(v)
+
+
+MAX_DEPTH = 64  # JSON nesting the warehouse's readers pass on as values (ingest refuses more)
+
+
+def json_depth(v: Any) -> int:
+    """How deep a parsed JSON value nests (a scalar 0, `[1]` 1, `{"a": [1]}` 2); iterative,
+    so that a value too deep for recursion is measured too."""
+    deepest, todo = 0, [(v, 0)]
+    while todo:
+        x, d = todo.pop()
+        if isinstance(x, dict | list | tuple):
+            deepest = max(deepest, d + 1)
+            todo.extend((y, d + 1) for y in (x.values() if isinstance(x, dict) else x))
+    return deepest
+
+
+def stored_json(text: str | None) -> Any:
+    """A JSON text the warehouse holds (a run's config, an event's detail) as a value
+    (`json_safe`); the text itself when it is not JSON (written by another tool) or nests
+    deeper than `MAX_DEPTH` (what a remote client sent before ingest refused it: passed on
+    as text, readers and answers never recurse into it)."""
+    if text is None:
+        return None
+    try:
+        v = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    return text if json_depth(v) > MAX_DEPTH else json_safe(v)

@@ -3,12 +3,11 @@ connection from `catalog.connect`, values bound with `$name`, rows as JSON-safe 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import duckdb
 
-from aicf_induct.json_values import json_safe
+from aicf_induct.json_values import json_safe, stored_json
 from warehouse.errors import WarehouseError
 
 RUN_COLUMNS = ("run_id", "problem_id", "problem_name", "task", "origin", "status", "seed",
@@ -84,7 +83,7 @@ def get_run(conn: duckdb.DuckDBPyConnection, run_id: str, count_steps: bool = Tr
         return None
     run = rows[0]
     for k in ("config", "library_versions"):
-        run[k] = _parse_json(run[k])
+        run[k] = stored_json(run[k])
     if children:
         run["children"] = run_children(conn, run_id)
     return run
@@ -119,15 +118,6 @@ def run_children(conn: duckdb.DuckDBPyConnection, run_id: str, *,
     many children."""
     parts = _CHILD_LIVE if count_steps else dict.fromkeys(_CHILD_LIVE, "")
     return _rows(conn, _CHILDREN.format(**parts), {"run_id": run_id})
-
-
-def _parse_json(text: str | None) -> Any:
-    if text is None:
-        return None
-    try:
-        return json_safe(json.loads(text))
-    except ValueError:
-        return text  # written by another tool: pass it on as it is
 
 
 def run_steps(conn: duckdb.DuckDBPyConnection, run_id: str, *, limit: int = 1000,

@@ -19,7 +19,6 @@ dropped from, so a chart can say so.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +26,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from aicf_induct.json_values import json_safe
+from aicf_induct.json_values import json_safe, stored_json
 from warehouse.browse import get_run, run_children
 
 SERIES = ("loss", "grad_norm", "update_ratio", "lr")  # per-step columns a run page draws
@@ -86,15 +85,6 @@ def m4(values: np.ndarray, buckets: int) -> np.ndarray:
     argmax = np.lexsort((hi, bucket))[starts]
     last = np.append(starts[1:], n) - 1
     return np.unique(np.concatenate([starts, last, argmin, argmax]))
-
-
-def _parse(text: str | None) -> Any:
-    if text is None:
-        return None
-    try:
-        return json_safe(json.loads(text))
-    except ValueError:
-        return text
 
 
 NO_CUT = np.iinfo(np.int64).max
@@ -290,7 +280,7 @@ def run_view(conn: duckdb.DuckDBPyConnection, run_id: str,
                          'FROM events WHERE run_id = $run_id ORDER BY step, "at"', run_id)
     for e in events:
         for k in ("detail", "metrics_before", "metrics_after"):
-            e[k] = _parse(e[k])
+            e[k] = stored_json(e[k])
     logged = sorted(events, key=lambda e: e["at"])
     # where rollbacks logged before the field count from: 0, a fork's first row's trajectory
     first = int(rows["trajectory"].min()) if len(rows["step"]) and run["parent_run_id"] else 0
@@ -317,7 +307,7 @@ def run_view(conn: duckdb.DuckDBPyConnection, run_id: str,
     snaps = _rows(conn, "SELECT step, reason, fingerprint, param_count, ir_json FROM "
                         'ir_snapshots WHERE run_id = $run_id ORDER BY step, recorded_at', run_id)
     for s in snaps:
-        s["ir"] = _parse(s.pop("ir_json"))
+        s["ir"] = stored_json(s.pop("ir_json"))
     branches = _dropped(rows, live, max_points)
     if branches:  # where the dropped rows lie: a control arm's rollback event names no span
         windows = sorted((int(s.min()), int(s.max()) + 1) for s, _ in branches)

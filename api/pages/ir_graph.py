@@ -21,7 +21,7 @@ class Diff:
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     changed: dict[str, list[str]] = field(default_factory=dict)  # id -> "attr: a → b" lines
-    unreadable: str = ""  # which snapshot's IR holds no nodes (not aicf.ir JSON): no diff
+    unreadable: str = ""  # which snapshot's IR holds no well-formed nodes: no diff
 
     def state(self, node_id: str) -> str:
         return "added" if node_id in self.added else (
@@ -29,15 +29,27 @@ class Diff:
 
     def lines(self) -> list[str]:
         if self.unreadable:
-            return [f"the IR of {self.unreadable} cannot be read (no aicf.ir nodes): no diff"]
+            return [f"the IR of {self.unreadable} cannot be read (not aicf.ir nodes): no diff"]
         out = [f"+ {n}" for n in self.added] + [f"− {n}" for n in self.removed]
         out += [f"~ {n}: {'; '.join(c)}" for n, c in self.changed.items()]
         return out
 
 
+def _well_formed(n: Any) -> bool:
+    """A node as the drawing reads it: a string id, a list of string inputs, a dict of
+    attributes (the service stores what remote clients send)."""
+    return isinstance(n, dict) and isinstance(n.get("id"), str) \
+        and isinstance(n.get("inputs", []), list) \
+        and all(isinstance(i, str) for i in n.get("inputs", [])) \
+        and isinstance(n.get("attrs") or {}, dict)
+
+
 def _nodes(ir: Any) -> list[dict[str, Any]]:
+    """The IR's nodes; none when one of them is not well formed (the IR cannot be read)."""
     nodes = ir.get("nodes") if isinstance(ir, dict) else None
-    return [n for n in nodes or [] if isinstance(n, dict) and "id" in n]
+    if not isinstance(nodes, list) or not all(_well_formed(n) for n in nodes):
+        return []
+    return nodes
 
 
 def diff(before: Any, after: Any) -> Diff:
@@ -115,7 +127,7 @@ def _traces(ir: Any, d: Diff, visible: bool) -> list[dict[str, Any]]:
 def snapshot_title(s: dict[str, Any], d: Diff) -> str:
     head = f"step {s['step']}: {s['reason']}, {s['param_count']} parameters"
     if not _nodes(s["ir"]):
-        return head + " — its IR cannot be read (no aicf.ir nodes)"
+        return head + " — its IR cannot be read (not aicf.ir nodes)"
     parts = [f"{len(d.added)} added"] if d.added else []
     parts += [f"{len(d.removed)} removed ({', '.join(d.removed)})"] if d.removed else []
     parts += [f"{len(d.changed)} changed"] if d.changed else []

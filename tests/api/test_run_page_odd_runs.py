@@ -4,9 +4,13 @@ be read."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
+import pytest
+
+from aicf_induct.json_values import MAX_DEPTH
 from aicf_induct.records import (
     EventRecord,
     RunEndRecord,
@@ -34,9 +38,9 @@ def test_an_unreadable_snapshot_says_so_in_its_title_and_diff() -> None:
             "ir": {"nodes": [{"id": "x", "op": "input", "inputs": [], "attrs": {}}]}}
     bad = {"step": 7, "reason": "rewrite", "param_count": 9, "ir": "not json"}
     assert snapshot_title(bad, diffs([good, bad])[1]).endswith("its IR cannot be read "
-                                                                "(no aicf.ir nodes)")
+                                                                "(not aicf.ir nodes)")
     assert diffs([good, bad])[1].lines() == [
-        "the IR of the snapshot at step 7 cannot be read (no aicf.ir nodes): no diff"]
+        "the IR of the snapshot at step 7 cannot be read (not aicf.ir nodes): no diff"]
 
 
 def test_the_run_page_of_a_one_step_run_with_an_unreadable_snapshot(tmp_path: Path) -> None:
@@ -75,3 +79,70 @@ def test_the_run_page_of_a_run_whose_rollback_names_no_numeric_origin(tmp_path: 
         page = client.get("/runs/odd")
     assert page.status_code == 200, page.text[-500:]
     assert "rollback" in page.text
+
+
+MALFORMED_NODES = [{"id": [1], "op": "input", "inputs": [], "attrs": {}},
+                   {"id": "x", "op": "input", "inputs": 5, "attrs": {}},
+                   {"id": "x", "op": "input", "inputs": [[1]], "attrs": {}},
+                   {"id": "x", "op": "input", "inputs": [], "attrs": [1, 2]}]
+
+
+@pytest.mark.parametrize("node", MALFORMED_NODES)
+def test_a_snapshot_of_json_but_not_aicf_ir_nodes_is_named_not_a_500(
+        tmp_path: Path, node: dict) -> None:
+    """IR JSON whose node has a list for an id, an integer or nested list for its inputs,
+    a list for its attributes (a remote client's snapshot) made the run page answer 500;
+    the page now names the snapshot it cannot read and draws the rest."""
+    root = tmp_path / "wh"
+    rec = WarehouseRecorder(root)
+    p = problem("p1")
+    rec.problem(p)
+    rec.run_start(RunStartRecord("ir", p.problem_id, p.name, p.task, {}, 0, "cpu", {}, "test"))
+    good = {"format": "aicf.ir/1",
+            "nodes": [{"id": "x", "op": "input", "inputs": [], "attrs": {}}]}
+    rec.snapshot(SnapshotRecord("ir", 0, "start", json.dumps(good), "fp", 5, {}))
+    bad = {"format": "aicf.ir/1", "nodes": [good["nodes"][0], node]}
+    rec.snapshot(SnapshotRecord("ir", 1, "rewrite", json.dumps(bad), "fp2", 9, {}))
+    rec.step(StepRecord("ir", 0, 0, 0.7, 0.5, 0.01, 0.1, 1e-3, 16))
+    rec.run_end(RunEndRecord("ir", "completed", 1, 0.1))
+    rec.close()
+    with serve_in_thread(create_app(Settings(warehouse=root))) as client:
+        page = client.get("/runs/ir")
+    assert page.status_code == 200, page.text[-500:]
+    assert "the IR of the snapshot at step 1 cannot be read" in page.text
+
+
+def _nested(depth: int) -> dict:
+    v: dict = {"leaf": 1}
+    for _ in range(depth - 1):
+        v = {"a": v}
+    return v
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 300, 600, 900])
+def test_json_nested_past_the_readers_depth_is_passed_on_as_text(
+        tmp_path: Path, depth: int) -> None:
+    """A config and an event detail nested deeper than `MAX_DEPTH` (JSON allows it; a
+    remote client sent them before ingest refused them) made `GET /v1/runs/{id}` and the run
+    page answer 500 (serialization depth, RecursionError); they now carry that value as its
+    JSON text."""
+    root = tmp_path / "wh"
+    rec = WarehouseRecorder(root)
+    p = problem("p1")
+    rec.problem(p)
+    deep = _nested(depth)
+    rec.run_start(RunStartRecord("deep", p.problem_id, p.name, p.task, {"x": deep}, 0, "cpu",
+                                 {}, "test"))
+    rec.step(StepRecord("deep", 0, 0, 0.7, 0.5, 0.01, 0.1, 1e-3, 16))
+    rec.event(EventRecord("deep", 0, "decision", "none", {"trigger": "plateau", "x": deep},
+                          {"val_loss": deep}, {}))
+    rec.run_end(RunEndRecord("deep", "completed", 1, 0.1))
+    rec.close()
+    with serve_in_thread(create_app(Settings(warehouse=root))) as client:
+        detail = client.get("/v1/runs/deep")
+        page = client.get("/runs/deep")
+    assert detail.status_code == 200, detail.text[-500:]
+    assert isinstance(detail.json()["config"], str)
+    assert json.loads(detail.json()["config"]) == {"x": deep}
+    assert page.status_code == 200, page.text[-500:]
+    assert "decision" in page.text
