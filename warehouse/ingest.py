@@ -41,6 +41,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from aicf_induct.json_values import MAX_DEPTH, json_depth
 from aicf_induct.records import RUN_STATUSES
 from warehouse.errors import WarehouseError
 from warehouse.layout import atomic_write, ensure_dir, fsync_dir, table_dir
@@ -140,6 +141,8 @@ def _columns(kind: str, records: Any) -> dict[str, list[Any]]:
         if not {type(v) for v in col} <= set(ok):  # one pass in C; the slow scan only on error
             i, v = next((i, v) for i, v in enumerate(col) if type(v) not in ok)
             raise IngestError(f"{kind}[{i}].{f.name}", "missing" if v is None else _SAY[f.kind])
+        if f.kind == "json":
+            _check_depth(kind, f.name, col)
         if f.kind == "ts":
             col = [_time(kind, i, f.name, v) for i, v in enumerate(col)]
         elif f.kind == "float":
@@ -161,6 +164,19 @@ def _columns(kind: str, records: Any) -> dict[str, list[Any]]:
 
 
 _INT64 = (-(2**63), 2**63 - 1)
+
+
+def _check_depth(kind: str, name: str, col: list[Any]) -> None:
+    """A JSON field (an object, or its text) nested deeper than the readers pass on as a value
+    (`MAX_DEPTH`: answers and pages would recurse into it) is refused."""
+    for i, v in enumerate(col):
+        if isinstance(v, str):
+            try:
+                v = json.loads(v)
+            except (ValueError, RecursionError):
+                continue  # text, stored as it is (a RecursionError: read back as text too)
+        if json_depth(v) > MAX_DEPTH:
+            raise IngestError(f"{kind}[{i}].{name}", f"nested deeper than {MAX_DEPTH} levels")
 
 
 def _outside_int64(col: list[int]) -> bool:
@@ -409,13 +425,15 @@ def _row_runs(tables: Mapping[str, pa.Table]) -> set[str]:
     return ids
 
 
-def unstarted(root: str | Path, tables: Mapping[str, pa.Table]) -> list[str]:
-    """The run ids the batch's rows belong to that neither the batch starts nor the service
-    started before (by its run markers; a run of a batch committed before a crash between
-    the two, or of a warehouse older than the markers, has none: the caller may look it up)."""
+def unstarted(root: str | Path, tables: Mapping[str, pa.Table],
+              also: str | None = None) -> list[str]:
+    """The run ids the batch's rows belong to (and `also`, a run a route names however few
+    rows it sends) that neither the batch starts nor the service started before (by its run
+    markers; a run of a batch committed before a crash between the two, or of a warehouse
+    older than the markers, has none: the caller may look it up)."""
     starting = set(tables["runs"].column("run_id").to_pylist()) if "runs" in tables else set()
-    return sorted(i for i in _row_runs(tables) - starting
-                  if not _run_marker(Path(root), i).exists())
+    ids = _row_runs(tables) | ({also} if also is not None else set())
+    return sorted(i for i in ids - starting if not _run_marker(Path(root), i).exists())
 
 
 def last_record_at(root: str | Path, run_id: str) -> float | None:
@@ -491,14 +509,14 @@ def commit(root: str | Path, batch_id: str, tables: Mapping[str, pa.Table],
     root = Path(root)
     key = batch_key(batch_id)
     if _ledger(root, key).is_file():
-        return Committed(batch_id, False, _ledger_rows(root, key))
+        return _committed_before(root, batch_id, key, digest)
     if "runs" not in tables:
         done = _commit_once(root, batch_id, key, tables, digest)
     else:
         with _locked(root, "runs"):  # batches that start runs: one at a time, so two
             # batches cannot both start one run
             if _ledger(root, key).is_file():  # this batch, committed by a concurrent retry
-                return Committed(batch_id, False, _ledger_rows(root, key))
+                return _committed_before(root, batch_id, key, digest)
             started = _new_runs(root, tables)
             done = _commit_once(root, batch_id, key, tables, digest)
             if done.written:
@@ -511,12 +529,20 @@ def commit(root: str | Path, batch_id: str, tables: Mapping[str, pa.Table],
     return done
 
 
+def _committed_before(root: Path, batch_id: str, key: str, digest: str | None) -> Committed:
+    """A batch id found in the ledger: a retry's (nothing written), or `BatchReused` when
+    its rows differ (a concurrent request with other rows lost the race for the id)."""
+    if digest is not None:
+        same_batch(root, batch_id, digest)
+    return Committed(batch_id, False, _ledger_rows(root, key))
+
+
 def _commit_once(root: Path, batch_id: str, key: str, tables: Mapping[str, pa.Table],
                  digest: str | None = None) -> Committed:
     rows = {name: t.num_rows for name, t in tables.items()}
     with _locked(root, key):
         if _ledger(root, key).is_file():  # committed by a concurrent request meanwhile
-            return Committed(batch_id, False, _ledger_rows(root, key))
+            return _committed_before(root, batch_id, key, digest)
         stage = _staging(root, key)
         if not (stage / "plan.json").is_file():
             shutil.rmtree(stage, ignore_errors=True)  # an unplanned attempt's debris

@@ -17,6 +17,7 @@ from aicf_induct.atomic_file import atomic_write
 from aicf_induct.errors import ConfigError, IRError
 from aicf_induct.ir.graph import Graph, Node, ParamSpec
 from aicf_induct.ir.validate import problems, validate
+from aicf_induct.json_values import json_depth
 
 T = TypeVar("T")
 FORMAT = "aicf.ir/1"
@@ -160,21 +161,9 @@ def parse(text: str | bytes) -> Any:
             from None
     except RecursionError:
         raise too_deep from None
-    if _nesting(doc) > MAX_NESTING:  # what later recursive walks (repr, dumps) would meet
+    if json_depth(doc) > MAX_NESTING:  # what later recursive walks (repr, dumps) would meet
         raise too_deep
     return doc
-
-
-def _nesting(doc: Any) -> int:
-    """How deep lists and objects nest (without recursion: the depth is what is checked)."""
-    deepest, stack = 0, [(doc, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, dict | list):
-            deepest = max(deepest, depth)
-            items = value.values() if isinstance(value, dict) else value
-            stack.extend((v, depth + 1) for v in items if isinstance(v, dict | list))
-    return deepest
 
 
 def from_json(text: str | bytes, check: bool = True) -> Graph:

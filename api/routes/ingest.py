@@ -13,6 +13,7 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 
+from aicf_induct.ir.canonical import problems_in
 from api.deps import WarehouseDep, WriteAccess
 from api.errors import ApiProblem
 from api.routes.bodies import json_object
@@ -55,12 +56,13 @@ def _batch_id(body: dict[str, Any]) -> str:
 
 
 async def _commit(wh: Any, batch_id: str, make: Callable[[], Mapping[str, pa.Table]],
-                  run_field: str | None = None, in_path: bool = False,
+                  run_field: str | None = None, path_run: str | None = None,
                   batch_in_query: bool = False) -> IngestResult:
     """Commit the batch `make` builds; `run_field`: how the route's body names the run id a
-    409 (a run started before) points at, when not `runs[i].run_id`; `in_path`: the route's
-    path names the run (what a 404 for a run never started points at). A batch id committed
-    before is a retry when its rows are the same (`content_digest`), else a 409."""
+    409 (a run started before) points at, when not `runs[i].run_id`; `path_run`: the run the
+    route's path names (what a 404 for a run never started points at; checked however few
+    rows the batch holds). A batch id committed before is a retry when its rows are the
+    same (`content_digest`), else a 409."""
     def work() -> IngestResult:
         ingest.batch_key(batch_id)  # a bad id is refused before the records are converted
         tables = make()
@@ -69,33 +71,68 @@ async def _commit(wh: Any, batch_id: str, make: Callable[[], Mapping[str, pa.Tab
             ingest.same_batch(wh.root, batch_id, digest)
             tables = {}
         else:
-            _refuse_unstarted(wh, tables)
+            _refuse_unstarted(wh, tables, path_run)
+            _refuse_contradicting_ends(wh, tables)
         done = ingest.commit(wh.root, batch_id, tables, digest)
         return IngestResult(batch_id=batch_id, written=done.written, rows=done.rows)
 
+    batch_field = "query.batch_id" if batch_in_query else "body.batch_id"
     try:
         return await run_in_threadpool(work)
     except RunNotStarted as err:
         raise ApiProblem(404, "run-not-started", str(err),
-                         field="path.run_id" if in_path else "body") from None
+                         field="path.run_id" if path_run else "body") from None
     except BatchReused as err:
-        raise ApiProblem(409, "batch-reused", str(err),
-                         field="query.batch_id" if batch_in_query else "body.batch_id") from None
+        raise ApiProblem(409, "batch-reused", str(err), field=batch_field) from None
     except RunExists as err:
         raise ApiProblem(409, "run-exists", str(err),
                          field=f"body.{run_field or err.field}") from None
+    except RunEnded as err:
+        raise ApiProblem(409, "run-ended", str(err),
+                         field="body.status" if path_run else err.field) from None
     except IngestError as err:
+        if batch_in_query and err.field == "batch_id":
+            raise ApiProblem(422, "invalid-input", str(err), field=batch_field) from None
         raise _invalid(err) from None
 
 
-def _refuse_unstarted(wh: Any, tables: Mapping[str, pa.Table]) -> None:
+def _refuse_unstarted(wh: Any, tables: Mapping[str, pa.Table], path_run: str | None) -> None:
     """Rows of a run this service never started are refused (they were written as orphans
     no view shows whole); a run without a marker is looked up in the warehouse."""
-    for run_id in ingest.unstarted(wh.root, tables):
+    for run_id in ingest.unstarted(wh.root, tables, also=path_run):
         found = wh.read(lambda c, r=run_id: c.execute(
             "SELECT count(*) FROM raw_runs WHERE run_id = ?", [r]).fetchone())
         if not found or not found[0]:
             raise RunNotStarted(run_id)
+
+
+# the ends a run goes on from by no command (`--resume` refuses them; interrupted and failed
+# runs resume under their id, and an `abandoned` end is the server's guess)
+FINAL_ENDS = ("completed", "early_stopped")
+
+
+def _refuse_contradicting_ends(wh: Any, tables: Mapping[str, pa.Table]) -> None:
+    """An end sent for a run that has ended completed or early stopped is refused unless it
+    says the same (status and steps: a retry under another batch id); it would have
+    overwritten the run's status."""
+    ends = tables.get("run_ends")
+    if ends is None:
+        return
+    for i, (run_id, status, steps) in enumerate(zip(
+            ends["run_id"].to_pylist(), ends["status"].to_pylist(), ends["steps"].to_pylist(),
+            strict=True)):
+        had = wh.read(lambda c, r=run_id: c.execute(
+            "SELECT status, steps FROM raw_run_ends WHERE run_id = ? AND status IN "
+            f"{FINAL_ENDS} ORDER BY ended_at LIMIT 1", [r]).fetchone())
+        if had is not None and tuple(had) != (status, steps):
+            raise RunEnded(run_id, had[0], had[1], f"body.run_ends[{i}].status")
+
+
+class RunEnded(Exception):
+    def __init__(self, run_id: str, status: str, steps: int, field: str) -> None:
+        super().__init__(f"run '{run_id}' ended {status} at step {steps} before: an end "
+                         "that says otherwise is refused (a retry sends the same end)")
+        self.field = field
 
 
 class RunNotStarted(Exception):
@@ -122,7 +159,19 @@ async def batches(_: WriteAccess, wh: WarehouseDep, request: Request) -> IngestR
     body = await _json(request)
     bid = _batch_id(body)
     wid = _writer(request)
-    return await _commit(wh, bid, lambda: ingest.tables_of(body, wid))
+    return await _commit(wh, bid, lambda: _batch_tables(body, wid))
+
+
+def _batch_tables(body: dict[str, Any], writer_id: str) -> Mapping[str, pa.Table]:
+    """`tables_of`, each snapshot's IR checked first as `aicf-induct ir validate` checks a file
+    (an IR the run page cannot draw, or that a rewrite would fail on, is refused)."""
+    snapshots = body.get("snapshots")
+    for i, snap in enumerate(snapshots if isinstance(snapshots, list) else []):
+        ir = snap.get("ir_json") if isinstance(snap, dict) else None
+        found = problems_in(ir) if isinstance(ir, str) else []
+        if found:
+            raise IngestError(f"snapshots[{i}].ir_json", f"not a valid aicf.ir graph: {found[0]}")
+    return ingest.tables_of(body, writer_id)
 
 
 @router.post("/runs", openapi_extra=_body(RunCreate))
@@ -151,7 +200,7 @@ async def end_run(_: WriteAccess, wh: WarehouseDep, run_id: RunId,
         raise _invalid(IngestError("run_id", f"not the run '{run_id}' of the path"))
     batch = {"run_ends": [{**body, "run_id": run_id}]}
     return await _commit(wh, bid, lambda: _renamed(batch, {"run_ends[0]": ""}, ""),
-                         in_path=True)
+                         path_run=run_id)
 
 
 @router.post("/runs/{run_id}/steps", openapi_extra={"requestBody": {
@@ -173,7 +222,7 @@ async def arrow_steps(_: WriteAccess, wh: WarehouseDep, run_id: RunId, batch_id:
             raise IngestError("", f"not an Arrow IPC stream ({err})") from None
         return {"steps": ingest.steps_table(t, run_id)} if t.num_rows else {}
 
-    return await _commit(wh, batch_id, make, in_path=True, batch_in_query=True)
+    return await _commit(wh, batch_id, make, path_run=run_id, batch_in_query=True)
 
 
 _LEASE_LOCK = threading.Lock()

@@ -224,7 +224,7 @@ def test_a_batch_refused_mid_push_names_the_run_and_what_went_before(spilled,
     rec.problem(ProblemRecord("odd0problem0", "odd", "synthetic", "regression", 10, 2, 0, "y"))
     rec.run_start(RunStartRecord("odd-1", "odd0problem0", "odd", "regression", {}, 0, "cpu",
                                  {}, "test"))
-    rec.snapshot(SnapshotRecord("odd-1", 0, "start", "{}", "fp-odd", 3, {"depth": 1.0}))
+    rec.snapshot(SnapshotRecord("odd-1", 0, "start", _ir(4), "fp-odd", 3, {"depth": 1.0}))
     for k in range(250):
         rec.step(StepRecord("odd-1", k, 0, 1.0 / (k + 1), 0.5, 0.01, 0.001, 0.001, 8))
     # a time past what the service takes (1970-2200): its batch is refused as invalid
@@ -240,6 +240,14 @@ def test_a_batch_refused_mid_push_names_the_run_and_what_went_before(spilled,
            "again to send the rest)" in err, err
     held = rows(s["served"], "odd-1")
     assert len(held["steps"]) == 197 and held["events"] == [] and held["run_ends"] == []
+
+
+def _ir(width: int) -> str:
+    """A small MLP's canonical IR (the service refuses a snapshot that is not one)."""
+    from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
+    from aicf_induct.ir.canonical import to_json
+
+    return to_json(mlp_graph(parse_model_spec(f"mlp:depth=1,width={width}"), 3, 1))
 
 
 def _twin(root: Path, loss: float, ir_json: str) -> None:
@@ -266,8 +274,8 @@ def test_a_result_of_another_value_on_the_service_gets_the_local_one_beside_it(
     them, nothing replaced; and a non-finite value (null in the service's SQL) matches."""
     s = spilled
     first, second = tmp_path / "first", tmp_path / "second"
-    _twin(first, 0.5, '{"a": 1}')
-    _twin(second, 0.75, '{"a": 2}')
+    _twin(first, 0.5, _ir(4))
+    _twin(second, 0.75, _ir(8))
     key = ["--to", s["url"], "--api-key", s["key"]]
     assert push("twin-1", *key, "--warehouse", str(first))[0] == 0
     status, out, err = push("twin-1", *key, "--warehouse", str(second))
