@@ -32,6 +32,12 @@ from warehouse.browse import get_run, run_children
 SERIES = ("loss", "grad_norm", "update_ratio", "lr")  # per-step columns a run page draws
 MARKED = ("trigger", "decision", "rewrite", "rollback")  # event kinds drawn as markers
 DEFAULT_POINTS = 2000  # points per series at most: 500 buckets × 4; plenty for a 1,500 px chart
+SCORE_METRICS = ("accuracy", "r2")  # a run's validation score: the first of these evaluated
+# runs drawn together (the compare page, `plot compare`): a colour each, in the order given
+# (Okabe–Ito, colour-blind safe; grey for its yellow, unreadable on white); so at most 8
+COMPARE_COLOURS = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9",
+                   "#000000", "#7f7f7f")
+COMPARE_RUNS = (2, len(COMPARE_COLOURS))  # how many runs a comparison takes, least and most
 
 
 @dataclass
@@ -66,6 +72,25 @@ class RunView:
 
     def marked_events(self) -> list[dict[str, Any]]:
         return [e for e in self.events if e["kind"] in MARKED]
+
+    def evals_of(self, split: str, metric: str) -> tuple[list[int], list[float]]:
+        """(steps, values) of the run's per-evaluation `split` `metric` that hold a value."""
+        rows = [e for e in self.evals if e["split"] == split and e["metric"] == metric
+                and e["value"] is not None]
+        return [int(e["step"]) for e in rows], [float(e["value"]) for e in rows]
+
+    @property
+    def score_metric(self) -> str | None:
+        """The run's validation score metric (`SCORE_METRICS`); None when it has none."""
+        metrics = {e["metric"] for e in self.evals if e["split"] == "val"}
+        return next((m for m in SCORE_METRICS if m in metrics), None)
+
+
+def shared_score(views: list[RunView]) -> str | None:
+    """The validation score metric every run was evaluated on; None when a run has none or
+    they differ (runs drawn together)."""
+    picks = {v.score_metric for v in views}
+    return picks.pop() if len(picks) == 1 else None
 
 
 def m4(values: np.ndarray, buckets: int) -> np.ndarray:

@@ -1,24 +1,30 @@
-"""`aicf-induct plot run|correlations|leaderboard`: the dashboard's main figures as image
-files (PNG, SVG or PDF, from -o's suffix), drawn with matplotlib (aicf_induct/plots)."""
+"""`aicf-induct plot run|compare|correlations|leaderboard`: the dashboard's main figures as
+image files (PNG, SVG or PDF, from -o's suffix), drawn with matplotlib (aicf_induct/plots)."""
 
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aicf_induct.cli import options
 from aicf_induct.errors import ConfigError
+
+if TYPE_CHECKING:
+    import duckdb
 
 LATEST = "latest"  # RUN_ID standing for the run started last
 WH_HELP = "warehouse directory (default: $AICF_WAREHOUSE, else ./aicf_warehouse)"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("plot", help="draw a run, the correlations or a leaderboard to a file",
+    p = sub.add_parser("plot", help="draw a run, runs compared, the correlations or a "
+                                    "leaderboard to a file",
                        description="Write a figure of the warehouse to an image file: a run's "
                                    "loss with its triggers, decisions, rewrites and rollbacks "
-                                   "marked; the mined feature × trait correlations; a "
-                                   "problem's leaderboard.")
+                                   "marked; several runs' losses overlaid; the mined feature × "
+                                   "trait correlations; a problem's leaderboard.")
     psub = p.add_subparsers(dest="plot_command", metavar="FIGURE", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-o", "--output", required=True, metavar="FILE",
@@ -33,6 +39,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="the run (`aicf-induct runs` lists them), or `latest`: the run started "
                         "last")
     r.set_defaults(func=plot_run)
+    cmp = psub.add_parser("compare", parents=[common], help="several runs' curves overlaid",
+                          description="Each run's training loss per step on the path it took "
+                                      "and its validation loss per evaluation (dashed), in "
+                                      "its own colour (log scale); below, the validation "
+                                      "score when the runs share one.",
+                          epilog="example: aicf-induct plot compare 3f2a... 9b1c... -o cmp.png")
+    cmp.add_argument("run_ids", nargs="+", metavar="RUN",
+                     help="2 to 8 runs (`aicf-induct runs` lists them); `latest`: the run "
+                          "started last")
+    cmp.set_defaults(func=plot_compare)
     c = psub.add_parser("correlations", parents=[common], help="the correlation heatmap",
                         description="The latest `induce fit`'s feature × trait correlations "
                                     "(view `correlations`), or a knowledge pack's (--pack); "
@@ -70,21 +86,14 @@ def _done(path: Path, what: str) -> int:
 
 
 def plot_run(args: argparse.Namespace) -> int:
-    import duckdb
-
     import warehouse
     from aicf_induct.plots import run_figure, save_figure
-    from warehouse.browse import list_runs
     from warehouse.run_view import RunView, run_view
 
     root = _root(args.warehouse, args.output)
 
     def read(c: duckdb.DuckDBPyConnection) -> RunView | None:
-        run_id = args.run_id
-        if run_id == LATEST:
-            newest, _ = list_runs(c, limit=1)
-            run_id = newest[0]["run_id"] if newest else ""
-        return run_view(c, run_id)
+        return run_view(c, _run_id(c, args.run_id))
 
     view = warehouse.with_retry(root, read)
     if view is None:
@@ -94,6 +103,51 @@ def plot_run(args: argparse.Namespace) -> int:
     steps = f"{view.live_steps} steps on the path taken ({view.logged_steps} logged)" \
         if view.discarded_steps else f"{view.live_steps} steps"
     return _done(path, f"run {view.run['run_id']}: {steps}, {marks} events marked")
+
+
+def _run_id(conn: duckdb.DuckDBPyConnection, given: str) -> str:
+    """The run `given` names: itself, or for `latest` the run started last ("" when none)."""
+    from warehouse.browse import list_runs
+
+    if given != LATEST:
+        return given
+    newest, _ = list_runs(conn, limit=1)
+    return str(newest[0]["run_id"]) if newest else ""
+
+
+def plot_compare(args: argparse.Namespace) -> int:
+    import warehouse
+    from aicf_induct.plots.compare import compare_figure
+    from aicf_induct.plots.save import save_figure
+    from warehouse.run_view import COMPARE_RUNS, RunView, run_view
+
+    least, most = COMPARE_RUNS
+    given: list[str] = args.run_ids
+    if not least <= len(given) <= most:
+        raise ConfigError(f"RUN: compare {least} to {most} runs ({len(given)} given)")
+    twice = [r for r, n in Counter(given).items() if n > 1]
+    if twice:
+        raise ConfigError(f"RUN: {_quoted(twice)} given more than once")
+    root = _root(args.warehouse, args.output)
+
+    def read(c: duckdb.DuckDBPyConnection) -> tuple[list[str], list[RunView | None]]:
+        ids = [_run_id(c, r) for r in given]
+        return ids, [run_view(c, r) for r in ids]
+
+    ids, views = warehouse.with_retry(root, read)
+    missing = [g for g, v in zip(given, views, strict=True) if v is None]
+    if missing:
+        raise ConfigError(f"RUN: no run {_quoted(missing)} in {root}")
+    if len(set(ids)) < len(ids):  # `latest` and the id of the run started last
+        same = [g for g, r in zip(given, ids, strict=True) if ids.count(r) > 1]
+        raise ConfigError(f"RUN: {_quoted(same, ' and ')} are the same run")
+    found = [v for v in views if v is not None]
+    path = save_figure(compare_figure(found), args.output)
+    return _done(path, f"{len(found)} runs: {', '.join(ids)}")
+
+
+def _quoted(values: list[str], sep: str = ", ") -> str:
+    return sep.join(f"'{v}'" for v in values)
 
 
 def plot_correlations(args: argparse.Namespace) -> int:

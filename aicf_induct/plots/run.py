@@ -15,12 +15,6 @@ MARKERS = {"trigger": ("^", "#e69f00"), "decision": ("D", "#56b4e9"),
            "rewrite": ("*", "#009e73"), "rollback": ("X", "#d55e00")}
 
 
-def _evals(view: RunView, split: str, metric: str) -> tuple[list[int], list[float]]:
-    rows = [e for e in view.evals if e["split"] == split and e["metric"] == metric
-            and e["value"] is not None]
-    return [int(e["step"]) for e in rows], [float(e["value"]) for e in rows]
-
-
 def run_figure(view: RunView) -> Figure:
     fig = Figure(figsize=(10, 6.5), layout="constrained")
     loss_ax, dyn_ax = fig.subplots(2, 1, sharex=True, height_ratios=[2, 1])
@@ -29,7 +23,7 @@ def run_figure(view: RunView) -> Figure:
     for k, (x_d, y_d) in enumerate(view.dropped):  # what rollbacks dropped
         loss_ax.plot(x_d, y_d, color="#d55e00", lw=0.8, ls=":", alpha=0.7,
                      label="" if k else "dropped branch (step)")
-    x, y = _evals(view, "val", "loss")
+    x, y = view.evals_of("val", "loss")
     if x:
         loss_ax.plot(x, y, color="#cc79a7", lw=1.5, label="val loss")
     for kind in MARKED:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.pages import propose, render, reports, runs
+from api.pages import compare, propose, render, reports, runs
 
 router = APIRouter(include_in_schema=False)
-for _module in (render, runs, reports, propose):
+for _module in (render, runs, compare, reports, propose):
     router.include_router(_module.router)

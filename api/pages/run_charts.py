@@ -58,23 +58,13 @@ def event_groups(view: RunView) -> list[list[dict[str, Any]]]:
     return [sorted(g, key=lambda e: order.index(e["kind"])) for _, g in sorted(by_step.items())]
 
 
-def _evals(view: RunView, split: str, metric: str) -> tuple[list[int], list[float]]:
-    rows = [e for e in view.evals if e["split"] == split and e["metric"] == metric
-            and e["value"] is not None]
-    return [int(e["step"]) for e in rows], [float(e["value"]) for e in rows]
-
-
-def _score_metric(view: RunView) -> str | None:
-    metrics = {e["metric"] for e in view.evals if e["split"] == "val"}
-    return next((m for m in ("accuracy", "r2") if m in metrics), None)
-
-
-def _line(x: list, y: list, name: str, yaxis: str = "y", **style: Any) -> Figure:
+def trace(x: list, y: list, name: str, yaxis: str = "y", **style: Any) -> Figure:
+    """A scatter trace (a figure's `data` entry)."""
     return {"type": "scatter", "x": x, "y": y, "name": name, "xaxis": "x", "yaxis": yaxis,
             **style}
 
 
-def _step_mode(y: list[float]) -> str:
+def step_mode(y: list[float]) -> str:
     """"lines", unless no two neighbouring values are finite (one step, or a loss that is NaN
     every other step): a line through isolated points draws nothing, so markers then."""
     finite = [v is not None and math.isfinite(v) for v in y]
@@ -86,25 +76,25 @@ def curves_figure(view: RunView) -> Figure:
     branches rollbacks dropped (dotted), train and validation loss per evaluation, one
     marker trace per event kind at the event's exact step and loss, and the validation score
     below; rolled-back spans shaded."""
-    score = _score_metric(view)
+    score = view.score_metric
     steps, loss = view.curves["loss"]
-    data = [_line(steps.tolist(), loss.tolist(), "train loss (step)",
-                  mode=_step_mode(loss.tolist()), line={"width": 1, "color": "#999"},
+    data = [trace(steps.tolist(), loss.tolist(), "train loss (step)",
+                  mode=step_mode(loss.tolist()), line={"width": 1, "color": "#999"},
                   marker={"size": 4, "color": "#999"})]
     if view.dropped:  # the branches rollbacks dropped, one trace, broken between them
         xs = [v for s, _ in view.dropped for v in [*s.tolist(), None]][:-1]
         ys = [v for _, x in view.dropped for v in [*x.tolist(), None]][:-1]
-        data.append(_line(xs, ys, "dropped branch (step)", mode="lines",
+        data.append(trace(xs, ys, "dropped branch (step)", mode="lines",
                           line={"width": 1, "color": "#d55e00", "dash": "dot"}, opacity=0.7))
     for split, colour in (("train", "#0072b2"), ("val", "#cc79a7")):
-        x, y = _evals(view, split, "loss")
+        x, y = view.evals_of(split, "loss")
         if x:
-            data.append(_line(x, y, f"{split} loss", mode="lines+markers", marker={"size": 4},
+            data.append(trace(x, y, f"{split} loss", mode="lines+markers", marker={"size": 4},
                               line={"color": colour}))
     for kind, (symbol, colour) in MARKERS.items():
         groups = [g for g in event_groups(view) if g[-1]["kind"] == kind]
         if groups:
-            data.append(_line(
+            data.append(trace(
                 [g[-1]["step"] for g in groups], [g[-1]["loss"] for g in groups], kind,
                 mode="markers", hoverinfo="text",
                 hovertext=["<br><br>".join(hover(e) for e in g) for g in groups],
@@ -126,9 +116,9 @@ def curves_figure(view: RunView) -> Figure:
                   "domain": [0.34, 1] if score else [0, 1]}}
     if score:
         for split, colour in (("train", "#0072b2"), ("val", "#cc79a7")):
-            x, y = _evals(view, split, score)
+            x, y = view.evals_of(split, score)
             if x:
-                data.append(_line(x, y, f"{split} {score}", "y2", mode="lines",
+                data.append(trace(x, y, f"{split} {score}", "y2", mode="lines",
                                   line={"color": colour, "dash": "dot"}))
         layout["yaxis2"] = {"title": {"text": score}, "domain": [0, 0.28], "anchor": "x"}
     return {"data": data, "layout": layout}
@@ -145,7 +135,7 @@ def dynamics_figure(view: RunView) -> Figure:
     for i, (name, label) in enumerate(rows):
         axis = "y" if i == 0 else f"y{i + 1}"
         x, y = view.curves[name]
-        data.append(_line(x.tolist(), y.tolist(), label, axis, mode=_step_mode(y.tolist()),
+        data.append(trace(x.tolist(), y.tolist(), label, axis, mode=step_mode(y.tolist()),
                           line={"width": 1}, marker={"size": 4}))
         top = 1 - i / len(rows)
         layout["yaxis" if i == 0 else f"yaxis{i + 1}"] = {

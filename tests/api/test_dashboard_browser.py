@@ -103,6 +103,21 @@ def test_runs_list_filters_sorts_and_pages(site: str, browser: Any, tmp_path: Pa
     assert seeds == sorted(seeds)
 
 
+def test_runs_list_compares_the_runs_ticked(site: str, browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    load(browser, site + "/?problem=iris", 0, tmp_path / "pick.png")
+    boxes = browser.find_elements(By.CSS_SELECTOR, "#runs input[name=run]")[:2]
+    ids = [b.get_attribute("value") for b in boxes]
+    for box in boxes:
+        box.click()
+    browser.find_element(By.CSS_SELECTOR, "#compare button").click()
+    drawn = check(browser, 2, tmp_path / "compare.png")  # losses and the shared accuracy
+    assert browser.current_url == f"{site}/compare?run={ids[0]}&run={ids[1]}"
+    assert len(drawn["chart-losses"]) == 4 and all(drawn["chart-losses"]), drawn
+    assert len(drawn["chart-score"]) == 2 and all(drawn["chart-score"]), drawn
+
+
 def test_run_page_draws_curves_markers_and_the_ir(site: str, browser: Any, tmp_path: Path,
                                                  dashboard_warehouse) -> None:
     adapt = dashboard_warehouse.adapt

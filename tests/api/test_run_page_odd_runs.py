@@ -20,7 +20,7 @@ from aicf_induct.records import (
 )
 from api.app import create_app
 from api.pages.ir_graph import diffs, snapshot_title
-from api.pages.run_charts import _step_mode
+from api.pages.run_charts import step_mode
 from api.settings import Settings
 from tests.api.conftest import serve_in_thread
 from tests.warehouse.conftest import problem
@@ -28,9 +28,9 @@ from warehouse import WarehouseRecorder
 
 
 def test_isolated_points_are_drawn_as_markers() -> None:
-    assert _step_mode([0.5]) == "markers"
-    assert _step_mode([0.5, math.nan, 0.4, math.nan, 0.3]) == "markers"
-    assert _step_mode([0.5, 0.4, math.nan, 0.3]) == "lines"
+    assert step_mode([0.5]) == "markers"
+    assert step_mode([0.5, math.nan, 0.4, math.nan, 0.3]) == "markers"
+    assert step_mode([0.5, 0.4, math.nan, 0.3]) == "lines"
 
 
 def test_an_unreadable_snapshot_says_so_in_its_title_and_diff() -> None:
