@@ -148,10 +148,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--model", default=None, type=options.model_spec,
                    help=f'starting model spec (default "{START_MODEL}": small on purpose)')
     add_train_options(p, epochs=False)  # an adaptive run's length is --steps
-    d = AdaptConfig()
     _help(p, "patience", f"early stopping: validation evaluations (each epoch, or every "
                          f"--eval-every steps) without a new best, 0 to disable (default "
-                         f"{d.early_stop})")
+                         f"{TrainConfig().patience}, as train's)")
     _help(p, "seed", f"seed for the data split, initialisation, batch order and dropout "
                      f"(default {TrainConfig().seed})")
     add_adapt_options(p)
