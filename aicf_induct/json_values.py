@@ -15,7 +15,8 @@ import numpy as np
 def json_safe(v: Any) -> Any:
     """A value JSON can carry: non-finite floats become null (JSON has no NaN: a diverged
     loss is "no value"), NumPy scalars the Python values they hold, times ISO 8601 strings,
-    decimals floats, bytes base64, and anything else without a JSON form its string."""
+    decimals exact numbers (`_decimal`), bytes base64, and anything else without a JSON form
+    its string."""
     if isinstance(v, np.generic):  # (a pandas record's int64 was written as its string)
         v = v.item()
     if v is None or isinstance(v, bool | int | str):
@@ -23,7 +24,7 @@ def json_safe(v: Any) -> Any:
     if isinstance(v, float):
         return v if math.isfinite(v) else None
     if isinstance(v, Decimal):
-        return json_safe(float(v))
+        return _decimal(v)
     if isinstance(v, dt.datetime | dt.date | dt.time):
         return v.isoformat()
     if isinstance(v, bytes):
@@ -33,6 +34,18 @@ def json_safe(v: Any) -> Any:
     if isinstance(v, list | tuple):
         return [json_safe(x) for x in v]
     return str(v)
+
+
+def _decimal(v: Decimal) -> int | float | str | None:
+    """A decimal as JSON carries it exactly: one of scale 0 (a HUGEINT, a DECIMAL(38,0)) an
+    integer of any size, else the float whose JSON text is the decimal, else the decimal's
+    text where every float would round it (past 17 digits: 123456789012345.678)."""
+    if not v.is_finite():
+        return None
+    if int(v.as_tuple().exponent) >= 0:
+        return int(v)
+    f = float(v)
+    return f if Decimal(repr(f)) == v else str(v)
 
 
 MAX_DEPTH = 64  # JSON nesting the warehouse's readers pass on as values (ingest refuses more)

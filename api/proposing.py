@@ -54,7 +54,7 @@ CACHED_PROBLEMS = 1024  # featurised known problems kept (~60 numbers each)
 # meta-features that count something, with their least sensible value: a table has rows
 # and columns (a regression has 0 classes); a smaller one ranks a problem that cannot be
 MIN_COUNTS = {"simple.n_rows": 1, "simple.n_features": 1, "simple.sampled_rows": 1,
-              "simple.n_classes": 0, "n_rows": 1}
+              "simple.n_classes": 0}
 K = TypeVar("K")
 V = TypeVar("V")
 Described = tuple[dict[str, Any], dict[str, float]]  # (problem_info, meta-features)
@@ -253,12 +253,7 @@ class Proposals:
 
     def for_features(self, features: Mapping[str, float | None], top: int) -> dict[str, Any]:
         pack = self.pack()
-        unknown = set(unknown_features(features, pack))
-        name = next((n for n in features if n in unknown), None)  # the first one sent
-        if name is not None:
-            raise BadRequest(f"body.features.{name}", f"unknown meta-feature '{name}' "
-                             "(GET /v1/proposals/features lists them)")
-        check_features(features)
+        self.check_features(features)
         given = {k: float("nan") if v is None else float(v) for k, v in features.items()}
         with self.slot():
             # e.g. every value null: a ranking of nothing is refused, naming the field
@@ -273,6 +268,32 @@ class Proposals:
                 "body.file", lambda: featurise_file(path, target, name, task, drop),
                 upload=(str(path), name))
             return propose_problem(problem, features, pack, top)
+
+    def check_features(self, features: Mapping[str, float | None]) -> None:
+        """Meta-features a client sends (`/v1/proposals`, `/v1/rewrites`): each a name the
+        pack's model reads (GET /v1/proposals/features), finite (null: missing), and a count
+        at least its least sensible value; BadRequest naming the first that is not, as
+        `body.features.<name>`. Without a pack (which `/v1/proposals` answers 503, and
+        `/v1/rewrites` does without) no model names them: the values are checked."""
+        try:
+            unknown = set(unknown_features(features, self.pack()))
+        except PackMissing:
+            unknown = set()
+        name = next((n for n in features if n in unknown), None)  # the first one sent
+        if name is not None:
+            raise BadRequest(f"body.features.{name}", f"unknown meta-feature '{name}' "
+                             "(GET /v1/proposals/features lists them)")
+        for name, value in features.items():
+            least = MIN_COUNTS.get(name.removeprefix("f."))
+            if value is None:
+                continue
+            if not math.isfinite(value):
+                why = f"{name} must be a finite number, got {value}"
+            elif least is not None and value < least:
+                why = f"{name} counts something: at least {least}, got {value:g}"
+            else:
+                continue
+            raise BadRequest(f"body.features.{name}", why)
 
     def feature_names(self) -> list[str]:
         return [n.removeprefix("f.") for n in self.pack().proposer().metamodel_.feature_names_]
@@ -308,23 +329,6 @@ def _refusal(dataset: str, held: Collection[str]) -> str | None:
         return f"'{dataset}' is a generated problem that the pack does not hold: upload its " \
                "data instead"
     return None
-
-
-def check_features(features: Mapping[str, float | None]) -> None:
-    """Meta-features a client sends (`/v1/proposals`, `/v1/rewrites`): each finite (null:
-    missing), each count at least its least sensible value; BadRequest naming the first
-    that is not, as `body.features.<name>`."""
-    for name, value in features.items():
-        if value is None:
-            continue
-        least = MIN_COUNTS.get(name.removeprefix("f."))
-        if not math.isfinite(value):
-            why = f"{name} must be a finite number, got {value}"
-        elif least is not None and value < least:
-            why = f"{name} counts something: at least {least}, got {value:g}"
-        else:
-            continue
-        raise BadRequest(f"body.features.{name}", why)
 
 
 def _as_field(field: str, fn: Callable[[], Any],

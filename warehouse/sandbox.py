@@ -24,12 +24,12 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from aicf_induct.json_values import json_safe
 from warehouse.catalog import connect, one_line
 from warehouse.errors import WarehouseError
 from warehouse.guard import check_sql
 from warehouse.layout import table_dir
 from warehouse.schema import TABLES
+from warehouse.sql_values import json_column
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class SandboxError(WarehouseError):
 @dataclass(frozen=True)
 class Result:
     columns: list[tuple[str, str]]  # (name, DuckDB/Arrow type)
-    rows: list[list[Any]]  # JSON-safe values (see `json_safe`)
+    rows: list[list[Any]]  # JSON-safe values, exact (see `sql_values.json_column`)
     elapsed_s: float
 
 
@@ -108,7 +108,9 @@ def _run(conn: duckdb.DuckDBPyConnection, sql: str, limits: Limits) -> Result:
     t0 = time.perf_counter()
     timer.start()
     try:
-        reader = conn.sql(sql).to_arrow_reader(limits.max_rows + 1)
+        rel = conn.sql(sql)
+        types = rel.types  # DuckDB's: a UHUGEINT's values need it (`json_column`)
+        reader = rel.to_arrow_reader(limits.max_rows + 1)
         batches = _read(reader, limits)
         schema = reader.schema
     except SandboxError:
@@ -126,33 +128,10 @@ def _run(conn: duckdb.DuckDBPyConnection, sql: str, limits: Limits) -> Result:
     # 2 AS a`, a join's `*`), which rows read as dicts would fold into one
     rows: list[list[Any]] = []
     for b in batches:
-        values = [json_column(b.column(i)) for i in range(b.num_columns)]
+        values = [json_column(b.column(i), types[i]) for i in range(b.num_columns)]
         rows += [list(r) for r in zip(*values, strict=True)] if values else \
             [[] for _ in range(b.num_rows)]
     return Result(columns, rows, time.perf_counter() - t0)
-
-
-def json_column(col: pa.Array) -> list[Any]:
-    """A result column's values, JSON-safe (`json_safe`), each one Python cannot hold
-    (DuckDB's infinite or far-off times, a map keyed by lists) by `_scalar`."""
-    try:
-        return [json_safe(v) for v in col.to_pylist(maps_as_pydicts="lossy")]
-    except (OverflowError, ValueError, TypeError):
-        return [_scalar(s) for s in col]
-
-
-def _scalar(s: pa.Scalar) -> Any:
-    """One value: as Python holds it (a map with unhashable keys as its key-value pairs), else
-    as Arrow writes it as text, else a string naming its type; never an error."""
-    for read in (lambda: s.as_py(maps_as_pydicts="lossy"), s.as_py):
-        try:
-            return json_safe(read())
-        except (OverflowError, ValueError, TypeError):
-            pass
-    try:
-        return s.cast(pa.string()).as_py()
-    except pa.ArrowException:
-        return f"<a {s.type} value JSON cannot carry>"
 
 
 def past_time_limit(limits: Limits) -> SandboxError:

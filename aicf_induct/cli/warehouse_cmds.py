@@ -19,7 +19,7 @@ from aicf_induct.records import RUN_STATUSES
 from warehouse import WarehouseError
 from warehouse.catalog import one_line
 from warehouse.guard import run_guarded_arrow
-from warehouse.sandbox import json_column
+from warehouse.sql_values import json_column
 
 FORMATS = ("table", "csv", "json", "parquet")
 ABANDONED_SHOWN = 20  # abandoned runs `warehouse check` lists one by one
@@ -146,8 +146,10 @@ def output_format(fmt: str | None, output: Path | None) -> str:
     return fmt or named or "table"
 
 
-def emit(result: pd.DataFrame | pa.Table, fmt: str | None, output: Path | None) -> None:
-    """Print or write a result in the requested format (`output_format`)."""
+def emit(result: pd.DataFrame | pa.Table, fmt: str | None, output: Path | None,
+         types: list[Any] | None = None) -> None:
+    """Print or write a result in the requested format (`output_format`); `types`, the
+    query's DuckDB column types, make JSON exact (`json_column`)."""
     fmt = output_format(fmt, output)
     if fmt == "parquet" and output is None:
         raise WarehouseError("--format parquet needs --output FILE")
@@ -162,7 +164,7 @@ def emit(result: pd.DataFrame | pa.Table, fmt: str | None, output: Path | None) 
                                      f"{one_line(err)} (--format json takes any value)"
                                      ) from None
             return
-        text = json.dumps(_json_rows(table), indent=1) + "\n"
+        text = json.dumps(_json_rows(table, types), indent=1) + "\n"
     else:
         df = _frame(result, fmt) if isinstance(result, pa.Table) else result
         if fmt == "csv":
@@ -178,15 +180,17 @@ def emit(result: pd.DataFrame | pa.Table, fmt: str | None, output: Path | None) 
         output.write_text(text, encoding="utf-8")
 
 
-def _json_rows(t: pa.Table) -> list[dict[str, Any]]:
+def _json_rows(t: pa.Table, types: list[Any] | None) -> list[dict[str, Any]]:
     """Rows as JSON objects, each value as the service's SQL route gives it (`json_column`):
-    non-finite numbers null, times ISO 8601, anything else JSON has no type for as text."""
+    exact, non-finite numbers null, times ISO 8601, anything else JSON has no type for as
+    text."""
     names = t.column_names
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:  # an object keeps one value per key: the other column would go, silently
         raise WarehouseError(f"the result has more than one column named {twice[0]!r}: "
                              "JSON rows need distinct names (rename them with AS)")
-    cols = [json_column(c.combine_chunks()) for c in t.columns]
+    types = types or [None] * t.num_columns
+    cols = [json_column(c.combine_chunks(), d) for c, d in zip(t.columns, types, strict=True)]
     return [dict(zip(names, r, strict=True)) for r in zip(*cols, strict=True)]
 
 
@@ -199,9 +203,10 @@ def _frame(t: pa.Table, fmt: str) -> pd.DataFrame:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    t = warehouse.with_retry(_existing_root(args),
-                             lambda c: run_guarded_arrow(c, args.query))
-    emit(t, args.format, args.output)
+    # DuckDB's column types beside the result: a UHUGEINT's JSON values need them
+    t, types = warehouse.with_retry(_existing_root(args), lambda c: (
+        run_guarded_arrow(c, args.query), c.sql(args.query).types))
+    emit(t, args.format, args.output, types)
     return 0
 
 

@@ -1,8 +1,9 @@
 """Validation and type inference: every problem is reported naming the node it is in.
 
 `validate(graph)` checks, in order: node ids (non-empty, unique), ops (known, arity,
-attributes), references (dangling inputs, cycles, topological order, outputs), parameters
-(owned once, present, matching the op's roles and shapes, valid initializers), and finally
+attributes: known, each value as its op's `checks` say), references (dangling inputs,
+cycles, topological order, outputs), parameters (owned once, present, matching the op's
+roles and shapes, valid initializers), and finally
 runs every shape/dtype rule. It returns the inferred type of every node, or raises the
 first problem; `problems(graph)` lists them all (`aicf-induct ir validate`). Each check is
 a generator of problems, so both walk the same code.
@@ -39,6 +40,8 @@ def _op_problems(graph: Graph) -> Iterator[IRError]:
         unknown = sorted(set(n.attrs) - set(op.attrs))
         if unknown:
             yield IRError(f"unknown attribute(s) {unknown} for {n.op}", n.id)
+        for problem in op.attr_problems(n.attrs):  # each value against the op's spec
+            yield IRError(problem, n.id)
 
 
 def _find_cycle(graph: Graph) -> list[str] | None:
@@ -171,15 +174,17 @@ def infer_types(graph: Graph, batch: int | None = None,
 
 
 def _inferable(n: Node) -> bool:
-    """Whether a node's op rule can run: a known op with the inputs it takes."""
+    """Whether a node's op rule can run: a known op with the inputs it takes and attributes
+    its spec takes."""
     op = OPS.get(n.op)
     return op is not None and (len(n.inputs) >= 2 if op.arity is None
-                               else len(n.inputs) == op.arity)
+                               else len(n.inputs) == op.arity) and not op.attr_problems(n.attrs)
 
 
 def _type_problems(graph: Graph, types: dict[str, TensorType]) -> Iterator[IRError]:
     """Shape/dtype problems, filling `types`; a node whose op cannot run (reported as an op
-    problem), and every node it feeds, is left out rather than reported twice."""
+    problem: arity, an attribute's value), and every node it feeds, is left out rather than
+    reported twice."""
     for n in graph.nodes:
         if n.id in types or not _inferable(n) or any(i not in types for i in n.inputs):
             continue  # n.id in types: a duplicate id, reported as such

@@ -1,9 +1,10 @@
 """A user's CSV or Parquet file with a named target column.
 
-The file's columns are checked strictly: a free-text, constant, all-missing or date column
-(a Parquet timestamp, or a CSV column of ISO dates such as 2024-03-01) is an error naming the
-column (leave it out with `&drop=COL`), because silently training without a column the user
-gave is worse than asking; so is a header naming one column twice. Row identifiers
+The file's columns are checked strictly: a free-text, constant, all-missing, date, time or
+duration column (a Parquet timestamp, date, time or duration, or a CSV column of ISO dates such
+as 2024-03-01) is an error naming the column (leave it out with `&drop=COL`), because silently
+training without a column the user gave is worse than asking; so is a header naming one column
+twice or holding a control character (a NUL byte), and a nested or binary target. Row identifiers
 (rownames, id, "Unnamed: 0", a 1..n counter) are left out with a note. A `.csv` whose header
 holds no comma but semicolons (or tabs) is read with those between values, as spreadsheets
 export it where the comma is the decimal mark (a column of numbers written "0,5" is read as
@@ -27,6 +28,7 @@ from aicf_induct.problems.preprocess import (
     Task,
     UnknownDropColumn,
     is_numeric,
+    target_issue,
 )
 
 CLASSIFICATION_MAX_LEVELS = 20  # an integer target with at most this many values is a class
@@ -34,6 +36,7 @@ CLASSIFICATION_MAX_LEVELS = 20  # an integer target with at most this many value
 # (a different problem id than the same data from Parquet); pandas 3 is exact and deprecates
 # the option.
 _PANDAS_2 = int(pd.__version__.split(".")[0]) < 3
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # no column name holds one but by mistake
 # a CSV cell that is a date, or a date and time, in ISO 8601 (what a date column exports as)
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?")
 
@@ -179,6 +182,10 @@ def frame_table(name: str, frame: pd.DataFrame, target: str | None, task: Task |
     twice = frame.columns[frame.columns.duplicated()]
     if len(twice):  # a file's header is checked as read (`_check_header`); a frame here
         raise DataError(f"{origin}: column '{twice[0]}' appears twice: rename one")
+    for i, col in enumerate(frame.columns, start=1):  # code that stops a name at a NUL
+        if _CONTROL.search(col):  # would not find the column (pandas' KeyError)
+            raise DataError(f"{origin}: column {i} of the header, {col!r}, holds a control "
+                            "character (a NUL byte, a line break): rename it")
     if not target:
         raise TargetError(f"{origin}: name the target column with ?target=COL "
                           f"(columns: {', '.join(map(str, frame.columns))})")
@@ -191,6 +198,9 @@ def frame_table(name: str, frame: pd.DataFrame, target: str | None, task: Task |
     y = frame[target]
     if y.notna().sum() == 0:
         raise TargetError(f"{origin}: target '{target}' has no values")
+    why = target_issue(y)
+    if why is not None:  # a class per list's or bytes' text is no classification
+        raise TargetError(f"{origin}: target '{target}' is {why}")
     features = frame.drop(columns=[target, *drop])
     return Table(name=name, source=source, frame=features, y=y,
                  task=task or infer_task(y), target=target,

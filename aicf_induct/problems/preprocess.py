@@ -17,6 +17,7 @@ the raw target, the task. `prepare` then does what real data needs, the same way
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -98,11 +99,12 @@ def column_issue(col: pd.Series) -> str | None:
     present = col.dropna()
     if present.empty:
         return "all values missing (infinities count as missing)"
-    if pd.api.types.is_datetime64_any_dtype(col):
-        return "a date/time column"
-    nested = _first_nested(present)
-    if nested is not None:
-        return f"a nested column ({nested} cells), not one number or label per row"
+    kind = "date/time" if pd.api.types.is_datetime64_any_dtype(col) else \
+        "duration" if pd.api.types.is_timedelta64_dtype(col) else cell_kind(present)
+    if kind in ("date/time", "duration"):  # a Parquet date, time or duration: no category
+        return f"a {kind} column"
+    if kind in ("list", "struct"):
+        return f"a nested column ({kind} cells), not one number or label per row"
     if is_numeric(col) and len(present):
         largest = float(np.abs(present.to_numpy(dtype=np.float64)).max())
         if largest > MAX_ABS_VALUE:
@@ -120,13 +122,34 @@ def column_issue(col: pd.Series) -> str | None:
     return None
 
 
-def _first_nested(present: pd.Series) -> str | None:
-    """The kind of the first list- or struct-like cell (Parquet's nested columns), or None."""
+def cell_kind(present: pd.Series) -> str | None:
+    """The kind of the first cell of an object column that is no number or label: "list" or
+    "struct" (Parquet's nested columns), "bytes", "date/time" (a Parquet date or time of
+    day, which pandas reads as Python objects), "duration"; else None."""
     if present.dtype != object:
         return None
     for v in present:
-        if isinstance(v, (list, tuple, set, dict, np.ndarray)):
-            return "struct" if isinstance(v, dict) else "list"
+        if isinstance(v, dict):
+            return "struct"
+        if isinstance(v, (list, tuple, set, np.ndarray)):
+            return "list"
+        if isinstance(v, (bytes, bytearray)):
+            return "bytes"
+        if isinstance(v, (dt.date, dt.time)):  # a datetime is a date
+            return "date/time"
+        if isinstance(v, dt.timedelta):
+            return "duration"
+    return None
+
+
+def target_issue(y: pd.Series) -> str | None:
+    """Why a column cannot be a target whatever the task (its cells are not single values:
+    a class would be a list's text), or None."""
+    kind = cell_kind(y.dropna())
+    if kind in ("list", "struct"):
+        return f"a nested column ({kind} cells), not one number or label per row"
+    if kind == "bytes":
+        return "a binary column (bytes cells), not one number or label per row"
     return None
 
 

@@ -22,7 +22,7 @@ from aicf_induct.ir.canonical import from_dict
 from aicf_induct.ir.graph import Graph
 from api.deps import ReadAccess, SettingsDep
 from api.errors import ApiProblem
-from api.proposing import Proposals, check_features
+from api.proposing import Proposals
 from api.routes.bodies import JsonBodyRoute
 from api.routes.proposals import ProposalsDep, as_problem
 from api.schemas.rewrites import RewriteAnswerPublic, RewriteRequest
@@ -65,9 +65,8 @@ def _problem(body: RewriteRequest, props: Proposals) -> tuple[str, float]:
     if body.problem is not None:
         return _named(body.problem, props)
     feats = body.features or {}
-    as_problem(lambda: check_features(feats))  # as /v1/proposals checks its features
-    rows = feats.get("simple.n_rows", feats.get("n_rows", math.nan))
-    return body.task or "", float(rows)
+    as_problem(lambda: props.check_features(feats))  # as /v1/proposals checks its features
+    return body.task or "", float(feats.get("simple.n_rows", math.nan))
 
 
 def _named(name: str, props: Proposals) -> tuple[str, float]:

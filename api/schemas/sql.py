@@ -18,7 +18,9 @@ class SqlQuery(BaseModel):
 
 class SqlResult(BaseModel):
     columns: list[Column]
-    rows: list[list[Any]] = Field(description="JSON-safe values: non-finite numbers null, "
-                                              "times ISO 8601, bytes base64")
+    rows: list[list[Any]] = Field(description="JSON-safe values, exact: integers of any "
+                                              "width as integers, non-finite numbers null, "
+                                              "times ISO 8601 (infinite ones 'infinity'), "
+                                              "bytes base64")
     row_count: int
     elapsed_ms: float

@@ -33,7 +33,7 @@ def test_sql_json_carries_values_json_has_no_type_for(filled: Path,
     sql = ("SELECT INTERVAL 1 DAY AS i, 1/0 AS x, 12::HUGEINT AS h, "
            "TIMESTAMPTZ '2026-01-02 03:04:05.123456+00' AS t, 'é' AS s, MAP([1], [2]) AS m")
     assert cli_main.main(["sql", sql, "--format", "json", "--warehouse", str(filled)]) == 0
-    # as the service's SQL route gives them (warehouse.sandbox.json_column)
+    # as the service's SQL route gives them (warehouse.sql_values.json_column)
     assert json.loads(capsys.readouterr().out) == [
         {"i": [0, 1, 0], "x": None, "h": 12.0, "t": "2026-01-02T03:04:05.123456+00:00",
          "s": "é", "m": {"1": 2}}]

@@ -71,8 +71,8 @@ CASES = {
     "unknown_attr": ("relu", "unknown attribute"),
     "arity": ("relu", "needs 1 input"),
     "format": (None, "unsupported format"),
-    "bad_input_shape": ("x", "shape entries"),
-    "bool_attr": ("linear", "out_features' > 0, got True"),
+    "bad_input_shape": ("x", r"input attribute 'shape' must be .*, got \[None, 'four'\]"),
+    "bool_attr": ("linear", "out_features' must be an integer from 1 to 16777216, got True"),
     "unknown_field": (None, "document: unknown field 'extra'"),
     "unknown_node_field": ("relu", r"nodes\[2\]: unknown field 'atrs'"),
 }

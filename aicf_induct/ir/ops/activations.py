@@ -16,6 +16,7 @@ from aicf_induct.ir.ops.base import (
     Grads,
     OpContext,
     OpDef,
+    one_of,
     register,
     require,
     same_as_input,
@@ -171,8 +172,9 @@ def _make(op: str) -> OpDef:
                     f"{' or '.join(repr(v) for v in valid)}, got {a.get(key)!r}")
         return same_as_input(ins, a)
 
-    return OpDef(name=op, kind="activation", arity=1, attrs=dict(plain.attrs), infer=infer,
-                 forward=forward, backward=backward, doc=f"pointwise {op}")
+    checks = {key: one_of(*dict.fromkeys(v[key] for v in variants)) for key in plain.attrs}
+    return OpDef(name=op, kind="activation", arity=1, attrs=dict(plain.attrs), checks=checks,
+                 infer=infer, forward=forward, backward=backward, doc=f"pointwise {op}")
 
 
 for _op in ACTIVATIONS:

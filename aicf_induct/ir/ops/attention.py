@@ -21,7 +21,10 @@ from aicf_induct.ir.ops.base import (
     OpContext,
     OpDef,
     ParamInfo,
+    boolean,
+    integer,
     is_int,
+    real,
     register,
     require,
     require_float,
@@ -116,6 +119,7 @@ def _attn_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Ar
 
 register(OpDef(
     name="attention", kind="attention", arity=1, attrs={"heads": 1, "dropout": 0.0, "bias": True},
+    checks={"heads": integer(), "dropout": real(0.0, 1.0, hi_open=True), "bias": boolean},
     infer=_attn_infer, forward=_attn_forward, backward=_attn_backward, params=_attn_params,
     doc="multi-head self-attention of x (B, T, d); in_weight (3d, d), out_weight (d, d)",
 ))

@@ -13,6 +13,7 @@ from the counter-based RNG), so the executor can plan memory from the IR alone.
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -67,6 +68,8 @@ BackwardFn = Callable[
 ]
 InferFn = Callable[[Sequence[TensorType], Attrs], TensorType]
 ParamsFn = Callable[[Sequence[TensorType], Attrs], dict[str, ParamInfo]]
+# an attribute's value -> what is wrong with it ("must be ..., got ..."), or None
+AttrCheck = Callable[[Any], str | None]
 
 
 def no_params(_in: Sequence[TensorType], _attrs: Attrs) -> dict[str, ParamInfo]:
@@ -79,6 +82,7 @@ class OpDef:
     kind: str  # "input" | "layer" | "activation" | "norm" | "regularizer" | "merge" | "loss" | ...
     arity: int | None  # number of inputs; None means two or more
     attrs: dict[str, Any]  # allowed attributes and their defaults
+    checks: dict[str, AttrCheck]  # what values each attribute takes (helpers below)
     infer: InferFn
     forward: ForwardFn
     backward: BackwardFn | None  # None: not differentiable (inputs)
@@ -89,6 +93,19 @@ class OpDef:
     def full_attrs(self, attrs: Attrs) -> dict[str, Any]:
         return {**self.attrs, **attrs}
 
+    def attr_problems(self, attrs: Attrs) -> list[str]:
+        """What is wrong with the given attributes' values, one line each naming the
+        attribute. A None where the op's default is None is the attribute left unset (the
+        shape rule says when it must be set); an unknown attribute is the validator's."""
+        out = []
+        for name, value in attrs.items():
+            check = self.checks.get(name)
+            if check is None or (value is None and self.attrs.get(name) is None):
+                continue
+            if (why := check(value)) is not None:
+                out.append(f"{self.name} attribute '{name}' {why}")
+        return out
+
 
 OPS: dict[str, OpDef] = {}
 
@@ -96,12 +113,80 @@ OPS: dict[str, OpDef] = {}
 def register(op: OpDef) -> OpDef:
     if op.name in OPS:
         raise ValueError(f"op '{op.name}' registered twice")
+    if set(op.checks) != set(op.attrs):  # every attribute has its check, and no other
+        raise ValueError(f"op '{op.name}': checks for {sorted(op.checks)}, attributes "
+                         f"{sorted(op.attrs)}")
     OPS[op.name] = op
     return op
 
 
 def get_op(name: str) -> OpDef:
     return OPS[name]
+
+
+# -- attribute checks (`OpDef.checks`) -----------------------------------------------------
+MAX_SIZE = 2**24  # the most features, channels, heads or ids a size attribute may give
+MAX_RANK = 64  # axes a tensor may have (NumPy's limit): bounds axis and perm attributes
+
+
+def _shown(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def boolean(v: Any) -> str | None:
+    return None if isinstance(v, bool) else f"must be true or false, got {_shown(v)}"
+
+
+def integer(lo: int = 1, hi: int = MAX_SIZE) -> AttrCheck:
+    """An integer in [lo, hi] (a size by default); JSON's true is not 1, nor 4.0 four."""
+    def check(v: Any) -> str | None:
+        ok = is_int(v) and lo <= v <= hi
+        return None if ok else f"must be an integer from {lo} to {hi}, got {_shown(v)}"
+    return check
+
+
+def real(lo: float = -math.inf, hi: float = math.inf, *, lo_open: bool = False,
+         hi_open: bool = False) -> AttrCheck:
+    """A finite float within the bounds (open where said); an integer is not one."""
+    def check(v: Any) -> str | None:
+        ok = isinstance(v, float) and math.isfinite(v) and (lo < v if lo_open else lo <= v) \
+            and (v < hi if hi_open else v <= hi)
+        return None if ok else f"must be a finite float{span}, got {_shown(v)}"
+    bounds = [f"{'>' if lo_open else '>='} {lo:g}"] * math.isfinite(lo) + \
+        [f"{'<' if hi_open else '<='} {hi:g}"] * math.isfinite(hi)
+    span = " " + " and ".join(bounds) if bounds else ""
+    return check
+
+
+def one_of(*values: Any) -> AttrCheck:
+    def check(v: Any) -> str | None:
+        ok = any(type(v) is type(x) and v == x for x in values)
+        return None if ok else f"must be {' or '.join(map(repr, values))}, got {_shown(v)}"
+    return check
+
+
+def integers(lo: int = 1, hi: int = MAX_SIZE, *, length: int | None = None,
+             null: bool = False, also: tuple[int, ...] = ()) -> AttrCheck:
+    """A list of integers in [lo, hi] (or in `also`; null too with `null`): `length` of
+    them, or at least one."""
+    def check(v: Any) -> str | None:
+        ok = isinstance(v, list | tuple) and (len(v) == length if length else len(v) >= 1) \
+            and all((null and d is None) or (is_int(d) and (lo <= d <= hi or d in also))
+                    for d in v)
+        return None if ok else f"must be {what}, got {_shown(v)}"
+    count = f"{length} integers" if length else "a non-empty list of integers"
+    what = f"{count} from {lo} to {hi}" + "".join(f" or {a}" for a in also) + \
+        (" (or null)" if null else "")
+    return check
+
+
+AXIS = integer(-MAX_RANK, MAX_RANK - 1)  # an axis attribute; the shape rule checks the rank
+
+
+def hw(lo: int) -> AttrCheck:
+    """[h, w] of an image op's window, each from `lo` to MAX_SIZE."""
+    return integers(lo, length=2)
 
 
 # -- helpers shared by the shape rules -----------------------------------------------------

@@ -18,7 +18,11 @@ from aicf_induct.ir.ops.base import (
     OpContext,
     OpDef,
     ParamInfo,
+    boolean,
+    hw,
+    integer,
     is_int,
+    one_of,
     register,
     require,
     require_float,
@@ -133,6 +137,8 @@ register(OpDef(
     name="conv2d", kind="layer", arity=1,
     attrs={"out_channels": None, "kernel_size": None, "stride": [1, 1], "padding": [0, 0],
            "bias": True},
+    checks={"out_channels": integer(), "kernel_size": hw(1), "stride": hw(1),
+            "padding": hw(0), "bias": boolean},
     infer=_conv_infer, forward=_conv_forward, backward=_conv_backward, params=_conv_params,
     doc="2-D convolution of (N, C, H, W); weight (out, C, kh, kw), bias (out,)",
 ))
@@ -188,6 +194,8 @@ def _pool_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Ar
 register(OpDef(
     name="pool", kind="pool", arity=1,
     attrs={"mode": "max", "kernel_size": None, "stride": None, "padding": [0, 0]},
+    checks={"mode": one_of("max", "avg"), "kernel_size": hw(1), "stride": hw(1),
+            "padding": hw(0)},
     infer=_pool_infer, forward=_pool_forward, backward=_pool_backward,
     doc="max or avg pooling of (N, C, H, W) windows; avg divides by the kernel's area",
 ))

@@ -14,6 +14,8 @@ from aicf_induct.ir.ops.base import (
     OpContext,
     OpDef,
     ParamInfo,
+    boolean,
+    integer,
     register,
     require,
     require_float,
@@ -60,6 +62,7 @@ def _emb_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Arr
 
 register(OpDef(name="embedding", kind="layer", arity=1,
                attrs={"num_embeddings": None, "embedding_dim": None},
+               checks={"num_embeddings": integer(), "embedding_dim": integer()},
                infer=_emb_infer, forward=_emb_forward, backward=_emb_backward,
                params=_emb_params, differentiable_inputs=(),
                doc="rows of weight (num_embeddings, embedding_dim) picked by int64 ids"))
@@ -101,6 +104,7 @@ def _tok_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Arr
 
 register(OpDef(name="numeric_tokenizer", kind="layer", arity=1,
                attrs={"d_token": None, "bias": True},
+               checks={"d_token": integer(), "bias": boolean},
                infer=_tok_infer, forward=_tok_forward, backward=_tok_backward,
                params=_tok_params,
                doc="per-feature tokens x[..., None] * weight + bias; weight, bias (F, d)"))

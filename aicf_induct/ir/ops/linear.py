@@ -13,8 +13,12 @@ from aicf_induct.ir.ops.base import (
     OpContext,
     OpDef,
     ParamInfo,
+    boolean,
     feature_dim,
+    integer,
+    integers,
     is_int,
+    one_of,
     register,
     require,
     require_float,
@@ -44,6 +48,7 @@ def _input_forward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Ar
 
 register(OpDef(
     name="input", kind="input", arity=0, attrs={"shape": None, "dtype": "float64"},
+    checks={"shape": integers(null=True), "dtype": one_of("float32", "float64", "int64")},
     infer=_input_infer, forward=_input_forward, backward=None,
     doc="A graph input; attrs: shape (null for the batch axis), dtype.",
 ))
@@ -90,6 +95,7 @@ def _linear_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, 
 
 register(OpDef(
     name="linear", kind="layer", arity=1, attrs={"out_features": None, "bias": True},
+    checks={"out_features": integer(), "bias": boolean},
     infer=_linear_infer, forward=_linear_forward, backward=_linear_backward,
     params=_linear_params, doc="y = x @ weight.T + bias; weight (out, in).",
 ))

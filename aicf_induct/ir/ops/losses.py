@@ -6,11 +6,13 @@ from collections.abc import Mapping, Sequence
 
 from aicf_induct.ir.graph import TensorType
 from aicf_induct.ir.ops.base import (
+    AXIS,
     Array,
     Attrs,
     Grads,
     OpContext,
     OpDef,
+    real,
     register,
     require,
     require_float,
@@ -41,6 +43,7 @@ def _softmax_infer(ins: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 
 register(OpDef(name="softmax", kind="activation", arity=1, attrs={"axis": -1},
+               checks={"axis": AXIS},
                infer=_softmax_infer, forward=_softmax_forward, backward=_softmax_backward,
                doc="softmax over the last axis"))
 
@@ -84,6 +87,7 @@ def _ce_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Arra
 
 
 register(OpDef(name="cross_entropy", kind="loss", arity=2, attrs={"label_smoothing": 0.0},
+               checks={"label_smoothing": real(0.0, 1.0, hi_open=True)},
                infer=_ce_infer, forward=_ce_forward, backward=_ce_backward,
                differentiable_inputs=(0,),
                doc="mean softmax cross-entropy of logits (N, C) against int64 labels (N,)"))
@@ -114,6 +118,6 @@ def _mse_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Arr
     return [d * (2.0 * gout / pred.size) if needs[0] else None, None], {}
 
 
-register(OpDef(name="mse", kind="loss", arity=2, attrs={}, infer=_mse_infer,
+register(OpDef(name="mse", kind="loss", arity=2, attrs={}, checks={}, infer=_mse_infer,
                forward=_mse_forward, backward=_mse_backward, differentiable_inputs=(0,),
                doc="mean squared error"))

@@ -63,6 +63,7 @@ def _matmul_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, 
     return [ga, gb], {}
 
 
-register(OpDef(name="matmul", kind="merge", arity=2, attrs={}, infer=_matmul_infer,
+register(OpDef(name="matmul", kind="merge", arity=2, attrs={}, checks={},
+               infer=_matmul_infer,
                forward=_matmul_forward, backward=_matmul_backward,
                doc="batched a @ b over the last two axes, leading axes broadcast"))

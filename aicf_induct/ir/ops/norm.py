@@ -12,7 +12,9 @@ from aicf_induct.ir.ops.base import (
     OpContext,
     OpDef,
     ParamInfo,
+    boolean,
     feature_dim,
+    real,
     register,
     require,
     same_as_input,
@@ -71,6 +73,7 @@ def _eps_infer(ins: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 register(OpDef(
     name="layernorm", kind="norm", arity=1, attrs={"eps": 1e-5, "affine": True},
+    checks={"eps": real(0.0, lo_open=True), "affine": boolean},
     infer=_eps_infer, forward=_ln_forward, backward=_ln_backward, params=_affine_params,
     doc="normalise over the last axis; weight, bias (d,)",
 ))
@@ -133,6 +136,7 @@ def _bn_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Arra
 
 register(OpDef(
     name="batchnorm", kind="norm", arity=1, attrs={"eps": 1e-5, "momentum": 0.1, "affine": True},
+    checks={"eps": real(0.0, lo_open=True), "momentum": real(0.0, 1.0), "affine": boolean},
     infer=_bn_infer, forward=_bn_forward, backward=_bn_backward, params=_bn_params,
     doc="normalise over the batch axis; running statistics are non-trainable state",
 ))

@@ -12,11 +12,15 @@ from collections.abc import Mapping, Sequence
 
 from aicf_induct.ir.graph import Dim, TensorType
 from aicf_induct.ir.ops.base import (
+    AXIS,
+    MAX_RANK,
     Array,
     Attrs,
     Grads,
     OpContext,
     OpDef,
+    boolean,
+    integers,
     is_int,
     register,
     require,
@@ -60,6 +64,7 @@ def _reshape_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str,
 
 
 register(OpDef(name="reshape", kind="shape", arity=1, attrs={"shape": None},
+               checks={"shape": integers(also=(-1,))},
                infer=_reshape_infer, forward=_reshape_forward, backward=_reshape_backward,
                doc="reshape each example to attr shape (batch axis kept; one entry may be -1)"))
 
@@ -94,6 +99,7 @@ def _transpose_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[st
 
 
 register(OpDef(name="transpose", kind="shape", arity=1, attrs={"perm": None},
+               checks={"perm": integers(0, MAX_RANK - 1)},
                infer=_transpose_infer, forward=_transpose_forward,
                backward=_transpose_backward,
                doc="permute axes (attr perm, the batch axis stays first)"))
@@ -145,6 +151,7 @@ def _make_reduce(op: str) -> OpDef:
         return [g / x.shape[a] if mean else g.copy()], {}
 
     return OpDef(name=op, kind="reduce", arity=1, attrs={"axis": -1, "keepdims": False},
+                 checks={"axis": AXIS, "keepdims": boolean},
                  infer=infer, forward=forward, backward=backward,
                  doc=f"{op} over attr axis (not the batch axis), keepdims optional")
 

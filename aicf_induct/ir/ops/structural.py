@@ -6,11 +6,13 @@ from collections.abc import Mapping, Sequence
 
 from aicf_induct.ir.graph import TensorType
 from aicf_induct.ir.ops.base import (
+    AXIS,
     Array,
     Attrs,
     Grads,
     OpContext,
     OpDef,
+    real,
     register,
     require,
     require_float,
@@ -37,7 +39,7 @@ def _add_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Arr
     return [gout if n else None for n in needs], {}
 
 
-register(OpDef(name="add", kind="merge", arity=2, attrs={}, infer=_add_infer,
+register(OpDef(name="add", kind="merge", arity=2, attrs={}, checks={}, infer=_add_infer,
                forward=_add_forward, backward=_add_backward, doc="a + b (residual joins)"))
 
 
@@ -77,7 +79,8 @@ def _concat_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, 
     return grads, {}
 
 
-register(OpDef(name="concat", kind="merge", arity=None, attrs={"axis": -1}, infer=_concat_infer,
+register(OpDef(name="concat", kind="merge", arity=None, attrs={"axis": -1},
+               checks={"axis": AXIS}, infer=_concat_infer,
                forward=_concat_forward, backward=_concat_backward,
                doc="concatenate along attr axis (any but the batch axis)"))
 
@@ -116,5 +119,6 @@ def _dropout_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str,
 
 
 register(OpDef(name="dropout", kind="regularizer", arity=1, attrs={"p": 0.5},
+               checks={"p": real(0.0, 1.0, hi_open=True)},
                infer=_dropout_infer, forward=_dropout_forward, backward=_dropout_backward,
                doc="inverted dropout; identity in eval mode"))
