@@ -68,7 +68,7 @@ def knowledge_pack(root: Path) -> tuple[Path | None, str]:
               f"{pack.header['candidates']} candidates; '{name}' is not among its problems")
         return None, name
     name = CANDIDATES[0]
-    path = root / "demo_pack.parquet"
+    path = root.parent / f"{root.name}_demo_pack.parquet"  # beside the warehouse, not in it
     print(f"no shipped pack ({DEFAULT_PACK} is absent): a small one from a quick sweep, "
           f"'{name}' left out")
     run_cli(["corpus", "build", "--problems", QUICK_PROBLEMS, "--space", QUICK_SPACE,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from aicf_induct.cli import from_proposal, options
@@ -251,10 +252,6 @@ def run(args: argparse.Namespace) -> int:
         logged = logged_rows(args)
     elif args.fork:
         args.fork = fork_dir(args)
-        if args.checkpoint_dir is not None:
-            why = unusable_checkpoint_dir(args.checkpoint_dir)
-            if why:
-                raise ConfigError(f"--checkpoint-dir {args.checkpoint_dir}: {why}")
     else:
         ranks, gpus, config = parallel_setup(args, train_config(args))
         if gpus:  # before the header: a machine without one is refused in one line
@@ -263,10 +260,6 @@ def run(args: argparse.Namespace) -> int:
             check_gpus(ranks)
         adapt = adapt_config(args)
         problem = load_problem(args.dataset, seed=args.seed)
-        if args.checkpoint_dir is not None:  # not found at the first checkpoint, mid-run
-            why = unusable_checkpoint_dir(args.checkpoint_dir)
-            if why:
-                raise ConfigError(f"--checkpoint-dir {args.checkpoint_dir}: {why}")
         if args.from_proposal:
             plan = from_proposal.plan(args, problem, config, policy)
             graph, config, policy, model = plan.start.graph, plan.config, plan.policy, \
@@ -276,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
             graph = model_graph(problem, model, None)
         # refused before the header says what would train (the trainer checks it again)
         check_trainable(problem, graph, config, f"model {model}")
-    recorder, where = from_proposal.service_recorder(args) or open_recorder(args)
+    recorder, where = _open_log(args)
     timeline = Timeline() if not args.json else None
     bar = _step_bar(args, timeline)
     shown = [r for r in (timeline, bar) if r is not None]
@@ -365,6 +358,35 @@ def run(args: argparse.Namespace) -> int:
     if log_error is not None:  # after the run's results: why its log is incomplete
         raise log_error
     return status
+
+
+def _open_log(args: argparse.Namespace) -> tuple[Recorder, str | None]:
+    """The run's log (`open_recorder`, or the service's), after checking --checkpoint-dir
+    (here, not at the first checkpoint, mid-run): the last refusals before the run starts.
+    The folders the check created for a run refused here are taken back."""
+    made = _missing_dirs(args.checkpoint_dir) if args.checkpoint_dir is not None else []
+    try:
+        if args.checkpoint_dir is not None:
+            why = unusable_checkpoint_dir(args.checkpoint_dir)
+            if why:
+                raise ConfigError(f"--checkpoint-dir {args.checkpoint_dir}: {why}")
+        return from_proposal.service_recorder(args) or open_recorder(args)
+    except BaseException:
+        for folder in made:  # deepest first; one that holds anything stays
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise
+
+
+def _missing_dirs(path: str) -> list[Path]:
+    """The folders of `path` (itself included) that do not exist yet, deepest first."""
+    missing, folder = [], Path(path).absolute()
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
 
 
 def adapt_other_rank(comm: Communicator, payload: tuple[Any, ...]) -> None:

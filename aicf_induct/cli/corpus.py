@@ -89,7 +89,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     b.add_argument("--gpu-processes", type=options.positive_int, default=1, metavar="N",
                    help=PROCESSES_HELP)
     b.add_argument("--repeatable", action="store_true", help=REPEATABLE_HELP)
-    b.add_argument("--warehouse", default=None, metavar="DIR",
+    b.add_argument("--warehouse", default=None, metavar="DIR", type=options.warehouse_dir,
                    help="warehouse directory (default: $AICF_WAREHOUSE, else ./aicf_warehouse)")
     b.add_argument("--epochs", type=options.positive_int, default=EPOCH_CAP,
                    help=f"epoch cap per run (default {EPOCH_CAP})")
@@ -140,7 +140,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog="example: aicf-induct corpus build --problems holdout --seeds 6 --engine gpu "
                "--warehouse holdout_wh && aicf-induct corpus meta --warehouse holdout_wh "
                "-o holdout_meta.parquet")
-    m.add_argument("--warehouse", default=None, metavar="DIR",
+    m.add_argument("--warehouse", default=None, metavar="DIR", type=options.warehouse_dir,
                    help="warehouse directory (default: $AICF_WAREHOUSE, else ./aicf_warehouse)")
     m.add_argument("--protocol", default=None, help="sweep protocol, when there are several")
     m.add_argument("-o", "--output", required=True, metavar="FILE",
@@ -152,10 +152,14 @@ def meta_cmd(args: argparse.Namespace) -> int:
     from aicf_induct.induction.corpus import corpus_meta
     from aicf_induct.induction.meta_file import check_meta_path, write_meta_file
 
-    check_meta_path(args.output)  # a name that cannot be written fails before the reading
+    # a name that cannot be written fails before the reading
+    options.check_new_file(check_meta_path(args.output), "-o")
     root = corpus_root(args.warehouse)
     meta, _ = corpus_meta(root, args.protocol)  # a DataError when it holds no scored run
-    out = write_meta_file(meta, args.output)
+    try:
+        out = write_meta_file(meta, args.output)
+    except OSError as err:  # its own, or the temporary file's: name the one given
+        raise ConfigError(f"-o {args.output}: cannot write it ({err.strerror or err})") from None
     print(f"wrote {out} ({out.stat().st_size / 1e3:,.0f} kB): "
           f"{meta['problem_id'].nunique()} problems × {meta['candidate'].nunique()} "
           f"candidates × {meta['seed'].nunique()} seeds, {len(meta):,} runs")

@@ -79,7 +79,7 @@ def _fit_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                "  aicf-induct induce fit --pack aicf_induct/induction/data/knowledge_pack.parquet"
                " --warehouse mine -o grown.parquet",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    f.add_argument("--warehouse", default=None, metavar="DIR",
+    f.add_argument("--warehouse", default=None, metavar="DIR", type=options.warehouse_dir,
                    help=WH_HELP + "; with --pack: the problems that grow the pack's corpus")
     f.add_argument("--pack", default=None, metavar="PACK",
                    help="refit from this knowledge pack's corpus (its per-seed meta-dataset "
@@ -88,7 +88,7 @@ def _fit_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                         "corpus grown by the warehouse's problems")
     f.add_argument("--protocol", default=None,
                    help="sweep protocol to read, when the warehouse holds several")
-    f.add_argument("--history", default=None, metavar="DIR",
+    f.add_argument("--history", default=None, metavar="DIR", type=options.warehouse_dir,
                    help="take the learned rewrite proposer's table from the adaptive runs "
                         "of this warehouse (`corpus build --seeds 0 --adaptive N`) instead "
                         "of the corpus's own (--exclude applies to them too: the way to "
@@ -100,10 +100,11 @@ def _fit_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                    help="read only seeds 0..N-1 of the corpus (default: all; for a corpus "
                         "whose further seeds are still being trained)")
     f.add_argument("-o", "--output", default=None, metavar="PACK",
-                   help="where to write the pack (default: the package's own, "
-                        f"{Path(*DEFAULT_PACK.parts[-4:])}, which it replaces only by a "
-                        "pack of as many problems or more; -o with that path replaces it "
-                        "whatever it holds)")
+                   help="where to write the pack, a .parquet file in a folder that exists, "
+                        "its provenance beside it as the same name .json (default: the "
+                        f"package's own, {Path(*DEFAULT_PACK.parts[-4:])}, which it replaces "
+                        "only by a pack of as many problems or more; -o with that path "
+                        "replaces it whatever it holds); checked before the fit")
     f.add_argument("--min-problems", type=options.positive_int, default=10, metavar="N",
                    help="problems a rule's leaf needs (default 10)")
     f.add_argument("--bootstrap", type=options.positive_int, default=1000, metavar="B",
@@ -169,6 +170,7 @@ def fit(args: argparse.Namespace) -> int:
     growing = args.pack is not None and args.warehouse is not None
     if args.pack is not None and args.protocol and not growing:
         raise ConfigError("--protocol reads a warehouse; a pack holds one protocol's corpus")
+    target = _check_output(args.output)  # before minutes of fitting, not after them
     # the source first: one that is not there fails before the progress bar starts
     source = load_pack(args.pack) if args.pack is not None else None
     root = corpus_root(args.warehouse) if source is None or growing else None
@@ -207,7 +209,7 @@ def fit(args: argparse.Namespace) -> int:
                           rewrites=rewrites, conformal_folds=folds,
                           conformal_repeats=CONFORMAL_REPEATS if args.conformal_repeats is None
                           else args.conformal_repeats)
-        out = write_pack(pack, args.output or DEFAULT_PACK,
+        out = write_pack(pack, target,
                          _fit_command(args, root, history_root, exclude),
                          refit_of=_refit_of(source) if source is not None else None,
                          history=history, protocol=_protocol(source, root, args.protocol))
@@ -232,6 +234,22 @@ def fit(args: argparse.Namespace) -> int:
     if fit_id:
         print(f"mined tables written to {root} (fit {fit_id}): SELECT * FROM rules")
     return 0
+
+
+def _check_output(output: str | None) -> Path:
+    """Where the pack goes (-o, else the package's own), after refusing a name that is not
+    .parquet (`pack_path`) and a pack or provenance file that cannot be written there."""
+    from aicf_induct.induction.pack import DEFAULT_PACK, json_path, pack_path
+
+    path = pack_path(output if output is not None else DEFAULT_PACK)
+    why = options.unwritable(path)
+    if why:
+        raise ConfigError(f"cannot write the knowledge pack to {path}: {why}")
+    why = options.unwritable(json_path(path))
+    if why:
+        raise ConfigError(f"cannot write the knowledge pack to {path}: its provenance "
+                          f"{json_path(path)}: {why}")
+    return path
 
 
 def _fit_command(args: argparse.Namespace, root: Path | None, history_root: Path | None,
@@ -455,7 +473,7 @@ def _mine_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                     "holds them (--pack; default: the installed pack).",
         epilog="example: aicf-induct mine --warehouse corpus_wh --min-problems 20 --fdr 0.05")
     src = m.add_mutually_exclusive_group()
-    src.add_argument("--warehouse", default=None, metavar="DIR",
+    src.add_argument("--warehouse", default=None, metavar="DIR", type=options.warehouse_dir,
                      help="mine the corpus in this warehouse")
     src.add_argument("--pack", default=None, metavar="PACK",
                      help="read the tables of this knowledge pack")
@@ -694,7 +712,8 @@ def _evaluate_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                "&& aicf-induct induce evaluate --holdout holdout_wh  (or, the sweep on "
                "another machine: corpus meta --warehouse holdout_wh -o held.parquet there, "
                "then --holdout held.parquet here)")
-    e.add_argument("--warehouse", default=None, metavar="DIR", help=WH_HELP)
+    e.add_argument("--warehouse", default=None, metavar="DIR", type=options.warehouse_dir,
+                   help=WH_HELP)
     e.add_argument("--holdout", default=None, metavar="DIR|FILE",
                    help="instead of leave-one-out: score a knowledge pack (--pack) on the "
                         "problems of this warehouse, or of this meta-dataset file (`corpus "

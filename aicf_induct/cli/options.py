@@ -11,6 +11,7 @@ import math
 import os
 from argparse import Action, ArgumentParser, ArgumentTypeError, Namespace
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from aicf_induct.errors import ConfigError
@@ -116,16 +117,82 @@ def model_spec(text: str) -> str:
     return text.strip()
 
 
-def new_file(text: str) -> str:
-    """A file to write: its folder must exist, and it must not be a folder itself."""
+def unwritable(path: str | os.PathLike[str]) -> str | None:
+    """Why a file cannot be written at `path` as `atomic_file.atomic_write` writes one (a
+    temporary sibling renamed into place), or None: said before the work whose result it
+    is, not after. A probe file is made and removed in the folder: `os.access` says yes to
+    root for folders no one may write in (/proc)."""
+    from aicf_induct.atomic_file import temp_path
+
+    text = os.fspath(path)
     if not text:
-        raise ArgumentTypeError("empty file name")
+        return "empty file name"
     folder = os.path.dirname(os.path.abspath(text))
-    if not os.path.isdir(folder):
-        raise ArgumentTypeError(f"{text}: the folder {folder} does not exist")
     if os.path.isdir(text):
-        raise ArgumentTypeError(f"{text} is a folder, not a file")
+        return "is a folder, not a file"
+    if os.path.exists(text) and not os.path.isfile(text):  # a device, a pipe: written in place
+        return None if os.access(text, os.W_OK) else "cannot write it"
+    if not os.path.exists(folder):
+        return f"the folder {folder} does not exist"
+    if not os.path.isdir(folder):
+        return f"{folder} is a file, not a folder"
+    probe = temp_path(Path(folder) / os.path.basename(text))
+    try:
+        probe.touch(exist_ok=False)
+        probe.unlink()
+    except OSError as err:
+        return f"cannot write in the folder {folder} ({err.strerror or err})"
+    return None
+
+
+def check_new_file(path: str | os.PathLike[str], option: str) -> Path:
+    """`path` as the file `option` writes: a ConfigError naming both when it cannot be
+    written (`unwritable`)."""
+    why = unwritable(path)
+    if why:
+        raise ConfigError(f"{option} {os.fspath(path)}: {why}")
+    return Path(path)
+
+
+def new_file(text: str) -> str:
+    """A file to write (`unwritable`): in a folder that exists and takes files, and not a
+    folder itself."""
+    why = unwritable(text)
+    if why:
+        raise ArgumentTypeError(f"{text}: {why}" if text else why)
     return text
+
+
+def warehouse_dir(text: str) -> str:
+    """--warehouse DIR (and the options naming another warehouse): not empty, which would
+    read as the working directory and log into it."""
+    if not text:
+        raise ArgumentTypeError("empty directory name")
+    return text
+
+
+# CPU ranks allowed on any machine: enough to check the data-parallel arithmetic (an uneven
+# split over 3 ranks) on a small one
+RANKS_FLOOR = 4
+
+
+def max_ranks() -> int:
+    """The most --ranks a run may have here: one process per CPU this process may use (a
+    rank past them only waits its turn for one, holding its own copy of the data), or
+    RANKS_FLOOR on a smaller machine."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        os.cpu_count() or 1
+    return max(cpus, RANKS_FLOOR)
+
+
+def ranks(text: str) -> int:
+    """--ranks N: 1 .. `max_ranks()`."""
+    value = positive_int(text)
+    cap = max_ranks()
+    if value > cap:
+        raise ArgumentTypeError(f"at most {cap} on this machine (one rank per CPU, "
+                                f"{RANKS_FLOOR} on a machine with fewer), got {value}")
+    return value
 
 
 def recipe_options() -> dict[str, str]:

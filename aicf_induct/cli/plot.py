@@ -29,7 +29,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-o", "--output", required=True, metavar="FILE",
                         help="image to write (.png, .svg or .pdf)")
-    common.add_argument("--warehouse", default=None, metavar="DIR", help=WH_HELP)
+    common.add_argument("--warehouse", default=None, metavar="DIR", type=options.warehouse_dir,
+                        help=WH_HELP)
     r = psub.add_parser("run", parents=[common], help="a run's curves and events",
                         description="Training and validation loss (log scale) with a marker "
                                     "per trigger, decision, rewrite and rollback, rolled-back "

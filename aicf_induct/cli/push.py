@@ -8,7 +8,6 @@ import argparse
 import os
 import sys
 import textwrap
-from pathlib import Path
 from typing import Any
 
 import warehouse
@@ -37,7 +36,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="the service (`aicf-induct serve`) to complete the runs in")
     p.add_argument("--api-key", metavar="KEY", default=None,
                    help=f"write key of the service (default: ${API_KEY_ENV})")
-    p.add_argument("--warehouse", metavar="DIR", type=Path, default=None,
+    p.add_argument("--warehouse", metavar="DIR", type=options.warehouse_dir, default=None,
                    help=f"the local warehouse (default: ${warehouse.catalog.ENV_VAR}, else "
                         f"./{warehouse.catalog.DEFAULT_DIR})")
     p.add_argument("--json", action="store_true",

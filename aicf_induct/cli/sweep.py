@@ -119,7 +119,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="run failed and timed-out triples again (default: they count as done)")
     add_dry_run_options(p)
     add_train_options(p)
-    p.add_argument("--warehouse", metavar="DIR", default=None,
+    p.add_argument("--warehouse", metavar="DIR", type=options.warehouse_dir, default=None,
                    help="warehouse the sweep logs to and resumes from (default: "
                         "$AICF_WAREHOUSE, else ./aicf_warehouse)")
     p.add_argument("--no-log", action="store_true", help=argparse.SUPPRESS)  # refused in run

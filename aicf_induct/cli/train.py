@@ -31,7 +31,7 @@ from aicf_induct.runtime.data import least_rows
 from aicf_induct.runtime.executor import check_size
 from aicf_induct.runtime.parallel import Communicator, DataParallel
 from aicf_induct.runtime.runs import sigterm_interrupts
-from aicf_induct.runtime.trainer import TrainConfig, Trainer, TrainResult
+from aicf_induct.runtime.trainer import TrainConfig, Trainer, TrainResult, check_trainable
 
 DEFAULT_MODEL = "mlp"
 
@@ -242,7 +242,7 @@ def tuning_store(where: str | None) -> TuningStore | None:
 
 
 def add_log_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--warehouse", metavar="DIR", default=None,
+    p.add_argument("--warehouse", metavar="DIR", type=options.warehouse_dir, default=None,
                    help="warehouse directory (default: $AICF_WAREHOUSE, else ./aicf_warehouse)")
     p.add_argument("--no-log", action="store_true", help="do not log the run to the warehouse")
     add_remote_options(p)
@@ -312,9 +312,10 @@ def add_parallel_options(p: argparse.ArgumentParser) -> None:
                     help="data parallel over N GPUs of this machine: one process each, every "
                          "batch split between them, the gradients summed by NCCL inside the "
                          "captured step; one run logged (rank 0's)")
-    dp.add_argument("--ranks", type=options.int_at_least(1), default=None, metavar="N",
+    dp.add_argument("--ranks", type=options.ranks, default=None, metavar="N",
                     help="data parallel over N processes on this machine's CPUs (NumPy): "
-                         "the same arithmetic, the ranks joined by pipes")
+                         "the same arithmetic, the ranks joined by pipes; N at most the "
+                         f"CPU count ({options.RANKS_FLOOR} on a machine with fewer)")
 
 
 def parallel_setup(args: argparse.Namespace, config: TrainConfig
@@ -355,9 +356,14 @@ def run(args: argparse.Namespace) -> int:
     if args.values and not args.ir:
         raise ConfigError("--values needs --ir (the graph whose parameters they are)")
     values = load_values(args.values, graph) if args.values else None
-    if args.save_ir:
-        canonical.save(graph, args.save_ir)
+    check_trainable(problem, graph, config, args.ir or f"model {args.model or DEFAULT_MODEL}")
     recorder, where = open_recorder(args)
+    if args.save_ir:  # once the run can start: a command refused leaves no file behind
+        try:
+            canonical.save(graph, args.save_ir)
+        except BaseException:
+            recorder.close()
+            raise
     extra: dict[str, Any] = {"model": args.model or (Path(args.ir).name if args.ir
                                                      else DEFAULT_MODEL)}
     parallel = gpus or ranks > 1

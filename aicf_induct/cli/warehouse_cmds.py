@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import warehouse
+from aicf_induct.atomic_file import atomic_write
 from aicf_induct.cli import options
 from aicf_induct.records import RUN_STATUSES
 from warehouse import WarehouseError
@@ -30,7 +32,7 @@ RUNS_COLUMNS = ["run_id", "problem_name", "status", "origin", "started_at", "log
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--warehouse", metavar="DIR", type=Path, default=None,
+    common.add_argument("--warehouse", metavar="DIR", type=options.warehouse_dir, default=None,
                         help=f"warehouse directory (default: ${warehouse.catalog.ENV_VAR}, "
                              f"else ./{warehouse.catalog.DEFAULT_DIR})")
     out = argparse.ArgumentParser(add_help=False)
@@ -42,7 +44,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     fmt.add_argument("--json", dest="format", action="store_const", const="json",
                      help="the same as --format json")
     out.add_argument("-o", "--output", metavar="FILE", type=Path, default=None,
-                     help="write to FILE instead of standard output")
+                     help="write to FILE instead of standard output (replaced whole or not "
+                          "at all: a failed write keeps the file there)")
 
     p = sub.add_parser("sql", parents=[common, out], help="run a read-only SQL query",
                        description="Run one read-only SQL statement (SELECT, DESCRIBE, SHOW) "
@@ -146,24 +149,47 @@ def output_format(fmt: str | None, output: Path | None) -> str:
     return fmt or named or "table"
 
 
-def emit(result: pd.DataFrame | pa.Table, fmt: str | None, output: Path | None,
-         types: list[Any] | None = None) -> None:
-    """Print or write a result in the requested format (`output_format`); `types`, the
-    query's DuckDB column types, make JSON exact (`json_column`)."""
+def _output_format(fmt: str | None, output: Path | None) -> str:
+    """`output_format`, Parquet without --output refused."""
     fmt = output_format(fmt, output)
     if fmt == "parquet" and output is None:
         raise WarehouseError("--format parquet needs --output FILE")
-    if fmt in ("parquet", "json"):
+    return fmt
+
+
+def check_output(args: argparse.Namespace) -> str:
+    """The format `emit` will write, after refusing, before the query runs, Parquet
+    without --output and an --output that cannot be written."""
+    fmt = _output_format(args.format, args.output)
+    if args.output is not None:
+        why = options.unwritable(args.output)
+        if why:
+            raise WarehouseError(f"--output {args.output}: {why}")
+    return fmt
+
+
+def emit(result: pd.DataFrame | pa.Table, fmt: str | None, output: Path | None,
+         types: list[Any] | None = None) -> None:
+    """Print or write a result in the requested format (`output_format`); `types`, the
+    query's DuckDB column types, make JSON exact (`json_column`). A file is written through
+    a temporary one renamed into place: a failed write leaves the file that was there."""
+    fmt = _output_format(fmt, output)
+    if fmt != "table":  # JSON objects, a CSV header, a Parquet schema: one value per name
+        _distinct_names(list(result.column_names if isinstance(result, pa.Table)
+                             else map(str, result.columns)), fmt)
+    if fmt == "parquet":
+        assert output is not None
         table = result if isinstance(result, pa.Table) else \
             pa.Table.from_pandas(result, preserve_index=False)
-        if fmt == "parquet":
-            try:
-                pq.write_table(table, output)
-            except pa.ArrowException as err:  # an interval: Parquet has no type for it
-                raise WarehouseError(f"the result cannot be written as Parquet: "
-                                     f"{one_line(err)} (--format json takes any value)"
-                                     ) from None
-            return
+        try:
+            _write(output, lambda tmp: pq.write_table(table, tmp))
+        except pa.ArrowException as err:  # an interval: Parquet has no type for it
+            raise WarehouseError(f"the result cannot be written as Parquet: "
+                                 f"{one_line(err)} (--format json takes any value)") from None
+        return
+    if fmt == "json":
+        table = result if isinstance(result, pa.Table) else \
+            pa.Table.from_pandas(result, preserve_index=False)
         text = json.dumps(_json_rows(table, types), indent=1) + "\n"
     else:
         df = _frame(result, fmt) if isinstance(result, pa.Table) else result
@@ -177,18 +203,42 @@ def emit(result: pd.DataFrame | pa.Table, fmt: str | None, output: Path | None,
     if output is None:
         sys.stdout.write(text)
     else:
-        output.write_text(text, encoding="utf-8")
+        _write(output, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def _write(output: Path, write: Callable[[Path], object]) -> None:
+    """`write(tmp)`, then the temporary file renamed to `output` (`atomic_write`); a device
+    or a pipe (/dev/stdout) is written in place: a rename would put a file where it was. An
+    OSError names --output, not the temporary file."""
+    try:
+        if output.exists() and not output.is_file():
+            write(output)
+        else:
+            atomic_write(output, write, durable=False)
+    except OSError as err:
+        raise WarehouseError(f"--output {output}: cannot write it "
+                             f"({err.strerror or err})") from None
+
+
+ONE_VALUE_PER_NAME = {"json": "JSON rows need", "csv": "a CSV header needs",
+                      "parquet": "a Parquet file needs"}
+
+
+def _distinct_names(names: list[str], fmt: str) -> None:
+    """Refuse a result with two columns of one name in a format that keeps one value per
+    name (a JSON object would drop one silently; pyarrow cannot read such a Parquet file
+    back; a CSV reader renames one)."""
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise WarehouseError(f"the result has more than one column named {twice[0]!r}: "
+                             f"{ONE_VALUE_PER_NAME[fmt]} distinct names (rename them with AS)")
 
 
 def _json_rows(t: pa.Table, types: list[Any] | None) -> list[dict[str, Any]]:
     """Rows as JSON objects, each value as the service's SQL route gives it (`json_column`):
     exact, non-finite numbers null, times ISO 8601, anything else JSON has no type for as
     text."""
-    names = t.column_names
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:  # an object keeps one value per key: the other column would go, silently
-        raise WarehouseError(f"the result has more than one column named {twice[0]!r}: "
-                             "JSON rows need distinct names (rename them with AS)")
+    names = t.column_names  # distinct: `emit` checked them
     types = types or [None] * t.num_columns
     cols = [json_column(c.combine_chunks(), d) for c, d in zip(t.columns, types, strict=True)]
     return [dict(zip(names, r, strict=True)) for r in zip(*cols, strict=True)]
@@ -203,6 +253,7 @@ def _frame(t: pa.Table, fmt: str) -> pd.DataFrame:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
+    check_output(args)
     # DuckDB's column types beside the result: a UHUGEINT's JSON values need them
     t, types = warehouse.with_retry(_existing_root(args), lambda c: (
         run_guarded_arrow(c, args.query), c.sql(args.query).types))
@@ -225,6 +276,7 @@ def _known_problem(root: Path, problem: str | None, rows: int) -> None:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     params = {"problem": args.problem, "status": args.status, "limit": args.limit}
+    check_output(args)
     root = _existing_root(args)
     df = warehouse.with_retry(root, lambda c: warehouse.run_report(c, "run_summary", params))
     _known_problem(root, args.problem, len(df))
@@ -259,6 +311,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             print(f"{r.name}  [{usage}]\n    {r.description}")
         return 0
     params = _params(args)
+    check_output(args)
     root = _existing_root(args)
     df = warehouse.with_retry(root, lambda c: warehouse.run_report(c, args.name, params))
     _known_problem(root, params.get("problem"), len(df))

@@ -299,13 +299,14 @@ def git_commit() -> str:
 def write_pack(pack: Pack, path: str | Path, command: Sequence[str] | None = None,
                refit_of: dict[str, Any] | None = None,
                history: dict[str, int] | None = None, protocol: str | None = None) -> Path:
-    """Write PATH (Parquet) and PATH with `.json` (provenance, `refit_of`, `history` and
-    `protocol` as `provenance` takes them), each atomically; returns PATH."""
+    """Write PATH (Parquet, named .parquet: `pack_path`) and PATH with `.json`
+    (provenance, `refit_of`, `history` and `protocol` as `provenance` takes them), each
+    atomically; returns PATH."""
     import pyarrow as pa
 
     from warehouse.writer import write_parquet
 
-    path = Path(path)
+    path = pack_path(path)
     header = {**pack.header, "rules": _records(pack.rules),
               "correlations": _records(pack.correlations), "metamodel": pack.metamodel}
     if len(pack.rewrites):
@@ -357,7 +358,20 @@ def _remembered_digest(pack: Pack) -> str:
 
 
 def json_path(path: Path) -> Path:
+    """Where the provenance of the pack at `path` goes: beside it, the same name .json."""
     return path.with_suffix(".json")
+
+
+def pack_path(path: str | Path) -> Path:
+    """`path` as a pack to write: named .parquet (what is written is Parquet), so that its
+    provenance (`json_path`) is a file of its own, never the pack itself (X.json) nor a
+    file the name did not announce (pk.txt beside pk.json)."""
+    p = Path(path)
+    if p.suffix != ".parquet":
+        raise ConfigError(f"cannot write the knowledge pack to {p}: a knowledge pack is "
+                          f"Parquet: name it .parquet ({p.with_suffix('.parquet').name}, its "
+                          f"provenance beside it as {json_path(p).name})")
+    return p
 
 
 def _records(df: pd.DataFrame) -> dict[str, Any]:
@@ -468,6 +482,8 @@ def load_pack(path: str | Path | None = None) -> Pack:
             prov = json.loads(with_json.read_text())
         except ValueError:
             raise ConfigError(f"{with_json}: the pack's provenance is not valid JSON") from None
+        if not isinstance(prov, dict):  # every reader asks it for keys
+            raise ConfigError(f"{with_json}: the pack's provenance is not a JSON object")
     return Pack(table, rules, corr, header, model, prov, p, rewrites)
 
 
