@@ -73,13 +73,13 @@ def existing_warehouse(given: str | Path | None,
 
 
 def check_served(root: Path, setting: str) -> bool:
-    """What the service serves (and `keys create` stores a key beside), given by `setting`
-    (--warehouse, AICF_SERVICE_WAREHOUSE): a warehouse (True); or, where none was logged to
-    yet, a directory to be made in one that exists (False: the service starts before any
-    run). A missing parent directory is almost surely a typo, and a file or a directory
-    holding other things no warehouse: each a one-line error naming `setting` and the path,
-    before anything is created. `aicf-induct serve`, `keys create` and `create_app` all
-    call this."""
+    """What the service serves, given by `setting` (--warehouse, AICF_SERVICE_WAREHOUSE): a
+    warehouse (True); or, where none was logged to yet, a directory to be made in one that
+    exists (False: the service starts before any run). A missing parent directory is almost
+    surely a typo, and a file or a directory holding other things no warehouse: each a
+    one-line error naming `setting` and the path, before anything is created. `aicf-induct
+    serve`, `keys create` (which makes the directory in the False case, saying so: a
+    service's keys come before its first run) and `create_app` all call this."""
     if root.is_dir():
         try:
             require_warehouse(root)

@@ -40,14 +40,15 @@ class BadPart:
     """A visible part that cannot be read, and what it held as far as is known."""
 
     path: str  # relative to the warehouse root
-    table: str
+    table: str  # "" for a stray in the root itself
     size: int  # bytes
     rows: int | None  # from its footer, when the footer is readable
     reason: str
 
     def describe(self) -> str:
         rows = "rows unknown" if self.rows is None else f"{self.rows} rows"
-        return f"{self.path} (table {self.table}, {self.size} bytes, {rows}): {self.reason}"
+        table = f"table {self.table}, " if self.table else ""
+        return f"{self.path} ({table}{self.size} bytes, {rows}): {self.reason}"
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,8 @@ def check(root: str | Path, deep: bool = True, repair: bool = False,
         if tdir.is_dir():
             _check_table(root, name, deep, rep)
             _debris(root, tdir, rep)
+    rep.stray += [BadPart(f, f.split("/")[0] if "/" in f else "", _size(root / f), None,
+                          STRAY) for f in stray_files(root)]
     # quarantined first: a bogus run read from a mismatched part must not be ended
     _settle(root, rep, rep.unreadable + rep.mismatched + rep.stray, repair)
     rep.abandoned, orphans = _run_facts(root)
@@ -136,6 +139,7 @@ def _check_table(root: Path, name: str, deep: bool, rep: CheckReport) -> None:
         rel = path.relative_to(root).as_posix()
         wrong = mismatch(name, schema)
         if wrong is not None:
+            mark_unreadable(path, f"wrong columns: {wrong}", reported=True)  # named here
             rep.mismatched.append(BadPart(rel, name, _size(path), rows, wrong))
             continue
         for fld in (f for f in schema if f.name not in known):
@@ -147,10 +151,10 @@ def _check_table(root: Path, name: str, deep: bool, rep: CheckReport) -> None:
                                     f"{want} in other parts")
         rep.parts[name] += 1
         rep.rows[name] += rows
-    rep.stray += [BadPart(f"{name}/{f}", name, _size(root / name / f), None,
-                          "not a part file (parts are named part-<id>-<seq>.parquet "
-                          "or cpart-<id>.parquet): readers ignore it")
-                  for f in stray_files(table_dir(root, name))]
+
+
+STRAY = ("not a part file (parts are <table>/date=YYYY-MM-DD/part-<id>-<seq>.parquet or "
+         "cpart-<id>.parquet): readers ignore it")
 
 
 def _rows(path: Path) -> int | None:
@@ -187,7 +191,7 @@ def _found_by_readers(root: Path, rep: CheckReport) -> list[BadPart]:
             if path.relative_to(root).as_posix() in known:
                 continue
             try:
-                reason = problem_of(path)
+                reason = problem_of(path, name)
             except FileNotFoundError:
                 continue
             if reason is not None:

@@ -21,7 +21,8 @@ import json
 import os
 import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from warehouse.errors import WarehouseError
@@ -55,24 +56,57 @@ def _load(path: Path) -> list[dict[str, str]]:
     return keys
 
 
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold the key file's lock: `<file>.lock` beside it, flocked, and removed before it is
+    released, so nothing is left behind. A waiter that then gets the lock of the removed file
+    sees the name gone (or another file under it) and locks again. A holder killed outright
+    leaves the file, which locks nothing: the next holder removes it."""
+    lock = path.with_name(path.name + ".lock")
+    while True:
+        fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            st, now = os.fstat(fd), _identity(lock)
+        except BaseException:
+            os.close(fd)
+            raise
+        if now == (st.st_dev, st.st_ino):
+            break
+        os.close(fd)  # removed by the holder we waited for: take the lock of the next file
+    try:
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
+        os.close(fd)  # closing releases the lock
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def _rewrite(path: Path, change: Callable[[list[dict[str, str]]], list[dict[str, str]]]
              ) -> None:
     """The key file replaced by `change` of its keys, atomically and under a lock, so
-    concurrent changes keep each other's; owner-only, as it was made."""
-    ensure_dir(path.parent)
-    lock = path.with_name(path.name + ".lock")
-    fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o600)
+    concurrent changes keep each other's; owner-only, as it was made. Its directory is made
+    if missing (the CLI refuses a missing one first: from a user, it is a typo)."""
+
+    def write(tmp: Path) -> None:
+        with open(os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600), "wb") as f:
+            f.write(body)
+
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        body = json.dumps({"keys": change(_load(path))}, indent=1).encode()
-
-        def write(tmp: Path) -> None:
-            with open(os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600), "wb") as f:
-                f.write(body)
-
-        atomic_write(path, write)
-    finally:
-        os.close(fd)  # closing releases the lock
+        ensure_dir(path.parent)
+        with _locked(path):
+            body = json.dumps({"keys": change(_load(path))}, indent=1).encode()
+            atomic_write(path, write)
+    except OSError as err:  # named by the file given, not by its lock's or temporary's name
+        raise WarehouseError(f"cannot write the key file {path}: "
+                             f"{err.strerror or type(err).__name__}") from None
 
 
 def create_key(path: str | Path, scope: str) -> str:

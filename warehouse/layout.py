@@ -11,16 +11,19 @@ Visibility rule (what every reader in this package applies):
     lists it among its inputs.
 A marker is written atomically, so committing it switches a compaction's inputs off and its
 output on in one step. Readers read the markers, list the files, read the markers again, and
-retry if the set changed (see `listed_parts`). Only files named as parts are listed: a
-stray `*.parquet` (copied in by hand) is never read, and `warehouse check` reports it.
+retry if the set changed (see `listed_parts`). Only files named as parts, in a partition
+directory (`date=YYYY-MM-DD`), are listed: any other `*.parquet` under the root (copied in by
+hand) is a stray that is never read, and `warehouse check` reports it (`stray_files`).
 Readers then skip a listed part that is not readable Parquet (truncated, empty, not
-Parquet), naming it once on stderr (`visible_parts`, see `parts`). Temporary files start
+Parquet) or whose columns are not its table's, naming it once on stderr (`visible_parts`,
+see `parts`). Temporary files start
 with `.` and end in `.partial`, so no `*.parquet` glob, nor pyarrow/Polars datasets (which
 skip `.`/`_` names), ever matches them.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
@@ -40,6 +43,7 @@ from warehouse.schema import TABLES
 MARKERS = "_compactions"
 # writer and ingest parts (`part-<writer id>-<seq, 8 digits>`), compacted parts
 PART_NAME = re.compile(r"(part-.+-[0-9]{8,}|cpart-.+)\.parquet")
+PARTITION = re.compile(r"date=([0-9]{4}-[0-9]{2}-[0-9]{2})")
 
 
 def ensure_dir(path: Path) -> None:
@@ -102,6 +106,20 @@ def is_part(name: str) -> bool:
     return PART_NAME.fullmatch(name) is not None
 
 
+def is_partition(name: str) -> bool:
+    """Whether a directory name is a partition writers make (`date=` a UTC day): a file in
+    any other directory is no part (read with the others, its path would give no `date`, or
+    one that is no date, and fail the table's whole read)."""
+    m = PARTITION.fullmatch(name)
+    if m is None:
+        return False
+    try:
+        dt.date.fromisoformat(m.group(1))
+    except ValueError:
+        return False
+    return True
+
+
 def _partition_files(tdir: Path) -> list[str]:
     """Every `*.parquet` file in the table's partition dirs (relative paths), parts or not."""
     out: list[str] = []
@@ -110,7 +128,7 @@ def _partition_files(tdir: Path) -> list[str]:
     except FileNotFoundError:
         return out
     for pdir in parts:
-        if pdir.startswith((".", "_")) or not (tdir / pdir).is_dir():
+        if not is_partition(pdir) or not (tdir / pdir).is_dir():
             continue
         try:
             names = os.listdir(tdir / pdir)
@@ -126,10 +144,38 @@ def list_parquet(tdir: Path) -> list[str]:
     return [f for f in _partition_files(tdir) if is_part(f.rsplit("/", 1)[-1])]
 
 
-def stray_files(tdir: Path) -> list[str]:
-    """`*.parquet` files in the table's partitions not named as parts: readers ignore them
-    (a copied-in file would otherwise be read as this table's rows); `check` reports them."""
-    return [f for f in _partition_files(tdir) if not is_part(f.rsplit("/", 1)[-1])]
+def _parquet_under(top: Path, recurse: bool) -> list[Path]:
+    """`*.parquet` files in `top` (and, recurse, in its directories), skipping names that
+    start with `.` or `_` (temporaries, compaction markers, the quarantine)."""
+    out: list[Path] = []
+    try:
+        entries = sorted(os.scandir(top), key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return out
+    for e in entries:
+        if e.name.startswith((".", "_")):
+            continue
+        if e.is_dir(follow_symlinks=False):
+            if recurse:
+                out += _parquet_under(Path(e.path), True)
+        elif e.name.endswith(".parquet"):
+            out.append(Path(e.path))
+    return out
+
+
+def stray_files(root: Path) -> list[str]:
+    """`*.parquet` files under the root that no reader reads (paths relative to the root):
+    in the root itself, anywhere under a table dir but as a part in a partition (a name not
+    a part's, a directory not a partition, one deeper down). `check` reports them; read,
+    a copied-in file would be taken for the table's rows."""
+    root = Path(root)
+    out = [p.name for p in _parquet_under(root, False)]
+    for table in tables_on_disk(root):
+        tdir = table_dir(root, table)
+        parts = {tdir / f for f in list_parquet(tdir)}
+        out += [f"{table}/{p.relative_to(tdir).as_posix()}"
+                for p in _parquet_under(tdir, True) if p not in parts]
+    return out
 
 
 def select_visible(files: list[str], markers: dict[str, Marker]) -> list[str]:
@@ -154,18 +200,19 @@ def listed_parts(root: Path, table: str, attempts: int = 50) -> list[Path]:
 def visible_parts(root: Path, table: str) -> list[Path]:
     """What readers read: the listed parts less the unreadable ones (each named once on
     stderr; see `parts`)."""
-    return readable(Path(root), listed_parts(root, table))
+    return readable(Path(root), table, listed_parts(root, table))
 
 
 def unreadable_parts(root: Path) -> list[tuple[str, str]]:
-    """(path relative to the root, reason) of every listed part that readers skip; the
-    service's health names them. Cheap: the cached frame check, no data read."""
+    """(path relative to the root, reason) of every listed part that readers skip (unreadable,
+    or not its table's columns); the service's health names them. Cheap: the cached checks
+    of `parts`, no data read."""
     root = Path(root)
     out = []
     for table in tables_on_disk(root):
         for p in listed_parts(root, table):
             try:
-                reason = problem_of(p)
+                reason = problem_of(p, table)
             except FileNotFoundError:
                 continue  # collected by a compaction after the listing
             if reason is not None:

@@ -1,14 +1,16 @@
-"""Which visible parts can be read: a cheap Parquet frame check, cached, one warning per file.
+"""Which visible parts can be read: a cheap Parquet frame check and the part's columns against
+its table's, cached, one warning per file.
 
 A part is committed atomically, so a bad one comes from outside this package (a disk error, a
-copy cut short, a file copied in under a part's name). One bad file must not stop every reader, so
-readers read only the parts that pass `readable` and say once per process which file they
-skipped. The check reads 4 bytes at each end and the footer length (a truncated, empty or
-non-Parquet file fails it); it is cached by (file identity, size, mtime), so a process that
+copy cut short, a file copied in under a part's name). One bad file must not stop every reader,
+nor be read as rows it does not hold, so readers read only the parts that pass `readable` and
+say once per process which file they skipped. The check reads 4 bytes at each end and the
+footer length (a truncated, empty or non-Parquet file fails it), then the footer's schema (a
+part with another table's columns, or a known column of another type, fails it:
+`schema.mismatch`); it is cached by (file identity, size, mtime), so a process that
 reconnects often pays it once per part. A part that passes it but fails later inside DuckDB
-or pyarrow (a damaged footer or pages) is reported through `mark_unreadable` and skipped
-from then on.
-`warehouse check --repair` moves unreadable parts to `<root>/_quarantine/` (see check.py).
+or pyarrow (damaged pages) is reported through `mark_unreadable` and skipped from then on.
+`warehouse check --repair` moves such parts to `<root>/_quarantine/` (see check.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ import sys
 import threading
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from warehouse.schema import mismatch
+
 MAGIC = b"PAR1"
 MIN_SIZE = 12  # magic + footer length + magic: the smallest frame a Parquet file can have
 
@@ -26,6 +33,8 @@ _lock = threading.Lock()
 # (device, inode) -> ((size, mtime_ns), None when readable else the reason); the inode, not
 # the path, so that a path spelt through a symlink (DuckDB's) finds the same entry
 _verdicts: dict[tuple[int, int], tuple[tuple[int, int], str | None]] = {}
+# (device, inode, table) -> ((size, mtime_ns), None when the columns fit the table else why)
+_fits: dict[tuple[int, int, str], tuple[tuple[int, int], str | None]] = {}
 _warned: set[tuple[int, int, int, int]] = set()
 
 
@@ -57,18 +66,38 @@ def frame_problem(path: Path) -> str | None:
     return None
 
 
-def problem_of(path: Path) -> str | None:
-    """The cached verdict for `path` (None: readable). FileNotFoundError when it vanished."""
+def columns_problem(path: Path, table: str) -> str | None:
+    """Why the part's columns are not `table`'s (`schema.mismatch`), or why its footer does not
+    parse; None when they fit. Raises FileNotFoundError when it vanished."""
+    try:
+        schema = pq.read_schema(path)
+    except FileNotFoundError:
+        raise
+    except (OSError, pa.ArrowException) as err:
+        return f"damaged footer: {' '.join(str(err).split()) or type(err).__name__}"
+    why = mismatch(table, schema)
+    return None if why is None else f"wrong columns: {why}"
+
+
+def problem_of(path: Path, table: str) -> str | None:
+    """The cached verdict for `path`, a part of `table` (None: readable, and its columns are
+    the table's). FileNotFoundError when it vanished."""
     st = os.stat(path)
-    key = _key(st)
+    key, stamp = _key(st), _stamp(st)
     with _lock:
         hit = _verdicts.get(key)
-    if hit is not None and hit[0] == _stamp(st):
+        fit = _fits.get((*key, table))
+    if hit is None or hit[0] != stamp:
+        hit = (stamp, frame_problem(path))
+        with _lock:
+            _verdicts[key] = hit
+    if hit[1] is not None:
         return hit[1]
-    reason = frame_problem(path)
-    with _lock:
-        _verdicts[key] = (_stamp(st), reason)
-    return reason
+    if fit is None or fit[0] != stamp:
+        fit = (stamp, columns_problem(path, table))
+        with _lock:
+            _fits[(*key, table)] = fit
+    return fit[1]
 
 
 def mark_unreadable(path: Path, reason: str, reported: bool = False) -> None:
@@ -84,12 +113,13 @@ def mark_unreadable(path: Path, reason: str, reported: bool = False) -> None:
             _warned.add((*_key(st), *_stamp(st)))
 
 
-def readable(root: Path, files: list[Path]) -> list[Path]:
-    """`files` without the unreadable ones (warned about once) and those that vanished."""
+def readable(root: Path, table: str, files: list[Path]) -> list[Path]:
+    """`files`, parts of `table`, without the unreadable ones and those whose columns are not
+    the table's (each warned about once), and those that vanished."""
     out = []
     for p in files:
         try:
-            reason = problem_of(p)
+            reason = problem_of(p, table)
         except FileNotFoundError:
             continue  # collected by a compaction after the listing
         if reason is None:
@@ -110,7 +140,7 @@ def warn_skipped(root: Path, path: Path, reason: str) -> None:
         if key in _warned:
             return
         _warned.add(key)
-    print(f"warning: warehouse: skipped unreadable part {relative(root, path)}: {reason} "
+    print(f"warning: warehouse: skipped part {relative(root, path)}: {reason} "
           "(`aicf-induct warehouse check --repair` moves it to _quarantine/)", file=sys.stderr)
 
 

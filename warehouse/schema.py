@@ -19,6 +19,9 @@ class Column:
     type: pa.DataType
     unit: str  # "" when the value has no unit
     meaning: str
+    # added after its table: parts written before lack it (read as NULL), so a part without
+    # it is still the table's; a part without any other column is not (`mismatch`)
+    later: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +38,14 @@ class Table:
     def column_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.columns)
 
+    @property
+    def required(self) -> tuple[str, ...]:
+        """The columns every version of the table wrote: every part of it has them."""
+        return tuple(c.name for c in self.columns if not c.later)
 
-def _c(name: str, type_: pa.DataType, unit: str, meaning: str) -> Column:
-    return Column(name, type_, unit, meaning)
+
+def _c(name: str, type_: pa.DataType, unit: str, meaning: str, later: bool = False) -> Column:
+    return Column(name, type_, unit, meaning, later)
 
 
 S, I64, F64, B = pa.string(), pa.int64(), pa.float64(), pa.bool_()
@@ -65,7 +73,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
         _c("value", F64, "feature's own", "meta-feature value"),
         _c("split_seed", I64, "", "seed whose training split the value was computed on "
                                   "(0: the split `propose` featurises); NULL: not recorded "
-                                  "(rows of older writers: any seed's split)"),
+                                  "(rows of older writers: any seed's split)", later=True),
         _c("recorded_at", TS, "UTC", "when this row was logged"),
     )),
     Table("runs", "One row per training run, written at its start and never changed. The "
@@ -120,7 +128,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
         _c("lr", F64, "", "learning rate used"),
         _c("step_time_s", F64, "s", "wall time of forward + backward + optimizer"),
         _c("batch_size", I64, "rows", "mini-batch size"),
-        _c("trajectory", I64, "rollbacks", TRAJECTORY_DOC),
+        _c("trajectory", I64, "rollbacks", TRAJECTORY_DOC, later=True),
     )),
     Table("events", "Something that happened to a run, with metrics before/after to measure "
           "its effect.", (
@@ -143,7 +151,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
         _c("metric", S, "", "`loss`, `accuracy`, `r2`, ..."),
         _c("value", F64, "metric's own", "metric value"),
         _c("final", B, "", "true for the run's final result"),
-        _c("trajectory", I64, "rollbacks", TRAJECTORY_DOC),
+        _c("trajectory", I64, "rollbacks", TRAJECTORY_DOC, later=True),
     )),
     Table("kernel_tuning", "Autotune measurements of kernels (written by the CUDA backend).", (
         _c("op", S, "", "IR op, e.g. `linear`"),
@@ -203,9 +211,8 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     )),
 )}
 
-# Columns every part of a table has held since the table was added, naming what a row is
-# about: a part without them is not this table's (`warehouse check` quarantines it). Columns
-# added later (`split_seed`) are not here: older parts lack them and are read with NULLs.
+# The columns naming what a row is about (of the table's `required` ones): a part without
+# them is another table's file, and `mismatch` says so first.
 KEYS: dict[str, tuple[str, ...]] = {
     "problems": ("problem_id", "name", "task"),
     "problem_features": ("problem_id", "feature", "value"),
@@ -234,15 +241,21 @@ RUN_TABLES = ("run_ends", "ir_snapshots", "steps", "events", "results")
 
 def mismatch(table: str, schema: pa.Schema) -> str | None:
     """Why a part's columns (`schema`) are not the table's: a known column of another type, a
-    key column missing (another table's file); None when they are. `warehouse check`
-    quarantines such a part and `compact` leaves it alone."""
+    key column missing (another table's file), another column every version of the table
+    wrote missing (not written by this package); None when they are. Readers skip such a
+    part (`parts.readable`), `warehouse check` quarantines it and `compact` leaves it
+    alone."""
     spec = TABLES[table].schema
     why = [f"column '{f.name}' is {f.type}, expected {spec.field(f.name).type}"
            for f in schema if f.name in spec.names
            and not same_type(f.type, spec.field(f.name).type)]
-    missing = [k for k in KEYS[table] if k not in schema.names]
-    if missing:
-        why.append(f"no key column(s) {', '.join(missing)}: not a {table} part")
+    keys = [k for k in KEYS[table] if k not in schema.names]
+    others = [c for c in TABLES[table].required if c not in schema.names]
+    if keys:
+        why.append(f"no key column(s) {', '.join(keys)}: not a {table} part")
+    elif others:
+        why.append(f"no column(s) {', '.join(others)}: not a {table} part (every version "
+                   "of the table wrote them)")
     return "; ".join(why) or None
 
 

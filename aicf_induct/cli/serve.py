@@ -10,6 +10,7 @@ import argparse
 import ipaddress
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -28,7 +29,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         help=f"warehouse directory (default: ${warehouse.catalog.ENV_VAR}, "
                              f"else ./{warehouse.catalog.DEFAULT_DIR})")
     common.add_argument("--keys-file", metavar="FILE", type=Path, default=None,
-                        help="API key file (default: <warehouse>/_service_keys.json)")
+                        help="API key file, in a directory that exists (default: "
+                             "<warehouse>/_service_keys.json)")
 
     p = sub.add_parser("serve", parents=[common], help="run the HTTP service",
                        description="Serve runs, pattern reports, read-only SQL and proposals "
@@ -75,11 +77,28 @@ def _keys_path(args: argparse.Namespace) -> Path:
     return Path(args.keys_file) if args.keys_file else default_path(_root(args))
 
 
+def _keys_dir(args: argparse.Namespace) -> None:
+    """A --keys-file in a directory that does not exist is a typo: refused, not made (a key
+    stored there would be read by no server)."""
+    if args.keys_file is not None and not Path(args.keys_file).parent.is_dir():
+        raise ConfigError(f"--keys-file: no directory {Path(args.keys_file).parent} to hold "
+                          f"{args.keys_file}")
+
+
 def cmd_keys_create(args: argparse.Namespace) -> int:
+    _keys_dir(args)
+    made = False
     if args.keys_file is None:  # the key file goes in the warehouse: not in a typo's
-        warehouse.check_served(_root(args), "--warehouse")
+        root = _root(args)
+        # a warehouse not made yet is one `serve` serves: its keys come before its first run
+        # (docs/service.md); made here, and said, as the key file's directory
+        made = not warehouse.check_served(root, "--warehouse")
     path = _keys_path(args)
     key = create_key(path, args.scope)
+    if made:
+        print(f"note: no warehouse at {path.parent} yet: made it, empty, to hold the key "
+              f"file (`aicf-induct serve --warehouse {shlex.quote(str(path.parent))}` serves "
+              "it; the first run logged through it fills it)", file=sys.stderr)
     print(key)
     print(f"{args.scope} key {id_of(path, key)} stored (hashed) in {path}; it is not shown "
           "again (keys revoke ID removes it)", file=sys.stderr)
@@ -141,7 +160,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # a typo must not serve an empty warehouse and start one there: refused here in one
     # line (the factory checks again in every worker); a warehouse not made yet is noted
     # here, once, before the workers start
-    if not warehouse.check_served(root, "--warehouse"):
+    served = warehouse.check_served(root, "--warehouse")
+    # a key file that cannot be read would fail every request that presents a key: refused
+    # now, as `keys list` words it
+    _keys_dir(args)
+    list_keys(_keys_path(args))
+    if not served:
         print(warehouse.empty_note(root.resolve()), file=sys.stderr)
     os.environ.update(env)  # the factory (and every worker) reads these
     if _public(args.host) and not args.read_requires_key:

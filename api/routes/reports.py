@@ -17,7 +17,7 @@ from api.deps import ReadAccess, WarehouseDep
 from api.errors import ApiProblem
 from api.schemas.common import AnyWhenBlank, Column
 from api.schemas.reports import ReportInfo, ReportParam, ReportResult
-from warehouse.reports import Report, reports, run_report
+from warehouse.reports import CHOICES, Report, reports, run_report
 
 router = APIRouter(tags=["reports"])
 
@@ -31,6 +31,10 @@ def _type_name(default: Any) -> str:
 
 def _field(name: str, default: Any) -> tuple[Any, Any]:
     # bounds keep values inside what DuckDB binds (BIGINT, finite DOUBLE)
+    if name in CHOICES:  # a known set of values (status): one of them, or empty for any
+        values = CHOICES[name]
+        return AnyWhenBlank, Field(default=default, pattern=f"^({'|'.join(('', *values))})$",
+                                   description=f"one of {', '.join(values)}; empty: any")
     if name == "limit":  # rows of the answer: bounded as /v1/runs/{id}/steps' pages are
         return int, Field(default=default, ge=1, le=MAX_LIMIT)
     if isinstance(default, int):
