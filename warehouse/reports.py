@@ -2,10 +2,12 @@
 
 Each file starts with comment lines `-- report: NAME`, a description, and
 `-- params: a=, b=10` (empty default: NULL, i.e. no filter; a number: the value's type).
+A parameter named in `CHOICES` (status) takes only the values listed there.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -13,8 +15,14 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from aicf_induct.records import RUN_STATUSES
 from warehouse.catalog import frame, one_line, part_error, sql_files
 from warehouse.errors import WarehouseError
+
+# Parameters whose values form a known set, in whichever report has them: any other value
+# matched no row, "(no rows)" where `runs --status` refuses it
+CHOICES: dict[str, tuple[str, ...]] = {"status": RUN_STATUSES}
+MAX_COUNT = 2**63 - 1  # DuckDB's BIGINT, what LIMIT and the comparisons take
 
 
 @dataclass(frozen=True)
@@ -75,17 +83,33 @@ def bind(report: Report, params: Mapping[str, Any] | None) -> dict[str, Any]:
     for k, v in given.items():
         default = report.params[k]
         if v is not None and isinstance(default, int | float) and not isinstance(v, bool):
-            try:
-                v = type(default)(v)
-            except ValueError:
-                kind = "whole number" if isinstance(default, int) else "number"
-                raise WarehouseError(f"report '{report.name}': parameter '{k}' must be a "
-                                     f"{kind}, got '{v}'") from None
-            if v < 0:  # every numeric parameter is a count or a threshold on one
-                raise WarehouseError(f"report '{report.name}': parameter '{k}' must not be "
-                                     f"negative, got {v}")
+            v = _number(report.name, k, v, type(default))
+        elif v is not None and k in CHOICES and v not in CHOICES[k]:
+            raise WarehouseError(f"report '{report.name}': parameter '{k}' must be one of "
+                                 f"{', '.join(CHOICES[k])}, got '{v}'")
         out[k] = v
     return out
+
+
+def _number(report: str, key: str, v: Any, kind: type) -> int | float:
+    """A numeric parameter's value as its default's type: a count or a threshold on one, so
+    not negative, and within what DuckDB compares it with."""
+    try:
+        number = kind(v)
+    except (ValueError, OverflowError):  # int('inf') is a ValueError, int(inf) an overflow
+        what = "whole number" if kind is int else "finite number"
+        raise WarehouseError(f"report '{report}': parameter '{key}' must be a {what}, "
+                             f"got '{v}'") from None
+    if not math.isfinite(number):
+        raise WarehouseError(f"report '{report}': parameter '{key}' must be a finite "
+                             f"number, got '{v}'")
+    if number < 0:
+        raise WarehouseError(f"report '{report}': parameter '{key}' must not be negative, "
+                             f"got {number}")
+    if kind is int and number > MAX_COUNT:
+        raise WarehouseError(f"report '{report}': parameter '{key}' must be at most "
+                             f"{MAX_COUNT}, got {number}")
+    return number
 
 
 def run_report(conn: duckdb.DuckDBPyConnection, name: str,

@@ -104,12 +104,33 @@ class Importer:
                          "parameter has one owner node (no weight sharing)")
         if source:
             self.owners[source] = self.current
-        p = (Buffer if buffer else Parameter)(value=np.asarray(value, dtype=np.float64))
+        value = np.asarray(value, dtype=np.float64)
+        self._check_finite(value, source)
+        p = (Buffer if buffer else Parameter)(value=value)
         if name and set(name) <= NAME_CHARS and name[0] not in "._" and name not in self.used:
             self.tracer.param_names[id(p)] = name
             self.used.add(name)
         self.keep.append(p)
         return p
+
+    def _check_finite(self, value: np.ndarray, source: str | None) -> None:
+        """NaN or infinity in a weight (or a value past the IR's float type) would be
+        written to --values, which training refuses: refused here, naming the initializer."""
+        with np.errstate(over="ignore"):  # 1e39 as float32 is inf: what is checked
+            bad = ~np.isfinite(value.astype(self.dtype))
+        if not bad.any():
+            return
+        what = f"initializer '{source}'" if source else "a constant computed from " \
+            "initializers"
+        n_nan = int(np.isnan(value).sum())
+        kinds = [f"{n_nan} NaN"] if n_nan else []
+        if int(np.isinf(value).sum()):
+            kinds.append(f"{int(np.isinf(value).sum())} infinite")
+        past = int(bad.sum()) - n_nan - int(np.isinf(value).sum())
+        if past:
+            kinds.append(f"{past} beyond {self.dtype}'s range")
+        raise ConfigError(f"{what} holds {' and '.join(kinds)} of its {value.size} values; "
+                          "IR parameters must be finite")
 
     @contextmanager
     def named(self, path: str | None) -> Iterator[None]:

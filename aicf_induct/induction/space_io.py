@@ -14,8 +14,9 @@ resmlp, cnn) and the other families' keys as `<family>.<key>` (`ftt.d_token=16,3
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -177,6 +178,65 @@ def _int(key: str, raw: str) -> int:
         raise ConfigError(f"space key '{key}' must be an integer, got '{raw}'") from None
 
 
+class _Keyed(dict[Any, Any]):
+    """A mapping as a file wrote it, with the first key it names twice (and where): JSON
+    and YAML loaders keep the last value silently, where the text form refuses a repeat."""
+
+    twice: tuple[Any, str] | None = None  # (key, " (lines 2 and 4)" or "")
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> _Keyed:
+    out = _Keyed()
+    for key, value in pairs:
+        if key in out and out.twice is None:
+            out.twice = (key, "")
+        out[key] = value
+    return out
+
+
+@functools.cache
+def _yaml_loader() -> type:
+    """A safe YAML loader whose mappings are `_Keyed` (made once: it imports yaml)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def construct_keyed(self, node: yaml.MappingNode) -> Iterator[_Keyed]:
+            data = _Keyed()
+            yield data
+            lines: dict[Any, int] = {}
+            for key_node, _ in node.value:  # before merge keys (<<) are flattened in
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # keys a merge brings in, the mapping may override: YAML's rule
+                key, line = self.construct_object(key_node), key_node.start_mark.line + 1
+                try:
+                    if key in lines and data.twice is None:
+                        where = f"line {line}" if lines[key] == line else \
+                            f"lines {lines[key]} and {line}"
+                        data.twice = (key, f" ({where})")
+                    lines.setdefault(key, line)
+                except TypeError:  # an unhashable key: construct_mapping refuses it
+                    break
+            data.update(self.construct_mapping(node))
+
+    Loader.add_constructor("tag:yaml.org,2002:map", Loader.construct_keyed)
+    return Loader
+
+
+def _check_twice(data: Any, p: Path) -> None:
+    """A key the file names twice, as the text form says it: "axis 'depth' given twice"."""
+    if not isinstance(data, _Keyed):
+        return
+    if data.twice is not None:
+        key, where = data.twice
+        raise ConfigError(f"{p}: key '{key}' given twice{where}")
+    axes = data.get("axes")
+    if isinstance(axes, _Keyed) and axes.twice is not None:
+        key, where = axes.twice
+        raise ConfigError(f"{p}: axis '{key}' given twice{where}")
+    for value in data.values():
+        _check_twice(value, p)
+
+
 def load_file(path: str | Path) -> SpaceSpec:
     import yaml
 
@@ -186,12 +246,14 @@ def load_file(path: str | Path) -> SpaceSpec:
     kind = "JSON" if p.suffix.lower() == ".json" else "YAML"
     try:
         text = p.read_text(encoding="utf-8")
-        data = json.loads(text) if kind == "JSON" else yaml.safe_load(text)
+        data = json.loads(text, object_pairs_hook=_json_object) if kind == "JSON" else \
+            yaml.load(text, Loader=_yaml_loader())  # a SafeLoader, keys given twice kept
     except UnicodeDecodeError as err:
         raise ConfigError(f"{p}: not UTF-8 text (byte 0x{err.object[err.start]:02x} at "
                           f"offset {err.start})") from None
     except (ValueError, yaml.YAMLError) as err:  # JSONDecodeError is a ValueError
         raise ConfigError(f"{p}: not valid {kind}: {' '.join(str(err).split())}") from None
+    _check_twice(data, p)
     return from_mapping(data, name=str(p))
 
 

@@ -143,8 +143,8 @@ def from_dict(doc: Any, check: bool = True, found: list[IRError] | None = None) 
     outputs = _field(doc, "outputs", list, "document")
     if not all(isinstance(o, str) for o in outputs):
         raise IRError("outputs must be node ids (strings)")
-    name = doc.get("name", "")
-    graph = Graph(nodes, params, list(outputs), name if isinstance(name, str) else "")
+    name = _field(doc, "name", str, "document") if "name" in doc else ""  # optional
+    graph = Graph(nodes, params, list(outputs), name)
     if check:
         validate(graph)
     return graph

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import csv
 import decimal
+import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -46,6 +48,9 @@ def read_frame(path: str | Path) -> pd.DataFrame:
     p = Path(path)
     if p.is_dir():
         raise DataError(f"{p}: a directory, not a file")
+    special = special_file(p)
+    if special:
+        raise DataError(f"{p}: not a regular file ({special})")
     if not p.is_file():
         raise DataError(f"{p}: no such file")
     if p.stat().st_size == 0:
@@ -75,6 +80,29 @@ def read_frame(path: str | Path) -> pd.DataFrame:
     if frame.shape[0] == 0:
         raise DataError(f"{p}: the file has a header but no rows")
     return frame
+
+
+def special_file(path: str | Path) -> str | None:
+    """What a path is when it exists but is no regular file to read a table from (a device,
+    a pipe, a socket, or a kernel file of /proc or /sys, whose size reads 0 though it has
+    content); None otherwise."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):  # missing, unreadable, a NUL in the name: said elsewhere
+        return None
+    for test, what in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket")):
+        if test(st.st_mode):
+            return what
+    if stat.S_ISREG(st.st_mode) and st.st_size == 0:
+        try:
+            with open(path, "rb") as f:
+                content = f.read(1)
+        except OSError:
+            return None
+        if content:
+            return "a kernel file whose size reads 0, as those of /proc and /sys"
+    return None
 
 
 def _not_utf8(path: Path) -> str:

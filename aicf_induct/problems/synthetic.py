@@ -4,11 +4,15 @@ informative features and class balance.
 Families and options (all optional; defaults in `FAMILIES`):
 
 - `classification` (make_classification): n, features, informative, redundant, classes,
-  clusters (per class), sep (class separation), noise (fraction of labels flipped),
-  weights (class proportions, comma separated, e.g. 0.9,0.1), seed;
+  clusters (per class; classes × clusters at most n), sep (class separation), noise
+  (fraction of labels flipped), weights (class proportions, comma separated, e.g. 0.9,0.1),
+  seed;
 - `regression` (make_regression): n, features, informative, noise, seed;
 - `friedman1` (make_friedman1, 5 informative features): n, features, noise, seed;
 - `moons`, `circles`: n, noise, seed (2 features, 2 classes).
+
+Sizes are bounded as typo guards: n within 20..`MAX_SYNTHETIC_ROWS`, features at most
+`MAX_SYNTHETIC_FEATURES`, n × features at most `MAX_SYNTHETIC_CELLS`.
 
 For regression families `noise` is relative: Gaussian noise with `noise` times the standard
 deviation of the noiseless target, so one value means the same signal-to-noise ratio in
@@ -37,6 +41,10 @@ FAMILIES: dict[str, dict[str, Any]] = {
     "circles": {"n": 1000, "noise": 0.1, "seed": 0},
 }
 MAX_SYNTHETIC_ROWS = 10_000_000  # a typo guard, not a limit of the generators
+MAX_SYNTHETIC_FEATURES = 100_000  # a typo guard too, far past any bundled table's width
+# n × features: 1.5 GiB of float64, the default 20 features at the largest n (preparing copies
+# it a few times); a typo past it (features=10**12: 146 TiB) died in NumPy's allocation
+MAX_SYNTHETIC_CELLS = 200_000_000
 
 
 def _options(family: str, given: Mapping[str, str]) -> dict[str, Any]:
@@ -59,12 +67,32 @@ def _options(family: str, given: Mapping[str, str]) -> dict[str, Any]:
     if not 20 <= opts["n"] <= MAX_SYNTHETIC_ROWS:
         raise ConfigError(f"synthetic:{family}: n={opts['n']} must be within 20.."
                           f"{MAX_SYNTHETIC_ROWS}")
+    _check_sizes(family, opts)
     if opts["noise"] < 0:
         raise ConfigError(f"synthetic:{family}: noise must be >= 0")
     if not 0 <= opts["seed"] <= MAX_SEED:
         raise ConfigError(f"synthetic:{family}: seed={opts['seed']} must be within "
                           f"0..{MAX_SEED}")
     return opts
+
+
+def _check_sizes(family: str, opts: dict[str, Any]) -> None:
+    """The table's size bounded before anything is allocated (scikit-learn checks the
+    lower bounds and the options' consistency)."""
+    n, width = opts["n"], opts.get("features", 2)
+    if width > MAX_SYNTHETIC_FEATURES:
+        raise ConfigError(f"synthetic:{family}: features={width} must be at most "
+                          f"{MAX_SYNTHETIC_FEATURES}")
+    if n * width > MAX_SYNTHETIC_CELLS:
+        raise ConfigError(f"synthetic:{family}: n × features = {n * width} (n={n}, "
+                          f"features={width}) must be at most {MAX_SYNTHETIC_CELLS} "
+                          f"({MAX_SYNTHETIC_CELLS * 8 / 2**30:.1f} GiB of values)")
+    if family == "classification" and opts["classes"] * opts["clusters"] > n:
+        # a cluster per class and cluster: past n they hold no rows, and the generator
+        # loops over them (classes=10**9 ran for minutes)
+        raise ConfigError(f"synthetic:{family}: classes × clusters = "
+                          f"{opts['classes'] * opts['clusters']} must be at most n={n} "
+                          "(each cluster needs a row)")
 
 
 def _relative_noise(y: np.ndarray, noise: float, seed: int) -> np.ndarray:

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from sklearn.model_selection import train_test_split
 from threadpoolctl import threadpool_limits
 
 from aicf_induct.problems.features.info import discretise, info_features, n_bins
@@ -49,6 +48,7 @@ from aicf_induct.problems.features.stats import (
     target_features,
 )
 from aicf_induct.problems.problem import Problem
+from aicf_induct.problems.splits import sample_indices
 
 if TYPE_CHECKING:
     from aicf_induct.records import Recorder
@@ -73,9 +73,7 @@ def _sample_rows(X: np.ndarray, y: np.ndarray, classification: bool,
     if budget is None or len(X) <= budget:
         return X, y
     strata = y if classification and np.bincount(y).min() >= 2 else None
-    idx, _ = train_test_split(np.arange(len(X)), train_size=budget, random_state=seed,
-                              stratify=strata)
-    idx = np.sort(idx)
+    idx = sample_indices(len(X), budget, strata, seed, min_per_class=2)
     return X[idx], y[idx]
 
 
