@@ -37,12 +37,14 @@ def _float(text: str) -> float:
     return value
 
 
-def int_at_least(low: int) -> Callable[[str], int]:
-    """An integer >= low."""
+def int_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An integer >= low (and <= high, when given)."""
     def check(text: str) -> int:
         value = _int(text)
         if value < low:
             raise ArgumentTypeError(f"must be >= {low}, got {value}")
+        if high is not None and value > high:
+            raise ArgumentTypeError(f"must be <= {high}, got {value}")
         return value
 
     check.__name__ = f"int >= {low}"

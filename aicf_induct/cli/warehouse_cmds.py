@@ -21,6 +21,7 @@ from aicf_induct.records import RUN_STATUSES
 from warehouse import WarehouseError
 from warehouse.catalog import one_line
 from warehouse.guard import run_guarded_arrow
+from warehouse.reports import MAX_COUNT
 from warehouse.sql_values import json_column
 
 FORMATS = ("table", "csv", "json", "parquet")
@@ -62,7 +63,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--problem", help="only runs on this problem (name or id)")
     p.add_argument("--status", choices=RUN_STATUSES, metavar="STATUS",
                    help=f"only runs with this status ({', '.join(RUN_STATUSES)})")
-    p.add_argument("--limit", type=options.positive_int, default=20,
+    p.add_argument("--origin", help="only runs of this origin (cli, sweep, adapt, fork, api, "
+                                    "...: `aicf-induct sql \"SELECT DISTINCT origin FROM "
+                                    "runs\"` lists a warehouse's)")
+    p.add_argument("--limit", type=options.int_at_least(1, MAX_COUNT), default=20,
                    help="at most this many runs (default 20)")
     p.add_argument("--all-columns", action="store_true", help="every run_summary column")
     p.set_defaults(func=cmd_runs)
@@ -275,7 +279,8 @@ def _known_problem(root: Path, problem: str | None, rows: int) -> None:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    params = {"problem": args.problem, "status": args.status, "limit": args.limit}
+    params = {"problem": args.problem, "status": args.status, "origin": args.origin,
+              "limit": args.limit}
     check_output(args)
     root = _existing_root(args)
     df = warehouse.with_retry(root, lambda c: warehouse.run_report(c, "run_summary", params))
@@ -294,6 +299,8 @@ def _params(args: argparse.Namespace) -> dict[str, Any]:
         key, eq, value = item.partition("=")
         if not eq or not key:
             raise WarehouseError(f"--param wants KEY=VALUE, got '{item}'")
+        if key.strip() in out:  # the last would win, silently
+            raise WarehouseError(f"--param {key.strip()} given twice: give it once")
         out[key.strip()] = value
     if args.problem is not None:
         if out.get("problem", args.problem) != args.problem:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from aicf_induct.cli import main as cli_main
+from aicf_induct.records import RunStartRecord
 from tests.warehouse.conftest import log_run, problem
 from warehouse import WarehouseRecorder
 
@@ -140,3 +141,35 @@ def test_sql_runs_and_report_take_json_and_o_as_the_other_commands_do(
     assert cli_main.main(["report", "leaderboard", "--json", "--format", "csv",
                           "--warehouse", str(filled)]) == 2
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_runs_filter_by_origin_as_the_dashboard_does(filled: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """`runs --origin` (the runs list and `GET /v1/runs` filter by origin; the CLI could not),
+    through run_summary's `origin`."""
+    rec = WarehouseRecorder(filled)
+    p = problem("p1")
+    rec.run_start(RunStartRecord("run-b", p.problem_id, p.name, p.task, {}, 0, "cpu", {},
+                                 "sweep"))
+    rec.close()
+    capsys.readouterr()
+    assert cli_main.main(["runs", "--warehouse", str(filled), "--origin", "sweep",
+                          "--json"]) == 0
+    assert [r["run_id"] for r in json.loads(capsys.readouterr().out)] == ["run-b"]
+    assert cli_main.main(["runs", "--warehouse", str(filled), "--origin", "test",
+                          "--json"]) == 0
+    assert [r["run_id"] for r in json.loads(capsys.readouterr().out)] == ["run-a"]
+
+
+def test_a_report_parameter_given_twice_is_refused(filled: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """`-p limit=1 -p limit=2` took the last, silently."""
+    assert cli_main.main(["report", "run_summary", "--warehouse", str(filled),
+                          "-p", "limit=1", "-p", "limit=2"]) == 2
+    assert "--param limit given twice" in _one_line_error(capsys)
+
+
+def test_a_runs_limit_past_bigint_is_refused_by_the_option(
+        filled: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main.main(["runs", "--warehouse", str(filled), "--limit", str(2**63)]) == 2
+    assert f"--limit: must be <= {2**63 - 1}" in _one_line_error(capsys)

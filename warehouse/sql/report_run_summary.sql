@@ -1,7 +1,7 @@
 -- report: run_summary
 -- One row per run, newest first: problem, status, steps, loss, step time, rewrites and
 -- rollbacks, the structure it ended with, and its score.
--- params: problem=, status=, limit=1000
+-- params: problem=, status=, origin=, limit=1000
 -- logged_steps and mean_step_ms count every step row, a branch a rollback dropped
 -- included; live_steps and the losses are of the path the run took (the live_steps view).
 WITH st AS (
@@ -30,5 +30,6 @@ LEFT JOIN run_structure s USING (run_id)
 LEFT JOIN run_scores sc USING (run_id)
 WHERE ($problem IS NULL OR r.problem_name = $problem OR r.problem_id = $problem)
   AND ($status IS NULL OR r.status = $status)
+  AND ($origin IS NULL OR r.origin = $origin)
 ORDER BY r.started_at DESC, r.run_id
 LIMIT $limit
