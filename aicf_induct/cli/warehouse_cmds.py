@@ -166,9 +166,7 @@ def check_output(args: argparse.Namespace) -> str:
     without --output and an --output that cannot be written."""
     fmt = _output_format(args.format, args.output)
     if args.output is not None:
-        why = options.unwritable(args.output)
-        if why:
-            raise WarehouseError(f"--output {args.output}: {why}")
+        options.check_new_file(args.output, "--output")
     return fmt
 
 
@@ -183,8 +181,7 @@ def emit(result: pd.DataFrame | pa.Table, fmt: str | None, output: Path | None,
                              else map(str, result.columns)), fmt)
     if fmt == "parquet":
         assert output is not None
-        table = result if isinstance(result, pa.Table) else \
-            pa.Table.from_pandas(result, preserve_index=False)
+        table = _as_arrow(result)
         try:
             _write(output, lambda tmp: pq.write_table(table, tmp))
         except pa.ArrowException as err:  # an interval: Parquet has no type for it
@@ -192,9 +189,7 @@ def emit(result: pd.DataFrame | pa.Table, fmt: str | None, output: Path | None,
                                  f"{one_line(err)} (--format json takes any value)") from None
         return
     if fmt == "json":
-        table = result if isinstance(result, pa.Table) else \
-            pa.Table.from_pandas(result, preserve_index=False)
-        text = json.dumps(_json_rows(table, types), indent=1) + "\n"
+        text = json.dumps(_json_rows(_as_arrow(result), types), indent=1) + "\n"
     else:
         df = _frame(result, fmt) if isinstance(result, pa.Table) else result
         if fmt == "csv":
@@ -208,6 +203,11 @@ def emit(result: pd.DataFrame | pa.Table, fmt: str | None, output: Path | None,
         sys.stdout.write(text)
     else:
         _write(output, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def _as_arrow(result: pd.DataFrame | pa.Table) -> pa.Table:
+    return result if isinstance(result, pa.Table) else \
+        pa.Table.from_pandas(result, preserve_index=False)
 
 
 def _write(output: Path, write: Callable[[Path], object]) -> None:

@@ -122,11 +122,11 @@ class Importer:
             return
         what = f"initializer '{source}'" if source else "a constant computed from " \
             "initializers"
-        n_nan = int(np.isnan(value).sum())
+        n_nan, n_inf = int(np.isnan(value).sum()), int(np.isinf(value).sum())
         kinds = [f"{n_nan} NaN"] if n_nan else []
-        if int(np.isinf(value).sum()):
-            kinds.append(f"{int(np.isinf(value).sum())} infinite")
-        past = int(bad.sum()) - n_nan - int(np.isinf(value).sum())
+        if n_inf:
+            kinds.append(f"{n_inf} infinite")
+        past = int(bad.sum()) - n_nan - n_inf
         if past:
             kinds.append(f"{past} beyond {self.dtype}'s range")
         raise ConfigError(f"{what} holds {' and '.join(kinds)} of its {value.size} values; "

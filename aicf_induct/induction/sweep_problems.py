@@ -50,14 +50,17 @@ def with_max_rows(names: Sequence[str], max_rows: int | None) -> list[str]:
     """Names with the problems package's `max_rows` option (a deterministic subsample)."""
     if max_rows is None:
         return list(names)
-    own = next((n for n in names if "max_rows" in _options(n)), None)
+    own = next((n for n in names if _own_max_rows(n)), None)
     if own is not None:  # the name's own and --max-rows: which one was meant is not said
         raise ConfigError(f"--max-rows {max_rows}: '{own}' names its own max_rows: give one")
     return [f"{n}{'&' if '?' in n else '?'}max_rows={max_rows}" for n in names]
 
 
-def _options(name: str) -> set[str]:
-    """The option keys a problem name gives (`iris?max_rows=50&seed=1`: max_rows, seed)."""
-    _, _, query = name.partition("?")
-    return {item.partition("=")[0] for item in query.split("&") if item}
+def _own_max_rows(name: str) -> bool:
+    """Whether a problem name gives max_rows itself; a name that does not parse is named
+    later, with the others that name no table (`names_without_table`)."""
+    try:
+        return "max_rows" in problems_pkg.parse_name(name).options
+    except ConfigError:
+        return False
 
