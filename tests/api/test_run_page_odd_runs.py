@@ -27,6 +27,16 @@ from tests.warehouse.conftest import problem
 from warehouse import WarehouseRecorder
 
 
+def _started(root: Path, run_id: str, config: dict | None = None) -> WarehouseRecorder:
+    """A recorder on `root` that has logged problem p1 and started `run_id` on it."""
+    rec = WarehouseRecorder(root)
+    p = problem("p1")
+    rec.problem(p)
+    rec.run_start(RunStartRecord(run_id, p.problem_id, p.name, p.task, config or {}, 0, "cpu",
+                                 {}, "test"))
+    return rec
+
+
 def test_isolated_points_are_drawn_as_markers() -> None:
     assert step_mode([0.5]) == "markers"
     assert step_mode([0.5, math.nan, 0.4, math.nan, 0.3]) == "markers"
@@ -45,10 +55,7 @@ def test_an_unreadable_snapshot_says_so_in_its_title_and_diff() -> None:
 
 def test_the_run_page_of_a_one_step_run_with_an_unreadable_snapshot(tmp_path: Path) -> None:
     root = tmp_path / "wh"
-    rec = WarehouseRecorder(root)
-    p = problem("p1")
-    rec.problem(p)
-    rec.run_start(RunStartRecord("one", p.problem_id, p.name, p.task, {}, 0, "cpu", {}, "test"))
+    rec = _started(root, "one")
     rec.snapshot(SnapshotRecord("one", 0, "start", "{not json", "fp", 5, {}))
     rec.step(StepRecord("one", 0, 0, 0.7, 0.5, 0.01, 0.1, 1e-3, 16))
     rec.run_end(RunEndRecord("one", "completed", 1, 0.1))
@@ -64,10 +71,7 @@ def test_the_run_page_of_a_run_whose_rollback_names_no_numeric_origin(tmp_path: 
     """A rollback logged through the service with a `from_step` of another type: the page
     draws it, with no rolled-back span (it used to answer 500)."""
     root = tmp_path / "wh"
-    rec = WarehouseRecorder(root)
-    p = problem("p1")
-    rec.problem(p)
-    rec.run_start(RunStartRecord("odd", p.problem_id, p.name, p.task, {}, 0, "cpu", {}, "test"))
+    rec = _started(root, "odd")
     for step in range(4):
         rec.step(StepRecord("odd", step, 0, 0.7 - 0.1 * step, 0.5, 0.01, 0.1, 1e-3, 16))
     rec.event(EventRecord("odd", 4, "rollback", "spike",
@@ -94,10 +98,7 @@ def test_a_snapshot_of_json_but_not_aicf_ir_nodes_is_named_not_a_500(
     a list for its attributes (a remote client's snapshot) made the run page answer 500;
     the page now names the snapshot it cannot read and draws the rest."""
     root = tmp_path / "wh"
-    rec = WarehouseRecorder(root)
-    p = problem("p1")
-    rec.problem(p)
-    rec.run_start(RunStartRecord("ir", p.problem_id, p.name, p.task, {}, 0, "cpu", {}, "test"))
+    rec = _started(root, "ir")
     good = {"format": "aicf.ir/1",
             "nodes": [{"id": "x", "op": "input", "inputs": [], "attrs": {}}]}
     rec.snapshot(SnapshotRecord("ir", 0, "start", json.dumps(good), "fp", 5, {}))
@@ -127,12 +128,8 @@ def test_json_nested_past_the_readers_depth_is_passed_on_as_text(
     page answer 500 (serialization depth, RecursionError); they now carry that value as its
     JSON text."""
     root = tmp_path / "wh"
-    rec = WarehouseRecorder(root)
-    p = problem("p1")
-    rec.problem(p)
     deep = _nested(depth)
-    rec.run_start(RunStartRecord("deep", p.problem_id, p.name, p.task, {"x": deep}, 0, "cpu",
-                                 {}, "test"))
+    rec = _started(root, "deep", {"x": deep})
     rec.step(StepRecord("deep", 0, 0, 0.7, 0.5, 0.01, 0.1, 1e-3, 16))
     rec.event(EventRecord("deep", 0, "decision", "none", {"trigger": "plateau", "x": deep},
                           {"val_loss": deep}, {}))

@@ -10,17 +10,13 @@ import pytest
 
 from aicf_induct.cli import main as cli_main
 from aicf_induct.records import RunStartRecord
-from tests.warehouse.conftest import log_run, problem
+from tests.warehouse.conftest import one_run_warehouse, problem
 from warehouse import WarehouseRecorder
 
 
 @pytest.fixture
 def filled(tmp_path: Path) -> Path:
-    root = tmp_path / "wh"
-    rec = WarehouseRecorder(root)
-    log_run(rec, "run-a", problem("p1"), 0.9, "fp", {"depth": 2.0})
-    rec.close()
-    return root
+    return one_run_warehouse(tmp_path / "wh")
 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:

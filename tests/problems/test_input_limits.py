@@ -17,8 +17,8 @@ from sklearn.model_selection import train_test_split
 from aicf_induct.cli.main import main
 from aicf_induct.problems import load_problem, registry, synthetic
 from aicf_induct.problems.splits import MIN_PER_CLASS, TEST_FRAC, VAL_FRAC, split_indices
-from tests.warehouse.conftest import log_run, problem
-from warehouse import WarehouseRecorder, connect, run_report
+from tests.warehouse.conftest import one_run_warehouse
+from warehouse import connect, run_report
 
 
 def _error(capsys: pytest.CaptureFixture[str], rc: int) -> str:
@@ -158,11 +158,7 @@ def test_a_special_file_is_said_to_be_one(path: str, kind: str,
 
 @pytest.fixture
 def wh(tmp_path: Path) -> Path:
-    root = tmp_path / "wh"
-    rec = WarehouseRecorder(root)
-    log_run(rec, "run-a", problem("p1"), 0.9, "fp", {"depth": 2.0})
-    rec.close()
-    return root
+    return one_run_warehouse(tmp_path / "wh")
 
 
 def test_a_report_parameter_outside_its_values_is_refused(

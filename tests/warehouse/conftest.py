@@ -33,6 +33,14 @@ def spawn_writer(root: Path, run_id: str, steps: int, flush_s: float,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def one_run_warehouse(root: Path) -> Path:
+    """A warehouse at `root` holding one small finished run, run-a on problem p1."""
+    rec = WarehouseRecorder(root)
+    log_run(rec, "run-a", problem("p1"), 0.9, "fp", {"depth": 2.0})
+    rec.close()
+    return root
+
+
 def log_run(rec: WarehouseRecorder, run_id: str, problem: ProblemRecord, score: float,
             fingerprint: str, patterns: dict[str, float], steps: int = 10,
             end: bool = True, rewrites: tuple[tuple[str, dict[str, float],

@@ -13,18 +13,15 @@ import pandas as pd
 import pytest
 
 from aicf_induct.cli import main as cli_main
-from tests.warehouse.conftest import log_run, problem
-from warehouse import WarehouseError, WarehouseRecorder, connect, run_guarded
+from tests.warehouse.conftest import one_run_warehouse
+from warehouse import WarehouseError, connect, run_guarded
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def filled(root: Path) -> Path:
-    rec = WarehouseRecorder(root)
-    log_run(rec, "run-a", problem("p1"), 0.9, "fp", {"depth": 2.0})
-    rec.close()
-    return root
+    return one_run_warehouse(root)
 
 
 @pytest.mark.parametrize("sql", [
