@@ -44,12 +44,12 @@ import duckdb
 
 from warehouse.catalog import (
     ATTEMPTS,
-    _lit,
     _recover,
     connect,
     live_writers_sql,
     one_line,
     part_error,
+    scan_sql,
 )
 from warehouse.errors import WarehouseError
 from warehouse.layout import check_root, visible_parts
@@ -146,7 +146,7 @@ class CachedCatalog:
         try:
             for table, files in zip(TABLES, parts, strict=True):
                 # the copy holds exactly the parts listed (`connect` may have seen more)
-                src = _scan(files) if files else f"(SELECT * FROM raw_{table} LIMIT 0)"
+                src = _scan(table, files) if files else f"(SELECT * FROM raw_{table} LIMIT 0)"
                 (rows,) = conn.execute(f"SELECT count(*) FROM {src}").fetchone() or (0,)
                 if rows > self.memory_rows:
                     continue
@@ -177,7 +177,8 @@ class CachedCatalog:
         conn = built.conn
         try:
             for table, files in added.items():
-                conn.execute(f"INSERT INTO mem_{table} BY NAME SELECT * FROM {_scan(files)}")
+                conn.execute(f"INSERT INTO mem_{table} BY NAME SELECT * FROM "
+                             f"{_scan(table, files)}")
                 self.appends += 1
             if live != built.live:
                 conn.execute(f"CREATE OR REPLACE VIEW live_writers AS "
@@ -244,11 +245,9 @@ def _refresh_views(conn: duckdb.DuckDBPyConnection, changed: set[str]) -> None:
         raise
 
 
-def _scan(files: tuple[Path, ...] | list[Path]) -> str:
-    """read_parquet over parts we listed, as `catalog.raw_view_sql` reads them."""
-    listed = ", ".join(_lit(str(p.resolve())) for p in files)
-    return (f"read_parquet([{listed}], union_by_name = true, hive_partitioning = true, "
-            "hive_types = {'date': 'DATE'})")
+def _scan(table: str, files: tuple[Path, ...] | list[Path]) -> str:
+    """The parts we listed, as `catalog.raw_view_sql` reads them (a subquery)."""
+    return f"({scan_sql(table, [p.resolve() for p in files])})"
 
 
 def _mtime(path: Path) -> int:

@@ -115,11 +115,23 @@ def raw_view_sql(root: Path, table: str) -> str:
     if files:
         # one realpath for the root, not one per part (a request lists every part)
         base = root.resolve()
-        listed = ", ".join(_lit(str(base / f.relative_to(root))) for f in files)
-        return (f"SELECT * FROM read_parquet([{listed}], union_by_name = true, "
-                "hive_partitioning = true, hive_types = {'date': 'DATE'})")
+        return scan_sql(table, [base / f.relative_to(root) for f in files])
     cols = [f'CAST(NULL AS {duckdb_type(c.type)}) AS "{c.name}"' for c in TABLES[table].columns]
     return f"SELECT {', '.join(cols)}, CAST(NULL AS DATE) AS date LIMIT 0"
+
+
+def scan_sql(table: str, files: list[Path]) -> str:
+    """SELECT over `table`'s part files (absolute paths we listed). A column the table gained
+    later (`Column.later`) reads NULL where no part has it: `union_by_name` fills it only
+    when some part has it, and the views name it, so a warehouse written before it came
+    would fail every query."""
+    listed = ", ".join(_lit(str(f)) for f in files)
+    scan = (f"SELECT * FROM read_parquet([{listed}], union_by_name = true, "
+            "hive_partitioning = true, hive_types = {'date': 'DATE'})")
+    later = [f'CAST(NULL AS {duckdb_type(c.type)}) AS "{c.name}"'
+             for c in TABLES[table].columns if c.later]
+    # WHERE false, not LIMIT 0: a LIMIT would apply to the whole union
+    return f"{scan} UNION ALL BY NAME SELECT {', '.join(later)} WHERE false" if later else scan
 
 
 def sql_files(prefix: str) -> dict[str, str]:

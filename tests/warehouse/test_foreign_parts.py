@@ -17,6 +17,7 @@ import pytest
 
 from aicf_induct.cli.main import main
 from warehouse import read_table, visible_parts
+from warehouse.cached import CachedCatalog
 from warehouse.check import QUARANTINE
 from warehouse.layout import unreadable_parts
 from warehouse.schema import KEYS, TABLES
@@ -137,6 +138,30 @@ def test_parts_written_before_a_column_was_added_are_read(
     assert unreadable_parts(wh) == []
     rc, out, _ = _check(wh, capsys)
     assert rc == 0 and out.rstrip().endswith("ok"), out
+
+
+def test_a_warehouse_written_before_a_column_was_added_reads(
+        wh: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every part older than `trajectory` and `split_seed`: the views name those columns, so
+    every query failed (DuckDB: "column trajectory referenced ... before it is defined");
+    they read NULL, through `connect` and the service's cached catalog alike."""
+    for table in TABLES.values():
+        later = [c.name for c in table.columns if c.later]
+        for part in visible_parts(wh, table.name) if later else ():
+            pq.write_table(pq.read_table(part).drop_columns(later), part)
+    query = ("SELECT (SELECT count(*) FROM live_steps), (SELECT count(*) FROM steps "
+             "WHERE trajectory IS NULL), (SELECT count(*) FROM problem_features)")
+    assert main(["sql", query, "--format", "csv", "--warehouse", str(wh)]) == 0
+    got = capsys.readouterr()
+    assert got.out.splitlines()[1] == "3,3,51" and not got.err, got
+    assert [r["run_id"] for r in _runs(wh, capsys)[0]] == [_only_run(wh)]
+    cached = CachedCatalog(wh)
+    assert cached.read(lambda c: c.execute(query).fetchall()) == [(3, 3, 51)]
+
+
+def _only_run(root: Path) -> str:
+    (run,) = pq.read_table(_part(root, "runs")).column("run_id").to_pylist()
+    return str(run)
 
 
 def test_the_key_columns_are_among_those_every_version_wrote() -> None:
