@@ -8,6 +8,7 @@ form round-trips an uploaded CSV; each page's screenshot is saved under the test
 from __future__ import annotations
 
 import csv
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +31,7 @@ def site(dashboard_warehouse, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from selenium import webdriver
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
@@ -44,7 +45,12 @@ def browser() -> Iterator[Any]:
                 "--window-size=1400,1000"):
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=opts, service=Service(CHROMEDRIVER))
+    # chromium keeps its profile and, with /dev/shm off, its shared memory in TMPDIR, and
+    # leaves empty org.chromium.* folders there: the test's own folder, not the machine's /tmp
+    scratch = tmp_path_factory.mktemp("chromium")
+    opts.add_argument(f"--user-data-dir={scratch / 'profile'}")
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    driver = webdriver.Chrome(options=opts, service=Service(CHROMEDRIVER, env=env))
     try:
         yield driver
     finally:
