@@ -200,8 +200,9 @@ def read_text(path: str) -> str:
         raise ConfigError(f"{path}: cannot read it ({err.strerror or err})") from None
 
 
-def load(path: str) -> Graph:
+def load(path: str | os.PathLike[str]) -> Graph:
     """The graph in a canonical IR file; an error names the file."""
+    path = os.fspath(path)
     try:
         return from_json(read_text(path))
     except IRError as err:
@@ -210,8 +211,9 @@ def load(path: str) -> Graph:
         raise type(err)(f"{err.problem} (in {path})", err.node) from None
 
 
-def save(graph: Graph, path: str) -> None:
+def save(graph: Graph, path: str | os.PathLike[str]) -> None:
     """Write atomically: a reader never sees a half-written file."""
+    path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):  # else the error would name the temp file
         raise ConfigError(f"{path}: the folder {directory} does not exist")

@@ -111,3 +111,19 @@ def test_import_of_finite_weights_writes_them(tmp_path: Path) -> None:
     assert main(["ir", "import", str(model), "-o", str(out), "--values", str(vals)]) == 0
     with np.load(vals) as saved:
         np.testing.assert_array_equal(saved["fc.weight"], np.arange(12.0).reshape(3, 4))
+
+
+@pytest.mark.parametrize("as_path", [str, Path])
+def test_load_and_save_take_a_path_or_a_string_and_name_the_file(tmp_path: Path,
+                                                                as_path: Any) -> None:
+    """A `Path` (a user's script) loads and saves as a string does; an invalid file's error
+    names it either way (with a Path it was a TypeError from the message check)."""
+    good = tmp_path / "m.json"
+    graph = mlp(4, 3)
+    canonical.save(graph, as_path(good))
+    assert canonical.to_json(canonical.load(as_path(good))) == canonical.to_json(graph)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    with pytest.raises(canonical.IRError, match="not valid JSON") as err:
+        canonical.load(as_path(bad))
+    assert str(bad) in str(err.value)
