@@ -144,6 +144,11 @@ class Executor:
     def input_id(self) -> str:
         return self.graph.inputs[0].id
 
+    @property
+    def n_classes(self) -> int | None:
+        """The class scores the graph outputs under cross entropy; None under another loss."""
+        return self._n_classes
+
     def plan(self, mode: str, batch: int) -> Plan:
         """The compiled plan for ("train" | "eval" | "predict", batch size), cached."""
         key = (mode, batch)

@@ -206,6 +206,7 @@ class Trainer:
         # what each step and result row is logged under (`StepRecord.trajectory`): an
         # adaptive run sets it to its rollbacks
         self.trajectory = 0
+        self.fitted = False  # `fit` runs once: the run it logs has one start and one end
 
     @property
     def store(self) -> Any:
@@ -226,6 +227,13 @@ class Trainer:
                 _check_finite("labels", split.y, ())
             except ConfigError as err:
                 raise ConfigError(f"problem '{p.name}', {name} split: {err}") from None
+        scores = self.executor.n_classes
+        # a narrower head fails the label check above; a wider one trains, its extra scores
+        # never a target, and logs a model that is not the problem's
+        if scores is not None and p.task == "classification" and scores != p.n_classes:
+            raise ConfigError(f"problem '{p.name}' has {p.n_classes} classes and the graph "
+                              f"outputs {scores} class scores: its last layer's width must be "
+                              f"{p.n_classes}")
 
     # -- one step ----------------------------------------------------------------------------
     def train_step(self, x: np.ndarray, y: np.ndarray, epoch: int) -> StepRecord:
@@ -317,6 +325,11 @@ class Trainer:
         keep the best epoch's state and report it; an exception or Ctrl-C ends the logged
         run `failed` or `interrupted` before it propagates."""
         cfg, p = self.config, self.problem
+        if self.fitted:  # a second fit logged the same run's start and steps again
+            raise ConfigError(f"Trainer.fit: run {self.run_id} was fitted already (a Trainer "
+                              "logs one run): a new Trainer trains again, from this one's "
+                              "parameters with values=trainer.store.state_arrays()")
+        self.fitted = True
         with start_run(self) as run:
             fit = self.begin_fit(run)
             bar = transient(range(cfg.epochs), enabled=self.progress, desc=f"train {p.name}",

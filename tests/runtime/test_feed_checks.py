@@ -107,6 +107,18 @@ def test_a_trainer_checks_the_problem_before_a_run_starts() -> None:
         Trainer(p, mlp(5, 3), TrainConfig(epochs=1, backend="numpy"))
 
 
+@pytest.mark.parametrize("classes", [2, 4])
+def test_a_head_of_another_width_than_the_classes_is_refused(classes: int) -> None:
+    """iris has 3 classes: a narrower head fails the labels' range, a wider one trained with
+    scores no label names (the README's `Linear(64, 3)` on breast_cancer's 2 classes)."""
+    p = load_problem("iris", seed=0)
+    message = (r"labels: class indices must lie in \[0, 2\)" if classes < 3 else
+               "problem 'iris' has 3 classes and the graph outputs 4 class scores: its last "
+               "layer's width must be 3")
+    with pytest.raises(ConfigError, match=message):
+        Trainer(p, mlp(4, classes), TrainConfig(epochs=1, backend="numpy"))
+
+
 # -- parameter values ----------------------------------------------------------------------
 def _values() -> tuple:
     g = mlp(4, 3, depth=1)

@@ -12,6 +12,7 @@ import pytest
 
 import warehouse
 from aicf_induct.cli.main import main
+from aicf_induct.errors import ConfigError
 from aicf_induct.problems import load_problem
 from aicf_induct.records import MemoryRecorder
 from aicf_induct.runtime.backend import select_backend
@@ -95,6 +96,21 @@ def test_a_run_left_without_results_is_not_left_running() -> None:
         pass
     (end,) = rec.run_ends
     assert end.status == "failed" and "without its final results" in str(end.error)
+
+
+def test_a_trainer_fits_once_and_a_second_fit_logs_nothing() -> None:
+    """A second `fit` logged the same run id's start, steps and end again (two `runs` rows of
+    one id): it is refused, and a new Trainer goes on from the first one's parameters."""
+    rec = MemoryRecorder()
+    tr = _trainer(rec)
+    tr.fit()
+    logged = (len(rec.runs), len(rec.steps), len(rec.run_ends))
+    with pytest.raises(ConfigError, match=f"run {tr.run_id} was fitted already"):
+        tr.fit()
+    assert (len(rec.runs), len(rec.steps), len(rec.run_ends)) == logged == (1, logged[1], 1)
+    again = Trainer(tr.problem, tr.graph, tr.config, recorder=rec,
+                    values=tr.store.state_arrays())
+    assert again.fit().run_id != tr.run_id and len(rec.runs) == 2
 
 
 class Console(MemoryRecorder):
