@@ -16,7 +16,9 @@ from markupsafe import Markup
 from plotly.basedatatypes import BaseFigure
 
 PLOTLY_JS = "/assets/plotly.min.js"  # the route serving plotly.js; base.html loads it
-_CONFIG = {"displaylogo": False, "responsive": True}  # no link out of an offline page
+# no link out of an offline page: plotly.js's logo, and its "Share chart" button, which
+# uploads the chart's data to Plotly Cloud (on by default in the plotly.js shipped)
+_CONFIG = {"displaylogo": False, "showSendToCloud": False, "responsive": True}
 
 templates = Jinja2Templates(directory=Path(__file__).resolve().parent / "templates")
 templates.env.globals["plotly_js"] = PLOTLY_JS

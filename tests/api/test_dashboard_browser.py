@@ -202,6 +202,17 @@ def test_pages_fetch_nothing_from_elsewhere(site: str, browser: Any, tmp_path: P
         "return Array.from(document.querySelectorAll('script[src], link[href], img[src]'))"
         ".map(e => e.getAttribute('src') || e.getAttribute('href'))")
     assert sources and all(s.startswith(("/", "data:")) for s in sources), sources
+    # and none leads off the machine: plotly.js draws a "share to Plotly Cloud" button on
+    # every chart's toolbar unless told not to, and no link of the page goes elsewhere
+    browser.execute_script("document.querySelectorAll('.js-plotly-plot').forEach("
+                           "g => g.dispatchEvent(new MouseEvent('mouseover')))")
+    buttons = browser.execute_script(
+        "return Array.from(document.querySelectorAll('.modebar-btn'))"
+        ".map(b => b.getAttribute('data-title'))")
+    assert "Zoom" in buttons and "Share chart..." not in buttons, buttons
+    links = browser.execute_script(
+        "return Array.from(document.querySelectorAll('a[href]')).map(a => a.href)")
+    assert all(a.startswith(site) for a in links), [a for a in links if not a.startswith(site)]
     served = httpx.get(site + "/assets/plotly.min.js", timeout=30)
     assert served.headers["content-type"].startswith("text/javascript")
     assert hashlib.sha256(served.content).digest() == hashlib.sha256(
