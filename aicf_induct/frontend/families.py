@@ -45,6 +45,7 @@ from aicf_induct.frontend.specs import (
     build_mlp,
     mlp_graph,
     parse_model_spec,
+    spec_given,
 )
 from aicf_induct.frontend.tensor import SymbolicTensor
 from aicf_induct.frontend.trace import trace
@@ -164,6 +165,8 @@ FAMILIES: dict[str, FamilySpec] = {"ftt": FTTSpec, "cnn": CNNSpec, "resmlp": Res
 
 def parse_spec(text: str) -> AnySpec:
     """`mlp:...`, `ftt:...`, `cnn:...` or `resmlp:...`; errors name the bad key or value."""
+    if not isinstance(text, str):
+        return parse_model_spec(text)  # its TypeError names what a spec is
     kind, _, rest = text.strip().partition(":")
     kind = kind.strip()
     if kind == "mlp":
@@ -289,6 +292,7 @@ class ResMLP(Module):
 
 
 def build(spec: AnySpec, in_features: int, out_features: int) -> Module:
+    spec_given(spec, (MLPSpec, *FAMILIES.values()))
     if in_features < 1 or out_features < 1:
         raise ConfigError(f"a model needs in_features and out_features >= 1, "
                           f"got {in_features} and {out_features}")
@@ -304,6 +308,7 @@ def build(spec: AnySpec, in_features: int, out_features: int) -> Module:
 def spec_graph(spec: AnySpec, in_features: int, out_features: int, *,
                dtype: str = "float64") -> Graph:
     """The IR of any family's spec for these shapes, named by the spec string."""
+    spec_given(spec, (MLPSpec, *FAMILIES.values()))
     if isinstance(spec, MLPSpec):
         return mlp_graph(spec, in_features, out_features, dtype=dtype)
     g = trace(build(spec, in_features, out_features), in_features, dtype=dtype,

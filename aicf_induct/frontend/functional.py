@@ -179,9 +179,13 @@ def mse_loss(pred: SymbolicTensor, target: SymbolicTensor) -> SymbolicTensor:
 # -- beyond MLPs: tokens, attention, images, shapes ------------------------------------------
 
 def _pair(v: int | Sequence[int], what: str) -> list[int]:
-    pair = [v, v] if isinstance(v, int) else list(v)
-    if len(pair) != 2 or not all(isinstance(a, int) for a in pair):
-        raise ConfigError(f"{what} must be an int or a pair of ints, got {v!r}")
+    """A size given as an int or a pair of ints, each at least 1 (padding: at least 0); a
+    kernel or stride of 0 divided by zero in the op's shape rule."""
+    pair = [v, v] if isinstance(v, int) else list(v) if isinstance(v, list | tuple) else []
+    least = 0 if what == "padding" else 1
+    if len(pair) != 2 or not all(isinstance(a, int) and not isinstance(a, bool) and a >= least
+                                 for a in pair):
+        raise ConfigError(f"{what} must be an int >= {least} or a pair of them, got {v!r}")
     return [int(a) for a in pair]
 
 

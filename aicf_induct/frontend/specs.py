@@ -148,6 +148,9 @@ def _convert(key: str, raw: str, kind: Any) -> object:
 
 def parse_model_spec(text: str) -> MLPSpec:
     """`mlp` or `mlp:key=value,...`; errors name the bad key or value and list the valid ones."""
+    if not isinstance(text, str):
+        raise TypeError(f"a model spec is text such as 'mlp:depth=2,width=64', got "
+                        f"{type(text).__name__}")
     kind, _, rest = text.strip().partition(":")
     if kind.strip() != "mlp":
         raise ConfigError(f"unknown model kind '{kind.strip()}' (valid: mlp)")
@@ -214,6 +217,7 @@ def _block(spec: MLPSpec, n_in: int, n_out: int) -> Sequential:
 
 
 def build_mlp(spec: MLPSpec, in_features: int, out_features: int) -> MLP:
+    spec_given(spec, (MLPSpec,))
     if in_features < 1 or out_features < 1:
         raise ConfigError(f"an MLP needs in_features and out_features >= 1, "
                           f"got {in_features} and {out_features}")
@@ -222,6 +226,16 @@ def build_mlp(spec: MLPSpec, in_features: int, out_features: int) -> MLP:
         raise ConfigError(f"model {spec} has {count:,} parameters for {in_features} inputs "
                           f"and {out_features} outputs; the ceiling is {MAX_PARAMS:,}")
     return MLP(spec, in_features, out_features)
+
+
+def spec_given(spec: object, kinds: tuple[type, ...]) -> None:
+    """A TypeError for a spec given as its text (or anything else): builders take it parsed."""
+    if not isinstance(spec, kinds):
+        how = ("parse_model_spec('mlp:depth=2')" if kinds == (MLPSpec,) else
+               "aicf_induct.frontend.families.parse_spec('ftt:depth=2')")
+        raise TypeError(f"spec: a parsed model spec ({' or '.join(k.__name__ for k in kinds)}; "
+                        f"{how} makes one from its text), got {type(spec).__name__} "
+                        f"{spec!r:.60}")
 
 
 def mlp_graph(spec: MLPSpec, in_features: int, out_features: int, *,

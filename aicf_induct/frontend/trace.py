@@ -18,13 +18,32 @@ from aicf_induct.ir.validate import validate
 InputShape = int | Sequence[Dim]
 
 
-def input_shape(spec: InputShape) -> list[Dim]:
+def input_shape(spec: InputShape, what: str = "in_features") -> list[Dim]:
     """An int n means (batch, n); a sequence is one example's shape, the batch axis (None)
-    prepended unless it already starts with None."""
-    if isinstance(spec, int):
-        return [None, spec]
-    shape = list(spec)
+    prepended unless it already starts with None. NumPy integers are ints here (a user's
+    `X.shape[1]`); anything else is a ConfigError naming what it got."""
+    if _size(spec):
+        return [None, int(spec)]  # type: ignore[arg-type]
+    if not isinstance(spec, Sequence) or isinstance(spec, str) or \
+            not all(d is None or _size(d) for d in spec):
+        raise ConfigError(f"{what}: a number of features (an int > 0) or one example's "
+                          f"shape (a sequence of them), got {spec!r}")
+    shape = [None if d is None else int(d) for d in spec]
     return shape if shape and shape[0] is None else [None, *shape]
+
+
+def _dtype_name(dtype: Any) -> str:
+    """The IR's dtype name ("float32") of a name or a NumPy dtype-like (`np.float32`)."""
+    if isinstance(dtype, str):
+        return dtype
+    try:
+        return np.dtype(dtype).name
+    except TypeError:
+        raise ConfigError(f"dtype: a dtype name such as 'float32', got {dtype!r}") from None
+
+
+def _size(v: Any) -> bool:
+    return isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_) and bool(v > 0)
 
 
 def _outputs(result: Any) -> list[SymbolicTensor]:
@@ -41,11 +60,12 @@ def trace_module(model: Module | Callable[..., Any], in_features: InputShape, *,
                  ) -> tuple[Graph, Tracer]:
     """Trace and keep the tracer (it maps graph parameters back to `Parameter`s)."""
     tracer = Tracer(name)
+    dtype = _dtype_name(dtype)
     if isinstance(model, Module):
         tracer.module_paths = {id(m): path for path, m in model.named_modules()}
         tracer.param_names = {id(p): n for n, p in model.named_state()}
     x = tracer.input(input_shape(in_features), dtype, "x")
-    extras = [tracer.input(input_shape(shape), dt, id=key)
+    extras = [tracer.input(input_shape(shape, f"extra_inputs['{key}']"), _dtype_name(dt), id=key)
               for key, (shape, dt) in (extra_inputs or {}).items()]
     outs = _outputs(model(x, *extras))
     graph = tracer.builder.output(*[t.id for t in outs])

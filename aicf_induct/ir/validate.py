@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from aicf_induct.errors import IRError
+from aicf_induct.errors import ConfigError, IRError
 from aicf_induct.ir.graph import Graph, Node, TensorType
 from aicf_induct.ir.init import check_init
 from aicf_induct.ir.ops import OPS, OpDef
@@ -167,6 +167,10 @@ def infer_types(graph: Graph, batch: int | None = None,
                 check_params: bool = True) -> dict[str, TensorType]:
     """The type of every node (batch axis None unless `batch` is given); assumes references
     are valid. Shape errors are re-raised naming the node."""
+    if batch is not None:  # an integer of any kind (a NumPy shape's), never a bool
+        if isinstance(batch, bool) or not hasattr(batch, "__index__") or batch.__index__() < 1:
+            raise ConfigError(f"batch: an int > 0, or None for an unknown batch, got {batch!r}")
+        batch = batch.__index__()
     types: dict[str, TensorType] = {}
     for n in graph.nodes:
         types[n.id] = _node_type(n, types, graph, batch, check_params)
