@@ -12,6 +12,7 @@ regime; × task × size. `*` stands for "any".
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -125,4 +126,31 @@ def table_records(table: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def table_from_records(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-    return _typed(pd.DataFrame(list(rows), columns=list(TABLE_COLUMNS)))
+    """A table read back from JSON rows (a pack's header); a ValueError names the first row
+    whose values no table holds: a count below 1 made every estimate divide by zero, a
+    missing or NaN variance turned it NaN, and options that are no JSON object were passed
+    to a transform."""
+    table = _typed(pd.DataFrame(list(rows), columns=list(TABLE_COLUMNS)))
+    for i, r in enumerate(records(table)):
+        why = _row_problem(r)
+        if why:
+            raise ValueError(f"row {i} ({r['transform']}): {why}")
+    return table
+
+
+def _row_problem(r: Mapping[str, Any]) -> str | None:
+    if r["level"] not in range(len(LEVELS)) or not isinstance(r["transform"], str):
+        return f"level {r['level']!r} or transform {r['transform']!r}"
+    if r["n"] < 1 or min(r["kept"], r["harm"], r["unstable"]) < 0:
+        return f"count n={r['n']}, kept={r['kept']}, harm={r['harm']}, unstable={r['unstable']}"
+    if not (math.isfinite(r["mean"]) and math.isfinite(r["var"]) and r["var"] >= 0):
+        return f"mean {r['mean']!r} or variance {r['var']!r}"
+    opts = r["options"]
+    if opts is not None and not (isinstance(opts, float) and math.isnan(opts)):
+        try:
+            ok = isinstance(opts, str) and isinstance(json.loads(opts), dict)
+        except ValueError:
+            ok = False
+        if not ok:
+            return f"options {opts!r:.60} (a JSON object's text, or null)"
+    return None
