@@ -9,19 +9,33 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from warehouse.layout import visible_parts
+from warehouse.catalog import existing_warehouse
+from warehouse.errors import WarehouseError
+from warehouse.layout import check_root, visible_parts
 from warehouse.parts import mark_unreadable, warn_skipped
 from warehouse.schema import table as table_spec
 
 
-def read_table(root: str | Path, table: str, columns: Sequence[str] | None = None) -> pa.Table:
+def read_table(root: str | Path, table: str, columns: Sequence[str] | str | None = None,
+               missing_ok: bool = False) -> pa.Table:
     """Every visible, readable part of `table`, concatenated; `columns` (default: the
-    schema's) in that order, NULL where an older part lacks one. A part pyarrow cannot read is
-    skipped and named once on stderr, as the views do."""
-    root = Path(root)
+    schema's; a str: that one column) in that order, NULL where an older part lacks one. A
+    part pyarrow cannot read is skipped and named once on stderr, as the views do. A column
+    not of the table is a WarehouseError naming it; `missing_ok` as for `connect` (a
+    directory that does not exist, or holds no warehouse, is refused: a typo must not read
+    as an empty table)."""
+    root = check_root(Path(root))
+    if not missing_ok:
+        existing_warehouse(root)
     schema = table_spec(table).schema
-    names = list(columns) if columns is not None else schema.names
-    fields = [schema.field(n) if n in schema.names else pa.field(n, pa.null()) for n in names]
+    # a str is one column's name (iterating it would ask for one column per character)
+    names = [columns] if isinstance(columns, str) else \
+        list(columns) if columns is not None else schema.names
+    unknown = [n for n in names if n not in schema.names]
+    if unknown:
+        raise WarehouseError(f"table '{table}' has no column(s) {', '.join(map(repr, unknown))} "
+                             f"(columns: {', '.join(schema.names)})")
+    fields = [schema.field(n) for n in names]
     out: list[pa.Table] = []
     for p in visible_parts(root, table):
         try:

@@ -48,10 +48,17 @@ def default_root(given: str | Path | None = None) -> Path:
     return Path(os.environ.get(ENV_VAR) or Path.cwd() / DEFAULT_DIR)
 
 
-def require_warehouse(root: Path) -> None:
+def require_warehouse(root: str | Path) -> None:
     """A one-line error for a directory that holds none of a warehouse's entries (an empty one
     is a warehouse nothing was written to yet): a wrong --warehouse must not read as ok, nor
-    as an empty warehouse."""
+    as an empty warehouse. A path that does not exist, or is no directory, is one too."""
+    root = Path(root)
+    # worded as `existing_warehouse` words it: the CLI and the service print a WarehouseError
+    # as one line, where a raw OSError would be a traceback
+    if not root.exists():
+        raise WarehouseError(f"no warehouse at {root} (the directory does not exist)")
+    if not root.is_dir():
+        raise WarehouseError(f"warehouse '{root}' is not a directory")
     names = {n for n in os.listdir(root) if not n.startswith(".")}
     if names and not names & (set(TABLES) | OWN_ENTRIES):
         raise WarehouseError(f"{root} is not a warehouse (no table directory such as runs/ "
@@ -72,7 +79,7 @@ def existing_warehouse(given: str | Path | None,
     return root
 
 
-def check_served(root: Path, setting: str) -> bool:
+def check_served(root: str | Path, setting: str) -> bool:
     """What the service serves, given by `setting` (--warehouse, AICF_SERVICE_WAREHOUSE): a
     warehouse (True); or, where none was logged to yet, a directory to be made in one that
     exists (False: the service starts before any run). A missing parent directory is almost
@@ -80,6 +87,7 @@ def check_served(root: Path, setting: str) -> bool:
     one-line error naming `setting` and the path, before anything is created. `aicf-induct
     serve`, `keys create` (which makes the directory in the False case, saying so: a
     service's keys come before its first run) and `create_app` all call this."""
+    root = Path(root)
     if root.is_dir():
         try:
             require_warehouse(root)

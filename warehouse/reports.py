@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import duckdb
+import numpy as np
 import pandas as pd
 
 from aicf_induct.records import RUN_STATUSES
@@ -82,7 +83,7 @@ def bind(report: Report, params: Mapping[str, Any] | None) -> dict[str, Any]:
     out = dict(report.params)
     for k, v in given.items():
         default = report.params[k]
-        if v is not None and isinstance(default, int | float) and not isinstance(v, bool):
+        if v is not None and isinstance(default, int | float):
             v = _number(report.name, k, v, type(default))
         elif v is not None and k in CHOICES and v not in CHOICES[k]:
             raise WarehouseError(f"report '{report.name}': parameter '{k}' must be one of "
@@ -93,13 +94,24 @@ def bind(report: Report, params: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def _number(report: str, key: str, v: Any, kind: type) -> int | float:
     """A numeric parameter's value as its default's type: a count or a threshold on one, so
-    not negative, and within what DuckDB compares it with."""
+    not negative, and within what DuckDB compares it with. A bool, or a fraction where a
+    count is meant, is refused: int() would read True as 1 and 2.9 as 2."""
+    what = "whole number" if kind is int else "finite number"
+    refused = WarehouseError(f"report '{report}': parameter '{key}' must be a {what}, "
+                             f"got '{v}'")
+    if isinstance(v, bool | np.bool_):
+        raise refused
+    if kind is int and not isinstance(v, str | int | np.integer):
+        try:
+            whole = float(v).is_integer()  # 3.0 is a count; 2.9, inf and nan are not
+        except (TypeError, ValueError):
+            whole = False
+        if not whole:
+            raise refused
     try:
         number = kind(v)
-    except (ValueError, OverflowError):  # int('inf') is a ValueError, int(inf) an overflow
-        what = "whole number" if kind is int else "finite number"
-        raise WarehouseError(f"report '{report}': parameter '{key}' must be a {what}, "
-                             f"got '{v}'") from None
+    except (TypeError, ValueError, OverflowError):  # int('inf'): ValueError, int(inf): overflow
+        raise refused from None
     if not math.isfinite(number):
         raise WarehouseError(f"report '{report}': parameter '{key}' must be a finite "
                              f"number, got '{v}'")

@@ -52,8 +52,10 @@ class WarehouseTuningStore:
 
     def load(self, device: str) -> dict[TuneKey, str]:
         best: dict[TuneKey, tuple[Any, str]] = {}
+        # a device's first run finds no warehouse yet: nothing measured, nothing to refuse
         rows = read_table(self.root, TABLE, ["op", "shape_key", "dtype", "device", "kernel",
-                                             "chosen", "measured_at"]).to_pylist()
+                                             "chosen", "measured_at"],
+                          missing_ok=True).to_pylist()
         for r in rows:  # a damaged part is skipped with one warning, as every reader does
             if not r["chosen"] or r["device"] != device:
                 continue

@@ -54,6 +54,25 @@ def _wide(choices: pd.DataFrame, k: int, column: str = "norm_error") -> pd.DataF
                            aggfunc="first")
 
 
+def _scored(result: LopoResult, k: int, methods: tuple[str, ...],
+            name: str = "k") -> pd.DataFrame:
+    """`_wide` at k, after a ConfigError naming a k the result did not evaluate (`name`: the
+    argument it came from) or a method it has no pick of there (a KeyError said neither)."""
+    ks = sorted(int(x) for x in result.choices["k"].unique()) if "k" in result.choices \
+        else []
+    if isinstance(k, bool) or k not in ks:
+        raise ConfigError(f"{name}={k!r} was not evaluated (ks: "
+                          f"{', '.join(map(str, ks)) or 'none'})")
+    wide = _wide(result.choices, k)
+    missing = [m for m in methods if m not in wide.columns]
+    if missing:
+        there = [m for m in METHODS if m in wide.columns] + \
+            sorted(str(m) for m in wide.columns if m not in METHODS)
+        raise ConfigError(f"no method {', '.join(map(repr, missing))} at {name}={k} "
+                          f"(methods: {', '.join(there)})")
+    return wide
+
+
 def summary(result: LopoResult, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Per (method, k): mean normalized error [95 % bootstrap CI], mean regret, average rank
     among the methods (1 best; ties share)."""
@@ -83,7 +102,9 @@ def compare(result: LopoResult, method: str = "proposer", k: int = 1,
     `choice_oracle`) are left out unless named: they are scales, not baselines. A
     `baseline_k` above k asks whether one pick beats k trained ones."""
     bk = k if baseline_k is None else baseline_k
-    ours, theirs = _wide(result.choices, k)[method], _wide(result.choices, bk)
+    ours = _scored(result, k, (method,))[method]
+    theirs = _scored(result, bk, tuple(baselines or ()),
+                     "k" if baseline_k is None else "baseline_k")
     names = baselines or tuple(m for m in METHODS if m in theirs.columns and
                                m != method and m not in REFERENCES)
     rows = []
@@ -124,7 +145,7 @@ def gap_closed(result: LopoResult, method: str = "proposer", k: int = 1) -> floa
     method matches the full search, 0 when it is no better than the default. NaN when the
     full search is no better than the default: there is no gap to close, and a ratio over a
     gap of zero or below would read as a share (200 %, or a sign flipped)."""
-    err = _wide(result.choices, k).mean()
+    err = _scored(result, k, ("default", "full_search", method)).mean()
     gap = err["default"] - err["full_search"]
     return float((err["default"] - err[method]) / gap) if gap > 0 else float("nan")
 

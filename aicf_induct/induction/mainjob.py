@@ -151,13 +151,29 @@ def main_job(problem: Problem, config: TrainConfig | None = None, *,
     a path, or None for the shipped one) or the one given (`proposal`, e.g. the service's,
     from `source`), its top candidate as the start and `config` (default `TrainConfig()`)
     with its recipe, and a `LearnedRewritePolicy` over the pack's rewrite table pooled with
-    the rewrite history of `warehouse` (when given), or over `ask` (`service_rewrites`,
-    named `ask_source`); `fallback` (default: the rule policy) decides where it has no
-    history. `features`: the problem's, when already computed."""
+    the rewrite history of `warehouse` (when given; one not made yet has none: the one a
+    first `adapt --from-proposal` run logs into; a file, or a directory that holds no
+    warehouse, is refused), or over `ask` (`service_rewrites`, named `ask_source`);
+    `fallback` (default: the rule policy) decides where it has no history. `features`: the
+    problem's, when already computed. A `problem` that is not a loaded `Problem`, or a
+    `config` not a `TrainConfig`, is a TypeError saying what it takes."""
     from aicf_induct.induction.learned_effects import learned_effects
     from aicf_induct.induction.pack import Pack, load_pack
     from aicf_induct.induction.proposals import propose_problem
     from aicf_induct.runtime.runs import problem_meta_features
+
+    # refused here, in words: they failed deep inside as "'str' object has no attribute
+    # 'train'" and "replace() should be called on dataclass instances"
+    if not isinstance(problem, Problem):
+        how = f"load_problem({problem!r})" if isinstance(problem, str) else \
+            "load_problem(name), or problem_from_frame(df, target=COL)"
+        raise TypeError(f"main_job takes a loaded Problem ({how}), got "
+                        f"{type(problem).__name__}")
+    if config is not None and not isinstance(config, TrainConfig):
+        raise TypeError(f"main_job's config must be a TrainConfig (e.g. TrainConfig(epochs=3)) "
+                        f"or None, got {type(config).__name__}")
+    if warehouse is not None and Path(warehouse).exists() and not Path(warehouse).is_dir():
+        raise ConfigError(f"warehouse '{warehouse}' is not a directory")  # else read as none
 
     feats = dict(features) if features is not None else problem_meta_features(problem)
     if proposal is None:

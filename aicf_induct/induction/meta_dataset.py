@@ -84,17 +84,24 @@ WHERE p.fingerprint IN (SELECT DISTINCT fingerprint FROM run_structure)
 
 def load_meta_dataset(root: str | Path, *, protocol: str | None = None,
                       groups: Mapping[str, str] | None = None,
-                      statuses: Sequence[str] = DONE_STATUSES,
+                      statuses: Sequence[str] | str = DONE_STATUSES,
                       n_seeds: int | None = None) -> pd.DataFrame:
     """The tidy meta-dataset of the sweep corpus at `root` (see the module docstring).
     `protocol`: which sweep protocol to read; None needs the warehouse to hold exactly one.
+    `statuses`: the run statuses read (a str: that one).
     `n_seeds`: read only seeds 0..n_seeds-1 (a corpus whose further seeds are being trained),
     before normalizing, so no problem's scale depends on how far its extra seeds got."""
     import warehouse
     from warehouse.catalog import frame
 
+    statuses = status_list(statuses)
+    # 0 or fewer read no seed: an empty corpus, as if the warehouse held none
+    if n_seeds is not None and (isinstance(n_seeds, bool) or
+                                not isinstance(n_seeds, int | np.integer) or n_seeds < 1):
+        raise ConfigError(f"n_seeds must be an integer >= 1 (or None: all), got {n_seeds!r}")
+
     def read(conn: Any) -> tuple[pd.DataFrame, ...]:
-        return (frame(conn, RUNS_SQL, {"statuses": list(statuses)}),
+        return (frame(conn, RUNS_SQL, {"statuses": statuses}),
                 frame(conn, PROBLEMS_SQL), frame(conn, FEATURES_SQL), frame(conn, PATTERNS_SQL))
 
     runs, problems, features, patterns = warehouse.with_retry(root, read)
@@ -104,16 +111,24 @@ def load_meta_dataset(root: str | Path, *, protocol: str | None = None,
     return assemble(runs, problems, features, patterns, groups)
 
 
-def sweep_protocols(root: str | Path, statuses: Sequence[str] = DONE_STATUSES
+def status_list(statuses: Sequence[str] | str) -> list[str]:
+    """Run statuses as a list; a str is one status (not one per character, which matched
+    no run)."""
+    return [statuses] if isinstance(statuses, str) else list(statuses)
+
+
+def sweep_protocols(root: str | Path, statuses: Sequence[str] | str = DONE_STATUSES
                     ) -> dict[str, int]:
     """The sweep protocols of the warehouse's scored sweep runs, with their run counts."""
     import warehouse
+
+    statuses = status_list(statuses)
 
     def read(conn: Any) -> dict[str, int]:
         return {str(p): int(n) for p, n in conn.execute(
             "SELECT json_extract_string(config, '$.sweep.protocol') AS p, count(*) FROM runs "
             "WHERE origin = 'sweep' AND list_contains($statuses, status) AND p IS NOT NULL "
-            "GROUP BY p ORDER BY count(*) DESC", {"statuses": list(statuses)}).fetchall()}
+            "GROUP BY p ORDER BY count(*) DESC", {"statuses": statuses}).fetchall()}
 
     return warehouse.with_retry(root, read)
 

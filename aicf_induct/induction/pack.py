@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+from sklearn.utils.validation import check_is_fitted
 
 from aicf_induct import __version__
 from aicf_induct.atomic_file import atomic_write
@@ -235,12 +236,18 @@ def _array(values: pd.Series) -> np.ndarray:
     return np.asarray(values, dtype=dtype)
 
 
-def build_pack(meta: pd.DataFrame, miner: Miner, excluded: Sequence[str] = (),
+def build_pack(meta: pd.DataFrame, miner: Miner, excluded: Sequence[str] | str = (),
                rewrites: pd.DataFrame | None = None,
                conformal_folds: int = CONFORMAL_FOLDS,
                conformal_repeats: int = CONFORMAL_REPEATS) -> Pack:
     """A pack of `meta` (the corpus, excluded problems already dropped), a fitted miner and
-    the rewrite history's aggregate table (None or empty: none)."""
+    the rewrite history's aggregate table (None or empty: none). `excluded`: the names of
+    the problems dropped (a str: one name), as the header records them."""
+    check_is_fitted(miner, ["rules_", "correlations_"],
+                    msg="build_pack's miner (%(name)s) is not fitted: the pack holds its "
+                        "rules, so fit it on the corpus first (miner.fit(meta))")
+    if isinstance(excluded, str):  # one name, not one name per character
+        excluded = [excluded]
     if meta.empty:
         raise ConfigError("no corpus rows left to pack")
     table = aggregate(meta)
@@ -301,7 +308,8 @@ def write_pack(pack: Pack, path: str | Path, command: Sequence[str] | None = Non
                history: dict[str, int] | None = None, protocol: str | None = None) -> Path:
     """Write PATH (Parquet, named .parquet: `pack_path`) and PATH with `.json`
     (provenance, `refit_of`, `history` and `protocol` as `provenance` takes them), each
-    atomically; returns PATH."""
+    atomically, neither when one of them cannot be (a ConfigError naming that one);
+    returns PATH."""
     import pyarrow as pa
 
     from warehouse.writer import write_parquet
@@ -314,14 +322,36 @@ def write_pack(pack: Pack, path: str | Path, command: Sequence[str] | None = Non
     t = pa.Table.from_pandas(pack.table, preserve_index=False)
     t = t.replace_schema_metadata({META_KEY: json.dumps(header, sort_keys=True).encode()})
     prov = provenance(pack, command, refit_of, history, protocol)
+    prov_path = json_path(path)
+
+    def failed(where: Path, err: OSError | str) -> ConfigError:
+        # the path that failed, worded as `induce fit` refuses an -o before the fit
+        why = err if isinstance(err, str) else err.strerror or str(err)
+        its = "" if where == path else f"its provenance {where}: "
+        return ConfigError(f"cannot write the knowledge pack to {path}: {its}{why}")
+
+    # both destinations checked, then both written to temporaries before either is renamed:
+    # a pack must not be left without the provenance that says what it is
+    for where in (path, prov_path):
+        if where.is_dir():
+            raise failed(where, "is a folder, not a file")
+
+    def write_prov(p: Path) -> None:
+        p.write_text(json.dumps(prov, indent=1) + "\n")
+
+    def write_both(tmp: Path) -> None:
+        # no page checksums: the shipped pack's bytes stay what its documented refit writes
+        write_parquet(t, tmp, page_checksum=False)
+        try:
+            atomic_write(prov_path, write_prov)  # the pack's temporary is removed on failure
+        except OSError as err:
+            raise failed(prov_path, err) from None
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        # no page checksums: the shipped pack's bytes stay what its documented refit writes
-        atomic_write(path, lambda p: write_parquet(t, p, page_checksum=False))
-        atomic_write(json_path(path), lambda p: p.write_text(json.dumps(prov, indent=1) + "\n"))
+        atomic_write(path, write_both)
     except OSError as err:
-        raise ConfigError(f"cannot write the knowledge pack to {path}: "
-                          f"{err.strerror or err}") from None
+        raise failed(path, err) from None
     pack.provenance, pack.path = prov, path
     return path
 

@@ -24,11 +24,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from aicf_induct.errors import AicfError, ConfigError, DataError
 from aicf_induct.induction.meta_dataset import FEATURE_PREFIX
 from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.pack import Pack, load_pack
-from aicf_induct.induction.proposer import check_top_k
+from aicf_induct.induction.proposer import check_top_k, feature_mapping
 from aicf_induct.problems.preprocess import Task
 from aicf_induct.problems.problem import Problem
 
@@ -139,15 +141,17 @@ def propose_described(info: Mapping[str, Any], features: Mapping[str, float], pa
                      dataset=dict(info))
 
 
-def propose_features(features: Mapping[str, float], pack: Pack | str | Path | None = None,
+def propose_features(features: Mapping[str, float] | pd.Series,
+                     pack: Pack | str | Path | None = None,
                      top_k: int = 5, sizes: tuple[int, int] | None = None,
                      dataset: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The proposal dict for a problem given by its meta-features (names as
-    `extract_features` gives them; NaN or None: missing); `sizes` = (inputs, outputs) adds
-    each candidate's IR. A name the pack's model does not read is a ConfigError naming it
-    (as the service's 422), and so is a mapping with a value for none of those it reads
-    (`featurise(dataset)` computes them all)."""
+    """The proposal dict for a problem given by its meta-features (a mapping, or a pandas
+    Series indexed by name; names as `extract_features` gives them; NaN or None: missing);
+    `sizes` = (inputs, outputs) adds each candidate's IR. A name the pack's model does not
+    read is a ConfigError naming it (as the service's 422), and so is a mapping with a value
+    for none of those it reads (`featurise(dataset)` computes them all)."""
     check_top_k(top_k)
+    features = feature_mapping(features)
     p = pack if isinstance(pack, Pack) else load_pack(pack)
     unknown = unknown_features(features, p)
     if unknown:
@@ -160,9 +164,10 @@ def propose_features(features: Mapping[str, float], pack: Pack | str | Path | No
     return _proposal(features, p, top_k, sizes, dataset)
 
 
-def unknown_features(features: Mapping[str, Any], pack: Pack) -> list[str]:
-    """The names of `features` (with or without `f.`) the pack's model does not read,
-    sorted."""
+def unknown_features(features: Mapping[str, Any] | pd.Series, pack: Pack) -> list[str]:
+    """The names of `features` (with or without `f.`; a Series' index) the pack's model does
+    not read, sorted."""
+    features = feature_mapping(features)
     reads = {n.removeprefix(FEATURE_PREFIX) for n in pack.proposer().metamodel_.feature_names_}
     return sorted(str(k) for k in features if str(k).removeprefix(FEATURE_PREFIX) not in reads)
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, clone
+from sklearn.utils.validation import check_is_fitted
 
 from aicf_induct.errors import ConfigError
 from aicf_induct.frontend.families import CNNSpec, image_side
@@ -106,12 +107,15 @@ class Proposer(BaseEstimator):
             self.rules_ = rules[rules["q_value"] < self.rules_q].reset_index(drop=True)
         return self
 
-    def propose(self, features: Mapping[str, float], top_k: int = 5,
+    def propose(self, features: Mapping[str, float] | pd.Series, top_k: int = 5,
                 sizes: tuple[int, int] | None = None) -> Proposal:
         """The top_k candidates for a problem with these meta-features (names with or
         without the `f.` prefix, as `extract_features` gives them). `sizes`: the problem's
-        (inputs, outputs), to attach each candidate's canonical IR."""
+        (inputs, outputs), to attach each candidate's canonical IR; `features` a mapping or
+        a pandas Series indexed by name. NotFittedError before `fit`."""
         check_top_k(top_k)
+        check_is_fitted(self, "metamodel_")
+        features = feature_mapping(features)
         mm = self.metamodel_
         given = mm.feature_vector(features)
         if not np.isfinite(given).any():  # a ranking of nothing but the model's defaults
@@ -157,6 +161,18 @@ class Proposer(BaseEstimator):
                                  float(exp), float(lo), float(hi), on_near, rules, ir,
                                  expected_rank=exp_rank))
         return Proposal(mm.level, ranked, neighbors)
+
+
+def feature_mapping(features: Any) -> Mapping[str, Any]:
+    """Meta-features as name -> value: a mapping as given, a pandas Series by its index
+    (iterating a Series gives its values, which would be read as names); a ConfigError for
+    anything else."""
+    if isinstance(features, pd.Series):
+        return {str(k): v for k, v in features.items()}
+    if isinstance(features, Mapping):
+        return features
+    raise ConfigError(f"meta-features must be a mapping of name -> value (or a pandas Series "
+                      f"indexed by name), got {type(features).__name__}")
 
 
 def check_top_k(top_k: Any) -> None:

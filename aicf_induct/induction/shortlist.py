@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from aicf_induct.errors import ConfigError
 from aicf_induct.induction.mainjob import StartPoint, start_point
 from aicf_induct.problems.problem import Problem
 from aicf_induct.runtime.metrics import score_name
@@ -88,7 +89,10 @@ Train = Callable[[StartPoint, TrainConfig], TrainResult]
 
 def shortlist_size(proposal: Mapping[str, Any], top: int) -> int:
     """How many candidates `train_shortlist` trains: `top`, or all the proposal holds if
-    fewer (one at least: a proposal without candidates starts from its first start point)."""
+    fewer (one at least: a proposal without candidates starts from its first start point,
+    which says it has none). A `top` below 1 is a ConfigError: it trained one silently."""
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise ConfigError(f"top must be an integer >= 1, got {top!r}")
     return max(1, min(top, len(proposal.get("candidates") or [])))
 
 

@@ -278,6 +278,7 @@ class Space:
 
     def random(self, n: int, seed: int = 0) -> list[Candidate]:
         """n distinct candidates drawn uniformly (fewer when the space has fewer)."""
+        n, seed = _draw_args(n, seed)
         if n >= self.size:  # all of them: the draws could only find the grid, slowly
             return self.grid()
         rng = np.random.default_rng(seed)
@@ -290,6 +291,7 @@ class Space:
         coordinate picks the value `floor(u * len(axis))`): better balanced than random."""
         from scipy.stats import qmc
 
+        n, seed = _draw_args(n, seed)
         lens = [len(v) for v in self.axes.values()]
         if not lens or n >= self.size:  # all of them, as `random`
             return self.grid()[:n]
@@ -311,6 +313,8 @@ class Space:
         """The candidates a space spec draws: "grid" (all, or its first n), "random" or
         "sobol" (n distinct, seeded); what a sweep trains."""
         if method == "grid":
+            if n is not None:  # before the grid is built: grid[:-1] would drop its last
+                n = check_int("n", n, 1)
             grid = self.grid()
             return grid if n is None else grid[:n]
         if n is None:
@@ -323,6 +327,25 @@ class Space:
 
     def __repr__(self) -> str:
         return f"Space({self.axes!r})"
+
+
+def check_int(key: str, v: object, low: int, high: int | None = None) -> int:
+    """`v` as an int in low..high, or a ConfigError naming `key` (as a space spec's `n` and
+    `seed` are refused): a bool, a float or a str is no count, and n <= 0 drew one candidate
+    (or the grid less its last) where none were asked."""
+    if isinstance(v, bool) or not isinstance(v, int | np.integer):
+        raise ConfigError(f"'{key}' must be an integer, got {v!r}")
+    if v < low or (high is not None and v > high):  # a seed: what NumPy and SciPy take
+        bound = f"in {low}..{high}" if high is not None else f">= {low}"
+        raise ConfigError(f"'{key}' must be {bound}, got {v}")
+    return int(v)
+
+
+def _draw_args(n: object, seed: object) -> tuple[int, int]:
+    """`random`'s and `sobol`'s n and seed, checked as a space spec's are."""
+    from aicf_induct.problems.splits import MAX_SEED  # here: its module imports scikit-learn
+
+    return check_int("n", n, 1), check_int("seed", seed, 0, MAX_SEED)
 
 
 def _tries(n: int, per: int = 1) -> range:

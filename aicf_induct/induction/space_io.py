@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from aicf_induct.errors import ConfigError
-from aicf_induct.induction.space import Candidate, Space
+from aicf_induct.induction.space import Candidate, Space, check_int
 from aicf_induct.problems.splits import MAX_SEED
 
 SAMPLES = ("grid", "random", "sobol")
@@ -144,11 +144,10 @@ def from_mapping(data: Mapping[str, Any], name: str = "") -> SpaceSpec:
     for key, v, low, high in (("n", n, 1, None), ("seed", seed, 0, MAX_SEED)):
         if v is None:
             continue
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ConfigError(f"{name or 'space'}: '{key}' must be an integer, got {v!r}")
-        if v < low or (high is not None and v > high):  # a seed: what NumPy and SciPy take
-            bound = f"in {low}..{high}" if high is not None else f">= {low}"
-            raise ConfigError(f"{name or 'space'}: '{key}' must be {bound}, got {v}")
+        try:
+            check_int(key, v, low, high)
+        except ConfigError as err:
+            raise ConfigError(f"{name or 'space'}: {err}") from None
     return SpaceSpec(Space(axes), str(data.get("sample", "grid")), n, seed, name)
 
 
@@ -243,6 +242,8 @@ def load_file(path: str | Path) -> SpaceSpec:
     p = Path(path)
     if p.is_dir():
         raise ConfigError(f"{p}: a directory, not a space file")
+    if not p.exists():  # one line naming it, as the other space errors (not a traceback)
+        raise ConfigError(f"{p}: no such file")
     kind = "JSON" if p.suffix.lower() == ".json" else "YAML"
     try:
         text = p.read_text(encoding="utf-8")
@@ -257,8 +258,15 @@ def load_file(path: str | Path) -> SpaceSpec:
     return from_mapping(data, name=str(p))
 
 
-def parse_space(spec: str) -> SpaceSpec:
-    """A preset name, a .yaml/.yml/.json file, or the text form."""
+def parse_space(spec: str | Path) -> SpaceSpec:
+    """A preset name, a .yaml/.yml/.json file (a str or a Path), or the text form."""
+    if isinstance(spec, Path):  # a file (a preset or text form is a str)
+        if spec.suffix.lower() not in (".yaml", ".yml", ".json"):
+            raise ConfigError(f"{spec}: a space file is named .yaml, .yml or .json")
+        return load_file(spec)
+    if not isinstance(spec, str):
+        raise ConfigError(f"a space spec is a preset name, a space file or 'axis=v1,v2;...' "
+                          f"text, got {type(spec).__name__}")
     s = spec.strip()
     if s in PRESETS:
         return from_mapping(PRESETS[s], name=s)

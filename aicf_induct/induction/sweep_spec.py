@@ -28,7 +28,7 @@ Triple = tuple[str, str, int]  # (problem_id, candidate key, seed)
 class SweepSpec:
     """What to train: problems × candidates × seeds, with the shared training settings."""
 
-    problems: tuple[str, ...]
+    problems: tuple[str, ...]  # a str: that one problem
     candidates: tuple[Candidate, ...]
     seeds: tuple[int, ...] = (0,)
     # the candidate's recipe and the seed override these
@@ -36,6 +36,8 @@ class SweepSpec:
     budget_s: float = 0.0  # wall-clock budget per run; 0: none
 
     def __post_init__(self) -> None:
+        if isinstance(self.problems, str):  # one name, not one problem per character
+            object.__setattr__(self, "problems", (self.problems,))
         if not self.problems or not self.candidates or not self.seeds:
             raise ConfigError("a sweep needs at least one problem, candidate and seed")
         if self.budget_s < 0:

@@ -128,3 +128,46 @@ def test_central_methods_say_what_they_do(method: object) -> None:
     doc = inspect.getdoc(method)
     assert doc and len(doc) > 40, method
 
+
+
+def test_meta_features_as_a_series_are_read_by_their_index() -> None:
+    """`propose_features` iterated a Series by its values ("unknown meta-features
+    '-0.034...'") where `Proposer.propose` read its index."""
+    import pandas as pd
+
+    pack = load_pack()
+    f = featurise("wine")[1]
+    assert propose_features(pd.Series(f), pack, 2) == propose_features(f, pack, 2)
+    assert pack.proposer().propose(pd.Series(f), 2) == pack.proposer().propose(f, 2)
+    with pytest.raises(ConfigError, match="unknown meta-feature 'foo'"):
+        propose_features(pd.Series({"foo": 1.0, "simple.n_rows": 10.0}), pack, 2)
+    with pytest.raises(ConfigError, match="meta-features must be a mapping of name -> value "
+                                          r"\(or a pandas Series indexed by name\), got list"):
+        propose_features([1.0, 2.0], pack, 2)  # type: ignore[arg-type]
+
+
+def test_an_unfitted_proposer_or_miner_says_so_as_scikit_learn_does() -> None:
+    """AttributeErrors: 'metamodel_' (propose before fit) and 'rules_' (build_pack)."""
+    from sklearn.exceptions import NotFittedError
+
+    from aicf_induct.induction.pack import build_pack
+
+    with pytest.raises(NotFittedError, match="This Proposer instance is not fitted yet"):
+        Proposer().propose({"simple.n_rows": 10.0}, top_k=1)
+    with pytest.raises(NotFittedError, match=r"build_pack's miner \(Miner\) is not fitted"):
+        build_pack(planted(P=8), Miner())
+
+
+def test_main_job_refuses_a_name_or_a_dict_in_words(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """AttributeError 'train' for a name; "replace() should be called on dataclass
+    instances" for a dict of settings; a file as the warehouse read as no history."""
+    with pytest.raises(TypeError, match=r"main_job takes a loaded Problem "
+                                        r"\(load_problem\('wine'\)\), got str"):
+        main_job("wine")  # type: ignore[arg-type]
+    problem = load_problem("iris")
+    with pytest.raises(TypeError, match=r"main_job's config must be a TrainConfig \(e\.g\. "
+                                        r"TrainConfig\(epochs=3\)\) or None, got dict"):
+        main_job(problem, {"epochs": 3})  # type: ignore[arg-type]
+    (tmp_path / "wh").write_text("x")
+    with pytest.raises(ConfigError, match=r"warehouse '.*wh' is not a directory"):
+        main_job(problem, warehouse=tmp_path / "wh")

@@ -553,3 +553,24 @@ def test_a_choice_is_the_lowest_validation_error_and_never_reads_the_score_seeds
     late = moved["seed"].isin([2, 3])
     moved.loc[late, "val_score"] = rng.uniform(0.0, 1.0, int(late.sum()))
     assert picks(moved).equals(before)
+
+
+def test_a_method_or_k_the_result_has_not_is_named() -> None:
+    """KeyErrors: 'bogus' (an unknown method), 'proposer' (a k not evaluated), 'default'
+    (gap_closed at one)."""
+    res = hand_result()
+    res = LopoResult(pd.concat([res.choices, res.choices.assign(k=3)], ignore_index=True),
+                     res.calibration, res.level)
+    methods = r"\(methods: proposer, default, full_search\)"
+    for call, words in (
+            (lambda: compare(res, method="bogus"), f"no method 'bogus' at k=1 {methods}"),
+            (lambda: compare(res, baselines=("knn",)), f"no method 'knn' at k=1 {methods}"),
+            (lambda: compare(res, k=5), r"k=5 was not evaluated \(ks: 1, 3\)"),
+            (lambda: compare(res, baseline_k=2), r"baseline_k=2 was not evaluated \(ks: 1, 3\)"),
+            (lambda: gap_closed(res, k=7), r"k=7 was not evaluated \(ks: 1, 3\)"),
+            (lambda: gap_closed(res, method="bogus", k=3), f"no method 'bogus' at k=3 {methods}"),
+            (lambda: gap_closed_ci(res, k=7), r"k=7 was not evaluated \(ks: 1, 3\)")):
+        with pytest.raises(ConfigError, match=words):
+            call()
+    assert gap_closed(res, k=3) == pytest.approx(0.275 / 0.325)
+    assert len(compare(res, k=3, n_boot=50)) == 2

@@ -94,6 +94,24 @@ def test_protocols_are_not_mixed(corpus: tuple[Path, SweepSpec], tmp_path: Path)
         load_meta_dataset(tmp_path / "empty")
 
 
+def test_statuses_take_a_str_as_one_status(corpus: tuple[Path, SweepSpec]) -> None:
+    """statuses="completed" was read one status per character ("the warehouse holds no
+    scored sweep runs")."""
+    root, _ = corpus
+    assert load_meta_dataset(root, statuses="completed").equals(
+        load_meta_dataset(root, statuses=["completed"]))
+
+
+def test_n_seeds_below_one_is_refused(corpus: tuple[Path, SweepSpec]) -> None:
+    """n_seeds 0 or -1 read an empty corpus silently."""
+    root, _ = corpus
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ConfigError, match=f"n_seeds must be an integer >= 1 "
+                                              fr"\(or None: all\), got {bad!r}"):
+            load_meta_dataset(root, n_seeds=bad)  # type: ignore[arg-type]
+    assert set(load_meta_dataset(root, n_seeds=1)["seed"]) == {0}
+
+
 def test_normalize_is_tabrepo_normalized_error() -> None:
     ref = np.array([0.1, 0.2, 0.3, 0.5])  # best 0.1, median 0.25
     np.testing.assert_allclose(normalize(np.array([0.1, 0.175, 0.25, 0.4, 0.05]), ref),

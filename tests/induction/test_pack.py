@@ -294,3 +294,43 @@ def test_another_format_a_directory_or_a_lost_feature_column_is_named(
     with pytest.raises(ConfigError) as info:  # an older pack: no upgrade helps
         load_pack(with_format(f"aicf.pack/{number - 1}"))
     assert "newer" not in str(info.value)
+
+
+def test_excluded_takes_a_str_as_one_name() -> None:
+    """`excluded="iris"` was recorded as ['i', 'i', 'r', 's'] (one name per character)."""
+    from tests.induction.synthetic_meta import planted
+
+    meta = planted(P=12)
+    miner = Miner(min_problems=2, n_bootstrap=50).fit(meta)
+    pack = build_pack(meta, miner, excluded="iris", conformal_folds=2, conformal_repeats=1)
+    assert pack.header["excluded"] == ["iris"]
+
+
+def test_a_provenance_that_cannot_be_written_leaves_no_pack(tmp_path: Path) -> None:
+    """PATH.json a directory: the .parquet was written, then the error named the .parquet."""
+    pack = load_pack()
+    (tmp_path / "pk" / "x.json").mkdir(parents=True)
+    with pytest.raises(ConfigError) as info:
+        write_pack(pack, tmp_path / "pk" / "x.parquet", ["test"])
+    assert str(info.value) == (f"cannot write the knowledge pack to {tmp_path}/pk/x.parquet: "
+                               f"its provenance {tmp_path}/pk/x.json: is a folder, not a file")
+    assert sorted(p.name for p in (tmp_path / "pk").iterdir()) == ["x.json"]
+    assert not any((tmp_path / "pk" / "x.json").iterdir())
+
+
+def test_a_provenance_that_fails_to_write_leaves_no_pack(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the checks (a disk full, a permission): neither file, nor a temporary one."""
+    pack = load_pack()
+    real = Path.write_text
+
+    def full(self: Path, *args: object, **kwargs: object) -> int:
+        if ".json" in self.name:
+            raise OSError(28, "No space left on device")
+        return real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(ConfigError, match=r"x\.parquet: its provenance \S*x\.json: No space "
+                                          "left on device"):
+        write_pack(pack, tmp_path / "x.parquet", ["test"])
+    assert list(tmp_path.iterdir()) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 
 import pytest
@@ -83,6 +84,36 @@ def test_malformed_space_files_are_one_line_errors(tmp_path) -> None:  # type: i
         with pytest.raises(ConfigError) as err:
             parse_space(str(tmp_path / name))
         assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_space_file_given_as_a_path_or_missing(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A Path was an AttributeError ('strip'); a missing file a raw FileNotFoundError."""
+    (tmp_path / "s.yaml").write_text("axes:\n  depth: [1, 2]\n")
+    assert [c.key for c in parse_space(tmp_path / "s.yaml").candidates()] == \
+        [c.key for c in parse_space(str(tmp_path / "s.yaml")).candidates()]
+    for given in (tmp_path / "nope.yaml", str(tmp_path / "nope.yaml")):
+        with pytest.raises(ConfigError, match=r"nope\.yaml: no such file"):
+            parse_space(given)
+
+
+@pytest.mark.parametrize("method, n, seed, words", [
+    ("sobol", 0, 0, "'n' must be >= 1, got 0"),  # drew 1 candidate
+    ("random", -3, 0, "'n' must be >= 1, got -3"),  # drew 1
+    ("grid", -1, 0, "'n' must be >= 1, got -1"),  # the grid less its last
+    ("grid", 0, 0, "'n' must be >= 1, got 0"),  # none
+    ("sobol", 2.5, 0, "'n' must be an integer, got 2.5"),  # AttributeError 'bit_length'
+    ("random", "3", 0, "'n' must be an integer, got '3'"),  # TypeError
+    ("random", True, 0, "'n' must be an integer, got True"),
+    ("random", 3, -1, "'seed' must be in 0..4294967295, got -1"),  # numpy's ValueError
+    ("sobol", 3, 2**32, "'seed' must be in 0..4294967295, got 4294967296"),
+])
+def test_sample_refuses_an_n_or_seed_as_a_space_spec_does(method: str, n: object, seed: object,
+                                                          words: str) -> None:
+    space = parse_space("depth=1,2,3;width=8,16").space
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        space.sample(method, n, seed)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="'n' must be >= 1, got 0"):
+        parse_space("depth=1,2,3;width=8,16;n=0")  # the same words
 
 
 def test_a_grid_too_large_to_enumerate_is_refused_at_once() -> None:

@@ -164,6 +164,18 @@ def test_names_that_name_no_table_are_refused_before_the_warehouse_is_touched(
     assert not (tmp_path / "wh").exists()
 
 
+def test_a_str_of_problems_is_one_problem(tmp_path: Path) -> None:
+    """`problems="iris"` was one problem per character: "3 of the problems name no table:
+    i ... r ... s"."""
+    from aicf_induct.induction.sweep_spec import check_sweep
+
+    good = Candidate(MLPSpec(depth=1, width=8))
+    spec = SweepSpec("iris", (good,), (0,), TRAIN, 60.0)  # type: ignore[arg-type]
+    assert spec.problems == ("iris",)
+    assert check_sweep(spec, tmp_path / "wh").problems == ("iris",)
+    assert not (tmp_path / "wh").exists()
+
+
 def test_a_space_that_applies_to_no_problem_is_refused_before_the_warehouse_is_touched(
         tmp_path: Path) -> None:
     cnn = tuple(parse_space("family=cnn").candidates())
