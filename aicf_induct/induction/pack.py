@@ -58,7 +58,7 @@ from aicf_induct.induction.meta_dataset import (
 from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.mining import CORRELATION_COLUMNS, RULE_COLUMNS, Miner
 from aicf_induct.induction.proposer import Proposer
-from aicf_induct.induction.rewrite_table import table_from_records, table_records
+from aicf_induct.induction.rewrite_table import DamagedRow, table_from_records, table_records
 
 if TYPE_CHECKING:  # lazy (see rewrite_effects): the runtime it imports costs `propose` ~20 ms
     from aicf_induct.induction.rewrite_effects import RewriteEffects
@@ -500,8 +500,10 @@ def load_pack(path: str | Path | None = None) -> Pack:
     try:
         rewrites = table_from_records(header.pop("rewrites")) if "rewrites" in header \
             else pd.DataFrame()
-    except (KeyError, TypeError, ValueError):
-        raise ConfigError(f"{p}: the knowledge pack's rewrite table is damaged") from None
+    except (KeyError, TypeError, ValueError) as err:
+        which = f": {err}" if isinstance(err, DamagedRow) else ""
+        raise ConfigError(f"{p}: the knowledge pack's rewrite table is damaged{which}") \
+            from None
     model = header.pop("metamodel", None)
     if not isinstance(model, dict):
         raise ConfigError(f"{p}: the knowledge pack holds no fitted meta-model")

@@ -125,8 +125,12 @@ def table_records(table: pd.DataFrame) -> list[dict[str, Any]]:
             for r in records(table)]
 
 
+class DamagedRow(ValueError):
+    """A row of a table read back whose values no table holds (its message names it)."""
+
+
 def table_from_records(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-    """A table read back from JSON rows (a pack's header); a ValueError names the first row
+    """A table read back from JSON rows (a pack's header); a `DamagedRow` names the first row
     whose values no table holds: a count below 1 made every estimate divide by zero, a
     missing or NaN variance turned it NaN, and options that are no JSON object were passed
     to a transform."""
@@ -134,7 +138,7 @@ def table_from_records(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     for i, r in enumerate(records(table)):
         why = _row_problem(r)
         if why:
-            raise ValueError(f"row {i} ({r['transform']}): {why}")
+            raise DamagedRow(f"row {i} ({r['transform']}): {why}")
     return table
 
 

@@ -124,12 +124,15 @@ def test_the_pack_carries_the_rewrite_table(tmp_path) -> None:
 
 
 DAMAGES = {  # a row's values no table holds: each read back, then failed or misled later
-    "a level that is no number": lambda r: {"level": "not a number"},
+    "a level that is no number": (lambda r: {"level": "not a number"}, ""),
     "a count below 1 (every estimate divided by zero at the run's first trigger)":
-        lambda r: {**r, "n": -5},
-    "no variance": lambda r: {k: v for k, v in r.items() if k != "var"},
-    "a NaN variance": lambda r: {**r, "var": float("nan")},
-    "options that are no JSON object": lambda r: {**r, "options": "{bad json"},
+        (lambda r: {**r, "n": -5}, r": row 0 \(widen\): count n=-5"),
+    "no variance": (lambda r: {k: v for k, v in r.items() if k != "var"},
+                    r": row 0 \(widen\): mean .* or variance nan"),
+    "a NaN variance": (lambda r: {**r, "var": float("nan")},
+                       r": row 0 \(widen\): mean .* or variance nan"),
+    "options that are no JSON object": (lambda r: {**r, "options": "{bad json"},
+                                        r": row 0 \(widen\): options '\{bad json'"),
 }
 
 
@@ -144,9 +147,10 @@ def test_a_damaged_rewrite_table_is_named(tmp_path, damage: str) -> None:
                       tmp_path / "p.parquet", ["t"])
     t = pq.read_table(path)
     header = json.loads(t.schema.metadata[META_KEY])
-    header["rewrites"] = [DAMAGES[damage](r) for r in header["rewrites"]]
+    change, names = DAMAGES[damage]
+    header["rewrites"] = [change(r) for r in header["rewrites"]]
     pq.write_table(t.replace_schema_metadata({META_KEY: json.dumps(header).encode()}), path)
-    with pytest.raises(ConfigError, match="rewrite table is damaged"):
+    with pytest.raises(ConfigError, match="rewrite table is damaged" + names):
         load_pack(path)
 
 
