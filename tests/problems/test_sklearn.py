@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from aicf_induct.errors import DataError
-from aicf_induct.problems import SKLEARN_NAMES, load_problem
+from aicf_induct.errors import ConfigError, DataError
+from aicf_induct.problems import SKLEARN_NAMES, image_side, load_problem, problem_from_frame
 
 SHAPES = {"iris": (150, 4, 3), "wine": (178, 13, 3), "breast_cancer": (569, 30, 2),
           "digits": (1797, 64, 10), "diabetes": (442, 10, 0)}
@@ -63,3 +64,15 @@ def test_prefixed_name_and_unknown_name() -> None:
     assert sub.problem_id != load_problem("iris").problem_id
     with pytest.raises(DataError, match="unknown dataset 'irs'"):
         load_problem("irs")
+
+
+def test_image_side_takes_a_name_or_a_problem() -> None:
+    """image_side(load_problem("wine")) was a TypeError about an unhashable ndarray."""
+    digits = load_problem("digits")
+    assert image_side(digits) == image_side("digits") == 8
+    assert image_side(load_problem("wine")) is None and image_side("wine") is None
+    frame = pd.DataFrame(digits.train.X[:, 8:16]).assign(y=digits.train.y)  # no image
+    assert image_side(problem_from_frame(frame, target="y", name="digits")) is None
+    with pytest.raises(ConfigError, match=r"image_side takes a problem name such as 'digits' "
+                                          r"or a Problem, got int \(by feature count"):
+        image_side(64)  # type: ignore[arg-type]

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from aicf_induct.errors import ConfigError
 from aicf_induct.problems.features.info import discretise, info_features, n_bins
 from aicf_induct.problems.features.landmarks import landmark_features
 from aicf_induct.problems.features.stats import (
@@ -113,6 +114,10 @@ def _compute(X: np.ndarray, y: np.ndarray, classification: bool,
 
 def extract_features(problem: Problem, config: FeatureConfig | None = None) -> dict[str, float]:
     """Meta-features of a problem, on its training split (see the module docstring)."""
+    if not isinstance(problem, Problem):  # a name ("wine") failed at `problem.task`
+        shown = f" {problem!r}" if isinstance(problem, str) else ""
+        raise ConfigError(f"extract_features takes a Problem, e.g. load_problem('wine'), got "
+                          f"{type(problem).__name__}{shown}")
     classification = problem.task == "classification"
     out = compute_features(problem.train.X, problem.train.y, classification, config)
     raw = problem.raw
