@@ -11,6 +11,13 @@
    process by part, downsampled as the page does (M4 to at most 2,000 points a series:
    `warehouse.run_view`) and with every step drawn (the baseline), median of 5.
 3. `aicf-induct warehouse compact`, both pages measured again.
+
+    .venv/bin/python benchmarks/dashboard_bench.py --long [--steps N] [--evals N]
+
+A synthetic run as long as the longest seen (956,154 steps, 25,841 evaluations of train
+loss, val loss and val accuracy; a spike every 10,000 steps), logged through the warehouse
+recorder and compacted: the page built in process by part (median of 5), then served by
+`aicf-induct serve` and fetched 5 times; printed, not written to RESULTS.md.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -37,11 +45,21 @@ from machine import cpu_model, git_commit, write_section
 
 from aicf_induct.cli.background import serving
 from aicf_induct.cli.main import main as cli
+from aicf_induct.records import (
+    ProblemRecord,
+    ResultRecord,
+    RunEndRecord,
+    RunStartRecord,
+    SnapshotRecord,
+    StepBatch,
+)
 from api.deps import Warehouse
 from api.pages import ir_graph, run_charts
 from api.pages.render import chart
+from warehouse import WarehouseRecorder
 from warehouse.run_view import DEFAULT_POINTS, run_view
 
+LONG = (956_154, 25_841)  # the longest run seen: steps, evaluations
 RUNS = {2_400: "10", 24_000: "100"}  # steps -> --trigger-epochs (3 rewrites either way)
 GOAL_S = 1.0
 
@@ -136,11 +154,70 @@ def part_rows(measured: dict[int, tuple[dict[str, float], dict[str, float]]]) ->
             for steps, (ours, base) in measured.items()]
 
 
+def log_long_run(root: Path, steps: int, evals: int, run_id: str = "long") -> str:
+    """A synthetic run of `steps` steps and `evals` evaluations through the recorder (steps
+    as the GPU path logs them, in batches), then compacted as a finished warehouse is."""
+    say(f"synthetic run of {steps:,} steps, {evals:,} evaluations")
+    rng = np.random.default_rng(0)
+    rec = WarehouseRecorder(root)
+    p = ProblemRecord("p-long", "long", "synthetic", "classification", 1000, 8, 3, "y", {})
+    rec.problem(p)
+    rec.run_start(RunStartRecord(run_id, p.problem_id, p.name, p.task, {}, 0, "cpu", {},
+                                 "bench"))
+    ir = json.dumps({"format": "aicf.ir/1", "nodes": [
+        {"id": "x", "op": "input", "inputs": [], "attrs": {}},
+        {"id": "l", "op": "linear", "inputs": ["x"], "attrs": {"out_features": 3}}]})
+    rec.snapshot(SnapshotRecord(run_id, 0, "start", ir, "fp", 27, {}))
+    batch = 100_000
+    for lo in range(0, steps, batch):
+        s = np.arange(lo, min(steps, lo + batch), dtype=np.int64)
+        loss = 1.0 / np.sqrt(s + 1.0) + rng.random(len(s)) * 0.05
+        loss[s % 10_000 == 5_000] *= 20  # spikes M4 must keep
+        rec.step_batch(StepBatch(run_id, int(lo // batch), s, loss, rng.random(len(s)) + 0.5,
+                                 rng.random(len(s)) * 1e-3, np.full(len(s), 1e-3), 0.001,
+                                 np.full(len(s), 16, np.int64)))
+    for k, step in enumerate(np.linspace(0, steps - 1, evals).astype(int).tolist()):
+        loss = 1.0 / np.sqrt(step + 1.0)
+        for split, metric, value in (("train", "loss", loss), ("val", "loss", loss * 1.1),
+                                     ("val", "accuracy", 1 - loss)):
+            rec.result(ResultRecord(run_id, step, k, split, metric, float(value)))
+    rec.result(ResultRecord(run_id, steps, evals, "val", "accuracy", 0.9, True))
+    rec.run_end(RunEndRecord(run_id, "completed", steps, 3600.0))
+    rec.close()
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert cli(["warehouse", "compact", "--warehouse", str(root), "--grace", "0"]) == 0
+    return run_id
+
+
+def main_long(steps: int, evals: int) -> int:
+    """The synthetic long run's page: its parts in process, then over HTTP."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "wh"
+        run_id = log_long_run(root, steps, evals)
+        say("the page's parts in process, median of 5")
+        parts = in_process(root, run_id, DEFAULT_POINTS)
+        say("GET the run page 5 times")
+        with serving(root) as served, httpx.Client(base_url=served.url, timeout=120) as client:
+            first, _ = get_times(client, f"/runs/{run_id}", 1)
+            times, size = get_times(client, f"/runs/{run_id}", 5)
+    print(f"{steps:,} steps, {evals:,} evaluations: read {parts['read'] * 1000:.0f} ms, "
+          f"figures {parts['figures'] * 1000:.0f} ms, html {parts['html'] * 1000:.0f} ms "
+          f"(in process, median of 5); GET first {first[0] * 1000:.0f} ms, median of 5 "
+          f"{statistics.median(times) * 1000:.0f} ms, page {size / 1e3:.0f} kB")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--write-results", action="store_true",
                     help="replace the Dashboard section of benchmarks/RESULTS.md")
+    ap.add_argument("--long", action="store_true",
+                    help="only the synthetic long run (printed, not written)")
+    ap.add_argument("--steps", type=int, default=LONG[0], help="--long: its steps")
+    ap.add_argument("--evals", type=int, default=LONG[1], help="--long: its evaluations")
     args = ap.parse_args()
+    if args.long:
+        return main_long(args.steps, args.evals)
     load0 = os.getloadavg()[0]
     rows: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -4,7 +4,9 @@
 Long curves are downsampled here, before anything is drawn: `m4` keeps, per bucket of steps,
 the first, last, lowest and highest point of each series (M4, Jugel et al., VLDB 2014), so a
 line drawn through them has the envelope of the full curve — spikes survive, which an average
-or every-k-th sample would hide. Markers are never downsampled: every event carries the exact
+or every-k-th sample would hide. Evaluations are downsampled the same way, each (split,
+metric) series on its own (a long run evaluates tens of thousands of times); a series of no
+more than `max_points` is kept whole. Markers are never downsampled: every event carries the exact
 training loss of its step (of the last step before it, for an event after the last step),
 read from the full series.
 
@@ -50,7 +52,9 @@ class RunView:
     # series name -> (steps, values) on the path taken, each at most `max_points` long, in
     # step order
     curves: dict[str, tuple[np.ndarray, np.ndarray]]
-    evals: list[dict[str, Any]]  # per-evaluation results: step, epoch, split, metric, value
+    # per-evaluation results: (split, metric) -> (steps, values) in step order, those that
+    # hold a finite value, downsampled as the curves are
+    evals: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]
     final: list[dict[str, Any]]  # final results: split, metric, value
     events: list[dict[str, Any]]  # every event, step order; detail/metrics parsed, `loss` exact
     snapshots: list[dict[str, Any]]  # IR snapshots, step order, `ir` parsed
@@ -60,6 +64,7 @@ class RunView:
     # the training loss of each branch a rollback dropped: (steps, losses) per trajectory,
     # downsampled as the curves are
     dropped: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    evals_downsampled: bool = False  # whether an evaluation series lost points
 
     @property
     def live_steps(self) -> int:
@@ -68,21 +73,22 @@ class RunView:
 
     @property
     def downsampled(self) -> bool:
+        """Whether a per-step curve was downsampled (`evals_downsampled`: an evaluation's)."""
         return any(len(s) < self.live_steps for s, _ in self.curves.values())
 
     def marked_events(self) -> list[dict[str, Any]]:
         return [e for e in self.events if e["kind"] in MARKED]
 
     def evals_of(self, split: str, metric: str) -> tuple[list[int], list[float]]:
-        """(steps, values) of the run's per-evaluation `split` `metric` that hold a value."""
-        rows = [e for e in self.evals if e["split"] == split and e["metric"] == metric
-                and e["value"] is not None]
-        return [int(e["step"]) for e in rows], [float(e["value"]) for e in rows]
+        """(steps, values) of the run's per-evaluation `split` `metric` that hold a value
+        (downsampled when there are more than `max_points`)."""
+        steps, values = self.evals.get((split, metric), (np.zeros(0, np.int64), np.zeros(0)))
+        return steps.tolist(), values.tolist()
 
     @property
     def score_metric(self) -> str | None:
         """The run's validation score metric (`SCORE_METRICS`); None when it has none."""
-        metrics = {e["metric"] for e in self.evals if e["split"] == "val"}
+        metrics = {m for s, m in self.evals if s == "val"}
         return next((m for m in SCORE_METRICS if m in metrics), None)
 
 
@@ -101,15 +107,25 @@ def m4(values: np.ndarray, buckets: int) -> np.ndarray:
     if n <= 4 * buckets:
         return np.arange(n)
     starts = np.linspace(0, n, buckets + 1).astype(np.int64)[:-1]
-    bucket = np.repeat(np.arange(buckets), np.diff(np.append(starts, n)))
+    sizes = np.diff(np.append(starts, n))
+    bucket = np.repeat(np.arange(buckets), sizes)
     v = np.asarray(values, dtype=np.float64)
-    lo = np.where(np.isfinite(v), v, np.inf)
-    hi = np.where(np.isfinite(v), -v, np.inf)
-    # sorted by (bucket, value): each bucket's first position holds its extreme
-    argmin = np.lexsort((lo, bucket))[starts]
-    argmax = np.lexsort((hi, bucket))[starts]
+    finite = np.isfinite(v)
+    lo = np.where(finite, v, np.inf)
+    hi = np.where(finite, -v, np.inf)
     last = np.append(starts[1:], n) - 1
-    return np.unique(np.concatenate([starts, last, argmin, argmax]))
+    # each bucket's extreme by one pass (no sort: a sort per series was most of a long
+    # run's page), then its first position holding it
+    return np.unique(np.concatenate([starts, last, _first_at(lo, starts, sizes, bucket),
+                                     _first_at(hi, starts, sizes, bucket)]))
+
+
+def _first_at(x: np.ndarray, starts: np.ndarray, sizes: np.ndarray,
+              bucket: np.ndarray) -> np.ndarray:
+    """Per bucket (contiguous, non-empty, from `starts`), the first position of its least
+    value of `x` (no NaN in `x`)."""
+    at = np.flatnonzero(x == np.repeat(np.minimum.reduceat(x, starts), sizes))
+    return at[np.r_[True, bucket[at[1:]] != bucket[at[:-1]]]]
 
 
 NO_CUT = np.iinfo(np.int64).max
@@ -227,8 +243,11 @@ def on_path(step: np.ndarray, trajectory: np.ndarray, cuts: dict[int, int],
     given the cuts of that path's trajectories (`trajectory_cuts`): a row of a trajectory up
     to `upto` before its cut, or at it with `at_cut` (a result at the cut measured the model
     the rollback went back to)."""
-    limit = np.fromiter((cuts.get(t, NO_CUT) for t in trajectory.tolist()), np.int64,
-                        len(trajectory))
+    if cuts:  # a cut per distinct trajectory, spread to its rows (not a lookup per row)
+        ts, which = np.unique(trajectory, return_inverse=True)
+        limit = np.array([cuts.get(t, NO_CUT) for t in ts.tolist()], np.int64)[which]
+    else:
+        limit = np.full(len(trajectory), NO_CUT, np.int64)
     keep = (step <= limit) if at_cut else (step < limit)
     return keep if upto is None else keep & (trajectory <= upto)
 
@@ -314,8 +333,7 @@ def run_view(conn: duckdb.DuckDBPyConnection, run_id: str,
     n, dropped = len(live), int((~live).sum())
     run["logged_steps"], run["live_steps"] = n, n - dropped
     curves = _curves(rows, live, max_points)
-    evals = _rows(conn, "SELECT step, epoch, split, metric, value FROM live_results "
-                        "WHERE run_id = $run_id AND NOT final ORDER BY split, metric, step", run_id)
+    evals, evals_cut = _evals(conn, run_id, max_points)
     final = _rows(conn, "SELECT split, metric, value FROM results WHERE run_id = $run_id AND final "
                         "ORDER BY split, metric", run_id)
     windows = []
@@ -336,7 +354,34 @@ def run_view(conn: duckdb.DuckDBPyConnection, run_id: str,
     branches = _dropped(rows, live, max_points)
     if branches:  # where the dropped rows lie: a control arm's rollback event names no span
         windows = sorted((int(s.min()), int(s.max()) + 1) for s, _ in branches)
-    return RunView(run, n, dropped, curves, evals, final, events, snaps, windows, branches)
+    return RunView(run, n, dropped, curves, evals, final, events, snaps, windows, branches,
+                   evals_cut)
+
+
+def _evals(conn: duckdb.DuckDBPyConnection, run_id: str, max_points: int
+           ) -> tuple[dict[tuple[str, str], tuple[np.ndarray, np.ndarray]], bool]:
+    """The run's per-evaluation series on its path (`live_results`), each in step order, its
+    finite values only, downsampled as the curves are; and whether one was. Read as columns:
+    a dict per row cost more than the rest of a long run's page."""
+    cols = conn.execute("SELECT split, metric, step, value FROM live_results WHERE run_id = ? "
+                        "AND NOT final ORDER BY split, metric, step", [run_id]).fetchnumpy()
+    split = np.asarray(cols["split"], dtype=object)
+    metric = np.asarray(cols["metric"], dtype=object)
+    step = np.asarray(cols["step"], dtype=np.int64)
+    value = np.ma.filled(np.ma.asarray(cols["value"], dtype=np.float64), np.nan)
+    out: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+    cut = False
+    edges = np.flatnonzero((split[1:] != split[:-1]) | (metric[1:] != metric[:-1])) + 1
+    for lo, hi in zip(np.r_[0, edges].tolist(), np.r_[edges, len(step)].tolist(),
+                      strict=True):
+        if lo == hi:
+            continue
+        s, v = step[lo:hi], value[lo:hi]
+        s, v = s[np.isfinite(v)], v[np.isfinite(v)]
+        keep = m4(v, max(1, max_points // 4))
+        cut = cut or len(keep) < len(v)
+        out[(str(split[lo]), str(metric[lo]))] = (s[keep], v[keep])
+    return out, cut
 
 
 def _dropped(rows: dict[str, np.ndarray], live: np.ndarray, max_points: int

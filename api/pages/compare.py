@@ -8,12 +8,14 @@ from collections import Counter
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
+import duckdb
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
 from api.deps import ReadAccess, WarehouseDep
-from api.pages import compare_charts
-from api.pages.render import chart, not_found, page, templates
+from api.pages import compare_charts, run_charts
+from api.pages.render import PageRoute, chart, not_found, page, templates
+from warehouse import browse
 from warehouse.run_view import (
     COMPARE_COLOURS,
     COMPARE_RUNS,
@@ -24,7 +26,7 @@ from warehouse.run_view import (
     went_back,
 )
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter(include_in_schema=False, route_class=PageRoute)
 
 MIN_RUNS, MAX_RUNS = COMPARE_RUNS
 FINAL_SPLITS = ("val", "test")  # the final metrics the table shows
@@ -57,13 +59,15 @@ def final_columns(views: list[RunView]) -> list[tuple[str, str]]:
                   key=lambda c: (FINAL_SPLITS.index(c[0]), c[1]))
 
 
-def table_row(view: RunView, columns: list[tuple[str, str]]) -> dict[str, Any]:
-    """One run's row: what it is, its steps on the path taken, wall time, its rewrites and its
+def table_row(view: RunView, columns: list[tuple[str, str]],
+              parent_here: bool = True) -> dict[str, Any]:
+    """One run's row: what it is, its parent (`parent_here`: whether this warehouse holds
+    it, so it can be linked), its steps on the path taken, wall time, its rewrites and its
     rollbacks that took it back (a `give_up` names no target), and its final metrics."""
     run = view.run
     final = {(f["split"], f["metric"]): f["value"] for f in view.final}
     return {"run_id": run["run_id"], "problem": run["problem_name"], "origin": run["origin"],
-            "status": run["status"], "parent": run["parent_run_id"],
+            "status": run["status"], "parent": run["parent_run_id"], "parent_here": parent_here,
             "steps": view.live_steps, "wall_time_s": run["wall_time_s"],
             "rewrites": sum(e["kind"] == "rewrite" for e in view.events),
             "rollbacks": sum(went_back(e) for e in view.events),
@@ -78,22 +82,37 @@ def compare_page(request: Request, _: ReadAccess, wh: WarehouseDep,
     bad = _bad_runs(run)
     if bad:
         return page(request, "message.html", status_code=422, title="Compare runs",
-                    message=bad)
-    views = wh.read(lambda c: [run_view(c, r) for r in run])
+                    message=bad, back="/", back_text="the runs list, to tick the runs")
+    def read(c: duckdb.DuckDBPyConnection) -> tuple[list[RunView | None], set[str]]:
+        views = [run_view(c, r) for r in run]
+        parents = {v.run["parent_run_id"] for v in views if v and v.run["parent_run_id"]}
+        return views, {p for p in parents
+                       if browse.get_run(c, p, count_steps=False, children=False)}
+
+    views, parents_here = wh.read(read)
     missing = [r for r, v in zip(run, views, strict=True) if v is None]
     if missing:
         return not_found(request, "no run " + ", ".join(f"'{r}'" for r in missing))
     found = [v for v in views if v is not None]
     score = shared_score(found)
-    charts = {"losses": chart(compare_charts.losses_figure(found), "chart-losses")}
+    charts = {}
+    if any(run_charts.draws_curves(v) for v in found):
+        charts["losses"] = chart(compare_charts.losses_figure(found), "chart-losses",
+                                 "Training and validation loss of each run per step")
     if score:
-        charts["score"] = chart(compare_charts.score_figure(found, score), "chart-score")
+        charts["score"] = chart(compare_charts.score_figure(found, score), "chart-score",
+                                f"Validation {score} of each run per evaluation")
     columns = final_columns(found)
     return page(request, "compare.html", title=f"Compare {len(found)} runs", charts=charts,
                 score=score, colours=COMPARE_COLOURS,
                 problems=sorted({str(v.run["problem_name"]) for v in found}),
                 picks=[(compare_charts.label(v), v.score_metric)
                        for v in found],
-                rows=[table_row(v, columns) for v in found],
+                rows=[table_row(v, columns, v.run["parent_run_id"] in parents_here)
+                      for v in found],
                 columns=[f"{s} {m}" for s, m in columns],
-                downsampled=any(v.downsampled for v in found), max_points=DEFAULT_POINTS)
+                no_steps=[compare_charts.label(v) for v in found
+                          if not run_charts.draws_curves(v)],
+                downsampled=any(v.downsampled for v in found),
+                evals_downsampled=any(v.evals_downsampled for v in found),
+                max_points=DEFAULT_POINTS)

@@ -19,12 +19,12 @@ from api.deps import ReadAccess, SettingsDep, WarehouseDep
 from api.middleware import BodyTooLarge
 from api.pages import report_charts
 from api.pages.forms import Form, label, read_form
-from api.pages.render import chart, page, templates
+from api.pages.render import PageRoute, chart, page, templates
 from api.proposing import BadRequest, PackMissing, Proposals, ProposalsBusy, known_problems
 from api.upload import FormError, column_list
 from warehouse import browse
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter(include_in_schema=False, route_class=PageRoute)
 
 MAX_TOP_K = 20
 templates.env.globals["rule_raises"] = rule_raises  # propose.html: a rule for or against
@@ -55,7 +55,8 @@ def _known(wh: Any, pack: Pack | None) -> list[str]:
 
 def _form(request: Request, wh: Any, pack: Pack | None, pack_error: str | None,
           status: int = 200, **context: Any) -> HTMLResponse:
-    ctx = {"problem": "", "target": "", "top_k": 5, "error": None, "result": None, **context}
+    ctx = {"problem": "", "target": "", "drop": "", "top_k": 5, "error": None, "note": None,
+           "result": None, **context}
     return page(request, "propose.html", status_code=status, title="Propose structures",
                 problems=_known(wh, pack), pack=pack, pack_error=pack_error,
                 max_top_k=MAX_TOP_K, **ctx)
@@ -85,14 +86,17 @@ async def propose_submit(request: Request, _: ReadAccess, wh: WarehouseDep,
     """The form's answer: the ranked structures, or the form again naming what is wrong."""
     pack, pack_error = await run_in_threadpool(_pack, request)
     error, status = "", 200
+    typed: dict[str, str] = {}  # the text fields read before an error: the form keeps them
     try:
-        async with read_form(request, FIELDS, settings.max_upload_bytes) as form:
+        async with read_form(request, FIELDS, settings.max_upload_bytes, typed) as form:
             return await _answer(request, wh, pack, pack_error, form)
     except FormError as err:
         error, status = f"{label(err.field)}: {err}", 422
     except BodyTooLarge as err:  # the whole form, but only a file makes it this large
         error, status = f"file: {err.detail}", 413
-    return await run_in_threadpool(_form, request, wh, pack, pack_error, status, error=error)
+    kept = {k: v for k, v in typed.items() if k != "top_k" or v}  # an empty one: the default
+    return await run_in_threadpool(_form, request, wh, pack, pack_error, status, error=error,
+                                   **kept)
 
 
 async def _answer(request: Request, wh: Any, pack: Pack | None, pack_error: str | None,
@@ -105,8 +109,9 @@ async def _answer(request: Request, wh: Any, pack: Pack | None, pack_error: str 
         top_k = int(form.fields.get("top_k") or 5)
         if not 1 <= top_k <= MAX_TOP_K:
             raise ValueError
-    except ValueError:
+    except ValueError:  # shown again as typed, to be corrected
         return await run_in_threadpool(_form, request, wh, pack, pack_error, 422, **ctx,
+                                       top_k=form.fields.get("top_k", ""),
                                        error=f"top_k: a whole number from 1 to {MAX_TOP_K}")
     ctx["top_k"] = top_k
     error = None
@@ -129,6 +134,10 @@ async def _answer(request: Request, wh: Any, pack: Pack | None, pack_error: str 
     except ProposalsBusy as busy:  # the page, not the API's JSON problem
         return await run_in_threadpool(_form, request, wh, pack, pack_error, 429, **ctx,
                                        error=f"busy: {busy}")
-    fig = chart(report_charts.proposal_figure(result["candidates"]), "chart-proposal")
+    fig = chart(report_charts.proposal_figure(result["candidates"]), "chart-proposal",
+                "Expected normalized error of each proposed structure, with its interval")
+    # both given: proposed for the upload (`_propose`); the answer says the pick was not used
+    note = (f"Proposed for the uploaded file {form.filename}; the problem picked ({problem}) "
+            "was not used.") if has_file and problem else None
     return await run_in_threadpool(_form, request, wh, pack, pack_error, 200, **ctx,
-                                   result=result, chart=fig)
+                                   result=result, chart=fig, note=note)

@@ -71,6 +71,12 @@ def step_mode(y: list[float]) -> str:
     return "lines" if any(a and b for a, b in itertools.pairwise(finite)) else "markers"
 
 
+def draws_curves(view: RunView) -> bool:
+    """Whether the loss chart has anything to draw: a step or an evaluation (a run that
+    failed before its first step has neither: the page says so instead of empty axes)."""
+    return view.logged_steps > 0 or any(len(s) for s, _ in view.evals.values())
+
+
 def curves_figure(view: RunView) -> Figure:
     """Training loss per step on the path the run took (downsampled, see run_view), the
     branches rollbacks dropped (dotted), train and validation loss per evaluation, one

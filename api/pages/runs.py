@@ -11,12 +11,12 @@ from fastapi.responses import HTMLResponse
 
 from api.deps import ReadAccess, WarehouseDep
 from api.pages import ir_graph, run_charts
-from api.pages.render import chart, not_found, page
+from api.pages.render import PageRoute, chart, not_found, page
 from api.schemas.runs import STATUS_FILTER
 from warehouse import browse
-from warehouse.run_view import run_view
+from warehouse.run_view import DEFAULT_POINTS, RunView, run_view
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter(include_in_schema=False, route_class=PageRoute)
 
 Filter = Annotated[str | None, Query(max_length=200)]
 Status = Annotated[str | None, Query(pattern=STATUS_FILTER)]  # as /v1/runs takes it
@@ -56,7 +56,13 @@ def runs_page(request: Request, _: ReadAccess, wh: WarehouseDep, problem: Filter
 def run_page(request: Request, _: ReadAccess, wh: WarehouseDep, run_id: str) -> HTMLResponse:
     """One run: its branches, curves with event markers, dynamics, the IR per snapshot, final
     metrics."""
-    view = wh.read(lambda c: run_view(c, run_id))
+    def read(c: duckdb.DuckDBPyConnection) -> tuple[RunView | None, bool]:
+        view = run_view(c, run_id)
+        parent = view.run["parent_run_id"] if view else None
+        return view, parent is not None and browse.get_run(
+            c, str(parent), count_steps=False, children=False) is not None
+
+    view, parent_here = wh.read(read)
     if view is None:
         return not_found(request, f"no run '{run_id}'")
     ds = ir_graph.diffs(view.snapshots)
@@ -64,9 +70,17 @@ def run_page(request: Request, _: ReadAccess, wh: WarehouseDep, run_id: str) -> 
                              and e["step"] == s["step"] and e["kind"] == s["reason"]), None))
                 for s, d in zip(view.snapshots, ds, strict=True)
                 if s["reason"] in ("rewrite", "rollback")]
-    charts = {"curves": chart(run_charts.curves_figure(view), "chart-curves"),
-              "dynamics": chart(run_charts.dynamics_figure(view), "chart-dynamics")}
+    charts = {}
+    if run_charts.draws_curves(view):  # else the page says no steps were logged
+        charts["curves"] = chart(run_charts.curves_figure(view), "chart-curves",
+                                 "Training and validation loss per step, with event markers")
+    if view.logged_steps:
+        charts["dynamics"] = chart(run_charts.dynamics_figure(view), "chart-dynamics",
+                                   "Gradient norm, update ratio and learning rate per step")
     if view.snapshots:
-        charts["ir"] = chart(ir_graph.ir_figure(view.snapshots), "chart-ir")
+        charts["ir"] = chart(ir_graph.ir_figure(view.snapshots), "chart-ir",
+                             "The IR as a graph at each snapshot")
+    # a parent logged to another warehouse (a fork of another's checkpoint): named, not linked
     return page(request, "run.html", title=f"Run {run_id[:12]}", view=view, run=view.run,
-                charts=charts, rewrites=rewrites)
+                charts=charts, rewrites=rewrites, parent_here=parent_here,
+                max_points=DEFAULT_POINTS)

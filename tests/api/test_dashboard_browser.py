@@ -217,3 +217,34 @@ def test_pages_fetch_nothing_from_elsewhere(site: str, browser: Any, tmp_path: P
     assert served.headers["content-type"].startswith("text/javascript")
     assert hashlib.sha256(served.content).digest() == hashlib.sha256(
         plotly_js_path().read_bytes()).digest()
+
+
+def test_a_long_problem_name_does_not_widen_the_runs_list(browser: Any, tmp_path: Path
+                                                          ) -> None:
+    """A run of a problem with a 218-character name (a `file:` CSV) stretched the page to
+    2,745 px at 1,400: its cell and the problem menu now cut it with an ellipsis."""
+    from selenium.webdriver.common.by import By
+
+    from aicf_induct.records import ProblemRecord, RunEndRecord, RunStartRecord, StepRecord
+    from api.app import create_app
+    from api.settings import Settings
+    from tests.api.conftest import serve_in_thread
+    from tests.api.test_dashboard_pages import LONG_NAME
+    from warehouse import WarehouseRecorder
+
+    root = tmp_path / "wh"
+    rec = WarehouseRecorder(root)
+    p = ProblemRecord("p-long", LONG_NAME, "file", "classification", 100, 4, 2, "y", {})
+    rec.problem(p)
+    rec.run_start(RunStartRecord("r", p.problem_id, p.name, p.task, {}, 0, "cpu", {}, "test"))
+    rec.step(StepRecord("r", 0, 0, 0.7, 0.5, 0.01, 0.1, 1e-3, 16))
+    rec.run_end(RunEndRecord("r", "completed", 1, 0.1))
+    rec.close()
+    with serve_in_thread(create_app(Settings(warehouse=root))) as c:
+        load(browser, f"{c.base_url}/", 0, tmp_path / "long_name.png")
+        width = browser.execute_script("return document.documentElement.scrollWidth")
+        assert width <= 1400, width
+        menu = browser.find_element(By.NAME, "problem")
+        assert menu.size["width"] < 600, menu.size
+        cell = browser.find_element(By.CSS_SELECTOR, "#runs .clip")
+        assert cell.get_attribute("title") == LONG_NAME and cell.size["width"] < 600

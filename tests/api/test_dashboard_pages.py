@@ -5,9 +5,11 @@ The browser tests (test_dashboard_browser.py) check what the pages draw."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
-from html import unescape
+from html import escape, unescape
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -45,19 +47,34 @@ def test_unknown_run_is_a_404_page(client: httpx.Client) -> None:
     assert "no run &#39;no-such-run&#39;" in r.text
 
 
-@pytest.mark.parametrize("query, field", [("page=0", "query.page"), ("sort=nope", "query.sort"),
-                                          ("order=up", "query.order"),
-                                          ("per_page=501", "query.per_page")])
+def _invalid(r: httpx.Response) -> tuple[str, str | None]:
+    """A page's 422 answer: its message and where its link back leads."""
+    assert r.status_code == 422 and "text/html" in r.headers["content-type"], r.text[:500]
+    shown = re.search(r'<div class="box error">(.*?)</div>', r.text)
+    back = re.search(r'<a id="back" href="([^"]*)"', r.text)
+    assert shown, r.text[-2000:]
+    return unescape(shown.group(1)), unescape(back.group(1)) if back else None
+
+
+# Pages answered a bad query value with the API's problem+json (a browser showed the JSON):
+# now a 422 page naming the parameter and what it takes, as /compare's, with a link back.
+@pytest.mark.parametrize("query, message", [
+    ("page=0", "page: Input should be greater than or equal to 1"),
+    ("sort=nope", "sort: Input should be 'run_id', "),
+    ("order=up", "order: Input should be 'asc' or 'desc'"),
+    ("per_page=501", "per_page: Input should be less than or equal to 500")])
 def test_bad_list_parameters_are_422_naming_them(client: httpx.Client, query: str,
-                                                 field: str) -> None:
-    r = client.get(f"/?{query}")
-    assert r.status_code == 422 and r.json()["field"] == field
+                                                 message: str) -> None:
+    shown, back = _invalid(client.get(f"/?{query}&origin=sweep"))
+    assert shown.startswith(message), shown
+    assert back == "/?origin=sweep"  # the page again, without the bad value
+    assert client.get(back).status_code == 200
 
 
 def test_a_status_the_warehouse_does_not_know_is_a_422(client: httpx.Client) -> None:
     """As /v1/runs answers it, not an empty list; "" is the form's "any"."""
-    r = client.get("/?status=nope")
-    assert r.status_code == 422 and r.json()["field"] == "query.status"
+    shown, _ = _invalid(client.get("/?status=nope"))
+    assert shown.startswith("status: one of running, completed, "), shown
     assert client.get("/?status=").status_code == 200
     assert client.get("/?status=completed").status_code == 200
 
@@ -266,3 +283,249 @@ def test_run_page_lists_the_run_s_branches(tmp_path: Path, client: httpx.Client,
     assert f'<a href="/runs/{parent}"><code>{parent[:12]}</code></a>' in kid
     plain = client.get(f"/runs/{dashboard_warehouse.adapt['run_id']}").text
     assert _branches_cell(plain) == "–"
+
+
+# --- runs the real CLI does not log here: built through the warehouse recorder ---
+
+ELSEWHERE = "0123456789abcdef-parent-in-another-warehouse"
+LONG_NAME = "file:/data/" + "a_rather_long_folder_name/" * 7 + "measurements.csv?target=y"
+
+
+def _start(rec: Any, run_id: str, p: Any, parent: str | None = None) -> None:
+    from aicf_induct.records import RunStartRecord
+
+    rec.problem(p)
+    rec.run_start(RunStartRecord(run_id, p.problem_id, p.name, p.task, {}, 0, "cpu", {},
+                                 "test", parent))
+
+
+@pytest.fixture(scope="module")
+def odd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """A warehouse of odd runs: `kid`, forked from a run of another warehouse; `plain`;
+    `failed0` and `failed1`, which ended before their first step; `evals`, evaluated 5,000
+    times (a spike at evaluation 1,234); `longname`, of a problem with a 220-character name."""
+    from aicf_induct.records import ProblemRecord, ResultRecord, RunEndRecord, StepRecord
+    from tests.warehouse.conftest import problem
+    from warehouse import WarehouseRecorder
+
+    root = tmp_path_factory.mktemp("odd") / "wh"
+    rec = WarehouseRecorder(root)
+    p = problem("p1")
+    for run_id, parent in (("kid", ELSEWHERE), ("plain", None)):
+        _start(rec, run_id, p, parent)
+        for s in range(30):
+            rec.step(StepRecord(run_id, s, 0, 1.0 / (s + 1), 0.5, 0.01, 0.1, 1e-3, 16))
+        rec.run_end(RunEndRecord(run_id, "completed", 30, 0.1))
+    for run_id in ("failed0", "failed1"):
+        _start(rec, run_id, p)
+        rec.run_end(RunEndRecord(run_id, "failed", 0, 0.1, error="out of memory"))
+    _start(rec, "evals", p)
+    for s in range(100):
+        rec.step(StepRecord("evals", s, 0, 1.0 / (s + 1), 0.5, 0.01, 0.1, 1e-3, 16))
+    for k in range(5000):
+        value = 50.0 if k == 1234 else 1.0 + (k % 7) / 10
+        rec.result(ResultRecord("evals", k, k, "val", "loss", value))
+    rec.run_end(RunEndRecord("evals", "completed", 100, 0.1))
+    long = ProblemRecord("p-long", LONG_NAME, "file", "classification", 100, 4, 2, "y", {})
+    _start(rec, "longname", long)
+    rec.step(StepRecord("longname", 0, 0, 0.7, 0.5, 0.01, 0.1, 1e-3, 16))
+    rec.run_end(RunEndRecord("longname", "completed", 1, 0.1))
+    rec.close()
+    assert len(LONG_NAME) == 218
+    with serve_in_thread(create_app(Settings(warehouse=root))) as c:
+        yield c
+
+
+def test_a_parent_in_another_warehouse_is_named_not_linked(odd: httpx.Client) -> None:
+    """A fork of another warehouse's checkpoint (`adapt --fork CKPT --warehouse W`): its
+    parent is not here, so the run page and the compare table name it without a link (which
+    answered 404), and there is no "compare with parent"."""
+    html = odd.get("/runs/kid").text
+    cell = re.search(r'<td id="parent">(.*?)</td>', html)
+    assert cell and unescape(re.sub(r"<[^>]+>", "", cell.group(1))) == (
+        f"{ELSEWHERE} (not in this warehouse)")
+    assert f"/runs/{ELSEWHERE}" not in html
+    assert 'id="compare-parent"' not in html and 'id="compare-links"' not in html
+    r = odd.get("/compare", params=[("run", "kid"), ("run", "plain")])
+    assert r.status_code == 200 and f"/runs/{ELSEWHERE}" not in r.text
+    assert f"{ELSEWHERE[:12]}</code> <span class=\"muted\">(not in this warehouse)" in r.text
+
+
+def test_a_run_with_no_steps_says_so_instead_of_empty_charts(odd: httpx.Client) -> None:
+    """A run that failed before its first step: "No steps logged" where the loss and
+    dynamics charts would be (they drew empty axes), on its page and on /compare."""
+    html = odd.get("/runs/failed0").text
+    assert re.search(r'id="curves-note">No steps logged\.</p>', html)
+    assert re.search(r'id="dynamics-note">No steps logged\.</p>', html)
+    assert 'id="chart-curves"' not in html and 'id="chart-dynamics"' not in html
+    assert "out of memory" in html
+    beside = odd.get("/compare", params=[("run", "failed0"), ("run", "plain")]).text
+    assert 'id="chart-losses"' in beside
+    assert re.search(r'id="no-steps-note">No steps logged by failed0\.</span>', beside)
+    neither = odd.get("/compare", params=[("run", "failed0"), ("run", "failed1")]).text
+    assert 'id="chart-losses"' not in neither
+    assert 'id="no-steps-note">No steps logged by any of these runs.</p>' in neither
+    # a run with steps: its charts, no note
+    assert 'id="chart-curves"' in odd.get("/runs/plain").text
+
+
+def test_a_long_run_s_evaluations_are_downsampled_keeping_their_extremes(
+        odd: httpx.Client) -> None:
+    """5,000 evaluations were drawn whole (a long run's 25,841 made a 2.3 MB page): now at
+    most 2,000 points, the first and last and the spike kept, on the run and compare pages."""
+    from tests.api.test_dashboard_compare import figure
+
+    r = odd.get("/runs/evals")
+    val = next(t for t in figure(r.text, "chart-curves")["data"] if t["name"] == "val loss")
+    assert len(val["x"]) <= 2000 and val["x"] == sorted(val["x"])
+    assert (val["x"][0], val["x"][-1]) == (0, 4999)
+    assert max(val["y"]) == 50.0 and val["x"][val["y"].index(50.0)] == 1234
+    assert min(val["y"]) == 1.0
+    assert "evaluations; markers are exact" in unescape(r.text)
+    both = figure(odd.get("/compare", params=[("run", "evals"), ("run", "plain")]).text,
+                  "chart-losses")
+    val = next(t for t in both["data"] if t["name"] == "evals val loss")
+    assert len(val["x"]) <= 2000 and max(val["y"]) == 50.0
+
+
+def test_a_long_problem_name_is_cut_with_its_whole_in_a_title(odd: httpx.Client) -> None:
+    """In the runs list's cells and its problem menu (the browser test measures the width)."""
+    html = odd.get("/").text
+    option = re.search(r'<option value="([^"]+)"\s+title="([^"]+)">([^<]*)</option>', html)
+    assert option and unescape(option.group(1)) == unescape(option.group(2)) == LONG_NAME
+    assert len(option.group(3)) <= 60 and option.group(3).endswith("…")
+    cell = re.search(r'<span class="clip" title="([^"]+)">([^<]*)</span>', html)
+    assert cell and unescape(cell.group(1)) == LONG_NAME and cell.group(2).endswith("…")
+    assert LONG_NAME not in unescape(re.sub(r'"[^"]*"', "", html))  # whole only in attributes
+
+
+def test_an_empty_warehouse_s_runs_list_says_how_to_log_a_run(tmp_path: Path) -> None:
+    """It said "0 runs; page 1 of 1" over a bare header and a "compare selected" button."""
+    from warehouse import WarehouseRecorder
+
+    root = tmp_path / "wh"
+    WarehouseRecorder(root).close()
+    with serve_in_thread(create_app(Settings(warehouse=root))) as c:
+        html = c.get("/").text
+    box = re.search(r'<div class="box" id="no-runs">(.*?)</div>', html)
+    assert box and re.sub(r"<[^>]+>", "", box.group(1)).startswith(
+        "No runs yet: aicf-induct train --dataset iris")
+    assert 'id="runs"' not in html and 'id="compare"' not in html
+    assert 'id="runs-count"' not in html
+
+
+def test_a_filter_that_matches_nothing_says_which(client: httpx.Client) -> None:
+    """The reports said "No scored runs with IR patterns yet." of a warehouse that has them;
+    now they name the filter, and keep it in the menu (Show used to drop it)."""
+    for query, words in (({"pattern": "nope"}, "match pattern 'nope'"),
+                         ({"problem": "nope"}, "match problem 'nope'")):
+        html = client.get("/patterns", params=query).text
+        note = re.search(r'id="no-match">(.*?)</p>', html)
+        assert note and words in unescape(note.group(1)), html[-1500:]
+        assert "yet" not in unescape(note.group(1))
+    html = client.get("/leaderboard", params={"problem": "nope"}).text
+    assert "No scored runs on problem 'nope'" in html
+    assert re.search(r'<option value="nope" selected', html)
+
+
+def test_the_leaderboard_takes_a_problem_id_and_shows_its_name(client: httpx.Client,
+                                                               dashboard_warehouse) -> None:
+    """By id it drew the problem's board with "first" in the menu, and Show switched."""
+    import warehouse
+
+    ((pid, name),) = warehouse.connect(dashboard_warehouse.root).execute(
+        "SELECT problem_id, problem_name FROM runs WHERE origin = 'sweep' "
+        "ORDER BY problem_name DESC LIMIT 1").fetchall()  # not the first: the default
+    by_id, by_name = (client.get("/leaderboard", params={"problem": p}).text
+                      for p in (pid, name))
+    assert re.search(f'<option value="{re.escape(escape(name))}" selected', by_id)
+    assert 'id="chart-leaderboard"' in by_id
+    assert re.sub(r"<script.*?</script>", "", by_id, flags=re.S) == \
+        re.sub(r"<script.*?</script>", "", by_name, flags=re.S)
+
+
+@pytest.mark.parametrize("path, param", [("/patterns", "problem"), ("/patterns", "pattern"),
+                                         ("/leaderboard", "problem"), ("/", "problem")])
+def test_a_name_too_long_answers_a_422_page_naming_it(client: httpx.Client, path: str,
+                                                      param: str) -> None:
+    shown, back = _invalid(client.get(path, params={param: "x" * 201}))
+    assert shown == f"{param}: String should have at most 200 characters"
+    assert back == path
+
+
+def test_the_patterns_form_s_input_holds_no_more_than_the_page_takes(
+        client: httpx.Client) -> None:
+    assert re.search(r'<input name="problem" [^>]*maxlength="200"',
+                     client.get("/patterns").text)
+
+
+def test_the_api_still_answers_bad_input_with_problem_json(client: httpx.Client) -> None:
+    r = client.get("/v1/runs", params={"limit": 0})
+    assert r.status_code == 422 and r.headers["content-type"] == "application/problem+json"
+    assert r.json()["field"] == "query.limit"
+
+
+@pytest.mark.parametrize("path", ["/runs/{adapt}", "/leaderboard", "/patterns", "/correlations",
+                                  "/rules"])
+def test_every_chart_is_an_image_with_a_label(client: httpx.Client, dashboard_warehouse,
+                                               path: str) -> None:
+    html = client.get(path.format(adapt=dashboard_warehouse.adapt["run_id"])).text
+    divs = re.findall(r'<div id="chart-[^"]+"[^>]*class="plotly-graph-div"', html)
+    assert divs
+    for div in divs:
+        label = re.search(r' role="img" aria-label="([^"]+)"', div)
+        assert label and len(label.group(1)) > 10, div
+
+
+def _value(html: str, name: str) -> str | None:
+    m = re.search(rf'<input name="{name}" [^>]*value="([^"]*)"', html)
+    return unescape(m.group(1)) if m else None
+
+
+TYPED = {"target": "label", "drop": "a, b", "top_k": "3"}
+
+
+@pytest.mark.parametrize("how", ["empty file", "declared too large", "chunked too large",
+                                 "top_k over the max"])
+def test_every_form_error_keeps_what_was_typed(client: httpx.Client, how: str) -> None:
+    """An empty upload and one past the limit came back with target, columns to leave out
+    and candidates reset; candidates past the max reset to 5."""
+    data = dict(TYPED, top_k="25") if how == "top_k over the max" else TYPED
+    csv = {"empty file": b"", "top_k over the max": CSV}.get(
+        how, CSV * (UPLOAD_LIMIT // len(CSV) + 1))
+    req = client.build_request("POST", "/propose", files={"file": ("t.csv", csv, "text/csv")},
+                               data=data)
+    body = req.read()
+    assert body.index(b'name="top_k"') < body.index(b'name="file"')  # as a browser sends it
+
+    def pieces() -> Iterator[bytes]:  # as a network delivers them: the head first
+        yield body[:4096]
+        time.sleep(0.3)
+        yield body[4096:]
+
+    headers = {"content-type": req.headers["content-type"]}
+    if how != "chunked too large":
+        headers["content-length"] = str(len(body))
+    r = client.post("/propose", content=pieces(), headers=headers)
+    assert r.status_code in (413, 422), r.status_code
+    for name, typed in data.items():
+        assert _value(r.text, name) == typed, (name, _error(r.text))
+
+
+def test_the_file_input_comes_after_the_text_fields(client: httpx.Client) -> None:
+    """A browser sends the fields in the page's order: past the upload limit the body is read
+    no further, so only the fields before the file can be kept."""
+    html = client.get("/propose").text
+    at = {n: html.index(f'name="{n}"') for n in ("problem", "target", "drop", "top_k", "file")}
+    assert at["file"] == max(at.values())
+
+
+def test_a_problem_picked_beside_an_upload_is_said_to_be_unused(client: httpx.Client) -> None:
+    r = client.post("/propose", files={"file": ("t.csv", CSV, "text/csv")},
+                    data={"problem": "iris", "target": "label", "top_k": "2"})
+    assert r.status_code == 200 and 'id="result-title">t.csv (uploaded)' in r.text
+    note = re.search(r'<div class="box" id="form-note">(.*?)</div>', r.text)
+    assert note and unescape(note.group(1)) == (
+        "Proposed for the uploaded file t.csv; the problem picked (iris) was not used.")
+    alone = client.post("/propose", data={"problem": "iris", "top_k": "2"})
+    assert alone.status_code == 200 and 'id="form-note"' not in alone.text
