@@ -167,9 +167,11 @@ def infer_types(graph: Graph, batch: int | None = None,
                 check_params: bool = True) -> dict[str, TensorType]:
     """The type of every node (batch axis None unless `batch` is given); assumes references
     are valid. Shape errors are re-raised naming the node."""
-    if batch is not None:  # an integer of any kind (a NumPy shape's), never a bool
-        if isinstance(batch, bool) or not hasattr(batch, "__index__") or batch.__index__() < 1:
-            raise ConfigError(f"batch: an int > 0, or None for an unknown batch, got {batch!r}")
+    # an integer of any kind (a NumPy shape's), never a bool; 0: an empty batch, which the
+    # executor takes (an empty split evaluates to no predictions)
+    if batch is not None:
+        if isinstance(batch, bool) or not hasattr(batch, "__index__") or batch.__index__() < 0:
+            raise ConfigError(f"batch: an int >= 0, or None for an unknown batch, got {batch!r}")
         batch = batch.__index__()
     types: dict[str, TensorType] = {}
     for n in graph.nodes:
