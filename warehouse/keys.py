@@ -14,7 +14,6 @@ key is random, not a password. Lookups compare every stored hash in constant tim
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import hashlib
 import hmac
 import json
@@ -25,6 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from aicf_induct.file_lock import acquire, release
 from warehouse.errors import WarehouseError
 from warehouse.layout import atomic_write, ensure_dir
 
@@ -58,35 +58,15 @@ def _load(path: Path) -> list[dict[str, str]]:
 
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    """Hold the key file's lock: `<file>.lock` beside it, flocked, and removed before it is
-    released, so nothing is left behind. A waiter that then gets the lock of the removed file
-    sees the name gone (or another file under it) and locks again. A holder killed outright
-    leaves the file, which locks nothing: the next holder removes it."""
+    """Hold the key file's lock: `<file>.lock` beside it (`file_lock`: removed before it is
+    released, so nothing is left behind)."""
     lock = path.with_name(path.name + ".lock")
-    while True:
-        fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            st, now = os.fstat(fd), _identity(lock)
-        except BaseException:
-            os.close(fd)
-            raise
-        if now == (st.st_dev, st.st_ino):
-            break
-        os.close(fd)  # removed by the holder we waited for: take the lock of the next file
+    fd = acquire(lock)
+    assert fd is not None  # waited for
     try:
         yield
     finally:
-        lock.unlink(missing_ok=True)
-        os.close(fd)  # closing releases the lock
-
-
-def _identity(path: Path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return st.st_dev, st.st_ino
+        release(lock, fd)
 
 
 def _rewrite(path: Path, change: Callable[[list[dict[str, str]]], list[dict[str, str]]]

@@ -5,6 +5,7 @@ is logged with the metrics before and after, and the IR after every rewrite."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from aicf_induct.runtime.adaptive import (
     AdaptiveRun,
     FaultInjection,
     StepHook,
+    adaptive_config,
     unusable_checkpoint_dir,
 )
 from aicf_induct.runtime.guard import GUARDS, GuardConfig
@@ -53,6 +55,7 @@ from aicf_induct.runtime.runs import sigterm_interrupts
 from aicf_induct.runtime.trainer import TrainConfig, check_trainable
 
 START_MODEL = "mlp:depth=1,width=4"  # without --from-proposal: small on purpose
+RUN_FAILED = 4  # exit status: the run ended `failed` (its results are printed all the same)
 def add_adapt_options(p: argparse.ArgumentParser) -> None:
     d, g = AdaptConfig(), GuardConfig()
     a = p.add_argument_group("adaptation")
@@ -104,9 +107,10 @@ def add_adapt_options(p: argparse.ArgumentParser) -> None:
                         "checkpoint directory DIR (its best model, at its last step; a run "
                         "leaves one when it ends completed or early-stopped): its model, "
                         "recipe and settings apply; --steps (needed) sets the branch's steps "
-                        "in all, more than the run took; --policy, --checkpoint-dir and "
-                        "--checkpoint-steps are the branch's own; the branch is logged as a "
-                        "run of its own, naming its parent")
+                        "in all, more than the run took; --policy, --max-rewrites, "
+                        "--checkpoint-dir and --checkpoint-steps are the branch's own, and so "
+                        "are its rewrite and rollback counts (from 0); the branch is logged as "
+                        "a run of its own, naming its parent")
     a.add_argument("--inject-nan", type=options.non_negative_int, metavar="STEP",
                    help="(testing) set a parameter to NaN before executed step STEP")
     a.add_argument("--inject-spike", type=options.non_negative_int, metavar="STEP",
@@ -141,7 +145,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "widen_tokens: docs/rewrites.md); parameters and "
                     "optimizer state carry over; a guard rolls back rewrites that hurt; NaN "
                     "and loss spikes roll back with a learning-rate back-off. Every event "
-                    "and the IR after every rewrite are logged.",
+                    "and the IR after every rewrite are logged. Exit status "
+                    f"{RUN_FAILED} when the run ends failed (more rollbacks than allowed).",
         epilog="example: aicf-induct adapt --dataset digits --model mlp:depth=1,width=4 "
                "--policy rules --steps 3000",
     )
@@ -232,6 +237,11 @@ def _proposal_head(plan: from_proposal.Plan) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    with contextlib.ExitStack() as held:  # the checkpoint directory, for the command's life
+        return _run(args, held)
+
+
+def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
     hooks: list[StepHook] = []
     if args.inject_nan is not None:
         hooks.append(FaultInjection(args.inject_nan, "nan"))
@@ -243,12 +253,14 @@ def run(args: argparse.Namespace) -> int:
     extra: dict[str, Any] = {"model": model}
     # everything that can refuse the command comes before the warehouse is opened
     parallel = bool(args.gpus or (args.ranks and args.ranks > 1))
-    logged: dict[str, int] | None = None
+    logged: tuple[dict[str, int], list[int]] | None = None
     going_on = "--resume" if args.resume else "--fork" if args.fork else None
     if going_on and parallel:
         raise ConfigError(f"{going_on} goes on with one rank: drop --gpus/--ranks")
     if args.resume:
         args.resume = resume_dir(args)
+        # before the log's counts are read: another process may be logging the run still
+        held.callback(disk.hold(args.resume))
         logged = logged_rows(args)
     elif args.fork:
         args.fork = fork_dir(args)
@@ -267,9 +279,11 @@ def run(args: argparse.Namespace) -> int:
             extra = plan.extra_config
         else:
             graph = model_graph(problem, model, None)
-        # refused before the header says what would train (the trainer checks it again)
-        check_trainable(problem, graph, config, f"model {model}")
-    recorder, where = _open_log(args)
+        # refused before the header says what would train (the trainer checks it again),
+        # with the run's length in steps (its schedule's warm-up must be shorter)
+        check_trainable(problem, graph, adaptive_config(config, adapt, len(problem.train)),
+                        f"model {model}")
+    recorder, where = _open_log(args, held)
     timeline = Timeline() if not args.json else None
     bar = _step_bar(args, timeline)
     shown = [r for r in (timeline, bar) if r is not None]
@@ -282,7 +296,9 @@ def run(args: argparse.Namespace) -> int:
                     adaptive = AdaptiveRun.resume(
                         args.resume, lambda seed: load_problem(args.dataset, seed=seed),
                         make_policy(args.policy) if args.policy else None, recorder=rec,
-                        hooks=hooks, tuning=tuning_store(where), logged=logged)
+                        hooks=hooks, tuning=tuning_store(where),
+                        logged=logged[0] if logged else None,
+                        resumed_at=logged[1] if logged else ())
                     for why in adaptive.resumed_past:
                         print(f"note: {why}; set aside, going on from the checkpoint before it",
                               file=sys.stderr)
@@ -296,6 +312,8 @@ def run(args: argparse.Namespace) -> int:
                         recorder=rec, hooks=hooks, checkpoint_dir=args.checkpoint_dir,
                         checkpoint_steps=args.checkpoint_steps
                         if "--checkpoint-steps" in options.given_options(args) else None,
+                        max_rewrites=args.max_rewrites
+                        if "--max-rewrites" in options.given_options(args) else None,
                         tuning=tuning_store(where))
                     problem, policy = adaptive.problem, adaptive.policy
                     head = (f"branching from run {adaptive.trainer.parent_run_id} at step "
@@ -357,21 +375,33 @@ def run(args: argparse.Namespace) -> int:
             print(line)
     if log_error is not None:  # after the run's results: why its log is incomplete
         raise log_error
-    return status
+    # a script tells a failed run from success (one logged in part too: it failed)
+    return RUN_FAILED if result.status == "failed" else status
 
 
-def _open_log(args: argparse.Namespace) -> tuple[Recorder, str | None]:
+def _open_log(args: argparse.Namespace,
+              held: contextlib.ExitStack) -> tuple[Recorder, str | None]:
     """The run's log (`open_recorder`, or the service's), after checking --checkpoint-dir
-    (here, not at the first checkpoint, mid-run): the last refusals before the run starts.
-    The folders the check created for a run refused here are taken back."""
+    (here, not at the first checkpoint, mid-run) and holding it for the command (`held`):
+    the last refusals before the run starts. The folders the check created for a run
+    refused here are taken back."""
     made = _missing_dirs(args.checkpoint_dir) if args.checkpoint_dir is not None else []
+    let_go = None
     try:
         if args.checkpoint_dir is not None:
-            why = unusable_checkpoint_dir(args.checkpoint_dir)
+            why = disk.prepare_dir(args.checkpoint_dir)
+            if why is None:  # held first: a run going on there is named as such
+                let_go = disk.hold(args.checkpoint_dir)
+                why = unusable_checkpoint_dir(args.checkpoint_dir)
             if why:
                 raise ConfigError(f"--checkpoint-dir {args.checkpoint_dir}: {why}")
-        return from_proposal.service_recorder(args) or open_recorder(args)
+        opened = from_proposal.service_recorder(args) or open_recorder(args)
+        if let_go is not None:
+            held.callback(let_go)
+        return opened
     except BaseException:
+        if let_go is not None:
+            let_go()  # (its lock file goes with it, before the folders)
         for folder in made:  # deepest first; one that holds anything stays
             try:
                 folder.rmdir()

@@ -37,13 +37,23 @@ def resume_dir(args: argparse.Namespace) -> str:
                               f"give the checkpoint directory's parent (--resume {path.parent})")
         path = path.parent
     if disk.latest(path) is None:
+        if _is_final(path):
+            raise ConfigError(f"no checkpoint in {path}: it is the final state of an ended "
+                              f"run, which --fork {path.parent} --steps N branches a new run "
+                              f"from")
         raise ConfigError(f"no checkpoint in {path}")
     return str(path)
 
 
-# what --fork reads from the command line beyond what a resume reads: the branch's length
-# and its own checkpoints (--policy, which a resume reads too, gives it another policy)
-FORK_TAKES = ("--steps", "--checkpoint-dir", "--checkpoint-steps")
+def _is_final(path: Path) -> bool:
+    """Whether `path` is the final state an ended run left beside its checkpoints."""
+    return path.name == disk.FINAL and disk.final_of(path.parent) == path
+
+
+# what --fork reads from the command line beyond what a resume reads: the branch's length,
+# its own checkpoints and rewrite budget (its rewrites count from 0; --policy, which a
+# resume reads too, gives it another policy)
+FORK_TAKES = ("--steps", "--checkpoint-dir", "--checkpoint-steps", "--max-rewrites")
 
 
 def fork_dir(args: argparse.Namespace) -> str:
@@ -56,13 +66,46 @@ def fork_dir(args: argparse.Namespace) -> str:
     if "--steps" not in options.given_options(args):
         raise ConfigError("--fork needs --steps N: the branch's steps in all, more than the "
                           "ended run took")
+    path = Path(args.fork)
+    if _is_final(path):
+        raise ConfigError(f"--fork {path}: give the checkpoint directory it is in "
+                          f"(--fork {path.parent})")
+    if disk.final_of(path) is None and disk.checkpoints(path):
+        failed = _failed_end(args, path)
+        if failed:
+            raise ConfigError(f"no final state in {path}: {failed}, and a run leaves one "
+                              f"only when it ends completed or early-stopped")
     branch_point(args.fork, args.steps)
     return str(args.fork)
 
 
-def logged_rows(args: argparse.Namespace) -> dict[str, int] | None:
-    """The resumed run's rows per kind in the warehouse it logs to, local or the service's
-    (None with --no-log), after refusing a warehouse that does not hold the run, or holds it
+def _failed_end(args: argparse.Namespace, directory: Path) -> str | None:
+    """How the run whose checkpoints `directory` holds ended, when the local warehouse
+    says it failed (a failed run leaves no end on disk); else None."""
+    run_id = checkpoint_run_id(directory)
+    if args.no_log or args.log_to or run_id is None:
+        return None
+    import warehouse
+
+    root = warehouse.default_root(args.warehouse)
+    if not root.is_dir():
+        return None
+    row = warehouse.with_retry(root, lambda conn: conn.execute(
+        "SELECT status, steps_taken FROM runs WHERE run_id = ?", [run_id]).fetchone())
+    if row is None or row[0] != "failed":
+        return None
+    return f"run {run_id} ended failed at step {row[1]}"
+
+
+# the `work` of each earlier resume of a run (its `checkpoint resume` event), as text
+RESUMED_AT = ("SELECT CAST(json_extract(detail, '$.work') AS VARCHAR) AS work FROM events "
+              "WHERE run_id = {run} AND kind = 'checkpoint' AND name = 'resume'")
+
+
+def logged_rows(args: argparse.Namespace) -> tuple[dict[str, int], list[int]] | None:
+    """The resumed run's rows per kind in the warehouse it logs to, local or the service's,
+    and the `work` of its earlier resumes (`AdaptiveRun.resume`'s `logged`, `resumed_at`;
+    None with --no-log), after refusing a warehouse that does not hold the run, or holds it
     ended or (a local one) still running."""
     run_id = checkpoint_run_id(args.resume)
     if args.no_log or run_id is None:
@@ -73,13 +116,16 @@ def logged_rows(args: argparse.Namespace) -> dict[str, int] | None:
 
     root = warehouse.default_root(args.warehouse)
 
-    def read(conn: Any) -> tuple[Any, dict[str, int]]:
+    def read(conn: Any) -> tuple[Any, dict[str, int], list[int]]:
         row = conn.execute("SELECT status, steps_taken FROM runs WHERE run_id = ?",
                            [run_id]).fetchone()
+        resumed = conn.execute(RESUMED_AT.format(run="?"), [run_id]).fetchall()
         return row, {k: int(conn.execute(f"SELECT count(*) FROM {k} WHERE run_id = ?",
-                                         [run_id]).fetchone()[0]) for k in KINDS.values()}
+                                         [run_id]).fetchone()[0]) for k in KINDS.values()}, \
+            [int(w) for (w,) in resumed if w is not None]
 
-    row, counts = warehouse.with_retry(root, read) if root.is_dir() else (None, {})
+    row, counts, resumed_at = warehouse.with_retry(root, read) if root.is_dir() \
+        else (None, {}, [])
     if row is None:
         raise ConfigError(f"run {run_id} is not in the warehouse {root}: resume it into the "
                           f"one it was logged to (--warehouse DIR), or with --no-log")
@@ -88,10 +134,10 @@ def logged_rows(args: argparse.Namespace) -> dict[str, int] | None:
         raise ConfigError(_ended(args, run_id, status, steps))
     if status == "running":
         raise ConfigError(f"run {run_id} is still running (its writer is alive)")
-    return counts
+    return counts, resumed_at
 
 
-def _service_rows(args: argparse.Namespace, run_id: str) -> dict[str, int]:
+def _service_rows(args: argparse.Namespace, run_id: str) -> tuple[dict[str, int], list[int]]:
     """logged_rows through the service's SQL sandbox (which binds no parameters: the run id,
     read from our own checkpoint, is checked to be one of ours). A run the service reads as
     `running` is resumed: a client killed outright leaves it so under the server's lease."""
@@ -103,19 +149,21 @@ def _service_rows(args: argparse.Namespace, run_id: str) -> dict[str, int]:
         raise ConfigError(f"the checkpoint names run {run_id!r}, which is no run id")
     where = f"WHERE run_id = '{run_id}'"
     counts = ", ".join(f"(SELECT count(*) FROM {k} {where})" for k in KINDS.values())
+    resumed = f"(SELECT string_agg(work, ',') FROM ({RESUMED_AT.format(run=repr(run_id))}))"
     try:
         rows = remote_sql(args.log_to, log_to_key(args),
-                          f"SELECT status, steps_taken, {counts} FROM runs {where}")
+                          f"SELECT status, steps_taken, {resumed}, {counts} FROM runs {where}")
     except RemoteLogError as err:
         raise ConfigError(f"cannot read run {run_id} from the service: {err}") from None
     if not rows:
         raise ConfigError(f"run {run_id} is not in the warehouse of the service at "
                           f"{args.log_to}: resume it where it was logged (--log-to URL, or "
                           f"--warehouse DIR), or with --no-log")
-    status, steps, *logged = rows[0]
+    status, steps, resumed_at, *logged = rows[0]
     if status in ("completed", "early_stopped"):
         raise ConfigError(_ended(args, run_id, status, steps))
-    return {k: int(n) for k, n in zip(KINDS.values(), logged, strict=True)}
+    return ({k: int(n) for k, n in zip(KINDS.values(), logged, strict=True)},
+            [int(w) for w in (resumed_at or "").split(",") if w])
 
 
 def _ended(args: argparse.Namespace, run_id: str, status: str, steps: int) -> str:

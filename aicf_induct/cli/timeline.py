@@ -97,6 +97,8 @@ class Timeline(BaseRecorder):
         elif rec.kind == "rollback" and d.get("to") == "control arm":
             self._say(rec, f"{rec.name}: on from the control arm (the run without the "
                            f"rewrite, step {d.get('to_step')}), {d['blacklisted']} blacklisted")
+        elif rec.kind == "rollback" and rec.name == "give_up":  # no target: the run fails
+            self._say(rec, f"gave up: {d.get('reason', 'too many rollbacks')}")
         elif rec.kind == "rollback":
             extra = f", {d['blacklisted']} blacklisted" if d.get("blacklisted") else ""
             self._say(rec, f"{rec.name}: back to step {d.get('to_step')}, learning rate "

@@ -73,7 +73,14 @@ from aicf_induct.runtime.runs import (
 )
 from aicf_induct.runtime.schedules import Schedule
 from aicf_induct.runtime.snapshot import Snapshot, SnapshotError, UnreadableCheckpoint
-from aicf_induct.runtime.trainer import TrainConfig, Trainer, check_trainable
+from aicf_induct.runtime.trainer import (
+    TrainConfig,
+    Trainer,
+    check_arguments,
+    check_trainable,
+    integer_field,
+    number_field,
+)
 from aicf_induct.runtime.transforms import RewriteError, make_transform
 from aicf_induct.runtime.triggers import (
     EpochEndTrigger,
@@ -90,6 +97,21 @@ STATE_DAMAGE = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 # how a run ends when it leaves a final state to branch from (an interrupted or failed run
 # goes on from its checkpoints instead: `resume`)
 BRANCHABLE = ("completed", "early_stopped")
+
+
+# AdaptConfig's integer fields and their least value
+ADAPT_INT_FIELDS = {"steps": 1, "warmup_steps": 0, "epoch_trigger": 0, "eval_every": 0,
+                    "plateau_patience": 1, "max_rollbacks": 0, "max_rewrites": 0,
+                    "early_stop": 0, "checkpoint_steps": 1, "keep_checkpoints": 1}
+# its number fields: (the rule in words, the test)
+ADAPT_NUMBER_FIELDS: dict[str, tuple[str, Callable[[float], bool]]] = {
+    "plateau_min_delta": (">= 0", lambda v: v >= 0),
+    "plateau_smoothing": ("in [0, 1)", lambda v: 0 <= v < 1),  # 1: the EMA never moves
+    "spike_k": ("> 0", lambda v: v > 0),
+    "grad_factor": ("> 1", lambda v: v > 1),  # at most 1: every above-median step fires
+    "spike_tolerance": (">= 0", lambda v: v >= 0),
+    "lr_backoff": ("in (0, 1]", lambda v: 0 < v <= 1),
+}
 
 
 @dataclass(frozen=True)
@@ -117,17 +139,14 @@ class AdaptConfig:
     keep_checkpoints: int = 2
 
     def __post_init__(self) -> None:
-        if self.steps < 1:
-            raise ConfigError(f"steps must be >= 1, got {self.steps}")
-        for name in ("warmup_steps", "epoch_trigger", "eval_every", "max_rollbacks",
-                     "max_rewrites", "early_stop"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if not 0 < self.lr_backoff <= 1:
-            raise ConfigError(f"lr_backoff must be in (0, 1], got {self.lr_backoff}")
-        for name in ("plateau_patience", "checkpoint_steps", "keep_checkpoints"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        # TrainConfig's rules and words (a bad value fails here, not mid-run); NumPy scalars
+        # become Python ones (the settings are logged and checkpointed as JSON)
+        for name, low in ADAPT_INT_FIELDS.items():
+            object.__setattr__(self, name, integer_field(name, getattr(self, name), low))
+        for name, (rule, ok) in ADAPT_NUMBER_FIELDS.items():
+            object.__setattr__(self, name, number_field(name, getattr(self, name), rule, ok))
+        if not isinstance(self.guard, GuardConfig):
+            raise ConfigError(f"guard must be a GuardConfig, got {type(self.guard).__name__}")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AdaptConfig:
@@ -245,9 +264,10 @@ class AdaptiveRun:
                  extra_config: dict[str, Any] | None = None,
                  tuning: TuningStore | None = None,
                  parallel: DataParallel | None = None) -> None:
-        bpe = BatchStream(len(problem.train), config.batch_size).batches_per_epoch()
-        self.config = dataclasses.replace(config, max_steps=adapt.steps,
-                                          epochs=math.ceil(adapt.steps / bpe) + 1)
+        check_arguments(problem, graph, config)  # (before the recipe is read)
+        if not isinstance(adapt, AdaptConfig):
+            raise TypeError(f"adapt: an AdaptConfig, got {type(adapt).__name__}")
+        self.config = adaptive_config(config, adapt, len(problem.train))
         self.adapt, self.policy, self.problem = adapt, policy, problem
         # every record the run logs, counted by kind (a checkpoint keeps the counts, so that
         # a resumed run leaves out what it logged past the checkpoint: runtime/replay.py)
@@ -278,6 +298,9 @@ class AdaptiveRun:
         self.position = (0, 0)  # (epoch, batch) of the next batch
         self.work = 0
         self.rewrites = self.rollbacks = 0
+        # a fork's trajectories number on from its parent's (the warehouse places its rows
+        # by them) while its rollbacks count from 0: the parent's count at the fork
+        self.trajectory_base = 0
         self.stop_reason: str | None = None  # why a run stopped `failed`: its end's error
         self.recent: list[float] = []  # last K training losses (the guard's pre-window)
         self.since_best = 0
@@ -292,11 +315,15 @@ class AdaptiveRun:
         self.last_good: Snapshot | None = None
         self.checkpoint_work = 0  # `work` at the last on-disk checkpoint
         self.log: LoggedRun | None = None  # set once the run has started (or resumed)
+        # lets go of the checkpoint directory this process holds while the run goes on
+        # (`snapshot.hold`): held from start() or resume() until run() returns
+        self._let_go: Callable[[], None] = lambda: None
         self.resumed_past: list[str] = []  # why newer checkpoints were not resumed from
         # a resumed run's "checkpoint resume" event, logged when it goes on (after the
         # caller's header), and the log's rows of the run per kind, left out of the replay
         self._resumed: dict[str, Any] | None = None
         self._already_logged: Mapping[str, int] | None = None
+        self._earlier_resumes = 0  # "checkpoint resume" events among those rows
         self.logged_counts_known = True  # False: resumed from a checkpoint that did not count
         self._order: tuple[int, np.ndarray] | None = None
         n = min(len(problem.train), TRAIN_EVAL_ROWS)
@@ -338,6 +365,7 @@ class AdaptiveRun:
                 "policy_settings": policy_settings(self.policy),
                 "lr_scale": self.schedule.scale, "blacklist": self.blacklist.state_dict(),
                 "work": self.work, "rewrites": self.rewrites, "rollbacks": self.rollbacks,
+                "trajectory_base": self.trajectory_base,
                 "history": self.history, "pause_ms": self.pause_ms, "skip": self.skip,
                 "checkpoint_work": self.checkpoint_work}
 
@@ -382,7 +410,8 @@ class AdaptiveRun:
         self.schedule.scale = float(r["lr_scale"])
         self.blacklist.load_state_dict(r["blacklist"])
         self.work, self.rewrites, self.rollbacks = r["work"], r["rewrites"], r["rollbacks"]
-        self.trainer.trajectory = self.rollbacks
+        self.trajectory_base = int(r.get("trajectory_base", 0))
+        self.trainer.trajectory = self.trajectory_base + self.rollbacks
         self.history = [dict(h) for h in r["history"]]
         self.pause_ms = [float(v) for v in r["pause_ms"]]
         self.skip = [list(p) for p in r["skip"]]
@@ -401,37 +430,50 @@ class AdaptiveRun:
                policy: Policy | None = None, *, recorder: Recorder | None = None,
                hooks: Sequence[StepHook] = (), extra_config: dict[str, Any] | None = None,
                tuning: TuningStore | None = None,
-               logged: Mapping[str, int] | None = None) -> AdaptiveRun:
+               logged: Mapping[str, int] | None = None,
+               resumed_at: Sequence[int] = ()) -> AdaptiveRun:
         """The run whose latest readable checkpoint is in `checkpoint_dir`, ready to go on.
         `problem`: the run's, or a function of the checkpoint's seed giving it (its split).
         The run keeps the policy it ran with: `policy` must be of that name (None: the
         built-in one). A damaged checkpoint is set aside for the one before it (two are
         kept for this); `resumed_past` then says why. `logged`: the run's rows in the log
         it goes on logging to, per kind (`replay.KINDS`); the replay leaves out those past
-        the checkpoint (the run logged them before it stopped). The "checkpoint resume"
-        event is logged when the run goes on (`run`, `step`)."""
+        the checkpoint (the run logged them before it stopped); `resumed_at`: the `work`
+        of each "checkpoint resume" event that log holds (an earlier resume's: those from
+        this checkpoint on are among the rows past it, and are not replayed). The
+        "checkpoint resume" event is logged when the run goes on (`run`, `step`)."""
         found = disk.checkpoints(checkpoint_dir)
         if not found:
             raise SnapshotError(f"no checkpoint in {checkpoint_dir}")
-        damaged: list[UnreadableCheckpoint] = []
-        for path in reversed(found):
-            try:
-                run = cls._from_checkpoint(path, problem, policy, recorder=recorder,
-                                           hooks=hooks, extra_config=extra_config,
-                                           tuning=tuning)
-                break
-            except UnreadableCheckpoint as err:
-                damaged.append(err)
-        else:
-            older = "; no older one is readable either" if len(damaged) > 1 else ""
-            raise UnreadableCheckpoint(f"{damaged[0]}{older}")
-        for bad in found[len(found) - len(damaged):]:  # the replay writes their serials again
-            disk.set_aside(bad)
+        # refused while another process goes on with the run (it would log it twice)
+        let_go = disk.hold(checkpoint_dir)
+        try:
+            found = disk.checkpoints(checkpoint_dir)  # as the holder before us left them
+            damaged: list[UnreadableCheckpoint] = []
+            for path in reversed(found):
+                try:
+                    run = cls._from_checkpoint(path, problem, policy, recorder=recorder,
+                                               hooks=hooks, extra_config=extra_config,
+                                               tuning=tuning)
+                    break
+                except UnreadableCheckpoint as err:
+                    damaged.append(err)
+            else:
+                older = "; no older one is readable either" if len(damaged) > 1 else ""
+                raise UnreadableCheckpoint(f"{damaged[0]}{older}")
+            for bad in found[len(found) - len(damaged):]:  # the replay writes them again
+                disk.set_aside(bad)
+        except BaseException:
+            let_go()
+            raise
+        run._let_go = let_go
         run.resumed_past = [str(err) for err in damaged]
         run.log = resume_run(run.trainer)
         run._resumed = {"path": str(path), "work": run.work,
                         **({"unreadable": run.resumed_past} if damaged else {})}
         run._already_logged = logged if run.logged_counts_known else None
+        # resumes from this checkpoint or a later one came after it (work never rewinds)
+        run._earlier_resumes = sum(1 for w in resumed_at if int(w) >= run.work)
         return run
 
     def _go_on(self) -> None:
@@ -441,7 +483,8 @@ class AdaptiveRun:
             return
         detail, self._resumed = self._resumed, None
         # counted against the checkpoint's counts; the resume event itself is new
-        skip = self.logged.past(self._already_logged) if self._already_logged else None
+        skip = (self.logged.past(self._already_logged, self._earlier_resumes)
+                if self._already_logged else None)
         self._event("checkpoint", "resume", detail)
         if skip is not None:
             self.logged.skip = skip
@@ -469,20 +512,22 @@ class AdaptiveRun:
     def branch(cls, ended_dir: str | Path, problem: Problem | Callable[[int], Problem],
                steps: int, *, policy: Policy | None = None, recorder: Recorder | None = None,
                hooks: Sequence[StepHook] = (), checkpoint_dir: str | Path | None = None,
-               checkpoint_steps: int | None = None,
+               checkpoint_steps: int | None = None, max_rewrites: int | None = None,
                tuning: TuningStore | None = None) -> AdaptiveRun:
         """A new run (`fork`) going on from the final state an ended run left in
         `ended_dir` (its best model, at its last step), to `steps` steps in all: more
         than the ended run took. It keeps the run's model, recipe and settings, its policy
         unless `policy` is given, and writes its own checkpoints to
-        `checkpoint_dir` (every `checkpoint_steps`, default the run's)."""
+        `checkpoint_dir` (every `checkpoint_steps`, default the run's). Its rewrites and
+        rollbacks are counted from 0 (`max_rewrites`: its own limit, default the run's)."""
         final = branch_point(ended_dir, steps)
         parent = cls._from_checkpoint(final, problem, policy, keep_policy=False, tuning=tuning)
         s = parent.last_good
         assert s is not None
-        adapt = dataclasses.replace(parent.adapt, steps=steps,
-                                    checkpoint_steps=checkpoint_steps
-                                    or parent.adapt.checkpoint_steps)
+        adapt = dataclasses.replace(
+            parent.adapt, steps=steps,
+            checkpoint_steps=checkpoint_steps or parent.adapt.checkpoint_steps,
+            max_rewrites=parent.adapt.max_rewrites if max_rewrites is None else max_rewrites)
         return parent.fork(s, recorder=recorder, hooks=hooks, adapt=adapt,
                            checkpoint_dir=checkpoint_dir)
 
@@ -492,7 +537,8 @@ class AdaptiveRun:
              checkpoint_dir: str | Path | None = None) -> AdaptiveRun:
         """A child run (new run id, this run as parent, origin "fork") going on from `snap`
         (default: now; after the run ended, its final state: the best model, at the last
-        step). Run it with `.run()`; it logs as its own run, its start naming the parent. A
+        step). Run it with `.run()`; it logs as its own run, its start naming the parent,
+        and counts its own rewrites and rollbacks (from 0, against `adapt`'s limits). A
         running parent logs a `fork branch` event naming the child; an ended one logs
         nothing more. `adapt`: the child's settings (default the parent's; more `steps` let
         a branch of an ended run go further); `checkpoint_dir`: where the child writes its
@@ -514,6 +560,11 @@ class AdaptiveRun:
                             parent_run_id=self.run_id, origin="fork", hooks=hooks,
                             checkpoint_dir=checkpoint_dir, tuning=self.tuning)
         child.load(s, keep_run_id=True)
+        # its rewrites and rollbacks are its own (as its limits count them); its
+        # trajectories number on from the parent's, and `work` goes on (blacklists and
+        # budgets count executed steps)
+        child.trajectory_base, child.rewrites, child.rollbacks = child.trainer.trajectory, 0, 0
+        child.pause_ms = []
         if snap is None and self.guard.active:  # the trial's way back, which no snapshot holds
             child.guard.snapshot = self.guard.snapshot
         if self.log is not None and not self.ended:
@@ -536,8 +587,12 @@ class AdaptiveRun:
         and `step()` call it when nobody has. A checkpoint directory that will not take
         this run's checkpoints is refused first, before anything is logged."""
         if self.checkpoint_dir is not None and self.rank0:
-            why = unusable_checkpoint_dir(self.checkpoint_dir, self.run_id)
+            why = disk.prepare_dir(self.checkpoint_dir)
+            if why is None:  # held first: a run going on there is named as such
+                self._let_go = disk.hold(self.checkpoint_dir)
+                why = unusable_checkpoint_dir(self.checkpoint_dir, self.run_id)
             if why:
+                self._let_go()
                 raise SnapshotError(f"checkpoint directory {self.checkpoint_dir}: {why}")
         self.log = start_run(self.trainer)
         if self.trainer.parent_run_id:
@@ -595,18 +650,21 @@ class AdaptiveRun:
         `failed` or `interrupted` in the log before it propagates. Refused once the run has
         ended."""
         self._refuse_ended("run()")
-        if self.log is None:
-            self.start()
-        assert self.log is not None
-        with self.log:
-            self._go_on()
-            status = "completed"
-            while self.trainer.step_count < self.adapt.steps:
-                stop = self.step()
-                if stop:
-                    status = stop
-                    break
-            return self._finish(status)
+        try:
+            if self.log is None:
+                self.start()
+            assert self.log is not None
+            with self.log:
+                self._go_on()
+                status = "completed"
+                while self.trainer.step_count < self.adapt.steps:
+                    stop = self.step()
+                    if stop:
+                        status = stop
+                        break
+                return self._finish(status)
+        finally:
+            self._let_go()  # the run has ended: another process may go on with it
 
     def step(self) -> str | None:
         """One training step and whatever it triggers; a status string to stop the run.
@@ -904,7 +962,7 @@ class AdaptiveRun:
         if blacklist:
             self.blacklist.block(blacklist, self.work, self.adapt.guard.blacklist_steps)
         self.rollbacks += 1
-        tr.trajectory = self.rollbacks  # the steps from here on: the kept branch's
+        tr.trajectory = self.trajectory_base + self.rollbacks  # the kept branch's steps
         if control is not None:  # its steps replace the rewritten arm's, as a replay's would
             for rec in control.steps:
                 self.recorder.step(dataclasses.replace(rec, trajectory=tr.trajectory))
@@ -967,6 +1025,14 @@ class AdaptiveRun:
                            list(self.pause_ms))
 
 
+def adaptive_config(config: TrainConfig, adapt: AdaptConfig, train_rows: int) -> TrainConfig:
+    """The recipe `config` as an adaptive run of `adapt.steps` steps on `train_rows` training
+    rows trains with: its length is the steps (its schedule spans them), not epochs."""
+    bpe = BatchStream(train_rows, config.batch_size).batches_per_epoch()
+    return dataclasses.replace(config, max_steps=adapt.steps,
+                               epochs=math.ceil(adapt.steps / bpe) + 1)
+
+
 def _adoptable(trainer: Trainer, graph: Graph, rewrite: str) -> None:
     """A RewriteError (the rewrite is not applied, its event says why) if the rewritten
     `graph` fails what the run's first graph passed (`check_trainable`): a widen could
@@ -1008,13 +1074,20 @@ def unusable_checkpoint_dir(directory: str | Path, run_id: str | None = None) ->
     if why:
         return why
     final = disk.final_of(directory)
+    if final is not None and _run_of(final) == UNKNOWN:
+        return f"holds a final state that cannot be read ({final}): pick an empty directory"
     if final is not None and _run_of(final) != run_id:
         return (f"holds the final state of run {_run_of(final)}, which ended: --fork it, "
                 f"or pick an empty directory")
-    others = sorted({_run_of(p) for p in disk.checkpoints(directory)} - {run_id})
+    runs = {p: _run_of(p) for p in disk.checkpoints(directory)}
+    others = sorted(set(runs.values()) - {run_id, UNKNOWN})
     if others:
         return (f"holds checkpoints of run {', '.join(others)}: --resume it, or pick an "
                 f"empty directory")
+    damaged = [p.name for p, r in runs.items() if r == UNKNOWN]
+    if damaged:  # whose run they are is not known: no run's serials are safe beside them
+        return (f"holds checkpoints that cannot be read (damaged: {', '.join(damaged)}): "
+                f"pick an empty directory")
     return None
 
 
@@ -1023,8 +1096,9 @@ def branch_point(ended_dir: str | Path, steps: int) -> Path:
     refusing a directory without one, or `steps` no more than the ended run took."""
     final = disk.final_of(ended_dir)
     if final is None:
-        more = ("; its run has not ended: it goes on from its checkpoints (resume)"
-                if disk.checkpoints(ended_dir) else "")
+        # (a failed run leaves checkpoints and no end on disk: `adapt --fork` names its end)
+        more = ("; its run has not ended (it goes on from its checkpoints: resume), or "
+                "ended failed" if disk.checkpoints(ended_dir) else "")
         raise SnapshotError(f"no final state in {ended_dir} (a run leaves one when it ends "
                             f"completed or early-stopped with checkpoints on){more}")
     ended = disk.read_meta(final).get("run", {}).get("ended", {})
@@ -1045,14 +1119,17 @@ def checkpoint_run_id(directory: str | Path) -> str | None:
     """The run whose checkpoints `directory` holds (the newest that names one), or None."""
     for path in reversed(disk.checkpoints(directory)):
         run_id = _run_of(path)
-        if run_id != "unknown":
+        if run_id != UNKNOWN:
             return run_id
     return None
 
 
+UNKNOWN = "unknown"  # the run of a checkpoint whose state cannot be read
+
+
 def _run_of(checkpoint: Path) -> str:
     r = disk.read_meta(checkpoint).get("run")
-    return str(r["run_id"]) if isinstance(r, dict) and r.get("run_id") else "unknown"
+    return str(r["run_id"]) if isinstance(r, dict) and r.get("run_id") else UNKNOWN
 
 
 def _outside_trial(snap: Snapshot, call: str) -> None:

@@ -5,7 +5,8 @@ snapshots) between that checkpoint and the kill; resumed, it replays them bit-ex
 warehouse's parts are append-only, so the resumed run leaves those records out instead:
 `LogCounter` counts every record of the run by kind (the checkpoint keeps the counts), and
 on resume drops, of each kind, as many records as the warehouse holds past the checkpoint's
-count (the replay's first ones: the same records, in the same order).
+count (the replay's first ones: the same records, in the same order), less the `checkpoint
+resume` events of earlier resumes from that checkpoint or a later one (no replay logs them).
 """
 
 from __future__ import annotations
@@ -41,10 +42,13 @@ class LogCounter(BaseRecorder):
         self.skip = dict.fromkeys(KINDS.values(), 0)
         self.skipped = 0  # records left out so far
 
-    def past(self, logged: Mapping[str, int]) -> dict[str, int]:
+    def past(self, logged: Mapping[str, int], resumes: int = 0) -> dict[str, int]:
         """What the log holds (`logged`: rows per kind) past the counts now: the records
-        to leave out (`skip`)."""
-        return {k: max(0, int(logged.get(k, 0)) - n) for k, n in self.counts.items()}
+        to leave out (`skip`). `resumes`: the log's `checkpoint resume` events among them
+        (earlier resumes', which the replay does not log again)."""
+        skip = {k: max(0, int(logged.get(k, 0)) - n) for k, n in self.counts.items()}
+        skip["events"] = max(0, skip["events"] - resumes)
+        return skip
 
     def record(self, rec: Record) -> None:
         kind = KINDS.get(type(rec))

@@ -15,6 +15,10 @@ into place: a reader, or a run resumed after a crash, sees a whole checkpoint or
 that ended leaves its final state beside its checkpoints as `final/` (`save_final`): not a
 checkpoint to resume (the run has ended) but the state a new run branches from (`adapt
 --fork`).
+
+The process whose run goes on in a checkpoint directory (a run writing its checkpoints, a
+resume) holds it (`hold`: an exclusive flock on `DIR/.lock`): two processes going on with one
+run would log its steps twice and collide on its checkpoints' serials.
 """
 
 from __future__ import annotations
@@ -24,12 +28,14 @@ import os
 import shutil
 import uuid
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from aicf_induct import file_lock
 from aicf_induct.atomic_file import fsync_dir
 from aicf_induct.errors import AicfError
 from aicf_induct.ir.canonical import from_dict, to_dict
@@ -41,6 +47,7 @@ if TYPE_CHECKING:
 FORMAT = "aicf.snapshot/1"
 PREFIX = "ckpt-"
 FINAL = "final"  # an ended run's final state, beside its checkpoints
+LOCK = ".lock"  # flocked by the process whose run goes on in the directory (`hold`)
 
 
 class SnapshotError(AicfError):
@@ -49,6 +56,10 @@ class SnapshotError(AicfError):
 
 class UnreadableCheckpoint(SnapshotError):
     """A checkpoint whose files are missing, truncated or malformed (an older one may do)."""
+
+
+class DirectoryBusy(SnapshotError):
+    """A checkpoint directory another process holds: its run goes on there."""
 
 
 # what a damaged checkpoint raises while it is parsed: truncated or empty npz files
@@ -283,3 +294,56 @@ def prune(directory: str | Path, keep: int = 2) -> None:
         shutil.rmtree(p, ignore_errors=True)
     for p in root.glob(f".tmp-{PREFIX}*"):
         shutil.rmtree(p, ignore_errors=True)
+
+
+# checkpoint directories this process holds: resolved path -> [lock file's fd, holders]
+_HELD: dict[Path, list[int]] = {}
+
+
+def hold(directory: str | Path) -> Callable[[], None]:
+    """Hold `directory` (which exists) for this process's run: an exclusive flock on its
+    `.lock` file, which the OS releases if the process dies (no stale lock after a kill).
+    `DirectoryBusy` if another process holds it; this process may hold it again (the CLI
+    before the run it starts). Returns the release; the last one removes the file.
+
+    The file is removed before its lock is released (`aicf_induct.file_lock`)."""
+    key = Path(directory).resolve()
+    if key in _HELD:
+        _HELD[key][1] += 1
+        return _releaser(key)
+    path = key / LOCK
+    try:
+        fd = file_lock.acquire(path, wait=False, mode=0o644)
+    except OSError as err:
+        raise SnapshotError(f"checkpoint directory {directory}: cannot lock it "
+                            f"({err.strerror or err})") from None
+    if fd is None:
+        try:
+            holder = path.read_text(errors="replace").strip()
+        except OSError:  # let go of meanwhile
+            holder = ""
+        pid = f" (pid {holder})" if holder.isdigit() else ""
+        raise DirectoryBusy(f"checkpoint directory {directory}: another process{pid} "
+                            f"holds it, going on with its run there")
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())  # who holds it, for the refusal
+    _HELD[key] = [fd, 1]
+    return _releaser(key)
+
+
+def _releaser(key: Path) -> Callable[[], None]:
+    """One holder's release (a second call does nothing)."""
+    done = False
+
+    def release() -> None:
+        nonlocal done
+        held = _HELD.get(key)
+        if done or held is None:
+            return
+        done = True
+        held[1] -= 1
+        if held[1] == 0:
+            del _HELD[key]
+            file_lock.release(key / LOCK, held[0])
+
+    return release

@@ -74,11 +74,11 @@ class TrainConfig:
         # built in Python too; NumPy scalars become Python ones (the config is logged and
         # snapshotted as JSON)
         for name, low in INT_FIELDS.items():
-            object.__setattr__(self, name, _integer(name, getattr(self, name), low))
+            object.__setattr__(self, name, integer_field(name, getattr(self, name), low))
         check_seed(self.seed)
         object.__setattr__(self, "seed", int(self.seed))
         for name, (rule, ok) in NUMBER_FIELDS.items():
-            object.__setattr__(self, name, _number(name, getattr(self, name), rule, ok))
+            object.__setattr__(self, name, number_field(name, getattr(self, name), rule, ok))
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got "
                               f"{self.backend!r}")
@@ -128,12 +128,35 @@ class TrainResult:
                           **self.metrics})
 
 
+def check_arguments(problem: Any, graph: Any, config: Any) -> None:
+    """A TypeError saying what `Trainer` (and `AdaptiveRun`) takes, for an argument of
+    another type (an untraced Module, a dict of settings), before an attribute it lacks
+    fails somewhere inside."""
+    for name, value, kind, hint in (
+            ("problem", problem, Problem, " (load_problem(name) makes one)"),
+            ("graph", graph, Graph, " (trace(model, n_features) makes one from a Module)"),
+            ("config", config, TrainConfig, "")):
+        if not isinstance(value, kind):
+            raise TypeError(f"{name}: a {kind.__name__}{hint}, got {type(value).__name__}")
+
+
+def total_steps(config: TrainConfig, train_rows: int) -> int:
+    """The steps a run of `config` on `train_rows` training rows takes at most, which its
+    schedule spans: its epochs' batches, capped by `max_steps`."""
+    total = config.epochs * BatchStream(train_rows, config.batch_size).batches_per_epoch()
+    return min(total, config.max_steps) if config.max_steps else total
+
+
 def check_trainable(problem: Problem, graph: Graph, config: TrainConfig, source: str) -> None:
-    """A ConfigError if `graph` cannot train on `problem` with `config`: past the model
+    """A ConfigError if `graph` cannot train on `problem` with `config`: a schedule that
+    does not fit the run (`make_schedule`: a warm-up as long as the run), past the model
     ceilings (`executor.check_size`, naming `source`), or with batchnorm on batches of one
     row (`BatchStream` leaves out a last batch of one row: these runs have no other).
     `Trainer` checks it before anything is allocated, `AdaptiveRun.rewrite` each rewritten
-    graph, and a caller that says what it will train first (`adapt`) before saying so."""
+    graph, and the commands before they open the warehouse (`adapt` before it says what it
+    will train)."""
+    make_schedule(config.schedule, config.lr, max(total_steps(config, len(problem.train)), 1),
+                  config.warmup_steps)
     check_size(graph, source)
     if least_rows(graph) < 2:
         return
@@ -166,6 +189,7 @@ class Trainer:
                  extra_config: dict[str, Any] | None = None,
                  tuning: TuningStore | None = None,
                  parallel: DataParallel | None = None) -> None:
+        check_arguments(problem, graph, config)
         self.problem, self.graph, self.config = problem, graph, config
         # said before a parameter (or a batch's values) is allocated
         check_trainable(problem, graph, config,
@@ -196,10 +220,7 @@ class Trainer:
         self._gpu_step: Any = None  # runtime.cuda_step.CudaStep, on the GPU backend
         self.optimizer = config.make_optimizer()
         self.stream = BatchStream(len(problem.train), config.batch_size, seed=config.seed)
-        total = config.epochs * self.stream.batches_per_epoch()
-        if config.max_steps:
-            total = min(total, config.max_steps)
-        self.total_steps = total
+        total = self.total_steps = total_steps(config, len(problem.train))
         self.schedule: Schedule = make_schedule(config.schedule, config.lr, max(total, 1),
                                                 config.warmup_steps)
         self.step_count = 0
@@ -449,7 +470,7 @@ class Trainer:
             target[...] = self.backend.asarray(value)
 
 
-def _integer(name: str, value: Any, low: int) -> int:
+def integer_field(name: str, value: Any, low: int) -> int:
     """`value` as an int >= `low`, or the CLI's words for why not (`epochs="5"` too)."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise ConfigError(f"{name} must be an integer, got {value!r}")
@@ -458,7 +479,7 @@ def _integer(name: str, value: Any, low: int) -> int:
     return int(value)
 
 
-def _number(name: str, value: Any, rule: str, ok: Callable[[float], bool]) -> float:
+def number_field(name: str, value: Any, rule: str, ok: Callable[[float], bool]) -> float:
     """`value` as a float if it is a finite number that passes `ok`, or the CLI's words for
     why not."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) \

@@ -327,8 +327,63 @@ def test_an_ended_run_goes_further_as_a_branch_from_its_final_state(tmp_path: Pa
     assert main([*fork, "--steps", "200"]) == 2
     assert capsys.readouterr().err == (
         f"error: no final state in {ckpt} (a run leaves one when it ends completed or "
-        f"early-stopped with checkpoints on); its run has not ended: it goes on from its "
-        f"checkpoints (resume)\n")
+        f"early-stopped with checkpoints on); its run has not ended (it goes on from its "
+        f"checkpoints: resume), or ended failed\n")
+
+
+def test_going_on_is_refused_in_words_that_fit(tmp_path: Path, capsys) -> None:
+    """A failed run is said to have failed, not to be unended; `final` is what --fork
+    branches from, in the directory --fork takes; damaged checkpoints are said damaged."""
+    wh, ckpt, ended = tmp_path / "wh", tmp_path / "ckpt", tmp_path / "ended"
+    assert main(["adapt", "--dataset", "iris", "--lr", "1e308", "--steps", "200",
+                 "--checkpoint-dir", str(ckpt), "--checkpoint-steps", "1", "--warehouse",
+                 str(wh), "--json"]) == 4
+    failed = json.loads(capsys.readouterr().out)
+    assert failed["status"] == "failed" and disk.checkpoints(ckpt)
+    fork = [*RESUME, "--warehouse", str(wh), "--steps", "300", "--fork"]
+    assert main([*fork, str(ckpt)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: no final state in {ckpt}: run {failed['run_id']} ended failed at step "
+        f"{failed['steps']}, and a run leaves one only when it ends completed or "
+        "early-stopped\n")
+    _json(capsys, "--steps", "40", "--checkpoint-dir", str(ended), "--no-log")
+    assert main([*RESUME, "--no-log", "--resume", str(ended / "final")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: no checkpoint in {ended / 'final'}: it is the final state of an ended run, "
+        f"which --fork {ended} --steps N branches a new run from\n")
+    assert main([*fork, str(ended / "final")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --fork {ended / 'final'}: give the checkpoint directory it is in "
+        f"(--fork {ended})\n")
+    for path in disk.checkpoints(ckpt):
+        (path / "snapshot.json").write_text("[1, 2]")
+    assert main([*BASE, "--checkpoint-dir", str(ckpt), "--no-log"]) == 2
+    names = ", ".join(p.name for p in disk.checkpoints(ckpt))
+    assert capsys.readouterr().err == (
+        f"error: --checkpoint-dir {ckpt}: holds checkpoints that cannot be read (damaged: "
+        f"{names}): pick an empty directory\n")
+
+
+def test_a_failed_run_exits_with_its_own_status(capsys) -> None:
+    """A run that gives up (more rollbacks than allowed) ends `failed`: exit status 4, told
+    from success, and the timeline says why, not where it went back to."""
+    assert main(["adapt", "--dataset", "iris", "--lr", "1e308", "--steps", "200",
+                 "--no-log"]) == 4
+    out = capsys.readouterr().out
+    assert "rollback  gave up: more than 10 rollbacks\n" in out and "None" not in out
+    assert " failed after " in out
+
+
+def test_a_branch_has_its_own_rewrite_budget_and_counts(tmp_path: Path, capsys) -> None:
+    """`--max-rewrites` is a branch's own (its rewrites count from 0, as it reports them)."""
+    ckpt = tmp_path / "ckpt"
+    first = _json(capsys, "--steps", "300", "--max-rewrites", "1", "--checkpoint-dir",
+                  str(ckpt), "--no-log")
+    assert first["rewrites"] == 1
+    fork = [*RESUME, "--fork", str(ckpt), "--steps", "600", "--no-log", "--json"]
+    for budget, rewrites in (("0", 0), ("1", 1)):
+        assert main([*fork, "--max-rewrites", budget]) == 0
+        assert json.loads(capsys.readouterr().out)["rewrites"] == rewrites
 
 
 def test_a_branch_of_an_early_stopped_run_has_its_own_patience(tmp_path: Path,

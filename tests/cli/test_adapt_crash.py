@@ -167,3 +167,21 @@ def test_a_closed_pipe_mutes_the_timeline_and_the_run_completes(tmp_path: Path,
     assert proc.wait(timeout=120) == 0 and err == ""
     ((_, status, error),) = _runs(wh)
     assert (status, error) == ("completed", None)
+
+
+def test_a_second_resume_is_refused_while_the_run_goes_on(tmp_path: Path, capsys) -> None:
+    """While a process goes on with the run in its checkpoint directory, `--resume` of it is
+    one line naming the directory, before the warehouse is opened."""
+    from tests.runtime.test_adaptive_resume import CHILD, stalled
+
+    ckpt, wh = tmp_path / "ckpt", tmp_path / "wh"
+    proc = stalled(CHILD, ckpt, 60, tmp_path / "stalled")
+    try:
+        assert main([*RESUME, "--warehouse", str(wh), "--resume", str(ckpt)]) == 2
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    assert capsys.readouterr().err == (
+        f"error: checkpoint directory {ckpt}: another process (pid {proc.pid}) holds it, "
+        "going on with its run there\n")
+    assert not wh.exists()

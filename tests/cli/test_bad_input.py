@@ -135,6 +135,11 @@ CASES = [
     ("adapt-steps", [*ADAPT, "--steps", "0"], r"--steps: must be >= 1"),
     ("adapt-lr", [*ADAPT, "--lr", "-1"], r"--lr: must be > 0"),
     ("adapt-guard-steps", [*ADAPT, "--guard-steps", "0"], r"--guard-steps: must be >= 1"),
+    # a warm-up as long as the run: refused before a new warehouse is made (it is not beside)
+    ("adapt-warmup-past-the-run", [*ADAPT[:-1], f"{T}/new_wh", "--warmup-steps", "100000"],
+     r"warmup_steps \(100000\) must be below total_steps \(5\)"),
+    ("train-warmup-past-the-run", [*TRAIN[:-1], f"{T}/new_wh", "--warmup-steps", "100000"],
+     r"warmup_steps \(100000\) must be below total_steps \(3\)"),
     ("sweep-max-rows", [*SWEEP, "--max-rows", "5"], r"--max-rows: must be >= 20"),
     ("sweep-max-rows-twice", ["sweep", "--problems", "iris?max_rows=50", "--space",
                               "depth=1;width=4", "--dry-run", "--no-load", *WH,

@@ -340,3 +340,18 @@ def test_a_rollback_rewinds_the_best_model_so_far(problem) -> None:
     assert all(best <= step for step, best in watch.seen)  # never a best from the future
     assert fingerprint(res.graph) == fingerprint(start)  # not the rolled-back widen
     assert res.best_step <= res.steps
+
+
+@pytest.mark.parametrize("setting,why", [
+    ({"guard": {"counterfactual": True}}, "guard must be a GuardConfig, got dict"),
+    ({"steps": 1.5}, "steps must be an integer, got 1.5"),
+    ({"steps": "200"}, "steps must be an integer, got '200'"),
+    ({"plateau_smoothing": 2.0}, r"plateau_smoothing must be in \[0, 1\), got 2"),
+    ({"spike_k": -1.0}, "spike_k must be > 0, got -1"),
+    ({"plateau_min_delta": math.nan}, "plateau_min_delta must be a finite number, got nan"),
+    ({"lr_backoff": 0.0}, r"lr_backoff must be in \(0, 1\], got 0"),
+])
+def test_adapt_settings_are_checked_when_made(setting: dict, why: str) -> None:
+    """As TrainConfig's are: a bad value is a ConfigError naming it, not a failure mid-run."""
+    with pytest.raises(ConfigError, match=f"^{why}$"):
+        AdaptConfig(**setting)

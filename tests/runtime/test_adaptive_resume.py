@@ -264,3 +264,115 @@ def test_an_interrupted_run_leaves_no_final_state(tmp_path: Path) -> None:
     assert disk.final_of(tmp_path) is None and disk.checkpoints(tmp_path)
     with pytest.raises(disk.SnapshotError, match="its run has not ended"):
         AdaptiveRun.branch(tmp_path, toy_problem("classification", n=300, seed=2), 500)
+
+
+RESUMER = """
+import sys
+from tests.runtime.test_adaptive_resume import POLICY, Stall, hooks
+from tests.runtime.test_adaptive_fixtures import toy_problem
+from aicf_induct.runtime.adaptive import AdaptiveRun
+AdaptiveRun.resume(sys.argv[1], toy_problem("classification", n=300, seed=2), POLICY,
+                   hooks=[*hooks(), Stall(int(sys.argv[2]), sys.argv[3])]).run()
+"""
+
+
+def stalled(code: str, *args: str | Path) -> subprocess.Popen[bytes]:
+    """A child process running `code` until its Stall hook writes the marker (the last
+    argument), then waiting to be killed."""
+    marker = Path(args[-1])
+    proc = subprocess.Popen([sys.executable, "-c", code, *map(str, args)], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    deadline = time.monotonic() + 120
+    while not marker.exists():
+        assert proc.poll() is None, "the child exited before it stalled"
+        assert time.monotonic() < deadline, "the child never stalled"
+        time.sleep(0.05)
+    return proc
+
+
+def test_a_run_going_on_in_another_process_is_not_resumed(tmp_path: Path) -> None:
+    """The process whose run goes on in a checkpoint directory (started or resumed) holds
+    it: a resume elsewhere meanwhile is refused (it would log the run's steps twice); a
+    killed holder holds nothing."""
+    ckpt, problem = tmp_path / "ckpt", toy_problem("classification", n=300, seed=2)
+    for code, at in ((CHILD, KILL_AT), (RESUMER, KILL_AT + 30)):  # the run, then a resume
+        proc = stalled(code, ckpt, at, tmp_path / f"stalled-{at}")
+        try:
+            with pytest.raises(disk.DirectoryBusy, match=(
+                    rf"^checkpoint directory {ckpt}: another process \(pid {proc.pid}\) "
+                    "holds it")):
+                AdaptiveRun.resume(ckpt, problem, POLICY)
+            with pytest.raises(disk.DirectoryBusy):  # nor started afresh there
+                build(str(ckpt), MemoryRecorder()).run()
+        finally:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert AdaptiveRun.resume(ckpt, problem, POLICY, hooks=hooks()).run().status == "completed"
+    assert not (ckpt / disk.LOCK).exists()  # let go of once the run ended
+
+
+def test_resumes_interrupted_before_a_checkpoint_log_every_record_once(tmp_path: Path) -> None:
+    """Stopped, resumed and stopped again before the resume wrote a checkpoint, then resumed
+    to the end from the same checkpoint: the parts together are the uninterrupted run's
+    records, each once (the earlier resume's own `checkpoint resume` event is no record of
+    the replay)."""
+    full = MemoryRecorder()
+    build(str(tmp_path / "full"), full).run()
+    ckpt, parts = tmp_path / "ckpt", [MemoryRecorder()]
+    with pytest.raises(KeyboardInterrupt):
+        build(str(ckpt), parts[0], [Stop(KILL_AT + 5)]).run()
+    at = _work_of(disk.latest(ckpt))
+    problem = toy_problem("classification", n=300, seed=2)
+
+    def resume(stop: Sequence[StepHook]) -> AdaptiveRun:
+        logged = {"steps": sum(len(r.steps) for r in parts),
+                  "events": sum(len(r.events) for r in parts),
+                  "results": sum(len(r.results) for r in parts),
+                  "ir_snapshots": sum(len(r.snapshots) for r in parts)}
+        resumed_at = [e.detail["work"] for r in parts for e in r.events
+                      if (e.kind, e.name) == ("checkpoint", "resume")]
+        parts.append(MemoryRecorder())
+        return AdaptiveRun.resume(ckpt, problem, POLICY, recorder=parts[-1],
+                                  hooks=[*hooks(), *stop], logged=logged,
+                                  resumed_at=resumed_at)
+
+    for _ in range(2):  # twice from the same checkpoint, each stopped before the next
+        with pytest.raises(KeyboardInterrupt):
+            resume([Stop(at + 6)]).run()
+        assert _work_of(disk.latest(ckpt)) == at
+    resume([]).run()
+
+    def events(*recs: MemoryRecorder) -> list[tuple[str, str, int]]:
+        return [(e.kind, e.name, e.detail["work"]) for r in recs for e in r.events
+                if (e.kind, e.name) != ("checkpoint", "resume")]
+
+    assert events(*parts) == events(full)
+    assert [(s.step, s.loss) for r in parts for s in r.steps] == \
+        [(s.step, s.loss) for s in full.steps]
+    assert [(r.step, r.metric) for p in parts for r in p.results] == \
+        [(r.step, r.metric) for r in full.results]
+
+
+def _work_of(path: Path | None) -> int:
+    assert path is not None
+    return int(path.name.split("-")[1])
+
+
+def test_a_branch_counts_its_own_rewrites_against_its_own_limit(tmp_path: Path) -> None:
+    """A branch's rewrites and rollbacks start at 0: its parent's, at their limit, do not
+    keep it from rewriting, nor are they reported as its."""
+    problem = toy_problem("classification", n=300, seed=2)
+    adapt = AdaptConfig(steps=120, warmup_steps=12, plateau_patience=2, max_rewrites=1,
+                        guard=GuardConfig(steps=12), checkpoint_steps=40)
+    parent = AdaptiveRun(problem, toy_graph(problem, "mlp:depth=1,width=2"),
+                         TrainConfig(lr=1e-2, batch_size=32, seed=3), adapt, POLICY,
+                         checkpoint_dir=tmp_path / "ckpt").run()
+    assert parent.rewrites == 1  # its limit
+    rec = MemoryRecorder()
+    branch = AdaptiveRun.branch(tmp_path / "ckpt", problem, 300, recorder=rec).run()
+    rewrites = [e for e in rec.events if e.kind == "rewrite"]
+    assert branch.rewrites == len(rewrites) == 1 and branch.pause_ms == [
+        e.detail["pause_ms"] for e in rewrites]
+    assert branch.rollbacks == 0
+    assert AdaptiveRun.branch(tmp_path / "ckpt", problem, 300,
+                              max_rewrites=0).run().rewrites == 0  # its own limit

@@ -77,7 +77,7 @@ def test_a_refused_widen_is_blacklisted_not_proposed_at_every_trigger(
     monkeypatch.setattr(specs, "MAX_PARAMS", start.param_count())
     rec = MemoryRecorder()
     run = AdaptiveRun(problem, start, TrainConfig(lr=1e-2, batch_size=32),
-                      AdaptConfig(steps=120, warmup_steps=10, epoch_trigger=True,
+                      AdaptConfig(steps=120, warmup_steps=10, epoch_trigger=1,
                                   guard=GuardConfig(steps=12, blacklist_steps=1000)),
                       ProposalPolicy(widen_at_every_trigger), recorder=rec)
     run.run()

@@ -220,3 +220,23 @@ def test_a_graph_past_the_model_ceilings_is_refused_before_anything_is_allocated
     with pytest.raises(ConfigError, match=message):
         AdaptiveRun(p, g, TrainConfig(), AdaptConfig(), RuleBasedPolicy(), recorder=rec)
     assert not rec.runs and not rec.steps
+
+
+def test_arguments_of_another_type_are_a_type_error_saying_what_it_takes() -> None:
+    from aicf_induct.frontend import Linear, Sequential
+    from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun
+    from aicf_induct.runtime.policies import RuleBasedPolicy
+
+    p = load_problem("iris", seed=0)
+    graph = mlp(p.n_features, p.n_outputs)
+    module = Sequential(Linear(p.n_features, p.n_outputs))
+    for args, why in (((p, module, TrainConfig()), r"^graph: a Graph \(trace\(model, "
+                                                   r"n_features\) makes one from a Module\), "
+                                                   r"got Sequential$"),
+                      ((p, graph, None), "^config: a TrainConfig, got NoneType$"),
+                      ((p, graph, {"epochs": 1}), "^config: a TrainConfig, got dict$"),
+                      (("iris", graph, TrainConfig()), r"^problem: a Problem .*got str$")):
+        with pytest.raises(TypeError, match=why):
+            Trainer(*args)
+        with pytest.raises(TypeError, match=why):
+            AdaptiveRun(*args, AdaptConfig(), RuleBasedPolicy())
