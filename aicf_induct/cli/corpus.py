@@ -108,8 +108,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="also N adaptive runs per problem (exploration policy, from the "
                         "space's candidates up to 128 wide): the rewrite history `induce fit` "
                         "learns the rewrite proposer from (default 0)")
-    b.add_argument("--adaptive-steps", type=int, default=ADAPTIVE_STEPS, metavar="S",
-                   help=f"optimizer steps of each adaptive run (default {ADAPTIVE_STEPS})")
+    b.add_argument("--adaptive-steps", type=int, default=None, metavar="S",
+                   help=f"with --adaptive: optimizer steps of each adaptive run (default "
+                        f"{ADAPTIVE_STEPS})")
     b.add_argument("--retry-failed", action="store_true",
                    help="train failed and timed-out runs again (e.g. out of GPU memory; "
                         "default: they count as done)")
@@ -224,6 +225,11 @@ def build(args: argparse.Namespace) -> int:
                           f"alone), got {args.seeds}")
     if args.adaptive < 0:
         raise ConfigError(f"--adaptive must be >= 0, got {args.adaptive}")
+    if args.adaptive_steps is not None and not args.adaptive:
+        raise ConfigError("--adaptive-steps goes with --adaptive N (without it no adaptive "
+                          "run is trained)")
+    if args.adaptive_steps is None:  # the plan and the runs read it from args
+        args.adaptive_steps = ADAPTIVE_STEPS
     if args.adaptive_steps < 1:
         raise ConfigError(f"--adaptive-steps must be >= 1, got {args.adaptive_steps}")
     dry = wants_dry_run(args)

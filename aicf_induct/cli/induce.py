@@ -179,10 +179,8 @@ def fit(args: argparse.Namespace) -> int:
     bar = _steps(4, args.quiet, "induce fit: reading the corpus")
     try:  # closed (its line cleared) before an error is printed too
         exclude = [e for e in args.exclude.split(",") if e.strip()]
-        excluded = list(exclude)  # what the pack records as kept out
         if source is not None:
             meta, unmatched = _pack_corpus(source, exclude, args.seeds, root, args.protocol)
-            excluded += source.header.get("excluded", [])  # kept out of the source too
         else:
             assert root is not None
             meta, unmatched = corpus_meta(root, args.protocol, exclude, n_seeds=args.seeds)
@@ -190,6 +188,7 @@ def fit(args: argparse.Namespace) -> int:
             print(f"note: --exclude '{name}' matches no problem of the corpus", file=sys.stderr)
         if meta.empty:
             raise ConfigError("no corpus problem left after --exclude")
+        excluded = _excluded(exclude, unmatched, source, meta)
         if args.output is None:  # before the mining: the problem count is known now
             _check_replacing(meta, DEFAULT_PACK)
         rewrites, history = _rewrites(source, root, history_root, exclude, unmatched)
@@ -205,7 +204,7 @@ def fit(args: argparse.Namespace) -> int:
         bar.update(1)
         # the pack first: a pack that cannot be written leaves the warehouse untouched
         bar.set_description_str("induce fit: writing the pack")
-        pack = build_pack(meta, miner, excluded=sorted({e.strip() for e in excluded}),
+        pack = build_pack(meta, miner, excluded=excluded,
                           rewrites=rewrites, conformal_folds=folds,
                           conformal_repeats=CONFORMAL_REPEATS if args.conformal_repeats is None
                           else args.conformal_repeats)
@@ -234,6 +233,19 @@ def fit(args: argparse.Namespace) -> int:
     if fit_id:
         print(f"mined tables written to {root} (fit {fit_id}): SELECT * FROM rules")
     return 0
+
+
+def _excluded(exclude: list[str], unmatched: list[str], source: Pack | None,
+              meta: pd.DataFrame) -> list[str]:
+    """What the pack records as kept out of it: the --exclude names that left a problem
+    out (not one that matched none), and the source pack's that the new corpus does not
+    hold (a warehouse growing it may bring one back)."""
+    from aicf_induct.induction.corpus import grouped_meta
+
+    out = {e.strip() for e in exclude} - set(unmatched)
+    if source is not None:
+        out.update(grouped_meta(meta, source.header.get("excluded", []))[1])  # none matched
+    return sorted(out)
 
 
 def _check_output(output: str | None) -> Path:
@@ -503,6 +515,7 @@ def mine(args: argparse.Namespace) -> int:
         bar = _steps(2, args.quiet, "mine: reading the corpus")
         try:  # closed before an error is printed too
             meta, _ = corpus_meta(root, args.protocol)
+            _note_small_corpus(meta, 0)  # as `induce fit` says it (no conformal folds here)
             bar.update(1)
             bar.set_description_str(f"mine: mining {meta['problem_id'].nunique()} problems")
             miner = Miner(min_problems=args.min_problems).fit(meta)

@@ -158,11 +158,14 @@ def run(args: argparse.Namespace) -> int:
     if args.seed + args.seeds - 1 > MAX_SEED:
         raise ConfigError(f"--seed {args.seed} with --seeds {args.seeds} passes the largest "
                           f"seed, {MAX_SEED}")
+    if args.ray_address is not None and args.engine != "ray":
+        raise ConfigError(f"--ray-address needs --engine ray (the '{args.engine}' engine does "
+                          "not use Ray)")
     dry = wants_dry_run(args)
     space = parse_space(args.space)
     config = train_config(args)
     cands = with_recipe_options(space.candidates(), set(space.space.axes), config)
-    names = with_max_rows(resolve(args.problems, args.exclude.split(",")), args.max_rows)
+    names = with_max_rows(resolved(args.problems, args.exclude), args.max_rows)
     seeds = tuple(range(args.seed, args.seed + args.seeds))
     spec = SweepSpec(tuple(names), tuple(cands), seeds, config, args.budget)
     root, key = sweep_target(args)
@@ -178,6 +181,19 @@ def run(args: argparse.Namespace) -> int:
         return interrupted(stop, args.json)
     print_report(report, root, args.json)
     return 0
+
+
+def resolved(problems: str, exclude: str) -> list[str]:
+    """--problems less --exclude (`resolve`), with a note for each --exclude name that
+    matches no problem of --problems (a typo would train the problem meant to be left out)."""
+    names = [e.strip() for e in exclude.split(",") if e.strip()]
+    kept = resolve(problems, names)
+    if names:
+        listed = set(resolve(problems))
+        for name in sorted(set(names) - listed):
+            print(f"note: --exclude '{name}' matches no problem of --problems",
+                  file=sys.stderr)
+    return kept
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,6 +293,9 @@ def sweep_target(args: argparse.Namespace) -> tuple[str, str | None]:
     if args.log_to is None:
         import warehouse
 
+        if args.api_key is not None:  # a key for no service: --log-to was forgotten
+            raise ConfigError("--api-key is the write key for --log-to: give --log-to URL, "
+                              "or drop --api-key")
         return str(warehouse.default_root(args.warehouse)), None
     from aicf_induct.cli.train import log_to_key
 

@@ -360,6 +360,10 @@ def evaluate_corpus(meta: pd.DataFrame, *, default: str | None = None,
     the seeds, score on the rest; `swap_seeds`: choice on the second half, score on the
     first; `all_splits`: averaged over every split, `lopo.run_lopo_partitions`), reported
     against `baselines`: the function the CLI and the benchmark call."""
+    if "group" in meta and meta["group"].nunique() < 2:  # no fold keeps a problem to learn from
+        n = meta["problem_id"].nunique()
+        raise ConfigError(f"leave-one-problem-out needs at least 2 problems (groups); the "
+                          f"corpus holds {n} problem{'s' if n != 1 else ''} in 1 group")
     default_key = resolve_default(meta, default)
     choose, score = split_seeds(meta)
     if swap_seeds:  # the same evaluation on the other draw of the seeds' noise

@@ -241,6 +241,29 @@ def test_fit_grows_a_pack_by_a_warehouse_of_problems_swept_as_its_corpus_was(
         assert err.count("\n") == 1 and not (tmp_path / "no.parquet").exists()
 
 
+def test_a_packs_excluded_lists_only_the_problems_kept_out_of_it(
+        pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The provenance's `excluded`: an --exclude name that matched no problem is not in it
+    (only noted), nor is a problem the source pack left out that a warehouse growing it
+    brings back."""
+    left = TINY_PROBLEMS[1]
+    less = tmp_path / "less.parquet"
+    rc, _, err = _run(["induce", "fit", "--pack", str(pack), "--exclude", f"{left},nosuch",
+                       "--min-problems", "2", "--bootstrap", "200", "-o", str(less),
+                       "--quiet"], capsys)
+    assert rc == 0 and "note: --exclude 'nosuch' matches no problem of the corpus\n" in err
+    assert json.loads(less.with_suffix(".json").read_text())["excluded"] == [left]
+    back = build_tiny_corpus(tmp_path / "back", (left,))
+    grown = tmp_path / "grown.parquet"
+    rc, _, err = _run(["induce", "fit", "--pack", str(less), "--warehouse", str(back),
+                       "--min-problems", "2", "--bootstrap", "200", "-o", str(grown),
+                       "--quiet"], capsys)
+    assert rc == 0, err
+    prov = json.loads(grown.with_suffix(".json").read_text())
+    assert left in {p["problem"] for p in prov["problem_list"]}
+    assert prov["excluded"] == []
+
+
 def test_propose_json_round_trip_is_the_library_dict(
         pack: Path, capsys: pytest.CaptureFixture[str]) -> None:
     t0 = time.perf_counter()
