@@ -7,46 +7,127 @@ experiment over the transforms and "no change", seeded per run) at its triggers,
 as always. Each run
 starts and logs through `AdaptiveRun.start` (that is `runtime.runs.start_run`, the one way
 every run is logged), so it lands in the warehouse with its problem row and meta-features,
-origin `adapt` and `config.corpus_adaptive` = {problem, index}. Resumable: a (problem,
-index) that already ended in the warehouse is skipped. The problems are loaded once before
-any run starts (`loadable`, the sweep's loader): one that cannot be loaded is left out with
-the sweep's warning, and none loading is the sweep's error.
+origin `adapt` and `config.corpus_adaptive` = {problem, index, candidate}. The problems are
+loaded once before any run starts (`loadable`, the sweep's loader): one that cannot be loaded
+is left out with the sweep's warning, and none loading is the sweep's error.
+
+The runs go through the sweep's machinery (`sweep.dispatch` over its local engine: an
+`AdaptiveJob` is a sweep `Task`), so they behave as a sweep's do. Resumable: a (problem,
+start candidate, index) with a run that ended under the same settings (its `adapt` config and
+policy: the protocol, as a sweep's) is skipped; a run under other settings (say, another
+--adaptive-steps) is another experiment, and the job runs again, as a sweep's triple under
+another protocol does. Builds at once on one warehouse split the runs (claims, as sweeps do);
+a worker whose build is gone stops, and SIGTERM or Ctrl-C ends the runs in flight logged as
+`interrupted`, which the next build runs again.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import sys
+from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from aicf_induct.frontend.specs import MLPSpec
 from aicf_induct.induction.meta_dataset import DONE_STATUSES
 from aicf_induct.induction.space import Candidate
+from aicf_induct.induction.sweep import SweepReport, TripleClaims
+from aicf_induct.induction.sweep_engines import Ended, Engine
+from aicf_induct.induction.sweep_spec import Triple
+from aicf_induct.induction.sweep_worker import Task
+from aicf_induct.problems.problem import Problem
+from aicf_induct.records import Recorder
+from aicf_induct.runtime.trainer import TrainConfig
 
 STEPS = 600  # optimizer steps per adaptive run
 WARMUP = 50  # the warm-up trigger
 EVAL_EVERY = 25  # validation every this many steps (the plateau trigger's clock)
 GUARD = 30  # steps the guard watches after a rewrite
+MAX_REWRITES = 6
+POLICY = "explore"  # `ExplorePolicy.name`
+ENDED = (*DONE_STATUSES, "failed")  # a job with a run so ended is done (failed: it would again)
+
+
+def adapt_settings(steps: int) -> dict[str, Any]:
+    """The `AdaptConfig` of a run of `steps` steps, as its config logs it (`adapt`)."""
+    from aicf_induct.runtime.adaptive import AdaptConfig
+    from aicf_induct.runtime.guard import GuardConfig
+
+    return dataclasses.asdict(AdaptConfig(steps=steps, warmup_steps=WARMUP,
+                                          eval_every=EVAL_EVERY, guard=GuardConfig(steps=GUARD),
+                                          max_rewrites=MAX_REWRITES))
+
+
+def protocol_of(adapt: dict[str, Any], policy: str) -> str:
+    """The settings that define an adaptive run besides its triple, hashed (a sweep's
+    protocol's counterpart): its logged `adapt` config (read back through `AdaptConfig`, so
+    a run logged before a setting was added hashes as one with its default) and policy."""
+    from aicf_induct.runtime.adaptive import AdaptConfig
+
+    with suppress(TypeError, KeyError, ValueError):  # an older shape: its settings as logged
+        adapt = dataclasses.asdict(AdaptConfig.from_dict(adapt))
+    text = json.dumps({"corpus_adaptive": adapt, "policy": policy}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
-class AdaptiveJob:
-    problem: str
-    index: int
-    candidate: Candidate
+class AdaptiveJob(Task):
+    """Adaptive run `index` (its split seed, `seed`) of a problem, as a sweep task: its triple
+    is (problem name, start candidate, index), its protocol its settings' (`protocol_of`)."""
+
     steps: int = STEPS
+
+    @classmethod
+    def of(cls, problem: str, index: int, candidate: Candidate,
+           steps: int = STEPS) -> AdaptiveJob:
+        # the run's recipe is the candidate's (`Task.config`); no early stop, no time budget
+        return cls(problem, "", candidate, index, TrainConfig(patience=0), 0.0, "", steps=steps)
+
+    origin = "adapt"
+
+    @property
+    def index(self) -> int:
+        return self.seed
+
+    @property
+    def triple(self) -> tuple[str, str, int]:
+        return (self.problem, self.candidate.key, self.seed)
+
+    @property
+    def protocol(self) -> str:
+        return protocol_of(adapt_settings(self.steps), POLICY)
+
+    def extra_config(self) -> dict[str, Any]:
+        return {"adapt": adapt_settings(self.steps), "policy": POLICY,
+                "model": self.candidate.spec.to_string(),
+                "corpus_adaptive": {"problem": self.problem, "index": self.index,
+                                    "candidate": self.candidate.key}}
+
+    def fit(self, problem: Problem, log: Recorder, run_id: str) -> None:
+        from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun
+        from aicf_induct.runtime.policies import ExplorePolicy
+
+        seed = int(hashlib.sha256(f"{self.problem}#{self.index}".encode()).hexdigest()[:8], 16)
+        run = AdaptiveRun(problem, self.candidate.graph(problem.n_features, problem.n_outputs),
+                          self.config(), AdaptConfig.from_dict(adapt_settings(self.steps)),
+                          ExplorePolicy(seed=seed), recorder=log, run_id=run_id,
+                          extra_config=self.extra_config())
+        run.run()
 
 
 @dataclass(frozen=True)
 class AdaptiveReport:
     planned: int
-    skipped: int  # already in the warehouse
+    skipped: int  # ended before (or by another build on the warehouse while this one ran)
     ran: int
     failed: list[str]
+    held: int = 0  # of `skipped`: still running in another live build when this one ended
 
 
 MAX_START_WIDTH = 128  # wider candidates are left out as start points (cost; widen doubles)
@@ -59,7 +140,7 @@ def plan(names: Sequence[str], per_problem: int, candidates: Sequence[Candidate]
     mlps = [c for c in candidates if isinstance(c.spec, MLPSpec)] or list(candidates)
     starts = [c for c in mlps if isinstance(c.spec, MLPSpec)
               and c.spec.width <= MAX_START_WIDTH] or mlps
-    return [AdaptiveJob(name, i, starts[i % len(starts)], steps)
+    return [AdaptiveJob.of(name, i, starts[i % len(starts)], steps)
             for name in names for i in range(per_problem)]
 
 
@@ -77,73 +158,113 @@ def loadable(names: Sequence[str], progress: bool = False,
     return [name for name in names if name in ids]
 
 
-def done_jobs(root: str | Path) -> set[tuple[str, int]]:
-    """(problem, index) of the adaptive corpus runs that ended in the warehouse."""
+FINISHED_SQL = """
+SELECT json_extract_string(config, '$.corpus_adaptive.problem'),
+       json_extract_string(config, '$.corpus_adaptive.candidate'),
+       TRY_CAST(json_extract(config, '$.corpus_adaptive.index') AS BIGINT),
+       json_extract_string(config, '$.adapt'), json_extract_string(config, '$.policy'),
+       status, count(*)
+FROM runs
+WHERE origin = 'adapt' AND json_extract(config, '$.corpus_adaptive') IS NOT NULL
+  AND list_contains(?, status)
+GROUP BY ALL
+"""
+
+
+def finished_jobs(root: str | Path, protocol: str,
+                  statuses: Sequence[str] = ENDED) -> dict[Triple, Counter[str]]:
+    """Ended adaptive corpus runs per triple under `protocol`, by status."""
     import warehouse
 
-    root = Path(root)
-    if not root.is_dir():
-        return set()
-    sql = """SELECT json_extract_string(config, '$.corpus_adaptive.problem'),
-                    TRY_CAST(json_extract(config, '$.corpus_adaptive.index') AS BIGINT)
-             FROM runs WHERE origin = 'adapt' AND list_contains(?, status)
-               AND json_extract(config, '$.corpus_adaptive') IS NOT NULL"""
-    rows = warehouse.with_retry(root, lambda c: c.execute(sql, [[*DONE_STATUSES, "failed"]])
-                                .fetchall())  # failed: it would fail again
-    return {(str(p), int(i)) for p, i in rows}
+    if not Path(root).is_dir():
+        return {}
+    rows = warehouse.with_retry(Path(root), lambda c: c.execute(FINISHED_SQL, [list(statuses)])
+                                .fetchall())
+    out: dict[Triple, Counter[str]] = {}
+    for problem, cand, index, adapt, policy, status, n in rows:
+        if index is None or protocol_of(_json(adapt), str(policy)) != protocol:
+            continue
+        out.setdefault((str(problem), str(cand), int(index)), Counter())[str(status)] += int(n)
+    return out
 
 
-def run_job(job: AdaptiveJob, root: str) -> str | None:
-    """Train one adaptive corpus run into the warehouse; None, or the error."""
-    import warehouse
-    from aicf_induct.problems import load_problem
-    from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun
-    from aicf_induct.runtime.guard import GuardConfig
-    from aicf_induct.runtime.policies import ExplorePolicy
-    from aicf_induct.runtime.trainer import TrainConfig
-
-    rec = warehouse.open_recorder(root)
+def _json(text: Any) -> dict[str, Any]:
     try:
-        problem = load_problem(job.problem, seed=job.index)
-        r = job.candidate.recipe
-        config = TrainConfig(optimizer=r.optimizer, lr=r.lr, weight_decay=r.weight_decay,
-                             batch_size=r.batch_size, seed=job.index, patience=0)
-        adapt = AdaptConfig(steps=job.steps, warmup_steps=WARMUP, eval_every=EVAL_EVERY,
-                            guard=GuardConfig(steps=GUARD), max_rewrites=6)
-        seed = int(hashlib.sha256(f"{job.problem}#{job.index}".encode()).hexdigest()[:8], 16)
-        run = AdaptiveRun(problem, job.candidate.graph(problem.n_features, problem.n_outputs),
-                          config, adapt, ExplorePolicy(seed=seed), recorder=rec,
-                          extra_config={"model": job.candidate.spec.to_string(),
-                                        "corpus_adaptive": {"problem": job.problem,
-                                                            "index": job.index,
-                                                            "candidate": job.candidate.key}})
-        run.run()
-        return None
-    except Exception as err:  # one bad problem must not stop the corpus
-        return f"{job.problem}#{job.index}: {type(err).__name__}: {err}"
-    finally:
-        rec.close()
+        out = json.loads(text) if text else {}
+    except (TypeError, ValueError):
+        return {}
+    return out if isinstance(out, dict) else {}
+
+
+class AdaptiveClaims(TripleClaims):
+    """The sweep's claims (`sweep.TripleClaims`) on adaptive jobs: a dead holder's job is
+    taken over unless one of its adaptive runs ended."""
+
+    def ended(self, task: Task) -> Counter[str] | None:
+        return finished_jobs(self.root, self.protocol, self.done).get(task.triple)
+
+
+class _Failures:
+    """The engine, noting each failed run's error for the report."""
+
+    def __init__(self, eng: Engine, failed: list[str]) -> None:
+        self.eng, self.failed = eng, failed
+        self.capacity = eng.capacity
+
+    def submit(self, task: Task) -> None:
+        self.eng.submit(task)
+
+    def wait(self) -> list[Ended]:
+        out = self.eng.wait()
+        for task, outcome, _ in out:
+            if outcome is not None and outcome.status == "failed" and \
+                    isinstance(task, AdaptiveJob):
+                self.failed.append(f"{task.problem}#{task.index}: {outcome.error}")
+        return out
+
+    def interrupt(self) -> None:
+        self.eng.interrupt()
+
+    def close(self) -> None:
+        self.eng.close()
+
+    def slower_paths(self) -> dict[str, int]:
+        return self.eng.slower_paths()
 
 
 def run_adaptive(jobs: Sequence[AdaptiveJob], root: str | Path, workers: int = 1,
                  progress: bool = False) -> AdaptiveReport:
-    """Run the jobs not yet in the warehouse (see the module docstring)."""
+    """Run the jobs not yet in the warehouse (see the module docstring), in `workers` worker
+    processes. Ctrl-C or SIGTERM: the runs in flight end logged as `interrupted` and
+    KeyboardInterrupt propagates."""
+    from aicf_induct.induction.sweep import dispatch, sigterm_as_interrupt
+    from aicf_induct.induction.sweep_engines import open_engine
+    from aicf_induct.induction.sweep_worker import open_recorder
     from aicf_induct.progress import lasting
 
-    done = done_jobs(root)
-    todo = [j for j in jobs if (j.problem, j.index) not in done]
+    jobs = [dataclasses.replace(j, root=str(root)) for j in jobs]
+    groups: dict[str, list[AdaptiveJob]] = {}
+    for job in jobs:
+        groups.setdefault(job.protocol, []).append(job)
+    report = SweepReport("", len(jobs), 0)
     failed: list[str] = []
-    with lasting(total=len(todo), desc="adaptive runs", unit="run", enabled=progress) as bar:
-        if workers <= 1:
-            for job in todo:
-                err = run_job(job, str(root))
-                if err:
-                    failed.append(err)
-                bar.update(1)
-        else:
-            with ProcessPoolExecutor(workers) as pool:
-                for err in pool.map(run_job, todo, [str(root)] * len(todo)):
-                    if err:
-                        failed.append(err)
-                    bar.update(1)
-    return AdaptiveReport(len(jobs), len(jobs) - len(todo), len(todo) - len(failed), failed)
+    with sigterm_as_interrupt():
+        todo = {p: [j for j in group if j.triple not in finished_jobs(root, p)]
+                for p, group in groups.items()}
+        report.skipped = len(jobs) - sum(len(t) for t in todo.values())
+        if report.skipped == len(jobs):
+            return AdaptiveReport(len(jobs), len(jobs), 0, [])
+        parent = open_recorder(root)  # its writer holds the claims
+        try:
+            with lasting(total=len(jobs) - report.skipped, desc="adaptive runs", unit="run",
+                         enabled=progress) as bar, \
+                    open_engine("local", max(1, workers), None) as eng:
+                for protocol, group in todo.items():
+                    claims = AdaptiveClaims(Path(root), protocol, parent.writer.writer_id,
+                                            ENDED)
+                    dispatch(group, _Failures(eng, failed), claims, parent, report, bar)
+        finally:
+            parent.close()
+    ran = sum(n for s, n in report.statuses.items() if s not in ("failed", "interrupted"))
+    return AdaptiveReport(len(jobs), report.skipped + report.elsewhere + report.held, ran,
+                          failed, report.held)

@@ -1,7 +1,9 @@
 """The rewrite history: one row per decision an adaptive run took at a trigger, with what
 came of it, read from the warehouse's events.
 
-A row per `decision` event (a transform, or `none`: the model left as it was) of any run:
+A row per `decision` event (a transform, or `none`: the model left as it was) of any run
+(an adaptive corpus run trained twice under the same settings counts once, the first that
+ended; see REPEATED_SQL):
 
     run_id, problem_id, problem, task, step, trigger,         where and when
     trigger_kind,
@@ -46,13 +48,31 @@ COLUMNS = ("run_id", "problem_id", "problem", "task", "step", "trigger", "trigge
            "transform", "site", "options", "val_loss", "train_loss", "gap", "grad_norm",
            "update_ratio", "n_rows", "effect", "verdict")
 
-EVENTS_SQL = """
+# an adaptive corpus run trained again (the same problem, index, start and settings: builds
+# at once, or a rerun of one whose workers outlived it, before builds claimed their runs)
+# counts once: the first that ended with final scores, else the first started
+REPEATED_SQL = """
+SELECT run_id FROM (
+    SELECT run_id, row_number() OVER (
+        PARTITION BY json_extract_string(config, '$.corpus_adaptive.problem'),
+                     json_extract_string(config, '$.corpus_adaptive.index'),
+                     json_extract_string(config, '$.corpus_adaptive.candidate'),
+                     json_extract_string(config, '$.adapt'),
+                     json_extract_string(config, '$.policy')
+        ORDER BY status IN ('completed', 'early_stopped', 'timeout') DESC, started_at,
+                 run_id) AS nth
+    FROM runs
+    WHERE origin = 'adapt' AND json_extract(config, '$.corpus_adaptive') IS NOT NULL)
+WHERE nth > 1
+"""
+EVENTS_SQL = f"""
 SELECT e.run_id, r.problem_id, r.problem_name AS problem, r.task, r.parent_run_id, e.step,
        e.kind, e.name, e.detail, e.metrics_before, e.at,
        coalesce(TRY_CAST(json_extract(r.config, '$.adapt.guard.steps') AS BIGINT), 50)
            AS guard_steps
 FROM events e JOIN runs r USING (run_id)
 WHERE e.kind IN ('decision', 'guard', 'rollback')
+  AND run_id NOT IN ({REPEATED_SQL})
 ORDER BY e.run_id, e.at, e.step
 """
 VAL_SQL = """

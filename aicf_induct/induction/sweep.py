@@ -207,7 +207,7 @@ def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: st
     out = stream or sys.stderr
     t0 = time.perf_counter()
     untuned: AbstractContextManager[None] = tuning_off() if repeatable else nullcontext()
-    with _sigterm_as_interrupt(), untuned:
+    with sigterm_as_interrupt(), untuned:
         # loaded before the warehouse is opened: a sweep none of whose problems loads
         # leaves nothing behind
         ids, rows, errors = load_problems(spec.problems, spec.seeds[0], progress)
@@ -340,11 +340,16 @@ class TripleClaims:
                 claim.previous.get("status") in (None, "interrupted"):
             # its holder died or was stopped: maybe just after its run ended, before it could
             # end the claim with the run's status
-            ended = finished_runs(self.root, self.protocol, self.done).get(task.triple)
+            ended = self.ended(task)
             if ended:
                 end_claim(claim, ended.most_common(1)[0][0])
                 return State.DONE, None
         return state, claim
+
+    def ended(self, task: Task) -> Counter[str] | None:
+        """The task's runs that ended in the warehouse, by status (a subclass reads other
+        runs than the sweep's: `adaptive_corpus.AdaptiveClaims`)."""
+        return finished_runs(self.root, self.protocol, self.done).get(task.triple)
 
     def end(self, claim: Claim | None, status: str) -> None:
         if claim is not None:
@@ -364,6 +369,23 @@ def dispatch(todo: Sequence[Task], eng: Engine, claims: TripleClaims | NoClaims,
     held: list[Task] = []
     inflight: dict[Triple, Claim | None] = {}
     crashes: Counter[Triple] = Counter()
+
+    def runs_so_far() -> dict[Triple, Counter[str]] | None:
+        """The tasks' runs that ended (interrupted too), by status per triple; None: no
+        task, other work than a sweep's (a `Task` subclass, its runs read otherwise), or an
+        unreadable warehouse."""
+        if not todo or type(todo[0]) is not Task:
+            return None
+        first = todo[0]
+        try:
+            return finished_runs(first.root, first.sweep.get("protocol", ""),
+                                 (*END_STATUSES, "interrupted"), first.api_key)
+        except Exception:
+            return None
+
+    # before any run starts: on an interrupt, a run past these is how one in flight really
+    # ended (it may have finished as the signal came, or not have started)
+    before = runs_so_far()
 
     def finish(task: Task, status: str) -> None:
         claims.end(inflight.pop(task.triple), status)
@@ -407,20 +429,31 @@ def dispatch(todo: Sequence[Task], eng: Engine, claims: TripleClaims | NoClaims,
                 finish(task, "failed")
     except BaseException:
         # Ctrl-C or an error: stop the runs in flight (each logs its end as interrupted),
-        # then say so in their claims: the next sweep takes them over
+        # then end their claims as the warehouse says each ended: the next sweep takes the
+        # interrupted ones over
         eng.interrupt()
-        for claim in inflight.values():
-            claims.end(claim, "interrupted")
-        if inflight:
-            report.statuses["interrupted"] += len(inflight)
+        after = runs_so_far() if inflight else None
+        for triple, claim in inflight.items():
+            if after is None or before is None:  # unreadable: as the runs were told to end
+                new = Counter({"interrupted": 1})
+            else:
+                new = after.get(triple, Counter()) - before.get(triple, Counter())
+            ended = [s for s in new if s != "interrupted"]  # it finished as the signal came
+            status = ended[0] if ended else "interrupted"
+            claims.end(claim, status)
+            if new:
+                report.statuses[status] += 1
+            else:
+                report.left += 1  # never started: not a run
         report.left += len(queue) + len(held)
         raise
     report.held = len(held)
 
 
 @contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM on the sweep (a scheduler, `kill`) stops it like Ctrl-C: runs end logged."""
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM on the sweep (a scheduler, `kill`) stops it like Ctrl-C: runs end logged.
+    (The adaptive corpus runs stop so too, `adaptive_corpus.run_adaptive`.)"""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

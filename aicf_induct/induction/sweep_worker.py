@@ -20,7 +20,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.space import Candidate
@@ -37,7 +37,11 @@ STOP_GRACE_S = 10.0  # an orphan that has not exited this long after its SIGTERM
 
 @dataclass(frozen=True)
 class Task:
-    """One (problem, candidate, seed) triple of a sweep, with what a worker needs to run it."""
+    """One (problem, candidate, seed) triple of a sweep, with what a worker needs to run it.
+    A subclass runs other work through the sweep's machinery (`adaptive_corpus.AdaptiveJob`:
+    its own `origin`, `extra_config` and `fit`)."""
+
+    origin: ClassVar[str] = ORIGIN
 
     problem: str  # name for load_problem
     problem_id: str  # content id the parent saw; the triple's identity
@@ -64,6 +68,14 @@ class Task:
         return {**self.sweep, "problem": self.problem, "problem_id": self.problem_id,
                 "candidate": self.candidate.key,
                 "structure_key": self.candidate.structure_key, "seed": self.seed}
+
+    def extra_config(self) -> dict[str, Any]:
+        """What the run's config carries besides its training settings."""
+        return run_extra(self)
+
+    def fit(self, problem: Problem, log: Recorder, run_id: str) -> None:
+        """Train the run on its loaded problem, logging through `log` as `run_id`."""
+        task_trainer(self, problem, log, run_id).fit()
 
 
 @dataclass(frozen=True)
@@ -254,7 +266,7 @@ def run_task(task: Task) -> Outcome:
     try:
         problem = _problem(task.problem, task.seed)
         kind = problem.task
-        task_trainer(task, problem, log, run_id).fit()
+        task.fit(problem, log, run_id)
     except Exception as err:
         log_failure(log, task, f"{type(err).__name__}: {err}", run_id, kind,
                     time.perf_counter() - t0)
@@ -295,14 +307,22 @@ def run_extra(task: Task) -> dict[str, Any]:
     return {"model": task.candidate.spec.to_string(), "sweep": task.run_config()}
 
 
+def _problem_id(task: Task) -> str:
+    """The id of a task planned by its problem's name alone; "" when it does not load."""
+    try:
+        return _problem(task.problem, task.seed).problem_id
+    except Exception:  # the failure being logged may be this one
+        return ""
+
+
 def log_failure(log: RunLog, task: Task, error: str, run_id: str | None = None,
                 kind: str = "", wall: float = 0.0) -> str:
     """Make sure a failed run has a start and an end in the warehouse; returns its run id."""
     run_id = run_id or uuid.uuid4().hex
     if not log.started:  # failed before the trainer logged its start
-        config = {"train": dataclasses.asdict(task.train), **run_extra(task)}
-        log_unstarted(log, run_id, task.problem_id, task.problem, kind, config, task.seed,
-                      ORIGIN, error, wall)
+        config = {"train": dataclasses.asdict(task.train), **task.extra_config()}
+        log_unstarted(log, run_id, task.problem_id or _problem_id(task), task.problem, kind,
+                      config, task.seed, task.origin, error, wall)
     elif not log.ended:
         log.run_end(RunEndRecord(run_id, "failed", 0, wall, error))
     return run_id
