@@ -75,3 +75,16 @@ def stored_json(text: str | None) -> Any:
     except (ValueError, RecursionError):
         return text
     return text if json_depth(v) > MAX_DEPTH else json_safe(v)
+
+
+def json_object(v: Any) -> dict[str, Any]:
+    """A stored JSON object (its text, or already parsed) as a dict; {} for anything else (no
+    JSON, another JSON value, nested too deep to parse): what a reader of rows other writers
+    logged (an event's detail, a run's config) leaves out rather than fails on."""
+    if isinstance(v, dict):
+        return v
+    try:
+        out = json.loads(v) if v else {}
+    except (TypeError, ValueError, RecursionError):
+        return {}
+    return out if isinstance(out, dict) else {}

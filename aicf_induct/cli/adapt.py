@@ -46,7 +46,7 @@ from aicf_induct.runtime.adaptive import (
     FaultInjection,
     StepHook,
     adaptive_config,
-    unusable_checkpoint_dir,
+    claim_checkpoint_dir,
 )
 from aicf_induct.runtime.guard import GUARDS, GuardConfig
 from aicf_induct.runtime.parallel import Communicator, DataParallel
@@ -389,10 +389,7 @@ def _open_log(args: argparse.Namespace,
     let_go = None
     try:
         if args.checkpoint_dir is not None:
-            why = disk.prepare_dir(args.checkpoint_dir)
-            if why is None:  # held first: a run going on there is named as such
-                let_go = disk.hold(args.checkpoint_dir)
-                why = unusable_checkpoint_dir(args.checkpoint_dir)
+            why, let_go = claim_checkpoint_dir(args.checkpoint_dir)
             if why:
                 raise ConfigError(f"--checkpoint-dir {args.checkpoint_dir}: {why}")
         opened = from_proposal.service_recorder(args) or open_recorder(args)

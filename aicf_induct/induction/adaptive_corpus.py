@@ -41,6 +41,7 @@ from aicf_induct.induction.sweep import SweepReport, TripleClaims
 from aicf_induct.induction.sweep_engines import Ended, Engine
 from aicf_induct.induction.sweep_spec import Triple
 from aicf_induct.induction.sweep_worker import Task
+from aicf_induct.json_values import json_object
 from aicf_induct.problems.problem import Problem
 from aicf_induct.records import Recorder
 from aicf_induct.runtime.trainer import TrainConfig
@@ -182,18 +183,10 @@ def finished_jobs(root: str | Path, protocol: str,
                                 .fetchall())
     out: dict[Triple, Counter[str]] = {}
     for problem, cand, index, adapt, policy, status, n in rows:
-        if index is None or protocol_of(_json(adapt), str(policy)) != protocol:
+        if index is None or protocol_of(json_object(adapt), str(policy)) != protocol:
             continue
         out.setdefault((str(problem), str(cand), int(index)), Counter())[str(status)] += int(n)
     return out
-
-
-def _json(text: Any) -> dict[str, Any]:
-    try:
-        out = json.loads(text) if text else {}
-    except (TypeError, ValueError):
-        return {}
-    return out if isinstance(out, dict) else {}
 
 
 class AdaptiveClaims(TripleClaims):
@@ -249,8 +242,10 @@ def run_adaptive(jobs: Sequence[AdaptiveJob], root: str | Path, workers: int = 1
     report = SweepReport("", len(jobs), 0)
     failed: list[str] = []
     with sigterm_as_interrupt():
-        todo = {p: [j for j in group if j.triple not in finished_jobs(root, p)]
-                for p, group in groups.items()}
+        todo = {}
+        for p, group in groups.items():
+            done = finished_jobs(root, p)  # once per protocol, not once per job
+            todo[p] = [j for j in group if j.triple not in done]
         report.skipped = len(jobs) - sum(len(t) for t in todo.values())
         if report.skipped == len(jobs):
             return AdaptiveReport(len(jobs), len(jobs), 0, [])

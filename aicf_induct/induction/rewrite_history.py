@@ -41,6 +41,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from aicf_induct.json_values import json_object
+
 TRIGGER_KINDS = {"warmup": "schedule", "epoch_end": "schedule", "plateau": "plateau",
                  "nan": "instability", "spike": "instability", "grad_explosion": "instability"}
 INSTABILITY = ("nan", "spike", "grad_explosion")
@@ -122,7 +124,7 @@ def history_of(events: pd.DataFrame, vals: pd.DataFrame, steps: pd.DataFrame,
             if e["kind"] != "decision" or e["name"] == "wait":
                 continue
             run_steps, run_vals = paths.of(trajectory)
-            d, m = _json(e["detail"]), _json(e["metrics_before"])
+            d, m = json_object(e["detail"]), json_object(e["metrics_before"])
             trigger = str(d.get("trigger", ""))
             k = int(e["guard_steps"])
             row = _base(e, d, m, trigger, n_rows, run_steps, k)
@@ -162,7 +164,7 @@ class _Paths:
         if steps is not None and self.numbered:  # NULL, logged before the column: 0
             steps = steps.assign(trajectory=steps["trajectory"].fillna(0).astype(np.int64))
         self.steps, self.vals = steps, vals
-        events = [{"kind": e["kind"], "name": e["name"], "detail": _json(e["detail"])}
+        events = [{"kind": e["kind"], "name": e["name"], "detail": json_object(e["detail"])}
                   for e in recs]
         # rollbacks logged before the field count from 0, a fork's from its first row's
         forked = any(isinstance(e.get("parent_run_id"), str) for e in recs)
@@ -193,18 +195,6 @@ class _Paths:
                                 vals["trajectory"].to_numpy(np.int64), cuts, trajectory,
                                 at_cut=True)]
         return steps, vals
-
-
-def _json(v: Any) -> dict[str, Any]:
-    """An event's detail or metrics as a dict; {} for one that is not a JSON object (the
-    service ingests what remote clients send: a row unread is one the history leaves out)."""
-    if isinstance(v, dict):
-        return v
-    try:
-        out = json.loads(v) if v else {}
-    except (TypeError, ValueError, RecursionError):
-        return {}
-    return out if isinstance(out, dict) else {}
 
 
 def _base(e: dict[str, Any], d: dict[str, Any], m: dict[str, Any], trigger: str,
@@ -249,7 +239,7 @@ def _rewrite(later: list[dict[str, Any]], transform: str,
     from warehouse.run_view import json_bigint
 
     for e in later:
-        d = _json(e["detail"])
+        d = json_object(e["detail"])
         if e["kind"] == "guard" and e["name"] == transform \
                 and json_bigint(d.get("rewrite_step")) == step:
             eff = _effect(_num(d.get("val_before")), _num(d.get("val_after")))

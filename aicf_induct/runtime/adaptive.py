@@ -317,7 +317,7 @@ class AdaptiveRun:
         self.log: LoggedRun | None = None  # set once the run has started (or resumed)
         # lets go of the checkpoint directory this process holds while the run goes on
         # (`snapshot.hold`): held from start() or resume() until run() returns
-        self._let_go: Callable[[], None] = lambda: None
+        self._let_go: Callable[[], None] = _nothing
         self.resumed_past: list[str] = []  # why newer checkpoints were not resumed from
         # a resumed run's "checkpoint resume" event, logged when it goes on (after the
         # caller's header), and the log's rows of the run per kind, left out of the replay
@@ -587,12 +587,8 @@ class AdaptiveRun:
         and `step()` call it when nobody has. A checkpoint directory that will not take
         this run's checkpoints is refused first, before anything is logged."""
         if self.checkpoint_dir is not None and self.rank0:
-            why = disk.prepare_dir(self.checkpoint_dir)
-            if why is None:  # held first: a run going on there is named as such
-                self._let_go = disk.hold(self.checkpoint_dir)
-                why = unusable_checkpoint_dir(self.checkpoint_dir, self.run_id)
+            why, self._let_go = claim_checkpoint_dir(self.checkpoint_dir, self.run_id)
             if why:
-                self._let_go()
                 raise SnapshotError(f"checkpoint directory {self.checkpoint_dir}: {why}")
         self.log = start_run(self.trainer)
         if self.trainer.parent_run_id:
@@ -1064,6 +1060,27 @@ def _own_policy(run_state: dict[str, Any], given: Policy | None) -> Policy:
         raise ConfigError(f"the checkpoint's run decides with policy '{own}' configured "
                           f"otherwise: a resumed run keeps its policy")
     return given
+
+
+def claim_checkpoint_dir(directory: str | Path, run_id: str | None = None
+                         ) -> tuple[str | None, Callable[[], None]]:
+    """`directory` made if need be and held for this process's run (`disk.hold`: held first,
+    so a run going on there is refused as such, `DirectoryBusy`), then checked
+    (`unusable_checkpoint_dir`): (why it cannot take run `run_id`'s checkpoints, or None;
+    the release, a no-op once refused)."""
+    why = disk.prepare_dir(directory)
+    if why:
+        return why, _nothing
+    let_go = disk.hold(directory)
+    why = unusable_checkpoint_dir(directory, run_id)
+    if why:
+        let_go()
+        return why, _nothing
+    return None, let_go
+
+
+def _nothing() -> None:
+    pass
 
 
 def unusable_checkpoint_dir(directory: str | Path, run_id: str | None = None) -> str | None:

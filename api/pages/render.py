@@ -29,7 +29,6 @@ templates = Jinja2Templates(directory=Path(__file__).resolve().parent / "templat
 templates.env.globals["plotly_js"] = PLOTLY_JS
 
 
-
 class PageRoute(APIRoute):
     """A page's route: a query value it does not take answers a 422 page naming the
     parameter and what it takes (a browser shows a page, not the /v1 routes' problem+json,
