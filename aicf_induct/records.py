@@ -169,10 +169,16 @@ RUN_STATUSES = ("running", "completed", "early_stopped", "timeout", "failed", "i
                 "abandoned")
 
 
+# not an end: a run_ends row saying the run went on from a checkpoint in this writer (the
+# `runs` view then reads it `running` while the writer lives, until its next end)
+RESUMED = "resumed"
+
+
 @dataclass(frozen=True)
 class RunEndRecord:
     run_id: str
     status: str  # "completed" | "early_stopped" | "timeout" | "failed" | "interrupted"
+    #              | RESUMED (steps: the checkpoint's)
     steps: int
     wall_time_s: float
     error: str | None = None
@@ -356,6 +362,9 @@ class PrintRecorder(BaseRecorder):
         self._say(f"{tag}epoch {rec.epoch} {rec.split} {rec.metric} = {rec.value:.5f}")
 
     def run_end(self, rec: RunEndRecord) -> None:
+        if rec.status == RESUMED:
+            self._say(f"run {rec.run_id[:12]} goes on from step {rec.steps}")
+            return
         self._say(f"run {rec.run_id[:12]} {rec.status} after {rec.steps} steps "
                   f"in {rec.wall_time_s:.2f} s" + (f": {rec.error}" if rec.error else ""))
 

@@ -312,7 +312,7 @@ def end_abandoned(root: Path, runs: list[AbandonedRun]) -> list[str]:
                    else "client killed or cut off; its own end, if it comes, wins")
             w.append("run_ends", {"run_id": r.run_id, "status": "abandoned",
                                   "error": f"{r.why()} ({how})",
-                                  "ended_at": datetime.now(UTC)})
+                                  "ended_at": datetime.now(UTC), "writer_id": w.writer_id})
     return [r.run_id for r in runs]
 
 

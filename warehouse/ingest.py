@@ -42,7 +42,7 @@ from typing import Any
 import pyarrow as pa
 
 from aicf_induct.json_values import MAX_DEPTH, json_depth
-from aicf_induct.records import RUN_STATUSES
+from aicf_induct.records import RESUMED, RUN_STATUSES
 from warehouse.errors import WarehouseError
 from warehouse.layout import atomic_write, ensure_dir, fsync_dir, table_dir
 from warehouse.schema import RUN_TABLES, TABLES
@@ -281,14 +281,16 @@ def tables_of(batch: Mapping[str, Any], writer_id: str) -> dict[str, pa.Table]:
         elif kind == "steps":
             out["steps"] = _table("steps", {**c,
                                             "trajectory": _trajectories(kind, c["trajectory"])})
-        else:  # run_ends: the fields are the columns
+        else:  # run_ends: the fields are the columns, and the writer that logs them
             _check_ends(c)
-            out[kind] = _table(kind, c)
+            out[kind] = _table(kind, {**c, "writer_id": [writer_id] * n})
     return {k: t for k, t in out.items() if t.num_rows}
 
 
 # what a client may end a run with ("running" is no end; "abandoned" is `check --repair`'s)
 END_STATUSES = tuple(s for s in RUN_STATUSES if s not in ("running", "abandoned"))
+# what a client's run_ends row may say: an end, or that a run it resumed goes on
+END_ROW_STATUSES = (*END_STATUSES, RESUMED)
 
 
 def _check_ends(c: Mapping[str, list[Any]]) -> None:
@@ -296,9 +298,9 @@ def _check_ends(c: Mapping[str, list[Any]]) -> None:
     status filter could select it) and its counts are not negative."""
     for i, (status, steps, wall) in enumerate(zip(c["status"], c["steps"], c["wall_time_s"],
                                                   strict=True)):
-        if status not in END_STATUSES:
-            raise IngestError(f"run_ends[{i}].status",
-                              f"'{status}' is no end status (one of {', '.join(END_STATUSES)})")
+        if status not in END_ROW_STATUSES:
+            raise IngestError(f"run_ends[{i}].status", f"'{status}' is no end status (one of "
+                                                       f"{', '.join(END_ROW_STATUSES)})")
         if steps < 0:
             raise IngestError(f"run_ends[{i}].steps", "negative")
         if wall is not None and not wall >= 0:  # NaN too

@@ -173,7 +173,8 @@ class WarehouseRecorder(BaseRecorder):
         no later than its end), and a flush asked for: a finished run shows up promptly."""
         self._send_steps()
         self.writer.append_row("run_ends", (
-            rec.run_id, rec.status, rec.steps, rec.wall_time_s, rec.error, _utc(rec.ended_at)))
+            rec.run_id, rec.status, rec.steps, rec.wall_time_s, rec.error, _utc(rec.ended_at),
+            self.writer.writer_id))
         self.writer.request_flush()
 
     def flush(self) -> None:

@@ -91,16 +91,20 @@ TABLES: dict[str, Table] = {t.name: t for t in (
         _c("started_at", TS, "UTC", "start of the run"),
         _c("writer_id", S, "", "writer (process) that logged the run"),
     )),
-    Table("run_ends", "How a run ended (joined into the `runs` view; no row: still running, "
-          "or abandoned when its writer is gone).", (
+    Table("run_ends", "How a run ended, and when it went on again from a checkpoint (the "
+          "`run_ends` view: the end that holds; joined into the `runs` view; no row: still "
+          "running, or abandoned when its writer is gone).", (
         _c("run_id", S, "", "run that ended"),
         _c("status", S, "", "`completed`, `early_stopped`, `timeout`, `failed`, "
                             "`interrupted` (Ctrl-C, SIGTERM), `abandoned` (its writer died; "
-                            "written by `warehouse check --repair`)"),
-        _c("steps", I64, "steps", "optimizer steps taken"),
+                            "written by `warehouse check --repair`), `resumed` (no end: the "
+                            "run went on from a checkpoint in writer `writer_id`)"),
+        _c("steps", I64, "steps", "optimizer steps taken (`resumed`: the checkpoint's)"),
         _c("wall_time_s", F64, "s", "wall time of the whole run"),
         _c("error", S, "", "error message when failed; NULL otherwise"),
-        _c("ended_at", TS, "UTC", "end of the run"),
+        _c("ended_at", TS, "UTC", "end of the run (`resumed`: when it went on)"),
+        _c("writer_id", S, "", "writer (process) that logged the row; NULL: an older writer's",
+           later=True),
     )),
     Table("ir_snapshots", "The IR at a moment of a run: at start, after every rewrite or "
           "rollback, at the end.", (

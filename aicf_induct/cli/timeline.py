@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from aicf_induct.records import BaseRecorder, EventRecord, RunEndRecord
+from aicf_induct.records import RESUMED, BaseRecorder, EventRecord, RunEndRecord
 
 
 class Timeline(BaseRecorder):
@@ -110,6 +110,8 @@ class Timeline(BaseRecorder):
             self._say(rec, f"{rec.name} {d.get('path', '')}".rstrip())
 
     def run_end(self, rec: RunEndRecord) -> None:
+        if rec.status == RESUMED:  # no end: the resume event said it
+            return
         if self.pending is not None:  # a trigger at the very end, with no decision
             trig, self.pending = self.pending, None
             self._say(trig, trig.name)

@@ -486,6 +486,8 @@ class AdaptiveRun:
         skip = (self.logged.past(self._already_logged, self._earlier_resumes)
                 if self._already_logged else None)
         self._event("checkpoint", "resume", detail)
+        if self.log is not None:
+            self.log.went_on()
         if skip is not None:
             self.logged.skip = skip
 

@@ -33,6 +33,7 @@ from aicf_induct.ir.graph import Graph
 from aicf_induct.ir.patterns import patterns
 from aicf_induct.problems.problem import Problem
 from aicf_induct.records import (
+    RESUMED,
     ProblemRecord,
     Recorder,
     ResultRecord,
@@ -243,6 +244,12 @@ class LoggedRun:
         tr = self.trainer
         self.recorder.snapshot(snapshot_record(self.run_id, tr.step_count, "final", tr.graph))
         return self._end(status, error)
+
+    def went_on(self) -> None:
+        """Say that this resumed run goes on, in this process: until its next end the
+        warehouse reads it `running` while this process's writer lives (not by the end it
+        had before: `interrupted`)."""
+        self.recorder.run_end(RunEndRecord(self.run_id, RESUMED, self.trainer.step_count, 0.0))
 
     def abort(self, err: BaseException) -> None:
         """End the run for an exception or interrupt that stops it (once)."""

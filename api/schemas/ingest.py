@@ -104,7 +104,9 @@ EndStatus = Literal["completed", "early_stopped", "timeout", "failed", "interrup
 
 class RunEndIn(_In):
     run_id: str
-    status: EndStatus
+    status: EndStatus | Literal["resumed"] = Field(
+        description="how the run ended; `resumed`: no end, the run went on from a checkpoint "
+                    "(the service's copy reads `running` until its next end)")
     steps: int = Field(ge=0)
     wall_time_s: float = Field(ge=0)
     error: str | None = None

@@ -72,6 +72,10 @@ def test_a_remote_run_killed_then_resumed_through_the_service_logs_each_step_onc
         assert out["run_id"] == run_id and out["steps"] == STEPS
         conn = warehouse.connect(root)
         assert conn.execute("SELECT status FROM runs").fetchall() == [("completed",)]
+        # the resume said through the service that the run went on (the run read `running`
+        # meanwhile, under the server's writer, not the end it had before)
+        assert conn.execute("SELECT count(*) FROM raw_run_ends WHERE status = 'resumed' AND "
+                            "writer_id IS NOT NULL").fetchone() == (1,)
         assert [s for (s,) in conn.execute(
             "SELECT DISTINCT step FROM steps ORDER BY 1").fetchall()] == list(range(STEPS))
         # the steps and events logged between the checkpoint and the kill, not logged again

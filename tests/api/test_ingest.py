@@ -363,10 +363,14 @@ def test_writes_need_a_write_key(service: Ingest, path: str, body: Any) -> None:
 def test_the_documented_end_statuses_are_the_ones_ingest_takes() -> None:
     from typing import get_args
 
-    from api.schemas.ingest import EndStatus
-    from warehouse.ingest import END_STATUSES
+    from api.schemas.ingest import EndStatus, RunEndIn
+    from warehouse.ingest import END_ROW_STATUSES, END_STATUSES
 
     assert get_args(EndStatus) == END_STATUSES
+    # a batch's run_ends row may also say that a resumed run goes on
+    row_statuses = [a for t in get_args(RunEndIn.model_fields["status"].annotation)
+                    for a in get_args(t)]
+    assert tuple(row_statuses) == END_ROW_STATUSES
 
 
 def test_a_run_the_service_did_not_take_ends_with_status_3(

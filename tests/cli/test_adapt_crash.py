@@ -114,6 +114,39 @@ def test_killed_then_interrupted_then_resumed_run_logs_every_step(tmp_path: Path
     assert resumes == (2,)
 
 
+def _status(root: Path) -> tuple[object, ...]:
+    ((status, ended, steps),) = warehouse.connect(root).execute(
+        "SELECT status, ended_at IS NOT NULL, steps_taken FROM runs").fetchall()
+    return status, ended, steps
+
+
+def test_a_resumed_run_reads_running_while_it_trains_and_abandoned_once_killed(
+        tmp_path: Path, capsys) -> None:
+    wh, ckpt = tmp_path / "wh", tmp_path / "ckpt"
+    proc = _start("--warehouse", str(wh), "--checkpoint-dir", str(ckpt))
+    stopped_at, _ = _kill_after_checkpoint(proc, ckpt, 0, signal.SIGINT)
+    assert _status(wh)[:2] == ("interrupted", True)
+
+    # resumed and training (a checkpoint past the stop: its log is flushed first): not the
+    # end it had, `interrupted`, but running, with no end yet
+    proc = _start("--warehouse", str(wh), "--resume", str(ckpt), resume=True)
+    deadline = time.monotonic() + 120
+    while _work(disk.latest(ckpt) or ckpt / "ckpt-0") <= stopped_at:
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    assert _status(wh) == ("running", False, None)
+    proc.kill()
+    proc.communicate(timeout=60)
+    # killed: its writer is gone, so no end will come
+    assert _status(wh) == ("abandoned", False, None)
+    assert main(["warehouse", "check", "--repair", "--warehouse", str(wh)]) == 0
+    assert _status(wh)[:2] == ("abandoned", True)
+    capsys.readouterr()
+    # the repair's end holds until the run's next end of its own
+    assert main([*RESUME, "--warehouse", str(wh), "--resume", str(ckpt)]) == 0
+    assert _status(wh) == ("completed", True, STEPS)
+
+
 def test_sigterm_ends_the_run_interrupted_with_every_step_logged(tmp_path: Path) -> None:
     wh, ckpt = tmp_path / "wh", tmp_path / "ckpt"
     proc = _start("--warehouse", str(wh), "--checkpoint-dir", str(ckpt))

@@ -36,7 +36,7 @@ from tests.api.conftest import LIMITS, cli
 # row was recorded at)
 COMPARED = {
     "runs": "SELECT * EXCLUDE (writer_id) FROM runs WHERE run_id = $run",
-    "run_ends": "SELECT * FROM run_ends WHERE run_id = $run",
+    "run_ends": "SELECT * EXCLUDE (writer_id) FROM run_ends WHERE run_id = $run",
     "steps": "SELECT * FROM steps WHERE run_id = $run",
     "events": "SELECT * FROM events WHERE run_id = $run",
     "results": "SELECT * FROM results WHERE run_id = $run",

@@ -106,3 +106,59 @@ def test_a_run_start_without_writer_id_is_abandoned(root: Path) -> None:
     rec.flush()
     assert _status(root) == [("x", "abandoned"), ("y", "running")]
     rec.close()
+
+
+def test_a_resumed_run_reads_by_its_resuming_writer_until_its_next_end(root: Path) -> None:
+    """A `resumed` row is no end: the run's earlier end holds no longer; it is `running` while
+    the resuming writer lives, `abandoned` once it is gone (and after `--repair`, with that
+    end), and its next end of its own wins; a part written before `run_ends` had a writer
+    column reads as before."""
+    from datetime import UTC, datetime, timedelta
+
+    from aicf_induct.records import RESUMED, RunEndRecord
+
+    t0 = datetime.now(UTC) - timedelta(minutes=10)
+
+    def at(minutes: int) -> datetime:
+        return t0 + timedelta(minutes=minutes)
+
+    def row(run_id: str) -> tuple[object, ...]:
+        return connect(root).execute(
+            "SELECT status, steps_taken, error FROM runs WHERE run_id = ?", [run_id]).fetchone()
+
+    first = WarehouseRecorder(root)
+    log_run(first, "r", problem("p1"), 0.9, "fp", {"depth": 1.0}, end=False)
+    first.run_end(RunEndRecord("r", "interrupted", 40, 1.0, "KeyboardInterrupt", at(1)))
+    first.close()
+    # a part of an older writer: no writer_id column at all
+    with Writer(root) as w:
+        w.append_batch("run_ends", {"run_id": ["old"], "status": ["completed"], "steps": [7],
+                                    "wall_time_s": [0.1], "ended_at": [at(0)]})
+        w.append("runs", {"run_id": "old", "problem_id": "p1"})
+    assert row("r") == ("interrupted", 40, "KeyboardInterrupt")
+
+    resuming = WarehouseRecorder(root)
+    resuming.run_end(RunEndRecord("r", RESUMED, 40, 0.0, ended_at=at(2)))
+    resuming.flush()
+    assert row("r") == ("running", None, None)
+    assert connect(root).execute("SELECT from_step, writer_id FROM run_resumes").fetchall() \
+        == [(40, resuming.writer.writer_id)]
+    resuming.close()  # gone without an end
+    assert row("r") == ("abandoned", None, None)
+    rep = check(root, repair=True)
+    assert [r.run_id for r in rep.abandoned] == ["r"] and check(root).abandoned == []
+    assert row("r")[0] == "abandoned" and "is gone" in str(row("r")[2])
+
+    again = WarehouseRecorder(root)  # resumed again, to its end
+    again.run_end(RunEndRecord("r", RESUMED, 40, 0.0))
+    again.flush()
+    assert row("r") == ("running", None, None)
+    again.run_end(RunEndRecord("r", "completed", 100, 2.0))
+    again.close()
+    assert row("r") == ("completed", 100, None)
+    assert row("old") == ("completed", 7, None)
+    assert connect(root).execute("SELECT count(*) FROM run_ends").fetchone() == (2,)
+    # the older part and the newer ones merge, and read the same
+    assert check(root).ok
+    compact(root, grace_s=0)
+    assert (row("r"), row("old")) == (("completed", 100, None), ("completed", 7, None))

@@ -10,23 +10,42 @@ CREATE OR REPLACE VIEW problem_features AS
 SELECT * EXCLUDE (date) FROM raw_problem_features
 QUALIFY row_number() OVER (PARTITION BY problem_id, feature ORDER BY recorded_at DESC) = 1;
 
--- A run's own end wins over an `abandoned` one (`warehouse check --repair`'s guess, stamped
--- when it ran): a remote client's end, retried after a server restart, carries its earlier time.
+-- A run's end: its own latest end wins over an `abandoned` one (`warehouse check --repair`'s
+-- guess, stamped when it ran): a remote client's end, retried after a server restart, carries
+-- its earlier time. A `resumed` row is no end: the run went on from a checkpoint (`adapt
+-- --resume`), so an end before it holds no longer; only an `abandoned` one after it (the
+-- resuming process died) or an end of the resumed run's own does.
 CREATE OR REPLACE VIEW run_ends AS
-SELECT * EXCLUDE (date) FROM raw_run_ends
+WITH ends AS (SELECT * EXCLUDE (date) FROM raw_run_ends),
+went_on AS (SELECT run_id,
+                   max(ended_at) FILTER (WHERE status = 'resumed') AS resumed_at,
+                   max(ended_at) FILTER (WHERE status NOT IN ('resumed', 'abandoned')) AS own_at
+            FROM ends GROUP BY run_id)
+SELECT ends.* FROM ends JOIN went_on USING (run_id)
+WHERE status <> 'resumed'
+  AND (resumed_at IS NULL OR own_at > resumed_at
+       OR (status = 'abandoned' AND ended_at > resumed_at))
 QUALIFY row_number() OVER (PARTITION BY run_id
                            ORDER BY status = 'abandoned', ended_at DESC) = 1;
 
+-- The writer that went on with a resumed run last (see run_ends).
+CREATE OR REPLACE VIEW run_resumes AS
+SELECT run_id, steps AS from_step, ended_at AS resumed_at, writer_id
+FROM raw_run_ends WHERE status = 'resumed'
+QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY ended_at DESC) = 1;
+
 -- Runs rows are immutable; status comes from run_ends. A run with no end is 'running' while
--- its writer's lease is alive (live_writers, listed when the catalog was built), else
--- 'abandoned': its process died or closed without ending it, and never will.
+-- the writer going on with it (its resume's, else its start's) has a live lease
+-- (live_writers, listed when the catalog was built), else 'abandoned': its process died or
+-- closed without ending it, and never will.
 CREATE OR REPLACE VIEW runs AS
 SELECT r.* EXCLUDE (date),
        CASE WHEN e.status IS NOT NULL THEN e.status
-            WHEN r.writer_id IN (SELECT writer_id FROM live_writers) THEN 'running'
+            WHEN coalesce(g.writer_id, r.writer_id) IN (SELECT writer_id FROM live_writers)
+                THEN 'running'
             ELSE 'abandoned' END AS status,
        e.ended_at, e.steps AS steps_taken, e.wall_time_s, e.error
-FROM raw_runs r LEFT JOIN run_ends e USING (run_id);
+FROM raw_runs r LEFT JOIN run_ends e USING (run_id) LEFT JOIN run_resumes g USING (run_id);
 
 CREATE OR REPLACE VIEW ir_snapshots AS SELECT * EXCLUDE (date) FROM raw_ir_snapshots;
 
