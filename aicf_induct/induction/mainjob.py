@@ -47,7 +47,7 @@ from aicf_induct.runtime.policies import (
 )
 from aicf_induct.runtime.trainer import TrainConfig
 from aicf_induct.runtime.transforms import RewriteError, make_transform
-from aicf_induct.runtime.transforms.surgery import hidden_linears
+from aicf_induct.runtime.transforms.deepen import Deepen
 from aicf_induct.runtime.triggers import Fired
 
 if TYPE_CHECKING:
@@ -320,7 +320,8 @@ class LearnedRewritePolicy:
             return None
         if name in obs.blocked or transform.applicable(obs.graph, site) is not None:
             return None
-        if name == "deepen" and len(hidden_linears(obs.graph)) >= self.max_depth:
+        if isinstance(transform, Deepen) and transform.depth_after(obs.graph, site) > \
+                self.max_depth:
             return None  # the history has no notion of depth: the rules' ceiling holds
         evidence = {"expected_effect": effect, "interval": [low, high],
                     "condition": condition, "history": history,

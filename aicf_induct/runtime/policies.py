@@ -48,6 +48,7 @@ from aicf_induct.ir.canonical import to_dict
 from aicf_induct.ir.graph import Graph
 from aicf_induct.ir.ops import OPS
 from aicf_induct.runtime.transforms import RewriteError, make_transform
+from aicf_induct.runtime.transforms.deepen import Deepen
 from aicf_induct.runtime.transforms.surgery import hidden_linears
 from aicf_induct.runtime.triggers import Fired
 
@@ -155,7 +156,9 @@ class RuleBasedPolicy:
             site = min(sites, key=lambda s: int(g.node(s).attrs["out_features"]))
             width = int(g.node(site).attrs["out_features"])
             return _decision("widen", site, opts, f"{why}; widen the narrowest layer ({width})")
-        if len(hidden_linears(g)) < c.max_depth and (sites := self._sites(obs, "deepen")):
+        sites = self._sites(obs, "deepen")
+        # the ceiling holds once the block is in (a residual one adds two linears)
+        if sites and Deepen().depth_after(g, sites[-1]) <= c.max_depth:
             return _decision("deepen", sites[-1], {}, f"{why}; widths at most {c.max_width}: "
                                                      "deepen")
         if sites := self._sites(obs, "residual"):

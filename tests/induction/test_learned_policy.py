@@ -103,3 +103,17 @@ def test_a_proposal_without_candidates_is_a_clear_error() -> None:
 
     with pytest.raises(ConfigError, match="no usable top candidate"):
         start_point({"candidates": []}, load_problem("iris"), "service x")
+
+
+def test_a_learned_deepen_stops_at_the_depth_ceiling_counted_after_it() -> None:
+    """A deepen after a non-idempotent activation adds a residual block (two linears): at
+    depth 3 of a ceiling of 4 it would end at 5, so it is passed over; after relu it adds
+    one and is taken."""
+    deepen = {**WIDEN, "transform": "deepen", "site": "blocks.2.act", "options": {}}
+    for act, taken in (("gelu", False), ("relu", True)):
+        g = mlp_graph(parse_model_spec(f"mlp:depth=3,width=8,act={act}"), 4, 3)
+        obs = plateau_observation(g, {"val_loss": 0.5, "train_loss": 0.49, "gap": 0.02,
+                                      "best_val_loss": 0.5}, "classification")
+        d = LearnedRewritePolicy(lambda o: answer(rewrites=[deepen]), Idle(),
+                                 max_depth=4).decide(obs)
+        assert (d is not None and d.transform == "deepen") is taken, act

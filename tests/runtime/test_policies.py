@@ -53,6 +53,16 @@ def test_grows_on_a_plateau_narrowest_layer_first_then_deeper() -> None:
     assert d is not None and d.transform == "residual"
 
 
+def test_the_rules_deepen_only_while_the_model_stays_within_the_depth_ceiling() -> None:
+    """Counted once the block is in: after gelu a deepen adds two linears (a residual
+    block), so depth 3 of 4 adds a residual branch instead; after relu it adds one."""
+    capped = RuleBasedPolicy(RuleConfig(max_width=16, max_depth=4))
+    for act, grows in (("gelu", "residual"), ("relu", "deepen")):
+        g = mlp_graph(parse_model_spec(f"mlp:depth=3,width=16,act={act}"), 5, 3)
+        d = capped.decide(Obs(PLATEAU, 100, g, _m()))
+        assert d is not None and d.transform == grows, act
+
+
 def test_grows_again_only_when_the_last_growth_paid_off() -> None:
     p = RuleBasedPolicy(RuleConfig(min_gain=0.02))
     assert p.decide(Obs(PLATEAU, 100, _g(), _m(best=0.5, widen=0.505))) is None

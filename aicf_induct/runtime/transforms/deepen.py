@@ -40,6 +40,7 @@ from aicf_induct.runtime.transforms.base import Transform
 from aicf_induct.runtime.transforms.surgery import (
     feature_width,
     fresh_id,
+    hidden_linears,
     insert_after,
     redeclare,
     site_node,
@@ -82,6 +83,15 @@ class Deepen(Transform):
             return f"'{site}' is not a (batch, features) value"
         return None
 
+    def depth_after(self, graph: Graph, site: str) -> int:
+        """The hidden linear layers once the block is in at `site`: one more, or two for the
+        residual block (a depth ceiling is checked against this, not the depth before)."""
+        return len(hidden_linears(graph)) + (2 if self._residual(graph.node(site).op) else 1)
+
+    def _residual(self, op: str) -> bool:
+        """Whether the block after activation `op` is the residual form (two linears)."""
+        return self.residual or not idempotent(op)
+
     def _apply(self, state: ModelState, site: str, rng: np.random.Generator) -> None:
         graph, values = state.graph, state.values
         act = graph.node(site)
@@ -90,7 +100,7 @@ class Deepen(Transform):
         stem = fresh_id(graph, f"{site}.deep")
         lin1 = Node(f"{stem}.linear", "linear", (site,), {"out_features": d})
         act2 = Node(f"{stem}.act", act.op, (lin1.id,), dict(act.attrs))
-        if idempotent(act.op) and not self.residual:
+        if not self._residual(act.op):
             nodes, out = [lin1, act2], act2.id
         else:
             lin2 = Node(f"{stem}.out", "linear", (act2.id,), {"out_features": d})
