@@ -12,8 +12,8 @@ export PIP_NO_CACHE_DIR := 1
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	# The CPU build of torch first, pinned: the oracle tests need it, and installing it
-	# before anything else keeps pip from pulling a CUDA build as a dependency.
+	# torch first, pinned: the oracle tests need it (on the CPU; the CPU build where the
+	# index serves it), and installing it before anything else settles its version.
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[dev]'
 	# An editable install compiles nothing of the project: compile it now, so that the
