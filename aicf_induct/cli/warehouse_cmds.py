@@ -51,8 +51,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("sql", parents=[common, out], help="run a read-only SQL query",
                        description="Run one read-only SQL statement (SELECT, DESCRIBE, SHOW) "
                                    "over the warehouse views: problems, problem_features, "
-                                   "runs, run_ends, ir_snapshots, ir_patterns, steps, events, "
-                                   "results, kernel_tuning, run_structure, run_patterns, "
+                                   "runs, run_ends, run_resumes, ir_snapshots, ir_patterns, steps, "
+                                   "events, results, kernel_tuning, run_structure, run_patterns, "
                                    "run_scores (and raw_<table> with the `date` partition).")
     p.add_argument("query", metavar="SQL", help='e.g. "SELECT count(*) FROM steps"')
     p.set_defaults(func=cmd_sql)
