@@ -80,10 +80,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     imp = isub.add_parser(
         "import", help="convert an ONNX model to canonical IR",
         description="Convert an ONNX model (e.g. from torch.onnx.export) to canonical IR, for "
-                    "the ops the IR has: Gemm/MatMul+Add, activations, LayerNormalization, "
+                    "the ops the IR has: Gemm/MatMul+Add, activations (Relu, Tanh, Sigmoid, x*"
+                    "Sigmoid as SiLU, Gelu and the erf GELU's nodes), LayerNormalization, "
                     "BatchNormalization (2-D), Softmax, Reshape/Flatten/Transpose, Concat, "
-                    "Conv, MaxPool/AveragePool, ReduceMean/ReduceSum, Gather (embedding), and "
-                    "the nodes torch exports for nn.MultiheadAttention. A node with no IR form "
+                    "Conv, MaxPool/AveragePool/GlobalAveragePool, ReduceMean/ReduceSum, "
+                    "Gather (embedding), and the nodes torch exports for "
+                    "nn.MultiheadAttention (a torch model imports from Python too: "
+                    "aicf_induct.frontend.from_torch, docs/ir.md). A node with no IR form "
                     "is one error line naming it (op type and node name), exit 2, and "
                     "nothing is written. Needs the `onnx` package (the `onnx` extra). Export "
                     "from PyTorch with torch.onnx.export(..., dynamo=False): the default "
@@ -141,6 +144,9 @@ def run_import(args: argparse.Namespace) -> int:
         raise ConfigError(f"ir import needs the onnx package (pip install "
                           f"'aicf-induct[onnx]'): {err}") from None
     out = args.output or str(Path(args.file).with_suffix(".json"))
+    why = None if args.output else options.unwritable(out)
+    if why:  # -o was checked as it was parsed; the IR file named after the model is checked here
+        raise ConfigError(f"{out}: {why} (name the IR file with -o FILE)")
     # NumPy names a values file without the extension FILE.npz: say, and check, that name
     values_path = None if not args.values else \
         args.values if args.values.endswith(".npz") else args.values + ".npz"

@@ -108,10 +108,15 @@ def _graph_input(imp: Importer) -> SymbolicTensor:
     return imp.tracer.input(shape, kinds[t.elem_type], "x")
 
 
+# what a converter raises on a node it reads as the spec writes it, and this file does not
+# (an attribute or input missing, of another type or length)
+MALFORMED = (LookupError, ValueError, TypeError, ArithmeticError)
+
+
 @contextmanager
 def _naming(node: Any, note: str | None = None) -> Iterator[None]:
     """Errors while converting `node` become one ConfigError naming it (and `note`)."""
-    name = node.name or node.output[0]
+    name = node_name(node)
     try:
         yield
     except Shared:
@@ -122,6 +127,16 @@ def _naming(node: Any, note: str | None = None) -> Iterator[None]:
             from None
     except AicfError as err:
         raise ConfigError(f"ONNX node '{name}' ({node.op_type}): {err}") from None
+    except MALFORMED as err:
+        raise ConfigError(f"ONNX node '{name}' ({node.op_type}) is malformed: "
+                          f"{type(err).__name__}: {err}") from None
+
+
+def node_name(node: Any) -> str:
+    """A node's name, else its first output's, else its op (a node may have neither), on one
+    line."""
+    name = str(node.name or (node.output[0] if node.output else node.op_type))
+    return name if name.isprintable() else repr(name)[1:-1]
 
 
 def from_onnx(source: str | Path | Any, *, name: str = "",
@@ -154,9 +169,10 @@ def from_onnx(source: str | Path | Any, *, name: str = "",
             try:
                 onnx_attention.emit(imp, regions[i])
                 continue
-            except Unsupported as err:  # then its nodes one by one (matmul, softmax, ...)
+            # then its nodes one by one (matmul, softmax, ...), a malformed one named so
+            except (Unsupported, *MALFORMED) as err:
                 no_attention.update(dict.fromkeys(regions[i].members, str(err)))
-        imp.current = node.name or node.output[0]
+        imp.current = node_name(node)
         with _naming(node, no_attention.get(i)):
             onnx_ops.convert(imp, i, node)
         imp.done.add(i)

@@ -88,9 +88,13 @@ def _other(node: Any, name: str) -> str | None:
 
 
 def _is_const(imp: Importer, name: str | None, value: float) -> bool:
+    """Whether `name` is a one-value constant equal to `value` as closely as its type holds
+    it (a float16 export's √2 is 1.4140625)."""
     v = imp.env.get(name) if name else None
-    return isinstance(v, np.ndarray) and v.size == 1 and math.isclose(float(v.ravel()[0]), value,
-                                                                      rel_tol=1e-6)
+    if not (isinstance(v, np.ndarray) and v.size == 1):
+        return False
+    tol = 4 * float(np.finfo(v.dtype).eps) if np.issubdtype(v.dtype, np.floating) else 0.0
+    return math.isclose(float(v.ravel()[0]), value, rel_tol=max(1e-6, tol))
 
 
 def _div(imp: Importer, i: int, node: Any) -> None:
@@ -127,16 +131,22 @@ def _linear(imp: Importer, x: SymbolicTensor, weight: np.ndarray, bias: np.ndarr
     if weight.ndim != 2:
         raise Unsupported(f"its weight must be 2-D, got shape {list(weight.shape)}")
     if bias is not None:
-        bias = bias.reshape(-1)
-        if bias.shape != (weight.shape[0],):
+        if not _is_bias(bias, weight.shape[0]):
             raise Unsupported(f"its bias (shape {list(bias.shape)}) must be one value per "
-                              f"output ({weight.shape[0]})")
+                              f"output ({weight.shape[0]}), the same for every row")
+        bias = bias.reshape(-1)
     path = owner_path(wname) or owner_path(bname)
     if wname is None and bname and bname.endswith(".bias"):
         wname = bname[: -len("bias")] + "weight"
     with imp.named(path):
         return F.linear(x, imp.param(weight, wname, source=wsource),
                         None if bias is None else imp.param(bias, bname))
+
+
+def _is_bias(v: np.ndarray, n_out: int) -> bool:
+    """Whether `v` adds one value per output, the same to every row: shape (n,), (1, n),
+    (1, 1, n)... (a (n, 1) one adds a value per row: no bias, though its size is n's)."""
+    return v.ndim >= 1 and v.shape[-1] == n_out and all(d == 1 for d in v.shape[:-1])
 
 
 def _gemm(imp: Importer, i: int, node: Any) -> None:
@@ -169,7 +179,7 @@ def _matmul(imp: Importer, i: int, node: Any) -> None:
     if nxt is not None and nxt[1].op_type == "Add":
         other = _other(nxt[1], node.output[0])
         v = imp.env.get(other) if other else None
-        if isinstance(v, np.ndarray) and v.size == b.shape[1] and v.ndim <= 2:
+        if isinstance(v, np.ndarray) and _is_bias(v, b.shape[1]):
             bias, bname, target = v, other, nxt[1]
             imp.done.add(nxt[0])
     out(imp, target, _linear(imp, a, b.T, bias, None, bname, node.input[1]))
@@ -194,6 +204,9 @@ def _unsqueeze(imp: Importer, i: int, node: Any) -> None:
         raise Unsupported("Unsqueeze has no IR op (only x[..., None] * W of a numeric "
                           "tokenizer)")
     w = w.reshape(w.shape[-2:]) if w.ndim == 3 and w.shape[0] == 1 else w
+    if w.ndim != 2 or w.shape[0] != x.shape[-1]:
+        raise Unsupported(f"Unsqueeze has no IR op (only x[..., None] * W of a numeric "
+                          f"tokenizer, W of shape ({x.shape[-1]}, d); got {list(w.shape)})")
     imp.done.add(mul[0])
     target, bias, b_name = mul[1], None, None
     add = imp.sole_consumer(mul[1].output[0])
@@ -336,11 +349,12 @@ _GELU_TANH = (" (a tanh GELU exported below opset 20 is such nodes: export with 
 
 def _hint(imp: Importer, op_type: str) -> str:
     """Why an op the IR lacks may be there: a layer the exporter wrote out at this opset."""
-    opset = _opset(imp)
-    if op_type in ("Sub", "Pow", "Sqrt") and opset < 17:
+    opset, ops = _opset(imp), {n.op_type for n in imp.nodes}
+    # only where the model holds the rest of such a layer (x - tanh(x) is no layer norm)
+    if op_type in ("Sub", "Pow", "Sqrt") and opset < 17 and "ReduceMean" in ops:
         return _LAYERNORM
-    if op_type in ("Mul", "Pow") and opset < 20 and any(n.op_type == "Tanh"
-                                                        for n in imp.nodes):
+    if op_type in ("Mul", "Pow") and opset < 20 and "Tanh" in ops and any(
+            _is_const(imp, name, 0.044715) for name in list(imp.env)):  # the GELU's cubic term
         return _GELU_TANH
     return ""
 

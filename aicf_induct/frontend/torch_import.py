@@ -62,18 +62,33 @@ class _Importer:
             raise ConfigError(f"parameter '{qualname}' is frozen (requires_grad=False); the "
                               "IR trains every parameter: call requires_grad_(True) to import "
                               "it as trainable")
+        value = self._values(qualname, tensor)
         key = (str(tensor.device), tensor.untyped_storage().data_ptr())
         if key in self.storage:  # tied weights: importing two copies would untie them
             raise ConfigError(f"parameters '{self.storage[key]}' and '{qualname}' share "
                               "storage (tied weights); in the IR each parameter has one "
                               "owner node (no weight sharing)")
         self.storage[key] = qualname
-        value = tensor.detach().cpu().to(self.torch.float64).numpy().copy()
         p = (Parameter if trainable else Buffer)(value=value)
         self.tracer.param_names[id(p)] = qualname
         self.keep.append(p)
         self.made[qualname] = p
         return p
+
+    def _values(self, qualname: str, tensor: Any) -> np.ndarray:
+        """A weight's values as float64, after refusing one that has none yet (a lazy
+        module before its first call, a model on the meta device) or holds NaN or infinity
+        (which training refuses in a values file: said here, naming the weight)."""
+        if self.torch.nn.parameter.is_lazy(tensor) or tensor.is_meta:
+            raise ConfigError(f"parameter '{qualname}' has no values yet (a lazy module "
+                              "before its first call, or a model on the meta device): call "
+                              "the model once on real data, or load its weights, first")
+        value: np.ndarray = tensor.detach().cpu().to(self.torch.float64).numpy().copy()
+        bad = int((~np.isfinite(value)).sum())
+        if bad:
+            raise ConfigError(f"parameter '{qualname}' has {bad} non-finite value(s) (NaN or "
+                              "infinity): training refuses them")
+        return value
 
     def attr_param(self, v: Any, role: str) -> Parameter | None:
         if v is None:

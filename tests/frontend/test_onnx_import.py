@@ -283,6 +283,20 @@ def test_hints_depend_on_the_opset(tmp_path: Path) -> None:
                                           r"no such op \(a tanh GELU exported below opset 20 "
                                           r".*opset_version >= 20 to get one Gelu node\)$"):
         from_onnx(export(gelu, 4, tmp_path / "gelu.onnx"))
+    # only where the model holds the rest of such a layer: x - tanh(x) at opset 16 is no
+    # layer norm, x * tanh(x) at 17 no tanh GELU (each got that hint)
+    for model, op, opset in ((Minus(), "Sub", 16), (Times(), "Mul", 17)):
+        path = tmp_path / f"{op}.onnx"
+        torch.onnx.export(model.eval(), (torch.randn(4, 4),), str(path), dynamo=False,
+                          opset_version=opset, input_names=["x"])
+        with pytest.raises(ConfigError, match=rf"^unsupported ONNX node '/{op}' \({op}\): "
+                                              r"the IR has no such op$"):
+            from_onnx(path)
+
+
+class Times(nn.Module):
+    def forward(self, x: Any) -> Any:
+        return x * torch.tanh(x)
 
 
 def _hand_built(node: Any, producer: str = "") -> Any:
@@ -443,3 +457,109 @@ def test_a_transformer_encoder_layer_refused_by_from_torch_points_to_onnx_which_
     np.testing.assert_allclose(trainer.executor.predict(x.astype(np.float64)),
                                ort.InferenceSession(str(path)).run(None, {"x": x})[0],
                                rtol=1e-5, atol=1e-5)
+
+
+class RowOffset(nn.Module):
+    """A linear layer plus a (4, 1) parameter: one offset per token (row), not per output,
+    though its size is the outputs' (4)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(6, 4, bias=False)
+        self.pos = nn.Parameter(torch.randn(4, 1))
+
+    def forward(self, x: Any) -> Any:
+        return self.lin(x) + self.pos
+
+
+def test_a_constant_added_per_row_is_no_bias(tmp_path: Path) -> None:
+    """It was folded in as the layer's bias: imported without a word, off by 2 from
+    onnxruntime."""
+    torch.manual_seed(0)
+    path = tmp_path / "pos.onnx"
+    torch.onnx.export(RowOffset().eval(), (torch.randn(2, 4, 6),), str(path), dynamo=False,
+                      opset_version=17, input_names=["x"], dynamic_axes={"x": {0: "b"}})
+    with pytest.raises(ConfigError, match=r"^unsupported ONNX node '.*Add' \(Add\): Add of a "
+                                          r"constant has no IR op"):
+        from_onnx(path)
+
+
+def test_a_gemm_whose_c_adds_per_row_is_refused() -> None:
+    from onnx import TensorProto, helper, numpy_helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])
+    inits = [numpy_helper.from_array(np.ones((3, 4), np.float32), "w"),
+             numpy_helper.from_array(np.arange(3, dtype=np.float32).reshape(3, 1), "c")]
+    gemm = helper.make_node("Gemm", ["x", "w", "c"], ["y"], name="gemm", transB=1)
+    model = helper.make_model(helper.make_graph(
+        [gemm], "g", [x], [helper.make_empty_tensor_value_info("y")], inits),
+        opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(ConfigError, match=r"^unsupported ONNX node 'gemm' \(Gemm\): its bias "
+                                          r"\(shape \[3, 1\]\) must be one value per output"):
+        from_onnx(model)
+
+
+@pytest.mark.parametrize("node,says", [
+    (("Concat", ["x", "x"], {}), r"'n' \(Concat\) is malformed: KeyError"),
+    (("Gemm", ["x"], {}), r"'n' \(Gemm\) is malformed: IndexError"),
+    (("LayerNormalization", ["x"], {}), r"'n' \(LayerNormalization\) is malformed"),
+    (("Softmax", ["x"], {"axis": "a"}), r"'n' \(Softmax\) is malformed"),
+])
+def test_a_malformed_node_is_one_error_naming_it(node: tuple, says: str) -> None:
+    """Each was a traceback from inside a converter (an attribute or input the spec requires,
+    missing or of another type)."""
+    from onnx import helper
+
+    op, inputs, attrs = node
+    made = helper.make_node(op, inputs, ["y"], name="n", **attrs)
+    with pytest.raises(ConfigError, match=r"^ONNX node " + says):
+        from_onnx(_hand_built(made))
+
+
+def test_a_node_without_outputs_or_with_an_unprintable_name_is_named_on_one_line() -> None:
+    from onnx import helper
+
+    with pytest.raises(ConfigError, match=r"^unsupported ONNX node 'Relu' \(Relu\)|"
+                                          r"^ONNX node 'Relu' \(Relu\)"):
+        from_onnx(_hand_built(helper.make_node("Relu", ["x"], [])))
+    with pytest.raises(ConfigError) as err:
+        from_onnx(_hand_built(helper.make_node("TopK", ["x"], ["y"], name="a\nb")))
+    assert "\n" not in str(err.value) and "'a\\nb'" in str(err.value)
+
+
+class Scaled(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 2)
+
+    def forward(self, x: Any) -> Any:
+        return self.lin((x.unsqueeze(-1) * 2.0).sum(-1))
+
+
+def test_an_unsqueeze_times_a_scalar_is_refused_not_a_traceback(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^unsupported ONNX node '.*Unsqueeze' \(Unsqueeze\): "
+                                          r"Unsqueeze has no IR op"):
+        from_onnx(export(Scaled(), 4, tmp_path / "u.onnx"))
+
+
+def test_a_float16_erf_gelu_imports(tmp_path: Path) -> None:
+    """Its √2 is 1.4140625: refused as "Div has no IR op" with a tolerance of 1e-6."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(5, 8), nn.GELU(), nn.Linear(8, 2)).half().eval()
+    torch.onnx.export(model, (torch.randn(4, 5).half(),), str(tmp_path / "h.onnx"),
+                      dynamo=False, opset_version=17, input_names=["x"],
+                      dynamic_axes={"x": {0: "batch"}})
+    graph, _ = from_onnx(tmp_path / "h.onnx")
+    assert "gelu" in {n.op for n in graph.nodes}
+
+
+def test_cli_import_whose_ir_file_would_be_a_folder_writes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The IR file named after the model was a folder: the values were written, then the IR
+    failed."""
+    path = export(nn.Sequential(nn.Linear(4, 2)), 4, tmp_path / "m.onnx")
+    (tmp_path / "m.json").mkdir()
+    assert main(["ir", "import", str(path), "--values", str(tmp_path / "v.npz")]) == 2
+    assert capsys.readouterr().err == (f"error: {tmp_path / 'm.json'}: is a folder, not a file "
+                                       "(name the IR file with -o FILE)\n")
+    assert not (tmp_path / "v.npz").exists()
