@@ -245,6 +245,9 @@ def _batchnorm(imp: Importer, i: int, node: Any) -> None:
     if x.ndim != 2:
         raise Unsupported(f"only a batch norm over (batch, features) has an IR op (got rank "
                           f"{x.ndim})")
+    momentum = float(a.get("momentum", 0.9))  # ONNX's: the weight of the running value
+    if not 0.0 <= momentum <= 1.0:  # said as written (the IR's is 1 - it)
+        raise Unsupported(f"momentum must be in [0, 1], got {momentum:g}")
     scale, bias, mean, var = (imp.const(n, w) for n, w in zip(
         node.input[1:5], ("its scale", "its bias", "its mean", "its variance"), strict=True))
     names = list(node.input[1:5])
@@ -252,7 +255,7 @@ def _batchnorm(imp: Importer, i: int, node: Any) -> None:
         y = F.batch_norm(x, imp.param(mean, names[2], buffer=True),  # type: ignore[arg-type]
                          imp.param(var, names[3], buffer=True),  # type: ignore[arg-type]
                          imp.param(scale, names[0]), imp.param(bias, names[1]),
-                         momentum=_f32(1.0 - _f32(a.get("momentum", 0.9))),
+                         momentum=_f32(1.0 - _f32(momentum)),
                          eps=_f32(a.get("epsilon", 1e-5)))
     out(imp, node, y)
 

@@ -563,3 +563,14 @@ def test_cli_import_whose_ir_file_would_be_a_folder_writes_nothing(
     assert capsys.readouterr().err == (f"error: {tmp_path / 'm.json'}: is a folder, not a file "
                                        "(name the IR file with -o FILE)\n")
     assert not (tmp_path / "v.npz").exists()
+
+
+def test_a_batchnorm_momentum_out_of_range_is_said_as_written() -> None:
+    """It was said converted to the IR's (1 - it): "got -1.0" for a momentum of 2."""
+    from onnx import helper
+
+    bn = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], name="bn",
+                          momentum=2.0)
+    with pytest.raises(ConfigError, match=r"^unsupported ONNX node 'bn' \(BatchNormalization\): "
+                                          r"momentum must be in \[0, 1\], got 2$"):
+        from_onnx(_hand_built(bn))
