@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     import duckdb
 
 LATEST = "latest"  # RUN_ID standing for the run started last
+MIN_PREFIX = 6  # characters of a run id that name it (`runs` prints 12)
 WH_HELP = "warehouse directory (default: $AICF_WAREHOUSE, else ./aicf_warehouse)"
 
 
@@ -37,8 +38,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                     "steps shaded; grad norm and update ratio below.",
                         epilog="example: aicf-induct plot run 3f2a... -o run.png")
     r.add_argument("run_id", metavar="RUN_ID",
-                   help="the run (`aicf-induct runs` lists them), or `latest`: the run started "
-                        "last")
+                   help="the run (`aicf-induct runs` lists them): its id, or the first 6 or "
+                        "more characters of it when no other run's id starts so; or `latest`: "
+                        "the run started last")
     r.set_defaults(func=plot_run)
     cmp = psub.add_parser("compare", parents=[common], help="several runs' curves overlaid",
                           description="Each run's training loss per step on the path it took "
@@ -47,8 +49,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                       "score when the runs share one.",
                           epilog="example: aicf-induct plot compare 3f2a... 9b1c... -o cmp.png")
     cmp.add_argument("run_ids", nargs="+", metavar="RUN",
-                     help="2 to 8 runs (`aicf-induct runs` lists them); `latest`: the run "
-                          "started last")
+                     help="2 to 8 runs (`aicf-induct runs` lists them): an id, or its first "
+                          "6 or more characters when no other run's id starts so; `latest`: "
+                          "the run started last")
     cmp.set_defaults(func=plot_compare)
     c = psub.add_parser("correlations", parents=[common], help="the correlation heatmap",
                         description="The latest `induce fit`'s feature × trait correlations "
@@ -93,27 +96,62 @@ def plot_run(args: argparse.Namespace) -> int:
 
     root = _root(args.warehouse, args.output)
 
-    def read(c: duckdb.DuckDBPyConnection) -> RunView | None:
-        return run_view(c, _run_id(c, args.run_id))
+    def read(c: duckdb.DuckDBPyConnection) -> tuple[int, RunView | None, int]:
+        run_id, matches = _run_id(c, args.run_id)
+        if matches != 1:
+            return matches, None, 0
+        return matches, run_view(c, run_id), _not_finite(c, run_id)
 
-    view = warehouse.with_retry(root, read)
-    if view is None:
+    matches, view, not_finite = warehouse.with_retry(root, read)
+    _check_found("RUN_ID", args.run_id, matches, root)
+    if view is None:  # gone between the two reads
         raise ConfigError(f"RUN_ID: no run '{args.run_id}' in {root}")
     path = save_figure(run_figure(view), args.output)
     marks = len(view.marked_events())
+    plural = "" if view.live_steps == 1 else "s"
     steps = f"{view.live_steps} steps on the path taken ({view.logged_steps} logged)" \
-        if view.discarded_steps else f"{view.live_steps} steps"
+        if view.discarded_steps else f"{view.live_steps} step{plural}"
+    if not_finite:
+        steps += f" ({not_finite} with a loss of inf or NaN, shaded)"
     return _done(path, f"run {view.run['run_id']}: {steps}, {marks} events marked")
 
 
-def _run_id(conn: duckdb.DuckDBPyConnection, given: str) -> str:
-    """The run `given` names: itself, or for `latest` the run started last ("" when none)."""
+def _not_finite(conn: duckdb.DuckDBPyConnection, run_id: str) -> int:
+    """How many steps on the path the run took logged a loss of inf or NaN."""
+    [(n,)] = conn.execute("SELECT count(*) FROM live_steps WHERE run_id = ? AND NOT "
+                          "isfinite(loss)", [run_id]).fetchall()
+    return int(n)
+
+
+def _run_id(conn: duckdb.DuckDBPyConnection, given: str) -> tuple[str, int]:
+    """The run `given` names, and how many runs it could name (0: none, more than 1: an
+    ambiguous prefix): the run whose id it is, else the one whose id starts with it (at
+    least MIN_PREFIX characters); for `latest` the run started last."""
     from warehouse.browse import list_runs
 
-    if given != LATEST:
-        return given
-    newest, _ = list_runs(conn, limit=1)
-    return str(newest[0]["run_id"]) if newest else ""
+    if given == LATEST:
+        newest, _ = list_runs(conn, limit=1)
+        return (str(newest[0]["run_id"]), 1) if newest else ("", 0)
+    # starts_with, not LIKE: a `_` or `%` in `given` stays a plain character
+    [(matches, first, exact)] = conn.execute(  # an aggregate: one row, even of no run
+        "SELECT count(DISTINCT run_id), min(run_id), coalesce(bool_or(run_id = $g), false) "
+        "FROM runs WHERE starts_with(run_id, $g)", {"g": given}).fetchall()
+    if exact:
+        return given, 1
+    if len(given) < MIN_PREFIX:
+        return "", 0
+    return str(first or ""), int(matches)
+
+
+def _check_found(option: str, given: str, matches: int, root: Path) -> None:
+    """ConfigError unless `given` named exactly one run (`_run_id`'s count)."""
+    if matches > 1:
+        raise ConfigError(f"{option}: '{given}' starts the ids of {matches} runs in {root}: "
+                          f"give more of the id")
+    if matches == 0 and given == LATEST:
+        raise ConfigError(f"{option}: '{LATEST}': {root} holds no runs")
+    if matches == 0:
+        raise ConfigError(f"{option}: no run '{given}' in {root}")
 
 
 def plot_compare(args: argparse.Namespace) -> int:
@@ -131,11 +169,16 @@ def plot_compare(args: argparse.Namespace) -> int:
         raise ConfigError(f"RUN: {_quoted(twice)} given more than once")
     root = _root(args.warehouse, args.output)
 
-    def read(c: duckdb.DuckDBPyConnection) -> tuple[list[str], list[RunView | None]]:
-        ids = [_run_id(c, r) for r in given]
-        return ids, [run_view(c, r) for r in ids]
+    def read(c: duckdb.DuckDBPyConnection
+             ) -> tuple[list[str], list[int], list[RunView | None]]:
+        found = [_run_id(c, r) for r in given]
+        ids, matches = [r for r, _ in found], [n for _, n in found]
+        return ids, matches, [run_view(c, r) if n == 1 else None for r, n in found]
 
-    ids, views = warehouse.with_retry(root, read)
+    ids, matches, views = warehouse.with_retry(root, read)
+    for g, n in zip(given, matches, strict=True):
+        if n > 1 or (g == LATEST and n == 0):
+            _check_found("RUN", g, n, root)
     missing = [g for g, v in zip(given, views, strict=True) if v is None]
     if missing:
         raise ConfigError(f"RUN: no run {_quoted(missing)} in {root}")

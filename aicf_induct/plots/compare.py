@@ -9,6 +9,7 @@ import textwrap
 
 from matplotlib.figure import Figure
 
+from aicf_induct.plots.run import dots
 from warehouse.run_view import COMPARE_COLOURS, RunView, shared_score
 
 
@@ -25,7 +26,8 @@ def compare_figure(views: list[RunView]) -> Figure:
     for view, colour in zip(views, COMPARE_COLOURS, strict=False):
         name = str(view.run["run_id"])[:12]
         steps, loss = view.curves["loss"]
-        loss_ax.plot(steps, loss, color=colour, lw=0.9, label=f"{name} train loss")
+        loss_ax.plot(steps, loss, color=colour, lw=0.9, label=f"{name} train loss",
+                     **dots(loss))
         x, y = view.evals_of("val", "loss")
         if x:
             loss_ax.plot(x, y, color=colour, lw=1.3, ls="--", marker="o", ms=3,
