@@ -14,14 +14,19 @@ def _num(v: Any) -> float:
     return float(v) if v is not None and math.isfinite(float(v)) else math.nan
 
 
+def _diverged(n: int) -> str:
+    return f" ({n} diverged: not in the scores)" if n else ""
+
+
 def leaderboard_figure(rows: pd.DataFrame) -> go.Figure:
     """Mean score per structure (bars, in rank order) and the best run's score (markers)."""
     labels = [f"#{r.rank} {str(r.fingerprint)[:8]} ({r.param_count} p)"
               for r in rows.itertuples()]
     metric = str(rows["metric"].iloc[0]) if len(rows) else "score"
-    hover = [f"fingerprint {r.fingerprint}<br>{r.runs} runs, {r.param_count} parameters<br>"
+    hover = [f"fingerprint {r.fingerprint}<br>{r.runs} runs{_diverged(d)}, "
+             f"{r.param_count} parameters<br>"
              f"mean {metric} {_num(r.mean_score):.4g}, best {_num(r.best_score):.4g}"
-             for r in rows.itertuples()]
+             for r, d in zip(rows.itertuples(), rows["diverged"].tolist(), strict=True)]
     fig = go.Figure([
         go.Bar(x=labels, y=rows["mean_score"].tolist(), name=f"mean {metric}", hovertext=hover,
                hoverinfo="text", marker_color="#4c78a8"),

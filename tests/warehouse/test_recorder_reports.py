@@ -119,6 +119,21 @@ def test_leaderboard(scored: Path) -> None:
     assert top1["fingerprint"].tolist() == ["big", "small"]
 
 
+def test_a_diverged_run_counts_apart_from_its_structure_s_scores(scored: Path) -> None:
+    """A NaN score made the structure's mean and best NaN (an empty leaderboard chart)."""
+    rec = WarehouseRecorder(scored)
+    log_run(rec, "a4", problem("p1", size=1.0), float("nan"), "big", {"width": 64.0})
+    rec.close()
+    df = run_report(connect(scored), "leaderboard", {"problem": "name-p1"})
+    big = df[df["fingerprint"] == "big"].iloc[0]
+    assert (big["runs"], big["diverged"], big["rank"]) == (3, 1, 1)
+    assert big["mean_score"] == pytest.approx(0.85) and big["best_score"] == pytest.approx(0.9)
+    p2 = run_report(connect(scored), "leaderboard", {"problem": "name-p2"})
+    # a structure whose every run diverged has no mean: last
+    assert p2[["fingerprint", "diverged"]].values.tolist() == [["small", 0], ["big", 1]]
+    assert math.isnan(p2["mean_score"].iloc[1])
+
+
 def test_pattern_performance_with_t_interval(scored: Path) -> None:
     df = run_report(connect(scored), "pattern_performance", {"pattern": "width"})
     big = df[df["value"] == 64.0].iloc[0]
