@@ -18,10 +18,55 @@ TMP_PREFIX = ".tmp-"
 TMP_SUFFIX = ".partial"
 
 
+NAME_MAX = 255  # bytes of a file name on the file systems we write to
+
+
 def temp_path(final: Path) -> Path:
-    """A temporary sibling of `final`, unique to this call."""
-    return final.with_name(f"{TMP_PREFIX}{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-                           f"{TMP_SUFFIX}")
+    """A temporary sibling of `final`, unique to this call; `final`'s name is cut short in
+    it where the whole would pass NAME_MAX (a legal 250-byte name must stay writable)."""
+    tail = f"-{os.getpid()}-{uuid.uuid4().hex[:8]}{TMP_SUFFIX}"
+    room = NAME_MAX - len(TMP_PREFIX.encode()) - len(tail.encode())
+    name = final.name.encode()[:room].decode(errors="ignore")
+    return final.with_name(f"{TMP_PREFIX}{name}{tail}")
+
+
+def unwritable(path: str | os.PathLike[str]) -> str | None:
+    """Why a file cannot be written at `path` as `atomic_write` writes one (a temporary
+    sibling renamed into place), or None: said before the work whose result it is, not
+    after. A probe file is made and removed in the folder: `os.access` says yes to root for
+    folders no one may write in (/proc)."""
+    text = os.fspath(path)
+    if not text:
+        return "empty file name"
+    folder = os.path.dirname(os.path.abspath(text))
+    if os.path.isdir(text):
+        return "is a folder, not a file"
+    if os.path.exists(text) and not os.path.isfile(text):  # a device, a pipe: written in place
+        return None if os.access(text, os.W_OK) else "cannot write it"
+    if not os.path.exists(folder):  # said of a file on the way (a/x.png, a a file) too
+        above = next((p for p in _parents(folder) if os.path.exists(p)), None)
+        if above is not None and not os.path.isdir(above):
+            return f"{above} is a file, not a folder"
+        return f"the folder {folder} does not exist"
+    if not os.path.isdir(folder):
+        return f"{folder} is a file, not a folder"
+    if len(os.path.basename(text).encode()) > NAME_MAX:
+        return f"the file name is longer than {NAME_MAX} bytes"
+    probe = temp_path(Path(folder) / os.path.basename(text))
+    try:
+        probe.touch(exist_ok=False)
+        probe.unlink()
+    except OSError as err:
+        return f"cannot write in the folder {folder} ({err.strerror or err})"
+    return None
+
+
+def _parents(path: str) -> list[str]:
+    """`path` and the folders above it, nearest first."""
+    out = [path]
+    while os.path.dirname(out[-1]) != out[-1]:
+        out.append(os.path.dirname(out[-1]))
+    return out
 
 
 def fsync_dir(path: Path) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from aicf_induct.atomic_file import unwritable as unwritable
 from aicf_induct.errors import ConfigError
 from aicf_induct.problems.splits import MAX_SEED
 
@@ -117,34 +118,6 @@ def model_spec(text: str) -> str:
     except ConfigError as err:
         raise ArgumentTypeError(str(err)) from None
     return text.strip()
-
-
-def unwritable(path: str | os.PathLike[str]) -> str | None:
-    """Why a file cannot be written at `path` as `atomic_file.atomic_write` writes one (a
-    temporary sibling renamed into place), or None: said before the work whose result it
-    is, not after. A probe file is made and removed in the folder: `os.access` says yes to
-    root for folders no one may write in (/proc)."""
-    from aicf_induct.atomic_file import temp_path
-
-    text = os.fspath(path)
-    if not text:
-        return "empty file name"
-    folder = os.path.dirname(os.path.abspath(text))
-    if os.path.isdir(text):
-        return "is a folder, not a file"
-    if os.path.exists(text) and not os.path.isfile(text):  # a device, a pipe: written in place
-        return None if os.access(text, os.W_OK) else "cannot write it"
-    if not os.path.exists(folder):
-        return f"the folder {folder} does not exist"
-    if not os.path.isdir(folder):
-        return f"{folder} is a file, not a folder"
-    probe = temp_path(Path(folder) / os.path.basename(text))
-    try:
-        probe.touch(exist_ok=False)
-        probe.unlink()
-    except OSError as err:
-        return f"cannot write in the folder {folder} ({err.strerror or err})"
-    return None
 
 
 def check_new_file(path: str | os.PathLike[str], option: str) -> Path:

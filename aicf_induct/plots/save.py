@@ -2,28 +2,27 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from aicf_induct.atomic_file import atomic_write
+from aicf_induct.atomic_file import atomic_write, unwritable
 from aicf_induct.errors import ConfigError
 
 FORMATS = ("png", "svg", "pdf")  # what -o may end in
 
 
 def check_output(path: str | Path, option: str = "-o") -> str:
-    """The image format `path` asks for; ConfigError naming `option` when it cannot be
-    written."""
-    path = Path(path)
-    fmt = path.suffix.lower().lstrip(".")
-    if fmt not in FORMATS:
-        raise ConfigError(f"{option} {path}: the file must end in "
-                          f"{', '.join('.' + f for f in FORMATS)}")
-    if not path.parent.is_dir():
-        raise ConfigError(f"{option} {path}: the folder {path.parent} does not exist")
-    if path.is_dir():
-        raise ConfigError(f"{option} {path}: is a directory")
+    """The image format `path` asks for; ConfigError naming `option` (and `path` as given)
+    when it cannot be written (`atomic_file.unwritable`)."""
+    text = os.fspath(path)
+    why = unwritable(text) if text else "empty file name"
+    fmt = Path(text).suffix.lower().lstrip(".")
+    if why is None and fmt not in FORMATS:
+        why = f"the file must end in {', '.join('.' + f for f in FORMATS)}"
+    if why:
+        raise ConfigError(f"{option} {text}: {why}")
     return fmt
 
 

@@ -141,19 +141,42 @@ def test_plot_errors_are_one_line_and_write_nothing(
 
 
 @pytest.mark.parametrize("output, words", [
-    ("d.png", "error: -o d.png: is a directory\n"),
+    ("d.png", "error: -o d.png: is a folder, not a file\n"),  # every output's wording
     ("/proc/a.png", "error: -o /proc/a.png: cannot write in the folder /proc ("),
+    # said "the folder f.txt does not exist", and "-o .: ..." for an empty name
+    ("f.txt/x.png", "error: -o f.txt/x.png: /"),  # the absolute path of f.txt
+    ("", "error: -o : empty file name\n"),
+    (f"{'n' * 252}.png", f"error: -o {'n' * 252}.png: the file name is longer than 255 bytes"),
 ])
 def test_plot_write_errors_name_the_output_path_not_a_temporary_file(
         dashboard_warehouse, output: str, words: str, tmp_path: Path,
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "d.png").mkdir()
+    (tmp_path / "f.txt").write_text("a file")
     assert main(["plot", "run", "latest", "-o", output,
                  "--warehouse", str(dashboard_warehouse.root)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(words) and ".tmp" not in err and err.count("\n") == 1, err
-    assert [p.name for p in tmp_path.iterdir()] == ["d.png"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.png", "f.txt"]
+
+
+def test_a_plot_to_a_file_under_a_file_says_which_is_no_folder(
+        dashboard_warehouse, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "f.txt").write_text("a file")
+    assert main(["plot", "run", "latest", "-o", str(tmp_path / "f.txt" / "x.png"),
+                 "--warehouse", str(dashboard_warehouse.root)]) == 2
+    assert capsys.readouterr().err.endswith(f"{tmp_path / 'f.txt'} is a file, not a folder\n")
+
+
+def test_a_plot_to_a_name_of_255_bytes_is_written(dashboard_warehouse, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Legal, but its temporary sibling's name was longer: "File name too long"."""
+    out = tmp_path / f"{'n' * 251}.png"
+    assert main(["plot", "run", "latest", "-o", str(out),
+                 "--warehouse", str(dashboard_warehouse.root)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p.name for p in tmp_path.iterdir()] == [out.name]
 
 
 def test_plot_correlations_without_a_fit_says_how_to_mine(tmp_path: Path,
