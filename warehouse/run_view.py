@@ -99,10 +99,17 @@ def shared_score(views: list[RunView]) -> str | None:
     return picks.pop() if len(picks) == 1 else None
 
 
+# the most points `m4` keeps of a bucket: max_points // PER_BUCKET buckets keep at most
+# max_points
+PER_BUCKET = 5
+
+
 def m4(values: np.ndarray, buckets: int) -> np.ndarray:
     """Indices (sorted, unique) of the first, last, min and max of `values` in each of
-    `buckets` equal runs of positions; every index when there are no more than 4 × buckets.
-    A NaN is never a bucket's min or max while the bucket holds a finite value."""
+    `buckets` equal runs of positions, and its first value that is not finite (inf or NaN:
+    a divergence must show however long the run); every index when there are no more than
+    4 × buckets. A NaN is never a bucket's min or max while the bucket holds a finite
+    value."""
     n = len(values)
     if n <= 4 * buckets:
         return np.arange(n)
@@ -117,7 +124,9 @@ def m4(values: np.ndarray, buckets: int) -> np.ndarray:
     # each bucket's extreme by one pass (no sort: a sort per series was most of a long
     # run's page), then its first position holding it
     return np.unique(np.concatenate([starts, last, _first_at(lo, starts, sizes, bucket),
-                                     _first_at(hi, starts, sizes, bucket)]))
+                                     _first_at(hi, starts, sizes, bucket),
+                                     _first_at(finite.astype(np.float64), starts, sizes,
+                                               bucket)]))
 
 
 def _first_at(x: np.ndarray, starts: np.ndarray, sizes: np.ndarray,
@@ -279,7 +288,7 @@ def _curves(rows: dict[str, np.ndarray], live: np.ndarray,
     """The downsampled curves of the `live` rows, in step order."""
     order = np.argsort(rows["step"][live], kind="stable")
     step = rows["step"][live][order]
-    buckets = max(1, max_points // 4)
+    buckets = max(1, max_points // PER_BUCKET)
     curves = {}
     for name in SERIES:
         v = rows[name][live][order]
@@ -378,7 +387,7 @@ def _evals(conn: duckdb.DuckDBPyConnection, run_id: str, max_points: int
             continue
         s, v = step[lo:hi], value[lo:hi]
         s, v = s[np.isfinite(v)], v[np.isfinite(v)]
-        keep = m4(v, max(1, max_points // 4))
+        keep = m4(v, max(1, max_points // PER_BUCKET))
         cut = cut or len(keep) < len(v)
         out[(str(split[lo]), str(metric[lo]))] = (s[keep], v[keep])
     return out, cut
@@ -392,6 +401,6 @@ def _dropped(rows: dict[str, np.ndarray], live: np.ndarray, max_points: int
     for t in np.unique(rows["trajectory"][off]):
         mine = off & (rows["trajectory"] == t)  # rows come in step order within a trajectory
         step, loss = rows["step"][mine], rows["loss"][mine]
-        keep = m4(loss, max(1, max_points // 4))
+        keep = m4(loss, max(1, max_points // PER_BUCKET))
         out.append((step[keep], loss[keep]))
     return out
