@@ -93,6 +93,23 @@ def _check_sizes(family: str, opts: dict[str, Any]) -> None:
         raise ConfigError(f"synthetic:{family}: classes × clusters = "
                           f"{opts['classes'] * opts['clusters']} must be at most n={n} "
                           "(each cluster needs a row)")
+    if family == "classification":
+        _classification_options(family, opts, width)
+
+
+def _classification_options(family: str, opts: dict[str, Any], width: int) -> None:
+    """make_classification's own rules, said in this module's option names (its messages
+    name its parameters: n_classes, n_clusters_per_class, n_informative)."""
+    informative, redundant = opts["informative"], opts["redundant"]
+    if informative < 1:
+        raise ConfigError(f"synthetic:{family}: informative={informative} must be at least 1")
+    if informative + redundant > width:
+        raise ConfigError(f"synthetic:{family}: informative + redundant = "
+                          f"{informative + redundant} must be at most features={width}")
+    cells = opts["classes"] * opts["clusters"]
+    if informative < 64 and cells > 2 ** informative:  # (corners of the informative cube)
+        raise ConfigError(f"synthetic:{family}: classes × clusters = {cells} must be at most "
+                          f"2 ** informative = {2 ** informative} (raise informative)")
 
 
 def _relative_noise(y: np.ndarray, noise: float, seed: int) -> np.ndarray:

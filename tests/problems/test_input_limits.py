@@ -93,6 +93,12 @@ def test_splits_that_stratified_before_are_unchanged(n: int, classes: int, seed:
      r"classes × clusters = 2000000000 must be at most n=1000"),
     ("classification?clusters=100000000&informative=40&features=40",
      r"classes × clusters = 200000000 must be at most n=1000"),
+    # scikit-learn's rules, said in scikit-learn's parameter names until now
+    ("classification?classes=500", r"classes × clusters = 1000 must be at most 2 \*\* "
+                                   r"informative = 32 \(raise informative\)$"),
+    ("classification?informative=30", r"informative \+ redundant = 30 must be at most "
+                                      r"features=20$"),
+    ("classification?informative=0", r"informative=0 must be at least 1$"),
 ])
 def test_synthetic_sizes_past_the_bounds_are_one_line(
         query: str, named: str, capsys: pytest.CaptureFixture[str]) -> None:
