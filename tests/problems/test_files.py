@@ -312,3 +312,23 @@ def test_infinite_targets_are_said_so_when_dropped(tmp_path: Path) -> None:
     path.write_text("x,y\n" + "\n".join(rows) + "\n")
     p = load_problem(f"file:{path}?target=y&task=regression")
     assert "dropped 5 rows with a missing target (3 of them infinite)" in p.notes
+
+
+@pytest.mark.parametrize("name", ["t.csv.gz", "t.csv.bz2", "t.csv.xz", "t.tsv.gz"])
+def test_a_compressed_table_reads_as_its_plain_copy(tmp_path: Path, write_csv: Writer,
+                                                    good_frame: pd.DataFrame, name: str) -> None:
+    """It was refused: "unsupported format '.gz'"."""
+    want = load_problem(f"file:{write_csv(good_frame, 'ok.csv')}?target=label")
+    good_frame.to_csv(tmp_path / name, index=False, sep="\t" if ".tsv" in name else ",")
+    assert load_problem(f"file:{tmp_path / name}?target=label").problem_id == want.problem_id
+
+
+def test_a_cut_or_false_compressed_file_is_one_line(tmp_path: Path, good_frame: pd.DataFrame,
+                                                    ) -> None:
+    good_frame.to_csv(tmp_path / "whole.csv.gz", index=False)
+    (tmp_path / "cut.csv.gz").write_bytes((tmp_path / "whole.csv.gz").read_bytes()[:40])
+    (tmp_path / "false.csv.gz").write_bytes(b"plain text, not gzip")
+    with pytest.raises(DataError, match=r"cut\.csv\.gz: cannot read it \(Compressed file ended"):
+        load_problem(f"file:{tmp_path / 'cut.csv.gz'}?target=label")
+    with pytest.raises(DataError, match=r"false\.csv\.gz: cannot read it \(Not a gzipped file"):
+        load_problem(f"file:{tmp_path / 'false.csv.gz'}?target=label")
