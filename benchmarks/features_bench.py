@@ -52,7 +52,10 @@ VARIANTS = ("ours", "ours-sequential", "ours-full", "pymfe-lean", "pymfe")
 def make_data(rows: int, cols: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     from sklearn.datasets import make_classification
 
-    X, y = make_classification(n_samples=rows, n_features=cols, n_informative=cols // 5,
+    # at least 3 informative features: 3 classes of 2 clusters need 2 ** 3 corners (the
+    # same data as before from 15 columns up)
+    X, y = make_classification(n_samples=rows, n_features=cols,
+                               n_informative=max(3, cols // 5),
                                n_redundant=cols // 10, n_classes=3, random_state=seed)
     X = (X - X.mean(0)) / X.std(0)
     return X, y.astype(np.int64)
@@ -105,10 +108,13 @@ def compare(ours: dict[str, float], theirs: dict[str, float]) -> tuple[float, st
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument("--rows", type=int, default=20_000)
-    ap.add_argument("--cols", type=int, default=100)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--rows", type=int, default=20_000,
+                    help="rows of the synthetic 3-class table (default 20000; at least 20)")
+    ap.add_argument("--cols", type=int, default=100,
+                    help="its columns (default 100; at least 4)")
+    ap.add_argument("--seed", type=int, default=0, help="its generator's seed (default 0)")
+    ap.add_argument("--variants", default=",".join(VARIANTS),
+                    help=f"comma-separated, of {', '.join(VARIANTS)} (default all)")
     ap.add_argument("--blas-threads", type=int, default=1,
                     help="BLAS/OpenMP threads for every variant alike (default 1)")
     ap.add_argument("--out", default="features_bench.json",
@@ -117,6 +123,12 @@ def main() -> int:
                     help="address-space limit of each child process (default 8)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    unknown = [v for v in args.variants.split(",") if v not in VARIANTS]
+    if unknown:  # (an unknown name ran as ours, then left the table empty)
+        ap.error(f"--variants: unknown {', '.join(unknown)} (known: {', '.join(VARIANTS)})")
+    if args.rows < 20 or args.cols < 4:
+        ap.error(f"--rows must be at least 20 and --cols at least 4, got {args.rows} and "
+                 f"{args.cols}")
     if args.child:
         limit = int(args.mem_limit_gb * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))

@@ -109,10 +109,12 @@ def in_subprocess(side: str, index: int, dtype: str, repeats: int) -> float:
 
 
 def main() -> None:
+    from aicf_induct.cli.options import positive_int  # (0 rounds: no median)
+
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--dtype", default="float64", choices=["float64", "float32"])
     ap.add_argument("--quick", action="store_true", help="fewer repeats (smoke run)")
-    ap.add_argument("--rounds", type=int, default=3,
+    ap.add_argument("--rounds", type=positive_int, default=3,
                     help="ABBA rounds per size, each side measured in 2 processes a round")
     ap.add_argument("--repeats", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--child", nargs=2, metavar=("SIDE", "SIZE"), help=argparse.SUPPRESS)

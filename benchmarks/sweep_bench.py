@@ -80,11 +80,13 @@ def bench(args: argparse.Namespace, root: Path) -> int:
 
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    while sum(ended(root).values()) < args.kill_after:
-        if proc.poll() is not None:
-            print("the sweep ended before the kill:", proc.communicate()[1][-2000:])
-            return 1
+    while sum(ended(root).values()) < args.kill_after and proc.poll() is None:
         time.sleep(2.0)
+    if proc.poll() is not None:  # (also between the last poll and now: no kill to test)
+        print(f"error: the sweep ended before the kill (exit status {proc.returncode}): "
+              "lower --kill-after, or sweep more", file=sys.stderr)
+        print(proc.communicate()[1][-2000:], file=sys.stderr)
+        return 1
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
     t_kill = time.perf_counter() - t0
@@ -99,6 +101,10 @@ def bench(args: argparse.Namespace, root: Path) -> int:
         print(done.stderr[-3000:])
         return 1
     report = json.loads(done.stdout)
+    if report["ran"] == 0:  # the kill came as the last runs ended: it cut nothing
+        print("error: the killed sweep had nothing left to run, so nothing was resumed: "
+              "lower --kill-after, or sweep more", file=sys.stderr)
+        return 1
 
     runs = sweep_runs(root)
     counts = ended(root)

@@ -54,10 +54,14 @@ def run_times(root: Path) -> pd.DataFrame:
 def rate_row(root: Path, window: tuple[float, float]) -> dict[str, object]:
     times = run_times(root)
     start, end = window
+    last = float(times["end"].max())
+    if last < end:  # the rate would count the time after the build as time running
+        raise ConfigError(f"{root}: its last run ended {last:.0f} s after its first started, "
+                          f"before the window's end ({end:g} s): pick TO <= {last:.0f}")
     finished = int(((times["end"] >= start) & (times["end"] < end)).sum())
     return {"warehouse": str(root), "runs": len(times), "finished": finished,
             "runs_per_hour": 3600 * finished / (end - start),
-            "mean_wall_s": float(times["wall"].mean()), "last_end_s": float(times["end"].max())}
+            "mean_wall_s": float(times["wall"].mean()), "last_end_s": last}
 
 
 def table(rows: list[dict[str, object]], window: tuple[float, float]) -> str:

@@ -294,15 +294,17 @@ def bench_reports(root: Path, reps: int) -> dict[str, tuple[float, float, int]]:
 
 
 def main() -> None:
+    from aicf_induct.cli.options import positive_int  # (a count: -5 rows ran)
+
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument("--rows", type=int, default=10_000_000, help="step rows to write")
-    ap.add_argument("--overhead-steps", type=int, default=20_000,
+    ap.add_argument("--rows", type=positive_int, default=10_000_000, help="step rows to write")
+    ap.add_argument("--overhead-steps", type=positive_int, default=20_000,
                     help="logged ~1 ms steps for the overhead measure")
-    ap.add_argument("--sqlite-steps", type=int, default=200,
+    ap.add_argument("--sqlite-steps", type=positive_int, default=200,
                     help="steps logged into SQLite (each commits 5 times: slow)")
-    ap.add_argument("--pairs", type=int, default=2000,
+    ap.add_argument("--pairs", type=positive_int, default=2000,
                     help="plain/logged block pairs for the overhead")
-    ap.add_argument("--reps", type=int, default=3,
+    ap.add_argument("--reps", type=positive_int, default=3,
                     help="report runs after the first; overhead measures (median)")
     ap.add_argument("--write-results", action="store_true",
                     help="replace the '## Warehouse' section of benchmarks/RESULTS.md")

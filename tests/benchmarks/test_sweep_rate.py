@@ -30,8 +30,13 @@ def test_counts_the_runs_that_end_in_the_window(dashboard_warehouse, tmp_path: P
     assert 0 < finished < len(runs) and first[2] == str(finished)
     assert first[3] == f"{3600 * finished / cut:,.0f}"
     assert first[4] == f"{runs['wall_time_s'].mean():.1f} s"
-    out = run_script("sweep_rate.py", str(root), "--window", f"{end.max() + 1},{end.max() + 9}")
-    assert _rows(out.stdout)[0][2:4] == ["0", "0"]  # after the last run: nothing
+    # a window past the last run's end: a rate over time the build did not run (it said 0
+    # runs an hour; one reaching past the end, a rate too low)
+    for window in (f"{end.max() + 1},{end.max() + 9}", f"0,{end.max() + 9}"):
+        out = run_script("sweep_rate.py", str(root), "--window", window)
+        assert out.returncode == 2 and out.stdout == ""
+        assert out.stderr.startswith(f"error: {root}: its last run ended ") and \
+            out.stderr.strip().endswith(f"pick TO <= {end.max():.0f}"), out.stderr
 
 
 def test_bad_window_and_no_warehouse_are_one_line_each(tmp_path: Path) -> None:
