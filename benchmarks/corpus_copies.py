@@ -86,6 +86,7 @@ from tqdm.auto import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from induction_bench import table
+from script_errors import existing_file
 
 from aicf_induct.errors import AicfError
 from aicf_induct.induction.baselines import resolve_default
@@ -473,7 +474,7 @@ def problem_names(args: argparse.Namespace, corpus: pd.DataFrame | None) -> list
     for meta in args.extra:
         names += sorted(set(pd.read_parquet(meta, columns=["problem"])["problem"].astype(str)))
     if args.names:
-        names += [n for n in args.names.read_text().split() if n]
+        names += [n for n in Path(args.names).read_text().split() if n]
     return list(dict.fromkeys(names))
 
 
@@ -482,9 +483,11 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pack", nargs="?", const=DEFAULT_PACK, default=None, type=Path,
                         help="the corpus of a knowledge pack (no PACK: the shipped one)")
-    parser.add_argument("--extra", action="append", default=[], type=Path, metavar="META",
+    parser.add_argument("--extra", action="append", default=[], type=existing_file,
+                        metavar="META",
                         help="a saved meta-dataset of more problems (repeatable)")
-    parser.add_argument("--names", type=Path, help="a file of problem names, one a line")
+    parser.add_argument("--names", type=existing_file,
+                        help="a file of problem names, one a line")
     parser.add_argument("--min-columns", type=int, default=2,
                         help="shared columns of values, or of level counts, that make a pair "
                              "(default 2)")

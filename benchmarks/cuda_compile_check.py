@@ -1,9 +1,12 @@
-"""Compile every CUDA source family with NVRTC for a given architecture, without a GPU.
+"""Compile every CUDA source family with NVRTC for a given architecture, without a GPU
+(but with CuPy and NVRTC installed).
 
 Not a benchmark and not a test (CI has no CuPy): a check to rerun after editing a .cu/.cuh
-file on a machine without a device. It builds each family exactly as `compile.function`
-does (same options, -D constants and include path), instantiating the templates the
-launchers use where listed below, and prints what ptxas reports (registers, spills).
+file on a machine without a device, in an environment that has CuPy and the NVRTC wheel (as
+below; the project's .venv usually has neither, and then this says so and exits 2). It
+builds each family exactly as `compile.function` does (same options, -D constants and
+include path), instantiating the templates the launchers use where listed below, and
+prints what ptxas reports (registers, spills).
 
     python3 -m venv /work/cupyenv
     /work/cupyenv/bin/pip install cupy-cuda12x nvidia-cuda-nvrtc-cu12 numpy scipy
@@ -16,8 +19,9 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 from itertools import product
+
+from script_errors import run_main
 
 from aicf_induct.kernels.cuda import (
     attention,
@@ -136,4 +140,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main, no_cupy="needs CuPy and the NVRTC wheel installed (no GPU): see this "
+                           "script's docstring for the environment")

@@ -42,6 +42,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from machine import cpu_model, git_commit, write_section
+from script_errors import at_least, run_main
 
 from aicf_induct.cli.background import serving
 from aicf_induct.cli.main import main as cli
@@ -213,8 +214,11 @@ def main() -> int:
                     help="replace the Dashboard section of benchmarks/RESULTS.md")
     ap.add_argument("--long", action="store_true",
                     help="only the synthetic long run (printed, not written)")
-    ap.add_argument("--steps", type=int, default=LONG[0], help="--long: its steps")
-    ap.add_argument("--evals", type=int, default=LONG[1], help="--long: its evaluations")
+    # a run of no steps or no evaluations has no page to time
+    ap.add_argument("--steps", type=at_least(1), default=LONG[0], metavar="N",
+                    help=f"--long: its steps, 1 or more (default {LONG[0]})")
+    ap.add_argument("--evals", type=at_least(1), default=LONG[1], metavar="N",
+                    help=f"--long: its evaluations, 1 or more (default {LONG[1]})")
     args = ap.parse_args()
     if args.long:
         return main_long(args.steps, args.evals)
@@ -286,4 +290,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

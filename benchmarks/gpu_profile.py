@@ -22,7 +22,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from step_gpu import SIZES, our_step, torch_graph_step
+from script_errors import comma_list, run_main
+from step_gpu import SIZE_INDICES, SIZES, TORCH_PRECISIONS, our_step, torch_graph_step
 
 
 def per_kernel(fn: Any, steps: int) -> list[tuple[str, float, float]]:
@@ -138,9 +139,12 @@ def report(side: str, run: Any, replay: Any, sync: Any, steps: int, prof_steps: 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", default="0,1,2,3")
-    ap.add_argument("--precisions", default="fp32,tf32")
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--sizes", type=comma_list(SIZE_INDICES), default="0,1,2,3",
+                    metavar="I[,I...]", help=f"indices into step_gpu.py's SIZES, of "
+                                             f"{','.join(SIZE_INDICES)} (default all)")
+    ap.add_argument("--precisions", type=comma_list(TORCH_PRECISIONS), default="fp32,tf32",
+                    metavar="P[,P...]", help="GEMM precisions, of fp32 and tf32 (default both)")
     args = ap.parse_args()
     import cupy as cp
     import torch
@@ -168,4 +172,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -41,7 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from corpus_source import add_source_args, load_corpus
 from machine import cpu_model, git_commit, write_section
+from script_errors import run_main
 
+from aicf_induct.errors import ConfigError
 from aicf_induct.induction.corpus import same_data_regrouped
 from aicf_induct.induction.evaluate import (
     CEILINGS,
@@ -169,6 +171,10 @@ def load_result(folder: Path, level: float = 0.8) -> LopoResult:
     """`save_result`'s files read back (`level`: the intervals' nominal coverage). A run
     averaged over the splits of the seeds has no calibration: its file holds no columns."""
     cal = folder / "calibration.csv"
+    if not cal.is_file() or not (folder / "choices.csv").is_file():
+        raise ConfigError(f"{folder} holds no saved run's rows (choices.csv and "
+                          "calibration.csv, as --save of induction_bench.py, "
+                          "induction_partitions.py or induction_holdout.py writes them)")
     calibration = pd.read_csv(cal, dtype={"problem_id": str, "candidate": str}) \
         if cal.read_text().strip() else pd.DataFrame()
     return LopoResult(read_rows(folder / "choices.csv"), calibration, level)
@@ -458,4 +464,4 @@ def report(args: argparse.Namespace, meta: pd.DataFrame, res: LopoResult, defaul
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -95,8 +95,16 @@ def merge(paths: list[str]) -> int:
     return 0
 
 
+# argparse leaves a required group out of the usage line when its options are not added
+# one after the other (--merge comes after the source's --protocol and --seeds): spelt out
+USAGE = """%(prog)s (--warehouse DIR | --pack [PACK]) [--protocol P] [--seeds N]
+           [--default KEY] [--sample N] [--shard I/N] [--conformal-folds K]
+           [--conformal-repeats R] [--jobs N] [--save CSV] [--compare CSV]
+       %(prog)s --merge CSV [CSV ...]"""
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0], usage=USAGE)
     source = add_source_args(ap)
     ap.add_argument("--default", default=None, metavar="KEY",
                     help="the default MLP's candidate (default: MLPSpec() with the default "
@@ -108,8 +116,13 @@ def main() -> int:
     source.add_argument("--merge", nargs="+", metavar="CSV",
                         help="print the coverage of saved rows (every shard's --save) "
                              "together, fitting nothing")
-    ap.add_argument("--conformal-folds", type=int, default=CONFORMAL_FOLDS, metavar="K")
-    ap.add_argument("--conformal-repeats", type=int, default=CONFORMAL_REPEATS, metavar="R")
+    ap.add_argument("--conformal-folds", type=int, default=CONFORMAL_FOLDS, metavar="K",
+                    help=f"widen the intervals by conformalized quantile regression over K "
+                         f"group folds of the training problems (default {CONFORMAL_FOLDS}, as "
+                         f"the shipped pack; 0: the quantile models as fitted)")
+    ap.add_argument("--conformal-repeats", type=int, default=CONFORMAL_REPEATS, metavar="R",
+                    help=f"pool the out-of-fold scores of R assignments of the groups to the "
+                         f"folds (default {CONFORMAL_REPEATS}, as the shipped pack)")
     ap.add_argument("--jobs", type=int, default=1, help="processes sharing the folds")
     ap.add_argument("--save", metavar="CSV", help="write the calibration rows")
     ap.add_argument("--compare", metavar="CSV", help="another run's calibration rows")

@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from induction_bench import load_result, section
+from script_errors import run_main
 
 from aicf_induct.induction.evaluate import cross_fit
 
@@ -39,4 +40,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -30,6 +30,7 @@ from scipy.stats import spearmanr
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from induction_bench import group_lines, load_result, paired, shortfall, table
+from script_errors import fail, run_main
 
 from aicf_induct.induction.evaluate import compare, gap_closed, gap_closed_ci, gap_text
 from aicf_induct.induction.lopo import LopoResult
@@ -44,7 +45,7 @@ def pooled(folders: list[Path]) -> LopoResult:
     for folder, res in zip(folders, results, strict=True):
         for pid in res.choices["problem_id"].unique():
             if pid in seen:
-                raise SystemExit(f"error: problem {pid} is in both {seen[pid]} and {folder}")
+                fail(f"problem {pid} is in both {seen[pid]} and {folder}")
             seen[pid] = folder
     return LopoResult(pd.concat([r.choices for r in results], ignore_index=True),
                       pd.concat([r.calibration for r in results], ignore_index=True),
@@ -101,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     b = pooled(args.b)
     ids_a, ids_b = (set(r.choices["problem_id"]) for r in (a, b))
     if ids_a != ids_b:
-        raise SystemExit(f"error: the two sides score different problems ({len(ids_a - ids_b)}"
-                         f" only in --a, {len(ids_b - ids_a)} only in --b)")
+        fail(f"the two sides score different problems ({len(ids_a - ids_b)} only in --a, "
+             f"{len(ids_b - ids_a)} only in --b)")
     rows = [paired(a, b, k=int(k)) for k in args.ks.split(",")]
     diffs = pd.DataFrame(rows)[["k", "problems", "win_rate", "mean_diff", "ci_low",
                                 "ci_high", "p_value"]]
@@ -113,4 +114,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -50,6 +50,7 @@ from induction_bench import (
     table,
 )
 from machine import cpu_model, git_commit
+from script_errors import run_main
 
 from aicf_induct.induction.baselines import resolve_default
 from aicf_induct.induction.evaluate import compare
@@ -68,7 +69,9 @@ def main() -> int:
                     help="what orders the proposer's candidates (as induction_bench.py; "
                          "default gain, the shipped pack's)")
     blend_arg(ap)
-    ap.add_argument("--save", metavar="DIR", help="write the averaged rows to DIR/choices.csv")
+    ap.add_argument("--save", metavar="DIR",
+                    help="write the averaged rows to DIR/choices.csv and DIR/calibration.csv "
+                         "(the folder induction_paired.py and induction_crossfit.py read)")
     set_args(ap)
     order_args(ap)
     args = ap.parse_args()
@@ -106,4 +109,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -71,6 +71,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from induction_bench import read_rows, section, table
 from machine import cpu_model, git_commit
+from script_errors import at_least, existing_file, fail, run_main
 
 from aicf_induct.induction.baselines import resolve_default
 from aicf_induct.induction.evaluate import compare, gap_closed
@@ -191,7 +192,7 @@ def with_probes(meta: pd.DataFrame, probes: pd.DataFrame) -> pd.DataFrame:
     out = meta.merge(probes[cols], on="problem", how="left", validate="many_to_one")
     missing = out.loc[out[PROBE_COLUMNS[0]].isna(), "problem"].unique()
     if len(missing):
-        raise SystemExit(f"no probe for {', '.join(map(str, missing))}")
+        fail(f"no probe for {', '.join(map(str, missing))}")
     return out
 
 
@@ -427,9 +428,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("compute", help="train the probes and write their features")
-    c.add_argument("--out", required=True)
+    c.add_argument("--out", required=True, metavar="FILE",
+                   help="the Parquet file the probe features (or short runs) go to")
     c.add_argument("--problems", help="a file with a comma list of problem names")
-    c.add_argument("--jobs", type=int, default=2)
+    c.add_argument("--jobs", type=at_least(1), default=2, metavar="N",
+                   help="processes training the probes (default 2)")
     c.add_argument("--candidates", action="store_true",
                    help="every corpus32 candidate short, not the default's probe features")
     c.add_argument("--epochs", type=int, default=PROBE_EPOCHS,
@@ -438,33 +441,44 @@ def main() -> int:
                                                    "pairs (a CSV: `pairs` writes it)")
     c.set_defaults(func=compute)
     pa = sub.add_parser("pairs", help="the proposer's first candidates on every problem")
-    pa.add_argument("--out", required=True)
+    pa.add_argument("--out", required=True, metavar="CSV",
+                    help="the CSV of (problem, candidate) pairs `compute --pairs` reads")
     pa.add_argument("--lists", required=True, help="the corpus folds' lists (short --lists)")
     pa.add_argument("--holdout-meta", required=True, help="the held-out meta-dataset")
     pa.add_argument("--holdout-rows", required=True, help="induction_holdout.py --save DIR")
-    pa.add_argument("--top", type=int, default=5)
-    pa.add_argument("--jobs", type=int, default=2)
+    pa.add_argument("--top", type=at_least(1), default=5, metavar="K",
+                    help="the proposer's first K candidates per problem (default 5)")
+    pa.add_argument("--jobs", type=at_least(1), default=2, metavar="N",
+                    help="processes sharing the corpus folds (default 2)")
     pa.set_defaults(func=pairs)
     e = sub.add_parser("evaluate", help="leave-one-group-out with and without probes")
-    e.add_argument("--probes", required=True)
-    e.add_argument("--jobs", type=int, default=1)
-    e.add_argument("--partitions", type=int, default=0)
-    e.add_argument("--save", metavar="DIR")
+    e.add_argument("--probes", required=True, type=existing_file, metavar="FILE",
+                   help="the probe features (`compute --out`'s Parquet file)")
+    e.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="processes sharing the LOPO folds (-1: one per core; default 1)")
+    e.add_argument("--partitions", type=at_least(0), default=0, metavar="N",
+                   help="average the first N splits of the seeds only (default 0: all)")
+    e.add_argument("--save", metavar="DIR",
+                   help="write the rows without and with probes to DIR/plain.csv and "
+                        "DIR/probed.csv")
     e.set_defaults(func=evaluate)
     h = sub.add_parser("holdout", help="the holdout set with probes")
-    h.add_argument("--probes", required=True)
+    h.add_argument("--probes", required=True, type=existing_file, metavar="FILE",
+                   help="the probe features (`compute --out`'s Parquet file)")
     h.add_argument("--meta", required=True, help="the held-out meta-dataset")
     h.add_argument("--rows", required=True, help="induction_holdout.py --save DIR")
     h.set_defaults(func=holdout)
     sh = sub.add_parser("short", help="picks by the short runs of every candidate")
-    sh.add_argument("--short", nargs="+", required=True, help="compute --candidates files")
+    sh.add_argument("--short", nargs="+", required=True, type=existing_file, metavar="FILE",
+                    help="compute --candidates files")
     sh.add_argument("--corpus-rows", help="the partitions run's rows (evaluate --save's "
                                           "plain.csv): the corpus's baselines")
     sh.add_argument("--holdout-meta", help="the held-out meta-dataset")
     sh.add_argument("--holdout-rows", help="induction_holdout.py --save DIR")
     sh.add_argument("--at", type=int, default=PROBE_EPOCHS, metavar="E",
                     help=f"the rung read: runs' scores after E epochs (default {PROBE_EPOCHS})")
-    sh.add_argument("--jobs", type=int, default=2)
+    sh.add_argument("--jobs", type=at_least(1), default=2, metavar="N",
+                    help="processes sharing the corpus folds (default 2)")
     sh.add_argument("--lists", metavar="FILE", help="keep the corpus folds' lists here (a "
                                                     "pickle; read back when it exists)")
     sh.set_defaults(func=short)
@@ -474,4 +488,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

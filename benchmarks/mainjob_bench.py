@@ -59,6 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from corpus_source import add_source_args, load_corpus
 from machine import cpu_model, git_commit, write_section
 from scipy.stats import wilcoxon
+from script_errors import existing_file, fail, run_main
 from threadpoolctl import threadpool_limits
 
 from aicf_induct.induction.baselines import resolve_default
@@ -145,12 +146,13 @@ def rewrite_history(args: argparse.Namespace) -> pd.DataFrame:
     if Path(source).suffix != ".parquet":
         return load_rewrite_history(source, args.horizon)
     if args.horizon:
-        raise SystemExit("--horizon applies when the history is read from a warehouse, not "
-                         "from a Parquet copy")
+        fail("--horizon applies when the history is read from a warehouse, not from a "
+             "Parquet copy")
+    if not Path(source).is_file():
+        fail(f"--history {source}: no such file")
     table = pd.read_parquet(source)
     if missing := [c for c in COLUMNS if c not in table.columns]:
-        raise SystemExit(f"--history {source}: not a rewrite-history table (no "
-                         f"{', '.join(missing)})")
+        fail(f"--history {source}: not a rewrite-history table (no {', '.join(missing)})")
     return table
 
 
@@ -280,7 +282,7 @@ def combined_rows(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, Any
     df = pd.concat([pd.read_csv(f) for f in args.from_rows], ignore_index=True)
     if df["problem"].duplicated().any():
         dup = sorted(df.loc[df["problem"].duplicated(), "problem"])[:5]
-        raise SystemExit(f"--from-rows: problems in more than one file: {', '.join(dup)}")
+        fail(f"--from-rows: problems in more than one file: {', '.join(dup)}")
     ctx = load_context(args)
     return df.sort_values("problem", ignore_index=True), {
         "default": ctx["default"], "choose": ctx["choose"], "score": ctx["score"],
@@ -389,9 +391,10 @@ def main() -> int:
                     help="evaluate only the I-th of N shares of the held-out groups (0-based; "
                          "with --rows-out), e.g. to spread the run over machines")
     ap.add_argument("--rows-out", metavar="CSV", help="also write the per-problem rows there")
-    ap.add_argument("--from-rows", nargs="+", metavar="CSV",
+    ap.add_argument("--from-rows", nargs="+", metavar="CSV", type=existing_file,
                     help="report the rows that --rows-out wrote (every share) instead of "
-                         "evaluating")
+                         "evaluating; still needs the run's --warehouse (or --pack and "
+                         "--history): the report states its default, seed halves and history")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--write-results", action="store_true",
                     help="replace this benchmark's section of benchmarks/RESULTS.md")
@@ -417,4 +420,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus_source import add_source_args, load_corpus
 from induction_bench import table
 from machine import cpu_model, git_commit
+from script_errors import run_main
 
 from aicf_induct.induction.mining import Miner
 from aicf_induct.induction.replication import (
@@ -87,4 +88,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

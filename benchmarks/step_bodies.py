@@ -28,7 +28,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from step_gpu import SIZES, our_step
+from script_errors import comma_list, run_main
+from step_gpu import SIZE_INDICES, SIZES, our_step
+
+from aicf_induct.compiler.fusion import PRECISIONS
 
 STEPS = 200
 
@@ -45,8 +48,11 @@ def per_step_us(fn: Callable[[int], object], steps: int,
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument("--sizes", default="0,1")
-    ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--sizes", type=comma_list(SIZE_INDICES), default="0,1", metavar="I[,I...]",
+                    help=f"indices into step_gpu.py's SIZES, of {','.join(SIZE_INDICES)} "
+                         "(default 0,1)")
+    ap.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                    help=f"GEMM precision, one of {', '.join(PRECISIONS)} (default fp32)")
     ap.add_argument("--phases", action="store_true", help="time each phase of the one-kernel "
                     "step's bodies too")
     args = ap.parse_args()
@@ -123,4 +129,4 @@ def phase_times(kernel: Any, launches: int = 50) -> list[tuple[str, float, float
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

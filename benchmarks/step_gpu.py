@@ -40,12 +40,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from script_errors import comma_list, run_main
+
 SIZES = [  # (batch, in, hidden, depth, out)
     (256, 16, 64, 2, 2),
     (512, 64, 256, 4, 10),
     (4096, 256, 1024, 4, 10),
     (8192, 1024, 4096, 4, 100),
 ]
+SIZE_INDICES = tuple(str(i) for i in range(len(SIZES)))  # what --sizes takes
+TORCH_PRECISIONS = ("fp32", "tf32")  # the ones PyTorch's side has too
 SMALL = (0, 1)  # goal: <= 0.5x PyTorch's CUDA-graph step; the others <= 1.05x PyTorch's best
 
 
@@ -351,9 +355,11 @@ def workspace_sweep(args: argparse.Namespace) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument("--precisions", default="fp32,tf32")
-    ap.add_argument("--sizes", default=None, help="indices into SIZES (default 0,1,2,3; "
-                    "with --gpus: 2,3)")
+    ap.add_argument("--precisions", type=comma_list(TORCH_PRECISIONS), default="fp32,tf32",
+                    metavar="P[,P...]", help="GEMM precisions, of fp32 and tf32 (default both)")
+    ap.add_argument("--sizes", type=comma_list(SIZE_INDICES), default=None, metavar="I[,I...]",
+                    help=f"indices into SIZES, of {','.join(SIZE_INDICES)} (default 0,1,2,3; "
+                         "with --gpus: 2,3)")
     ap.add_argument("--gpus", type=int, default=0,
                     help="data parallel over N GPUs against one GPU and PyTorch's DDP")
     ap.add_argument("--quick", action="store_true", help="fewer steps (smoke run)")
@@ -421,4 +427,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -25,14 +25,18 @@ def test_a_probe_is_five_epochs_of_the_default_on_its_own_seed() -> None:
     assert -1 <= reg["f.probe.val_score"] <= 1  # R², clipped
 
 
-def test_probes_join_by_name_and_a_missing_one_is_named() -> None:
+def test_probes_join_by_name_and_a_missing_one_is_named(
+        capsys: pytest.CaptureFixture[str]) -> None:
     meta = pd.DataFrame({"problem_id": ["a", "a", "b"], "problem": ["pa", "pa", "pb"]})
     probes = pd.DataFrame({"problem": ["pa", "pb"],
                            **{c: [1.0, 2.0] for c in ip.PROBE_COLUMNS}})
     out = ip.with_probes(meta, probes)
     assert list(out["f.probe.val_score"]) == [1.0, 1.0, 2.0]
-    with pytest.raises(SystemExit, match="no probe for pb"):
+    with pytest.raises(SystemExit) as stop:  # one line and status 2, as every bad input
         ip.with_probes(meta, probes.iloc[:1])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "no probe for pb" in err and err.count("\n") == 1
 
 
 def test_a_longer_short_run_records_each_rung_and_its_first_epochs_are_the_short_run() -> None:
