@@ -70,6 +70,7 @@ from induction_bench import (
     table,
 )
 from machine import cpu_model, git_commit
+from script_errors import fail
 
 from aicf_induct.errors import AicfError, ConfigError
 from aicf_induct.induction.corpus import corpus_meta, same_data_regrouped
@@ -116,7 +117,7 @@ def main() -> int:
     try:
         return run(args)
     except AicfError as err:
-        raise SystemExit(f"error: {err}") from None
+        fail(str(err))  # one line, status 2
 
 
 def read_metas(paths: list[str]) -> pd.DataFrame:

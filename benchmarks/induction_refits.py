@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from induction_bench import save_result, table
 from induction_holdout import on_seeds, read_metas
 from machine import cpu_model, git_commit
+from script_errors import fail
 
 from aicf_induct.errors import AicfError, ConfigError
 from aicf_induct.induction.evaluate import evaluate_holdout, gap_closed
@@ -69,7 +70,7 @@ def main() -> int:
     try:
         return run(args)
     except AicfError as err:
-        raise SystemExit(f"error: {err}") from None
+        fail(str(err))  # one line, status 2
 
 
 def run(args: argparse.Namespace) -> int:

@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus_source import add_source_args, load_corpus
 from induction_bench import combined, paired, read_rows, table
 from machine import cpu_model, git_commit
+from script_errors import fail
 
 from aicf_induct.errors import AicfError
 from aicf_induct.induction.baselines import resolve_default
@@ -75,8 +76,8 @@ def sizes_of(text: str, n_groups: int) -> list[int]:
         part = part.strip()
         n = n_groups - 1 if part == "all" else int(part) if part.isdigit() else 0
         if not 2 <= n <= n_groups - 1:
-            raise SystemExit(f"--sizes: {part} is not between 2 and {n_groups - 1} (the "
-                             "other groups) or 'all'")
+            fail(f"--sizes: {part} is not between 2 and {n_groups - 1} (the "
+                 "other groups) or 'all'")
         out.add(n)
     return sorted(out)
 
@@ -166,7 +167,7 @@ def main() -> int:
     try:
         return run(args)
     except AicfError as err:
-        raise SystemExit(f"error: {err}") from None
+        fail(str(err))  # one line, status 2
 
 
 def run(args: argparse.Namespace) -> int:

