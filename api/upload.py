@@ -21,6 +21,7 @@ from email.message import Message
 from pathlib import Path
 from typing import BinaryIO
 
+from aicf_induct.problems.files import COMPRESSED
 from api.middleware import BodyTooLarge
 
 MAX_PARTS = 16
@@ -179,7 +180,12 @@ def file_name(filename: str | None) -> str:
 def _suffix(f: BinaryIO, part: Part) -> str:
     """The reader to use: from the file name's extension, else Parquet by its magic bytes,
     else CSV."""
-    ext = os.path.splitext(part.filename or "")[1].lower()
+    stem, ext = os.path.splitext((part.filename or "").lower())
+    inner = os.path.splitext(stem)[1]
+    if ext in COMPRESSED and inner in ("", ".csv", ".tsv", ".txt"):
+        # a compressed text table (x.csv.gz; x.gz read as a CSV): the reader opens it by
+        # both suffixes
+        return SUFFIXES.get(inner, ".csv") + ext
     if ext in SUFFIXES:
         return SUFFIXES[ext]
     f.seek(part.start)

@@ -68,13 +68,16 @@ def test_meta_features_get_the_same_ranking(server: Server) -> None:
     assert set(features) <= set(names)  # the model also reads the regression features
 
 
-@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+@pytest.mark.parametrize("fmt", ["csv", "parquet", "csv.gz"])
 def test_an_upload_gets_what_propose_prints_for_the_file(server: Server, fmt: str,
                                                          tmp_path: Path) -> None:
     path = MOONS
     if fmt == "parquet":
         path = tmp_path / "moons.parquet"
         pd.read_csv(MOONS).to_parquet(path)
+    if fmt == "csv.gz":  # (read as plain CSV: "not UTF-8")
+        path = tmp_path / "moons.csv.gz"
+        pd.read_csv(MOONS).to_csv(path, index=False)
     with server.client() as c, path.open("rb") as f:
         r = c.post("/v1/proposals", files={"file": (path.name, f)},
                    data={"target": "y", "top": "2"})
