@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import textwrap
 
+import numpy as np
 from matplotlib.figure import Figure
 
-from aicf_induct.plots.run import dots
+from aicf_induct.plots.run import cover_steps, dots, not_finite_steps
 from warehouse.run_view import COMPARE_COLOURS, RunView, shared_score
 
 
@@ -28,6 +29,12 @@ def compare_figure(views: list[RunView]) -> Figure:
         steps, loss = view.curves["loss"]
         loss_ax.plot(steps, loss, color=colour, lw=0.9, label=f"{name} train loss",
                      **dots(loss))
+        bad = not_finite_steps(steps, loss)
+        if len(bad):  # a step of inf or NaN has no point on the curve: a tick in its colour
+            loss_ax.plot(bad, np.zeros(len(bad)), ls="", marker="|", ms=12, color=colour,
+                         transform=loss_ax.get_xaxis_transform(), clip_on=False,
+                         label=f"{name} loss inf or NaN")
+        cover_steps(loss_ax, view)  # (a diverged run's x range ended at its last finite loss)
         x, y = view.evals_of("val", "loss")
         if x:
             loss_ax.plot(x, y, color=colour, lw=1.3, ls="--", marker="o", ms=3,

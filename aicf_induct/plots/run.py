@@ -37,7 +37,7 @@ def run_figure(view: RunView) -> Figure:
         loss_ax.axvspan(lo, hi, color="#d55e00", alpha=0.12, lw=0,
                         label="" if k else "rolled back, replayed")
     _mark_not_finite(loss_ax, dyn_ax, steps, loss)
-    _cover_steps(loss_ax, view)
+    cover_steps(loss_ax, view)
     loss_ax.set_ylabel("loss")
     run = view.run
     loss_ax.set_title(f"run {run['run_id'][:12]}: {run['problem_name']} ({run['origin']}, "
@@ -102,7 +102,7 @@ def _mark_not_finite(loss_ax: Axes, dyn_ax: Axes, steps: np.ndarray,
                  transform=loss_ax.get_xaxis_transform(), clip_on=False, label="_rug")
 
 
-def _cover_steps(ax: Axes, view: RunView) -> None:
+def cover_steps(ax: Axes, view: RunView) -> None:
     """Make the x range hold every logged step and event: matplotlib sizes it by the finite
     points only, so a run that diverged would end at its last finite loss."""
     xs = [np.asarray(view.curves["loss"][0], dtype=np.float64),

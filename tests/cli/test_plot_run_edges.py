@@ -100,6 +100,22 @@ def test_a_diverged_run_keeps_every_step_and_shades_the_non_finite_ones(
     assert not any(a <= s <= b for a, b in spans for s, ok in rows if ok)
 
 
+def test_compare_keeps_a_diverged_run_s_steps_and_ticks_the_non_finite_ones(
+        runs: Runs) -> None:
+    """`plot compare` cut a diverged run at its last finite step, with no mark."""
+    from aicf_induct.plots.compare import compare_figure
+
+    rows = warehouse.connect(runs.root).execute(
+        "SELECT step, isfinite(loss) FROM live_steps WHERE run_id = ? ORDER BY step",
+        [runs.diverged]).fetchall()
+    fig = compare_figure([_view(runs, runs.diverged), _view(runs, runs.one_step)])
+    loss_ax = fig.axes[0]
+    assert loss_ax.get_xlim()[1] >= rows[-1][0]
+    ticks = [ln for ln in loss_ax.get_lines() if ln.get_label().endswith("loss inf or NaN")]
+    assert len(ticks) == 1
+    assert sorted(ticks[0].get_xdata().tolist()) == [s for s, ok in rows if not ok]
+
+
 def test_a_one_step_run_draws_its_points(runs: Runs, tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     assert ": 1 step, " in _plot(runs, capsys, tmp_path, runs.one_step)
