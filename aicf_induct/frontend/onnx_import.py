@@ -75,6 +75,10 @@ def _load(source: str | Path | Any) -> Any:
             from None
     if not model.graph.node:
         raise ConfigError(f"{path}: not an ONNX model (no graph nodes)")
+    if not any(o.domain in ("", "ai.onnx") for o in model.opset_import):
+        # (a file cut before its last field reads so: its nodes then fail one by one)
+        raise ConfigError(f"{path}: the model names no ONNX opset (opset_import): a cut "
+                          "file, or one written without it")
     return model
 
 

@@ -134,6 +134,11 @@ def _tensor(v: Any, what: str) -> SymbolicTensor:
 def _module_op(imp: _Importer, path: str, m: Any, x: SymbolicTensor) -> Any:
     """The node for one call_module of a supported torch.nn layer; None if unsupported."""
     nn = imp.torch.nn
+    if nn.utils.parametrize.is_parametrized(m) or hasattr(m, "weight_g"):
+        raise ConfigError(f"'{path}' ({type(m).__name__}) computes its weight (weight_norm, "
+                          "spectral_norm or another parametrization); the IR holds plain "
+                          "weights: remove it first (torch.nn.utils.parametrize."
+                          "remove_parametrizations)")
     beyond = layer_op(imp.torch, path, m, x, imp.sub_param)
     if beyond is not None:
         return beyond
@@ -353,8 +358,12 @@ def _import_node(imp: _Importer, gm: Any, node: Any, env: dict[Any, Any],
                               f"{_target_name(node.target)}")
         return out
     res = _resolve(node.args[0], env)  # the output node
-    return [_tensor(v, "a model output") for v in (res if isinstance(res, list | tuple)
-                                                   else [res])]
+    outs = res if isinstance(res, list | tuple) else [res]
+    if any(v is None for v in outs):  # what an attention layer returns as its weights
+        raise ConfigError("a model output is None: attention weights (nn.MultiheadAttention "
+                          "returns (out, weights)), which the IR does not compute: return "
+                          "its first output only")
+    return [_tensor(v, "a model output") for v in outs]
 
 
 # modules fx keeps whole (no IR op of their own) that the ONNX importer takes apart

@@ -574,3 +574,16 @@ def test_a_batchnorm_momentum_out_of_range_is_said_as_written() -> None:
     with pytest.raises(ConfigError, match=r"^unsupported ONNX node 'bn' \(BatchNormalization\): "
                                           r"momentum must be in \[0, 1\], got 2$"):
         from_onnx(_hand_built(bn))
+
+
+def test_a_model_without_an_opset_is_said_so(tmp_path: Path) -> None:
+    """A file cut before its opset_import blamed its first Constant node."""
+    from onnx import helper
+
+    model = _hand_built(helper.make_node("Relu", ["x"], ["y"], name="r"))
+    del model.opset_import[:]
+    path = tmp_path / "no_opset.onnx"
+    onnx.save_model(model, str(path))
+    with pytest.raises(ConfigError, match=r"no_opset\.onnx: the model names no ONNX opset "
+                                          r"\(opset_import\): a cut file"):
+        from_onnx(path)

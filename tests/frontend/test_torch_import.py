@@ -266,6 +266,9 @@ class Scaled(nn.Module):
     (AddsABuffer(), "fx node 'add': parameter or buffer 'c' used directly as the other addend: "
                     "only the weights of layers"),
     (Branches(), "torch.fx cannot trace Branches: TraceError"),
+    # said "invalid IR: node '0': weight must be a Parameter"
+    (nn.Sequential(nn.utils.parametrizations.weight_norm(nn.Linear(3, 3))),
+     "'0' (ParametrizedLinear) computes its weight (weight_norm, spectral_norm"),
     (object(), "from_torch takes a torch.nn.Module, got object"),
 ])
 def test_unsupported_torch_models_raise_config_error(model: object, message: str) -> None:
@@ -419,3 +422,19 @@ def test_weights_without_usable_values_are_refused_naming_them(model: object,
     with pytest.raises(ConfigError) as err:
         fe.from_torch(model, 3)
     assert message in str(err.value)
+
+
+class AttentionWeights(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = nn.MultiheadAttention(4, 1, batch_first=True)
+
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        return self.attn(x, x, x)  # (out, weights)
+
+
+def test_a_model_returning_attention_weights_is_told_to_return_the_output_only() -> None:
+    """It said "a model output must be a tensor computed from the input, got None"."""
+    with pytest.raises(ConfigError, match=r"a model output is None: attention weights .* "
+                                          r"return its first output only$"):
+        fe.from_torch(AttentionWeights(), (2, 4))
