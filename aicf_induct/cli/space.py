@@ -43,6 +43,9 @@ def run_show(args: argparse.Namespace) -> int:
               f"inputs, {args.n_out} outputs")
         for name, values in spec.space.axes.items():
             print(f"  {name}: {', '.join(map(str, values))}")
+        if cands:  # the rows' columns (the key is the candidate's, as sweeps log it)
+            print(f"{'key':{len(cands[0].key)}s}  {'fingerprint':12s}  {'params':>8s}  "
+                  "structure")
     for c in cands:
         try:
             g = c.graph(args.n_in, args.n_out)

@@ -144,8 +144,9 @@ def convert(axis: str, raw: object) -> object:
         if text in ("false", "0", "no", "off"):
             return False
         raise ConfigError(f"bad value {raw!r} for axis '{axis}': expected true or false")
-    if isinstance(raw, bool):
-        raise ConfigError(f"bad value {raw!r} for axis '{axis}': expected {kind.__name__}")
+    expected = "an integer" if kind is int else "a number" if kind is float else "text"
+    if isinstance(raw, bool):  # (YAML's true is a bool: said as the text form says it)
+        raise ConfigError(f"bad value {raw!r} for axis '{axis}': expected {expected}")
     try:
         if kind is int:
             f = float(raw)  # type: ignore[arg-type]
@@ -160,8 +161,8 @@ def convert(axis: str, raw: object) -> object:
         else:
             value = str(raw).strip()
     except (TypeError, ValueError):
-        raise ConfigError(f"bad value {raw!r} for axis '{axis}': expected "
-                          f"{'an integer' if kind is int else 'a number'}") from None
+        raise ConfigError(f"bad value {raw!r} for axis '{axis}': expected {expected}") \
+            from None
     valid = CHOICES.get(axis)
     if valid is not None and value not in valid:
         raise ConfigError(f"bad value {raw!r} for axis '{axis}' (valid: {', '.join(valid)})")

@@ -255,7 +255,12 @@ def load_file(path: str | Path) -> SpaceSpec:
     except (ValueError, yaml.YAMLError) as err:  # JSONDecodeError is a ValueError
         raise ConfigError(f"{p}: not valid {kind}: {' '.join(str(err).split())}") from None
     _check_twice(data, p)
-    return from_mapping(data, name=str(p))
+    try:
+        return from_mapping(data, name=str(p))
+    except ConfigError as err:  # a value's error names its axis: and the file it is in
+        if str(err).startswith(f"{p}:"):
+            raise
+        raise ConfigError(f"{p}: {err}") from None
 
 
 def parse_space(spec: str | Path) -> SpaceSpec:

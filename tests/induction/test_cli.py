@@ -18,6 +18,12 @@ def test_space_show_lists_candidates_with_fingerprints(capsys: pytest.CaptureFix
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(rows) == 4 and len({r["fingerprint"] for r in rows}) == 4
     assert rows[0]["structure_key"].startswith("mlp:depth=1,width=64,act=relu")
+    # as text: the rows' columns named once, above them (they had no header)
+    assert main(["space", "show", "depth=1,2;act=relu,gelu", "--in", "4", "--out", "3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("key "))
+    assert lines[header].split() == ["key", "fingerprint", "params", "structure"]
+    assert len(lines) - header - 1 == 4
 
 
 def test_sweep_dry_run_takes_recipe_options_for_axes_the_space_leaves(

@@ -78,9 +78,13 @@ def test_malformed_space_files_are_one_line_errors(tmp_path) -> None:  # type: i
     (tmp_path / "bad.yaml").write_text("axes:\n  depth: [1, 2\n  width: 3\n")
     (tmp_path / "bin.yaml").write_bytes(b"\xff\xfe axes")
     (tmp_path / "dir.yaml").mkdir()
+    # a YAML true among integers: said "expected int", and without the file
+    (tmp_path / "bool.yaml").write_text("axes:\n  depth: [1, true]\n")
     for name, words in (("bad.yaml", "bad.yaml: not valid YAML: while parsing a flow"),
                         ("bin.yaml", "bin.yaml: not UTF-8 text (byte 0xff at offset 0)"),
-                        ("dir.yaml", "dir.yaml: a directory, not a space file")):
+                        ("dir.yaml", "dir.yaml: a directory, not a space file"),
+                        ("bool.yaml", "bool.yaml: bad value True for axis 'depth': expected "
+                                      "an integer")):
         with pytest.raises(ConfigError) as err:
             parse_space(str(tmp_path / name))
         assert words in str(err.value) and "\n" not in str(err.value)
