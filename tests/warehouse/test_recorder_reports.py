@@ -262,3 +262,50 @@ def test_gathered_step_batches_land_whole_by_their_run_end(tmp_path: Path,
     got = _q(tmp_path / "wh", f"SELECT {cols} FROM steps ORDER BY run_id, step")
     assert got == sorted(want)
     rec.close()
+
+
+def test_a_run_s_structure_is_the_one_it_went_on_with_after_a_rollback(root: Path) -> None:
+    """The snapshot of the highest step was taken: after a rewrite at 100 and a rollback to
+    74, the branch the run dropped (and the leaderboard listed its structure)."""
+    from aicf_induct.records import SnapshotRecord
+
+    rec = WarehouseRecorder(root)
+    for run_id, final in (("ended", True), ("stopped", False)):
+        log_run(rec, run_id, problem("p1"), 0.8, "fA", {"params": 10}, end=False)
+        rec.snapshot(SnapshotRecord(run_id, 100, "rewrite", "{}", "fB", 20, {"params": 20}))
+        rec.snapshot(SnapshotRecord(run_id, 74, "rollback", "{}", "fA", 10, {"params": 10}))
+        if final:
+            rec.snapshot(SnapshotRecord(run_id, 90, "final", "{}", "fA", 10, {"params": 10}))
+    rec.close()
+    got = dict(_q(root, "SELECT run_id, fingerprint FROM run_structure"))
+    assert got == {"ended": "fA", "stopped": "fA"}
+
+
+def test_a_pattern_a_structure_lacks_counts_0_in_the_reports(root: Path) -> None:
+    """A relu structure logs no `act.tanh`: its runs were left out of the pattern's rows (the
+    induction layer counts it 0)."""
+    rec = WarehouseRecorder(root)
+    log_run(rec, "t", problem("p1"), 0.9, "tanh-net", {"act.tanh": 2.0, "depth": 2.0})
+    log_run(rec, "r", problem("p1"), 0.7, "relu-net", {"act.relu": 2.0, "depth": 2.0})
+    rec.close()
+    rows = _q(root, "SELECT run_id, value FROM run_patterns WHERE pattern = 'act.tanh' "
+                    "ORDER BY run_id")
+    assert rows == [("r", 0.0), ("t", 2.0)]
+    perf = run_report(connect(root), "pattern_performance", {"pattern": "act.tanh"})
+    assert sorted(perf["value"].tolist()) == [0.0, 2.0]
+
+
+def test_undefined_correlations_sort_last(root: Path) -> None:
+    """DuckDB's corr is NaN (not NULL) for a feature constant across problems, and NaN
+    sorts above every number: such rows came first."""
+    rec = WarehouseRecorder(root)
+    for k, size in enumerate((1.0, 2.0, 3.0)):
+        p = problem(f"p{k}", size=size, constant=1.0)
+        for j, width in enumerate((8.0, 16.0, 32.0)):
+            score = 0.5 + (0.1 * j if k else -0.1 * j) + 0.01 * k
+            log_run(rec, f"r{k}{j}", p, score, f"fp{j}", {"width": width})
+    rec.close()
+    df = run_report(connect(root), "feature_pattern_correlation", {"min_problems": 3})
+    width = df[df["pattern"] == "width"]
+    assert width["feature"].tolist() == ["size", "constant"]
+    assert math.isnan(width["correlation"].iloc[1])

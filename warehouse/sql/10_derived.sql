@@ -1,15 +1,23 @@
 -- Derived views the reports share, and the induction layer builds on.
 
--- The structure a run ended with: its last IR snapshot.
+-- The structure a run ended with: its `final` snapshot; a run with none (interrupted,
+-- failed) its snapshot logged last. Not the one of the highest step: after a rollback a
+-- snapshot of the branch it dropped (a rewrite at step 100, the rollback to 74) has a
+-- higher step than the structure the run went on with.
 CREATE OR REPLACE VIEW run_structure AS
 SELECT run_id, fingerprint, param_count, step AS structure_step
 FROM ir_snapshots
-QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY step DESC, recorded_at DESC) = 1;
+QUALIFY row_number() OVER (PARTITION BY run_id
+                           ORDER BY reason = 'final' DESC, recorded_at DESC, step DESC) = 1;
 
--- The patterns of that final structure, one row per (run, pattern).
+-- The patterns of that final structure, one row per (run, pattern) of every pattern the
+-- warehouse knows: one its structure lacks (no `act.tanh` row for a relu model) is 0, as
+-- the induction layer counts it (a structure logs only the ops and motifs it has).
 CREATE OR REPLACE VIEW run_patterns AS
-SELECT s.run_id, p.pattern, p.value
-FROM run_structure s JOIN ir_patterns p USING (fingerprint);
+SELECT s.run_id, k.pattern, coalesce(p.value, 0) AS value
+FROM run_structure s
+CROSS JOIN (SELECT DISTINCT pattern FROM ir_patterns) k
+LEFT JOIN ir_patterns p ON p.fingerprint = s.fingerprint AND p.pattern = k.pattern;
 
 -- A run's score: its final test (else validation) accuracy for classification, R² for
 -- regression; higher is better. norm_score makes scores comparable across problems: the

@@ -16,4 +16,7 @@ FROM within w JOIN problem_features f USING (problem_id)
 WHERE isfinite(w.effect) AND isfinite(f.value)
 GROUP BY f.feature, w.pattern
 HAVING count(*) >= $min_problems
-ORDER BY abs(corr(f.value, w.effect)) DESC NULLS LAST, f.feature, w.pattern
+-- (DuckDB's corr is NaN, not NULL, where a feature is constant across the problems: such
+-- an undefined correlation sorts last, not first)
+ORDER BY CASE WHEN isfinite(corr(f.value, w.effect)) THEN abs(corr(f.value, w.effect)) END
+         DESC NULLS LAST, f.feature, w.pattern
