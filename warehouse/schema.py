@@ -100,7 +100,8 @@ TABLES: dict[str, Table] = {t.name: t for t in (
                             "written by `warehouse check --repair`), `resumed` (no end: the "
                             "run went on from a checkpoint in writer `writer_id`)"),
         _c("steps", I64, "steps", "optimizer steps taken (`resumed`: the checkpoint's)"),
-        _c("wall_time_s", F64, "s", "wall time of the whole run"),
+        _c("wall_time_s", F64, "s", "wall time of the whole run (a resumed one's: its "
+                                    "processes' to its last checkpoint, and the last one's)"),
         _c("error", S, "", "error message when failed; NULL otherwise"),
         _c("ended_at", TS, "UTC", "end of the run (`resumed`: when it went on)"),
         _c("writer_id", S, "", "writer (process) that logged the row; NULL: an older writer's",

@@ -315,6 +315,7 @@ class AdaptiveRun:
         self.last_good: Snapshot | None = None
         self.checkpoint_work = 0  # `work` at the last on-disk checkpoint
         self.log: LoggedRun | None = None  # set once the run has started (or resumed)
+        self.wall_before = 0.0  # seconds the run trained in earlier processes (a resume's)
         # lets go of the checkpoint directory this process holds while the run goes on
         # (`snapshot.hold`): held from start() or resume() until run() returns
         self._let_go: Callable[[], None] = _nothing
@@ -417,7 +418,8 @@ class AdaptiveRun:
         self.skip = [list(p) for p in r["skip"]]
         self.checkpoint_work = int(r.get("checkpoint_work", self.work))
         self.last_good = s
-        if not keep_run_id:
+        if not keep_run_id:  # (a fork is a run of its own: its wall time starts at 0)
+            self.wall_before = float(r.get("wall_s", 0.0))  # older checkpoints: unknown
             self.trainer.run_id = r["run_id"]
             self.logged_counts_known = isinstance(r.get("logged"), dict)
             if self.logged_counts_known:  # older checkpoints did not count
@@ -469,6 +471,7 @@ class AdaptiveRun:
         run._let_go = let_go
         run.resumed_past = [str(err) for err in damaged]
         run.log = resume_run(run.trainer)
+        run.log.t0 -= run.wall_before  # its wall time goes on from the checkpoint's
         run._resumed = {"path": str(path), "work": run.work,
                         **({"unreadable": run.resumed_past} if damaged else {})}
         run._already_logged = logged if run.logged_counts_known else None
@@ -986,6 +989,9 @@ class AdaptiveRun:
             # every record logged so far, this event included: a resumed run leaves out
             # what the log holds past them (runtime/replay.py)
             s.meta["run"]["logged"] = dict(self.logged.counts)
+            # the run's wall time so far, its earlier processes' included: a resumed run's
+            # end says the whole run's, not its last process's (`wall_time_s`)
+            s.meta["run"]["wall_s"] = self.log.elapsed() if self.log is not None else 0.0
             # the log first: a run resumed from this checkpoint logs from it on, so every
             # step before it must already be on disk
             self.recorder.flush()

@@ -143,8 +143,14 @@ def test_a_resumed_run_reads_running_while_it_trains_and_abandoned_once_killed(
     assert _status(wh)[:2] == ("abandoned", True)
     capsys.readouterr()
     # the repair's end holds until the run's next end of its own
+    latest = disk.latest(ckpt)
+    assert latest is not None
+    before = disk.load(latest).meta["run"]["wall_s"]  # its processes' wall time so far
     assert main([*RESUME, "--warehouse", str(wh), "--resume", str(ckpt)]) == 0
     assert _status(wh) == ("completed", True, STEPS)
+    # the run's wall time is the whole run's (it was the last process's alone)
+    ((wall,),) = warehouse.connect(wh).execute("SELECT wall_time_s FROM runs").fetchall()
+    assert 0 < before < wall
 
 
 def test_sigterm_ends_the_run_interrupted_with_every_step_logged(tmp_path: Path) -> None:
