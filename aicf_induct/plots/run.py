@@ -98,8 +98,14 @@ def _mark_not_finite(loss_ax: Axes, dyn_ax: Axes, steps: np.ndarray,
         for ax in (loss_ax, dyn_ax):
             ax.axvspan(run[0] - 0.5, run[-1] + 0.5, color=NOT_FINITE, alpha=0.1, lw=0,
                        label="" if k or ax is dyn_ax else "loss inf or NaN")
-    loss_ax.plot(bad, np.zeros(len(bad)), ls="", marker="|", ms=12, color=NOT_FINITE,
-                 transform=loss_ax.get_xaxis_transform(), clip_on=False, label="_rug")
+    rug(loss_ax, bad, NOT_FINITE, "_rug")
+
+
+def rug(ax: Axes, steps: np.ndarray, colour: str, label: str) -> None:
+    """A tick per step along the axis's bottom edge, whatever its y range: where a curve
+    has no point (its loss inf or NaN)."""
+    ax.plot(steps, np.zeros(len(steps)), ls="", marker="|", ms=12, color=colour,
+            transform=ax.get_xaxis_transform(), clip_on=False, label=label)
 
 
 def cover_steps(ax: Axes, view: RunView) -> None:

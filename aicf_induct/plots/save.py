@@ -17,7 +17,7 @@ def check_output(path: str | Path, option: str = "-o") -> str:
     """The image format `path` asks for; ConfigError naming `option` (and `path` as given)
     when it cannot be written (`atomic_file.unwritable`)."""
     text = os.fspath(path)
-    why = unwritable(text) if text else "empty file name"
+    why = unwritable(text)
     fmt = Path(text).suffix.lower().lstrip(".")
     if why is None and fmt not in FORMATS:
         why = f"the file must end in {', '.join('.' + f for f in FORMATS)}"

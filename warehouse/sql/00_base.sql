@@ -10,29 +10,26 @@ CREATE OR REPLACE VIEW problem_features AS
 SELECT * EXCLUDE (date) FROM raw_problem_features
 QUALIFY row_number() OVER (PARTITION BY problem_id, feature ORDER BY recorded_at DESC) = 1;
 
+-- The writer that went on with a resumed run last (see run_ends).
+CREATE OR REPLACE VIEW run_resumes AS
+SELECT run_id, steps AS from_step, ended_at AS resumed_at, writer_id
+FROM raw_run_ends WHERE status = 'resumed'
+QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY ended_at DESC) = 1;
+
 -- A run's end: its own latest end wins over an `abandoned` one (`warehouse check --repair`'s
 -- guess, stamped when it ran): a remote client's end, retried after a server restart, carries
 -- its earlier time. A `resumed` row is no end: the run went on from a checkpoint (`adapt
 -- --resume`), so an end before it holds no longer; only an `abandoned` one after it (the
 -- resuming process died) or an end of the resumed run's own does.
 CREATE OR REPLACE VIEW run_ends AS
-WITH ends AS (SELECT * EXCLUDE (date) FROM raw_run_ends),
-went_on AS (SELECT run_id,
-                   max(ended_at) FILTER (WHERE status = 'resumed') AS resumed_at,
-                   max(ended_at) FILTER (WHERE status NOT IN ('resumed', 'abandoned')) AS own_at
-            FROM ends GROUP BY run_id)
-SELECT ends.* FROM ends JOIN went_on USING (run_id)
-WHERE status <> 'resumed'
-  AND (resumed_at IS NULL OR own_at > resumed_at
-       OR (status = 'abandoned' AND ended_at > resumed_at))
+WITH ends AS (SELECT * EXCLUDE (date) FROM raw_run_ends WHERE status <> 'resumed'),
+own AS (SELECT run_id, max(ended_at) FILTER (WHERE status <> 'abandoned') AS own_at
+        FROM ends GROUP BY run_id)
+SELECT ends.* FROM ends JOIN own USING (run_id) LEFT JOIN run_resumes g USING (run_id)
+WHERE g.resumed_at IS NULL OR own_at > g.resumed_at
+   OR (status = 'abandoned' AND ended_at > g.resumed_at)
 QUALIFY row_number() OVER (PARTITION BY run_id
                            ORDER BY status = 'abandoned', ended_at DESC) = 1;
-
--- The writer that went on with a resumed run last (see run_ends).
-CREATE OR REPLACE VIEW run_resumes AS
-SELECT run_id, steps AS from_step, ended_at AS resumed_at, writer_id
-FROM raw_run_ends WHERE status = 'resumed'
-QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY ended_at DESC) = 1;
 
 -- Runs rows are immutable; status comes from run_ends. A run with no end is 'running' while
 -- the writer going on with it (its resume's, else its start's) has a live lease
