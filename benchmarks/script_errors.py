@@ -29,16 +29,30 @@ def missing_file(err: FileNotFoundError) -> str:
     return f"no such file or folder: {err.filename or err}"
 
 
+def names_given(filename: object, argv: Sequence[str]) -> bool:
+    """Whether a missing file is one the command line named, or lies inside a folder it named
+    (a warehouse's part): bad input, said in a line. Any other missing file is the script's
+    own fault and keeps its traceback."""
+    if not isinstance(filename, (str, Path)) or not str(filename):
+        return False
+    missing = Path(filename).resolve()
+    given = [Path(a.split("=", 1)[1] if a.startswith("--") and "=" in a else a).resolve()
+             for a in argv if a and not (a.startswith("-") and "=" not in a)]
+    return any(missing == g or g in missing.parents for g in given)
+
+
 def run_main(main: Callable[[], int | None], no_cupy: str = NEEDS_CUPY) -> NoReturn:
     """Run a script's main() and exit with its status, turning the errors bad input causes
-    (a missing warehouse, pack or file, a bad option value — every AicfError, which
-    includes WarehouseError — or no CuPy: `no_cupy` says what is missing) into one "error: "
-    line and status 2."""
+    (a missing warehouse, pack or file that the command line names, a bad option value —
+    every AicfError, which includes WarehouseError — or no CuPy: `no_cupy` says what is
+    missing) into one "error: " line and status 2."""
     try:
         code = main()
     except AicfError as err:
         fail(str(err))
     except FileNotFoundError as err:
+        if not names_given(err.filename, sys.argv[1:]):
+            raise  # a file the script itself should have found: a real fault, traced
         fail(missing_file(err))
     except ModuleNotFoundError as err:
         if (err.name or "").split(".")[0] not in CUPY_MODULES:

@@ -11,6 +11,7 @@ and often rows, so they are not independent draws.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
@@ -93,7 +94,7 @@ def summary(result: LopoResult, n_boot: int = 2000, seed: int = 0) -> pd.DataFra
 
 
 def compare(result: LopoResult, method: str = "proposer", k: int = 1,
-            baselines: tuple[str, ...] | None = None, n_boot: int = 2000,
+            baselines: str | Iterable[str] | None = None, n_boot: int = 2000,
             seed: int = 0, baseline_k: int | None = None) -> pd.DataFrame:
     """`method`'s top-k against each baseline's top-`baseline_k` (default: k too), on the
     problems both scored: win rate (lower normalized error; ties count half), mean
@@ -102,6 +103,7 @@ def compare(result: LopoResult, method: str = "proposer", k: int = 1,
     `choice_oracle`) are left out unless named: they are scales, not baselines. A
     `baseline_k` above k asks whether one pick beats k trained ones."""
     bk = k if baseline_k is None else baseline_k
+    baselines = as_baselines(baselines) if baselines is not None else None
     ours = _scored(result, k, (method,))[method]
     theirs = _scored(result, bk, tuple(baselines or ()),
                      "k" if baseline_k is None else "baseline_k")
@@ -350,8 +352,14 @@ def parse_baselines(text: str | None) -> tuple[str, ...]:
     return names
 
 
+def as_baselines(names: str | Iterable[str]) -> tuple[str, ...]:
+    """Baseline names as given to the Python API: a tuple, or one string (a name or a comma
+    list, as the CLI takes it; iterating "knn" named the methods 'k', 'n', 'n')."""
+    return parse_baselines(names) if isinstance(names, str) else tuple(names)
+
+
 def evaluate_corpus(meta: pd.DataFrame, *, default: str | None = None,
-                    baselines: tuple[str, ...] = BASELINES, ks: tuple[int, ...] = (1, 3, 5),
+                    baselines: str | Iterable[str] = BASELINES, ks: tuple[int, ...] = (1, 3, 5),
                     metamodel: MetaModel | None = None, n_random: int = 20, n_jobs: int = 1,
                     n_boot: int = 2000, seed: int = 0, progress: bool = False,
                     rank_seeds: str = "score", swap_seeds: bool = False,
@@ -360,6 +368,7 @@ def evaluate_corpus(meta: pd.DataFrame, *, default: str | None = None,
     the seeds, score on the rest; `swap_seeds`: choice on the second half, score on the
     first; `all_splits`: averaged over every split, `lopo.run_lopo_partitions`), reported
     against `baselines`: the function the CLI and the benchmark call."""
+    baselines = as_baselines(baselines)
     if "group" in meta and meta["group"].nunique() < 2:  # no fold keeps a problem to learn from
         n = meta["problem_id"].nunique()
         raise ConfigError(f"leave-one-problem-out needs at least 2 problems (groups); the "
@@ -383,7 +392,7 @@ def evaluate_corpus(meta: pd.DataFrame, *, default: str | None = None,
 def evaluate_holdout(train: pd.DataFrame, held: pd.DataFrame, *,
                      fitted: MetaModel | None = None, metamodel: MetaModel | None = None,
                      default: str | None = None,
-                     baselines: tuple[str, ...] = BASELINES, ks: tuple[int, ...] = (1, 3, 5),
+                     baselines: str | Iterable[str] = BASELINES, ks: tuple[int, ...] = (1, 3, 5),
                      n_random: int = 20, n_boot: int = 2000, seed: int = 0,
                      progress: bool = False, sets: tuple[str, ...] = (),
                      orders: tuple[str, ...] = ()) -> Evaluation:
@@ -398,6 +407,7 @@ def evaluate_holdout(train: pd.DataFrame, held: pd.DataFrame, *,
     if fitted is not None and metamodel is not None:
         raise ConfigError("give a fitted meta-model or one to fit on the training problems, "
                           "not both")
+    baselines = as_baselines(baselines)
     default_key = resolve_default(train, default)
     held, dups = without_near_duplicates(train, held)
     if held.empty:

@@ -346,6 +346,18 @@ def test_references_are_scales_not_baselines() -> None:
     assert c["mean_diff"] == pytest.approx(-0.425) and c["win_rate"] == 1.0
 
 
+def test_baselines_may_be_one_string() -> None:
+    """A bare str is a name or a comma list, as the CLI takes it: iterated, "default" named
+    the methods 'd', 'e', 'f', ..."""
+    res = hand_result()
+    one = compare(res, baselines="default", n_boot=200)
+    assert one.equals(compare(res, baselines=("default",), n_boot=200))
+    both = compare(res, baselines="default, full_search", n_boot=200)
+    assert list(both["baseline"]) == ["default", "full_search"]
+    with pytest.raises(ConfigError, match="unknown baseline 'bogus'"):
+        compare(res, baselines="bogus")
+
+
 def test_cross_fit_averages_the_two_draws_per_problem() -> None:
     first = hand_result()
     second = LopoResult(first.choices.assign(norm_error=lambda d: 1 - d["norm_error"],
