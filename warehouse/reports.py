@@ -137,3 +137,13 @@ def run_report(conn: duckdb.DuckDBPyConnection, name: str,
         if part_error(err):
             raise  # a part vanished or is damaged: `catalog.with_retry` lists again
         raise WarehouseError(f"report '{name}': {one_line(err)}") from None
+
+
+def leaderboard_score(board: pd.DataFrame) -> str:
+    """What a `leaderboard` report's scores are, for an axis: the split and metric, e.g.
+    "test accuracy" (runs that logged no test result are scored on validation: "test or val
+    accuracy" when some did)."""
+    metric = str(board["metric"].iloc[0]) if len(board) else "score"
+    splits = sorted({s.strip() for v in board.get("score_split", pd.Series(dtype=object))
+                     .dropna() for s in str(v).split(",")})
+    return f"{' or '.join(splits)} {metric}" if splits else metric

@@ -10,6 +10,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from warehouse.reports import leaderboard_score
+
 
 def most_significant(rows: list[dict[str, Any]], top: int) -> list[dict[str, Any]]:
     """The rows whose feature and trait are among those of the `top` most significant rows
@@ -48,10 +50,11 @@ def correlation_figure(rows: list[dict[str, Any]], fdr: float = 0.05) -> Figure:
 
 
 def leaderboard_figure(board: pd.DataFrame, problem: str) -> Figure:
-    """Bars: mean score per structure in rank order; markers: the best run's score."""
+    """Bars: mean score per structure in rank order; markers: the best run's score; the axis
+    names the split the scores are of."""
     labels = [f"#{r.rank} {str(r.fingerprint)[:8]}\n{r.param_count} params"
               for r in board.itertuples()]
-    metric = str(board["metric"].iloc[0]) if len(board) else "score"
+    metric = leaderboard_score(board)
     fig = Figure(figsize=(max(5.0, 1.1 * len(board) + 2), 4), layout="constrained")
     ax = fig.subplots()
     x = np.arange(len(board))

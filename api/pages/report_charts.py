@@ -9,6 +9,8 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
+from warehouse.reports import leaderboard_score
+
 
 def _num(v: Any) -> float:
     return float(v) if v is not None and math.isfinite(float(v)) else math.nan
@@ -19,10 +21,11 @@ def _diverged(n: int) -> str:
 
 
 def leaderboard_figure(rows: pd.DataFrame) -> go.Figure:
-    """Mean score per structure (bars, in rank order) and the best run's score (markers)."""
+    """Mean score per structure (bars, in rank order) and the best run's score (markers); the
+    axis names the split the scores are of."""
     labels = [f"#{r.rank} {str(r.fingerprint)[:8]} ({r.param_count} p)"
               for r in rows.itertuples()]
-    metric = str(rows["metric"].iloc[0]) if len(rows) else "score"
+    metric = leaderboard_score(rows)
     hover = [f"fingerprint {r.fingerprint}<br>{r.runs} runs{_diverged(d)}, "
              f"{r.param_count} parameters<br>"
              f"mean {metric} {_num(r.mean_score):.4g}, best {_num(r.best_score):.4g}"

@@ -440,6 +440,9 @@ def test_the_leaderboard_takes_a_problem_id_and_shows_its_name(client: httpx.Cli
                       for p in (pid, name))
     assert re.search(f'<option value="{re.escape(escape(name))}" selected', by_id)
     assert 'id="chart-leaderboard"' in by_id
+    # the table and the chart's axis say which split the scores are of
+    assert "<th>score_split</th>" in by_id and "<td>test</td>" in by_id
+    assert re.search(r"\"yaxis\":\s*{\"title\":\s*{\"text\":\s*\"test accuracy\"", by_id)
     assert re.sub(r"<script.*?</script>", "", by_id, flags=re.S) == \
         re.sub(r"<script.*?</script>", "", by_name, flags=re.S)
 

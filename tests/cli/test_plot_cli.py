@@ -119,6 +119,10 @@ def test_plot_leaderboard_bars_are_the_reports_mean_scores(
     assert heights == pytest.approx(board["mean_score"].tolist()) and len(heights) >= 4
     best = next(c for c in ax.collections if isinstance(c, PathCollection))
     assert [y for _, y in best.get_offsets()] == pytest.approx(board["best_score"].tolist())
+    assert ax.get_ylabel() == "test accuracy"  # the split the scores are of
+    val = leaderboard_figure(board.assign(score_split=["test"] + ["test, val"] *
+                                          (len(board) - 1)), "iris")
+    assert val.axes[0].get_ylabel() == "test or val accuracy"
 
 
 @pytest.mark.parametrize("argv, words", [

@@ -44,8 +44,10 @@ def one_run_warehouse(root: Path) -> Path:
 def log_run(rec: WarehouseRecorder, run_id: str, problem: ProblemRecord, score: float,
             fingerprint: str, patterns: dict[str, float], steps: int = 10,
             end: bool = True, rewrites: tuple[tuple[str, dict[str, float],
-                                                    dict[str, float]], ...] = ()) -> None:
-    """One small synthetic run, through the recorder interface like the runtime does."""
+                                                    dict[str, float]], ...] = (),
+            test: bool = True) -> None:
+    """One small synthetic run, through the recorder interface like the runtime does
+    (`test`: with a test result beside its validation one)."""
     rec.problem(problem)
     rec.run_start(RunStartRecord(run_id, problem.problem_id, problem.name, problem.task,
                                  {"hidden": [8]}, 0, "cpu", {"numpy": "2"}, "test"))
@@ -59,8 +61,9 @@ def log_run(rec: WarehouseRecorder, run_id: str, problem: ProblemRecord, score: 
                                 int(patterns.get("params", 10)), patterns))
     metric = "r2" if problem.task == "regression" else "accuracy"
     rec.result(ResultRecord(run_id, steps, 0, "val", metric, score - 0.01, True))
-    rec.result(ResultRecord(run_id, steps, 0, "test", metric, score, True))
-    rec.result(ResultRecord(run_id, steps, 0, "test", "loss", 0.3, False))
+    if test:
+        rec.result(ResultRecord(run_id, steps, 0, "test", metric, score, True))
+        rec.result(ResultRecord(run_id, steps, 0, "test", "loss", 0.3, False))
     if end:
         rec.run_end(RunEndRecord(run_id, "completed", steps, 0.5))
 

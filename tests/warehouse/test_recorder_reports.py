@@ -117,6 +117,19 @@ def test_leaderboard(scored: Path) -> None:
     top1 = run_report(conn, "leaderboard", {"top": 1})
     assert top1["problem_name"].tolist() == ["name-p1", "name-p2"]
     assert top1["fingerprint"].tolist() == ["big", "small"]
+    assert df["score_split"].tolist() == ["test", "test"]
+
+
+def test_the_leaderboard_says_which_split_its_scores_are_of(scored: Path) -> None:
+    """A run that logged no test result is scored on validation: a structure whose runs
+    differ says both, so no figure calls a validation score a test one."""
+    rec = WarehouseRecorder(scored)
+    log_run(rec, "a4", problem("p1", size=1.0), 0.6, "small", {"width": 8.0}, test=False)
+    log_run(rec, "a5", problem("p1", size=1.0), 0.5, "tiny", {"width": 4.0}, test=False)
+    rec.close()
+    df = run_report(connect(scored), "leaderboard", {"problem": "name-p1"})
+    assert df[["fingerprint", "score_split"]].values.tolist() == [
+        ["big", "test"], ["small", "test, val"], ["tiny", "val"]]
 
 
 def test_a_diverged_run_counts_apart_from_its_structure_s_scores(scored: Path) -> None:
