@@ -241,7 +241,9 @@ TIE_TOLERANCE = 1e-9
 def normalize(err: np.ndarray, ref: np.ndarray) -> np.ndarray:
     """(err − best) / (median − best) clipped to [0, 1], best and median of `ref` (the
     candidates' errors). A degenerate scale (median = best, within TIE_TOLERANCE relative)
-    gives 0 at best, 1 above it."""
+    gives 0 at best, 1 above it; so does an infinite median (half the candidates or more
+    failed on a seed): no finite scale is left. Where every candidate failed on a seed
+    (best infinite), a finite error is 0 and a failed one 1."""
     err = np.asarray(err, dtype=float)
     ref = np.asarray(ref, dtype=float)
     best, median = float(np.min(ref)), float(np.median(ref))

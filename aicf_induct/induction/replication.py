@@ -22,16 +22,24 @@ REPLICATION_COLUMNS = ("trait", "condition", "effect", "q_value", "problems_othe
                        "effect_other", "ci_low_other", "ci_high_other", "replicated")
 
 
-def rule_replication(meta: pd.DataFrame, miner: Miner, q: float = 0.05,
-                     seed: int = 0) -> pd.DataFrame:
-    """One row per rule with q < `q` mined on half A, with its effect on half B."""
+def halves(meta: pd.DataFrame, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`meta`'s rows split by group into a random half A (the larger, when odd) and B."""
     groups = np.array(sorted(meta["group"].unique()))
     half = set(np.random.default_rng(seed).permutation(groups)[: (len(groups) + 1) // 2])
-    a, b = meta[meta["group"].isin(half)], meta[~meta["group"].isin(half)]
+    return meta[meta["group"].isin(half)], meta[~meta["group"].isin(half)]
+
+
+def rule_replication(meta: pd.DataFrame, miner: Miner, q: float = 0.05,
+                     seed: int = 0) -> pd.DataFrame:
+    """One row per rule with q < `q` mined on half A, with its effect on half B, over the
+    candidates that hold its trait as mined: by A's candidate table (a candidate's pattern
+    is its median over the problems, which for a parameter count can fall on the other side
+    of the rule's threshold over the whole corpus)."""
+    a, b = halves(meta, seed)
     mined = clone(miner).fit(a)
     rules = mined.rules_[mined.rules_["q_value"] < q]
     probs = problem_table(b)
-    cands = candidate_table(meta)
+    cands = candidate_table(a)
     y = -score_matrix(b, mined.target).reindex(index=probs.index, columns=cands.index)
     X = probs[mined.feature_names_].to_numpy(float)
     rows = []

@@ -13,11 +13,11 @@ from sklearn.base import clone
 
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.lowrank import blended
-from aicf_induct.induction.meta_dataset import assemble, score_matrix
+from aicf_induct.induction.meta_dataset import PATTERN_PREFIX, assemble, score_matrix
 from aicf_induct.induction.metamodel import MetaModel, fold_labels, within_problem_rank
 from aicf_induct.induction.mining import Miner, rule_raises, rule_text
 from aicf_induct.induction.proposer import Proposer
-from aicf_induct.induction.replication import REPLICATION_COLUMNS, rule_replication
+from aicf_induct.induction.replication import REPLICATION_COLUMNS, halves, rule_replication
 from tests.induction.synthetic_meta import frames, planted
 
 SMALL = {"max_iter": 60, "min_samples_leaf": 10}
@@ -250,6 +250,20 @@ def test_rules_replicate_on_the_other_half() -> None:
     assert rep["replicated"].all()
     none = rule_replication(planted(P=80, shuffle=True), Miner(n_bootstrap=200))
     assert none.empty
+
+
+def test_a_rule_is_checked_on_the_candidates_that_held_its_trait_as_mined() -> None:
+    """Half B's pattern values do not choose the candidates: with them flipped, the whole
+    corpus's median made every candidate hold "layernorm > 0" (0.5 each), and nothing could
+    replicate."""
+    meta = planted(P=80)
+    _, b = halves(meta)
+    flipped = meta.copy()
+    col = PATTERN_PREFIX + "norm.layernorm"
+    flipped.loc[b.index, col] = 1.0 - flipped.loc[b.index, col]
+    rep = rule_replication(flipped, Miner(n_bootstrap=200))
+    pd.testing.assert_frame_equal(rep, rule_replication(meta, Miner(n_bootstrap=200)))
+    assert len(rep) >= 1 and rep["replicated"].all()
 
 
 def test_the_proposer_uses_a_fitted_metamodel_as_given() -> None:
