@@ -85,6 +85,9 @@ class TrainConfig:
         if self.precision not in PRECISIONS:
             raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got "
                               f"{self.precision!r}")
+        if self.nesterov and self.optimizer != "sgd":  # else accepted, and ignored
+            raise ConfigError(f"nesterov applies to optimizer 'sgd' only, got optimizer "
+                              f"{self.optimizer!r}")
 
     def make_optimizer(self) -> Optimizer:
         if self.optimizer == "sgd":
@@ -151,12 +154,17 @@ def check_trainable(problem: Problem, graph: Graph, config: TrainConfig, source:
     """A ConfigError if `graph` cannot train on `problem` with `config`: a schedule that
     does not fit the run (`make_schedule`: a warm-up as long as the run), past the model
     ceilings (`executor.check_size`, naming `source`), or with batchnorm on batches of one
-    row (`BatchStream` leaves out a last batch of one row: these runs have no other).
+    row (`BatchStream` leaves out a last batch of one row: these runs have no other), or
+    label smoothing on a regression (which mean squared error would ignore).
     `Trainer` checks it before anything is allocated, `AdaptiveRun.rewrite` each rewritten
     graph, and the commands before they open the warehouse (`adapt` before it says what it
     will train)."""
     make_schedule(config.schedule, config.lr, max(total_steps(config, len(problem.train)), 1),
                   config.warmup_steps)
+    if config.label_smoothing and problem.task == "regression":  # else ignored: mse has none
+        raise ConfigError(f"label_smoothing {config.label_smoothing:g} applies to "
+                          f"classification (cross-entropy) only; problem '{problem.name}' is "
+                          f"a regression")
     check_size(graph, source)
     if least_rows(graph) < 2:
         return
@@ -396,7 +404,7 @@ class Trainer:
         # data parallel: every rank decides on rank 0's evaluation (batchnorm's running
         # statistics are per rank), so the ranks keep the same best epoch and stop together
         val_loss, val_score = self.agreed((val_loss, val_score))
-        row = {"train_loss": float(np.mean(losses)) if losses else float("nan"),
+        row = {"train_loss": self.epoch_loss(losses),
                "val_loss": val_loss, f"val_{score_name(self.problem.task)}": val_score}
         fit.history.append(row)
         fit.run.results(epoch, row)
@@ -413,6 +421,18 @@ class Trainer:
             fit.status = "early_stopped"
             return True
         return False
+
+    def epoch_loss(self, losses: list[float]) -> float:
+        """The epoch's training loss: its batches' mean losses weighted by their rows, as
+        the validation loss is a mean over rows (a plain mean counted a short last batch as
+        much as a full one). The batches that ran are the epoch's first (`max_steps` and a
+        time budget cut its end)."""
+        if not losses:
+            return float("nan")
+        rows = self.stream.sizes()[:len(losses)]
+        if len(rows) != len(losses):  # not this stream's batches: no weights to give them
+            return float(np.mean(losses))
+        return float(np.average(losses, weights=rows))
 
     def end_fit(self, fit: FitState, metrics: dict[str, float] | None = None) -> TrainResult:
         """Restore the best state, log the final metrics and the run's end (`metrics`: the

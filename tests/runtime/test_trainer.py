@@ -109,6 +109,9 @@ def test_regression_reports_r2() -> None:
     (dict(max_steps=True), "max_steps must be an integer, got True"),
     (dict(weight_decay=float("nan")), "weight_decay must be a finite number, got nan"),
     (dict(lr="0.1"), "lr must be a finite number, got '0.1'"),
+    # accepted, and ignored
+    (dict(optimizer="adam", nesterov=True), "nesterov applies to optimizer 'sgd' only, got "
+                                            "optimizer 'adam'"),
 ])
 def test_bad_config_is_a_config_error_naming_the_field(bad: dict, message: str) -> None:
     with pytest.raises(ConfigError) as err:
@@ -140,6 +143,27 @@ def test_numpy_scalars_are_taken_as_python_numbers() -> None:
     cfg = TrainConfig(epochs=np.int64(3), seed=np.uint32(7), lr=np.float32(0.5))
     assert (type(cfg.epochs), type(cfg.seed), type(cfg.lr)) == (int, int, float)
     assert json.loads(json.dumps(asdict(cfg)))["seed"] == 7
+
+
+def test_label_smoothing_on_a_regression_is_refused() -> None:
+    """Mean squared error has no smoothing: the option was accepted, and changed nothing."""
+    p = load_problem("diabetes")
+    with pytest.raises(ConfigError, match=r"^label_smoothing 0.1 applies to classification "
+                                          r"\(cross-entropy\) only; problem 'diabetes' is a "
+                                          r"regression$"):
+        Trainer(p, mlp(p.n_features, 1), TrainConfig(label_smoothing=0.1))
+
+
+def test_an_epoch_s_training_loss_is_a_mean_over_rows() -> None:
+    """As the validation loss is: iris's 97 training rows in batches of 40, 40 and 17 with a
+    learning rate too small to move the parameters, so the epoch's loss is the training
+    split's loss (the plain mean of the three batches' means was 0.008 off)."""
+    p = load_problem("iris")
+    t = Trainer(p, mlp(p.n_features, p.n_classes),
+                TrainConfig(optimizer="sgd", lr=1e-12, batch_size=40, epochs=1, patience=0))
+    assert t.stream.sizes() == [40, 40, 17]
+    res = t.fit()
+    assert res.history[0]["train_loss"] == pytest.approx(t.evaluate(p.train)[0], rel=1e-9)
 
 
 def test_unknown_optimizer_is_a_config_error() -> None:
