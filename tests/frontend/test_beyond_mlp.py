@@ -175,6 +175,29 @@ def test_cross_attention_and_attention_weights_are_refused_naming_the_node() -> 
         fe.from_torch(Weights(), [3, 4])
 
 
+@pytest.mark.parametrize("call", [
+    lambda m, x: m.attn(x, x, x, attn_mask=m.causal, need_weights=False)[0],
+    lambda m, x: m.attn(x, x, x, key_padding_mask=m.padding)[0],
+    lambda m, x: m.attn(x, x, x, m.padding)[0],  # positional
+    lambda m, x: m.attn(x, x, x, need_weights=False, attn_mask=m.causal, is_causal=True)[0],
+])
+def test_an_attention_mask_is_refused_not_dropped(call: object) -> None:
+    """The import computed unmasked attention, silently: 0.27 off torch's output."""
+    class Masked(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attn = nn.MultiheadAttention(4, 2, batch_first=True)
+            self.register_buffer("causal", torch.triu(torch.full((3, 3), float("-inf")), 1))
+            self.register_buffer("padding", torch.tensor([[False, False, True]]))
+
+        def forward(self, x: object) -> object:
+            return call(self, x)  # type: ignore[operator]
+
+    with pytest.raises(ConfigError, match=r"^nn.MultiheadAttention at fx node 'attn': "
+                                          r"(attn_mask|key_padding_mask) is not supported"):
+        fe.from_torch(Masked(), [3, 4])
+
+
 def test_unpacking_attention_imports_unless_the_weights_are_used() -> None:
     class Unpacked(nn.Module):
         def __init__(self, use_weights: bool) -> None:
