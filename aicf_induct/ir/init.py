@@ -14,9 +14,14 @@ from aicf_induct.ir.graph import ParamSpec
 
 
 def _fans(shape: tuple[int, ...]) -> tuple[int, int]:
+    """(fan_in, fan_out) as torch.nn.init._calculate_fan_in_and_fan_out gives them for
+    rank >= 2: weights are (out, in, *kernel), and both fans count the kernel's receptive
+    field, prod(shape[2:]) (a conv2d weight (64, 16, 5, 5) has fan_in 400, fan_out 1600).
+    PyTorch refuses fewer than 2 axes; here a vector (d,) has both fans d, a scalar 1."""
     if len(shape) < 2:
         return (shape[0] if shape else 1), (shape[0] if shape else 1)
-    return shape[1], shape[0]  # weights are (out, in)
+    field = math.prod(shape[2:])
+    return shape[1] * field, shape[0] * field
 
 
 def init_array(init: str, shape: tuple[int, ...], rng: np.random.Generator,

@@ -19,6 +19,7 @@ from aicf_induct.ir.graph import Graph, Node, TensorType
 from aicf_induct.ir.init import initial_values
 from aicf_induct.ir.validate import infer_types
 from aicf_induct.kernels import REGISTRY, KernelRegistry
+from aicf_induct.runtime.data import least_rows
 from aicf_induct.runtime.params import ParamStore
 from aicf_induct.runtime.plan import Plan, as_array, check_feed, compile_plan
 
@@ -124,6 +125,7 @@ class Executor:
     _x_spec: tuple[tuple[int | None, ...], np.dtype[Any]] = field(init=False)
     _y_spec: tuple[tuple[int | None, ...], np.dtype[Any]] = field(init=False)
     _n_classes: int | None = field(init=False)
+    _least_rows: int = field(init=False)  # the fewest rows of a training batch (data.least_rows)
 
     def __post_init__(self) -> None:
         self.training_graph = with_loss(self.graph, self.loss, self.label_smoothing)
@@ -136,6 +138,7 @@ class Executor:
         self._x_spec = _input_spec(by_id[self.input_id])
         self._y_spec = _input_spec(by_id[self.training_graph.labels])
         self._n_classes = None
+        self._least_rows = least_rows(self.graph)
         if self.loss == "cross_entropy":
             pred = infer_types(self.graph)[self.training_graph.prediction]
             self._n_classes = pred.shape[-1]
@@ -168,15 +171,26 @@ class Executor:
         """The plan for (mode, batch) if compiled already, else None (compiles nothing)."""
         return self._plans.get((mode, batch))
 
-    def check_batch(self, x: Any, y: Any | None = None) -> tuple[Any, Any | None]:
+    def check_batch(self, x: Any, y: Any | None = None, *, training: bool = False
+                    ) -> tuple[Any, Any | None]:
         """(x, y) as arrays (array-likes converted on the host) if they fit the model: x
         (N, *per-example shape) of a dtype that casts to the input's, y as many labels (class
         indices in [0, classes) for cross entropy); else a ConfigError naming `x` or `labels`.
-        Shapes and dtypes only, except a min/max over the class labels."""
+        Shapes and dtypes only, except a min/max over the class labels. `training`: x is a
+        training batch, which must have rows (batch statistics and the mean loss of none
+        are NaN: batchnorm's running statistics would stay NaN) and, where the model has
+        batchnorm, 2 or more (its variance over one row is 0; PyTorch refuses it).
+        Evaluation and prediction take any number of rows, 0 included."""
         x = check_feed("x", x, *self._x_spec)
+        n = int(x.shape[0])
+        if training and n == 0:
+            raise ConfigError("x: a training batch of no rows: its mean loss and batch "
+                              "statistics are NaN; feed 1 row or more")
+        if training and n < self._least_rows:
+            raise ConfigError("x: a training batch of one row: the model has batchnorm, whose "
+                              "variance over one row is 0; feed 2 rows or more")
         if y is None:
             return x, None
-        n = int(x.shape[0])
         y = as_array("labels", y)
         if self._n_classes is not None and y.dtype.kind not in "biu":
             raise ConfigError(f"labels: cross_entropy takes integer class indices, got "
@@ -197,7 +211,7 @@ class Executor:
 
     def train_step(self, x: Any, y: Any, step: int) -> float:
         """Forward and backward on one batch; gradients land in `store.grad`. Returns the loss."""
-        x, y = self.check_batch(x, y)
+        x, y = self.check_batch(x, y, training=True)
         plan = self.plan("train", int(x.shape[0]))
         plan.run(self._feeds(x, y), step)
         return float(plan.value(self.training_graph.loss))

@@ -10,11 +10,15 @@ def accuracy(pred: np.ndarray, y: np.ndarray) -> float:
 
 
 def r2(pred: np.ndarray, y: np.ndarray) -> float:
-    """Coefficient of determination; invariant to the targets' standardisation."""
+    """Coefficient of determination; invariant to the targets' standardisation. As
+    sklearn's `r2_score` (force_finite) for a constant target (ss_tot 0): 1.0 for a perfect
+    prediction (ss_res 0), else 0.0. Every engine scores through here (`score`)."""
     p = pred.reshape(y.shape)
     ss_res = float(((y - p) ** 2).sum())
     ss_tot = float(((y - y.mean()) ** 2).sum())
-    return 1.0 - ss_res / ss_tot if ss_tot > 0 else 0.0
+    if ss_tot > 0:
+        return 1.0 - ss_res / ss_tot
+    return 1.0 if ss_res == 0 else 0.0
 
 
 def score_name(task: str) -> str:

@@ -189,6 +189,13 @@ def _family_instances() -> dict[str, list[str]]:
     """Source text -> every instantiation its launchers use (the NVRTC check's table), so a
     family is built for the host once, not once per kernel."""
     from aicf_induct.kernels.cuda.sources import act_defines, code
+
+    # the script imports its folder's helpers as top-level modules, as `python
+    # benchmarks/X.py` runs it: without the folder on the path this file failed unless a
+    # test of tests/benchmarks (which adds it) happened to be collected first
+    folder = str(Path(__file__).resolve().parents[2] / "benchmarks")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     from benchmarks.cuda_compile_check import families, instantiations
 
     table = instantiations(sorted(act_defines().values()))

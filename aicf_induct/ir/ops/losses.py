@@ -61,7 +61,22 @@ def _ce_infer(ins: Sequence[TensorType], attrs: Attrs) -> TensorType:
     return TensorType((), logits.dtype)
 
 
+def _check_labels(labels: Array, c: int) -> None:
+    """An IndexError (as the embedding op's for its ids) unless every label is an integer
+    class index in [0, c): indexing would wrap -1 to the last class and fail on c with a
+    bare IndexError. The reference only: the kernels trust the Executor's check_batch."""
+    if labels.dtype.kind not in "iu":
+        raise IndexError(f"cross_entropy labels must be integer class indices, got "
+                         f"{labels.dtype.name} values")
+    if labels.size:
+        lo, hi = int(labels.min()), int(labels.max())
+        if lo < 0 or hi >= c:
+            raise IndexError(f"cross_entropy labels must lie in [0, {c}) for {c} classes, "
+                             f"got {lo if lo < 0 else hi}")
+
+
 def _ce_target(xp: object, labels: Array, n: int, c: int, eps: float, dtype: object) -> Array:
+    _check_labels(labels, c)
     q = xp.full((n, c), eps / c, dtype=dtype)  # type: ignore[attr-defined]
     q[xp.arange(n), labels] += 1.0 - eps  # type: ignore[attr-defined]
     return q
