@@ -17,7 +17,9 @@ Every trigger, decision, rewrite, guard verdict, rollback, fork and checkpoint i
 Two counters: `trainer.step_count` is the live trajectory's optimizer step (a rollback
 rewinds it); `work` counts every step executed, discarded ones included (budgets,
 blacklists and fault injections use it). Everything the next step depends on is in the
-snapshots, so a run resumed from its on-disk checkpoint continues bit-exactly.
+snapshots, so a run resumed from its on-disk checkpoint continues bit-exactly; a rewrite's
+random draws are keyed on (seed, step) too, so a rollback followed by the same decision
+makes the same rewrite again.
 """
 
 from __future__ import annotations
@@ -97,6 +99,11 @@ STATE_DAMAGE = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 # how a run ends when it leaves a final state to branch from (an interrupted or failed run
 # goes on from its checkpoints instead: `resume`)
 BRANCHABLE = ("completed", "early_stopped")
+# a rewrite's random draws (split maps, noise, fresh units) come from (seed, step, this):
+# what a snapshot restores, so a rollback and the same decision redraw them as the first
+# time did (not `work`, which a rollback does not rewind); the tag keeps the stream apart
+# from others keyed on the seed (batch order's (seed, epoch))
+REWRITE_STREAM = 0x52455752
 
 
 # AdaptConfig's integer fields and their least value
@@ -829,7 +836,7 @@ class AdaptiveRun:
         old_graph = tr.graph
         try:
             transform = make_transform(d.transform, **d.options)
-            rng = np.random.default_rng([self.config.seed, tr.step_count, self.work])
+            rng = np.random.default_rng([self.config.seed, tr.step_count, REWRITE_STREAM])
             new = transform.apply(capture(tr, with_grads=True), d.site, rng)
             _adoptable(tr, new.graph, f"{d.transform} at '{d.site}'")
         except RewriteError as err:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from aicf_induct.runtime.model_state import ModelState, capture, install
-from aicf_induct.runtime.transforms import Deepen, make_transform
+from aicf_induct.runtime.transforms import Deepen, RewriteError, make_transform
 from aicf_induct.runtime.transforms.deepen import feeding_linear
 from tests.runtime.test_adaptive_fixtures import make_trainer, run_steps, toy_graph, toy_problem
 
@@ -71,7 +71,7 @@ def test_fresh_moves_every_entry_by_the_lr_and_borrow_by_far_less() -> None:
 
 
 def test_bad_state_option_is_refused() -> None:
-    with pytest.raises(ValueError, match="state must be one of fresh, borrow"):
+    with pytest.raises(RewriteError, match="state must be one of fresh, borrow"):
         Deepen(state="warm")
     with pytest.raises(Exception, match="state must be one of"):
         make_transform("deepen", state="warm")

@@ -15,6 +15,7 @@ SGD's momentum, the per-parameter step counts); docs/rewrites.md collects them.
 
 from __future__ import annotations
 
+import numbers
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
@@ -29,6 +30,17 @@ from aicf_induct.runtime.transforms.reading import reading
 
 class RewriteError(AicfError):
     """A transform asked to apply where it cannot, or with bad options."""
+
+
+def int_option(name: str, value: Any, low: int | None = None) -> int:
+    """An integer option as an int (NumPy's too: options read back from a table), else a
+    RewriteError naming it: a bool, a float such as 2.5 or a string failed deep inside the
+    rewrite with a TypeError, which ended the run rather than the rewrite."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or \
+            (low is not None and value < low):
+        rule = "an int" if low is None else f"an int >= {low}"
+        raise RewriteError(f"{name} must be {rule}, got {value!r}")
+    return int(value)
 
 
 class Transform(ABC):

@@ -36,7 +36,7 @@ import numpy as np
 from aicf_induct.ir.graph import Graph, Node
 from aicf_induct.ir.ops import ACTIVATIONS
 from aicf_induct.runtime.model_state import MOMENT_POWER, ModelState
-from aicf_induct.runtime.transforms.base import Transform
+from aicf_induct.runtime.transforms.base import RewriteError, Transform
 from aicf_induct.runtime.transforms.surgery import (
     feature_width,
     fresh_id,
@@ -61,7 +61,9 @@ class Deepen(Transform):
 
     def __init__(self, residual: bool = False, state: str = "fresh") -> None:
         if state not in self.STATES:
-            raise ValueError(f"state must be one of {', '.join(self.STATES)}, got {state!r}")
+            # a bad option (a ValueError before): the rewrite is not made, the run goes on
+            raise RewriteError(f"deepen state must be one of {', '.join(self.STATES)}, "
+                                   f"got {state!r}")
         self.residual = residual  # True: the residual form even after an idempotent act
         self.state = state  # the new parameters' optimizer state, see the module doc
 

@@ -22,7 +22,7 @@ from aicf_induct.ir.graph import Graph, Node
 from aicf_induct.ir.init import init_array
 from aicf_induct.ir.ops import OPS
 from aicf_induct.runtime.model_state import ModelState
-from aicf_induct.runtime.transforms.base import RewriteError, Transform
+from aicf_induct.runtime.transforms.base import Transform, int_option
 from aicf_induct.runtime.transforms.reading import types_of
 from aicf_induct.runtime.transforms.surgery import fresh_id, insert_after, redeclare, site_node
 
@@ -33,9 +33,7 @@ class AddHeads(Transform):
     name = "add_heads"
 
     def __init__(self, heads: int = 1) -> None:
-        if not isinstance(heads, int) or isinstance(heads, bool) or heads < 1:
-            raise RewriteError(f"heads must be an int >= 1, got {heads!r}")
-        self.heads = heads  # the new node's heads; d / heads is their width
+        self.heads = int_option("heads", heads, 1)  # the new node's heads; d / heads is their width
 
     @property
     def function_preserving(self) -> bool:

@@ -7,7 +7,9 @@ linear readers). Each unit i gets a score and the lowest-scoring ones go:
   unit can move the output at all;
 - `by="gradient"`: |sum of w * dL/dw| over the unit's incoming row, bias, per-unit
   parameters and outgoing columns, from the last step's gradients (`ModelState.grads`):
-  the first-order Taylor estimate of the loss change when the unit is removed.
+  the first-order Taylor estimate of the loss change when the unit is removed. Gradients
+  that are all zero at the site say nothing (every install of a model, a rewrite's, a
+  rollback's, zeroes them until the next step): refused, a RewriteError.
 
 The kept units keep their order; L's rows, the per-unit parameters and buffers and the
 readers' columns of the dropped units are deleted. Not function-preserving (it is exactly
@@ -21,13 +23,14 @@ counts are kept.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import numpy as np
 
 from aicf_induct.ir.graph import Graph
 from aicf_induct.runtime.model_state import ModelState
-from aicf_induct.runtime.transforms.base import RewriteError, Transform
+from aicf_induct.runtime.transforms.base import RewriteError, Transform, int_option
 from aicf_induct.runtime.transforms.surgery import hidden_linears, redeclare, unit_chain, units_of
 
 PRUNE_BY = ("magnitude", "gradient")
@@ -40,10 +43,18 @@ class Prune(Transform):
                  min_units: int = 1) -> None:
         if by not in PRUNE_BY:
             raise RewriteError(f"prune 'by' must be one of {PRUNE_BY}, got {by!r}")
+        units = int_option("prune units", units)
+        # 0 would let every unit go: a layer of no units is no layer
+        min_units = int_option("prune min_units", min_units, 1)
+        if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real):
+            raise RewriteError(f"prune fraction must be a number, got {fraction!r}")
         if units < 0 or (not units and not 0.0 < fraction < 1.0):
             raise RewriteError(f"prune needs units > 0 or 0 < fraction < 1, got units={units}, "
                                f"fraction={fraction}")
-        self.fraction, self.units, self.by, self.min_units = fraction, units, by, min_units
+        self.fraction: float = fraction
+        self.units: int = units
+        self.by: str = by
+        self.min_units: int = min_units
 
     @property
     def function_preserving(self) -> bool:
@@ -89,6 +100,12 @@ class Prune(Transform):
         g = state.grads
         if g is None:
             raise RewriteError("prune by gradient needs the last step's gradients")
+        if not any(np.any(g[p]) for p in (*rows, *cols) if p in g):
+            # every install (a rewrite, a rollback, a snapshot restored) zeroes the
+            # gradients: ranking zeros would cut units 0..k-1, an arbitrary choice
+            raise RewriteError(f"prune by gradient needs the last step's gradients, and those "
+                               f"at '{site}' are all zero (no step since the model was "
+                               "installed)")
         total = sum((v[p] * g[p]).reshape(v[p].shape[0], -1).sum(axis=1)
                     for p in rows if p in g)
         total = total + sum((v[c] * g[c]).sum(axis=0) for c in cols if c in g)

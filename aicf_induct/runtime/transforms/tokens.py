@@ -37,7 +37,7 @@ import numpy as np
 from aicf_induct.ir.graph import Graph
 from aicf_induct.ir.ops import ACTIVATIONS
 from aicf_induct.runtime.model_state import ModelState
-from aicf_induct.runtime.transforms.base import RewriteError, Transform
+from aicf_induct.runtime.transforms.base import Transform, int_option
 from aicf_induct.runtime.transforms.reading import consumers_of, nodes_by_id, types_of
 from aicf_induct.runtime.transforms.surgery import redeclare, site_node
 
@@ -86,17 +86,17 @@ class WidenTokens(Transform):
 
     name = "widen_tokens"
 
-    def __init__(self, factor: int = 2) -> None:
-        if not isinstance(factor, int) or isinstance(factor, bool) or factor < 2:
-            raise RewriteError(f"factor must be an int >= 2, got {factor!r}")
-        self.factor = factor  # new token width = factor * old
+    def __init__(self, factor: int = 2, max_width: int = 4096) -> None:
+        self.factor = int_option("factor", factor, 2)  # new token width = factor * old
+        # the widest token width it makes (checked before apply)
+        self.max_width = int_option("widen_tokens max_width", max_width, 1)
 
     @property
     def function_preserving(self) -> bool:
         return True
 
     def options(self) -> dict[str, Any]:
-        return {"factor": self.factor}
+        return {"factor": self.factor, "max_width": self.max_width}
 
     def candidates(self, graph: Graph) -> list[str]:
         return [n.id for n in graph.nodes if n.op in TOKENIZERS]
@@ -105,6 +105,10 @@ class WidenTokens(Transform):
         node = site_node(graph, site, TOKENIZERS, "a tokenizer (numeric_tokenizer, embedding)")
         if isinstance(node, str):
             return node
+        d = int(graph.params[node.params["weight"]].shape[-1])
+        if self.factor * d > self.max_width:  # before anything of that width is allocated
+            return (f"factor {self.factor} would grow token width {d} to {self.factor * d}, "
+                    f"past max_width {self.max_width}")
         found = stream(graph, site)
         return found if isinstance(found, str) else None
 

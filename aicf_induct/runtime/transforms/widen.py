@@ -40,6 +40,7 @@ mean instead all but froze them in a test on digits, which trained worse.)
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import numpy as np
@@ -47,7 +48,7 @@ import numpy as np
 from aicf_induct.ir.graph import Graph
 from aicf_induct.ir.init import init_array
 from aicf_induct.runtime.model_state import ModelState
-from aicf_induct.runtime.transforms.base import RewriteError, Transform
+from aicf_induct.runtime.transforms.base import RewriteError, Transform, int_option
 from aicf_induct.runtime.transforms.surgery import hidden_linears, redeclare, unit_chain, units_of
 
 WIDEN_INITS = ("split", "fresh")
@@ -80,15 +81,24 @@ class Widen(Transform):
 
     def __init__(self, factor: float = 2.0, units: int = 0, noise: float = 0.0,
                  max_width: int = 4096, init: str = "split") -> None:
+        units = int_option("widen units", units)
+        max_width = int_option("widen max_width", max_width, 1)
+        if isinstance(factor, bool) or not isinstance(factor, numbers.Real) \
+                or not math.isfinite(factor):
+            raise RewriteError(f"widen factor must be a finite number, got {factor!r}")
         if units < 0 or (not units and not factor > 1.0):
             raise RewriteError(f"widen needs units > 0 or factor > 1, got units={units}, "
                                f"factor={factor}")
-        if noise < 0:
-            raise RewriteError(f"widen noise must be >= 0, got {noise}")
+        if isinstance(noise, bool) or not isinstance(noise, numbers.Real) \
+                or not 0 <= noise < math.inf:
+            raise RewriteError(f"widen noise must be a finite number >= 0, got {noise!r}")
         if init not in WIDEN_INITS:
             raise RewriteError(f"widen init must be one of {WIDEN_INITS}, got {init!r}")
-        self.factor, self.units, self.noise, self.max_width = factor, units, noise, max_width
-        self.init = init
+        self.factor: float = factor
+        self.units: int = units
+        self.noise: float = noise
+        self.max_width: int = max_width
+        self.init: str = init
 
     @property
     def function_preserving(self) -> bool:
