@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -94,13 +95,19 @@ def is_categorical(col: pd.Series) -> bool:
 
 
 def identifier_reason(name: str, col: pd.Series) -> str | None:
-    """Why a column looks like a row identifier (by name, or a 1..n style counter)."""
+    """Why a column looks like a row identifier (by name, or a 1..n style counter: each
+    value its row's position plus one offset, missing cells aside). `prepare` asks it of
+    the whole table's columns, before rows without a target go: with them gone a counter
+    has gaps, and read as a feature it carries the target of a table sorted by it."""
     if str(name).strip().lower() in ID_NAMES:
         return "row identifier (by name)"
     if pd.api.types.is_integer_dtype(col) and len(col) > 2:
-        steps = np.diff(col.to_numpy())
-        if np.all(steps == 1):  # a counter: 1, 2, 3, ...
-            return "row identifier (counts 1 per row)"
+        present = col.notna().to_numpy()
+        if present.sum() > 2:
+            offsets = col.to_numpy(dtype=np.float64, na_value=np.nan)[present] - \
+                np.flatnonzero(present)
+            if np.all(offsets == offsets[0]):  # a counter: 1, 2, 3, ...
+                return "row identifier (counts 1 per row)"
     return None
 
 
@@ -207,19 +214,22 @@ class UnknownDropColumn(DataError):
     """A column asked to be left out that the dataset does not have (or its target)."""
 
 
-def clean_features(frame: pd.DataFrame, policy: Policy,
-                   where: str) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+def clean_features(frame: pd.DataFrame, policy: Policy, where: str,
+                   identifiers: Mapping[str, str] | None = None
+                   ) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
     """The usable feature columns and (column, reason) for each one left out.
 
-    Identifier-like columns are always left out. Other issues: `policy` "raise" raises
-    `UnusableColumn` naming the column and `where` (the file or problem), "drop" leaves the
-    column out, "keep" keeps it (curated data such as scikit-learn's bundled sets).
+    Identifier-like columns are always left out (`identifiers`: those found already, by
+    column name, on the table before rows were dropped). Other issues: `policy` "raise"
+    raises `UnusableColumn` naming the column and `where` (the file or problem), "drop"
+    leaves the column out, "keep" keeps it (curated data such as scikit-learn's bundled
+    sets).
     """
     dropped: list[tuple[str, str]] = []
     keep: list[str] = []
     for name in frame.columns:
         col = frame[name]
-        reason = identifier_reason(str(name), col)
+        reason = (identifiers or {}).get(str(name)) or identifier_reason(str(name), col)
         if reason is None and policy != "keep":
             reason = column_issue(col)
             if reason is not None and policy == "raise":
@@ -327,6 +337,9 @@ def prepare(table: Table, seed: int = 0, policy: Policy = "drop",
     notes = list(table.notes)
     if table.frame.shape[0] == 0:
         raise DataError(f"{where}: the table has no rows")
+    # a counter is a counter of the table's rows, before those without a target go
+    identifiers = {str(c): r for c in table.frame.columns
+                   if (r := identifier_reason(str(c), table.frame[c])) is not None}
     y_all = _without_inf(table.y)
     present = y_all.notna().to_numpy()
     if not present.all():
@@ -343,7 +356,7 @@ def prepare(table: Table, seed: int = 0, policy: Policy = "drop",
     if n_inf:
         notes.append(f"{n_inf} infinite values treated as missing")
         frame = frame.apply(_without_inf)
-    frame, dropped = clean_features(frame, policy, where)
+    frame, dropped = clean_features(frame, policy, where, identifiers)
     dropped = list(table.dropped) + dropped
     if frame.shape[1] == 0:
         why = "; ".join(f"{c}: {r}" for c, r in dropped) or "the table has only the target"

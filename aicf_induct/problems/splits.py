@@ -9,6 +9,10 @@ Stratifying needs each class in every part: `MIN_PER_CLASS` rows of it, and ever
 least as many rows as there are classes (scikit-learn's rule). Where either fails (a rare
 class; 10 classes in 50 rows, whose val split holds 8), the rows are split unstratified,
 and `stratify_issue` says why; the row samples (`sample_indices`) follow the same rule.
+scikit-learn's rounding can still leave a class of a few rows out of val or test (3 rows
+of 300: 2 to train, 1 to test, none to val); `split_indices` then trades one of its train
+rows for a row of the part's largest class, so every class is in every part and each
+part keeps its size. Splits that hold every class everywhere already are left as they are.
 """
 
 from __future__ import annotations
@@ -68,7 +72,28 @@ def split_indices(
     strata_tv = strata[tv] if strata is not None else None
     tr, va = train_test_split(tv, test_size=val_frac / (1 - test_frac), random_state=seed,
                               stratify=strata_tv)
-    return np.asarray(tr), np.asarray(va), np.asarray(te)
+    tr, va, te = np.asarray(tr), np.asarray(va), np.asarray(te)
+    if strata is not None:
+        for part in (va, te):
+            _give_every_class(tr, part, strata)
+    return tr, va, te
+
+
+def _give_every_class(train: np.ndarray, part: np.ndarray, y: np.ndarray) -> None:
+    """Swap rows in place between `train` and `part` (val or test) until `part` holds every
+    class of `train`: for each class it lacks, the class's last train row for the last row
+    of the part's largest class (deterministic; sizes unchanged). A class is taken from
+    train only while train keeps a row of it, and given only by a class with 2 or more rows
+    in `part`."""
+    for c in np.unique(y[train]):
+        if np.any(y[part] == c):
+            continue
+        donors = np.flatnonzero(y[train] == c)
+        classes, counts = np.unique(y[part], return_counts=True)
+        if len(donors) < 2 or counts.max() < 2:
+            continue
+        taker = np.flatnonzero(y[part] == classes[np.argmax(counts)])[-1]
+        train[donors[-1]], part[taker] = part[taker], train[donors[-1]]
 
 
 def sample_indices(n: int, size: int, strata: np.ndarray | None, seed: int = 0,

@@ -144,12 +144,15 @@ def problem_meta_features_with_seed(problem: Problem) -> tuple[dict[str, float],
 
 
 def _features_key(problem: Problem) -> tuple[str, str]:
-    """(problem id, digest of its training split): the cache's key."""
+    """(problem id, digest of its training split and of the table facts the features read
+    besides it, `problem.raw`): the cache's key. The id hashes the cleaned table only: the
+    same data with a column dropped by `drop=` has the same id, and other facts."""
     train = problem.train
     h = hashlib.blake2b(digest_size=16)
     for a in (train.X, train.y):
         h.update(str(a.shape).encode())
         h.update(np.ascontiguousarray(a).tobytes())
+    h.update(repr(sorted(problem.raw.items())).encode())
     return problem.problem_id, h.hexdigest()
 
 

@@ -16,7 +16,13 @@ from sklearn.model_selection import train_test_split
 
 from aicf_induct.cli.main import main
 from aicf_induct.problems import load_problem, registry, synthetic
-from aicf_induct.problems.splits import MIN_PER_CLASS, TEST_FRAC, VAL_FRAC, split_indices
+from aicf_induct.problems.splits import (
+    MIN_PER_CLASS,
+    TEST_FRAC,
+    VAL_FRAC,
+    split_indices,
+    split_sizes,
+)
 from tests.warehouse.conftest import one_run_warehouse
 from warehouse import connect, run_report
 
@@ -82,6 +88,23 @@ def test_splits_that_stratified_before_are_unchanged(n: int, classes: int, seed:
     got = split_indices(n, y, seed)
     for a, b in zip(got, (tr, va, te), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("counts", [[100, 3, 3, 3, 3, 3], [196, 4], [50, 5, 5, 3],
+                                    [300, 3]])
+def test_a_stratified_split_puts_every_class_in_every_part(counts: list[int],
+                                                           seed: int) -> None:
+    """scikit-learn's rounding left classes of 3-5 rows out of val or test (100 + 5 × 3
+    rows: val [16 1 0 1 0 0], test [20 0 1 0 1 1]), which the selection and the test metric
+    then never saw; the parts keep their sizes, and every row is in one of them."""
+    y = np.repeat(np.arange(len(counts)), counts)
+    parts = split_indices(len(y), y, seed)
+    sizes = split_sizes(len(y))
+    assert [len(p) for p in parts] == [sizes["train"], sizes["val"], sizes["test"]]
+    np.testing.assert_array_equal(np.sort(np.concatenate(parts)), np.arange(len(y)))
+    for p in parts:
+        assert set(y[p]) == set(range(len(counts)))
 
 
 # -- 2. synthetic sizes --------------------------------------------------------------------

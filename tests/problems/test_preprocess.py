@@ -53,6 +53,25 @@ def test_rows_with_missing_target_are_dropped_with_a_note(good_frame: pd.DataFra
     assert any("5 rows with a missing target" in n for n in p.notes)
 
 
+@pytest.mark.parametrize("gap", ["target", "cell"])
+def test_a_row_counter_is_an_identifier_with_rows_or_cells_missing(
+        good_frame: pd.DataFrame, gap: str) -> None:
+    """A 1..n counter with rows without a target dropped (or a missing cell) had gaps, and
+    was kept as a feature: in a table sorted by its target it gave the target away."""
+    frame = good_frame.sort_values("label", kind="stable").reset_index(drop=True)
+    counter = pd.array(np.arange(1, len(frame) + 1), dtype="Int64")
+    if gap == "target":
+        frame.loc[[10, 50], "label"] = np.nan
+    else:
+        counter[7] = pd.NA
+    p = prepare(table(frame.assign(n=counter), "label"))
+    assert "n" not in p.feature_names
+    assert ("n", "row identifier (counts 1 per row)") in p.dropped
+    # a column that only climbs is no counter when it skips
+    skips = frame.assign(n=np.arange(len(frame)) * 2)
+    assert "n" in prepare(table(skips, "label")).feature_names
+
+
 def test_regression_target_standardised_on_train(good_frame: pd.DataFrame) -> None:
     frame = good_frame.drop(columns=["label"]).assign(t=lambda f: 3 * f["b"] + 10)
     p = prepare(table(frame, "t", "regression"))

@@ -203,6 +203,25 @@ def test_every_seed_s_split_of_one_table_featurises_it_once(
     assert all(g == got[0] for g in got) and got[0][1] == 0
 
 
+def test_the_same_data_with_a_column_dropped_has_its_own_features() -> None:
+    """`drop=` leaves the cleaned table, and so the problem id, as it was; the features count
+    the dropped column (simple.dropped_columns), and the cache by id gave the first's."""
+    import numpy as np
+    import pandas as pd
+
+    from aicf_induct.problems.registry import problem_from_frame
+    from aicf_induct.runtime import runs
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.normal(size=60), "b": rng.normal(size=60),
+                          "y": rng.integers(0, 2, 60)})
+    plain = problem_from_frame(frame, "y")
+    less = problem_from_frame(frame.assign(z=rng.normal(size=60)), "y", drop=["z"])
+    assert less.problem_id == plain.problem_id
+    assert runs.problem_meta_features(plain)["simple.dropped_columns"] == 0.0
+    assert runs.problem_meta_features(less)["simple.dropped_columns"] == 1.0
+
+
 def test_interrupts_deferred_holds_a_signal_that_another_thread_receives() -> None:
     """With a second thread alive (the warehouse writer's), a process-directed SIGTERM may be
     delivered to that thread; the block still finishes first, and the signal comes after."""

@@ -1,10 +1,13 @@
 """Problem meta-features: what the induction layer correlates with structure outcomes.
 
 `extract_features(problem)` returns a flat {name: float} dict, computed on the problem's
-training split (nothing from val/test labels), every value finite. Groups and names:
+training split (nothing from val/test labels; the raw table's facts below aside), every
+value finite. Groups and names:
 
-- `simple.*`: rows, features, classes, ratios, class frequencies, plus facts about the raw
-  table (missing fraction, categorical fraction, columns dropped);
+- `simple.*`: rows, features, classes, ratios, class frequencies (of the training split:
+  `simple.log_n_rows` is log10 of its rows), plus facts about the raw table over all its
+  rows, no labels among them (`simple.n_rows`, missing fraction, categorical fraction,
+  columns dropped);
 - `stat.*`: skewness, kurtosis, |correlation|, high-correlation fraction, outliers,
   sparsity, IQR, MAD (mean/sd over columns); regression adds the target's shape and its
   |correlation| with the features;
@@ -122,7 +125,9 @@ def extract_features(problem: Problem, config: FeatureConfig | None = None) -> d
     out = compute_features(problem.train.X, problem.train.y, classification, config)
     raw = problem.raw
     kinds = raw.get("n_numeric_columns", 0.0) + raw.get("n_categorical_columns", 0.0)
-    out["simple.n_rows"] = float(problem.n_rows)  # all splits; the rest is train only
+    # the table's facts, over all its rows (as the corpus's were); the rest is of the
+    # training split (simple.log_n_rows: log10 of its rows)
+    out["simple.n_rows"] = float(problem.n_rows)
     out["simple.missing_fraction"] = float(raw.get("missing_fraction", 0.0))
     out["simple.categorical_fraction"] = (raw.get("n_categorical_columns", 0.0) / kinds
                                           if kinds else 0.0)
