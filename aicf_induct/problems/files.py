@@ -1,10 +1,11 @@
 """A user's CSV or Parquet file with a named target column.
 
 The file's columns are checked strictly: a free-text, constant, all-missing, date, time or
-duration column (a Parquet timestamp, date, time or duration, or a CSV column of ISO dates such
-as 2024-03-01) is an error naming the column (leave it out with `&drop=COL`), because silently
-training without a column the user gave is worse than asking; so is a header naming one column
-twice or holding a control character (a NUL byte), and a nested or binary target. Row identifiers
+duration column (a Parquet timestamp, date, time or duration, or a CSV column or a DataFrame's
+text column of ISO dates such as 2024-03-01) is an error naming the column (leave it out with
+`&drop=COL`), because silently training without a column the user gave is worse than asking;
+so is a header naming one column twice or holding a control character (a NUL byte), and a
+nested or binary target. Row identifiers
 (rownames, id, "Unnamed: 0", a 1..n counter) are left out with a note. A `.csv` whose header
 holds no comma but semicolons (or tabs) is read with those between values, as spreadsheets
 export it where the comma is the decimal mark (a column of numbers written "0,5" is read as
@@ -218,10 +219,14 @@ def _decimal_commas(col: pd.Series, present: pd.Series) -> pd.Series | None:
 
 
 def _iso_dates(col: pd.Series, present: pd.Series) -> pd.Series | None:
-    """A CSV's column of ISO dates as datetimes, so that it is reported as dates (as a
-    Parquet timestamp is) rather than as categories or free text."""
-    if not present.astype(str).map(lambda v: _ISO_DATE.fullmatch(v) is not None).all():
+    """A CSV's (or a DataFrame's) text column of ISO dates as datetimes, so that it is
+    reported as dates (as a Parquet timestamp is) rather than as categories or free text; a
+    pandas categorical stays (levels the user chose, as in `_text_numbers`)."""
+    if col.dtype != object and not pd.api.types.is_string_dtype(col.dtype):
         return None
+    for part in (present.iloc[:100], present):  # text is told by its first values, as there
+        if not part.astype(str).map(lambda v: _ISO_DATE.fullmatch(v) is not None).all():
+            return None
     return pd.to_datetime(col, errors="coerce", utc=True, format="ISO8601")
 
 
@@ -256,6 +261,14 @@ def _text_numbers(col: pd.Series, present: pd.Series) -> pd.Series | None:
     return numbers.reindex(col.index)
 
 
+def _as_read(frame: pd.DataFrame) -> pd.DataFrame:
+    """A DataFrame given in memory as `read_frame` gives the same table from a file: Decimal
+    objects as floats (as Parquet's decimals) and ISO-date text as datetimes (as a CSV's).
+    Decimal commas ("0,5") stay text, as in a comma-separated CSV; `frame_table` then reads
+    text numbers as numbers for both."""
+    return _retyped(_retyped(frame, _decimals_as_floats), _iso_dates)
+
+
 def separator(path: Path) -> str:
     """"," unless the header line holds none and holds ";" or a tab (then that one)."""
     with _open(path) as f:
@@ -286,9 +299,16 @@ def file_table(name: str, path: str | Path, target: str | None, task: Task | Non
 
 
 def frame_table(name: str, frame: pd.DataFrame, target: str | None, task: Task | None = None,
-                drop: tuple[str, ...] = (), *, origin: str, source: str) -> Table:
+                drop: tuple[str, ...] = (), *, origin: str, source: str,
+                in_memory: bool = False) -> Table:
     """A user's table (a file's frame, or one given in memory) with its target and dropped
-    columns checked: the one way both reach `prepare`. `origin` names it in messages."""
+    columns checked: the one way both reach `prepare`. `origin` names it in messages.
+    `in_memory`: a DataFrame not read by `read_frame`, whose text columns are retyped here as
+    a file's are there, so that it gives the problem (or the refusal) its CSV gives.
+
+    The rows are renumbered 0..n-1 (a file's already are): the index is no data, a repeated
+    label (as `pd.concat` leaves) must break no alignment, and a message's "data row" is the
+    row's position, as in a file."""
     if isinstance(frame.columns, pd.MultiIndex):  # its names are tuples: no column to name
         raise DataError(f"{origin}: columns must be single-level names, not a MultiIndex "
                         f"({frame.columns.nlevels} levels, e.g. {frame.columns[0]!r}): flatten "
@@ -302,6 +322,11 @@ def frame_table(name: str, frame: pd.DataFrame, target: str | None, task: Task |
         if _CONTROL.search(col):  # would not find the column (pandas' KeyError)
             raise DataError(f"{origin}: column {i} of the header, {col!r}, holds a control "
                             "character (a NUL byte, a line break): rename it")
+    index = frame.index
+    if not (isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1):
+        frame = frame.reset_index(drop=True)
+    if in_memory:
+        frame = _as_read(frame)
     frame = _retyped(frame, _text_numbers)
     if not target:
         raise TargetError(f"{origin}: name the target column with ?target=COL "

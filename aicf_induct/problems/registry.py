@@ -234,7 +234,8 @@ def problem_from_frame(frame: pd.DataFrame, target: str, *, name: str = "frame",
         raise ConfigError(f"max_rows must be an integer >= {MIN_ROWS}, got {max_rows!r}")
     cols = (drop,) if isinstance(drop, str) else tuple(drop)
     origin = f"frame '{name}'"
-    table = frame_table(name, frame, target, task, cols, origin=origin, source="frame")
+    table = frame_table(name, frame, target, task, cols, origin=origin, source="frame",
+                        in_memory=True)
     try:
         return prepare(table, seed=seed, policy="raise", max_rows=max_rows)
     except UnusableColumn as err:  # the way to leave it out here is an argument

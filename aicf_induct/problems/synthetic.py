@@ -5,13 +5,15 @@ Families and options (all optional; defaults in `FAMILIES`):
 
 - `classification` (make_classification): n, features, informative, redundant, classes,
   clusters (per class; classes × clusters at most n), sep (class separation), noise
-  (fraction of labels flipped), weights (class proportions, comma separated, e.g. 0.9,0.1),
-  seed;
+  (fraction of labels flipped, 0..1), weights (class proportions, comma separated, e.g.
+  0.9,0.1: one per class or one fewer, the last class getting the rest; each within (0, 1),
+  summing to at most 1), seed;
 - `regression` (make_regression): n, features, informative, noise, seed;
 - `friedman1` (make_friedman1, 5 informative features): n, features, noise, seed;
 - `moons`, `circles`: n, noise, seed (2 features, 2 classes).
 
-Sizes are bounded as typo guards: n within 20..`MAX_SYNTHETIC_ROWS`, features at most
+`noise` is a finite number >= 0 and `sep` a finite number > 0. Sizes are bounded as typo
+guards: n within 20..`MAX_SYNTHETIC_ROWS`, features at most
 `MAX_SYNTHETIC_FEATURES`, n × features at most `MAX_SYNTHETIC_CELLS`.
 
 For regression families `noise` is relative: Gaussian noise with `noise` times the standard
@@ -21,6 +23,7 @@ every family. For `moons` and `circles` it is scikit-learn's (absolute) noise.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -68,8 +71,15 @@ def _options(family: str, given: Mapping[str, str]) -> dict[str, Any]:
         raise ConfigError(f"synthetic:{family}: n={opts['n']} must be within 20.."
                           f"{MAX_SYNTHETIC_ROWS}")
     _check_sizes(family, opts)
-    if opts["noise"] < 0:
-        raise ConfigError(f"synthetic:{family}: noise must be >= 0")
+    if not (math.isfinite(opts["noise"]) and opts["noise"] >= 0):  # (nan, inf: no rows)
+        raise ConfigError(f"synthetic:{family}: noise={opts['noise']} must be a finite "
+                          "number >= 0")
+    if family == "classification" and opts["noise"] > 1:  # make_classification's flip_y
+        raise ConfigError(f"synthetic:{family}: noise={opts['noise']} must be within 0..1 "
+                          "(the fraction of labels flipped)")
+    if not (math.isfinite(opts.get("sep", 1.0)) and opts.get("sep", 1.0) > 0):
+        raise ConfigError(f"synthetic:{family}: sep={opts['sep']} must be a finite "
+                          "number > 0")
     if not 0 <= opts["seed"] <= MAX_SEED:
         raise ConfigError(f"synthetic:{family}: seed={opts['seed']} must be within "
                           f"0..{MAX_SEED}")
@@ -110,6 +120,31 @@ def _classification_options(family: str, opts: dict[str, Any], width: int) -> No
     if informative < 64 and cells > 2 ** informative:  # (corners of the informative cube)
         raise ConfigError(f"synthetic:{family}: classes × clusters = {cells} must be at most "
                           f"2 ** informative = {2 ** informative} (raise informative)")
+    if opts["weights"] is not None:
+        _check_weights(family, opts["weights"], opts["classes"])
+
+
+def _check_weights(family: str, weights: list[float], classes: int) -> None:
+    """make_classification's class proportions: one per class, or one fewer (the last class
+    gets the rest); each in (0, 1) so that each class has rows, and summing to at most 1 (past
+    it the generator returns more than n rows; with one fewer, below 1, the rest's share)."""
+    shown = ",".join(f"{w:g}" for w in weights)
+    if len(weights) not in (classes, classes - 1):
+        raise ConfigError(f"synthetic:{family}: weights={shown} gives {len(weights)} "
+                          f"value{'s' * (len(weights) != 1)}: classes={classes} takes "
+                          f"{classes} (or {classes - 1}, the last class getting the rest)")
+    for w in weights:
+        if not 0 < w < 1:  # (nan fails too)
+            raise ConfigError(f"synthetic:{family}: weights={shown}: each weight must be "
+                              f"within (0, 1), not {w:g}")
+    total = sum(weights)
+    if len(weights) == classes - 1 and total >= 1:
+        raise ConfigError(f"synthetic:{family}: weights={shown} sum to {total:g}: with "
+                          f"{len(weights)} for classes={classes} they must sum to less than 1 "
+                          "(the last class gets the rest)")
+    if total > 1 + 1e-9:  # (0.7,0.2,0.1 sums to 1.0000000000000002)
+        raise ConfigError(f"synthetic:{family}: weights={shown} sum to {total:g}: they must "
+                          "sum to at most 1")
 
 
 def _relative_noise(y: np.ndarray, noise: float, seed: int) -> np.ndarray:
