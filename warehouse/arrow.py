@@ -1,5 +1,6 @@
 """A table's rows as Arrow, through pyarrow alone (no DuckDB): for readers outside SQL, such
-as the kernel tuning store on a GPU machine. Same parts as the views, damaged ones skipped."""
+as the kernel tuning store on a GPU machine. Same parts as the views, damaged ones skipped;
+a part a compaction collected after the listing lists again, as `catalog.with_retry` does."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from warehouse.catalog import existing_warehouse
+from warehouse.catalog import ATTEMPTS, _backoff, existing_warehouse
 from warehouse.errors import WarehouseError
 from warehouse.layout import check_root, visible_parts
 from warehouse.parts import mark_unreadable, warn_skipped
@@ -36,13 +37,28 @@ def read_table(root: str | Path, table: str, columns: Sequence[str] | str | None
         raise WarehouseError(f"table '{table}' has no column(s) {', '.join(map(repr, unknown))} "
                              f"(columns: {', '.join(schema.names)})")
     fields = [schema.field(n) for n in names]
+    for attempt in range(ATTEMPTS):
+        try:
+            return _read(root, table, fields, names)
+        except FileNotFoundError:
+            # collected by a compaction after the listing: its rows are in an output this
+            # listing lacks, so skipping it would return a partial table; list again
+            _backoff(attempt)
+    raise WarehouseError(f"table '{table}': compactions kept collecting parts while "
+                         "reading; retry")
+
+
+def _read(root: Path, table: str, fields: list[pa.Field], names: list[str]) -> pa.Table:
+    """One listing's parts, read; FileNotFoundError when one of them is gone."""
     out: list[pa.Table] = []
     for p in visible_parts(root, table):
         try:
             t = pq.read_table(p)
         except FileNotFoundError:
-            continue  # collected by a compaction after the listing
+            raise
         except (OSError, pa.ArrowException) as err:
+            if not p.exists():  # gone under the read, whatever pyarrow called it
+                raise FileNotFoundError(2, "listed part vanished", str(p)) from None
             reason = str(err).splitlines()[0] if str(err) else type(err).__name__
             mark_unreadable(p, reason)
             warn_skipped(root, p, reason)

@@ -25,7 +25,7 @@ from warehouse.compact import LOCK_FILE
 from warehouse.errors import WarehouseError
 from warehouse.ingest import INGEST_DIR
 from warehouse.keys import KEYS_FILE
-from warehouse.layout import check_root, visible_parts
+from warehouse.layout import check_root, is_part, visible_parts
 from warehouse.lease import LEASES, live_writers
 from warehouse.parts import mark_unreadable, warn_skipped
 from warehouse.schema import TABLES, duckdb_type
@@ -205,6 +205,16 @@ def _named_parts(err: duckdb.Error, root: Path) -> list[Path]:
             if p.is_relative_to(base) and p.exists()]
 
 
+def _names_no_part(err: duckdb.Error, root: Path) -> bool:
+    """Whether the paths the error's message names are none of them a part of the warehouse
+    (a glob, another name, a path outside it): a file the statement itself names, which
+    listing again cannot bring back."""
+    head = str(err).split("\nLINE ", 1)[0]
+    named = [Path(p) for p in _QUOTED.findall(head)]
+    base = root.resolve()
+    return bool(named) and not any(p.is_relative_to(base) and is_part(p.name) for p in named)
+
+
 def _footer_failures(root: Path) -> list[tuple[Path, str]]:
     """Parts whose frame looks whole but whose footer pyarrow cannot parse (DuckDB's error
     for those does not always name the file)."""
@@ -269,6 +279,8 @@ def _recover(err: duckdb.Error, root: Path, attempt: int) -> bool:
     if attempt == ATTEMPTS - 1 or not part_error(err):
         return False
     if _vanished(err):
+        if _names_no_part(err, root):
+            return False
         _backoff(attempt)
         return True
     bad = [(p, one_line(err)) for p in _named_parts(err, root)] or _footer_failures(root)
@@ -317,17 +329,35 @@ def with_retry(root: str | Path | None, fn: Callable[[duckdb.DuckDBPyConnection]
     after we listed it) or turned out damaged, list again and retry. `missing_ok` as for
     `connect`."""
     root = check_root(default_root(root))
-    for attempt in range(ATTEMPTS):
+
+    def attempt() -> T:
         conn = connect(root, read_only=read_only, missing_ok=missing_ok)
         try:
             return fn(conn)
+        finally:
+            conn.close()
+
+    return retry_reads(root, attempt)
+
+
+def retry_reads(root: Path, attempt: Callable[[], T],
+                gave_up: Callable[[duckdb.Error], BaseException] | None = None) -> T:
+    """The readers' loop: call `attempt` (which lists the parts afresh each time, e.g. by
+    `connect`) until it returns. When it raises a DuckDB error about a part (`part_error`:
+    one a compaction collected after the listing, or a damaged one), `_recover` (wait for
+    the compaction, or mark the damaged part unreadable, so the next listing skips it) and
+    call it again. Any other error propagates as raised; a part error recovery cannot help
+    is `gave_up(err)` (default: a one-line WarehouseError). `with_retry` and the SQL
+    sandbox (`sandbox.run_sql`) read through it."""
+    for n in range(ATTEMPTS):
+        try:
+            return attempt()
         except duckdb.Error as err:
             if not part_error(err):
                 raise
-            if not _recover(err, root, attempt):
-                raise WarehouseError(one_line(err)) from None
-        finally:
-            conn.close()
+            if not _recover(err, root, n):
+                raise (gave_up(err) if gave_up is not None
+                       else WarehouseError(one_line(err))) from None
     raise AssertionError("unreachable")
 
 

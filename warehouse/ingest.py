@@ -22,6 +22,11 @@ A run is started once: a batch holding `runs` rows commits under one more lock, 
 (`RunExists`) when one of its run ids was started through the service before, under another
 batch id (`runs/<hash of the run id>` under `_ingest/`, written after the batch is in the
 warehouse; a run of a batch committed before a crash between the two is not guarded).
+
+A batch that ends runs is checked against their ends and committed under `ends_locked` (the
+service's route holds it): two ends of one run sent at once are checked one after the other.
+A roll-forward that finds a planned part neither staged nor in place accepts it when a
+committed compaction marker names it among its inputs (moved, then merged and collected).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,10 +46,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from aicf_induct import file_lock
 from aicf_induct.json_values import MAX_DEPTH, json_depth
 from aicf_induct.records import RESUMED, RUN_STATUSES
 from warehouse.errors import WarehouseError
-from warehouse.layout import atomic_write, ensure_dir, fsync_dir, table_dir
+from warehouse.layout import atomic_write, ensure_dir, fsync_dir, read_markers, table_dir
 from warehouse.schema import RUN_TABLES, TABLES
 from warehouse.writer import write_parquet
 
@@ -403,9 +409,40 @@ def _locked(root: Path, key: str) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def _run_key(run_id: str) -> str:
+    """The file-name key of a run id (a hash, as for batch ids)."""
+    return hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 def _run_marker(root: Path, run_id: str) -> Path:
-    key = hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    key = _run_key(run_id)
     return _idir(root) / "runs" / key[:2] / key
+
+
+@contextlib.contextmanager
+def ends_locked(root: str | Path, run_ids: Iterable[str]) -> Iterator[None]:
+    """Held by a batch that ends runs (`run_ends` rows) across reading those runs' ends from
+    the part files and committing: one such batch per run at a time, across threads and
+    server workers, so two contradicting ends sent at once cannot both pass the check
+    (the service's 409 `run-ended`). An flock per run id on `ends/<hash>.lock` under
+    `_ingest/` (`file_lock`: removed when released), taken in sorted order, so batches
+    ending several runs do not deadlock; apart from the commit's own lock files. No run
+    ids: no lock, nothing made."""
+    keys = sorted({_run_key(r) for r in run_ids})
+    held: list[tuple[Path, int]] = []
+    try:
+        if keys:
+            ldir = _idir(Path(root)) / "ends"
+            ensure_dir(ldir)
+            for key in keys:
+                lock = ldir / f"{key}.lock"
+                fd = file_lock.acquire(lock)
+                if fd is not None:  # (None only when not waiting)
+                    held.append((lock, fd))
+        yield
+    finally:
+        for lock, fd in reversed(held):
+            file_lock.release(lock, fd)
 
 
 def _new_runs(root: Path, tables: Mapping[str, pa.Table]) -> list[str]:
@@ -587,7 +624,8 @@ def _ledger_rows(root: Path, key: str) -> dict[str, int]:
 
 def _roll_forward(root: Path, key: str) -> None:
     """Move a planned batch's staged parts into their tables, then record it in the ledger.
-    Idempotent: a part already moved (by an attempt that died half-way) is skipped."""
+    Idempotent: a part already moved (by an attempt that died half-way) is skipped, also
+    when a compaction has merged it since and collected it (`_compacted`)."""
     stage = _staging(root, key)
     plan = json.loads((stage / "plan.json").read_bytes())
     for name, rel in plan["parts"].items():
@@ -597,13 +635,20 @@ def _roll_forward(root: Path, key: str) -> None:
             ensure_dir(final.parent)
             os.replace(staged, final)
             fsync_dir(final.parent)
-        elif not final.exists():
+        elif not final.exists() and not _compacted(root, name, rel):
             raise WarehouseError(f"ingest batch {key}: part {name} lost from staging")
     ledger = _ledger(root, key)
     ensure_dir(ledger.parent)
     os.replace(stage / "plan.json", ledger)  # the plan, done, is the ledger entry
     fsync_dir(ledger.parent)
     shutil.rmtree(stage, ignore_errors=True)
+
+
+def _compacted(root: Path, table: str, rel: str) -> bool:
+    """Whether a committed compaction marker of `table` lists `rel` (a part's path in its
+    table dir, as a plan names it) among its inputs: the part was moved into place, then
+    merged into the marker's output and collected. Its rows are in the warehouse."""
+    return any(rel in m.inputs for m in read_markers(table_dir(root, table)).values())
 
 
 def recover(root: str | Path) -> int:

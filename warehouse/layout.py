@@ -37,7 +37,7 @@ from aicf_induct.atomic_file import atomic_write as atomic_write
 from aicf_induct.atomic_file import fsync_dir as fsync_dir
 from aicf_induct.atomic_file import temp_path as temp_path
 from warehouse.errors import WarehouseError
-from warehouse.parts import problem_of, readable, relative
+from warehouse.parts import PartVanished, problem_of, readable, relative
 from warehouse.schema import TABLES
 
 MARKERS = "_compactions"
@@ -197,10 +197,17 @@ def listed_parts(root: Path, table: str, attempts: int = 50) -> list[Path]:
     raise WarehouseError(f"table '{table}': compactions kept changing while listing; retry")
 
 
-def visible_parts(root: Path, table: str) -> list[Path]:
+def visible_parts(root: Path, table: str, attempts: int = 50) -> list[Path]:
     """What readers read: the listed parts less the unreadable ones (each named once on
-    stderr; see `parts`)."""
-    return readable(Path(root), table, listed_parts(root, table))
+    stderr; see `parts`). A listed part gone before its check (a compaction collected it:
+    its rows are in an output this listing lacks) lists again: never a partial table."""
+    for _ in range(attempts):
+        try:
+            return readable(Path(root), table, listed_parts(root, table))
+        except PartVanished:
+            continue
+    raise WarehouseError(f"table '{table}': compactions kept collecting parts while listing; "
+                         "retry")
 
 
 def unreadable_parts(root: Path) -> list[tuple[str, str]]:

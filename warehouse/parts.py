@@ -113,15 +113,23 @@ def mark_unreadable(path: Path, reason: str, reported: bool = False) -> None:
             _warned.add((*_key(st), *_stamp(st)))
 
 
+class PartVanished(FileNotFoundError):
+    """A listed part is gone: a compaction collected it after the listing (its rows are in a
+    part that listing does not hold), or `warehouse check --repair` moved it away. The
+    listing is stale: list again (`layout.visible_parts` does); skipping the part would
+    drop its rows without a word."""
+
+
 def readable(root: Path, table: str, files: list[Path]) -> list[Path]:
     """`files`, parts of `table`, without the unreadable ones and those whose columns are not
-    the table's (each warned about once), and those that vanished."""
+    the table's (each warned about once). PartVanished when one of them is gone."""
     out = []
     for p in files:
         try:
             reason = problem_of(p, table)
         except FileNotFoundError:
-            continue  # collected by a compaction after the listing
+            raise PartVanished(2, "listed part vanished (collected after the listing)",
+                               str(p)) from None
         if reason is None:
             out.append(p)
         else:

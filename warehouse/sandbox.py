@@ -10,6 +10,11 @@ Layers, each enough on its own for what it stops:
     extension auto-loading, a memory limit and a thread count, then the configuration locked;
   * the run: a timer interrupts the query at the time limit, and rows are read in batches
     so that a result larger than the row or byte limit is refused without being materialised.
+
+A query reads as every other reader does (`catalog.retry_reads`): when a part it listed
+was collected by a compaction meanwhile, or turns out damaged (then marked unreadable and
+skipped, as every read skips it), the views are built again over a fresh listing and the
+query run again, within the one time limit; only an error left after that is the user's.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from warehouse.catalog import connect, one_line
+from warehouse.catalog import connect, one_line, part_error, retry_reads
 from warehouse.errors import WarehouseError
 from warehouse.guard import check_sql
 from warehouse.layout import table_dir
@@ -82,21 +87,36 @@ def sandbox_connect(root: str | Path, limits: Limits) -> duckdb.DuckDBPyConnecti
 
 
 def run_sql(root: str | Path, sql: str, limits: Limits | None = None) -> Result:
-    """Run one user SELECT in the sandbox; SandboxError says why when it will not."""
+    """Run one user SELECT in the sandbox; SandboxError says why when it will not. A part
+    collected or found damaged under the query lists the parts again and runs it again
+    (`catalog.retry_reads`), all within `limits.time_limit_s`."""
     limits = limits or Limits()
-    conn = sandbox_connect(root, limits)
-    try:
+    root = Path(root).resolve()
+    deadline = time.perf_counter() + limits.time_limit_s
+
+    def attempt() -> Result:
+        left = deadline - time.perf_counter()
+        if left <= 0:  # the retries took the time
+            raise past_time_limit(limits)
+        conn = sandbox_connect(root, limits)
         try:
-            check_sql(conn, sql)
-        except WarehouseError as err:
-            kind = "invalid" if str(err).startswith("bad SQL") else "refused"
-            raise SandboxError(kind, str(err)) from None
-        return _run(conn, sql, limits)
-    finally:
-        conn.close()
+            try:
+                check_sql(conn, sql)
+            except WarehouseError as err:
+                kind = "invalid" if str(err).startswith("bad SQL") else "refused"
+                raise SandboxError(kind, str(err)) from None
+            return _run(conn, sql, limits, left)
+        finally:
+            conn.close()
+
+    # a part error that listing again cannot help is the user's (a file the SQL names)
+    return retry_reads(root, attempt, lambda err: _why(err, False, limits))
 
 
-def _run(conn: duckdb.DuckDBPyConnection, sql: str, limits: Limits) -> Result:
+def _run(conn: duckdb.DuckDBPyConnection, sql: str, limits: Limits,
+         time_left_s: float) -> Result:
+    """The query on `conn`, interrupted after `time_left_s`. A DuckDB error about a part is
+    raised as it is, for `retry_reads` to list again; any other refusal is a SandboxError."""
     fired = threading.Event()
 
     def interrupt() -> None:
@@ -104,7 +124,7 @@ def _run(conn: duckdb.DuckDBPyConnection, sql: str, limits: Limits) -> Result:
         with contextlib.suppress(duckdb.Error):  # the query may just have finished
             conn.interrupt()
 
-    timer = threading.Timer(limits.time_limit_s, interrupt)
+    timer = threading.Timer(time_left_s, interrupt)
     t0 = time.perf_counter()
     timer.start()
     try:
@@ -117,6 +137,10 @@ def _run(conn: duckdb.DuckDBPyConnection, sql: str, limits: Limits) -> Result:
         raise
     # an interrupt or error while Arrow pulls batches arrives as a pyarrow error (OSError)
     except (duckdb.Error, pa.ArrowException, OSError) as err:
+        if not fired.is_set():
+            part = _duckdb_error(err)
+            if part is not None and part_error(part):
+                raise part from None  # a part collected or damaged: list again
         raise _why(err, fired.is_set(), limits) from None
     finally:
         timer.cancel()
@@ -132,6 +156,26 @@ def _run(conn: duckdb.DuckDBPyConnection, sql: str, limits: Limits) -> Result:
         rows += [list(r) for r in zip(*values, strict=True)] if values else \
             [[] for _ in range(b.num_rows)]
     return Result(columns, rows, time.perf_counter() - t0)
+
+
+# DuckDB's error classes by the prefix of their message, for an error that reached us through
+# Arrow's stream as an OSError (a part that fails after the first batch)
+_PREFIXES: tuple[tuple[str, type[duckdb.Error]], ...] = (
+    ("IO Error: ", duckdb.IOException),
+    ("Invalid Input Error: ", duckdb.InvalidInputException),
+    ("Invalid Error: ", duckdb.Error),  # the Parquet decoders' untyped errors
+)
+
+
+def _duckdb_error(err: BaseException) -> duckdb.Error | None:
+    """`err` as the DuckDB error it is or carries (None: not one `part_error` may know)."""
+    if isinstance(err, duckdb.Error):
+        return err
+    text = str(err)
+    for prefix, cls in _PREFIXES:
+        if text.startswith(prefix):
+            return cls(text if cls is not duckdb.Error else text[len(prefix):])
+    return None
 
 
 def past_time_limit(limits: Limits) -> SandboxError:

@@ -19,6 +19,7 @@ from api.errors import ApiProblem
 from api.routes.bodies import json_object
 from api.schemas.ingest import BATCH_ID, IngestBatch, IngestResult, KeyCheck, RunCreate, RunEnd
 from warehouse import ingest
+from warehouse.arrow import read_table
 from warehouse.errors import WarehouseError
 from warehouse.ingest import BatchReused, IngestError, RunExists
 from warehouse.recorder import check_writable
@@ -67,13 +68,17 @@ async def _commit(wh: Any, batch_id: str, make: Callable[[], Mapping[str, pa.Tab
         ingest.batch_key(batch_id)  # a bad id is refused before the records are converted
         tables = make()
         digest = ingest.content_digest(tables)
-        if ingest.is_committed(wh.root, batch_id):
-            ingest.same_batch(wh.root, batch_id, digest)
-            tables = {}
-        else:
-            _refuse_unstarted(wh, tables, path_run)
-            _refuse_contradicting_ends(wh, tables)
-        done = ingest.commit(wh.root, batch_id, tables, digest)
+        ends = tables.get("run_ends")
+        # a batch ending runs checks their ends and commits under their locks: two ends of a
+        # run sent at once are checked one after the other, the second against the first
+        with ingest.ends_locked(wh.root, [] if ends is None else ends["run_id"].to_pylist()):
+            if ingest.is_committed(wh.root, batch_id):
+                ingest.same_batch(wh.root, batch_id, digest)
+                tables = {}
+            else:
+                _refuse_unstarted(wh, tables, path_run)
+                _refuse_contradicting_ends(wh, tables)
+            done = ingest.commit(wh.root, batch_id, tables, digest)
         return IngestResult(batch_id=batch_id, written=done.written, rows=done.rows)
 
     batch_field = "query.batch_id" if batch_in_query else "body.batch_id"
@@ -114,18 +119,24 @@ FINAL_ENDS = ("completed", "early_stopped")
 def _refuse_contradicting_ends(wh: Any, tables: Mapping[str, pa.Table]) -> None:
     """An end sent for a run that has ended completed or early stopped is refused unless it
     says the same (status and steps: a retry under another batch id); it would have
-    overwritten the run's status."""
+    overwritten the run's status. The ends are read from the part files, not the cached
+    catalog (under `ingest.ends_locked`: an end committed a moment ago counts)."""
     ends = tables.get("run_ends")
     if ends is None:
         return
+    ids = set(ends["run_id"].to_pylist())
+    had: dict[str, tuple[str, int]] = {}
+    kept = read_table(wh.root, "run_ends", ["run_id", "status", "steps", "ended_at"],
+                      missing_ok=True).to_pylist()
+    # each run's first final end, as `ORDER BY ended_at LIMIT 1` (a NULL time last)
+    for row in sorted((r for r in kept if r["run_id"] in ids and r["status"] in FINAL_ENDS),
+                      key=lambda r: (r["ended_at"] is None, r["ended_at"])):
+        had.setdefault(row["run_id"], (row["status"], row["steps"]))
     for i, (run_id, status, steps) in enumerate(zip(
             ends["run_id"].to_pylist(), ends["status"].to_pylist(), ends["steps"].to_pylist(),
             strict=True)):
-        had = wh.read(lambda c, r=run_id: c.execute(
-            "SELECT status, steps FROM raw_run_ends WHERE run_id = ? AND status IN "
-            f"{FINAL_ENDS} ORDER BY ended_at LIMIT 1", [r]).fetchone())
-        if had is not None and tuple(had) != (status, steps):
-            raise RunEnded(run_id, had[0], had[1], f"body.run_ends[{i}].status")
+        if run_id in had and had[run_id] != (status, steps):
+            raise RunEnded(run_id, *had[run_id], f"body.run_ends[{i}].status")
 
 
 class RunEnded(Exception):
