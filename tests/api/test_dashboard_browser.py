@@ -129,13 +129,13 @@ def test_run_page_draws_curves_markers_and_the_ir(site: str, browser: Any, tmp_p
     adapt = dashboard_warehouse.adapt
     drawn = load(browser, f"{site}/runs/{adapt['run_id']}", 3, tmp_path / "run.png")
     assert set(drawn) == {"chart-curves", "chart-dynamics", "chart-ir"}
-    # the path the run took, each of its 320 steps once: not the 20 rows of the branch the
-    # rollback dropped (no downsampling this short)
+    # the path the run took, each of its 320 steps once: not the 40 rows of the branches
+    # the rollbacks dropped (no downsampling this short)
     assert drawn["chart-curves"][0] == 320
     dropped = browser.execute_script(
         "return document.getElementById('chart-curves').data.filter(t => t.name === "
         "'dropped branch (step)').map(t => t.x.filter(v => v !== null).length)")
-    assert dropped == [20]  # the 20 steps the rollback dropped, drawn apart
+    assert dropped == [40]  # the 2 × 20 steps the rollbacks dropped, drawn apart
     traces = browser.execute_script(
         "return document.getElementById('chart-curves').data.map(t => "
         "[t.name, Array.from(t.x || []), t.hovertext || null])")

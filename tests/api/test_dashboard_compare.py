@@ -91,7 +91,7 @@ def table(html: str) -> tuple[list[str], list[list[str]]]:
 
 def test_the_loss_chart_overlays_each_run_s_path_and_evaluations(
         client: httpx.Client, conn: duckdb.DuckDBPyConnection, dashboard_warehouse) -> None:
-    """The adaptive run (rolled back once: its path, not the dropped branch) and two sweep
+    """The adaptive run (rolled back twice: its path, not the dropped branches) and two sweep
     runs of iris: each run's training loss per step and validation loss per evaluation, as
     the warehouse's `live_steps` and `live_results` hold them, one colour per run (the
     table's swatch), validation dashed; log scale; the accuracy they share below."""
@@ -117,7 +117,7 @@ def test_the_loss_chart_overlays_each_run_s_path_and_evaluations(
         assert train["line"]["color"] == val["line"]["color"] == colour
         assert val["line"]["dash"] == "dash" and "dash" not in train["line"]
     adapt = dashboard_warehouse.adapt["run_id"]
-    assert len(traces[f"{adapt[:12]} train loss"]["x"]) == 320  # not the 20 dropped rows
+    assert len(traces[f"{adapt[:12]} train loss"]["x"]) == 320  # not the 40 dropped rows
     score = {t["name"]: t for t in figure(r.text, "chart-score")["data"]}
     assert len(score) == len(ids)
     for run_id, colour in zip(ids, swatches, strict=True):
@@ -153,8 +153,8 @@ def test_the_table_holds_each_run_s_facts(client: httpx.Client, conn: duckdb.Duc
         assert parent is None
         assert row == [run_id[:12], problem, origin, status, "–", str(live), f"{wall:.3g} s",
                        str(rewrites), str(rollbacks), *(f"{final[c]:.4g}" for c in finals)]
-    # the adaptive run: its rewrites and rollback, as `adapt` counted them
-    assert rows[0][7:9] == [str(adapt["rewrites"]), str(adapt["rollbacks"])] == ["4", "1"]
+    # the adaptive run: its rewrites and rollbacks, as `adapt` counted them
+    assert rows[0][7:9] == [str(adapt["rewrites"]), str(adapt["rollbacks"])] == ["5", "2"]
     assert rows[0][5] == "320" and rows[1][7:9] == ["0", "0"]
 
 

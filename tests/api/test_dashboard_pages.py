@@ -212,8 +212,9 @@ def test_without_a_pack_the_form_says_so(dashboard_warehouse, tmp_path: Path) ->
 def test_run_page_lists_what_each_rewrite_changed(client: httpx.Client,
                                                   dashboard_warehouse) -> None:
     """The adaptive run widens blocks.0.linear (4 → 8 → 16, the last rolled back to 8: the
-    spike injected at step 200 falls in its guard's window) and then deepens it twice: each
-    shows up as a diff of the IR against the snapshot before."""
+    spike injected at step 200 falls in its guard's window), deepens it twice (the second
+    rolled back by its guard) and adds a residual branch: each shows up as a diff of the IR
+    against the snapshot before."""
     html = client.get(f"/runs/{dashboard_warehouse.adapt['run_id']}").text
     table = html[html.index('id="rewrites"'):]
     table = table[:table.index("</table>")]
@@ -221,7 +222,7 @@ def test_run_page_lists_what_each_rewrite_changed(client: httpx.Client,
                  "~ blocks.0.linear: out_features: 16 → 8",
                  "+ blocks.0.act.deep.linear"):
         assert line in table, table
-    assert table.count("<tr>") == 1 + 4 + 1  # header, 4 rewrites, 1 rollback
+    assert table.count("<tr>") == 1 + 5 + 2  # header, 5 rewrites, 2 rollbacks
 
 
 def test_run_page_counts_the_path_s_steps_beside_the_logged_ones(client: httpx.Client,
