@@ -25,11 +25,14 @@ are omitted there; `simple.is_classification` tells the two apart.
 
 Bounded time and memory: above `FeatureConfig.row_budget` rows (default 5,000) everything
 but the `simple.*` counts is computed on a stratified random sample of that many rows, and
-above `column_budget` columns (default 1,000) on a random subset of columns. The largest
-buffers are then the sample (rows x columns x 8 bytes), one 1-NN distance block
-(1,024 x rows x 8 bytes) and the columns x columns covariance: about 80 MB at the defaults.
+above `column_budget` columns (default 1,000) on a random subset of columns, so neither
+grows with the table past them. The sample itself is rows x columns x 8 bytes (40 MB at the
+defaults); the landmarks' learners hold working copies of it on top (LDA's the largest).
 On a sample of 250,000 entries or more the landmarks' folds fit in threads, each with its
-own working memory (about 50 MB per thread at 4,500 x 300; `FeatureConfig.fold_threads`).
+own working memory (`FeatureConfig.fold_threads`). Measured at the budgets (5,000 of
+20,000 rows, 1,000 columns; `benchmarks/features_bench.py --rows 20000 --cols 1000`,
+benchmarks/RESULTS.md "Problem features"): 125 MB above the start one fold at a time, 216
+MB with the folds in 2 threads; a wider table adds its training split's column subset.
 `simple.sampled_rows` says how many rows were used.
 """
 
