@@ -161,7 +161,7 @@ def service_recorder(args: argparse.Namespace) -> tuple[Recorder, str] | None:
         return None
     import warehouse
     from aicf_induct.runtime.remote_recorder import RemoteLogError, RemoteRecorder
-    from aicf_induct.runtime.spill import SpillRecorder
+    from aicf_induct.runtime.spill import SpillRecorder, spill_root
 
     key = _key(args)
     if not key:
@@ -172,7 +172,8 @@ def service_recorder(args: argparse.Namespace) -> tuple[Recorder, str] | None:
         raise ConfigError(str(err)) from None
     root = warehouse.default_root(args.warehouse)
 
-    def local() -> tuple[Recorder, str]:
-        return warehouse.open_recorder(root), str(root)
+    def local(run_id: str) -> tuple[Recorder, str]:
+        where = spill_root(root, run_id)
+        return warehouse.open_recorder(where), str(where)
 
     return SpillRecorder(remote, local), args.service

@@ -130,6 +130,10 @@ class RemoteRecorder(BaseRecorder):
         self._idle = threading.Condition(self._lock)
         self._closed = False
         self._warned = False
+        self._said: set[str] = set()  # the refusals said: each once (`_give_up`)
+        # why the service refuses the key (401, 403: revoked mid-run), once it has: every
+        # later batch would be refused for it too, so none is sent
+        self._key_refused: str | None = None
         self._down = False  # the last send failed: flush() does not wait for the server
         self._deadline: float | None = None  # set by close: stop retrying after it
         self.undelivered = 0  # records the service never took, counted by close
@@ -257,6 +261,9 @@ class RemoteRecorder(BaseRecorder):
         """POST one batch until it is written, refused, or the recorder gives up at close;
         False only for the last (the server unreachable: the rest of the buffer is not worth
         trying). A body too large for one request goes as two halves."""
+        if self._key_refused is not None:
+            self._give_up(n, self._key_refused)
+            return True
         body = batch_body(uuid.uuid4().hex, batch)
         if len(body) > MAX_BODY_BYTES and n > 1:
             return self._send_halves(batch)
@@ -272,7 +279,11 @@ class RemoteRecorder(BaseRecorder):
                 if too_large(err, body, n):
                     return self._send_halves(batch)
                 if err.code not in RETRY_STATUSES:  # sending it again cannot help
-                    self._give_up(n, f"batch refused: {_problem(err)}")
+                    why = f"batch refused: {_problem(err)}"
+                    if err.code in (401, 403):  # the key: no later batch will be taken
+                        why += "; the rest of the run is not sent"
+                        self._key_refused = why
+                    self._give_up(n, why)
                     return True  # (the server answers: the next batch may be taken)
                 self._warn(f"{self.url} answered {err.code}; retrying")
             except (OSError, ValueError) as err:  # refused, reset, timed out, bad answer
@@ -290,10 +301,14 @@ class RemoteRecorder(BaseRecorder):
         return all([self._send(*half) for half in _halves(batch)])  # (a list: both are sent)
 
     def _give_up(self, n: int, why: str) -> None:
+        """Drop `n` records for `why`, said the first time only: a refusal that repeats (a
+        key revoked mid-run, a row the server cannot take at every step) must not write a
+        line every half second; `close` counts every record not delivered."""
         with self._lock:
             self.stats.dropped += n
         self.stats.errors.append(why)
-        if self.report_losses:
+        if self.report_losses and why not in self._said:
+            self._said.add(why)
             self._say(f"remote log: dropped {n} record(s): {why}")
 
     def _warn(self, text: str) -> None:

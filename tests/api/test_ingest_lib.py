@@ -185,6 +185,38 @@ def test_remote_recorder_refusals(tmp_path: Path) -> None:
     assert not os.path.exists(root / "steps")
 
 
+def test_a_key_revoked_mid_run_is_said_once_and_nothing_more_is_sent(tmp_path: Path) -> None:
+    """Every batch after the revocation was refused (401) and said in a line of its own, one
+    each half second for the rest of the run; the refusal is said once now, no later batch is
+    sent, and close counts every record not delivered."""
+    from warehouse.keys import id_of, revoke_key
+
+    root = tmp_path / "wh"
+    settings = Settings(warehouse=root)
+    key = create_key(settings.key_path(), "write")
+    port = free_port()
+    err = io.StringIO()
+    with serve_in_thread(create_app(settings), port):
+        rec = started(RemoteRecorder(f"http://127.0.0.1:{port}", key, stream=err))
+        rec.step(step(0))
+        rec.flush()
+        key_id = id_of(settings.key_path(), key)
+        assert key_id is not None
+        revoke_key(settings.key_path(), key_id)
+        for i in range(1, 6):
+            rec.step(step(i))
+            rec.flush()  # a batch each
+        sent = rec.stats.sent_batches
+        rec.close()
+    text = err.getvalue()
+    assert text.count("remote log: dropped") == 1, text
+    assert "401" in text and "the rest of the run is not sent" in text
+    assert "5 record(s) not delivered" in text and rec.stats.dropped == 5
+    assert rec.stats.sent_batches == sent
+    got, _ = _delivered(root, "SELECT step FROM steps")
+    assert got == [(0,)]
+
+
 def test_a_backlog_goes_in_batches_the_server_takes(tmp_path: Path) -> None:
     """After an outage the whole backlog went as one batch; past the server's body limit it
     was refused (413, or the connection reset while sending) and dropped at close: two thirds

@@ -170,7 +170,7 @@ def test_a_service_killed_mid_run_the_run_goes_on_and_is_logged_locally(
         policy = LearnedRewritePolicy(service_rewrites(url, key, features={
             "simple.n_rows": 150.0}), RuleBasedPolicy(), source="service", stream=say)
         rec = SpillRecorder(RemoteRecorder(url, key, close_timeout_s=1.0, stream=say),
-                            lambda: (warehouse.open_recorder(local), str(local)), stream=say)
+                            lambda run: (warehouse.open_recorder(local), str(local)), stream=say)
         run = AdaptiveRun(problem, mlp_graph(parse_model_spec("mlp:depth=1,width=4"), 4, 3),
                           TrainConfig(lr=0.01, seed=1),
                           AdaptConfig(steps=300, warmup_steps=30, eval_every=10,

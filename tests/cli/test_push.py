@@ -110,7 +110,7 @@ def spilled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     say = io.StringIO()
     with serving(served, env=LIMITS) as first:
         rec = SpillRecorder(RemoteRecorder(first.url, key, close_timeout_s=1.0, stream=say),
-                            lambda: (warehouse.open_recorder(local), str(local)), stream=say)
+                            lambda run: (warehouse.open_recorder(local), str(local)), stream=say)
         run = AdaptiveRun(load_problem("iris", seed=1),
                           mlp_graph(parse_model_spec("mlp:depth=1,width=4"), 4, 3),
                           TrainConfig(lr=0.01, seed=1),
