@@ -1,13 +1,13 @@
 """A user's CSV or Parquet file with a named target column.
 
 The file's columns are checked strictly: a free-text, constant, all-missing, date, time or
-duration column (a Parquet timestamp, date, time or duration, or a CSV column or a DataFrame's
-text column of ISO dates such as 2024-03-01) is an error naming the column (leave it out with
-`&drop=COL`), because silently training without a column the user gave is worse than asking;
-so is a header naming one column twice or holding a control character (a NUL byte), and a
-nested or binary target. Row identifiers
-(rownames, id, "Unnamed: 0", a 1..n counter) are left out with a note. A `.csv` whose header
-holds no comma but semicolons (or tabs) is read with those between values, as spreadsheets
+duration column (a Parquet timestamp, date, time or duration, or a text column of ISO dates
+such as 2024-03-01 in a CSV, a Parquet file or a DataFrame) is an error naming the column
+(leave it out with `&drop=COL`), because silently training without a column the user gave
+is worse than asking; so is a header naming one column twice or holding a control character
+(a NUL byte), and a nested or binary target. Row identifiers (rownames, id, "Unnamed: 0", a
+1..n counter) are left out with a note. A `.csv` whose header holds no comma but semicolons
+(or tabs) is read with those between values, as spreadsheets
 export it where the comma is the decimal mark (a column of numbers written "0,5" is read as
 numbers). Parquet decimals are read as floats, and a text column whose every value is a number
 (a Parquet string column, a DataFrame's object column) as numbers, as a CSV's is.
@@ -67,7 +67,7 @@ def read_frame(path: str | Path) -> pd.DataFrame:
     suffix = _format_suffix(p)
     try:
         if suffix in (".parquet", ".pq"):
-            frame = _retyped(pd.read_parquet(p), _decimals_as_floats)
+            frame = _as_read(pd.read_parquet(p))  # its decimals, and ISO-date text as dates
         elif suffix in (".csv", ".tsv", ".txt"):
             sep = "\t" if suffix == ".tsv" else separator(p)
             _check_header(p, sep)
@@ -219,9 +219,9 @@ def _decimal_commas(col: pd.Series, present: pd.Series) -> pd.Series | None:
 
 
 def _iso_dates(col: pd.Series, present: pd.Series) -> pd.Series | None:
-    """A CSV's (or a DataFrame's) text column of ISO dates as datetimes, so that it is
-    reported as dates (as a Parquet timestamp is) rather than as categories or free text; a
-    pandas categorical stays (levels the user chose, as in `_text_numbers`)."""
+    """A CSV's (a Parquet file's, a DataFrame's) text column of ISO dates as datetimes, so
+    that it is reported as dates (as a Parquet timestamp is) rather than as categories or
+    free text; a pandas categorical stays (levels the user chose, as in `_text_numbers`)."""
     if col.dtype != object and not pd.api.types.is_string_dtype(col.dtype):
         return None
     for part in (present.iloc[:100], present):  # text is told by its first values, as there
@@ -262,8 +262,9 @@ def _text_numbers(col: pd.Series, present: pd.Series) -> pd.Series | None:
 
 
 def _as_read(frame: pd.DataFrame) -> pd.DataFrame:
-    """A DataFrame given in memory as `read_frame` gives the same table from a file: Decimal
-    objects as floats (as Parquet's decimals) and ISO-date text as datetimes (as a CSV's).
+    """A DataFrame given in memory (or read from Parquet) as `read_frame` gives the same table
+    from a CSV: Decimal objects as floats (as Parquet's decimals) and ISO-date text as
+    datetimes (as a CSV's).
     Decimal commas ("0,5") stay text, as in a comma-separated CSV; `frame_table` then reads
     text numbers as numbers for both."""
     return _retyped(_retyped(frame, _decimals_as_floats), _iso_dates)

@@ -79,6 +79,12 @@ def test_iso_date_text_is_a_date_column_in_a_frame_as_in_a_csv(write_csv: Writer
     assert from_frame.value.reason == from_file.value.reason
     assert "date/time column" in str(from_frame.value)
     assert "drop=['d']" in str(from_frame.value)  # said as Python leaves it out
+    # a Parquet file's text column of ISO dates too (its timestamps always were)
+    parquet = Path(write_csv(frame, "dates.csv")).with_suffix(".parquet")
+    frame.to_parquet(parquet)
+    with pytest.raises(UnusableColumn) as from_parquet:
+        load_problem(f"file:{parquet}?target=y")
+    assert from_parquet.value.reason == from_file.value.reason
     with_gap = frame.assign(d=frame["d"].where(frame.index != 3, None))  # a missing date
     with pytest.raises(UnusableColumn, match="date/time column"):
         problem_from_frame(with_gap, "y")
