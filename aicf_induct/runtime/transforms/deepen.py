@@ -63,7 +63,7 @@ class Deepen(Transform):
         if state not in self.STATES:
             # a bad option (a ValueError before): the rewrite is not made, the run goes on
             raise RewriteError(f"deepen state must be one of {', '.join(self.STATES)}, "
-                                   f"got {state!r}")
+                               f"got {state!r}")
         self.residual = residual  # True: the residual form even after an idempotent act
         self.state = state  # the new parameters' optimizer state, see the module doc
 
