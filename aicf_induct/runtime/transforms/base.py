@@ -15,6 +15,7 @@ SGD's momentum, the per-parameter step counts); docs/rewrites.md collects them.
 
 from __future__ import annotations
 
+import math
 import numbers
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
@@ -41,6 +42,16 @@ def int_option(name: str, value: Any, low: int | None = None) -> int:
         rule = "an int" if low is None else f"an int >= {low}"
         raise RewriteError(f"{name} must be {rule}, got {value!r}")
     return int(value)
+
+
+def number_option(name: str, value: Any, low: float | None = None) -> float:
+    """A real option as a float, finite (and at least `low`), else a RewriteError naming it:
+    a bool, a string or inf failed deep inside the rewrite, or asked for no end of units."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or \
+            not math.isfinite(value) or (low is not None and value < low):
+        rule = "a finite number" if low is None else f"a finite number >= {low:g}"
+        raise RewriteError(f"{name} must be {rule}, got {value!r}")
+    return float(value)
 
 
 class Transform(ABC):

@@ -23,14 +23,18 @@ counts are kept.
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any
 
 import numpy as np
 
 from aicf_induct.ir.graph import Graph
 from aicf_induct.runtime.model_state import ModelState
-from aicf_induct.runtime.transforms.base import RewriteError, Transform, int_option
+from aicf_induct.runtime.transforms.base import (
+    RewriteError,
+    Transform,
+    int_option,
+    number_option,
+)
 from aicf_induct.runtime.transforms.surgery import hidden_linears, redeclare, unit_chain, units_of
 
 PRUNE_BY = ("magnitude", "gradient")
@@ -46,8 +50,7 @@ class Prune(Transform):
         units = int_option("prune units", units)
         # 0 would let every unit go: a layer of no units is no layer
         min_units = int_option("prune min_units", min_units, 1)
-        if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real):
-            raise RewriteError(f"prune fraction must be a number, got {fraction!r}")
+        fraction = number_option("prune fraction", fraction)
         if units < 0 or (not units and not 0.0 < fraction < 1.0):
             raise RewriteError(f"prune needs units > 0 or 0 < fraction < 1, got units={units}, "
                                f"fraction={fraction}")

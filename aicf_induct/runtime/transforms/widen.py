@@ -40,7 +40,6 @@ mean instead all but froze them in a test on digits, which trained worse.)
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any
 
 import numpy as np
@@ -48,7 +47,12 @@ import numpy as np
 from aicf_induct.ir.graph import Graph
 from aicf_induct.ir.init import init_array
 from aicf_induct.runtime.model_state import ModelState
-from aicf_induct.runtime.transforms.base import RewriteError, Transform, int_option
+from aicf_induct.runtime.transforms.base import (
+    RewriteError,
+    Transform,
+    int_option,
+    number_option,
+)
 from aicf_induct.runtime.transforms.surgery import hidden_linears, redeclare, unit_chain, units_of
 
 WIDEN_INITS = ("split", "fresh")
@@ -83,15 +87,11 @@ class Widen(Transform):
                  max_width: int = 4096, init: str = "split") -> None:
         units = int_option("widen units", units)
         max_width = int_option("widen max_width", max_width, 1)
-        if isinstance(factor, bool) or not isinstance(factor, numbers.Real) \
-                or not math.isfinite(factor):
-            raise RewriteError(f"widen factor must be a finite number, got {factor!r}")
+        factor = number_option("widen factor", factor)
         if units < 0 or (not units and not factor > 1.0):
             raise RewriteError(f"widen needs units > 0 or factor > 1, got units={units}, "
                                f"factor={factor}")
-        if isinstance(noise, bool) or not isinstance(noise, numbers.Real) \
-                or not 0 <= noise < math.inf:
-            raise RewriteError(f"widen noise must be a finite number >= 0, got {noise!r}")
+        noise = number_option("widen noise", noise, 0)
         if init not in WIDEN_INITS:
             raise RewriteError(f"widen init must be one of {WIDEN_INITS}, got {init!r}")
         self.factor: float = factor
