@@ -10,10 +10,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from warehouse.catalog import ATTEMPTS, _backoff, existing_warehouse
+from warehouse.catalog import ATTEMPTS, existing_warehouse, wait_for_compaction
 from warehouse.errors import WarehouseError
 from warehouse.layout import check_root, visible_parts
-from warehouse.parts import mark_unreadable, warn_skipped
+from warehouse.parts import PartVanished, mark_unreadable, warn_skipped
 from warehouse.schema import table as table_spec
 
 
@@ -43,7 +43,7 @@ def read_table(root: str | Path, table: str, columns: Sequence[str] | str | None
         except FileNotFoundError:
             # collected by a compaction after the listing: its rows are in an output this
             # listing lacks, so skipping it would return a partial table; list again
-            _backoff(attempt)
+            wait_for_compaction(attempt)
     raise WarehouseError(f"table '{table}': compactions kept collecting parts while "
                          "reading; retry")
 
@@ -58,7 +58,7 @@ def _read(root: Path, table: str, fields: list[pa.Field], names: list[str]) -> p
             raise
         except (OSError, pa.ArrowException) as err:
             if not p.exists():  # gone under the read, whatever pyarrow called it
-                raise FileNotFoundError(2, "listed part vanished", str(p)) from None
+                raise PartVanished(2, "listed part vanished", str(p)) from None
             reason = str(err).splitlines()[0] if str(err) else type(err).__name__
             mark_unreadable(p, reason)
             warn_skipped(root, p, reason)

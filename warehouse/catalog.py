@@ -184,8 +184,9 @@ def build_views(conn: duckdb.DuckDBPyConnection, root: Path) -> None:
 ATTEMPTS = 25
 
 
-def _backoff(attempt: int) -> None:
-    time.sleep(min(0.005 * 2**attempt, 0.2))  # let the compaction that raced us finish
+def wait_for_compaction(attempt: int) -> None:
+    """Before a reader's next attempt (of ATTEMPTS): let the compaction that raced it finish."""
+    time.sleep(min(0.005 * 2**attempt, 0.2))
 
 
 def _vanished(err: duckdb.Error) -> bool:
@@ -281,7 +282,7 @@ def _recover(err: duckdb.Error, root: Path, attempt: int) -> bool:
     if _vanished(err):
         if _names_no_part(err, root):
             return False
-        _backoff(attempt)
+        wait_for_compaction(attempt)
         return True
     bad = [(p, one_line(err)) for p in _named_parts(err, root)] or _footer_failures(root)
     if not bad and _untyped(err):
