@@ -17,6 +17,7 @@ import warehouse
 from aicf_induct.cli.background import serving
 from aicf_induct.cli.main import main
 from tests.api.conftest import LIMITS, cli
+from warehouse.ingest import recover
 
 PROBLEMS = "iris,diabetes,synthetic:moons?n=300&seed=1"
 ADAPT = ["--steps", "200", "--trigger-warmup", "30", "--eval-every", "10", "--guard-steps",
@@ -223,6 +224,10 @@ def test_through_the_service_it_logs_what_the_local_run_logs(corpus, tmp_path: P
     local, served_root = tmp_path / "local", tmp_path / "served"
     shutil.copytree(root, local)
     shutil.copytree(root, served_root)  # the same rewrite history on both sides
+    # as the service does when it starts on served_root: a batch the server that an earlier
+    # test killed mid-run left planned is rolled forward (else the served side's history
+    # held one decision more, when the kill fell inside a commit)
+    recover(local)
     argv = ["adapt", "--dataset", "wine", "--from-proposal", "--pack", str(pack), "--json",
             "--seed", "3", *ADAPT]
     monkeypatch.setenv("AICF_WAREHOUSE", str(local))
