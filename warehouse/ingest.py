@@ -50,7 +50,7 @@ from aicf_induct import file_lock
 from aicf_induct.json_values import MAX_DEPTH, json_depth
 from aicf_induct.records import RESUMED, RUN_STATUSES
 from warehouse.errors import WarehouseError
-from warehouse.layout import atomic_write, ensure_dir, fsync_dir, read_markers, table_dir
+from warehouse.layout import atomic_write, ensure_dir, fsync_dir, table_dir
 from warehouse.schema import RUN_TABLES, TABLES
 from warehouse.writer import write_parquet
 
@@ -624,8 +624,11 @@ def _ledger_rows(root: Path, key: str) -> dict[str, int]:
 
 def _roll_forward(root: Path, key: str) -> None:
     """Move a planned batch's staged parts into their tables, then record it in the ledger.
-    Idempotent: a part already moved (by an attempt that died half-way) is skipped, also
-    when a compaction has merged it since and collected it (`_compacted`)."""
+    Idempotent: a part already moved (by an attempt that died half-way) is skipped. The plan
+    is written only once every staged part is synced, and nothing but this move takes a
+    staged part away, so a planned part missing from staging was moved into place: it may
+    not be there any more, since compactions may have merged and collected it since (as
+    often as they ran before this server restarted, so no marker need still name it)."""
     stage = _staging(root, key)
     plan = json.loads((stage / "plan.json").read_bytes())
     for name, rel in plan["parts"].items():
@@ -635,20 +638,11 @@ def _roll_forward(root: Path, key: str) -> None:
             ensure_dir(final.parent)
             os.replace(staged, final)
             fsync_dir(final.parent)
-        elif not final.exists() and not _compacted(root, name, rel):
-            raise WarehouseError(f"ingest batch {key}: part {name} lost from staging")
     ledger = _ledger(root, key)
     ensure_dir(ledger.parent)
     os.replace(stage / "plan.json", ledger)  # the plan, done, is the ledger entry
     fsync_dir(ledger.parent)
     shutil.rmtree(stage, ignore_errors=True)
-
-
-def _compacted(root: Path, table: str, rel: str) -> bool:
-    """Whether a committed compaction marker of `table` lists `rel` (a part's path in its
-    table dir, as a plan names it) among its inputs: the part was moved into place, then
-    merged into the marker's output and collected. Its rows are in the warehouse."""
-    return any(rel in m.inputs for m in read_markers(table_dir(root, table)).values())
 
 
 def recover(root: str | Path) -> int:

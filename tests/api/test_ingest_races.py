@@ -25,6 +25,7 @@ from warehouse import ingest
 from warehouse.catalog import with_retry
 from warehouse.ingest import INGEST_DIR, is_committed, recover
 from warehouse.keys import create_key
+from warehouse.layout import read_markers
 from warehouse.writer import Writer
 
 RUN = {"run_id": "remote-1", "problem_id": "p1", "problem_name": "toy", "task": "regression",
@@ -116,8 +117,10 @@ ingest.commit(root, "batch-1", t)
 
 def test_a_batch_whose_moved_part_was_compacted_away_rolls_forward(tmp_path: Path) -> None:
     """The server died between moving the part and the ledger entry; before it restarted,
-    a compaction merged that part with a local run's and collected it. The roll-forward
-    said "part steps lost from staging" and the server could not start."""
+    a compaction merged that part with a local run's and collected it, and a second one
+    merged that output again and collected the marker that had named the part. The
+    roll-forward said "part steps lost from staging" and the server could not start (after
+    one compaction until the forty-second sitting, after two until the forty-third)."""
     root = tmp_path / "wh"
     root.mkdir()
     p = subprocess.run([sys.executable, "-c", KILLED, str(root)], cwd=REPO,
@@ -132,17 +135,23 @@ def test_a_batch_whose_moved_part_was_compacted_away_rolls_forward(tmp_path: Pat
     report = warehouse.compact(root, grace_s=0)
     assert report.per_table == {"steps": 2}
     assert not (root / "steps" / rel).exists()  # merged, then collected
+    # a second local run, and a second compaction: it merges the first one's output, and
+    # collects its marker, the last record that named the batch's part
+    with Writer(root) as w:
+        w.append("steps", {"run_id": "local2", "step": 0})
+    assert warehouse.compact(root, grace_s=0).per_table == {"steps": 2}
+    assert not any(rel in m.inputs for m in read_markers(root / "steps").values())
     # the server starts again: `create_app` rolls the batch forward
     with serve_in_thread(create_app(Settings(warehouse=root))) as client:
         assert is_committed(root, "batch-1")
         assert not (root / INGEST_DIR / "staging" / plan.parent.name).exists()
         health = client.get("/v1/health")
         assert health.status_code == 200, health.text
-        assert health.json()["warehouse"]["steps"] == 2
+        assert health.json()["warehouse"]["steps"] == 3
     assert recover(root) == 0
     steps = with_retry(root, lambda c: c.execute(
         "SELECT run_id, step FROM raw_steps ORDER BY run_id").fetchall())
-    assert steps == [("local", 0), ("r", 0)]  # each once
+    assert steps == [("local", 0), ("local2", 0), ("r", 0)]  # each once
     # the client's retry of the batch finds it done
     again = ingest.commit(root, "batch-1", ingest.tables_of({"steps": [
         {"run_id": "r", "step": 0, "epoch": 0, "loss": 1.0, "grad_norm": 1.0,
