@@ -99,6 +99,48 @@ def shared_score(views: list[RunView]) -> str | None:
     return picks.pop() if len(picks) == 1 else None
 
 
+
+# a loss this many times above every run's first finite loss is a run's divergence: runs
+# drawn together stop their log axis there, so one run at 1e200 does not flatten the others
+OFF_SCALE = 100.0
+
+
+def _finite_positive(values: Any) -> np.ndarray:
+    v = np.asarray(values, dtype=np.float64)
+    return v[np.isfinite(v) & (v > 0)]
+
+
+def loss_range(views: list[RunView]) -> tuple[float, float] | None:
+    """(bottom, top) of the loss axis of runs drawn together when a finite loss lies above
+    OFF_SCALE × the largest of the runs' first finite training losses (top is that bound;
+    bottom half the least positive loss); None when every loss is below it (autoscale)."""
+    firsts = [f[0] for f in (_finite_positive(v.curves["loss"][1]) for v in views) if len(f)]
+    if not firsts:
+        return None
+    top = OFF_SCALE * max(firsts)
+    every = np.concatenate([_finite_positive(x) for x in _drawn_losses(views)])
+    if not len(every) or every.max() <= top:
+        return None
+    return float(every.min()) / 2, top
+
+
+def _drawn_losses(views: list[RunView]) -> list[np.ndarray]:
+    """Every loss a comparison draws: each run's training losses and validation losses."""
+    out = [np.asarray(v.curves["loss"][1], dtype=np.float64) for v in views]
+    return out + [np.asarray(v.evals_of("val", "loss")[1], dtype=np.float64) for v in views]
+
+
+def steps_above(view: RunView, top: float) -> list[int]:
+    """The steps at which the run's training or validation loss is finite and above `top`
+    (drawn as ticks at the top edge: their points lie off the axis)."""
+    steps, loss = view.curves["loss"]
+    loss = np.asarray(loss, dtype=np.float64)
+    x, y = view.evals_of("val", "loss")
+    y_ = np.asarray(y, dtype=np.float64)
+    hit = [int(s) for s in np.asarray(steps)[np.isfinite(loss) & (loss > top)]]
+    hit += [int(s) for s, v in zip(x, y_, strict=True) if np.isfinite(v) and v > top]
+    return sorted(set(hit))
+
 # the most points `m4` keeps of a bucket: max_points // PER_BUCKET buckets keep at most
 # max_points
 PER_BUCKET = 5

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import textwrap
 
+import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from aicf_induct.plots.run import cover_steps, dots, not_finite_steps, rug
-from warehouse.run_view import COMPARE_COLOURS, RunView, shared_score
+from warehouse.run_view import COMPARE_COLOURS, RunView, loss_range, shared_score, steps_above
 
 
 def compare_figure(views: list[RunView]) -> Figure:
@@ -41,6 +43,7 @@ def compare_figure(views: list[RunView]) -> Figure:
             score_ax.plot(x, y, color=colour, lw=1.3, marker="o", ms=3,
                           label=f"{name} val {score}")
     loss_ax.set_yscale("log")
+    _stop_at_divergence(loss_ax, views)
     loss_ax.set_ylabel("loss")
     problems = sorted({str(v.run["problem_name"]) for v in views})
     title = f"{len(views)} runs of {', '.join(problems)}"
@@ -57,3 +60,17 @@ def compare_figure(views: list[RunView]) -> Figure:
         bottom = score_ax
     bottom.set_xlabel("step")
     return fig
+
+
+def _stop_at_divergence(ax: Axes, views: list[RunView]) -> None:
+    """Stop the loss axis at `loss_range`'s top when a run diverged past it, with a tick at
+    the top edge for each step whose loss lies above, in the run's colour."""
+    bounds = loss_range(views)
+    if bounds is None:
+        return
+    ax.set_ylim(*bounds)
+    for view, colour in zip(views, COMPARE_COLOURS, strict=False):
+        above = steps_above(view, bounds[1])
+        if above:
+            rug(ax, np.asarray(above), colour, f"{str(view.run['run_id'])[:12]} loss above "
+                f"{bounds[1]:.3g}", y=1.0)

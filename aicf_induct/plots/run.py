@@ -101,10 +101,10 @@ def _mark_not_finite(loss_ax: Axes, dyn_ax: Axes, steps: np.ndarray,
     rug(loss_ax, bad, NOT_FINITE, "_rug")
 
 
-def rug(ax: Axes, steps: np.ndarray, colour: str, label: str) -> None:
-    """A tick per step along the axis's bottom edge, whatever its y range: where a curve
-    has no point (its loss inf or NaN)."""
-    ax.plot(steps, np.zeros(len(steps)), ls="", marker="|", ms=12, color=colour,
+def rug(ax: Axes, steps: np.ndarray, colour: str, label: str, y: float = 0.0) -> None:
+    """A tick per step along the axis's bottom edge (`y` 0; the top edge at 1), whatever its
+    y range: where a curve has no point (its loss inf or NaN, or above the axis)."""
+    ax.plot(steps, np.full(len(steps), y), ls="", marker="|", ms=12, color=colour,
             transform=ax.get_xaxis_transform(), clip_on=False, label=label)
 
 

@@ -4,10 +4,11 @@ validation score the runs share. Plain dicts, as the run page's (see run_charts)
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from api.pages.run_charts import Figure, step_mode, trace
-from warehouse.run_view import COMPARE_COLOURS, RunView
+from warehouse.run_view import COMPARE_COLOURS, RunView, loss_range, steps_above
 
 
 def label(view: RunView) -> str:
@@ -24,7 +25,8 @@ def _layout(y_title: str, log: bool, height: int) -> Figure:
 
 def losses_figure(views: list[RunView]) -> Figure:
     """Per run, in its colour: training loss per step on the path it took (downsampled as
-    the run page's) and validation loss per evaluation, dashed; log scale."""
+    the run page's) and validation loss per evaluation, dashed; log scale, stopped at
+    `loss_range`'s top when a run diverged past it (its steps above marked at the top)."""
     data: list[dict[str, Any]] = []
     for view, colour in zip(views, COMPARE_COLOURS, strict=False):
         name, group = label(view), str(view.run["run_id"])
@@ -38,7 +40,19 @@ def losses_figure(views: list[RunView]) -> Figure:
             data.append(trace(x, y, f"{name} val loss", mode="lines+markers",
                               legendgroup=group, line={"color": colour, "dash": "dash"},
                               marker={"size": 5, "color": colour}))
-    return {"data": data, "layout": _layout("loss (log)", True, 480)}
+    layout = _layout("loss (log)", True, 480)
+    bounds = loss_range(views)
+    if bounds is not None:  # a run diverged: stop the axis there, mark its steps above it
+        layout["yaxis"]["range"] = [math.log10(bounds[0]), math.log10(bounds[1])]
+        for view, colour in zip(views, COMPARE_COLOURS, strict=False):
+            above = steps_above(view, bounds[1])
+            if above:
+                data.append(trace(above, [bounds[1]] * len(above),
+                                  f"{label(view)} loss above {bounds[1]:.3g}", mode="markers",
+                                  legendgroup=str(view.run["run_id"]), cliponaxis=False,
+                                  marker={"symbol": "triangle-up", "size": 7,
+                                          "color": colour}))
+    return {"data": data, "layout": layout}
 
 
 def score_figure(views: list[RunView], metric: str) -> Figure:

@@ -197,3 +197,43 @@ def test_non_finite_steps_of_a_curve() -> None:
 
     steps = np.array([0, 1, 2, 3])
     assert not_finite_steps(steps, np.array([1.0, np.inf, 2.0, np.nan])).tolist() == [1, 3]
+
+
+def test_compare_stops_the_loss_axis_where_a_run_diverged(runs: Runs) -> None:
+    """The diverged run's finite losses reach 1e197: on a log axis that size, the other
+    run's curve was a flat line at the bottom. The axis now stops at 100 × the larger first
+    loss, and the steps above it are ticks at the top edge, in the run's colour; the
+    dashboard's compare chart stops there too."""
+    from aicf_induct.plots.compare import compare_figure
+    from api.pages.compare_charts import losses_figure
+
+    views = [_view(runs, runs.diverged), _view(runs, runs.one_step)]
+    firsts = [float(v.curves["loss"][1][0]) for v in views]
+    top = 100 * max(firsts)
+    rows = warehouse.connect(runs.root).execute(
+        "SELECT step FROM live_steps WHERE run_id = ? AND isfinite(loss) AND loss > ? "
+        "ORDER BY step", [runs.diverged, top]).fetchall()
+    assert rows  # the case: finite losses far above the axis
+    loss_ax = compare_figure(views).axes[0]
+    bottom, drawn_top = loss_ax.get_ylim()
+    assert drawn_top == pytest.approx(top)
+    one = np.asarray(views[1].curves["loss"][1], dtype=np.float64)
+    assert bottom < one.min() and one.max() < drawn_top  # the other run's points on the axis
+    ticks = [ln for ln in loss_ax.get_lines() if "loss above" in str(ln.get_label())]
+    assert len(ticks) == 1
+    assert sorted(ticks[0].get_xdata().tolist()) == [s for (s,) in rows]
+    chart = losses_figure(views)
+    low, high = chart["layout"]["yaxis"]["range"]
+    assert 10 ** high == pytest.approx(top) and 10 ** low < one.min()
+    above = [t for t in chart["data"] if "loss above" in t["name"]]
+    assert [t["x"] for t in above] == [[s for (s,) in rows]]
+
+
+def test_compare_autoscales_when_no_run_diverged(runs: Runs) -> None:
+    from aicf_induct.plots.compare import compare_figure
+    from api.pages.compare_charts import losses_figure
+
+    views = [_view(runs, runs.nan), _view(runs, runs.one_step)]
+    assert "range" not in losses_figure(views)["layout"]["yaxis"]
+    loss_ax = compare_figure(views).axes[0]
+    assert not [ln for ln in loss_ax.get_lines() if "loss above" in str(ln.get_label())]
