@@ -338,7 +338,9 @@ class Trainer:
             x, y = split.X[start:start + EVAL_CHUNK], split.y[start:start + EVAL_CHUNK]
             loss, pred = self.executor.evaluate(x, y)
             total += loss * len(x)
-            preds.append(self.backend.to_host(pred))
+            # a copy: the prediction is a view into the eval plan's memory, which the next
+            # chunk overwrites (on the CPU, to_host returns the view itself)
+            preds.append(np.array(self.backend.to_host(pred)))
         pred_all = np.concatenate(preds)
         return total / max(len(split), 1), score(self.problem.task, pred_all, split.y)
 

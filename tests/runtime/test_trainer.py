@@ -264,3 +264,26 @@ def test_arguments_of_another_type_are_a_type_error_saying_what_it_takes() -> No
             Trainer(*args)
         with pytest.raises(TypeError, match=why):
             AdaptiveRun(*args, AdaptConfig(), RuleBasedPolicy())
+
+
+def test_a_split_of_several_evaluation_chunks_is_scored_on_each_chunk_s_predictions() -> None:
+    """Each chunk's predictions were a view into the eval plan's memory, which the next chunk
+    overwrote on the CPU: a split of two full chunks or more was scored on the last full
+    chunk's predictions (0.795 against 0.993 in the audit's case), its loss right."""
+    import pandas as pd
+
+    from aicf_induct.problems.registry import problem_from_frame
+    from aicf_induct.runtime.metrics import score
+    from aicf_induct.runtime.trainer import EVAL_CHUNK
+
+    rng = np.random.default_rng(0)
+    n = 3 * EVAL_CHUNK + 500
+    X = rng.normal(size=(n, 4))
+    frame = pd.DataFrame(X, columns=list("abcd")).assign(y=(X[:, 0] + X[:, 1] > 0).astype(int))
+    p = problem_from_frame(frame, target="y", seed=0)
+    assert len(p.train) > 2 * EVAL_CHUNK  # the case: chunks that overwrite each other
+    trainer = Trainer(p, mlp(p.n_features, p.n_outputs), TrainConfig(epochs=1, seed=0))
+    for idx in trainer._epoch_batches(0):
+        trainer.train_step(p.train.X[idx], p.train.y[idx], 0)
+    _, got = trainer.evaluate(p.train)
+    assert got == score(p.task, trainer.executor.predict(p.train.X), p.train.y)
