@@ -200,3 +200,18 @@ def test_an_empty_split_is_refused_by_name(split: str) -> None:
     p = dataclasses.replace(p, **{split: dataclasses.replace(part, X=part.X[:0], y=part.y[:0])})
     with pytest.raises(ConfigError, match=rf"^problem 'iris', {split} split: no rows"):
         Trainer(p, mlp(4, 3), TrainConfig(epochs=1, backend="numpy"))
+
+
+@pytest.mark.parametrize("shape", [[6], [-1], [3, -1]])
+def test_a_reshape_to_minus_one_takes_a_batch_of_no_rows(shape: list[int]) -> None:
+    """Prediction takes 0 rows; a reshape whose shape holds -1 crashed there, NumPy being
+    unable to resolve -1 in an array of no values."""
+    b = GraphBuilder()
+    x = b.input([None, 2, 3])
+    r = b.add("reshape", [x], {"shape": shape})
+    if len(shape) > 1:
+        r = b.add("reshape", [r], {"shape": [6]})
+    g = b.output(b.add("linear", [r], {"out_features": 2}))
+    ex = Executor(g, store_for(g))
+    assert ex.predict(np.ones((0, 2, 3))).shape == (0, 2)
+    assert ex.predict(np.ones((5, 2, 3))).shape == (5, 2)

@@ -55,7 +55,11 @@ def _reshape_infer(ins: Sequence[TensorType], attrs: Attrs) -> TensorType:
 def _reshape_forward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array],
                      attrs: Attrs) -> Array:
     x = ins[0]
-    return x.reshape((x.shape[0], *attrs["shape"]))
+    shape = list(attrs["shape"])
+    if -1 in shape:  # resolved per example: NumPy cannot resolve it on a batch of 0 rows
+        known = math.prod(d for d in shape if d != -1)
+        shape[shape.index(-1)] = math.prod(x.shape[1:]) // known
+    return x.reshape((x.shape[0], *shape))
 
 
 def _reshape_backward(ctx: OpContext, ins: Sequence[Array], params: Mapping[str, Array],
