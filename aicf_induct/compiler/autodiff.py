@@ -3,9 +3,11 @@
 The result is a flat list of `Instr`s: one `fwd` per forward node, then, walking the nodes in
 reverse, one `vjp` per node that lies between a trainable parameter and the loss, and an
 `acc` wherever a value feeds several consumers (their gradient contributions are summed).
-Value ids: forward values are node ids; `d:<id>` is the gradient of node `<id>`'s output,
-`d:<id>#k` its k-th partial contribution. Parameter gradients go straight to the parameter
-store (`params` of a vjp names them), so they are not values here.
+Value ids: forward values are node ids; `#d:<id>` is the gradient of node `<id>`'s output,
+`#d:<id>#k` its k-th contribution and `#d:<id>#~k` a partial sum of them. Node ids hold no
+'#' (`ir.validate`), so no gradient name is a node id or another node's gradient name.
+Parameter gradients go straight to the parameter store (`params` of a vjp names them), so
+they are not values here.
 """
 
 from __future__ import annotations
@@ -28,6 +30,20 @@ class Instr:
     params: dict[str, str] = field(default_factory=dict)  # role -> parameter name (all roles;
     # a vjp writes the gradients of the trainable ones)
     needs: tuple[bool, ...] = ()  # vjp: which inputs get a gradient
+
+
+GRAD = "#d:"  # the prefix of every gradient value's name
+
+
+def grad_name(node_id: str, part: str = "") -> str:
+    """The name of the gradient of node `node_id`'s output, or (`part`) of one of its
+    contributions or partial sums."""
+    return f"{GRAD}{node_id}#{part}" if part else f"{GRAD}{node_id}"
+
+
+def grad_of(value: str) -> str | None:
+    """The node id whose gradient (or part of it) `value` names; None for a forward value."""
+    return value[len(GRAD):].split("#")[0] if value.startswith(GRAD) else None
 
 
 def requires_grad(graph: Graph) -> dict[str, bool]:
@@ -65,8 +81,8 @@ def backward_program(graph: Graph, loss: str) -> list[Instr]:
     req = requires_grad(graph)
     live = set(live_forward(graph, [loss]))
     contributions: dict[str, list[str]] = {}
-    prog: list[Instr] = [Instr("seed", "ones", loss, [], [f"d:{loss}"])]
-    contributions[loss] = [f"d:{loss}"]
+    prog: list[Instr] = [Instr("seed", "ones", loss, [], [grad_name(loss)])]
+    contributions[loss] = [grad_name(loss)]
     for nid in reversed([n.id for n in graph.nodes if n.id in live]):
         node = by_id[nid]
         parts = contributions.get(nid)
@@ -74,10 +90,10 @@ def backward_program(graph: Graph, loss: str) -> list[Instr]:
             continue
         grad = parts[0]
         if len(parts) > 1:  # several consumers: sum their contributions
-            grad = f"d:{nid}"
+            grad = grad_name(nid)
             acc = parts[0]
             for k, p in enumerate(parts[1:], start=1):
-                out = grad if k == len(parts) - 1 else f"d:{nid}~{k}"
+                out = grad if k == len(parts) - 1 else grad_name(nid, f"~{k}")
                 prog.append(Instr("acc", "add", nid, [acc, p], [out]))
                 acc = out
         op = OPS[node.op]
@@ -86,7 +102,7 @@ def backward_program(graph: Graph, loss: str) -> list[Instr]:
         outs: list[str | None] = []
         for k, i in enumerate(node.inputs):
             if needs[k]:
-                name = f"d:{i}#{len(contributions.setdefault(i, []))}"
+                name = grad_name(i, str(len(contributions.setdefault(i, []))))
                 contributions[i].append(name)
                 outs.append(name)
             else:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from aicf_induct.compiler.autodiff import Instr
+from aicf_induct.compiler.autodiff import Instr, grad_name
 from aicf_induct.errors import AicfError
 from aicf_induct.ir.graph import Graph
 from aicf_induct.ir.ops import ACTIVATIONS, OPS, activation
@@ -114,7 +114,7 @@ def _fuse_linear(prog: list[Instr], k: int, graph: Graph, readers: dict[str, lis
         va, vl = prog[vjp_a], prog[vjp_l]
         h = aid if from_output else lid
         new[vjp_a] = Instr("fused", "act_linear_bwd", f"{lid}+{aid}",
-                           [vl.ins[0], va.ins[-1], h], [vl.outs[0], f"d:{lid}"], fa,
+                           [vl.ins[0], va.ins[-1], h], [vl.outs[0], grad_name(lid)], fa,
                            dict(vl.params), vl.needs)
         new[vjp_l] = None
     elif vjp_l is not None:

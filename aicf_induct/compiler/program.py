@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aicf_induct.compiler.autodiff import Instr, backward_program, forward_program
+from aicf_induct.compiler.autodiff import Instr, backward_program, forward_program, grad_of
 from aicf_induct.compiler.fusion import check_program, fuse_program
 from aicf_induct.compiler.memory import MemoryPlan, ValueInfo, lifetimes, plan_memory
 from aicf_induct.ir.graph import Graph
@@ -53,7 +53,7 @@ def _value_infos(graph: Graph, batch: int, program: list[Instr]) -> dict[str, Va
              for nid, t in types.items()}
     for ins in program:
         for v in ins.outs:
-            if v is not None and v.startswith("d:"):
-                base = v[2:].split("#")[0].split("~")[0]
+            base = grad_of(v) if v is not None else None
+            if v is not None and base is not None:
                 infos[v] = ValueInfo(infos[base].shape, infos[base].dtype)
     return infos

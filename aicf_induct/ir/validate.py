@@ -19,11 +19,30 @@ from aicf_induct.ir.init import check_init
 from aicf_induct.ir.ops import OPS, OpDef
 
 
+def _id_problem(node_id: str) -> str | None:
+    """Why a node id is not one, or None. '#' is the compiler's (its gradient names hold it,
+    `compiler.autodiff`); a control character would break the one-line errors that name the
+    node; a lone surrogate is no text a file or a terminal can hold."""
+    if "#" in node_id:
+        return "a node id may not hold '#' (the compiler's gradient names use it)"
+    if any(ord(c) < 32 or ord(c) == 127 for c in node_id):
+        return "a node id may not hold a control character (a newline, a tab)"
+    try:
+        node_id.encode("utf-8")
+    except UnicodeEncodeError:
+        return "a node id must be text (it holds a lone surrogate)"
+    return None
+
+
 def _op_problems(graph: Graph) -> Iterator[IRError]:
     seen: set[str] = set()
     for n in graph.nodes:
         if not isinstance(n.id, str) or not n.id:
             yield IRError(f"node id must be a non-empty string, got {n.id!r}")
+            continue
+        problem = _id_problem(n.id)
+        if problem:
+            yield IRError(problem, repr(n.id)[1:-1])  # escaped: the error stays one line
             continue
         if n.id in seen:
             yield IRError("duplicate node id", n.id)
