@@ -128,6 +128,10 @@ class Executor:
     _least_rows: int = field(init=False)  # the fewest rows of a training batch (data.least_rows)
 
     def __post_init__(self) -> None:
+        if len(self.graph.inputs) != 1:  # a batch feeds one: another input would go unfed
+            raise ConfigError(
+                f"graph '{self.graph.name}': a batch feeds one input; the graph has "
+                f"{len(self.graph.inputs)} ({', '.join(repr(n.id) for n in self.graph.inputs)})")
         self.training_graph = with_loss(self.graph, self.loss, self.label_smoothing)
         missing = [p for p in self.graph.params if p not in self.store.params
                    and p not in self.store.buffers]

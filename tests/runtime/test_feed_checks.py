@@ -215,3 +215,16 @@ def test_a_reshape_to_minus_one_takes_a_batch_of_no_rows(shape: list[int]) -> No
     ex = Executor(g, store_for(g))
     assert ex.predict(np.ones((0, 2, 3))).shape == (0, 2)
     assert ex.predict(np.ones((5, 2, 3))).shape == (5, 2)
+
+
+def test_a_graph_of_two_inputs_is_refused_when_made_not_at_its_first_step() -> None:
+    """A Trainer took a graph of two inputs; its first step died with a raw KeyError on the
+    input no batch feeds (the CLI refused such a file; the library did not)."""
+    b = GraphBuilder("two")
+    x, x2 = b.input([None, 4]), b.input([None, 2], id="x2")
+    g = b.output(b.add("linear", [b.add("concat", [x, x2], {"axis": 1})], {"out_features": 3}))
+    with pytest.raises(ConfigError, match=r"graph 'two': a batch feeds one input; the graph "
+                                          r"has 2 \('x', 'x2'\)"):
+        Trainer(load_problem("iris", seed=0), g, TrainConfig(epochs=1))
+    with pytest.raises(ConfigError, match="a batch feeds one input"):
+        Executor(g, store_for(g))
