@@ -120,6 +120,7 @@ class Executor:
     registry: KernelRegistry = REGISTRY  # a TunedRegistry on the GPU (kernels.autotune)
     fuse: bool = False  # run the fusion pass (compiler.fusion); the GPU backend does
     precision: str = "fp32"  # GEMM compute of fused kernels: fp32 | tf32 | bf16
+    rank: int = 0  # data-parallel rank: keys the dropout masks beside seed, step and node
     training_graph: TrainingGraph = field(init=False)
     _plans: dict[tuple[str, int], Plan] = field(default_factory=dict, init=False)
     _x_spec: tuple[tuple[int | None, ...], np.dtype[Any]] = field(init=False)
@@ -168,7 +169,7 @@ class Executor:
                                             loss=tg.loss if training else None, roots=roots,
                                             device=self.device, xp=self.xp, seed=self.seed,
                                             registry=self.registry, fuse=self.fuse,
-                                            precision=self.precision)
+                                            precision=self.precision, rank=self.rank)
         return self._plans[key]
 
     def cached_plan(self, mode: str, batch: int) -> Plan | None:

@@ -150,7 +150,7 @@ def install(trainer: Trainer, state: ModelState, compile_batch: int = 0) -> None
     trainer.executor = Executor(state.graph, store, loss=old.loss,
                                 label_smoothing=old.label_smoothing, seed=old.seed,
                                 device=old.device, xp=old.xp, registry=old.registry,
-                                fuse=old.fuse, precision=old.precision)
+                                fuse=old.fuse, precision=old.precision, rank=old.rank)
     trainer.graph = state.graph
     if state.optimizer is not None:
         trainer.optimizer.load_state_dict(state.optimizer, store)

@@ -10,7 +10,8 @@ identical buffers on every rank. Every rank draws the same global batch (the sam
 `BatchStream`) and takes its contiguous share (`shard_bounds`; with batchnorm none of one
 row, whose variance is 0: a batch too small for two rows a rank goes to fewer ranks). What is
 not the one-rank run's: batchnorm's batch statistics (each rank normalises its own rows, as
-PyTorch's DDP without SyncBatchNorm) and dropout's masks (drawn per rank's rows).
+PyTorch's DDP without SyncBatchNorm) and dropout's masks (each rank draws its own: the
+rank is in their key, `OpContext.rng`).
 
 `Communicator` is what the ranks share: `allreduce_sum_` (in place, on the flat gradient
 buffer and the loss), `broadcast` of a small host object from rank 0 (a rewrite decision, so

@@ -111,7 +111,7 @@ def check_feed(what: str, value: Any, shape: Sequence[int | None], dtype: Any,
 def compile_plan(graph: Graph, batch: int, *, store: Any, training: bool, loss: str | None,
                  roots: list[str], device: str = "cpu", xp: ModuleType = np, seed: int = 0,
                  registry: KernelRegistry = REGISTRY, fuse: bool = False,
-                 precision: str = "fp32") -> Plan:
+                 precision: str = "fp32", rank: int = 0) -> Plan:
     """Compile `graph` for one batch size.
 
     `roots`: values the caller reads after a run (predictions, the loss); `loss`: when given
@@ -126,7 +126,7 @@ def compile_plan(graph: Graph, batch: int, *, store: Any, training: bool, loss: 
     by_id = graph.node_map()
     arena = xp.empty(max(memory.arena_bytes, 1), dtype=np.uint8)
     values = memory.views(arena, infos)
-    ctx = OpContext(xp=xp, training=training, seed=seed)
+    ctx = OpContext(xp=xp, training=training, seed=seed, rank=rank)
     calls: list[Callable[[], None]] = []
     names: list[str] = []
     capturable = True

@@ -223,7 +223,8 @@ class Trainer:
         # named in `missing_values` for the caller to report (empty when no values are given)
         checked, self.missing_values = (check_values(graph, values) if values is not None
                                         else (None, []))
-        self.executor = _executor(self.backend, graph, checked, loss, config)
+        self.executor = _executor(self.backend, graph, checked, loss, config,
+                                  parallel.comm.rank if parallel is not None else 0)
         self._check_problem()
         self._gpu_step: Any = None  # runtime.cuda_step.CudaStep, on the GPU backend
         self.optimizer = config.make_optimizer()
@@ -540,10 +541,12 @@ def _on_device(comm: Any) -> bool:
 
 
 def _executor(backend: Backend, graph: Graph, values: dict[str, np.ndarray] | None, loss: str,
-              config: TrainConfig) -> Executor:
+              config: TrainConfig, rank: int = 0) -> Executor:
     """An executor on `backend`: the NumPy path, or fused kernels on the GPU; parameters are
-    stored in the graph's own dtype either way."""
+    stored in the graph's own dtype either way. `rank`: this rank's of a data-parallel run
+    (its dropout masks are its own)."""
     store = store_for(graph, values, seed=config.seed, xp=backend.xp, check=False)
     return Executor(graph, store, loss=loss, label_smoothing=config.label_smoothing,
                     seed=config.seed, device=backend.device, xp=backend.xp,
-                    registry=backend.registry, fuse=backend.is_gpu, precision=config.precision)
+                    registry=backend.registry, fuse=backend.is_gpu, precision=config.precision,
+                    rank=rank)

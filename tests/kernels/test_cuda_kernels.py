@@ -296,10 +296,10 @@ def test_loss_and_add_kernels(dtype: str) -> None:
 def test_dropout_masks_equal_the_reference_bit_for_bit(p: float, dtype: str) -> None:
     x = np.random.default_rng().normal(size=(1001, 7)).astype(dtype)
     attrs = {"p": p}
-    for step in (0, 5, 123456):
-        ref_ctx = OpContext(seed=3, step=step, node_id="blocks.1.dropout")
+    for step, rank in ((0, 0), (5, 0), (123456, 0), (5, 1), (7, 3)):  # a rank keys it too
+        ref_ctx = OpContext(seed=3, step=step, node_id="blocks.1.dropout", rank=rank)
         y_ref = OPS["dropout"].forward(ref_ctx, [x], {}, attrs)
-        ctx = OpContext(xp=cp, seed=3, step=step, node_id="blocks.1.dropout")
+        ctx = OpContext(xp=cp, seed=3, step=step, node_id="blocks.1.dropout", rank=rank)
         fwd = _kernel("dropout", "fwd", "dropout.fwd.cuda", ((1001, 7),), dtype, attrs)
         y = poisoned(cp, x.shape, dtype)
         fwd.fn(ctx, [cp.asarray(x)], {}, attrs, y)

@@ -5,6 +5,7 @@ bit for bit, a rank with an empty share included; the shares cover every row onc
 from __future__ import annotations
 
 import multiprocessing
+import zlib
 
 import numpy as np
 import pytest
@@ -82,3 +83,39 @@ def test_every_rank_follows_rank_0s_evaluation() -> None:
     result = run_ranks(2, lambda comm: opinionated_trainer(comm, worsening=False).fit(),
                        worsening_rank, None)
     assert (result.status, result.epochs) == ("completed", 6)
+
+
+def test_each_rank_draws_its_own_dropout_masks_and_rank_0_those_of_one_rank() -> None:
+    """Every rank keyed its masks by (seed, step, node) alone, so with equal shares each
+    rank dropped the same units of its rows as every other: the ranks' masks were one mask
+    repeated. The rank is in the key now, above the node's word; rank 0's key, and so a
+    one-rank run's masks, are what they were."""
+    from multiprocessing import Pipe
+
+    from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
+    from aicf_induct.ir.ops.base import OpContext
+    from aicf_induct.problems import load_problem
+    from aicf_induct.runtime.executor import Executor, store_for
+    from aicf_induct.runtime.parallel import DataParallel
+    from aicf_induct.runtime.trainer import TrainConfig, Trainer
+
+    def mask(rank: int) -> np.ndarray:
+        return OpContext(seed=3, step=5, node_id="drop", rank=rank).rng().random(64)
+
+    assert not np.array_equal(mask(0), mask(1))
+    was = np.random.Generator(np.random.Philox(key=[(3 << 32) | 5, zlib.crc32(b"drop")]))
+    np.testing.assert_array_equal(mask(0), was.random(64))  # rank 0: the key as it was
+
+    p = load_problem("iris", seed=0)
+    g = mlp_graph(parse_model_spec("mlp:dropout=0.5"), p.n_features, p.n_outputs)
+    x, y = p.train.X[:32], p.train.y[:32]
+    losses = {}
+    for rank in (None, 0, 1):
+        kw = {} if rank is None else {"rank": rank}
+        ex = Executor(g, store_for(g, seed=0), seed=0, **kw)
+        losses[rank] = ex.train_step(x, y, 0)
+    assert losses[None] == losses[0] != losses[1]
+    a, _ = Pipe()
+    trainer = Trainer(p, g, TrainConfig(epochs=1),
+                      parallel=DataParallel(PipeCommunicator(1, 2, [a])))
+    assert trainer.executor.rank == 1

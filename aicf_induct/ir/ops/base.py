@@ -39,6 +39,7 @@ class OpContext:
     training: bool = True
     seed: int = 0
     step: int = 0  # the optimizer step this pass belongs to: keys the dropout RNG
+    rank: int = 0  # the data-parallel rank: keys it too, so ranks draw their own masks
     node_id: str = ""
     state_updates: dict[str, Array] = field(default_factory=dict)  # role -> new buffer value
     # GPU only: a (1,) int64 device array holding `step`, which kernels captured in a CUDA
@@ -46,11 +47,16 @@ class OpContext:
     device_step: Array = None
 
     def rng(self) -> np.random.Generator:
-        """A counter-based generator keyed by (seed, step, node): the same key gives the same
-        stream, so backward regenerates dropout masks and rollback replays are exact."""
-        key = [((self.seed & 0xFFFFFFFF) << 32) | (self.step & 0xFFFFFFFF),
-               zlib.crc32(self.node_id.encode())]
+        """A counter-based generator keyed by (seed, step, node, rank): the same key gives the
+        same stream, so backward regenerates dropout masks and rollback replays are exact."""
+        key = [((self.seed & 0xFFFFFFFF) << 32) | (self.step & 0xFFFFFFFF), node_stream(self)]
         return np.random.Generator(np.random.Philox(key=key))
+
+
+def node_stream(ctx: OpContext) -> int:
+    """The dropout key's second word: the node (crc32 of its id) and, above it, the rank (0
+    on one rank, so a one-rank run draws what it always drew)."""
+    return ((ctx.rank & 0xFFFFFFFF) << 32) | zlib.crc32(ctx.node_id.encode())
 
 
 @dataclass(frozen=True)

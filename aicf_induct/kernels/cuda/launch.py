@@ -4,12 +4,12 @@ scratch. CuPy is imported inside functions only."""
 from __future__ import annotations
 
 import math
-import zlib
 from typing import Any
 
 import numpy as np
 
 from aicf_induct.ir.ops import CUDA_NONE, OpContext, activation
+from aicf_induct.ir.ops.base import node_stream
 from aicf_induct.kernels.cuda.compile import device
 
 NULL = np.uint64(0)  # a null pointer argument
@@ -123,8 +123,8 @@ def rows(a: Any) -> Any:
 
 def rng_args(ctx: OpContext) -> tuple[Any, Any, Any, Any]:
     """The dropout RNG's key as a kernel takes it (dropout.cu, attention.cu): the key's high
-    word (the seed), the node's stream (crc32 of its id), and the step: a device pointer
+    word (the seed), the node's stream (`ir.ops.base.node_stream`), and the step: a device pointer
     while a CUDA graph captures (the replay reads the current step), else the host value."""
     step_ptr = ctx.device_step if ctx.device_step is not None and capturing() else NULL
     return (scalar("uint64", (ctx.seed & 0xFFFFFFFF) << 32),
-            scalar("uint64", zlib.crc32(ctx.node_id.encode())), step_ptr, i64(ctx.step))
+            scalar("uint64", node_stream(ctx)), step_ptr, i64(ctx.step))
