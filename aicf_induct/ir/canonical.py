@@ -161,6 +161,8 @@ def parse(text: str | bytes) -> Any:
             from None
     except RecursionError:
         raise too_deep from None
+    except ValueError as err:  # e.g. an integer of more digits than Python converts
+        raise IRError(f"not valid JSON: {err}") from None
     if json_depth(doc) > MAX_NESTING:  # what later recursive walks (repr, dumps) would meet
         raise too_deep
     return doc

@@ -64,32 +64,41 @@ def _op_problems(graph: Graph) -> Iterator[IRError]:
 
 
 def _find_cycle(graph: Graph) -> list[str] | None:
+    """A cycle as the path [u, ..., u] along inputs, or None. Iterative: a recursive walk ran
+    out of stack on a graph of about 1,000 nodes listed in reverse."""
     deps = {n.id: n.inputs for n in graph.nodes}
-    state: dict[str, int] = {}  # 1: on the stack, 2: done
-    stack: list[str] = []
-
-    def visit(v: str) -> list[str] | None:
-        state[v] = 1
-        stack.append(v)
-        for u in deps.get(v, ()):
-            if state.get(u) == 1:
-                return [*stack[stack.index(u):], u]
-            if u in deps and state.get(u) is None and (c := visit(u)):
-                return c
-        stack.pop()
-        state[v] = 2
-        return None
-
-    for n in graph.nodes:
-        if state.get(n.id) is None and (c := visit(n.id)):
-            return c
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    for root in deps:
+        if root in state:
+            continue
+        path, todo = [root], [iter(deps[root])]
+        state[root] = 1
+        while todo:
+            u = next(todo[-1], None)
+            if u is None:  # every input of path[-1] done
+                state[path.pop()] = 2
+                todo.pop()
+            elif state.get(u) == 1:
+                return [*path[path.index(u):], u]
+            elif u in deps and u not in state:
+                state[u] = 1
+                path.append(u)
+                todo.append(iter(deps[u]))
     return None
+
+
+def _said(cycle: list[str], most: int = 8) -> str:
+    """A cycle's nodes for a one-line error: all of them, or the first and last few."""
+    if len(cycle) <= most:
+        return " -> ".join(cycle)
+    return (f"{' -> '.join(cycle[:most // 2])} -> ... ({len(cycle) - most:,} more) -> "
+            f"{' -> '.join(cycle[-(most // 2):])}")
 
 
 def _order_problems(graph: Graph, ids: set[str]) -> Iterator[IRError]:
     cycle = _find_cycle(graph)
     if cycle:
-        yield IRError(f"cycle: {' -> '.join(reversed(cycle))}", cycle[0])
+        yield IRError(f"cycle: {_said(cycle[::-1])}", cycle[0])
         return  # in a cycle every node is "defined after its use": said once, above
     defined: set[str] = set()
     for n in graph.nodes:

@@ -106,3 +106,43 @@ def test_cli_on_text_that_is_not_json(tmp_path: Path, capsys) -> None:
     assert "not valid JSON" in capsys.readouterr().err
     assert main(["ir", "show", str(tmp_path / "absent.json")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def _chain(n: int, *, reverse: bool = False, cycle: bool = False) -> str:
+    nodes = [{"id": "x", "op": "input", "inputs": [], "attrs": {"shape": [None, 4]},
+              "params": {}}]
+    for i in range(n):
+        nodes.append({"id": f"r{i}", "op": "relu", "inputs": [nodes[-1]["id"]], "attrs": {},
+                      "params": {}})
+    if cycle:
+        nodes[1]["inputs"] = [f"r{n - 1}"]
+    body = nodes[1:][::-1] if reverse else nodes[1:]
+    return json.dumps({"format": "aicf.ir/1", "name": "", "nodes": [nodes[0], *body],
+                       "params": [], "outputs": [f"r{n - 1}"]})
+
+
+@pytest.mark.parametrize(("reverse", "cycle", "said"), [
+    (True, False, "defined after its use"),
+    (False, True, r"node .r0.: cycle: r0 -> r1 -> r2 -> r3 -> \.\.\. \(4,993 more\) -> r4997 -> "
+                  r"r4998 -> r4999 -> r0$")])
+def test_a_long_graph_out_of_order_or_in_a_cycle_is_one_line(reverse: bool, cycle: bool,
+                                                             said: str) -> None:
+    """The cycle check was a recursive walk: a chain of 1,000 relus listed output first, or
+    a cycle of 5,000, was a RecursionError traceback from `ir validate`."""
+    with pytest.raises(IRError, match=said) as err:
+        from_json(_chain(5000, reverse=reverse, cycle=cycle))
+    assert "\n" not in str(err.value) and len(str(err.value)) < 400
+    from_json(_chain(5000))  # in order: valid
+
+
+def test_an_integer_of_more_digits_than_python_reads_is_not_valid_json(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = json.loads(_chain(1))
+    text = json.dumps(doc).replace('[null, 4]', "[null, " + "9" * 5000 + "]")
+    with pytest.raises(IRError, match="not valid JSON: Exceeds the limit"):
+        from_json(text)
+    path = tmp_path / "big.json"
+    path.write_text(text)
+    assert main(["ir", "validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not valid JSON" in err
