@@ -146,3 +146,18 @@ def test_an_integer_of_more_digits_than_python_reads_is_not_valid_json(
     assert main(["ir", "validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not valid JSON" in err
+
+
+@pytest.mark.parametrize(("shape", "said"), [
+    ([None, None, 4],
+     r"input shape \[None, None, 4\]: null stands for the batch axis, first, only"),
+    ([3, None, 4], r"input shape \[3, None, 4\]: null stands for the batch axis, first, only"),
+    ([3, 4], r"input shape \[3, 4\] has no batch axis: give it first, as null \(e\.g\. "
+             r"\[None, 3, 4\]\)")])
+def test_null_is_the_batch_axis_first_and_only_there(shape: list, said: str) -> None:
+    """`[null, null, 4]` became (5, 5, 4) at batch 5, since the batch goes into every null;
+    `[3, 4]`, with no batch axis, validated."""
+    doc = json.loads(_chain(1))
+    doc["nodes"][0]["attrs"]["shape"] = shape
+    with pytest.raises(IRError, match=said):
+        from_json(json.dumps(doc))

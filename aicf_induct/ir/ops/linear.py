@@ -32,8 +32,12 @@ def _input_infer(ins: Sequence[TensorType], attrs: Attrs) -> TensorType:
     assert isinstance(shape, list | tuple)
     require(all(d is None or (is_int(d) and d > 0) for d in shape),
             f"input shape entries must be positive ints or null, got {list(shape)}")
-    # said here, at the input, rather than as a consumer's "needs a batch axis"
-    require(len(shape) >= 2 or shape[0] is None,  # [null]: a value per example (labels)
+    # said here, at the input, rather than as a consumer's "needs a batch axis"; null only
+    # there, since the batch size is put in every null at compile time
+    require(all(d is not None for d in shape[1:]),
+            f"input shape {list(shape)}: null stands for the batch axis, first, only; give "
+            "each other axis its size")
+    require(shape[0] is None,  # [null]: a value per example (labels)
             f"input shape {list(shape)} has no batch axis: give it first, as null (e.g. "
             f"{[None, *shape]})")
     dtype = attrs.get("dtype", "float64")
