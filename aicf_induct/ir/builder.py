@@ -10,14 +10,25 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
+
 from aicf_induct.errors import IRError
 from aicf_induct.ir.graph import Graph, Node, ParamSpec, TensorType
 from aicf_induct.ir.ops import OPS
+from aicf_induct.ir.validate import node_problems
 
 
 def jsonable(value: Any) -> Any:
-    """Attribute values as canonical JSON holds them (tuples become lists)."""
-    return json.loads(json.dumps(value))
+    """Attribute values as canonical JSON holds them (tuples become lists, NumPy numbers
+    Python's: a user's `X.shape[1]`)."""
+    return json.loads(json.dumps(value, default=_plain))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    raise IRError(f"attribute value {value!r} of type {type(value).__name__} is not a "
+                  "number, string, bool, null or list of them")
 
 
 class GraphBuilder:
@@ -45,7 +56,16 @@ class GraphBuilder:
             raise IRError(f"unknown op '{op}'", id)
         opdef = OPS[op]
         node_id = id if id is not None and id not in self.types else self.fresh_id(id or op)
-        attrs = jsonable(attrs or {})
+        try:
+            attrs = jsonable(attrs or {})
+        except IRError as err:
+            raise IRError(err.problem, node_id) from None
+        # what validate would refuse, refused here, where the caller's mistake is
+        for problem in node_problems(op, len(inputs), attrs):
+            raise IRError(problem, node_id)
+        unknown = [i for i in inputs if i not in self.types]
+        if unknown:
+            raise IRError(f"input '{unknown[0]}' is no node of the graph", node_id)
         full = opdef.full_attrs(attrs)
         ins = [self.types[i] for i in inputs]
         try:

@@ -12,6 +12,7 @@ a generator of problems, so both walk the same code.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from aicf_induct.errors import ConfigError, IRError
 from aicf_induct.ir.graph import Graph, Node, TensorType
@@ -47,20 +48,26 @@ def _op_problems(graph: Graph) -> Iterator[IRError]:
         if n.id in seen:
             yield IRError("duplicate node id", n.id)
         seen.add(n.id)
-        if n.op not in OPS:
-            yield IRError(f"unknown op '{n.op}' (known: {', '.join(sorted(OPS))})", n.id)
-            continue
-        op = OPS[n.op]
-        if op.arity is None:
-            if len(n.inputs) < 2:
-                yield IRError(f"{n.op} needs at least 2 inputs, got {len(n.inputs)}", n.id)
-        elif len(n.inputs) != op.arity:
-            yield IRError(f"{n.op} needs {op.arity} input(s), got {len(n.inputs)}", n.id)
-        unknown = sorted(set(n.attrs) - set(op.attrs))
-        if unknown:
-            yield IRError(f"unknown attribute(s) {unknown} for {n.op}", n.id)
-        for problem in op.attr_problems(n.attrs):  # each value against the op's spec
+        for problem in node_problems(n.op, len(n.inputs), n.attrs):
             yield IRError(problem, n.id)
+
+
+def node_problems(op_name: str, n_inputs: int, attrs: dict[str, Any]) -> Iterator[str]:
+    """What is wrong with a node of op `op_name`, `n_inputs` inputs and `attrs`, before any
+    shape: the op, its arity, its attributes' names and values (also `GraphBuilder.add`'s)."""
+    if op_name not in OPS:
+        yield f"unknown op '{op_name}' (known: {', '.join(sorted(OPS))})"
+        return
+    op = OPS[op_name]
+    if op.arity is None:
+        if n_inputs < 2:
+            yield f"{op_name} needs at least 2 inputs, got {n_inputs}"
+    elif n_inputs != op.arity:
+        yield f"{op_name} needs {op.arity} input(s), got {n_inputs}"
+    unknown = sorted(set(attrs) - set(op.attrs))
+    if unknown:
+        yield f"unknown attribute(s) {unknown} for {op_name}"
+    yield from op.attr_problems(attrs)  # each value against the op's spec
 
 
 def _find_cycle(graph: Graph) -> list[str] | None:

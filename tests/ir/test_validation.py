@@ -161,3 +161,27 @@ def test_null_is_the_batch_axis_first_and_only_there(shape: list, said: str) -> 
     doc["nodes"][0]["attrs"]["shape"] = shape
     with pytest.raises(IRError, match=said):
         from_json(json.dumps(doc))
+
+
+def test_the_builder_refuses_what_validate_would_naming_the_node() -> None:
+    """`GraphBuilder.add` took `bias='zz'` (and declared a bias, 'zz' being truthy), an
+    unknown attribute, a one-input concat; only a later validate refused them. A missing
+    input was a raw KeyError, a NumPy integer a raw TypeError from the JSON encoder."""
+    import numpy as np
+
+    from aicf_induct.ir.builder import GraphBuilder
+
+    b = GraphBuilder("b")
+    x = b.input([None, np.int64(4)])
+    for op, inputs, attrs, said in [
+            ("linear", [x], {"out_features": 2, "bias": "zz"}, "'bias' must be true or false"),
+            ("linear", [x], {"units": 2}, r"unknown attribute\(s\) \['units'\]"),
+            ("concat", [x], {"axis": 1}, "concat needs at least 2 inputs, got 1"),
+            ("relu", ["nope"], {}, "input 'nope' is no node of the graph"),
+            ("linear", [x], {"out_features": object()}, "is not a number, string")]:
+        with pytest.raises(IRError, match=f"node '{op}.*{said}"):
+            b.add(op, inputs, attrs, id=op)
+    h = b.add("linear", [x], {"out_features": np.int64(3)})
+    g = b.output(h)
+    assert g.node_map()[h].attrs["out_features"] == 3
+    assert type(g.node_map()[h].attrs["out_features"]) is int
