@@ -7,7 +7,8 @@ All values are floats so they fit one `(fingerprint, pattern, value)` table. Nam
 - `width.{min,max,mean,first,last,ratio}` over hidden linear widths (the output head
   excluded); profile flags `width.{constant,funnel,expand,bottleneck}` (0/1).
 - `params.count` (trainable scalars), `params.log10`.
-- `act.<kind>` counts, `act.kinds` (distinct kinds); `norm.<kind>` counts;
+- `act.<kind>` counts (by the model spec's name: `act.gelu_tanh` is gelu with
+  approximate=tanh), `act.kinds` (distinct kinds); `norm.<kind>` counts;
   `norm.placement.{pre_act,post_act}` (a norm feeding an activation / fed by one).
 - `residual.count` (add nodes), `concat.count`.
 - `dropout.{count,rate_max,rate_mean}`.
@@ -34,7 +35,7 @@ import math
 from collections import Counter
 
 from aicf_induct.ir.graph import Graph, Node
-from aicf_induct.ir.ops import OPS
+from aicf_induct.ir.ops import OPS, activation
 
 
 def _depths(graph: Graph) -> int:
@@ -150,10 +151,11 @@ def patterns(graph: Graph) -> dict[str, float]:
     out["params.count"] = float(pc)
     out["params.log10"] = math.log10(pc) if pc > 0 else 0.0
 
-    acts = [n for n in nodes if OPS[n.op].kind == "activation"]
-    for k, v in Counter(n.op for n in acts).items():
+    # by the model spec's name: gelu with approximate=tanh is act.gelu_tanh, not act.gelu
+    acts = [activation(n.op, n.attrs).name for n in nodes if OPS[n.op].kind == "activation"]
+    for k, v in Counter(acts).items():
         out[f"act.{k}"] = float(v)
-    out["act.kinds"] = float(len({n.op for n in acts}))
+    out["act.kinds"] = float(len(set(acts)))
     norms = [n for n in nodes if OPS[n.op].kind == "norm"]
     for k, v in Counter(n.op for n in norms).items():
         out[f"norm.{k}"] = float(v)
