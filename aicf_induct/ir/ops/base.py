@@ -49,7 +49,10 @@ class OpContext:
     def rng(self) -> np.random.Generator:
         """A counter-based generator keyed by (seed, step, node, rank): the same key gives the
         same stream, so backward regenerates dropout masks and rollback replays are exact."""
-        key = [((self.seed & 0xFFFFFFFF) << 32) | (self.step & 0xFFFFFFFF), node_stream(self)]
+        # as uint64: a list holding a word of 2**63 or more reaches Philox through float64,
+        # which lost the step's low bits for seeds from 2**31 (masks repeated over 2,048 steps)
+        key = np.array([((self.seed & 0xFFFFFFFF) << 32) | (self.step & 0xFFFFFFFF),
+                        node_stream(self)], dtype=np.uint64)
         return np.random.Generator(np.random.Philox(key=key))
 
 
