@@ -39,7 +39,8 @@ __device__ __forceinline__ T act_grad(T h, T g) {
     T du = T(AICF_SQRT_2_OVER_PI) * (T(1) + T(3 * 0.044715) * (h * h));
     return g * (T(0.5) * (T(1) + t) + T(0.5) * h * (T(1) - t * t) * du);
   }
-  if (ACT == ACT_TANH) return g * (T(1) - h * h);
+  // (1 - h)(1 + h), not 1 - h*h: near saturation h*h rounds away the difference from 1
+  if (ACT == ACT_TANH) return g * ((T(1) - h) * (T(1) + h));
   if (ACT == ACT_SIGMOID) return g * h * (T(1) - h);
   if (ACT == ACT_SILU) {
     T s = T(1) / (T(1) + exp(-h));
