@@ -101,6 +101,41 @@ def test_linear_act_cublaslt_with_the_pre_activation_kept(act: str | None) -> No
     assert_close(z, ref_z, 1e-5, "z")
 
 
+
+@pytest.mark.parametrize("variant,precision", [("cublas", "fp32"), ("cublas", "tf32"),
+                                               ("tiled64", "fp32"), ("tiled32", "fp32"),
+                                               ("cublaslt", "fp32"), ("wmma", "tf32")])
+def test_linear_act_of_no_activation_and_no_bias_writes_a_beside_z(variant: str,
+                                                                   precision: str) -> None:
+    """cuBLAS's variant wrote the product into z and left a unwritten (a fuzz found a all NaN,
+    poisoned as it was): a is z when there is neither a bias nor an activation."""
+    rng = np.random.default_rng()
+    m, k, n = 65, 31, 33
+    x = rng.normal(size=(m, k)).astype(np.float32)
+    params = {"weight": (rng.normal(size=(n, k)) / np.sqrt(k)).astype(np.float32)}
+    attrs = {"act": None, "act_attrs": {}, "precision": precision, "out_features": n,
+             "bias": False}
+    ref = x.astype(np.float64) @ params["weight"].astype(np.float64).T
+    kern = _kernel("linear_act", "fused", f"linear_act.{variant}", ((m, k),), "float32", attrs)
+    a, z = poisoned(cp, (m, n), np.float32), poisoned(cp, (m, n), np.float32)
+    kern.fn(OpContext(xp=cp), [cp.asarray(x)], [a, z],
+            {r: cp.asarray(v) for r, v in params.items()}, {}, attrs)
+    assert_close(a, ref, tol("float32", precision), f"{variant} a")
+    assert_close(z, ref, tol("float32", precision), f"{variant} z")
+
+
+@pytest.mark.parametrize("op", ["linear_act", "act_linear_bwd"])
+def test_cublaslt_does_not_take_a_batch_of_no_rows(op: str) -> None:
+    """cuBLASLt refuses a GEMM of no rows (status 7); the registry gives that batch to the
+    variants that take it."""
+    attrs = {"act": "relu", "act_attrs": {}, "precision": "fp32", "out_features": 8,
+             "bias": True}
+    names = {kern.name for kern in REGISTRY.candidates(
+        KernelQuery(op, "fused", "cuda", "float32", ((0, 16),), attrs))}
+    assert f"{op}.cublas" in names and f"{op}.cublaslt" not in names
+    assert f"{op}.cublaslt" in {kern.name for kern in REGISTRY.candidates(
+        KernelQuery(op, "fused", "cuda", "float32", ((1, 16),), attrs))}
+
 def _bwd_cases():
     out = []
     for variant in ("cublas", "tiled64", "tiled32"):

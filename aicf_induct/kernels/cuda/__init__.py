@@ -70,7 +70,9 @@ def _wmma(q: KernelQuery) -> bool:
 
 
 def _lt_bwd(q: KernelQuery) -> bool:
-    return q.dtype == "float32" and q.attrs.get("precision", "fp32") in ("fp32", "tf32")
+    # not on a batch of no rows, which cuBLASLt refuses (status 7): cuBLAS's variant takes it
+    return (q.dtype == "float32" and q.attrs.get("precision", "fp32") in ("fp32", "tf32")
+            and _gemm_size(q) > 0)
 
 
 def _lt(q: KernelQuery) -> bool:

@@ -196,6 +196,8 @@ def linear_act_cublas(ctx: OpContext, ins: Sequence[Array], outs: Sequence[Array
     xwt(attrs.get("precision", "fp32"), x, w, target, ws=gemm_workspace(attrs, _macs(x, w)))
     if b is not None or act != 0:
         bias_act(target, b, z, a, act)
+    elif z is not None:  # no bias, no activation, z wanted too: a is z
+        a[...] = z
 
 
 def linear_act_cublaslt(ctx: OpContext, ins: Sequence[Array], outs: Sequence[Array | None],
