@@ -24,7 +24,7 @@ BAD: list[tuple[list[Any], str, str, dict[str, Any], str]] = [
     ([None, 2, 5, 5], "float64", "conv2d", {"out_channels": 3, "kernel_size": [7, 7]},
      "does not fit"),
     ([None, 2, 5, 5], "float64", "conv2d", {"out_channels": 3, "kernel_size": 3},
-     r"'kernel_size' must be \[h, w\]"),
+     r"'kernel_size' must be 2 integers from 1 to"),  # the attribute check's, at add too
     ([None, 5, 5], "float64", "conv2d", {"out_channels": 3, "kernel_size": [3, 3]},
      r"\(batch, channels, height, width\)"),
     ([None, 2, 5, 5], "float64", "pool", {"mode": "min", "kernel_size": [2, 2],
