@@ -385,8 +385,13 @@ class MetaModel(BaseEstimator):
             out["lowrank"] = self.lowrank_.predict(f).reindex(out.index).to_numpy(float)
         if among is not None:
             out = out[out.index.isin(list(among))]
-        return out.loc[blended(*self.member_orders(out))] if self.blend_rank \
+        out = out.loc[blended(*self.member_orders(out))] if self.blend_rank \
             else out.loc[self.member_orders(out)[0]]
+        # the mean model's estimate, said within its own interval (so within [0, 1] for a
+        # normalized error): unclipped it could read 1.10 beside [0.42, 1.00]; after the
+        # order, which it breaks ties of, so that no proposal moves
+        out["expected"] = out["expected"].clip(out["low"], out["high"])
+        return out
 
     def member_orders(self, pred: pd.DataFrame) -> list[list[str]]:
         """The orders the proposal blends, each of `pred`'s candidates (`predict_problem`'s
