@@ -82,6 +82,7 @@ SEED_LISTS = {"seeds": "seed", "val_score_seeds": "val_score",
               "test_score_seeds": "test_score", "param_steps_seeds": "param_steps"}
 OVERRIDES = "pattern_overrides"  # JSON {seed: {pattern: value}}; "" when none
 PAIR_COLUMNS = tuple(c for c in ID_COLUMNS if c not in SCORE_COLUMNS and c != "seed")
+HEADER_KEYS = ("library", "problems", "candidates")  # beside "format": what a proposal says
 
 
 @dataclass
@@ -484,11 +485,24 @@ def load_pack(path: str | Path | None = None) -> Pack:
         raise ConfigError(f"{p}: the knowledge pack header is damaged") from None
     if fmt != FORMAT:
         raise ConfigError(_format_message(p, fmt, header))
-    table = pf.read().to_pandas()
+    lacking = [k for k in HEADER_KEYS if k not in header]
+    if lacking:  # what a proposal reports of its pack
+        raise ConfigError(f"{p}: the knowledge pack header is damaged (it lacks "
+                          f"{', '.join(map(repr, lacking))})")
+    try:
+        table = pf.read().to_pandas()
+    except (pa.ArrowException, OSError) as err:  # a footer intact, the rows not
+        raise ConfigError(f"{p}: the knowledge pack is damaged (its rows cannot be read: "
+                          f"{str(err).splitlines()[0]})") from None
     missing = [c for c in (*PAIR_COLUMNS, *SCORE_COLUMNS, *SEED_LISTS, OVERRIDES)
                if c not in table.columns]
     if missing:
         raise ConfigError(f"{p}: the knowledge pack lacks column(s) {', '.join(missing)}")
+    not_numbers = [c for c in (*SCORE_COLUMNS, *feature_columns(table), *pattern_columns(table))
+                   if not pd.api.types.is_numeric_dtype(table[c])]
+    if not_numbers:
+        raise ConfigError(f"{p}: the knowledge pack's column '{not_numbers[0]}' holds "
+                          f"{table[not_numbers[0]].dtype} values, not numbers")
     _check_model_columns(p, table, header.get("metamodel"))
     if table.empty:
         raise ConfigError(f"knowledge pack {p} holds no problems")
@@ -545,7 +559,11 @@ def _check_model_columns(p: Path, table: pd.DataFrame, model: object) -> None:
     lost one would propose from other inputs, and measure other distances, without a word."""
     if not isinstance(model, dict):
         return  # no meta-model: said below
-    needed = [*model.get("feature_names", []), *model.get("pattern_names", [])]
+    names = [model.get("feature_names", []), model.get("pattern_names", [])]
+    if not all(isinstance(n, list) for n in names):
+        raise ConfigError(f"{p}: the knowledge pack's meta-model is damaged (its feature or "
+                          "pattern names are not a list)")
+    needed = [*names[0], *names[1]]
     missing = [str(c) for c in needed if c not in table.columns]
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""

@@ -351,3 +351,36 @@ def test_every_expected_error_lies_within_its_interval_and_in_0_1() -> None:
         outside += int((~inside).sum())
         assert pred["expected"].between(0.0, 1.0).all(), problem
     assert outside == 0
+
+
+def test_a_pack_damaged_inside_is_one_line_too(corpus: Path, tmp_path: Path) -> None:
+    """Four packs an audit made load_pack take, each then a traceback from propose (and a
+    500 from the service): its first bytes gone (the footer intact), a header without
+    'problems', a score column of text, a meta-model whose feature names are one string
+    (said as "lacks the column 'o'", a character of it)."""
+    good = _build(corpus, tmp_path / "good.parquet")
+    t = pq.read_table(good)
+    header = json.loads(t.schema.metadata[b"aicf.pack"])
+
+    def with_header(name: str, h: dict) -> Path:
+        out = tmp_path / f"{name}.parquet"
+        pq.write_table(t.replace_schema_metadata({b"aicf.pack": json.dumps(h).encode()}), out)
+        return out
+
+    headless = tmp_path / "headless.parquet"
+    headless.write_bytes(good.read_bytes()[100:])
+    i = t.schema.get_field_index("test_norm_error")
+    text = tmp_path / "text.parquet"
+    pq.write_table(t.set_column(i, "test_norm_error", pa.array(
+        [str(v) for v in t.column(i).to_pylist()])), text)
+    model = {**header["metamodel"], "feature_names": "one string"}
+    cases = [(headless, "the knowledge pack is damaged (its rows cannot be read: "),
+             (with_header("no_problems", {k: v for k, v in header.items() if k != "problems"}),
+              "the knowledge pack header is damaged (it lacks 'problems')"),
+             (text, "the knowledge pack's column 'test_norm_error' holds"),
+             (with_header("names", {**header, "metamodel": model}),
+              "meta-model is damaged (its feature or pattern names are not a list)")]
+    for path, words in cases:
+        with pytest.raises(ConfigError) as info:
+            load_pack(path)
+        assert words in str(info.value) and "\n" not in str(info.value), path
