@@ -68,6 +68,9 @@ def _no_traits(n: int, each: int = 2) -> str:
             f"and lacked by {each}")
 
 
+TIE_DECIMALS = 12  # effects (normalized errors' differences, in [-1, 1]) equal to this many
+# decimals are tied when correlations rank them
+
 class Miner(BaseEstimator):
     """Mines `correlations_` and `rules_` from a meta-dataset (see the module docstring)."""
 
@@ -120,7 +123,9 @@ class Miner(BaseEstimator):
             if n < max(self.min_problems, 4) or np.ptp(X[m, f]) == 0:
                 continue
             zx = _z(rankdata(X[m, f]))
-            ze = _z(rankdata(E[m], axis=0))  # (n, T)
+            # effects equal in exact arithmetic differ by float noise (6e-15): rounded
+            # first, they tie, and take the average rank as Spearman's ties do
+            ze = _z(rankdata(np.round(E[m], TIE_DECIMALS), axis=0))  # (n, T)
             r = np.clip(zx @ ze / n, -1.0, 1.0)
             with np.errstate(divide="ignore", invalid="ignore"):
                 tstat = r * np.sqrt((n - 2) / (1 - r ** 2))

@@ -100,3 +100,26 @@ def test_bad_input_is_named() -> None:
         Miner().fit(meta[meta["candidate"] == "c00"])
     with pytest.raises(ConfigError, match=r"max_depth must be in 0\.\.3"):
         Miner(max_depth=5).fit(meta)
+
+
+def test_effects_equal_but_for_float_noise_tie_as_spearman_ties_do() -> None:
+    """Effects equal in exact arithmetic came out of the means 6e-15 apart, and were ranked
+    by that noise: 2,993 of the shipped pack's 3,886 correlations were off scipy's (with its
+    average ranks for ties) by up to 1.6e-3."""
+    from scipy.stats import spearmanr
+
+    from aicf_induct.induction.mining import Miner
+    from aicf_induct.induction.traits import Trait
+
+    rng = np.random.default_rng(0)
+    n = 40
+    exact = rng.choice([-0.2, 0.0, 0.1, 0.3], size=n)  # four values: many ties
+    noisy = exact + rng.choice([-1, 0, 1], size=n) * 6e-15
+    x = exact + rng.normal(scale=0.2, size=n)
+    miner = Miner(min_problems=4, n_bootstrap=20)
+    miner.traits_ = [Trait("t > 0", "p.t", ">", "0")]
+    miner.effects_ = pd.DataFrame({"t > 0": noisy})
+    miner.feature_names_ = ["f.x"]
+    got = miner._correlations(x[:, None], np.random.default_rng(1))
+    want = spearmanr(x, exact).statistic
+    assert got["correlation"].iloc[0] == pytest.approx(want, abs=1e-12)
