@@ -234,3 +234,16 @@ def test_embedding_refuses_ids_out_of_range() -> None:
     with pytest.raises(IndexError, match=r"\[0, 4\)"):
         op.forward(OpContext(), [np.array([[0, 4]])], {"weight": np.zeros((4, 2))},
                    op.full_attrs({"num_embeddings": 4, "embedding_dim": 2}))
+
+
+def test_tanh_s_gradient_keeps_its_digits_near_saturation() -> None:
+    """The gradient is read from the output y: 1 - y*y loses what y*y rounds away near
+    saturation (7e-10 relative at x = 9), (1 - y)(1 + y) keeps it, as the
+    kernels compute it (they had disagreed with this reference at 4e-12 in float64)."""
+    from fractions import Fraction
+
+    x = np.array([[5.0, 9.0, 12.0, -15.0, 0.5]])
+    y = np.tanh(x)
+    (got,), _ = OPS["tanh"].backward(OpContext(), [x], {}, y, np.ones_like(x), {}, (True,))
+    exact = [float(1 - Fraction(v) ** 2) for v in y.ravel()]  # for this y, exactly
+    np.testing.assert_allclose(got.ravel(), exact, rtol=4e-16)

@@ -70,7 +70,9 @@ def tanh_fwd(xp: object, x: Array, attrs: Attrs) -> Array:
 
 
 def tanh_grad(xp: object, x: Array, y: Array, g: Array, attrs: Attrs) -> Array:
-    return g * (1.0 - y * y)
+    # (1 - y)(1 + y), not 1 - y*y: near saturation y*y rounds the difference from 1 away
+    # (the kernels compute it so too, activations.cuh)
+    return g * ((1.0 - y) * (1.0 + y))
 
 
 def sigmoid_fwd(xp: object, x: Array, attrs: Attrs) -> Array:
