@@ -35,7 +35,7 @@ import math
 from collections import Counter
 
 from aicf_induct.ir.graph import Graph, Node
-from aicf_induct.ir.ops import OPS, activation
+from aicf_induct.ir.ops import ACTIVATIONS, OPS, activation
 
 
 def _depths(graph: Graph) -> int:
@@ -152,7 +152,7 @@ def patterns(graph: Graph) -> dict[str, float]:
     out["params.log10"] = math.log10(pc) if pc > 0 else 0.0
 
     # by the model spec's name: gelu with approximate=tanh is act.gelu_tanh, not act.gelu
-    acts = [activation(n.op, n.attrs).name for n in nodes if OPS[n.op].kind == "activation"]
+    acts = [_act_name(n) for n in nodes if OPS[n.op].kind == "activation"]
     for k, v in Counter(acts).items():
         out[f"act.{k}"] = float(v)
     out["act.kinds"] = float(len(set(acts)))
@@ -187,3 +187,9 @@ def patterns(graph: Graph) -> dict[str, float]:
     out.update({k: float(v) for k, v in sorted(motifs.items())})
     out.update(_family_features(graph))
     return out
+
+
+def _act_name(node: Node) -> str:
+    """An activation node's name in the model spec (gelu with approximate=tanh: gelu_tanh);
+    an activation op the spec does not name (softmax) by its op."""
+    return activation(node.op, node.attrs).name if node.op in ACTIVATIONS else node.op

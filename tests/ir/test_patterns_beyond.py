@@ -87,3 +87,16 @@ def test_gelu_and_its_tanh_approximation_are_two_activations_in_the_patterns() -
     assert exact["act.gelu"] == tanh["act.gelu_tanh"] >= 1
     assert "act.gelu_tanh" not in exact and "act.gelu" not in tanh
     assert exact["act.kinds"] == tanh["act.kinds"] == 1
+
+
+def test_an_activation_op_the_model_spec_does_not_name_is_counted_by_its_op() -> None:
+    """softmax is an activation op with no model-spec name: naming activations as the spec
+    does raised a KeyError on it, and a run of a model ending in softmax could not start."""
+    from aicf_induct.ir.builder import GraphBuilder
+    from aicf_induct.ir.patterns import patterns
+
+    b = GraphBuilder()
+    x = b.input([None, 4])
+    g = b.output(b.add("softmax", [b.add("relu", [b.add("linear", [x], {"out_features": 3})])]))
+    p = patterns(g)
+    assert p["act.softmax"] == p["act.relu"] == 1 and p["act.kinds"] == 2
