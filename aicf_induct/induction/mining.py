@@ -283,5 +283,24 @@ def rule_applies(rule: Mapping[Any, Any], features: Mapping[str, float]) -> bool
     return True
 
 
+def missing_met(rule: Mapping[Any, Any], features: Mapping[str, float]) -> list[str]:
+    """The features of the rule's conditions that the problem lacks (met through the side
+    its tree sent missing values), in the conditions' order."""
+    return [c["feature"] for c in json.loads(rule["conditions"])
+            if not np.isfinite(features.get(c["feature"], float("nan")))]
+
+
+def fired_text(rule: Mapping[Any, Any], features: Mapping[str, float]) -> str:
+    """A fired rule's sentence for this problem: its text, and when a condition was met
+    through a feature the problem lacks, a word saying so (else it reads as a threshold the
+    problem met)."""
+    lacking = missing_met(rule, features)
+    if not lacking:
+        return str(rule["text"])
+    names = " or ".join(f"`{f}`" for f in lacking)
+    return (f"{rule['text']} (met as this problem has no {names}: the rule's tree sent "
+            "problems without it this way)")
+
+
 def trait_of(rule: Mapping[Any, Any]) -> Trait:
     return Trait(rule["trait"], rule["trait_column"], rule["trait_op"], rule["trait_value"])

@@ -29,7 +29,7 @@ from aicf_induct.induction.meta_dataset import (
     score_matrix,
 )
 from aicf_induct.induction.metamodel import MetaModel
-from aicf_induct.induction.mining import Miner, rule_applies, trait_of
+from aicf_induct.induction.mining import Miner, fired_text, rule_applies, trait_of
 from aicf_induct.induction.neighbors import Neighbors
 from aicf_induct.induction.space import candidate_of
 from aicf_induct.ir.canonical import to_dict
@@ -147,7 +147,7 @@ class Proposer(BaseEstimator):
                        if np.isfinite(e)}
             # those that support the candidate (its trait raises the score) first, each
             # side by q-value: what a reader of the first few should see
-            rules = [str(r["text"]) for r in sorted(
+            rules = [fired_text(r, plain) for r in sorted(
                 (r for r in fired if trait_of(r).holds(c)[0]),
                 key=lambda r: (float(r["effect"]) < 0, float(r["q_value"])))]
             row = c.iloc[0]

@@ -384,3 +384,24 @@ def test_a_pack_damaged_inside_is_one_line_too(corpus: Path, tmp_path: Path) -> 
         with pytest.raises(ConfigError) as info:
             load_pack(path)
         assert words in str(info.value) and "\n" not in str(info.value), path
+
+
+def test_a_rule_met_through_a_missing_feature_says_so() -> None:
+    """Wine has no `target_abs_cor_mean` (a regression feature), and a rule on
+    `target_abs_cor_mean <= 0.1415` fired through the side its tree sent missing values:
+    the sentence read as if wine met the threshold."""
+    from aicf_induct.induction.mining import fired_text
+
+    rule = {"text": "on problems with `a > 1` and `b <= 2`, X", "conditions": json.dumps(
+        [{"feature": "a", "op": ">", "value": 1.0, "missing": False},
+         {"feature": "b", "op": "<=", "value": 2.0, "missing": True}])}
+    assert fired_text(rule, {"a": 3.0, "b": 1.0}) == rule["text"]
+    assert fired_text(rule, {"a": 3.0}) == (
+        f"{rule['text']} (met as this problem has no `b`: the rule's tree sent problems "
+        "without it this way)")
+    from aicf_induct.induction import featurise
+
+    _, wine = featurise("wine")
+    said = [r for c in load_pack().proposer().propose(wine, top_k=3).as_dict()["candidates"]
+            for r in c["rules"] if "target_abs_cor_mean" in r]
+    assert said and all("this problem has no `stat.target_abs_cor_mean`" in r for r in said)
