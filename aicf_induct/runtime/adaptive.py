@@ -239,6 +239,11 @@ class AdaptResult:
                 f"evaluations>, events=<{len(self.events)}>)")
 
 
+def _kept(state: ModelState) -> Callable[[], ModelState]:
+    """`state`, as `_count_evaluation` asks for the model it measured."""
+    return lambda: state
+
+
 @dataclass(frozen=True)
 class ControlArm:
     """The counterfactual guard's control: the run continued without the rewrite."""
@@ -246,6 +251,9 @@ class ControlArm:
     metrics: dict[str, float]  # the control's, as `measure` gives them
     losses: list[float]
     steps: list[StepRecord]  # its steps, logged only if the run goes on from it
+    # its evaluations where the run evaluates (epoch, metrics with their step, the model
+    # then), counted as the run's only if the run goes on from it, as the steps are
+    evals: list[tuple[int, dict[str, float], ModelState]] = field(default_factory=list)
 
 
 class AdaptiveRun:
@@ -625,20 +633,33 @@ class AdaptiveRun:
         return self.trainer.agreed(self.policy.decide(obs) if self.rank0 else None)
 
     def _evaluate(self, epoch: int) -> dict[str, float]:
-        m = self.measure()
+        return self._count_evaluation(epoch, self.measure(), lambda: capture(self.trainer))
+
+    def _count_evaluation(self, epoch: int, m: dict[str, float],
+                          state: Callable[[], ModelState]) -> dict[str, float]:
+        """An evaluation `m` (measured at step m["step"]) as the run's: its results rows,
+        the history, and the best model so far (`state()`, the model it measured) with the
+        patience."""
+        step = int(m["step"])
         self.last_metrics = m
-        self.history.append({"work": float(self.work), "step": float(self.trainer.step_count),
+        self.history.append({"work": float(self.work), "step": float(step),
                              "epoch": float(epoch), **m})
         assert self.log is not None
         self.log.results(epoch, {k: m[k] for k in ("train_loss", "val_loss",
-                                                   f"val_{score_name(self.problem.task)}")})
+                                                   f"val_{score_name(self.problem.task)}")},
+                         step=step)
         if m["val_loss"] < self.best_val:
-            self.best_val, self.best_step = m["val_loss"], self.trainer.step_count
-            self.best_state = capture(self.trainer)
+            self.best_val, self.best_step = m["val_loss"], step
+            self.best_state = state()
             self.since_best = 0
         else:
             self.since_best += 1
         return m
+
+    def _evaluates_at(self, step: int, epoch_end: bool) -> bool:
+        """Whether the run evaluates after the step that brought it to `step`."""
+        every = self.adapt.eval_every
+        return bool((every and step % every == 0) or (not every and epoch_end))
 
     def _metrics(self) -> dict[str, float]:
         if self.last_metrics.get("step") != self.trainer.step_count:
@@ -722,8 +743,7 @@ class AdaptiveRun:
         asking = not self.guard.active
         fired = [f for f in [self.warmup.observe(obs) if self.warmup and asking else None] if f]
         evaluated = False
-        every = self.adapt.eval_every
-        if (every and tr.step_count % every == 0) or (not every and epoch_end):
+        if self._evaluates_at(tr.step_count, epoch_end):
             m = self._evaluate(epoch)
             evaluated = True
             if asking and (f := self.plateau.observe(Observation(
@@ -900,6 +920,7 @@ class AdaptiveRun:
         kept = MemoryRecorder()
         recorder, tr.recorder = tr.recorder, kept
         losses: list[float] = []
+        evals: list[tuple[int, dict[str, float], ModelState]] = []
         try:
             while self.position != end:
                 epoch, batch = self.position
@@ -908,10 +929,14 @@ class AdaptiveRun:
                     losses.append(tr.train_step(self.problem.train.X[idx],
                                                 self.problem.train.y[idx], epoch).loss)
                     self.work += 1
+                    # where the run would have evaluated it, had it never rewritten
+                    if self._evaluates_at(tr.step_count, batch + 1 == bpe):
+                        evals.append((epoch, self.measure(), capture(tr)))
                 self.position = (epoch + 1, 0) if batch + 1 == bpe else (epoch, batch + 1)
         finally:
             tr.recorder = recorder
-        return ControlArm(arm, self.measure(), losses, kept.steps)
+        last = evals[-1][1] if evals and evals[-1][1]["step"] == tr.step_count else None
+        return ControlArm(arm, last or self.measure(), losses, kept.steps, evals)
 
     def _return_to(self, arm: Snapshot, metrics: dict[str, float]) -> None:
         """Back on the rewritten arm (measured as `metrics`) after the control arm lost."""
@@ -974,6 +999,8 @@ class AdaptiveRun:
         if control is not None:  # its steps replace the rewritten arm's, as a replay's would
             for rec in control.steps:
                 self.recorder.step(dataclasses.replace(rec, trajectory=tr.trajectory))
+            for epoch, m, state in control.evals:  # and its evaluations, the best model too
+                self._count_evaluation(epoch, m, _kept(state))
         after = control.metrics if control is not None else self.measure()
         self.last_metrics = after
         where = {"to": "control arm"} if control is not None else {}

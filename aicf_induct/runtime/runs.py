@@ -231,13 +231,15 @@ class LoggedRun:
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
 
-    def results(self, epoch: int, metrics: Mapping[str, float], final: bool = False) -> None:
-        """Metrics keyed "<split>_<metric>" (e.g. "val_loss") at the current step."""
+    def results(self, epoch: int, metrics: Mapping[str, float], final: bool = False,
+                step: int | None = None) -> None:
+        """Metrics keyed "<split>_<metric>" (e.g. "val_loss") at the current step (or
+        `step`: an evaluation logged after it was made, a control arm's)."""
+        at = self.trainer.step_count if step is None else step
         for key, value in metrics.items():
             split, metric = key.split("_", 1)
-            self.recorder.result(ResultRecord(self.run_id, self.trainer.step_count, epoch,
-                                              split, metric, float(value), final,
-                                              self.trainer.trajectory))
+            self.recorder.result(ResultRecord(self.run_id, at, epoch, split, metric,
+                                              float(value), final, self.trainer.trajectory))
 
     def finish(self, status: str, metrics: Mapping[str, float], epoch: int,
                error: str | None = None) -> float:

@@ -355,3 +355,27 @@ def test_adapt_settings_are_checked_when_made(setting: dict, why: str) -> None:
     """As TrainConfig's are: a bad value is a ConfigError naming it, not a failure mid-run."""
     with pytest.raises(ConfigError, match=f"^{why}$"):
         AdaptConfig(**setting)
+
+
+def test_when_the_control_arm_wins_its_evaluations_are_the_run_s(problem) -> None:
+    """The control arm's evaluations inside the trial were never counted: the run went on
+    with the best model and patience of before the rewrite, so it could end on an older
+    model than the run that never rewrote (an audit's wine run: val loss 0.762 against
+    0.591), and its path had no results rows inside the trial."""
+    run, plain, rec = until_the_control_arm_wins(problem, CONFIG, eval_every=5)
+    assert any(e.kind == "rollback" and e.detail.get("to") == "control arm"
+               for e in rec.events)
+    assert (run.best_val, run.best_step, run.since_best) == \
+        (plain.best_val, plain.best_step, plain.since_best)
+    got, want = run.run(), plain.run()
+    assert got.metrics == want.metrics and got.steps == want.steps
+
+    def path(rows, cut):  # the run's evaluations on the path it took: up to the rewrite,
+        return [(r.step, r.split, r.metric, r.value) for r in rows  # then the control arm's
+                if not r.final and (r.trajectory == 1 or r.step <= cut)]
+    rb = next(e for e in rec.events if e.kind == "rollback")
+    rewrite_step = rb.detail["to_step"] - 12  # the trial's 12 steps
+    mine = [r for r in rec.results if r.run_id == run.run_id]
+    assert any(rewrite_step < r.step < rb.detail["to_step"] and r.trajectory == 1
+               for r in mine)  # the control arm's evaluations, inside the trial
+    assert path(mine, rewrite_step) == path(plain.logged.inner.results, 10**9)
