@@ -6,6 +6,11 @@ import numpy as np
 
 
 def accuracy(pred: np.ndarray, y: np.ndarray) -> float:
+    """The share of rows whose highest class score is their label; NaN when a score is not
+    finite (a diverged model), as R² is then: argmax reads a NaN row as class 0, which
+    scored a diverged classifier the share of class 0 (sklearn refuses NaN predictions)."""
+    if not np.isfinite(pred).all():
+        return float("nan")
     return float((pred.argmax(axis=1) == y).mean())
 
 

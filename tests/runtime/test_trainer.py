@@ -287,3 +287,23 @@ def test_a_split_of_several_evaluation_chunks_is_scored_on_each_chunk_s_predicti
         trainer.train_step(p.train.X[idx], p.train.y[idx], 0)
     _, got = trainer.evaluate(p.train)
     assert got == score(p.task, trainer.executor.predict(p.train.X), p.train.y)
+
+
+def test_a_diverged_classifier_scores_nan_as_a_diverged_regressor_does() -> None:
+    """argmax reads a row of NaN scores as class 0: a classifier whose every epoch diverged
+    reported val loss NaN beside an accuracy of exactly its share of class 0."""
+    from aicf_induct.runtime.metrics import accuracy
+
+    y = np.array([0, 1, 2, 0])
+    assert np.isnan(accuracy(np.full((4, 3), np.nan), y))
+    assert np.isnan(accuracy(np.array([[1.0, 0, 0], [0, np.inf, 0], [0, 0, 1], [1, 0, 0]]), y))
+    assert accuracy(np.eye(3)[[0, 1, 2, 1]], y) == 0.75
+    from tests.runtime.many_cases import trainer
+    from tests.runtime.test_adaptive_fixtures import toy_problem
+
+    p = toy_problem(n=3000, features=6, seed=3)
+    with np.errstate(all="ignore"):  # the divergence, on purpose
+        res = trainer(p, "mlp:depth=2,width=24,act=relu", TrainConfig(
+            epochs=3, batch_size=512, lr=1e12, optimizer="sgd"), MemoryRecorder()).fit()
+    assert np.isnan(res.metrics["val_loss"])  # no epoch was finite
+    assert np.isnan(res.metrics["val_accuracy"]) and np.isnan(res.metrics["test_accuracy"])
