@@ -150,17 +150,23 @@ def load_problems(names: Sequence[str], seed: int, progress: bool = False
                   ) -> tuple[dict[str, str], list[ProblemRecord], dict[str, str]]:
     """Load each problem once: name -> problem_id, the problems' rows for the warehouse (in
     the order of the ids), and name -> error for those that fail (this project's errors as
-    their message; any other with its type, a bug to report); a ConfigError when none loads
-    (the sweep refuses: it has nothing to run). The sweep, its dry run and the adaptive
-    corpus runs (`adaptive_corpus.loadable`) call it. The meta-features come with the runs
-    (`runtime.runs` logs seed 0's split's, once per problem in each worker), not computed
-    here, serially, before any run starts."""
+    their message; any other with its type, a bug to report) or that load a problem an
+    earlier name loaded (`iris` and `iris?max_rows=500`: its runs would train twice); a
+    ConfigError when none loads (the sweep refuses: it has nothing to run). The sweep, its
+    dry run and the adaptive corpus runs (`adaptive_corpus.loadable`) call it. The
+    meta-features come with the runs (`runtime.runs` logs seed 0's split's, once per problem
+    in each worker), not computed here, serially, before any run starts."""
     ids: dict[str, str] = {}
     rows: list[ProblemRecord] = []
     errors: dict[str, str] = {}
     for name in transient(names, enabled=progress, desc="loading", unit="problem"):
         try:
             problem = load_problem(name, seed=seed)
+            same = next((n for n, pid in ids.items() if pid == problem.problem_id), None)
+            if same is not None:  # one table under two names: its runs would train twice
+                errors[name] = (f"the same problem as '{same}' (problem {problem.problem_id}), "
+                                "which the sweep runs")
+                continue
             rows.append(problem.record())
             ids[name] = problem.problem_id
         except Exception as err:

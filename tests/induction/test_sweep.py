@@ -222,3 +222,24 @@ def test_a_repeatable_sweep_starts_its_runs_with_tuning_off(
     seen.clear()
     more = run_sweep(spec, tmp_path / "wh", engine="gpu", progress=False, retry_failed=True)
     assert (more.skipped, more.repeatable) == (3, False)
+
+
+def test_two_names_of_one_problem_train_its_runs_once(tmp_path: Path) -> None:
+    """`iris` and `iris?max_rows=500` load the same problem (150 rows, none cut): the plan
+    held each of its runs twice, with 4 workers each trained twice, and the report said
+    2 ran where 4 did (or that another sweep had ended them)."""
+    from aicf_induct.induction.sweep import load_problems
+
+    ids, rows, errors = load_problems(["iris", "iris?max_rows=500"], seed=0)
+    assert list(ids) == ["iris"] and len(rows) == 1
+    assert errors == {"iris?max_rows=500": f"the same problem as 'iris' (problem "
+                                           f"{ids['iris']}), which the sweep runs"}
+    spec = SweepSpec(("iris", "iris?max_rows=500"),
+                     tuple(parse_space("tiny3").candidates())[:2], (0,), TRAIN, 60.0)
+    report = run_sweep(spec, tmp_path / "wh", workers=4, progress=False)
+    assert (report.planned, report.statuses["completed"]) == (2, 2)
+    assert "another sweep" not in report.summary()
+    runs = warehouse.connect(tmp_path / "wh").execute(
+        "SELECT problem_id, json_extract_string(config, '$.sweep.candidate'), seed FROM runs"
+    ).fetchall()
+    assert len(runs) == len(set(runs)) == 2
