@@ -84,9 +84,17 @@ def test_every_rollback_names_the_trajectory_the_rows_after_it_carry(
     for k, (i, rb) in enumerate(zip(at, rollbacks, strict=True)):
         end = at[k + 1] if k + 1 < len(at) else len(records)
         assert rows(i, end) and set(rows(i, end)) == {rb.detail["trajectory"]}
-    # the control arm's steps are logged when it wins: after the guard's verdict, before it
+    # the control arm's steps, and its evaluations' results (at their steps, inside the
+    # trial), are logged when it wins: after the guard's verdict, before it
     guard = max(j for j in range(at[0]) if getattr(records[j], "kind", None) == "guard")
-    assert rows(guard, at[0]) == ([1] * 12 if counterfactual else [])
+    between = records[guard + 1:at[0]]
+    steps = [r for r in between if isinstance(r, StepRecord)]
+    results = [r for r in between if isinstance(r, ResultRecord)]
+    assert [(r.step, r.trajectory) for r in steps] == \
+        ([(s, 1) for s in range(60, 72)] if counterfactual else [])
+    assert all(r.trajectory == 1 and 60 < r.step <= 72 for r in results)
+    assert len(results) == (3 * len({r.step for r in results}) if counterfactual else 0)
+    assert bool(results) == counterfactual  # the trial holds an evaluation here
     assert set(rows(-1, guard)) == {0}
     conn = warehouse.connect(tmp_path / "wh")
     assert [s for _, s in _live(conn, run.run_id)] == list(range(180))
