@@ -99,7 +99,6 @@ def shared_score(views: list[RunView]) -> str | None:
     return picks.pop() if len(picks) == 1 else None
 
 
-
 # a loss this many times above every run's first finite loss is a run's divergence: runs
 # drawn together stop their log axis there, so one run at 1e200 does not flatten the others
 OFF_SCALE = 100.0
@@ -118,28 +117,26 @@ def loss_range(views: list[RunView]) -> tuple[float, float] | None:
     if not firsts:
         return None
     top = OFF_SCALE * max(firsts)
-    every = np.concatenate([_finite_positive(x) for x in _drawn_losses(views)])
+    every = np.concatenate([_finite_positive(loss) for v in views for _, loss in _drawn(v)])
     if not len(every) or every.max() <= top:
         return None
     return float(every.min()) / 2, top
 
 
-def _drawn_losses(views: list[RunView]) -> list[np.ndarray]:
-    """Every loss a comparison draws: each run's training losses and validation losses."""
-    out = [np.asarray(v.curves["loss"][1], dtype=np.float64) for v in views]
-    return out + [np.asarray(v.evals_of("val", "loss")[1], dtype=np.float64) for v in views]
+def _drawn(view: RunView) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The losses a comparison draws of a run, (steps, values): training, validation."""
+    steps, loss = view.curves["loss"]
+    x, y = view.evals_of("val", "loss")
+    return [(np.asarray(steps), np.asarray(loss, dtype=np.float64)),
+            (np.asarray(x, dtype=np.int64), np.asarray(y, dtype=np.float64))]
 
 
 def steps_above(view: RunView, top: float) -> list[int]:
     """The steps at which the run's training or validation loss is finite and above `top`
     (drawn as ticks at the top edge: their points lie off the axis)."""
-    steps, loss = view.curves["loss"]
-    loss = np.asarray(loss, dtype=np.float64)
-    x, y = view.evals_of("val", "loss")
-    y_ = np.asarray(y, dtype=np.float64)
-    hit = [int(s) for s in np.asarray(steps)[np.isfinite(loss) & (loss > top)]]
-    hit += [int(s) for s, v in zip(x, y_, strict=True) if np.isfinite(v) and v > top]
-    return sorted(set(hit))
+    return sorted({int(s) for steps, loss in _drawn(view)
+                   for s in steps[np.isfinite(loss) & (loss > top)]})
+
 
 # the most points `m4` keeps of a bucket: max_points // PER_BUCKET buckets keep at most
 # max_points
