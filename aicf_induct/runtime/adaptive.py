@@ -239,11 +239,6 @@ class AdaptResult:
                 f"evaluations>, events=<{len(self.events)}>)")
 
 
-def _kept(state: ModelState) -> Callable[[], ModelState]:
-    """`state`, as `_count_evaluation` asks for the model it measured."""
-    return lambda: state
-
-
 @dataclass(frozen=True)
 class ControlArm:
     """The counterfactual guard's control: the run continued without the rewrite."""
@@ -633,13 +628,13 @@ class AdaptiveRun:
         return self.trainer.agreed(self.policy.decide(obs) if self.rank0 else None)
 
     def _evaluate(self, epoch: int) -> dict[str, float]:
-        return self._count_evaluation(epoch, self.measure(), lambda: capture(self.trainer))
+        return self._count_evaluation(epoch, self.measure())
 
     def _count_evaluation(self, epoch: int, m: dict[str, float],
-                          state: Callable[[], ModelState]) -> dict[str, float]:
+                          state: ModelState | None = None) -> dict[str, float]:
         """An evaluation `m` (measured at step m["step"]) as the run's: its results rows,
-        the history, and the best model so far (`state()`, the model it measured) with the
-        patience."""
+        the history, and the best model so far (`state`, the model it measured: the
+        trainer's when not given, captured only if it is the best) with the patience."""
         step = int(m["step"])
         self.last_metrics = m
         self.history.append({"work": float(self.work), "step": float(step),
@@ -650,7 +645,7 @@ class AdaptiveRun:
                          step=step)
         if m["val_loss"] < self.best_val:
             self.best_val, self.best_step = m["val_loss"], step
-            self.best_state = state()
+            self.best_state = state if state is not None else capture(self.trainer)
             self.since_best = 0
         else:
             self.since_best += 1
@@ -1000,7 +995,7 @@ class AdaptiveRun:
             for rec in control.steps:
                 self.recorder.step(dataclasses.replace(rec, trajectory=tr.trajectory))
             for epoch, m, state in control.evals:  # and its evaluations, the best model too
-                self._count_evaluation(epoch, m, _kept(state))
+                self._count_evaluation(epoch, m, state)
         after = control.metrics if control is not None else self.measure()
         self.last_metrics = after
         where = {"to": "control arm"} if control is not None else {}
