@@ -53,7 +53,6 @@ def _value_infos(graph: Graph, batch: int, program: list[Instr]) -> dict[str, Va
              for nid, t in types.items()}
     for ins in program:
         for v in ins.outs:
-            base = grad_of(v) if v is not None else None
-            if v is not None and base is not None:
+            if v is not None and (base := grad_of(v)) is not None:
                 infos[v] = ValueInfo(infos[base].shape, infos[base].dtype)
     return infos
