@@ -137,7 +137,9 @@ class Proposer(BaseEstimator):
                               str(cands.at[self.winners_[pid], "structure_key"]))
                      for pid, d in near]
         plain = {k.removeprefix("f."): _number(v) for k, v in features.items()}
-        fired = [r for r in self.rules_.to_dict("records") if rule_applies(r, plain)]
+        # each with its sentence for this problem, made once for every candidate
+        fired = [(r, fired_text(r, plain)) for r in self.rules_.to_dict("records")
+                 if rule_applies(r, plain)]
         ranked = []
         near_ids = [n.problem_id for n in neighbors]
         for rank, key in enumerate([str(k) for k in pred.index], start=1):
@@ -147,9 +149,9 @@ class Proposer(BaseEstimator):
                        if np.isfinite(e)}
             # those that support the candidate (its trait raises the score) first, each
             # side by q-value: what a reader of the first few should see
-            rules = [fired_text(r, plain) for r in sorted(
-                (r for r in fired if trait_of(r).holds(c)[0]),
-                key=lambda r: (float(r["effect"]) < 0, float(r["q_value"])))]
+            rules = [text for r, text in sorted(
+                ((r, text) for r, text in fired if trait_of(r).holds(c)[0]),
+                key=lambda rt: (float(rt[0]["effect"]) < 0, float(rt[0]["q_value"])))]
             row = c.iloc[0]
             exp, lo, hi = pred.loc[[key], ["expected", "low", "high"]].to_numpy(float)[0]
             exp_rank = (float(pred.loc[[key], "rank"].to_numpy(float)[0])
