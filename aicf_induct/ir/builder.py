@@ -57,7 +57,7 @@ class GraphBuilder:
         opdef = OPS[op]
         node_id = id if id is not None and id not in self.types else self.fresh_id(id or op)
         try:
-            attrs = jsonable(attrs or {})
+            attrs = opdef.floats_read(jsonable(attrs or {}))
         except IRError as err:
             raise IRError(err.problem, node_id) from None
         # what validate would refuse, refused here, where the caller's mistake is

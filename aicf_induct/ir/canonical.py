@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,6 +17,7 @@ from typing import Any, TypeVar
 from aicf_induct.atomic_file import atomic_write
 from aicf_induct.errors import ConfigError, IRError
 from aicf_induct.ir.graph import Graph, Node, ParamSpec
+from aicf_induct.ir.ops import OPS
 from aicf_induct.ir.validate import problems, validate
 from aicf_induct.json_values import json_depth
 
@@ -84,7 +86,10 @@ def _node(raw: Any, index: int) -> Node:
     attrs = raw.get("attrs", {})
     if not isinstance(attrs, dict):
         raise IRError("attrs must be an object", nid)
-    return Node(nid, _field(raw, "op", str, where, nid), tuple(inputs), attrs, dict(params))
+    op = _field(raw, "op", str, where, nid)
+    if op in OPS:  # (an unknown op is the validator's to name)
+        attrs = OPS[op].floats_read(attrs)
+    return Node(nid, op, tuple(inputs), attrs, dict(params))
 
 
 def _param(raw: Any, index: int) -> ParamSpec:
@@ -150,12 +155,51 @@ def from_dict(doc: Any, check: bool = True, found: list[IRError] | None = None) 
     return graph
 
 
+class _Twice(dict[str, Any]):
+    """A JSON object that held `key` more than once (the parser would keep the last)."""
+    key = ""
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) == len(pairs):
+        return out
+    twice, seen = _Twice(out), set()
+    for key, _ in pairs:
+        if key in seen:
+            twice.key = key
+            return twice
+        seen.add(key)
+    raise AssertionError("a key is twice in pairs")  # (the dict came out shorter)
+
+
+def _twice_problem(doc: Any) -> IRError | None:
+    """The first object of `doc` that held a key twice, named by its path (and its node):
+    which of the two values was meant is the writer's to say, not the parser's."""
+    todo: deque[tuple[Any, str]] = deque([(doc, "")])  # breadth first: the shallowest
+    while todo:
+        value, path = todo.popleft()
+        if isinstance(value, _Twice):
+            node = None
+            if path.startswith("nodes[") and isinstance(doc.get("nodes"), list):
+                entry = doc["nodes"][int(path[6:path.index("]")])]
+                node = entry.get("id") if isinstance(entry.get("id"), str) else None
+            return IRError(f"key {value.key!r} is given twice in {path or 'the document'}",
+                           node)
+        if isinstance(value, dict):
+            todo += [(v, f"{path}.{k}" if path else k) for k, v in value.items()]
+        elif isinstance(value, list):
+            todo += [(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    return None
+
+
 def parse(text: str | bytes) -> Any:
-    """The JSON document, or a one-line `IRError` (bad syntax, or nested so deeply that the
-    parser would run out of stack: no IR comes near `MAX_NESTING` levels)."""
+    """The JSON document, or a one-line `IRError` (bad syntax, a key given twice in one
+    object, or nested so deeply that the parser would run out of stack: no IR comes near
+    `MAX_NESTING` levels)."""
     too_deep = IRError(f"not an IR document: JSON nested more than {MAX_NESTING} levels deep")
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=_object)
     except json.JSONDecodeError as err:
         raise IRError(f"not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}") \
             from None
@@ -165,6 +209,8 @@ def parse(text: str | bytes) -> Any:
         raise IRError(f"not valid JSON: {err}") from None
     if json_depth(doc) > MAX_NESTING:  # what later recursive walks (repr, dumps) would meet
         raise too_deep
+    if (twice := _twice_problem(doc)) is not None:
+        raise twice
     return doc
 
 

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from aicf_induct.errors import IRError
-from aicf_induct.ir import from_dict, to_dict
+from aicf_induct.ir import fingerprint, from_dict, from_json, to_dict, to_json
+from aicf_induct.ir.builder import GraphBuilder
+from aicf_induct.ir.canonical import problems_in
 from aicf_induct.ir.graph import Graph, Node
 from aicf_induct.ir.ops import OPS
 from aicf_induct.ir.validate import problems
@@ -136,3 +138,45 @@ def test_graphs_the_library_builds_still_validate() -> None:
               mlp(4, 3, depth=2, width=8, norm="batchnorm"), all_ops(), all_ops(softmax_head=True)):
         assert problems(g) == []
         assert from_dict(to_dict(g)) is not None
+
+
+@pytest.mark.parametrize(("op", "attr", "least", "most"), FLOATS)
+def test_an_integer_given_a_float_attribute_is_read_as_its_float(
+        op: str, attr: str, least: float | None, most: float | None) -> None:
+    """JavaScript writes 0.0 as 0: `"p": 0` was refused ("must be a finite float"), where a
+    model spec's `dropout=0` meant 0.0. A document and `GraphBuilder.add` read it as 0.0, with
+    0.0's fingerprint; the check itself still takes floats only, and true is no 1."""
+    value = 1 if least == 0.0 else 0
+    arity = OPS[op].arity
+    b = GraphBuilder()
+    x = b.add("input", [], {"shape": [None, 3, 4] if op == "attention" else [None, 4]}, id="x")
+    if op == "cross_entropy":
+        b.add("input", [], {"shape": [None], "dtype": "int64"}, id="y")
+    ins = ["x", "y"] if op == "cross_entropy" else [x] * (2 if arity is None else arity)
+    built = b.output(b.add(op, ins, {attr: value}, id="n"))
+    node = built.nodes[-1]
+    assert node.attrs[attr] == float(value) and type(node.attrs[attr]) is float
+    text = to_json(built)
+    assert f'"{attr}":{float(value)!r}' in text
+    doc = from_json(text.replace(f'"{attr}":{float(value)!r}', f'"{attr}":{value}'))
+    assert type(doc.nodes[-1].attrs[attr]) is float and to_json(doc) == text
+    assert fingerprint(doc) == fingerprint(built)
+    refused(op, attr, value)  # the check alone: a hand-made Graph holds what it was given
+    with pytest.raises(IRError, match=f"attribute '{attr}' must be a finite float"):
+        from_json(text.replace(f'"{attr}":{float(value)!r}', f'"{attr}":true'))
+
+
+def test_a_key_given_twice_is_refused_by_name_and_place() -> None:
+    """JSON parsers keep the last of a key given twice: `{"p": 0.0, "p": 0.5}` was a dropout
+    of 0.5, whichever the writer meant."""
+    b = GraphBuilder()
+    b.add("dropout", [b.add("input", [], {"shape": [None, 4]})], {"p": 0.1}, id="drop")
+    text = to_json(b.output("drop"))
+    twice = text.replace('"p":0.1', '"p":0.1,"p":0.5')
+    message = "invalid IR: node 'drop': key 'p' is given twice in nodes[1].attrs"
+    with pytest.raises(IRError) as exc:
+        from_json(twice)
+    assert str(exc.value) == message and exc.value.node == "drop"
+    assert [str(e) for e in problems_in(twice)] == [message]
+    found = problems_in(text.replace('"outputs":', '"outputs":[],"outputs":'))
+    assert [str(e) for e in found] == ["invalid IR: key 'outputs' is given twice in the document"]

@@ -102,6 +102,13 @@ class OpDef:
     def full_attrs(self, attrs: Attrs) -> dict[str, Any]:
         return {**self.attrs, **attrs}
 
+    def floats_read(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """`attrs` with an integer given to a float attribute read as its float: JSON writers
+        (JavaScript's among them) write 0.0 as 0, as `dropout=0` means 0.0 in a model spec.
+        One past 2**53, which no float holds exactly, is left for the check to refuse."""
+        return {k: float(v) if self.checks.get(k) in FLOAT_CHECKS and is_int(v)
+                and abs(v) <= 2**53 else v for k, v in attrs.items()}
+
     def attr_problems(self, attrs: Attrs) -> list[str]:
         """What is wrong with the given attributes' values, one line each naming the
         attribute. A None where the op's default is None is the attribute left unset (the
@@ -117,6 +124,7 @@ class OpDef:
 
 
 OPS: dict[str, OpDef] = {}
+FLOAT_CHECKS: set[AttrCheck] = set()  # the `real` checks, whose attributes read integers
 
 
 def register(op: OpDef) -> OpDef:
@@ -157,7 +165,8 @@ def integer(lo: int = 1, hi: int = MAX_SIZE) -> AttrCheck:
 
 def real(lo: float = -math.inf, hi: float = math.inf, *, lo_open: bool = False,
          hi_open: bool = False) -> AttrCheck:
-    """A finite float within the bounds (open where said); an integer is not one."""
+    """A finite float within the bounds (open where said). A node's integer is read as its
+    float when the node is made (`OpDef.floats_read`); the check itself takes floats only."""
     def check(v: Any) -> str | None:
         ok = isinstance(v, float) and math.isfinite(v) and (lo < v if lo_open else lo <= v) \
             and (v < hi if hi_open else v <= hi)
@@ -165,6 +174,7 @@ def real(lo: float = -math.inf, hi: float = math.inf, *, lo_open: bool = False,
     bounds = [f"{'>' if lo_open else '>='} {lo:g}"] * math.isfinite(lo) + \
         [f"{'<' if hi_open else '<='} {hi:g}"] * math.isfinite(hi)
     span = " " + " and ".join(bounds) if bounds else ""
+    FLOAT_CHECKS.add(check)
     return check
 
 
