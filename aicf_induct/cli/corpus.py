@@ -13,6 +13,7 @@ from typing import Any
 from aicf_induct.cli import options
 from aicf_induct.cli.corpus_root import corpus_root
 from aicf_induct.cli.sweep import (
+    BUDGET_HELP,
     ENGINE_HELP,
     PROCESSES_HELP,
     REPEATABLE_HELP,
@@ -96,7 +97,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     b.add_argument("--patience", type=options.non_negative_int, default=PATIENCE,
                    help=f"early-stopping patience in epochs (default {PATIENCE})")
     b.add_argument("--budget", type=options.non_negative_float, default=BUDGET_S, metavar="SECONDS",
-                   help=f"wall-clock budget per run (default {BUDGET_S:g}; 0: none)")
+                   help=f"{BUDGET_HELP} (default {BUDGET_S:g}; 0: none)")
     b.add_argument("--time-limit", type=options.non_negative_float, default=0.0,
                    metavar="SECONDS",
                    help="start no run after this many seconds: the runs in flight finish "

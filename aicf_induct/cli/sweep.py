@@ -44,6 +44,9 @@ ENGINE_HELP = ("local: a process pool here; ray: Ray tasks; gpu: many runs at on
 PROCESSES_HELP = ("with --engine gpu: this many engine processes on one warehouse, each with "
                   "--workers runs in flight, spread over the visible GPUs (one engine drives "
                   "its runs from one CPU thread: a few per GPU can train faster; default 1)")
+BUDGET_HELP = ("wall-clock budget per run, from its start; past it the run stops with status "
+               "timeout. With --engine gpu the runs in flight in one process share the clock, "
+               "so each trains fewer steps within it than alone")
 REPEATABLE_HELP = ("on a GPU: no kernel autotuning (every shape its default kernel, "
                    "AICF_TUNING_BUDGET_S=off), so the same runs give bit-identical results "
                    "build after build, whatever --gpu-processes, at about 7 %% fewer runs an "
@@ -99,8 +102,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="seeds per (problem, structure): --seed .. --seed+K-1 (default 1)")
     p.add_argument("--budget", type=options.non_negative_float, default=DEFAULT_BUDGET_S,
                    metavar="SECONDS",
-                   help="wall-clock budget per run; past it the run stops with status "
-                        f"timeout (default {DEFAULT_BUDGET_S:g}; 0: none)")
+                   help=f"{BUDGET_HELP} (default {DEFAULT_BUDGET_S:g}; 0: none)")
     p.add_argument("--time-limit", type=options.non_negative_float, default=0.0,
                    metavar="SECONDS",
                    help="start no run after this many seconds: the runs in flight finish "

@@ -15,7 +15,9 @@ alone logs. `launch()` queues the run's next epoch, `collect()` takes its result
   scheduling runs on where there is no GPU.
 
 The time budget (`max_wall_s`) is checked per step on the CPU, as `fit` does, and before each
-epoch on the GPU (an epoch, once queued, runs to its end).
+epoch on the GPU (an epoch, once queued, runs to its end). It is wall time from the run's
+start, which the runs in flight share: a run that reaches its budget here has trained fewer
+steps than it would alone, the one way its rows can differ from a solo run's.
 """
 
 from __future__ import annotations
