@@ -13,7 +13,8 @@ from the warehouse.
 
 Ctrl-C (or SIGTERM on the parent) stops every process as it stops one sweep: runs in flight
 end logged as `interrupted`, their claims say so, and the same command run again trains
-what is missing.
+what is missing. A parent killed outright (SIGKILL) cannot stop them: each process stops the
+same way once it sees its parent gone.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aicf_induct.errors import ConfigError
-from aicf_induct.induction.sweep_worker import Task, stop_processes
+from aicf_induct.induction.sweep_worker import Task, stop_processes, watch_parent
 
 POLL_S = 0.5  # how often the parent reads the shared counter into its bar
 STOP_GRACE_S = 60.0  # after a stop, how long the processes get to log their runs' ends
@@ -143,8 +144,9 @@ def run_processes(target: Callable[..., None], todo: Sequence[Task], common: tup
     procs = []
     for i in range(processes):
         left_s = None if stop_at is None else max(0.0, stop_at - time.perf_counter())
-        proc = ctx.Process(target=target, name=f"sweep-engine-{i}", args=(
-            dealt(todo, i, processes), left_s, counter, results, i, *common))
+        proc = ctx.Process(target=_child, name=f"sweep-engine-{i}", args=(
+            os.getpid(), target, dealt(todo, i, processes), left_s, counter, results, i,
+            *common))
         with _gpu_env(gpus[i % len(gpus)] if gpus else None):
             proc.start()
         procs.append(proc)
@@ -155,6 +157,14 @@ def run_processes(target: Callable[..., None], todo: Sequence[Task], common: tup
         _stop(procs, results, got)
         raise
     return _merged(got, processes)
+
+
+def _child(parent_pid: int, target: Callable[..., None], *args: Any) -> None:
+    """A child's life: `target(*args)`, stopped as a Ctrl-C stops it if the parent dies
+    (SIGKILLed, it cannot stop its children: they trained on as orphans, on a GPU for as long
+    as their runs took)."""
+    watch_parent(parent_pid, STOP_GRACE_S)
+    target(*args)
 
 
 def _collect(procs: list[Any], results: Any, counter: Any, bar: Any,

@@ -212,18 +212,25 @@ def _flush(rec: Any) -> None:
         _FLUSHING = False
 
 
-def init_local_worker(parent_pid: int) -> None:
-    """Pool initializer: stop (as on SIGTERM) as soon as the parent is gone (killed), so that
-    an orphan never finishes a run that a restarted sweep runs again."""
+def watch_parent(parent_pid: int, grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM this process as soon as its parent is gone (killed, so it could not stop its
+    children), and end it `grace_s` later if it has not exited: an orphan stops as a stopped
+    sweep does, its runs logged `interrupted`, instead of finishing runs that a restarted
+    sweep runs again."""
 
     def watch() -> None:
         while os.getppid() == parent_pid:
             time.sleep(ORPHAN_POLL_S)
         os.kill(os.getpid(), signal.SIGTERM)  # log the run as interrupted, then exit
-        time.sleep(STOP_GRACE_S)
+        time.sleep(grace_s)
         os._exit(70)
 
     threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
+
+
+def init_local_worker(parent_pid: int) -> None:
+    """Pool initializer: stop (as on SIGTERM) as soon as the parent is gone (`watch_parent`)."""
+    watch_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     signal.signal(signal.SIGTERM, _on_sigterm)
     _limit_threads()

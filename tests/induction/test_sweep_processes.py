@@ -117,6 +117,28 @@ def test_a_stop_reaches_every_process_and_a_restart_ends_every_triple_once(
     assert restart(root, *RESTART)["ran"] == len(planned())
 
 
+def test_the_processes_stop_when_the_parent_is_killed(tmp_path: Path) -> None:
+    """SIGKILL leaves the parent no time to stop its children: they trained on as orphans
+    (on a GPU for as long as their runs took). Each now notices its parent gone and stops
+    as a stopped sweep does, its run logged as interrupted."""
+    import time
+
+    root = tmp_path / "wh"
+    proc = start(root, *ENDLESS)
+    wait_running(root, proc, 2)
+    engines = [pid for pid in children(proc.pid)
+               if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert len(engines) == 2
+    proc.send_signal(signal.SIGKILL)  # the parent only (an OOM kill, a scheduler's kill -9)
+    proc.communicate(timeout=30)
+    deadline = time.monotonic() + 60  # the runs' 60 s budget: an orphan would outlive it
+    while [pid for pid in engines if alive(pid)] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [pid for pid in engines if alive(pid)]
+    assert statuses(root) == {"interrupted": 2}
+    assert restart(root, *RESTART)["ran"] == len(planned())
+
+
 def test_the_cli_takes_the_processes(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                      ) -> None:
     from aicf_induct.cli.main import main
