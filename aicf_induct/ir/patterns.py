@@ -104,7 +104,8 @@ def _family_features(graph: Graph) -> dict[str, float]:
     pools = Counter(OPS["pool"].full_attrs(n.attrs)["mode"] for n in graph.nodes
                     if n.op == "pool")
     out.update({f"pool.{mode}": float(k) for mode, k in sorted(pools.items())})
-    inner = [w for w in (_res_block(graph, n) for n in graph.nodes if n.op == "add")
+    by_id = graph.node_map()  # once: an add's walk is short, the map is not
+    inner = [w for w in (_res_block(by_id, n) for n in graph.nodes if n.op == "add")
              if w is not None]
     if inner:
         out["resblock.count"] = float(len(inner))
@@ -112,11 +113,10 @@ def _family_features(graph: Graph) -> dict[str, float]:
     return out
 
 
-def _res_block(graph: Graph, add: Node) -> int | None:
+def _res_block(by_id: dict[str, Node], add: Node) -> int | None:
     """The widest inner width of the residual block an add node closes, or None if it closes
     none (its branch must be a chain of one-input nodes back to the skip's source, holding two
-    or more linear layers)."""
-    by_id = graph.node_map()
+    or more linear layers). `by_id`: the graph's nodes by id."""
     ins = add.inputs
     for skip, branch in ((ins[0], ins[1]), (ins[1], ins[0])):
         widths: list[int] = []
