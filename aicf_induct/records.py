@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, runtime_checkable
 
+from aicf_induct.words import counted
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -340,7 +342,8 @@ class PrintRecorder(BaseRecorder):
         print(text, file=self.stream)
 
     def problem(self, rec: ProblemRecord) -> None:
-        self._say(f"problem {rec.name} ({rec.task}, {rec.n_rows} rows, {rec.n_features} features)")
+        self._say(f"problem {rec.name} ({rec.task}, {counted(rec.n_rows, 'row')}, "
+                  f"{counted(rec.n_features, 'feature')})")
 
     def run_start(self, rec: RunStartRecord) -> None:
         self._say(f"run {rec.run_id[:12]} on {rec.problem_name}, seed {rec.seed}, {rec.device}")
@@ -365,7 +368,7 @@ class PrintRecorder(BaseRecorder):
         if rec.status == RESUMED:
             self._say(f"run {rec.run_id[:12]} goes on from step {rec.steps}")
             return
-        self._say(f"run {rec.run_id[:12]} {rec.status} after {rec.steps} steps "
+        self._say(f"run {rec.run_id[:12]} {rec.status} after {counted(rec.steps, 'step')} "
                   f"in {rec.wall_time_s:.2f} s" + (f": {rec.error}" if rec.error else ""))
 
     def flush(self) -> None:

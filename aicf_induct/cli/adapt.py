@@ -13,7 +13,6 @@ from typing import Any
 from aicf_induct.cli import from_proposal, options
 from aicf_induct.cli.json_out import json_text
 from aicf_induct.cli.resume import RESUME_TAKES, fork_dir, logged_rows, resume_dir
-from aicf_induct.cli.table import counted
 from aicf_induct.cli.timeline import Timeline
 from aicf_induct.cli.train import (
     add_log_options,
@@ -53,6 +52,7 @@ from aicf_induct.runtime.parallel import Communicator, DataParallel
 from aicf_induct.runtime.policies import POLICIES, make_policy
 from aicf_induct.runtime.runs import sigterm_interrupts
 from aicf_induct.runtime.trainer import TrainConfig, check_trainable
+from aicf_induct.words import counted
 
 START_MODEL = "mlp:depth=1,width=4"  # without --from-proposal: small on purpose
 RUN_FAILED = 4  # exit status: the run ended `failed` (its results are printed all the same)
@@ -336,8 +336,10 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
                         head = _proposal_head(plan) + "\n" + head
                 if timeline:  # a reader gone already (`| head -1`) must not stop the run
                     timeline.line(
-                        f"adapt {problem.name}: {problem.task}, {problem.n_rows} rows, "
-                        f"{problem.n_features} features; policy {policy.name}, {steps} steps"
+                        f"adapt {problem.name}: {problem.task}, "
+                        f"{counted(problem.n_rows, 'row')}, "
+                        f"{counted(problem.n_features, 'feature')}; policy {policy.name}, "
+                        f"{counted(steps, 'step')}"
                         + (f", data parallel over {ranks} {'GPUs' if gpus else 'processes'}"
                            if parallel else ""))
                     timeline.line(head)

@@ -27,7 +27,7 @@ from aicf_induct.cli.sweep import (
     print_problems,
     wants_dry_run,
 )
-from aicf_induct.cli.table import counted, print_table
+from aicf_induct.cli.table import print_table
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.corpus import (
     EPOCH_CAP,
@@ -42,6 +42,7 @@ from aicf_induct.induction.corpus import (
 )
 from aicf_induct.induction.space import Candidate
 from aicf_induct.induction.sweep_spec import ENGINES, SweepSpec
+from aicf_induct.words import counted
 
 BUDGET_S = 1800.0  # wall-clock guard per run (status timeout past it)
 SEEDS = 4
@@ -293,9 +294,9 @@ def dry_build(args: argparse.Namespace, spec: SweepSpec | None, names: list[str]
         print_plan(sweep_plan, space, False,
                    f"; epochs <= {args.epochs}, patience {args.patience}", loads)
     if adaptive:
-        print(f"adaptive: {args.adaptive} runs per problem on "
-              f"{counted(len(adaptive['problems']), 'problem')}, {args.adaptive_steps} "
-              "steps each, exploration policy")
+        print(f"adaptive: {counted(args.adaptive, 'run')} per problem on "
+              f"{counted(len(adaptive['problems']), 'problem')}, "
+              f"{counted(args.adaptive_steps, 'step')} each, exploration policy")
     if not sweep_plan:
         print_problems(adaptive["problems"] if adaptive else [], loads)
     return dry_status(loads)

@@ -24,8 +24,9 @@ import pandas as pd
 from aicf_induct.cli import options
 from aicf_induct.cli.corpus_root import corpus_root
 from aicf_induct.cli.json_out import json_text
-from aicf_induct.cli.table import counted, print_table
+from aicf_induct.cli.table import print_table
 from aicf_induct.errors import ConfigError
+from aicf_induct.words import counted
 
 if TYPE_CHECKING:
     from aicf_induct.induction.evaluate import Evaluation

@@ -10,12 +10,12 @@ import time
 from typing import Any
 
 from aicf_induct.cli import options
-from aicf_induct.cli.table import counted
 from aicf_induct.errors import AicfError, ConfigError
 from aicf_induct.problems import registry
 from aicf_induct.problems.features import FeatureConfig, extract_features
 from aicf_induct.problems.files import CLASSIFICATION_MAX_LEVELS
 from aicf_induct.problems.problem import Problem
+from aicf_induct.words import counted
 
 # how a file's task is told from its target (`files.infer_task`), for the help and `show`
 TASK_RULE = (f"text, booleans and integers with at most {CLASSIFICATION_MAX_LEVELS} distinct "

@@ -9,6 +9,7 @@ from aicf_induct.cli import options
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.space_io import PRESETS, parse_space
 from aicf_induct.ir.fingerprint import fingerprint
+from aicf_induct.words import counted
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,8 +40,8 @@ def run_show(args: argparse.Namespace) -> int:
     spec = parse_space(args.spec)
     cands = spec.candidates()
     if not args.json:
-        print(f"{spec.describe()}: {len(cands)} candidates; fingerprints for {args.n_in} "
-              f"inputs, {args.n_out} outputs")
+        print(f"{spec.describe()}: {counted(len(cands), 'candidate')}; fingerprints for "
+              f"{args.n_in} inputs, {args.n_out} outputs")
         for name, values in spec.space.axes.items():
             print(f"  {name}: {', '.join(map(str, values))}")
         if cands:  # the rows' columns (the key is the candidate's, as sweeps log it)

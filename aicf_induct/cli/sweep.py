@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from aicf_induct.cli import options
-from aicf_induct.cli.table import counted
 from aicf_induct.cli.train import (
     add_remote_options,
     add_train_options,
@@ -35,6 +34,7 @@ from aicf_induct.problems.preprocess import MIN_ROWS
 from aicf_induct.problems.splits import MAX_SEED
 from aicf_induct.records import ProblemRecord
 from aicf_induct.runtime.trainer import TrainConfig
+from aicf_induct.words import counted
 
 DEFAULT_BUDGET_S = 300.0
 WORKERS_HELP = (f"runs at once (default: the number of CPUs; with --engine gpu, {MODELS} "

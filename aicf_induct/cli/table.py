@@ -34,8 +34,3 @@ def format_table(rows: Sequence[Sequence[object]], headers: Sequence[str],
 def print_table(rows: Sequence[Sequence[object]], headers: Sequence[str],
                 digits: int = 3) -> None:
     print(format_table(rows, headers, digits))
-
-
-def counted(n: int, noun: str) -> str:
-    """"1 epoch", "2 epochs": `n` and the noun, plural unless n is 1."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

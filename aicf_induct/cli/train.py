@@ -15,7 +15,6 @@ from aicf_induct.cli import from_proposal, options
 from aicf_induct.cli.ir import softmax_note
 from aicf_induct.cli.json_out import json_text
 from aicf_induct.cli.options import API_KEY_ENV
-from aicf_induct.cli.table import counted
 from aicf_induct.compiler.fusion import PRECISIONS
 from aicf_induct.errors import AicfError, ConfigError
 from aicf_induct.frontend.families import CNNSpec, parse_spec, spec_graph
@@ -32,6 +31,7 @@ from aicf_induct.runtime.executor import check_size
 from aicf_induct.runtime.parallel import Communicator, DataParallel
 from aicf_induct.runtime.runs import sigterm_interrupts
 from aicf_induct.runtime.trainer import TrainConfig, Trainer, TrainResult, check_trainable
+from aicf_induct.words import counted
 
 DEFAULT_MODEL = "mlp"
 
@@ -395,9 +395,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json_text(result.as_dict(), indent=1))
     else:
-        print(f"{problem.name}: {problem.task}, {problem.n_rows} rows, {problem.n_features} "
-              f"features; model {graph.name or extra['model']} ({graph.param_count()} "
-              "parameters)")
+        print(f"{problem.name}: {problem.task}, {counted(problem.n_rows, 'row')}, "
+              f"{counted(problem.n_features, 'feature')}; model "
+              f"{graph.name or extra['model']} ({graph.param_count()} parameters)")
         print(f"run {result.run_id} {result.status} after {counted(result.epochs, 'epoch')}, "
               f"{counted(result.steps, 'step')}, {result.wall_time_s:.2f} s (best epoch "
               f"{result.best_epoch})")
@@ -471,8 +471,9 @@ def run_shortlist(args: argparse.Namespace) -> int:
                   f"batch {r['batch_size']}", flush=True)
 
     if not args.json:
-        print(f"{problem.name}: {problem.task}, {problem.n_rows} rows, {problem.n_features} "
-              f"features; the top {n} proposal{'s' * (n > 1)} from {source}")
+        print(f"{problem.name}: {problem.task}, {counted(problem.n_rows, 'row')}, "
+              f"{counted(problem.n_features, 'feature')}; the top {n} proposal{'s' * (n > 1)} "
+              f"from {source}")
     with sigterm_interrupts():
         try:
             shortlist = train_shortlist(proposal, problem, config, train, top=top,

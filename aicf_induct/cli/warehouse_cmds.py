@@ -18,6 +18,7 @@ import warehouse
 from aicf_induct.atomic_file import atomic_write
 from aicf_induct.cli import options
 from aicf_induct.records import RUN_STATUSES
+from aicf_induct.words import counted
 from warehouse import WarehouseError
 from warehouse.catalog import one_line
 from warehouse.guard import run_guarded_arrow
@@ -355,7 +356,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_compact(args: argparse.Namespace) -> int:
     rep = warehouse.compact(_writable_root(args), grace_s=args.grace)
-    print(f"merged {rep.merged_parts} part(s) into {rep.new_parts} ({rep.rows} rows); "
+    print(f"merged {rep.merged_parts} part(s) into {rep.new_parts} ({counted(rep.rows, 'row')}); "
           f"deleted {rep.deleted_files} file(s)")
     return 0
 

@@ -35,6 +35,7 @@ from aicf_induct.induction.meta_dataset import (
     pattern_columns,
     sweep_protocols,
 )
+from aicf_induct.words import counted
 
 
 @dataclass
@@ -58,7 +59,7 @@ def grow(pack_meta: pd.DataFrame, pack_protocol: str | None, root: str | Path,
         raise ConfigError(f"--protocol {chosen}: the pack's corpus was swept under protocol "
                           f"{want}; a corpus grows only by problems swept the same way")
     if chosen not in found:
-        seen = ", ".join(f"{p} ({n} runs)" for p, n in found.items()) or "none"
+        seen = ", ".join(f"{p} ({counted(n, 'run')})" for p, n in found.items()) or "none"
         raise ConfigError(f"{root} holds no sweep under the pack's protocol {want} (found: "
                           f"{seen}): sweep the problems as the corpus was, `aicf-induct corpus "
                           f"build --problems ... --seeds {_seed_count(pack_meta)} --warehouse "

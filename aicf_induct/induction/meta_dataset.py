@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from aicf_induct.errors import ConfigError, DataError
+from aicf_induct.words import counted
 
 DONE_STATUSES = ("completed", "early_stopped", "timeout")  # runs that logged final scores
 FEATURE_PREFIX = "f."
@@ -144,7 +145,7 @@ def _one_protocol(runs: pd.DataFrame, protocol: str | None) -> pd.DataFrame:
         raise DataError("the warehouse holds no scored sweep runs")
     if len(found) > 1:
         raise DataError("the warehouse holds sweeps under several protocols; choose one: "
-                        + ", ".join(f"{p} ({n} runs)" for p, n in found.items()))
+                        + ", ".join(f"{p} ({counted(n, 'run')})" for p, n in found.items()))
     return runs
 
 

@@ -70,6 +70,7 @@ from aicf_induct.kernels.autotune import tuning_off
 from aicf_induct.problems import load_problem
 from aicf_induct.progress import lasting, transient
 from aicf_induct.records import ProblemRecord
+from aicf_induct.words import counted
 from warehouse.claims import Claim, State, end_claim, try_claim
 
 MAX_CRASHES = 2  # worker deaths a triple may cause before it is logged as failed
@@ -105,8 +106,9 @@ class SweepReport:
 
     def summary(self) -> str:
         parts = ", ".join(f"{n} {s}" for s, n in sorted(self.statuses.items()))
-        text = (f"sweep {self.sweep_id}: {self.planned} runs planned, {self.skipped} skipped "
-                f"(finished before), {self.ran} ran ({parts or 'none'}) in {self.wall_s:.1f} s")
+        text = (f"sweep {self.sweep_id}: {counted(self.planned, 'run')} planned, "
+                f"{self.skipped} skipped (finished before), {self.ran} ran "
+                f"({parts or 'none'}) in {self.wall_s:.1f} s")
         if self.repeatable:
             text += "; kernel tuning off (repeatable)"
         if self.elsewhere or self.held:

@@ -40,6 +40,7 @@ from aicf_induct.problems.splits import (
     split_sizes,
     stratify_issue,
 )
+from aicf_induct.words import counted
 
 Task = Literal["classification", "regression"]
 TASKS: tuple[Task, ...] = ("classification", "regression")
@@ -138,7 +139,7 @@ def column_issue(col: pd.Series) -> str | None:
     many = n_distinct > TEXT_MIN_DISTINCT and n_distinct > TEXT_DISTINCT_FRAC * len(present)
     if many and is_categorical(col) and not pd.api.types.is_bool_dtype(col):
         return _numbers_but(present) or (f"free text or identifier ({n_distinct} distinct "
-                                         f"strings in {len(present)} rows)")
+                                         f"strings in {counted(len(present), 'row')})")
     return None
 
 

@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from aicf_induct.words import counted
+
 GUARDS = ("level", "counterfactual")  # what a rewrite is judged against (GuardConfig)
 
 
@@ -140,11 +142,12 @@ class Guard:
         bar = val_control * (1 - self.config.min_gain)
         if val_after < bar:
             return Verdict(False, f"validation {val_after:.4g} below the control arm's "
-                                  f"{val_control:.4g} over the same {len(self.post)} steps",
+                                  f"{val_control:.4g} over the same "
+                                  f"{counted(len(self.post), 'step')}",
                            metrics)
         return Verdict(True, f"validation {val_after:.4g} not below the control arm's "
                              f"{val_control:.4g} (bar {bar:.4g}) over the same "
-                             f"{len(self.post)} steps", metrics)
+                             f"{counted(len(self.post), 'step')}", metrics)
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-able; the snapshot is not included (checkpoints wait for the verdict)."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from aicf_induct.cli.main import main
@@ -386,3 +388,15 @@ def test_a_log_that_fails_at_the_end_comes_after_the_run_s_results(
     assert out.startswith("iris: classification") and "run " in out and "test" in out
     assert "logged to" not in out
     assert err.startswith("error: warehouse ") and "No space left on device" in err
+
+
+def test_counts_of_one_are_singular(tmp_path: Path, capsys) -> None:
+    """A one-feature table was "60 rows, 1 features"."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=60)
+    pd.DataFrame({"x": x, "y": 2 * x + rng.normal(scale=0.1, size=60)}).to_csv(
+        tmp_path / "one.csv", index=False)
+    assert main(["train", "--quiet", "--dataset", f"file:{tmp_path / 'one.csv'}?target=y",
+                 "--epochs", "1", "--no-log"]) == 0
+    out = capsys.readouterr().out
+    assert "regression, 60 rows, 1 feature; model" in out, out
