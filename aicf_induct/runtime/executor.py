@@ -222,8 +222,11 @@ class Executor:
         return float(plan.value(self.training_graph.loss))
 
     def evaluate(self, x: Any, y: Any) -> tuple[float, Any]:
-        """Eval-mode loss and predictions (a view valid until the next call)."""
+        """Eval-mode loss and predictions (a view valid until the next call). No rows: a NaN
+        loss (a mean over none) and no predictions, without the loss kernel's warning."""
         x, y = self.check_batch(x, y)
+        if x.shape[0] == 0:
+            return float("nan"), self.predict(x)
         plan = self.plan("eval", int(x.shape[0]))
         plan.run(self._feeds(x, y))
         tg = self.training_graph

@@ -333,7 +333,9 @@ class Trainer:
 
     # -- evaluation --------------------------------------------------------------------------
     def evaluate(self, split: Split) -> tuple[float, float]:
-        """(mean loss, score) on a split, in eval mode."""
+        """(mean loss, score) on a split, in eval mode; (NaN, NaN) for a split of no rows."""
+        if len(split) == 0:
+            return float("nan"), float("nan")
         total, preds = 0.0, []
         for start in range(0, len(split), EVAL_CHUNK):
             x, y = split.X[start:start + EVAL_CHUNK], split.y[start:start + EVAL_CHUNK]
@@ -343,7 +345,7 @@ class Trainer:
             # chunk overwrites (on the CPU, to_host returns the view itself)
             preds.append(np.array(self.backend.to_host(pred)))
         pred_all = np.concatenate(preds)
-        return total / max(len(split), 1), score(self.problem.task, pred_all, split.y)
+        return total / len(split), score(self.problem.task, pred_all, split.y)
 
     def run_config(self) -> dict[str, Any]:
         """The config the run's row logs: the recipe, the graph's fingerprint, the

@@ -228,3 +228,21 @@ def test_a_graph_of_two_inputs_is_refused_when_made_not_at_its_first_step() -> N
         Trainer(load_problem("iris", seed=0), g, TrainConfig(epochs=1))
     with pytest.raises(ConfigError, match="a batch feeds one input"):
         Executor(g, store_for(g))
+
+
+def test_evaluating_no_rows_is_nan_without_a_warning_or_a_crash() -> None:
+    """Evaluation takes 0 rows: the executor's loss came with NumPy's "mean of empty slice"
+    warning (an ExecutionError under -W error), and Trainer.evaluate crashed concatenating no
+    predictions."""
+    import dataclasses
+    import warnings
+
+    p = load_problem("iris", seed=0)
+    trainer = Trainer(p, mlp(4, 3), TrainConfig(epochs=1, backend="numpy"))
+    empty = dataclasses.replace(p.val, X=p.val.X[:0], y=p.val.y[:0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loss, pred = trainer.executor.evaluate(empty.X, empty.y)
+        assert np.isnan(loss) and pred.shape == (0, 3)
+        assert all(np.isnan(v) for v in trainer.evaluate(empty))
+    assert all(np.isfinite(v) for v in trainer.evaluate(p.val))
