@@ -159,8 +159,13 @@ def _param_table_problems(graph: Graph) -> Iterator[IRError]:
             yield IRError(f"parameter '{pname}': {problem}", spec.owner)
 
 
-def _check_node_params(n: Node, op: OpDef, ins: list[TensorType], graph: Graph) -> None:
+def _check_node_params(n: Node, op: OpDef, ins: list[TensorType], out: TensorType,
+                       graph: Graph) -> None:
     expected = op.params(ins, op.full_attrs(n.attrs))
+    # a node computes in its output's dtype (an embedding's int64 ids give float64), and so
+    # do its parameters: the store holds a graph's parameters in one dtype, float32 where
+    # all are, so float32 weights in a float64 graph made a float32 model of float64 inputs
+    dtype = "float64" if out.dtype == "int64" else out.dtype
     missing = sorted(set(expected) - set(n.params))
     if missing:
         raise IRError(f"{n.op} is missing parameter(s) for role(s) {missing}", n.id)
@@ -174,6 +179,9 @@ def _check_node_params(n: Node, op: OpDef, ins: list[TensorType], graph: Graph) 
         if tuple(spec.shape) != info.shape:
             raise IRError(f"parameter '{spec.name}' has shape {list(spec.shape)}, {n.op} needs "
                           f"{list(info.shape)} for role {role}", n.id)
+        if spec.dtype != dtype:
+            raise IRError(f"parameter '{spec.name}' is {spec.dtype}, and {n.op} computes in "
+                          f"{dtype}: give it dtype {dtype}", n.id)
         if spec.trainable != info.trainable:
             raise IRError(f"parameter '{spec.name}' must be "
                           f"{'trainable' if info.trainable else 'non-trainable state'}", n.id)
@@ -188,7 +196,7 @@ def _node_type(n: Node, types: dict[str, TensorType], graph: Graph, batch: int |
     try:
         t = op.infer(ins, attrs)
         if check_params:
-            _check_node_params(n, op, ins, graph)
+            _check_node_params(n, op, ins, t, graph)
     except IRError as err:
         if err.node is not None:
             raise

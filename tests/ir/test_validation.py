@@ -54,6 +54,8 @@ def _break(kind: str) -> dict:
         d["extra"] = 1
     elif kind == "unknown_node_field":
         nodes[2]["atrs"] = {}
+    elif kind == "param_dtype":  # a float32 weight in a float64 graph
+        d["params"][0]["dtype"] = "float32"
     return d
 
 
@@ -75,6 +77,8 @@ CASES = {
     "bool_attr": ("linear", "out_features' must be an integer from 1 to 16777216, got True"),
     "unknown_field": (None, "document: unknown field 'extra'"),
     "unknown_node_field": ("relu", r"nodes\[2\]: unknown field 'atrs'"),
+    "param_dtype": ("linear", "parameter 'linear.weight' is float32, and linear computes in "
+                              "float64: give it dtype float64"),
 }
 
 
