@@ -15,12 +15,12 @@ from aicf_induct.json_values import json_safe
 from api.deps import ReadAccess, WarehouseDep
 from api.pages import report_charts
 from api.pages.render import PageRoute, chart, page
+from api.schemas.common import NAME_MAX  # patterns.html's input holds as many
 from warehouse import browse
 from warehouse.reports import run_report
 
 router = APIRouter(include_in_schema=False, route_class=PageRoute)
 
-NAME_MAX = 200  # a filter's characters at most (patterns.html's input says so too)
 Name = Annotated[str | None, Query(max_length=NAME_MAX)]
 FDR = 0.05  # q-value under which a correlation or rule is marked
 

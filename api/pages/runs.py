@@ -12,13 +12,14 @@ from fastapi.responses import HTMLResponse
 from api.deps import ReadAccess, WarehouseDep
 from api.pages import ir_graph, run_charts
 from api.pages.render import PageRoute, chart, not_found, page
+from api.schemas.common import NAME_MAX
 from api.schemas.runs import STATUS_FILTER
 from warehouse import browse
 from warehouse.run_view import DEFAULT_POINTS, RunView, run_view
 
 router = APIRouter(include_in_schema=False, route_class=PageRoute)
 
-Filter = Annotated[str | None, Query(max_length=200)]
+Filter = Annotated[str | None, Query(max_length=NAME_MAX)]
 Status = Annotated[str | None, Query(pattern=STATUS_FILTER)]  # as /v1/runs takes it
 Sort = Literal[browse.RUN_COLUMNS]  # type: ignore[valid-type]
 PER_PAGE = 50

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from aicf_induct.json_values import json_safe
 from api.deps import ReadAccess, WarehouseDep
 from api.errors import ApiProblem
-from api.schemas.common import AnyWhenBlank, Column
+from api.schemas.common import NAME_MAX, AnyWhenBlank, Column
 from api.schemas.reports import ReportInfo, ReportParam, ReportResult
 from warehouse.reports import CHOICES, Report, reports, run_report
 
@@ -42,8 +42,8 @@ def _field(name: str, default: Any) -> tuple[Any, Any]:
     if isinstance(default, float):
         return float, Field(default=default, allow_inf_nan=False)
     if default is None:
-        return AnyWhenBlank, Field(default=None, max_length=200)
-    return str | None, Field(default=default, max_length=200)
+        return AnyWhenBlank, Field(default=None, max_length=NAME_MAX)
+    return str | None, Field(default=default, max_length=NAME_MAX)
 
 
 def params_model(report: Report) -> type[BaseModel]:

@@ -5,7 +5,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from aicf_induct.records import RUN_STATUSES
-from api.schemas.common import AnyWhenBlank, Page
+from api.schemas.common import NAME_MAX, AnyWhenBlank, Page
 
 STATUSES = ", ".join(f"`{s}`" for s in RUN_STATUSES)
 # a status filter: one the warehouse knows, or "" (a form's "any"); another is a 422 naming
@@ -18,8 +18,8 @@ class RunsQuery(BaseModel):
     the reports routes answer, not silently the default page."""
 
     model_config = ConfigDict(extra="forbid")
-    problem: AnyWhenBlank = Field(default=None, max_length=200, description="name or id")
-    origin: AnyWhenBlank = Field(default=None, max_length=200,
+    problem: AnyWhenBlank = Field(default=None, max_length=NAME_MAX, description="name or id")
+    origin: AnyWhenBlank = Field(default=None, max_length=NAME_MAX,
                                  description="`cli`, `sweep`, `adapt`, ...")
     # "" (any) is in the pattern so the document says what the route accepts
     status: AnyWhenBlank = Field(default=None, pattern=STATUS_FILTER,

@@ -16,6 +16,7 @@ import pytest
 
 from aicf_induct.induction.pack import DEFAULT_PACK
 from api.app import create_app
+from api.schemas.common import NAME_MAX
 from api.settings import Settings
 from tests.api.conftest import cli, serve_in_thread
 
@@ -452,15 +453,32 @@ def test_the_leaderboard_takes_a_problem_id_and_shows_its_name(client: httpx.Cli
                                          ("/leaderboard", "problem"), ("/", "problem")])
 def test_a_name_too_long_answers_a_422_page_naming_it(client: httpx.Client, path: str,
                                                       param: str) -> None:
-    shown, back = _invalid(client.get(path, params={param: "x" * 201}))
-    assert shown == f"{param}: String should have at most 200 characters"
+    shown, back = _invalid(client.get(path, params={param: "x" * (NAME_MAX + 1)}))
+    assert shown == f"{param}: String should have at most {NAME_MAX} characters"
     assert back == path
 
 
 def test_the_patterns_form_s_input_holds_no_more_than_the_page_takes(
         client: httpx.Client) -> None:
-    assert re.search(r'<input name="problem" [^>]*maxlength="200"',
+    assert re.search(f'<input name="problem" [^>]*maxlength="{NAME_MAX}"',
                      client.get("/patterns").text)
+
+
+def test_a_problem_named_by_a_long_path_is_a_filter_like_any(tmp_path: Path) -> None:
+    """A file dataset's problem is named by its path: one of 246 characters was listed in the
+    runs page's problem menu, and choosing it answered a 422 page (filters took 200)."""
+    folder = tmp_path / ("x" * 120) / ("y" * 90)
+    folder.mkdir(parents=True)
+    (folder / "t.csv").write_text("a,y\n" + "".join(f"{i % 7},{i % 2}\n" for i in range(60)))
+    name = f"file:{folder / 't.csv'}?target=y"
+    root = tmp_path / "wh"
+    cli("train", "--dataset", name, "--epochs", "1", "--warehouse", str(root), "--quiet")
+    assert len(name) > 200
+    with serve_in_thread(create_app(Settings(warehouse=root))) as c:
+        listed = c.get("/v1/runs", params={"problem": name})
+        assert listed.status_code == 200 and listed.json()["total"] == 1, listed.text[:300]
+        page = c.get("/", params={"problem": name})
+        assert page.status_code == 200 and escape(name) in page.text
 
 
 def test_the_api_still_answers_bad_input_with_problem_json(client: httpx.Client) -> None:
