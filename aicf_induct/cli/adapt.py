@@ -28,6 +28,7 @@ from aicf_induct.cli.train import (
     tuning_store,
 )
 from aicf_induct.errors import ConfigError
+from aicf_induct.interrupts import sigterm_interrupts
 from aicf_induct.ir.graph import Graph
 from aicf_induct.problems import load_problem
 from aicf_induct.progress import is_terminal, transient
@@ -50,7 +51,6 @@ from aicf_induct.runtime.adaptive import (
 from aicf_induct.runtime.guard import GUARDS, GuardConfig
 from aicf_induct.runtime.parallel import Communicator, DataParallel
 from aicf_induct.runtime.policies import POLICIES, make_policy
-from aicf_induct.runtime.runs import sigterm_interrupts
 from aicf_induct.runtime.trainer import TrainConfig, check_trainable
 from aicf_induct.words import counted
 

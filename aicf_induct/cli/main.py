@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import gc
 import importlib
 import sys
@@ -18,6 +19,7 @@ from typing import NoReturn
 
 from aicf_induct import __version__
 from aicf_induct.errors import AicfError
+from aicf_induct.interrupts import sigterm_interrupts
 
 # Command-group modules, in the order `--help` lists them, with the top-level commands each
 # registers (tests/cli/test_main.py checks the two agree): a command line naming one of them
@@ -126,7 +128,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not getattr(args, "func", None):
             parser.print_help()
             return 0
-        return int(args.func(args) or 0)
+        # SIGTERM (kill, timeout, a scheduler) stops a command as Ctrl-C does: its temporary
+        # files are removed and it says "interrupted", where it died silently, leaving them
+        with sigterm_interrupts():
+            return int(args.func(args) or 0)
     except AicfError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -137,6 +142,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: no such file: {err.filename}", file=sys.stderr)
         return 2
     except OSError as err:
+        if err.errno in NO_ROOM:  # a write that found no room, wherever it was
+            print(f"error: a write failed: {NO_ROOM[err.errno]} ({err.strerror or err})",
+                  file=sys.stderr)
+            return 2
         if err.filename is None:  # not about a path the user gave: a bug to see whole
             raise
         print(f"error: {err.filename}: {err.strerror or err}", file=sys.stderr)
@@ -144,6 +153,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as err:
+        if not query_interrupted(err):
+            raise
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+NO_ROOM = {  # what to do about it
+    errno.ENOSPC: "the disk is full; free some space and run the command again",
+    errno.EDQUOT: "the disk quota is used up; free some space and run the command again",
+    errno.EFBIG: "a file reached the size limit of this process (ulimit -f) or of the file "
+                 "system"}
+
+
+def query_interrupted(err: BaseException) -> bool:
+    """A Ctrl-C during a DuckDB query, which DuckDB raises as an error of its own (a
+    RuntimeError "Query interrupted", or its InterruptException), not as KeyboardInterrupt.
+    By name: this module does not import DuckDB (`propose` never loads it)."""
+    return (type(err) is RuntimeError and str(err) == "Query interrupted") or \
+        type(err).__name__ == "InterruptException"
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from aicf_induct.cli.options import API_KEY_ENV
 from aicf_induct.compiler.fusion import PRECISIONS
 from aicf_induct.errors import AicfError, ConfigError
 from aicf_induct.frontend.families import CNNSpec, parse_spec, spec_graph
+from aicf_induct.interrupts import sigterm_interrupts
 from aicf_induct.ir import canonical
 from aicf_induct.ir.graph import Graph, Node
 from aicf_induct.ir.validate import infer_types
@@ -29,7 +30,6 @@ from aicf_induct.runtime.backend import BACKENDS, gpu_available, select_backend
 from aicf_induct.runtime.data import least_rows
 from aicf_induct.runtime.executor import check_size
 from aicf_induct.runtime.parallel import Communicator, DataParallel
-from aicf_induct.runtime.runs import sigterm_interrupts
 from aicf_induct.runtime.trainer import TrainConfig, Trainer, TrainResult, check_trainable
 from aicf_induct.words import counted
 

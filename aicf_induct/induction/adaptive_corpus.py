@@ -230,9 +230,10 @@ def run_adaptive(jobs: Sequence[AdaptiveJob], root: str | Path, workers: int = 1
     """Run the jobs not yet in the warehouse (see the module docstring), in `workers` worker
     processes. Ctrl-C or SIGTERM: the runs in flight end logged as `interrupted` and
     KeyboardInterrupt propagates."""
-    from aicf_induct.induction.sweep import dispatch, sigterm_as_interrupt
+    from aicf_induct.induction.sweep import dispatch
     from aicf_induct.induction.sweep_engines import open_engine
     from aicf_induct.induction.sweep_worker import open_recorder
+    from aicf_induct.interrupts import sigterm_interrupts
     from aicf_induct.progress import lasting
 
     jobs = [dataclasses.replace(j, root=str(root)) for j in jobs]
@@ -241,7 +242,7 @@ def run_adaptive(jobs: Sequence[AdaptiveJob], root: str | Path, workers: int = 1
         groups.setdefault(job.protocol, []).append(job)
     report = SweepReport("", len(jobs), 0)
     failed: list[str] = []
-    with sigterm_as_interrupt():
+    with sigterm_interrupts():
         todo = {}
         for p, group in groups.items():
             done = finished_jobs(root, p)  # once per protocol, not once per job

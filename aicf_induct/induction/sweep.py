@@ -39,13 +39,11 @@ triples between them: run one at a time per service (or a second one on the ware
 from __future__ import annotations
 
 import json
-import signal
 import sys
-import threading
 import time
 from collections import Counter, deque
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -66,6 +64,7 @@ from aicf_induct.induction.sweep_worker import (
     log_failure,
     open_recorder,
 )
+from aicf_induct.interrupts import sigterm_interrupts
 from aicf_induct.kernels.autotune import tuning_off
 from aicf_induct.problems import load_problem
 from aicf_induct.progress import lasting, transient
@@ -215,7 +214,7 @@ def run_sweep(spec: SweepSpec, root: str | Path, *, workers: int = 1, engine: st
     out = stream or sys.stderr
     t0 = time.perf_counter()
     untuned: AbstractContextManager[None] = tuning_off() if repeatable else nullcontext()
-    with sigterm_as_interrupt(), untuned:
+    with sigterm_interrupts(), untuned:
         # loaded before the warehouse is opened: a sweep none of whose problems loads
         # leaves nothing behind
         ids, rows, errors = load_problems(spec.problems, spec.seeds[0], progress)
@@ -456,21 +455,3 @@ def dispatch(todo: Sequence[Task], eng: Engine, claims: TripleClaims | NoClaims,
         report.left += len(queue) + len(held)
         raise
     report.held = len(held)
-
-
-@contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM on the sweep (a scheduler, `kill`) stops it like Ctrl-C: runs end logged.
-    (The adaptive corpus runs stop so too, `adaptive_corpus.run_adaptive`.)"""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)

@@ -37,6 +37,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from aicf_induct.errors import ConfigError
+from aicf_induct.interrupts import interrupts_deferred
 from aicf_induct.ir.fingerprint import fingerprint
 from aicf_induct.ir.graph import Graph
 from aicf_induct.json_values import json_safe
@@ -68,7 +69,6 @@ from aicf_induct.runtime.policies import (
 from aicf_induct.runtime.replay import LogCounter
 from aicf_induct.runtime.runs import (
     LoggedRun,
-    interrupts_deferred,
     resume_run,
     snapshot_record,
     start_run,

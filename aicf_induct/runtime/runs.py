@@ -14,13 +14,10 @@ and `interrupted` when Ctrl-C (KeyboardInterrupt) or SystemExit does, before eit
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import platform
-import signal
-import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -163,48 +160,6 @@ def run_start_record(run_id: str, problem_id: str, problem_name: str, task: str,
                           task=task, config=config, seed=seed, device=device,
                           library_versions=library_versions(), origin=origin,
                           parent_run_id=parent_run_id)
-
-
-@contextlib.contextmanager
-def interrupts_deferred() -> Iterator[None]:
-    """Ctrl-C and SIGTERM wait until the block is done (they are delivered right after it):
-    for steps that must not stop half-way, like flushing the log and writing a checkpoint.
-
-    The handlers are swapped, not the signal mask: a process-directed signal goes to any
-    thread that does not block it (the warehouse writer's), and Python then runs the handler
-    in the main thread all the same."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # only the main thread handles signals
-        return
-    held = (signal.SIGINT, signal.SIGTERM)
-    came: list[int] = []
-    old = {s: signal.signal(s, lambda signum, frame: came.append(signum)) for s in held}
-    try:
-        yield
-    finally:
-        for s, handler in old.items():
-            signal.signal(s, signal.SIG_DFL if handler is None else handler)
-        for signum in dict.fromkeys(came):  # each held signal once, as a blocked one would be
-            signal.raise_signal(signum)
-
-
-@contextlib.contextmanager
-def sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM (`kill`, `timeout`, a scheduler, `docker stop`) stops the block as Ctrl-C
-    does, with a KeyboardInterrupt: the run ends `interrupted` with every record flushed,
-    not `abandoned`. For a command's own run; the previous handler comes back after."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # only the main thread handles signals
-        return
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt("SIGTERM")
-
-    old = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if old is None else old)
 
 
 def end_status(err: BaseException) -> str:

@@ -56,3 +56,80 @@ def test_propose_does_not_import_the_warehouse_or_the_trainer() -> None:
                           env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def _cli(*argv: str, limit_kib: int | None = None) -> subprocess.Popen[str]:
+    """`aicf-induct ARGV` as a terminal starts it (SIGINT at its default, a group of its own),
+    under a file-size limit of `limit_kib` KiB where given."""
+    import os
+
+    from tests.signals import default_sigint
+
+    def start() -> None:
+        default_sigint()
+        if limit_kib is not None:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit_kib << 10,) * 2)
+
+    return subprocess.Popen([sys.executable, "-m", "aicf_induct", *argv], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(REPO)},
+                            start_new_session=True, preexec_fn=start)
+
+
+@pytest.fixture(scope="module")
+def small_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("wh") / "wh"
+    assert main(["train", "--dataset", "iris", "--epochs", "1", "--quiet",
+                 "--warehouse", str(root)]) == 0
+    return root
+
+
+def _wait_for(path: Path, pattern: str, proc: subprocess.Popen[str]) -> None:
+    import time
+
+    deadline = time.monotonic() + 60
+    while not list(path.glob(pattern)):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"no {pattern} in {path}"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
+def test_a_signal_during_a_query_or_a_write_is_interrupted_and_leaves_no_temp(
+        tmp_path: Path, small_warehouse: Path, signum: str) -> None:
+    """Ctrl-C during a query was a traceback ending in DuckDB's "RuntimeError: Query
+    interrupted"; SIGTERM (kill, timeout, a scheduler) killed `sql -o` silently, leaving its
+    temporary file in the user's folder."""
+    import signal
+    import time
+
+    out = tmp_path / "out" / "big.csv"
+    out.parent.mkdir()
+    for query, started in (("select count(*) from range(100000000000)", None),  # seconds
+                           ("select range, range * 2 as twice from range(3000000)", ".tmp-*")):
+        proc = _cli("sql", "--warehouse", str(small_warehouse), "-o", str(out), query)
+        if started is None:
+            time.sleep(3)  # the imports done, the query running
+        else:
+            _wait_for(out.parent, started, proc)  # the output being written
+        proc.send_signal(getattr(signal, signum))
+        _, err = proc.communicate(timeout=60)
+        assert (proc.returncode, err.strip().splitlines()[-1:]) == (130, ["interrupted"]), err
+        assert "Traceback" not in err
+        assert list(out.parent.iterdir()) == []
+
+
+def test_a_write_past_the_file_size_limit_is_one_line(tmp_path: Path) -> None:
+    """A checkpoint past `ulimit -f` (or a full disk) raised an OSError naming no file, which
+    the CLI passed on as a bug: a traceback."""
+    proc = _cli("adapt", "--dataset", "digits", "--steps", "300", "--checkpoint-steps", "100",
+                "--backend", "numpy", "--checkpoint-dir", str(tmp_path / "ck"), "--no-log",
+                "--quiet", limit_kib=20)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2, err
+    assert err.strip().splitlines()[-1] == (
+        "error: a write failed: a file reached the size limit of this process (ulimit -f) or "
+        "of the file system (File too large)"), err
+    assert "Traceback" not in err

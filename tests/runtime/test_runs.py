@@ -229,7 +229,7 @@ def test_interrupts_deferred_holds_a_signal_that_another_thread_receives() -> No
     import signal
     import threading
 
-    from aicf_induct.runtime.runs import interrupts_deferred
+    from aicf_induct.interrupts import interrupts_deferred
 
     got: list[str] = []
     stop = threading.Event()
