@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from aicf_induct.interrupts import interrupts_deferred
 
 TMP_PREFIX = ".tmp-"
 TMP_SUFFIX = ".partial"
@@ -97,3 +99,67 @@ def atomic_write(final: Path, write: Callable[[Path], object], durable: bool = T
         raise
     if durable:
         fsync_dir(final.parent)
+
+
+def write_output(final: Path, write: Callable[[Path], object], durable: bool = True) -> None:
+    """`atomic_write`, but where `final` is a device or a pipe (/dev/stdout, a FIFO), written
+    in place: a rename would put a regular file where it was (as root, even /dev/full)."""
+    if final.exists() and not final.is_file():
+        write(final)
+    else:
+        atomic_write(final, write, durable)
+
+
+def atomic_write_all(files: Sequence[tuple[Path, Callable[[Path], object]]]) -> None:
+    """Replace several files together (a pack and its provenance, an IR and its values): each
+    `write(tmp)` to its own temporary file, then every temporary renamed into place, Ctrl-C
+    and SIGTERM held until the renames are done. A rename that fails puts back the files
+    renamed before it, so the set is all new or all old, never a new file beside an old one
+    it must match. Durable as `atomic_write`; errors are `write`'s or the rename's."""
+    temps: list[Path] = []
+    try:
+        for final, write in files:
+            temps.append(temp_path(final))
+            write(temps[-1])
+            fd = os.open(temps[-1], os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        with interrupts_deferred():
+            _replace_all([(tmp, final) for tmp, (final, _) in zip(temps, files, strict=True)])
+    finally:
+        for tmp in temps:
+            tmp.unlink(missing_ok=True)
+    for folder in dict.fromkeys(final.parent for final, _ in files):
+        fsync_dir(folder)
+
+
+def _replace_all(pairs: list[tuple[Path, Path]]) -> None:
+    """Each temporary renamed over its final name; on a failure, those done are undone: each
+    file replaced comes back from a hard link kept of it, each file new is removed (one whose
+    file system takes no hard link stays replaced: the best that can be done there)."""
+    done: list[tuple[Path, Path | None, bool]] = []  # (final, link to its old content, new)
+    kept: list[Path] = []
+    try:
+        for tmp, final in pairs:
+            old, new = None, not final.exists()
+            if final.is_file():
+                old = temp_path(final)
+                try:
+                    os.link(final, old)
+                    kept.append(old)
+                except OSError:
+                    old = None
+            os.replace(tmp, final)
+            done.append((final, old, new))
+    except BaseException:
+        for final, old, new in reversed(done):
+            if old is not None:
+                os.replace(old, final)
+            elif new:
+                final.unlink(missing_ok=True)
+        raise
+    finally:
+        for old in kept:
+            old.unlink(missing_ok=True)

@@ -152,9 +152,10 @@ def run_import(args: argparse.Namespace) -> int:
         args.values if args.values.endswith(".npz") else args.values + ".npz"
     graph, values = from_onnx(args.file, name=Path(args.file).stem, dtype=args.dtype)
     _distinct_outputs(args.file, out, values_path)
-    if values_path:  # before the IR: a values file that cannot be written leaves nothing
-        _save_values(Path(values_path), values)
-    canonical.save(graph, out)  # everything that can fail has failed before this
+    if values_path:
+        _save_pair(graph, Path(out), values, Path(values_path))
+    else:
+        canonical.save(graph, out)
     print(f"{args.file}: {len(graph.nodes)} nodes, {graph.param_count()} trainable "
           f"parameters, fingerprint {fingerprint(graph)[:16]}; IR written to {out}"
           + (f", values to {values_path}" if values_path else ""))
@@ -179,18 +180,38 @@ def _distinct_outputs(model: str, out: str, values: str | None) -> None:
         raise ConfigError(f"--values {values} and the IR file {out} are one file: name two")
 
 
-def _save_values(path: Path, values: dict[str, Any]) -> None:
-    """The values as .npz, atomically (a reader never sees half a file)."""
+def _save_pair(graph: Graph, out: Path, values: dict[str, Any], values_path: Path) -> None:
+    """The IR file and its values file, replaced together (`atomic_write_all`): a failure or
+    an interrupt leaves both as they were, not new values beside an old IR, which `train
+    --ir --values` then refuses. A device or a pipe among them is written in place."""
     import numpy as np
 
-    from warehouse.layout import atomic_write
+    from aicf_induct.atomic_file import atomic_write_all, write_output
 
-    def write(tmp: Path) -> None:
-        with open(tmp, "wb") as f:  # open(): the file gets the umask's mode, as any would
-            np.savez(f, **values)
+    def failed(path: Path, err: OSError) -> ConfigError:
+        option = "--values" if path == values_path else "-o"
+        return ConfigError(f"{option} {path}: cannot write it ({err.strerror or err})")
 
+    def write_ir(tmp: Path) -> None:
+        try:
+            tmp.write_text(canonical.file_text(graph), encoding="utf-8")
+        except OSError as err:
+            raise failed(out, err) from None
+
+    def write_values(tmp: Path) -> None:
+        try:
+            with open(tmp, "wb") as f:  # open(): the file gets the umask's mode, as any would
+                np.savez(f, **values)
+        except OSError as err:
+            raise failed(values_path, err) from None
+
+    canonical.check_save_path(str(out))
+    pair = [(values_path, write_values), (out, write_ir)]
     try:
-        atomic_write(path, write)
-    except OSError as err:
-        raise ConfigError(f"--values {path}: cannot write it ({err.strerror or err})") \
-            from None
+        if all(p.is_file() or not p.exists() for p, _ in pair):
+            atomic_write_all(pair)
+        else:
+            for p, write in pair:
+                write_output(p, write)
+    except OSError as err:  # a rename's, which names the final file second
+        raise failed(values_path if err.filename2 == str(values_path) else out, err) from None

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import warehouse
-from aicf_induct.atomic_file import atomic_write
+from aicf_induct.atomic_file import write_output
 from aicf_induct.cli import options
 from aicf_induct.records import RUN_STATUSES
 from aicf_induct.words import counted
@@ -216,10 +216,7 @@ def _write(output: Path, write: Callable[[Path], object]) -> None:
     or a pipe (/dev/stdout) is written in place: a rename would put a file where it was. An
     OSError names --output, not the temporary file."""
     try:
-        if output.exists() and not output.is_file():
-            write(output)
-        else:
-            atomic_write(output, write, durable=False)
+        write_output(output, write, durable=False)
     except OSError as err:
         raise WarehouseError(f"--output {output}: cannot write it "
                              f"({err.strerror or err})") from None

@@ -47,7 +47,7 @@ import pandas as pd
 from sklearn.utils.validation import check_is_fitted
 
 from aicf_induct import __version__
-from aicf_induct.atomic_file import atomic_write
+from aicf_induct.atomic_file import atomic_write_all
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.meta_dataset import (
     ID_COLUMNS,
@@ -331,28 +331,30 @@ def write_pack(pack: Pack, path: str | Path, command: Sequence[str] | None = Non
         its = "" if where == path else f"its provenance {where}: "
         return ConfigError(f"cannot write the knowledge pack to {path}: {its}{why}")
 
-    # both destinations checked, then both written to temporaries before either is renamed:
-    # a pack must not be left without the provenance that says what it is
+    # both destinations checked, then both written to temporaries and renamed together: a
+    # pack must not be left beside a provenance that says another one is (an interrupt or a
+    # refused rename between two renames left the old pack under the new provenance)
     for where in (path, prov_path):
         if where.is_dir():
             raise failed(where, "is a folder, not a file")
 
     def write_prov(p: Path) -> None:
-        p.write_text(json.dumps(prov, indent=1) + "\n")
-
-    def write_both(tmp: Path) -> None:
-        # no page checksums: the shipped pack's bytes stay what its documented refit writes
-        write_parquet(t, tmp, page_checksum=False)
         try:
-            atomic_write(prov_path, write_prov)  # the pack's temporary is removed on failure
+            p.write_text(json.dumps(prov, indent=1) + "\n")
         except OSError as err:
             raise failed(prov_path, err) from None
 
+    def write_pack(tmp: Path) -> None:
+        try:  # no page checksums: the shipped pack's bytes stay what its documented refit writes
+            write_parquet(t, tmp, page_checksum=False)
+        except OSError as err:
+            raise failed(path, err) from None
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, write_both)
-    except OSError as err:
-        raise failed(path, err) from None
+        atomic_write_all([(path, write_pack), (prov_path, write_prov)])
+    except OSError as err:  # a rename's, which names the final file second
+        raise failed(prov_path if err.filename2 == str(prov_path) else path, err) from None
     pack.provenance, pack.path = prov, path
     return path
 

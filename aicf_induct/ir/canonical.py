@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from aicf_induct.atomic_file import atomic_write
+from aicf_induct.atomic_file import write_output
 from aicf_induct.errors import ConfigError, IRError
 from aicf_induct.ir.graph import Graph, Node, ParamSpec
 from aicf_induct.ir.ops import OPS
@@ -259,17 +259,28 @@ def load(path: str | os.PathLike[str]) -> Graph:
         raise type(err)(f"{err.problem} (in {path})", err.node) from None
 
 
+def file_text(graph: Graph) -> str:
+    """An IR file's text: canonical JSON, indented for people."""
+    return to_json(graph, indent=1) + "\n"
+
+
 def save(graph: Graph, path: str | os.PathLike[str]) -> None:
-    """Write atomically: a reader never sees a half-written file."""
+    """Write atomically (a reader never sees a half-written file); a device or a pipe in
+    place (`write_output`)."""
     path = os.fspath(path)
+    check_save_path(path)
+    text = file_text(graph)
+    try:
+        write_output(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot write it ({err.strerror or err})") from None
+
+
+def check_save_path(path: str) -> None:
+    """A ConfigError where `save` could not write `path` for want of a folder to write in
+    (else the error would name the temporary file)."""
     directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):  # else the error would name the temp file
+    if not os.path.isdir(directory):
         raise ConfigError(f"{path}: the folder {directory} does not exist")
     if os.path.isdir(path):
         raise ConfigError(f"{path} is a folder, not a file")
-    text = to_json(graph, indent=1) + "\n"
-    try:
-        atomic_write(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))
-    except OSError as err:
-        raise ConfigError(f"{path}: cannot write in {directory} ({err.strerror or err})") \
-            from None

@@ -39,7 +39,6 @@ def save_figure(fig: Figure, path: str | Path, dpi: int = 120, option: str = "-o
 
     try:
         atomic_write(path, write, durable=False)
-    except OSError as err:
-        raise ConfigError(f"{option} {path}: cannot write in the folder {path.parent} "
-                          f"({err.strerror or err})") from None
+    except OSError as err:  # the folder took a probe file (check_output): the file or the disk
+        raise ConfigError(f"{option} {path}: cannot write it ({err.strerror or err})") from None
     return path

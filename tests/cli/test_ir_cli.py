@@ -142,3 +142,25 @@ def test_a_model_ending_in_softmax_gets_a_note_at_import_and_at_training(
     capsys.readouterr()
     assert main(["ir", "import", str(plain), "-o", str(tmp_path / "plain.json")]) == 0
     assert "softmax" not in capsys.readouterr().err
+
+
+def test_an_import_that_cannot_replace_the_ir_keeps_the_old_pair(
+        onnx_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The values were written first: when the IR's write then failed, the old IR sat beside
+    the new values, and `train --ir --values` refused the pair (shapes of another model)."""
+    out, vals = tmp_path / "m.json", tmp_path / "m.npz"
+    out.write_text("old ir")
+    vals.write_bytes(b"old values")
+    replace = os.replace
+
+    def refused(src: object, dst: object) -> None:
+        if str(dst) == str(out):
+            raise PermissionError(1, "Operation not permitted", str(src), None, str(dst))
+        replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "replace", refused)
+    assert main(["ir", "import", str(onnx_model), "-o", str(out), "--values", str(vals)]) == 2
+    assert _err(capsys) == f"error: -o {out}: cannot write it (Operation not permitted)\n"
+    assert (out.read_text(), vals.read_bytes()) == ("old ir", b"old values")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json", "m.npz", "m.onnx"]

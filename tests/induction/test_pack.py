@@ -405,3 +405,34 @@ def test_a_rule_met_through_a_missing_feature_says_so() -> None:
     said = [r for c in load_pack().proposer().propose(wine, top_k=3).as_dict()["candidates"]
             for r in c["rules"] if "target_abs_cor_mean" in r]
     assert said and all("this problem has no `stat.target_abs_cor_mean`" in r for r in said)
+
+
+@pytest.mark.parametrize("refused_file", ["pack", "provenance"])
+def test_a_refused_rename_leaves_the_old_pack_and_provenance(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        refused_file: str) -> None:
+    """The provenance was renamed into place before the pack: when the pack's rename then
+    failed (or Ctrl-C came between the two), the old pack sat beside the new provenance,
+    which said 5 problems where the pack held 4. Now the pair is replaced together."""
+    import os
+
+    path = _build(corpus, tmp_path / "p.parquet", exclude=("iris",))
+    before = (path.read_bytes(), path.with_suffix(".json").read_bytes())
+    replace = os.replace
+
+    prov = path.with_suffix(".json")
+    target = path if refused_file == "pack" else prov
+
+    def refused(src: object, dst: object) -> None:
+        if str(dst) == str(target):  # the other, renamed first, must be put back
+            raise PermissionError(1, "Operation not permitted", str(src), None, str(dst))
+        replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "replace", refused)
+    with pytest.raises(ConfigError) as info:
+        _build(corpus, path)
+    its = "" if target == path else f"its provenance {prov}: "
+    assert str(info.value) == (f"cannot write the knowledge pack to {path}: {its}"
+                               "Operation not permitted")
+    assert (path.read_bytes(), path.with_suffix(".json").read_bytes()) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json", "p.parquet"]
