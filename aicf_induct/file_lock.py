@@ -33,9 +33,16 @@ def acquire(lock: Path, wait: bool = True, mode: int = 0o600) -> int | None:
 
 
 def release(lock: Path, fd: int) -> None:
-    """Let go of `lock` (`acquire`'s descriptor): the file removed first, then the lock."""
-    lock.unlink(missing_ok=True)
-    os.close(fd)  # closing releases the lock
+    """Let go of `lock` (`acquire`'s descriptor): the file removed first, then the lock. A
+    file that cannot be removed (its folder no longer writable) stays, locking nothing once
+    released, as a killed holder's does: an error here would hide the one being raised, a
+    checkpoint's failing write in that same folder."""
+    try:
+        lock.unlink(missing_ok=True)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
