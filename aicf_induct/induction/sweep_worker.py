@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import os
 import signal
+import sys
 import threading
 import time
 import uuid
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn
 
-from aicf_induct.errors import ConfigError
+from aicf_induct.errors import AicfError, ConfigError
 from aicf_induct.induction.space import Candidate
 from aicf_induct.problems import load_problem
 from aicf_induct.problems.problem import Problem
@@ -141,8 +142,18 @@ def process_recorder(root: str, api_key: str | None = None) -> Any:
 
         rec = _RECORDERS[root] = open_recorder(root, api_key)
         # multiprocessing children skip atexit; their finalizers still run
-        multiprocessing.util.Finalize(rec, rec.close, exitpriority=10)
+        multiprocessing.util.Finalize(rec, functools.partial(_close_at_exit, rec),
+                                      exitpriority=10)
     return rec
+
+
+def _close_at_exit(rec: Any) -> None:
+    """Close a worker's recorder as the worker exits; rows it cannot write (a full disk) are
+    one line on stderr, not the traceback multiprocessing prints for a finalizer's error."""
+    try:
+        rec.close()
+    except AicfError as err:
+        print(f"error: {err}", file=sys.stderr)
 
 
 def close_process_recorders() -> None:
