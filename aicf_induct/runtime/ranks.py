@@ -13,8 +13,11 @@ rank 0 fails, the other ranks are stopped. Nothing is left running either way.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
@@ -59,11 +62,38 @@ def check_gpus(size: int) -> None:
 
 def _rank_process(rank: int, size: int, link: Connection, result: Connection, gpus: bool,
                   worker: Callable[[Communicator, Any], object], payload: Any) -> None:
+    # rank 0 stops the others with SIGTERM (Ctrl-C is rank 0's: they start ignoring it): a
+    # SystemExit, so that the process exits through multiprocessing's finalizers, which
+    # free its semaphores (killed, it left them to the resource tracker's "leaked" warning)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         worker(communicator(rank, size, [link], gpus), payload)
         result.send(None)
+    except SystemExit:
+        pass
     except BaseException as err:  # reported to rank 0, which raises it
-        result.send(f"{type(err).__name__}: {err}")
+        with contextlib.suppress(OSError):  # rank 0 gone already: nobody to tell
+            result.send(f"{type(err).__name__}: {err}")
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the way out is not cut short
+    raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Processes started inside ignore SIGINT from their first instruction (Python keeps a
+    SIGINT it starts with ignored): a terminal's Ctrl-C reaches the whole group, and a rank
+    still importing printed its KeyboardInterrupt's traceback. Rank 0 stops them."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def run_ranks(size: int, main: Callable[[Communicator], T],
@@ -83,8 +113,9 @@ def run_ranks(size: int, main: Callable[[Communicator], T],
     procs = [ctx.Process(target=_rank_process, daemon=True, name=f"rank-{r}",
                          args=(r, size, far[r - 1], results[r - 1][1], gpus, worker, payload))
              for r in range(1, size)]
-    for p in procs:
-        p.start()
+    with _sigint_ignored():
+        for p in procs:
+            p.start()
     for c in far + [w for _, w in results]:
         c.close()  # this process keeps its own ends only: a rank's death reads as EOF
     ok = False

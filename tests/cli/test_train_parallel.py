@@ -102,3 +102,36 @@ def test_a_batch_too_small_for_every_rank_is_noted(capsys: pytest.CaptureFixture
                  "--batch-size", batch, "--ranks", "3", "--backend", "numpy", "--no-log"]) == 0
     err = capsys.readouterr().err
     assert (note in err.splitlines()) if note else "busy" not in err
+
+
+@pytest.mark.parametrize("after_s", [0.2, 0.5, 0.8, 3.0])
+def test_ctrl_c_on_ranks_says_interrupted_and_nothing_else(tmp_path: Path,
+                                                           after_s: float) -> None:
+    """A terminal's Ctrl-C reaches every rank: one still importing printed its
+    KeyboardInterrupt's traceback; ranks that rank 0 then killed left the resource tracker's
+    "leaked semaphore objects" warning. (The console script, as a user runs it.)"""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.induction.test_sweep_resume import children
+    from tests.signals import default_sigint
+
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "aicf-induct"), "train", "--dataset", "digits",
+         "--model", "mlp:depth=2,width=64", "--epochs", "200", "--patience", "0",
+         "--backend", "numpy", "--quiet", "--ranks", "2", "--warehouse", str(tmp_path / "wh")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=default_sigint, env={**os.environ, "PYTHONPATH": str(repo)})
+    deadline = time.monotonic() + 60
+    while not any(b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                  for pid in children(proc.pid) if Path(f"/proc/{pid}").exists()):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.01)
+    time.sleep(after_s)  # the rank importing (its first second), or training
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (130, "interrupted\n"), err
