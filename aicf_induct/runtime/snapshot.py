@@ -38,6 +38,7 @@ import numpy as np
 from aicf_induct import file_lock
 from aicf_induct.atomic_file import fsync_dir
 from aicf_induct.errors import AicfError
+from aicf_induct.interrupts import interrupts_deferred
 from aicf_induct.ir.canonical import from_dict, to_dict
 from aicf_induct.runtime.model_state import ModelState, capture, graph_size, install
 
@@ -171,8 +172,13 @@ def _write(snap: Snapshot, final: Path, replace: bool = False) -> Path:
         fsync_dir(tmp)
         if final.exists():  # (replace) moved aside first: a directory is not renamed over
             old = root / f".tmp-{PREFIX}old-{uuid.uuid4().hex[:8]}"
-            os.rename(final, old)
-            os.rename(tmp, final)
+            with interrupts_deferred():  # no moment without a checkpoint under `final`
+                os.rename(final, old)
+                try:
+                    os.rename(tmp, final)
+                except BaseException:
+                    os.rename(old, final)
+                    raise
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.rename(tmp, final)

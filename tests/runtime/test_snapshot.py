@@ -104,3 +104,28 @@ def test_bad_checkpoints_and_mismatched_runs_are_reported(problem, tmp_path) -> 
     other = make_trainer(problem, toy_graph(problem), seed=5)
     with pytest.raises(SnapshotError, match="seed"):
         s.restore(other)
+
+
+def test_a_final_checkpoint_that_cannot_be_replaced_stays_the_old_one(
+        problem, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`final` was moved aside, then the new one renamed in: a failure (or Ctrl-C) between
+    the two left no `final` at all, the old one stranded under a temporary name."""
+    import os
+
+    tr = make_trainer(problem, toy_graph(problem, SPEC), **CONFIG)
+    run_steps(tr, 5)
+    first = snap.save_final(Snapshot.capture(tr, *_position(tr)), tmp_path)
+    run_steps(tr, 5)
+    rename = os.rename
+
+    def refused(src, dst) -> None:  # type: ignore[no-untyped-def]
+        if str(dst) == str(first) and ".tmp-" in str(src) and "old" not in str(src):
+            raise PermissionError(1, "Operation not permitted", str(src))
+        rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", refused)
+    with pytest.raises(PermissionError):
+        snap.save_final(Snapshot.capture(tr, *_position(tr)), tmp_path)
+    monkeypatch.undo()
+    assert snap.load(first).step == 5
+    assert [p.name for p in tmp_path.iterdir()] == [first.name]
