@@ -73,8 +73,8 @@ def _latest(d: Path) -> tuple[int, dict[str, Any] | None]:
 def _create(path: Path, data: dict[str, Any]) -> bool:
     """Create `path` holding `data`, unless it exists: the exclusive step of a claim."""
     tmp = temp_path(path)
-    tmp.write_bytes(json.dumps(data).encode())
-    try:
+    try:  # the write too: a full disk or Ctrl-C in it left the temporary in _claims/
+        tmp.write_bytes(json.dumps(data).encode())
         os.link(tmp, path)  # fails if path exists: one winner
     except FileExistsError:
         return False
