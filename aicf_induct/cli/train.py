@@ -92,9 +92,13 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         select_backend(config.backend)
     # a precision policy that will not apply is said, not silently dropped
     if config.precision != "fp32" and not select_backend(config.backend).is_gpu:
-        print(f"note: --precision {config.precision} applies to the GPU backend; this run is "
-              f"on NumPy and computes in the model's dtype", file=sys.stderr)
+        note_precision_dropped(config.precision)
     return config
+
+
+def note_precision_dropped(precision: str) -> None:
+    print(f"note: --precision {precision} applies to the GPU backend; this run is on NumPy "
+          "and computes in the model's dtype", file=sys.stderr)
 
 
 def model_graph(problem: Problem, model: str | None, ir_file: str | None) -> Graph:
@@ -329,6 +333,8 @@ def parallel_setup(args: argparse.Namespace, config: TrainConfig
     if args.ranks and args.ranks > 1:
         if config.backend == "cupy":
             raise ConfigError("--ranks N is the CPU path: on GPUs use --gpus N")
+        if config.precision != "fp32" and select_backend(config.backend).is_gpu:
+            note_precision_dropped(config.precision)  # (train_config took auto for the GPU)
         return args.ranks, False, dataclasses.replace(config, backend="numpy")
     return 1, False, config
 

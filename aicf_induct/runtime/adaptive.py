@@ -605,6 +605,8 @@ class AdaptiveRun:
             why, self._let_go = claim_checkpoint_dir(self.checkpoint_dir, self.run_id)
             if why:
                 raise SnapshotError(f"checkpoint directory {self.checkpoint_dir}: {why}")
+        if self.trainer.parallel is not None:  # the clock starts once every rank is set up
+            self.trainer.parallel.comm.barrier()
         self.log = start_run(self.trainer)
         if self.trainer.parent_run_id:
             self._event("fork", "start", {"parent_run_id": self.trainer.parent_run_id})

@@ -364,6 +364,8 @@ class Trainer:
                               "logs one run): a new Trainer trains again, from this one's "
                               "parameters with values=trainer.store.state_arrays()")
         self.fitted = True
+        if self.parallel is not None:  # the clock starts once every rank is set up: the
+            self.parallel.comm.barrier()  # others' start-up was the first step's time (2 s)
         with start_run(self) as run:
             fit = self.begin_fit(run)
             bar = transient(range(cfg.epochs), enabled=self.progress, desc=f"train {p.name}",

@@ -135,3 +135,67 @@ def test_ctrl_c_on_ranks_says_interrupted_and_nothing_else(tmp_path: Path,
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert (proc.returncode, err) == (130, "interrupted\n"), err
+
+
+def test_a_rank_s_failure_is_the_logged_run_s_error() -> None:
+    """The user read "rank 1 failed: MemoryError ...", the warehouse "EOFError": the trainer
+    logged the run's end before the failed rank's word was read."""
+    from aicf_induct.records import MemoryRecorder
+    from tests.runtime.parallel_rank import failing_trainer_rank, iris_trainer
+
+    rec = MemoryRecorder()
+    with pytest.raises(ExecutionError) as info:
+        run_ranks(2, lambda comm: iris_trainer(comm, rec).fit(), failing_trainer_rank, "mid")
+    said = "data parallel: rank 1 failed: MemoryError: out of memory on this rank (simulated)"
+    assert str(info.value).startswith(said)
+    assert [(e.status, e.error) for e in rec.run_ends] == [
+        ("failed", f"ExecutionError: {info.value}")]
+
+
+def test_a_rank_failing_after_the_last_exchange_leaves_the_run_rank_0_logged(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Rank 0 had logged the run completed, with its metrics; a rank failing in its own final
+    evaluation then failed the command, which printed no metrics."""
+    from aicf_induct.records import MemoryRecorder
+    from tests.runtime.parallel_rank import failing_trainer_rank, iris_trainer
+
+    rec = MemoryRecorder()
+    res = run_ranks(2, lambda comm: iris_trainer(comm, rec).fit(), failing_trainer_rank, "end")
+    assert res.status == "completed" and [e.status for e in rec.run_ends] == ["completed"]
+    assert capsys.readouterr().err == (
+        "note: data parallel: rank 1 failed: MemoryError: out of memory evaluating (simulated) "
+        "after the run's last exchange; the run's results are rank 0's, as logged\n")
+
+
+def test_a_stopped_rank_is_killed_not_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rank that cannot act on SIGTERM (stopped, or blocked in C): rank 0's failure then
+    waited for it with no limit."""
+    import time
+
+    from aicf_induct.runtime import ranks
+    from tests.runtime.parallel_rank import stopping_rank
+
+    monkeypatch.setattr(ranks, "STOP_S", 1.0)
+
+    def rank0(comm) -> None:  # type: ignore[no-untyped-def]
+        comm.allreduce_sum_(np.ones(1))
+        time.sleep(0.5)  # rank 1 stops itself
+        raise ValueError("rank 0 fails")
+
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match="rank 0 fails"):
+        run_ranks(2, rank0, stopping_rank, None)
+    assert time.monotonic() - t0 < 30
+
+
+def test_rank_0_speaks_for_the_run(capfd: pytest.CaptureFixture[str]) -> None:
+    """Every rank printed its notes (a `--values` note three times with --ranks 3) and NumPy's
+    warnings of a diverging run, where rank 0 says it once."""
+    from tests.runtime.parallel_rank import talking_rank
+
+    def rank0(comm) -> None:  # type: ignore[no-untyped-def]
+        comm.allreduce_sum_(np.ones(1))
+
+    run_ranks(2, rank0, talking_rank, None)
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")

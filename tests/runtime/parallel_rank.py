@@ -126,3 +126,57 @@ def batchnorm_shares(comm: Any, steps: int, backend: str = "numpy",
 def gpu_batchnorm_shares(comm: Any, payload: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
     """`batchnorm_shares` on the GPUs: payload (steps, batch size)."""
     return batchnorm_shares(comm, payload[0], "cupy", payload[1])
+
+
+class _FailingTrainer(Trainer):
+    """A trainer that fails at step 5 ("mid") or in its final evaluation ("end")."""
+
+    fail_at = "mid"
+
+    def train_step(self, x: Any, y: Any, epoch: int) -> Any:
+        if self.fail_at == "mid" and self.step_count == 5:
+            raise MemoryError("out of memory on this rank (simulated)")
+        return super().train_step(x, y, epoch)
+
+    def final_metrics(self, evaluate: Any = None) -> dict[str, float]:
+        if self.fail_at == "end":
+            raise MemoryError("out of memory evaluating (simulated)")
+        return super().final_metrics(evaluate)
+
+
+def iris_trainer(comm: Any, recorder: Any = None, fail_at: str | None = None) -> Trainer:
+    """A small data-parallel trainer on iris; with `fail_at` one that fails there."""
+    from aicf_induct.frontend.families import parse_spec, spec_graph
+    from aicf_induct.problems import load_problem
+
+    p = load_problem("iris", seed=0)
+    g = spec_graph(parse_spec("mlp:depth=1,width=8"), p.n_features, p.n_outputs)
+    cls = Trainer
+    if fail_at is not None:
+        cls = type("Failing", (_FailingTrainer,), {"fail_at": fail_at})
+    return cls(p, g, TrainConfig(epochs=3, batch_size=16, backend="numpy"),
+               recorder=recorder, parallel=DataParallel(comm))
+
+
+def failing_trainer_rank(comm: Any, fail_at: str) -> None:
+    iris_trainer(comm, fail_at=fail_at).fit()
+
+
+def talking_rank(comm: Any, payload: None) -> None:
+    """A rank that prints, warns and then sums: rank 0 speaks for the run, not it."""
+    import sys
+    import warnings
+
+    print("a note from rank 1")
+    print("note: on stderr from rank 1", file=sys.stderr)
+    warnings.warn("a warning from rank 1", RuntimeWarning, stacklevel=1)
+    comm.allreduce_sum_(np.ones(1))
+
+
+def stopping_rank(comm: Any, payload: None) -> None:
+    """A rank that joins one sum, then stops itself (SIGSTOP, as a debugger or Ctrl-Z would)."""
+    import os
+    import signal
+
+    comm.allreduce_sum_(np.ones(1))
+    os.kill(os.getpid(), signal.SIGSTOP)
