@@ -29,6 +29,7 @@ from aicf_induct.runtime.parallel import (
     NcclCommunicator,
     PipeCommunicator,
     SoloCommunicator,
+    close_communicator,
     pipe_ranks,
 )
 
@@ -118,8 +119,10 @@ def _rank_process(rank: int, size: int, link: Connection, result: Connection, gp
         # goes to rank 0 through `result`
         with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet), \
                 contextlib.redirect_stderr(quiet):
-            worker(communicator(rank, size, [link], gpus), payload)
-        result.send(None)
+            comm = communicator(rank, size, [link], gpus)
+            worker(comm, payload)
+        result.send(None)  # the word first: freeing NCCL's communicator waits for rank 0's
+        close_communicator(comm)
     except SystemExit:
         pass
     except BaseException as err:  # reported to rank 0, which raises it
