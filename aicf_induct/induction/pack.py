@@ -344,7 +344,7 @@ def write_pack(pack: Pack, path: str | Path, command: Sequence[str] | None = Non
         except OSError as err:
             raise failed(prov_path, err) from None
 
-    def write_pack(tmp: Path) -> None:
+    def write_table(tmp: Path) -> None:
         try:  # no page checksums: the shipped pack's bytes stay what its documented refit writes
             write_parquet(t, tmp, page_checksum=False)
         except OSError as err:
@@ -352,7 +352,7 @@ def write_pack(pack: Pack, path: str | Path, command: Sequence[str] | None = Non
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_all([(path, write_pack), (prov_path, write_prov)])
+        atomic_write_all([(path, write_table), (prov_path, write_prov)])
     except OSError as err:  # a rename's, which names the final file second
         raise failed(prov_path if err.filename2 == str(prov_path) else path, err) from None
     pack.provenance, pack.path = prov, path
