@@ -135,6 +135,7 @@ class RemoteRecorder(BaseRecorder):
         # later batch would be refused for it too, so none is sent
         self._key_refused: str | None = None
         self._down = False  # the last send failed: flush() does not wait for the server
+        self._failing = "server unreachable"  # how the last failed send failed, said at close
         self._deadline: float | None = None  # set by close: stop retrying after it
         self.undelivered = 0  # records the service never took, counted by close
         # False: undelivered records are not said (`SpillRecorder` logs them elsewhere and
@@ -232,7 +233,7 @@ class RemoteRecorder(BaseRecorder):
                     self._buffer, self._n = {}, 0
                 self._idle.notify_all()
             if left and not reachable:
-                self._give_up(left, "server unreachable at close")
+                self._give_up(left, f"{self._failing} at close")
             elif left:
                 self._wake.set()  # a backlog: its next batch now
             if stop and not self._n:
@@ -286,14 +287,16 @@ class RemoteRecorder(BaseRecorder):
                     self._give_up(n, why)
                     return True  # (the server answers: the next batch may be taken)
                 self._warn(f"{self.url} answered {err.code}; retrying")
+                self._failing = f"server answering {err.code}"  # it may have taken the batch
             except (OSError, ValueError) as err:  # refused, reset, timed out, bad answer
                 if too_large(err, body, n):
                     return self._send_halves(batch)
                 self._warn(f"cannot reach {self.url} ({_reason(err)}); buffering and retrying")
+                self._failing = "server unreachable"
             self._down = True
             self.stats.retries += 1
             if self._deadline is not None and time.monotonic() >= self._deadline:
-                self._give_up(n, "server unreachable at close")
+                self._give_up(n, f"{self._failing} at close")
                 return False
             self._stop.wait(next(delays))
 

@@ -63,3 +63,37 @@ def test_a_run_spilled_into_the_warehouse_the_service_logs_into_goes_beside_it(
     count = "SELECT count(*) FROM raw_runs WHERE run_id = 'r1234567890'"
     assert warehouse.with_retry(served, lambda c: c.execute(count).fetchone()) == (1,)
     assert warehouse.with_retry(beside, lambda c: c.execute(count).fetchone()) == (1,)
+
+
+def test_a_service_answering_500_is_not_called_unreachable() -> None:
+    """A service that answered 500 to every batch (a refused rename on its disk) was said to
+    be "unreachable at close", though it answered, and may have planned the batch."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Failing(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            ok = self.path == "/v1/ingest/check"  # the key and the warehouse are fine
+            self.send_response(200 if ok else 500)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b"{}" if ok else b'{"detail": "internal"}')
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Failing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        say = io.StringIO()
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        remote = RemoteRecorder(url, "key", close_timeout_s=0.3, backoff_s=0.01,
+                                timeout_s=0.5, stream=say)
+        remote.run_end(RunEndRecord("r1", "completed", 3, 0.1, None))
+        remote.close()
+    finally:
+        server.shutdown()
+    said = say.getvalue()
+    assert "dropped 1 record(s): server answering 500 at close" in said, said
+    assert "unreachable" not in said
