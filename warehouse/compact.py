@@ -106,6 +106,16 @@ def _compact_all(root: Path, report: CompactReport, grace_s: float, small_bytes:
             if grace_s == 0:
                 report.deleted_files += collect(root, t, 0)
         collect_dead(root)  # leases of writers that died: their runs are abandoned anyway
+        report.deleted_files += collect_root_temporaries(root, time.time())
+
+
+def collect_root_temporaries(root: Path, now: float, stale_s: float = STALE_S) -> int:
+    """Delete the warehouse folder's own stale temporaries: a `warehouse rebuild` killed
+    outright leaves its catalog's (274 kB, and its .wal), which the tables' sweep never saw."""
+    removed = 0
+    for pattern in (f"{TMP_PREFIX}*{TMP_SUFFIX}", f"{TMP_PREFIX}*{TMP_SUFFIX}.wal"):
+        removed += sum(_unlink(p) for p in root.glob(pattern) if _older(p, now, stale_s))
+    return removed
 
 
 def _compact_table(root: Path, table: str, grace_s: float, small_bytes: int,

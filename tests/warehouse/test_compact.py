@@ -137,3 +137,26 @@ def test_a_full_disk_is_one_error_and_the_parts_stay(root: Path,
         compact(root, grace_s=0)
     assert sorted(map(str, visible_parts(root, "results"))) == before and _count(root) == 30
     assert check(root).ok
+
+
+def test_compaction_sweeps_the_warehouse_folder_s_own_stale_temporaries(tmp_path: Path
+                                                                        ) -> None:
+    """A `warehouse rebuild` killed outright left `.tmp-<pid>_catalog.duckdb.partial` (and its
+    .wal) in the warehouse folder, which the tables' sweep never looked at."""
+    from aicf_induct.records import RunStartRecord
+    from warehouse import WarehouseRecorder
+
+    root = tmp_path / "wh"
+    rec = WarehouseRecorder(root)
+    rec.run_start(RunStartRecord("r1", "p", "iris", "classification", {}, 0, "cpu", {}, "cli"))
+    rec.close()
+    stale = [root / ".tmp-123_catalog.duckdb.partial", root / ".tmp-123_catalog.duckdb.partial.wal"]
+    fresh = root / ".tmp-456_catalog.duckdb.partial"  # a rebuild in progress
+    for p in (*stale, fresh):
+        p.write_bytes(b"x")
+    two_hours_ago = time.time() - 7200
+    for p in stale:
+        os.utime(p, (two_hours_ago, two_hours_ago))
+    report = compact(root)
+    assert [p.exists() for p in (*stale, fresh)] == [False, False, True]
+    assert report.deleted_files >= 2
