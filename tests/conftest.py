@@ -30,3 +30,14 @@ def dashboard_warehouse(tmp_path_factory: pytest.TempPathFactory):  # type: igno
     from tests.dashboard_warehouse import build
 
     return build(tmp_path_factory.mktemp("dashboard"))
+
+
+@pytest.fixture(scope="module")
+def iris_run_warehouse(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A warehouse holding one small run (iris, one epoch) and no sweep, per test module."""
+    from aicf_induct.cli.main import main
+
+    root = tmp_path_factory.mktemp("iris_run") / "wh"
+    assert main(["train", "--dataset", "iris", "--epochs", "1", "--quiet",
+                 "--warehouse", str(root)]) == 0
+    return root

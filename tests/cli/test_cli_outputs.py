@@ -20,12 +20,9 @@ UNWRITABLE = "/proc"  # a folder no one may create a file in (root included)
 
 
 @pytest.fixture(scope="module")
-def wh(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def wh(iris_run_warehouse: Path) -> Path:
     """A warehouse holding one small run (and no sweep: no corpus to fit)."""
-    root = tmp_path_factory.mktemp("outputs") / "wh"
-    assert main(["train", "--dataset", "iris", "--epochs", "1", "--quiet",
-                 "--warehouse", str(root)]) == 0
-    return root
+    return iris_run_warehouse
 
 
 @pytest.fixture(autouse=True)

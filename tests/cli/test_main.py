@@ -78,12 +78,6 @@ def _cli(*argv: str, limit_kib: int | None = None) -> subprocess.Popen[str]:
                             start_new_session=True, preexec_fn=start)
 
 
-@pytest.fixture(scope="module")
-def small_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("wh") / "wh"
-    assert main(["train", "--dataset", "iris", "--epochs", "1", "--quiet",
-                 "--warehouse", str(root)]) == 0
-    return root
 
 
 def _wait_for(path: Path, pattern: str, proc: subprocess.Popen[str]) -> None:
@@ -98,7 +92,7 @@ def _wait_for(path: Path, pattern: str, proc: subprocess.Popen[str]) -> None:
 
 @pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
 def test_a_signal_during_a_query_or_a_write_is_interrupted_and_leaves_no_temp(
-        tmp_path: Path, small_warehouse: Path, signum: str) -> None:
+        tmp_path: Path, iris_run_warehouse: Path, signum: str) -> None:
     """Ctrl-C during a query was a traceback ending in DuckDB's "RuntimeError: Query
     interrupted"; SIGTERM (kill, timeout, a scheduler) killed `sql -o` silently, leaving its
     temporary file in the user's folder."""
@@ -109,7 +103,7 @@ def test_a_signal_during_a_query_or_a_write_is_interrupted_and_leaves_no_temp(
     out.parent.mkdir()
     for query, started in (("select count(*) from range(100000000000)", None),  # seconds
                            ("select range, range * 2 as twice from range(3000000)", ".tmp-*")):
-        proc = _cli("sql", "--warehouse", str(small_warehouse), "-o", str(out), query)
+        proc = _cli("sql", "--warehouse", str(iris_run_warehouse), "-o", str(out), query)
         if started is None:
             time.sleep(3)  # the imports done, the query running
         else:

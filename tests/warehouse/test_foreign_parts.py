@@ -24,11 +24,8 @@ from warehouse.schema import KEYS, TABLES
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("trained") / "wh"
-    assert main(["train", "--dataset", "iris", "--epochs", "1", "--quiet",
-                 "--warehouse", str(root)]) == 0
-    return root
+def trained(iris_run_warehouse: Path) -> Path:
+    return iris_run_warehouse
 
 
 @pytest.fixture
