@@ -63,6 +63,18 @@ def json_depth(v: Any) -> int:
     return deepest
 
 
+def repeated_key(pairs: list[tuple[Any, Any]]) -> Any | None:
+    """The first key a JSON object's (key, value) pairs name twice, or None: parsers keep
+    the last value silently, where the project's readers refuse the repeat (an
+    `object_pairs_hook`'s helper: IR documents, space files)."""
+    seen: set[Any] = set()
+    for key, _ in pairs:
+        if key in seen:
+            return key
+        seen.add(key)
+    return None
+
+
 def stored_json(text: str | None) -> Any:
     """A JSON text the warehouse holds (a run's config, an event's detail) as a value
     (`json_safe`); the text itself when it is not JSON (written by another tool) or nests

@@ -23,6 +23,7 @@ from typing import Any
 
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.space import Candidate, Space, check_int
+from aicf_induct.json_values import repeated_key
 from aicf_induct.problems.splits import MAX_SEED
 
 SAMPLES = ("grid", "random", "sobol")
@@ -185,11 +186,9 @@ class _Keyed(dict[Any, Any]):
 
 
 def _json_object(pairs: list[tuple[str, Any]]) -> _Keyed:
-    out = _Keyed()
-    for key, value in pairs:
-        if key in out and out.twice is None:
-            out.twice = (key, "")
-        out[key] = value
+    out = _Keyed(pairs)
+    if (key := repeated_key(pairs)) is not None:
+        out.twice = (key, "")
     return out
 
 

@@ -7,6 +7,7 @@ graph. `from_json` validates and reports problems as one-line `IRError`s naming 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections import deque
@@ -19,7 +20,7 @@ from aicf_induct.errors import ConfigError, IRError
 from aicf_induct.ir.graph import Graph, Node, ParamSpec
 from aicf_induct.ir.ops import OPS
 from aicf_induct.ir.validate import problems, validate
-from aicf_induct.json_values import json_depth
+from aicf_induct.json_values import json_depth, repeated_key
 
 T = TypeVar("T")
 FORMAT = "aicf.ir/1"
@@ -160,22 +161,21 @@ class _Twice(dict[str, Any]):
     key = ""
 
 
-def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) == len(pairs):
-        return out
-    twice, seen = _Twice(out), set()
-    for key, _ in pairs:
-        if key in seen:
-            twice.key = key
-            return twice
-        seen.add(key)
-    raise AssertionError("a key is twice in pairs")  # (the dict came out shorter)
+def _object(repeats: list[_Twice], pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A parsed object; one that names a key twice is a `_Twice`, noted in `repeats`."""
+    key = repeated_key(pairs)
+    if key is None:
+        return dict(pairs)
+    twice = _Twice(pairs)
+    twice.key = key
+    repeats.append(twice)
+    return twice
 
 
 def _twice_problem(doc: Any) -> IRError | None:
     """The first object of `doc` that held a key twice, named by its path (and its node):
-    which of the two values was meant is the writer's to say, not the parser's."""
+    which of the two values was meant is the writer's to say, not the parser's. Walked only
+    when the parse noted one."""
     todo: deque[tuple[Any, str]] = deque([(doc, "")])  # breadth first: the shallowest
     while todo:
         value, path = todo.popleft()
@@ -198,8 +198,9 @@ def parse(text: str | bytes) -> Any:
     object, or nested so deeply that the parser would run out of stack: no IR comes near
     `MAX_NESTING` levels)."""
     too_deep = IRError(f"not an IR document: JSON nested more than {MAX_NESTING} levels deep")
+    repeats: list[_Twice] = []
     try:
-        doc = json.loads(text, object_pairs_hook=_object)
+        doc = json.loads(text, object_pairs_hook=functools.partial(_object, repeats))
     except json.JSONDecodeError as err:
         raise IRError(f"not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}") \
             from None
@@ -209,7 +210,7 @@ def parse(text: str | bytes) -> Any:
         raise IRError(f"not valid JSON: {err}") from None
     if json_depth(doc) > MAX_NESTING:  # what later recursive walks (repr, dumps) would meet
         raise too_deep
-    if (twice := _twice_problem(doc)) is not None:
+    if repeats and (twice := _twice_problem(doc)) is not None:
         raise twice
     return doc
 
