@@ -71,12 +71,16 @@ def _parents(path: str) -> list[str]:
     return out
 
 
-def fsync_dir(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """fsync a file or a folder (a folder's entries: after a rename into it)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+fsync_dir = fsync_path  # the name its callers know it by, for a folder
 
 
 def atomic_write(final: Path, write: Callable[[Path], object], durable: bool = True) -> None:
@@ -88,11 +92,7 @@ def atomic_write(final: Path, write: Callable[[Path], object], durable: bool = T
     try:
         write(tmp)
         if durable:
-            fd = os.open(tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_path(tmp)
         os.replace(tmp, final)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -104,10 +104,15 @@ def atomic_write(final: Path, write: Callable[[Path], object], durable: bool = T
 def write_output(final: Path, write: Callable[[Path], object], durable: bool = True) -> None:
     """`atomic_write`, but where `final` is a device or a pipe (/dev/stdout, a FIFO), written
     in place: a rename would put a regular file where it was (as root, even /dev/full)."""
-    if final.exists() and not final.is_file():
+    if _in_place(final):
         write(final)
     else:
         atomic_write(final, write, durable)
+
+
+def _in_place(final: Path) -> bool:
+    """A device or a pipe, written where it is: no temporary is renamed over it."""
+    return final.exists() and not final.is_file()
 
 
 def atomic_write_all(files: Sequence[tuple[Path, Callable[[Path], object]]]) -> None:
@@ -115,23 +120,23 @@ def atomic_write_all(files: Sequence[tuple[Path, Callable[[Path], object]]]) -> 
     `write(tmp)` to its own temporary file, then every temporary renamed into place, Ctrl-C
     and SIGTERM held until the renames are done. A rename that fails puts back the files
     renamed before it, so the set is all new or all old, never a new file beside an old one
-    it must match. Durable as `atomic_write`; errors are `write`'s or the rename's."""
-    temps: list[Path] = []
+    it must match. A device or a pipe among them is written in place (`write_output`).
+    Durable as `atomic_write`; errors are `write`'s or the rename's."""
+    renamed: list[tuple[Path, Path]] = []  # (temporary, final)
     try:
         for final, write in files:
-            temps.append(temp_path(final))
-            write(temps[-1])
-            fd = os.open(temps[-1], os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            if _in_place(final):
+                write(final)
+                continue
+            renamed.append((temp_path(final), final))
+            write(renamed[-1][0])
+            fsync_path(renamed[-1][0])
         with interrupts_deferred():
-            _replace_all([(tmp, final) for tmp, (final, _) in zip(temps, files, strict=True)])
+            _replace_all(renamed)
     finally:
-        for tmp in temps:
+        for tmp, _ in renamed:
             tmp.unlink(missing_ok=True)
-    for folder in dict.fromkeys(final.parent for final, _ in files):
+    for folder in dict.fromkeys(final.parent for _, final in renamed):
         fsync_dir(folder)
 
 

@@ -133,3 +133,9 @@ def test_a_device_or_a_pipe_is_written_in_place(tmp_path: Path) -> None:
     write_output(plain, _writer("a file"))
     assert plain.read_text() == "a file" and [p.name for p in tmp_path.iterdir()
                                               if p.name.startswith(TMP_PREFIX)] == []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))  # and together
+    reader.start()
+    atomic_write_all([(plain, _writer("replaced")), (fifo, _writer("piped too"))])
+    reader.join(timeout=30)
+    assert got[1:] == ["piped too"] and stat.S_ISFIFO(fifo.stat().st_mode)
+    assert plain.read_text() == "replaced"

@@ -183,10 +183,10 @@ def _distinct_outputs(model: str, out: str, values: str | None) -> None:
 def _save_pair(graph: Graph, out: Path, values: dict[str, Any], values_path: Path) -> None:
     """The IR file and its values file, replaced together (`atomic_write_all`): a failure or
     an interrupt leaves both as they were, not new values beside an old IR, which `train
-    --ir --values` then refuses. A device or a pipe among them is written in place."""
+    --ir --values` then refuses (a device or a pipe among them written in place)."""
     import numpy as np
 
-    from aicf_induct.atomic_file import atomic_write_all, write_output
+    from aicf_induct.atomic_file import atomic_write_all
 
     def failed(path: Path, err: OSError) -> ConfigError:
         option = "--values" if path == values_path else "-o"
@@ -206,12 +206,7 @@ def _save_pair(graph: Graph, out: Path, values: dict[str, Any], values_path: Pat
             raise failed(values_path, err) from None
 
     canonical.check_save_path(str(out))
-    pair = [(values_path, write_values), (out, write_ir)]
     try:
-        if all(p.is_file() or not p.exists() for p, _ in pair):
-            atomic_write_all(pair)
-        else:
-            for p, write in pair:
-                write_output(p, write)
+        atomic_write_all([(values_path, write_values), (out, write_ir)])
     except OSError as err:  # a rename's, which names the final file second
         raise failed(values_path if err.filename2 == str(values_path) else out, err) from None
