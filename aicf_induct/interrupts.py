@@ -3,8 +3,9 @@
 `sigterm_interrupts` makes SIGTERM (`kill`, `timeout`, a scheduler, `docker stop`) a
 KeyboardInterrupt, as Ctrl-C is, so that what cleans up after Ctrl-C (a run logged
 `interrupted`, a temporary file removed) runs on SIGTERM too; `interrupts_deferred` holds
-both until a block that must not stop half-way is done. Only the main thread handles
-signals: elsewhere both are no-ops.
+both until a block that must not stop half-way is done; `sigint_ignored` starts child
+processes deaf to Ctrl-C, which their parent handles. Only the main thread handles
+signals: elsewhere these are no-ops.
 """
 
 from __future__ import annotations
@@ -54,3 +55,17 @@ def interrupts_deferred() -> Iterator[None]:
             signal.signal(s, signal.SIG_DFL if handler is None else handler)
         for signum in dict.fromkeys(came):  # each held signal once, as a blocked one would be
             signal.raise_signal(signum)
+
+
+@contextlib.contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """Processes started inside ignore SIGINT from their first instruction (Python keeps a
+    SIGINT it starts with ignored), and Ctrl-C is this process's to handle."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)

@@ -19,11 +19,12 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
 from aicf_induct.errors import ConfigError, ExecutionError
+from aicf_induct.interrupts import sigint_ignored
 from aicf_induct.runtime.parallel import (
     Communicator,
     NcclCommunicator,
@@ -135,21 +136,6 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
-@contextlib.contextmanager
-def _sigint_ignored() -> Iterator[None]:
-    """Processes started inside ignore SIGINT from their first instruction (Python keeps a
-    SIGINT it starts with ignored): a terminal's Ctrl-C reaches the whole group, and a rank
-    still importing printed its KeyboardInterrupt's traceback. Rank 0 stops them."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old)
-
-
 def run_ranks(size: int, main: Callable[[Communicator], T],
               worker: Callable[[Communicator, Any], object], payload: Any, *,
               gpus: bool = False) -> T:
@@ -167,7 +153,9 @@ def run_ranks(size: int, main: Callable[[Communicator], T],
     procs = [ctx.Process(target=_rank_process, daemon=True, name=f"rank-{r}",
                          args=(r, size, far[r - 1], results[r - 1][1], gpus, worker, payload))
              for r in range(1, size)]
-    with _sigint_ignored():
+    # started with SIGINT ignored: a terminal's Ctrl-C reaches the whole group, and a rank
+    # still importing printed its KeyboardInterrupt's traceback; rank 0 stops them
+    with sigint_ignored():
         for p in procs:
             p.start()
     for c in far + [w for _, w in results]:
