@@ -21,7 +21,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,16 +63,30 @@ class CompactReport:
 
 
 @contextmanager
-def _exclusive(root: Path) -> Iterator[None]:
-    with open(root / LOCK_FILE, "a+b") as f:
+def excluded(root: Path) -> Iterator[bool]:
+    """Hold compaction off `root` if none is running: yields whether it is held (False: a
+    compaction runs now, or its lock file cannot be made). Not waiting, as `compact` does
+    not: the holder must not take long."""
+    with ExitStack() as stack:
         try:
+            f = stack.enter_context(open(root / LOCK_FILE, "a+b"))
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise WarehouseError(f"another compaction of {root} is running") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+        except OSError:  # BlockingIOError: held by a compaction
+            held = False
+        else:
+            held = True
+            stack.callback(fcntl.flock, f.fileno(), fcntl.LOCK_UN)
+        yield held
+
+
+@contextmanager
+def _exclusive(root: Path) -> Iterator[None]:
+    with open(root / LOCK_FILE, "a+b"):  # made here, so a failure to make it is said as is
+        pass
+    with excluded(root) as held:
+        if not held:
+            raise WarehouseError(f"another compaction of {root} is running")
+        yield
 
 
 def compact(root: str | Path, *, grace_s: float = 60.0, small_bytes: int = 32 << 20,

@@ -16,7 +16,10 @@ table directory, so no reader ever globs it):
 `<key>` is a hash of the batch id (never a path built from user input). A retried batch whose
 ledger entry exists is not written again, also after a restart; `recover` (run when the service
 starts) rolls forward every planned batch a killed server left and deletes unplanned staging,
-so after a crash a batch is either wholly in the warehouse or not at all.
+so after a crash a batch is either wholly in the warehouse or not at all. A roll-forward that
+fails with the server alive (a refused rename, a full disk) moves its parts back and drops the
+plan, so the failed request wrote nothing, unless a compaction has merged a moved part
+meanwhile: then the batch stays planned, for its retry or `recover` to complete.
 
 A run is started once: a batch holding `runs` rows commits under one more lock, refused
 (`RunExists`) when one of its run ids was started through the service before, under another
@@ -49,8 +52,9 @@ import pyarrow as pa
 from aicf_induct import file_lock
 from aicf_induct.json_values import MAX_DEPTH, json_depth
 from aicf_induct.records import RESUMED, RUN_STATUSES
+from warehouse.compact import excluded
 from warehouse.errors import WarehouseError
-from warehouse.layout import atomic_write, ensure_dir, fsync_dir, table_dir
+from warehouse.layout import atomic_write, ensure_dir, fsync_dir, read_markers, table_dir
 from warehouse.schema import RUN_TABLES, TABLES
 from warehouse.writer import write_parquet
 
@@ -628,21 +632,60 @@ def _roll_forward(root: Path, key: str) -> None:
     is written only once every staged part is synced, and nothing but this move takes a
     staged part away, so a planned part missing from staging was moved into place: it may
     not be there any more, since compactions may have merged and collected it since (as
-    often as they ran before this server restarted, so no marker need still name it)."""
+    often as they ran before this server restarted, so no marker need still name it).
+    A move that fails (a refused rename, a full disk making a partition's folder) takes
+    back what this call moved and the plan with it (`_take_back`), so the batch is not
+    half visible while the server lives on: the request fails, wholly unwritten."""
     stage = _staging(root, key)
     plan = json.loads((stage / "plan.json").read_bytes())
-    for name, rel in plan["parts"].items():
-        final = table_dir(root, name) / rel
-        staged = stage / f"{name}.parquet"
-        if staged.exists():
-            ensure_dir(final.parent)
-            os.replace(staged, final)
-            fsync_dir(final.parent)
-    ledger = _ledger(root, key)
-    ensure_dir(ledger.parent)
-    os.replace(stage / "plan.json", ledger)  # the plan, done, is the ledger entry
+    # every part staged: no earlier attempt moved any, so a failure here can take back all
+    whole = all((stage / f"{name}.parquet").exists() for name in plan["parts"])
+    moved: list[tuple[str, Path, Path]] = []
+    try:
+        for name, rel in plan["parts"].items():
+            final = table_dir(root, name) / rel
+            staged = stage / f"{name}.parquet"
+            if staged.exists():
+                ensure_dir(final.parent)
+                os.replace(staged, final)
+                moved.append((name, staged, final))
+                fsync_dir(final.parent)
+        ledger = _ledger(root, key)
+        ensure_dir(ledger.parent)
+        os.replace(stage / "plan.json", ledger)  # the plan, done, is the ledger entry
+    except Exception:
+        # (an interrupt, like a crash, leaves it planned: `recover` rolls it forward)
+        if whole:
+            _take_back(root, stage, moved)
+        raise
     fsync_dir(ledger.parent)
     shutil.rmtree(stage, ignore_errors=True)
+
+
+def _take_back(root: Path, stage: Path, moved: list[tuple[str, Path, Path]]) -> None:
+    """Move the parts a failed roll-forward moved back into staging and drop the plan: the
+    batch as if never sent (a reader that listed a part meanwhile lists again, as after a
+    compaction). Only while no compaction runs and none has merged a moved part (its rows
+    are in the table for good then); else the plan is kept, to be rolled forward. Killed
+    half-way, it leaves the plan and parts staged or in place: `recover` completes it."""
+    with excluded(root) as held:
+        if not held or any(_merged(root, name, final) for name, _, final in moved):
+            return
+        if not (stage / "plan.json").is_file():
+            return  # the ledger entry was made: the batch is in
+        try:
+            for _, staged, final in reversed(moved):
+                os.replace(final, staged)
+            (stage / "plan.json").unlink()
+        except OSError:
+            return  # what is left is planned: moved again, the rest skipped as moved
+    shutil.rmtree(stage, ignore_errors=True)
+
+
+def _merged(root: Path, table: str, part: Path) -> bool:
+    tdir = table_dir(root, table)
+    rel = part.relative_to(tdir).as_posix()
+    return any(rel in m.inputs for m in read_markers(tdir).values())
 
 
 def recover(root: str | Path) -> int:

@@ -12,11 +12,14 @@ import os
 import subprocess
 import sys
 import time
+from datetime import datetime, tzinfo
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import warehouse
+import warehouse.ingest
 from aicf_induct.cli.background import free_port
 from aicf_induct.records import RunEndRecord, RunStartRecord, StepRecord
 from aicf_induct.runtime.remote_recorder import KEYS, RemoteLogError, RemoteRecorder
@@ -58,11 +61,12 @@ BATCH = {"runs": [{"run_id": "r", "problem_id": "p", "problem_name": "n", "task"
                    for s in range(30)]}
 
 
-def counts(root: Path) -> tuple[int, int]:
+def counts(root: Path, views: str = "") -> tuple[int, int]:
+    """Rows of runs and steps (`views="raw_"`: the rows stored, a run's repeats too)."""
     conn = warehouse.connect(root)
     try:
-        return (conn.execute("SELECT count(*) FROM runs").fetchone()[0],  # type: ignore[index]
-                conn.execute("SELECT count(*) FROM steps").fetchone()[0])  # type: ignore[index]
+        return (conn.execute(f"SELECT count(*) FROM {views}runs").fetchone()[0],  # type: ignore[index]
+                conn.execute(f"SELECT count(*) FROM {views}steps").fetchone()[0])  # type: ignore[index]
     finally:
         conn.close()
 
@@ -92,6 +96,73 @@ def test_a_commit_killed_anywhere_is_all_or_nothing(tmp_path: Path, where: str, 
     done = commit(root, "b-1", tables_of(BATCH, "w"))
     assert done.written == (visible == (0, 0))
     assert counts(root) == (1, 30)
+    assert warehouse.check(root).ok
+
+
+def _refusing(real: Any, table: str, before: Any = None) -> Any:
+    """os.replace that refuses a move into `table`'s folder (as a folder made immutable
+    does), after calling `before` once."""
+    def replace(src: Any, dst: Any) -> None:
+        if Path(dst).parent.parent.name == table:
+            if before is not None:
+                before()
+            raise PermissionError(1, "Operation not permitted", str(dst))
+        real(src, dst)
+    return replace
+
+
+class _NextYear(datetime):
+    @classmethod
+    def now(cls, tz: tzinfo | None = None) -> _NextYear:
+        return cls(datetime.now(tz).year + 1, 1, 2, tzinfo=tz)
+
+
+# (the table whose folder refuses the batch's part: the parts move runs then steps, so
+# `steps` fails with the runs part moved in; the ledger's folder, with both moved in)
+REFUSALS = ["runs", "steps", "batches"]
+
+
+@pytest.mark.parametrize("table", REFUSALS)
+def test_a_roll_forward_that_fails_takes_the_batch_back_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table: str) -> None:
+    root = tmp_path / "wh"
+    real = os.replace
+    monkeypatch.setattr(os, "replace", _refusing(real, table))
+    with pytest.raises(PermissionError):
+        commit(root, "b-1", tables_of(BATCH, "w"))
+    # nothing of it is visible while the server lives on, nor planned for a restart
+    assert counts(root) == (0, 0)
+    assert not is_committed(root, "b-1")
+    assert list((root / INGEST_DIR / "staging").iterdir()) == []
+    monkeypatch.setattr(os, "replace", real)
+    assert recover(root) == 0
+    done = commit(root, "b-1", tables_of(BATCH, "w"))  # the client's retry: written once
+    assert done.written
+    assert counts(root) == (1, 30)
+    assert warehouse.check(root).ok
+
+
+@pytest.mark.parametrize("grace_s", [0.0, 60.0])
+def test_a_part_a_compaction_merged_is_not_taken_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, grace_s: float) -> None:
+    # b-1's runs part moves in, a compaction merges it with b-0's (and collects it at once,
+    # or leaves it superseded for the grace period), then the steps move fails: the runs
+    # row is in the table for good, so the batch stays planned and a retry completes it
+    root = tmp_path / "wh"
+    first = json.loads(json.dumps(BATCH).replace('"r"', '"r0"'))
+    commit(root, "b-0", tables_of(first, "w"))
+    real = os.replace
+    monkeypatch.setattr(os, "replace", _refusing(
+        real, "steps", before=lambda: warehouse.compact(root, grace_s=grace_s, tables=["runs"])))
+    with pytest.raises(PermissionError):
+        commit(root, "b-1", tables_of(BATCH, "w"))
+    monkeypatch.setattr(os, "replace", real)
+    assert counts(root, "raw_") == (2, 30)  # b-1's run, merged; its steps not yet
+    # the retry comes the next day: a batch staged again would go to another partition,
+    # under a part name no compaction marker hides
+    monkeypatch.setattr(warehouse.ingest, "datetime", _NextYear)
+    assert commit(root, "b-1", tables_of(BATCH, "w")).written
+    assert counts(root, "raw_") == (2, 60)  # each row once, not only once per key
     assert warehouse.check(root).ok
 
 
