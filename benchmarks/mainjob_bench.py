@@ -20,6 +20,9 @@ rewrite history; then for each problem of the group:
      the older one; the best model by validation reported on test);
   B  the default MLP trained statically (the corpus's runs, score seeds);
   C  the top-1 proposal trained statically (the corpus's runs, score seeds);
+  C_here  the top-1 proposal trained here as A is, its policy making no rewrite (A's
+     runtime, backend, seeds and stopping rule): A − C_here is what the rewrites did,
+     apart from how this run's training differs from the corpus's (backend, code);
   D  the full sweep: every candidate on the choose seeds, the best by validation scored on
      the score seeds; its compute is the whole sweep on the choose seeds;
   E  random search at A's compute: candidates in random order (choose seeds) until their
@@ -74,12 +77,23 @@ from aicf_induct.induction.space import candidate_of
 from aicf_induct.runtime.guard import GUARDS
 
 HEADING = "## Main job: adaptive from the proposal vs static, top-1, full sweep, random search"
-METHODS = ("A_adaptive", "B_default", "C_top1", "D_sweep", "E_random")
+METHODS = ("A_adaptive", "B_default", "C_top1", "C_here", "D_sweep", "E_random")
+
+
+class NoRewrites:
+    """A policy that never rewrites: A's run as a static one (`C_here`)."""
+
+    name = "none"
+
+    def decide(self, obs: Any) -> None:
+        return None
 def adaptive_run(problem_name: str, structure_key: str, seed: int, effects: RewriteEffects,
                  n_rows: float, steps: int, patience: int, backend: str = "auto",
-                 log_to: str | None = None, guard: str = "counterfactual") -> dict[str, Any]:
+                 log_to: str | None = None, guard: str = "counterfactual",
+                 rewrites: bool = True) -> dict[str, Any]:
     """Method A on one seed: test error of the best model and its parameter-steps (logged
-    into the warehouse `log_to` when given: the feedback round's history)."""
+    into the warehouse `log_to` when given: the feedback round's history); `rewrites`
+    False: the same run with no rewrite (`C_here`)."""
     from aicf_induct.induction.mainjob import LearnedRewritePolicy, local_rewrites
     from aicf_induct.problems import load_problem
     from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun
@@ -99,7 +113,7 @@ def adaptive_run(problem_name: str, structure_key: str, seed: int, effects: Rewr
                         early_stop=patience,
                         guard=GuardConfig(steps=50, counterfactual=guard == "counterfactual"))
     policy = LearnedRewritePolicy(local_rewrites(effects, n_rows), RuleBasedPolicy(),
-                                  stream=sys.stderr)
+                                  stream=sys.stderr) if rewrites else NoRewrites()
     rec = None
     if log_to:
         import warehouse  # only here: a machine without DuckDB runs the rest
@@ -218,6 +232,9 @@ def evaluate_group(ctx: dict[str, Any], index: int, g: Any) -> \
                "rows": rows_p[["candidate", "test_error"]]}
         jobs.append(job)
         a_errs, a_comp, learned, kept = method_a(job, effects, score, args, args.feedback)
+        here = [adaptive_run(job["problem"], job["key"], s, effects, job["n_rows"], args.steps,
+                             args.patience, args.backend, rewrites=False)["error"]
+                for s in score]
         sweep = val[list(choose)].mean(axis=1).idxmin()
         d_comp = float(comp[comp.index.get_level_values("seed").isin(choose)].sum())
         e_picks = [random_search(val, comp, choose, a_comp, rng) for _ in range(args.n_random)]
@@ -227,6 +244,7 @@ def evaluate_group(ctx: dict[str, Any], index: int, g: Any) -> \
         rows.append({"problem": str(info["problem"]), "group": g,
                      "A_adaptive": mean_normalized_error(a_errs, rows_p),
                      "B_default": scored[default], "C_top1": scored[top.candidate],
+                     "C_here": mean_normalized_error(here, rows_p),
                      "D_sweep": scored[sweep],
                      "E_random": float(np.mean([scored[c] for c in e_picks])),
                      "A_compute": a_comp, "D_compute": d_comp,
@@ -323,12 +341,13 @@ def report(df: pd.DataFrame, facts: dict[str, Any], args: argparse.Namespace,
              f"early stopping after {args.patience} epochs without a new best validation "
              f"loss, {args.steps} steps at most per run, the {args.guard} guard.", "",
              "| method | mean normalized error | 95 % CI |", "|---|---|---|"]
-    for m in METHODS:
+    methods = [m for m in METHODS if m in df]  # (rows of before C_here have none)
+    for m in methods:
         lo, hi = bootstrap_mean_ci(df[m].to_numpy(), seed=args.seed)
         lines.append(f"| {m} | {df[m].mean():.3f} | [{lo:.3f}, {hi:.3f}] |")
     lines += ["", "| A − X | mean difference | 95 % CI | Wilcoxon p | A better on |",
               "|---|---|---|---|---|"]
-    for m in METHODS[1:]:
+    for m in methods[1:]:
         d = (df["A_adaptive"] - df[m]).to_numpy()
         lo, hi = bootstrap_mean_ci(d, seed=args.seed)
         p = float(wilcoxon(d).pvalue) if np.any(d != 0) and len(d) > 1 else float("nan")
