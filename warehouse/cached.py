@@ -167,9 +167,10 @@ class CachedCatalog:
         (a part gone, a table on files that gained parts, new columns)."""
         added: dict[str, list[Path]] = {}
         for table, old, new in zip(TABLES, built.parts, parts, strict=True):
-            if not set(old) <= set(new):
+            had = set(old)  # (once: a set per part made this quadratic in the parts)
+            if not had <= set(new):
                 return False  # a compaction, or a part found damaged
-            more = [p for p in new if p not in set(old)]
+            more = [p for p in new if p not in had]
             if more and table not in built.in_memory:
                 return False
             if more:
