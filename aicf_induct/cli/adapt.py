@@ -50,7 +50,7 @@ from aicf_induct.runtime.adaptive import (
 )
 from aicf_induct.runtime.guard import GUARDS, GuardConfig
 from aicf_induct.runtime.parallel import Communicator, DataParallel
-from aicf_induct.runtime.policies import POLICIES, make_policy
+from aicf_induct.runtime.policies import POLICIES, Policy, make_policy
 from aicf_induct.runtime.trainer import TrainConfig, check_trainable
 from aicf_induct.words import counted
 
@@ -241,6 +241,12 @@ def run(args: argparse.Namespace) -> int:
         return _run(args, held)
 
 
+def named_policy(args: argparse.Namespace, name: str) -> Policy:
+    """The built-in policy `name`; explore's draws seeded by the run's --seed (else every
+    seed's run would draw the same arms at the same steps)."""
+    return make_policy(name, {"seed": args.seed} if name == "explore" else None)
+
+
 def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
     hooks: list[StepHook] = []
     if args.inject_nan is not None:
@@ -248,7 +254,7 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
     if args.inject_spike is not None:
         hooks.append(FaultInjection(args.inject_spike, "spike"))
     from_proposal.check(args)
-    policy = make_policy(args.policy or "rules")
+    policy = named_policy(args, args.policy or "rules")
     model = args.model or START_MODEL
     extra: dict[str, Any] = {"model": model}
     # everything that can refuse the command comes before the warehouse is opened
@@ -295,7 +301,7 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
                     # the checkpoint's policy and settings; its seed gives the split
                     adaptive = AdaptiveRun.resume(
                         args.resume, lambda seed: load_problem(args.dataset, seed=seed),
-                        make_policy(args.policy) if args.policy else None, recorder=rec,
+                        named_policy(args, args.policy) if args.policy else None, recorder=rec,
                         hooks=hooks, tuning=tuning_store(where),
                         logged=logged[0] if logged else None,
                         resumed_at=logged[1] if logged else ())
@@ -308,7 +314,8 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
                 elif args.fork:
                     adaptive = AdaptiveRun.branch(
                         args.fork, lambda seed: load_problem(args.dataset, seed=seed),
-                        args.steps, policy=make_policy(args.policy) if args.policy else None,
+                        args.steps,
+                        policy=named_policy(args, args.policy) if args.policy else None,
                         recorder=rec, hooks=hooks, checkpoint_dir=args.checkpoint_dir,
                         checkpoint_steps=args.checkpoint_steps
                         if "--checkpoint-steps" in options.given_options(args) else None,
@@ -424,6 +431,6 @@ def adapt_other_rank(comm: Communicator, payload: tuple[Any, ...]) -> None:
     nothing and writes no checkpoint."""
     args, graph, config, adapt, hooks, where = payload
     problem = load_problem(args.dataset, seed=args.seed)
-    AdaptiveRun(problem, graph, config, adapt, make_policy(args.policy or "rules"),
+    AdaptiveRun(problem, graph, config, adapt, named_policy(args, args.policy or "rules"),
                 hooks=hooks, checkpoint_dir=args.checkpoint_dir, tuning=tuning_store(where),
                 parallel=DataParallel(comm)).run()

@@ -539,3 +539,19 @@ def test_quiet_turns_the_progress_bar_off() -> None:
     # the timeline on the terminal is the run's progress there: no bar across its lines
     terminal, _ = _on_a_terminal(*run[:-1], stdout_too=True)
     assert "adapt iris: classification" in terminal and "step/s" not in terminal
+
+
+def test_the_explore_policy_draws_from_the_run_s_seed(capsys) -> None:
+    # its arms were drawn with seed 0 whatever --seed said: every run drew the same arms at
+    # the same steps, a "randomised experiment" confounded with the step
+    drawn = []
+    for seed in range(4):
+        assert main([*BASE, "--steps", "300", "--no-log", "--policy", "explore",
+                     "--trigger-epochs", "1", "--seed", str(seed)]) == 0
+        out = capsys.readouterr().out
+        drawn.append([line.split()[1:4] for line in out.splitlines()
+                      if line.split()[2:3] == ["decision"]])  # step N decision ARM
+    assert all(drawn), drawn
+    # the first draw: the same step, no rewrite or rollback before it, so only the seed
+    # can tell the runs' draws apart (later ones also follow what the guard kept)
+    assert len({repr(d[0]) for d in drawn}) > 1, drawn
