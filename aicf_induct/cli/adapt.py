@@ -368,6 +368,10 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
         directory = args.resume or args.checkpoint_dir
         if not (directory and disk.latest(directory)):
             raise
+        if args.from_proposal:  # its learned policy cannot be rebuilt (NOT_RESUMABLE)
+            print("interrupted; a run deciding with the learned rewrite proposer "
+                  "(--from-proposal) cannot be resumed: run it again", file=sys.stderr)
+            return 130
         print(f"interrupted; go on with: aicf-induct adapt --dataset {args.dataset} "
               f"--resume {directory}", file=sys.stderr)
         return 130

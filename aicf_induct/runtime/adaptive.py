@@ -1078,6 +1078,15 @@ def _adoptable(trainer: Trainer, graph: Graph, rewrite: str) -> None:
         raise RewriteError(f"{rewrite}: {err}") from None
 
 
+# policies not built in that a resume cannot rebuild as they were, and what to do instead
+NOT_RESUMABLE = {
+    "learned": "the learned rewrite proposer of --from-proposal, fitted on the pack and the "
+               "warehouse's history as they were at the run's start, which a resume cannot "
+               "rebuild: run it again (once ended, `--fork DIR --policy NAME` goes on from "
+               "its final state)",
+}
+
+
 def _own_policy(run_state: dict[str, Any], given: Policy | None) -> Policy:
     """The policy a checkpoint's run decided with, options and all: `given` if it is that
     one, else the built-in one rebuilt (older checkpoints do not name theirs: `given`,
@@ -1086,6 +1095,9 @@ def _own_policy(run_state: dict[str, Any], given: Policy | None) -> Policy:
     if own is None:
         return given or RuleBasedPolicy()
     if given is None:
+        if own in NOT_RESUMABLE:
+            raise ConfigError(f"the checkpoint's run decides with policy '{own}': "
+                              f"{NOT_RESUMABLE[own]}")
         if own not in POLICIES:
             raise ConfigError(f"the checkpoint's run decides with policy '{own}', which is "
                               f"not a built-in one ({', '.join(POLICIES)}): pass it to resume")

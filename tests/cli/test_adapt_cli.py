@@ -555,3 +555,17 @@ def test_the_explore_policy_draws_from_the_run_s_seed(capsys) -> None:
     # the first draw: the same step, no rewrite or rollback before it, so only the seed
     # can tell the runs' draws apart (later ones also follow what the guard kept)
     assert len({repr(d[0]) for d in drawn}) > 1, drawn
+
+
+def test_a_from_proposal_run_s_checkpoint_says_it_cannot_be_resumed(tmp_path, capsys) -> None:
+    # the learned policy is fitted on the pack and history of the run's start: the resume
+    # said "pass it to resume", which no command can
+    ckpt = tmp_path / "ck"
+    assert main(["adapt", "--dataset", "iris", "--from-proposal", "--steps", "40",
+                 "--checkpoint-dir", str(ckpt), "--checkpoint-steps", "20", "--no-log",
+                 "--quiet"]) == 0
+    capsys.readouterr()
+    assert main([*RESUME, "--no-log", "--resume", str(ckpt)]) == 2
+    err = capsys.readouterr().err
+    assert "policy 'learned'" in err and "cannot rebuild" in err and "--fork" in err, err
+    assert len(err.strip().splitlines()) == 1, err
