@@ -61,20 +61,28 @@ def lifetimes(program: Sequence[tuple[Iterable[str], Iterable[str | None]]], fee
 
 
 def plan_memory(infos: dict[str, ValueInfo], life: dict[str, tuple[int, int]]) -> MemoryPlan:
-    placed: list[tuple[int, int, int, int]] = []  # (offset, end offset, first, last)
-    offsets: dict[str, int] = {}
+    """Largest first, each value at the lowest offset free of the values placed before it
+    whose lifetimes overlap its own. The placed blocks are columns of arrays, so finding
+    the overlapping ones is one vectorised pass per value (a Python scan of every placed
+    block made a 5,000-node graph's plan take 10 s)."""
     order = sorted(life, key=lambda v: (-infos[v].nbytes, v))
-    for v in order:
+    start = np.zeros(len(order), dtype=np.int64)  # placed block i: [start, stop) bytes,
+    stop = np.zeros(len(order), dtype=np.int64)  # alive from instruction born to died
+    born = np.zeros(len(order), dtype=np.int64)
+    died = np.zeros(len(order), dtype=np.int64)
+    offsets: dict[str, int] = {}
+    for n, v in enumerate(order):
         size = -(-max(infos[v].nbytes, 1) // ALIGN) * ALIGN
         first, last = life[v]
-        clashes = sorted((o, e) for o, e, f, la in placed if not (la < first or last < f))
+        hit = (died[:n] >= first) & (born[:n] <= last)
+        clashes = sorted(zip(start[:n][hit].tolist(), stop[:n][hit].tolist(), strict=True))
         off = 0
         for o, e in clashes:
             if off + size <= o:
                 break
             off = max(off, e)
         offsets[v] = off
-        placed.append((off, off + size, first, last))
-    arena = max((e for _, e, _, _ in placed), default=0)
+        start[n], stop[n], born[n], died[n] = off, off + size, first, last
+    arena = int(stop.max()) if len(order) else 0
     naive = sum(-(-max(infos[v].nbytes, 1) // ALIGN) * ALIGN for v in life)
     return MemoryPlan(offsets, arena, naive)
