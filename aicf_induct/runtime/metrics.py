@@ -9,9 +9,18 @@ def accuracy(pred: np.ndarray, y: np.ndarray) -> float:
     """The share of rows whose highest class score is their label; NaN when a score is not
     finite (a diverged model), as R² is then: argmax reads a NaN row as class 0, which
     scored a diverged classifier the share of class 0 (sklearn refuses NaN predictions)."""
-    if not np.isfinite(pred).all():
-        return float("nan")
-    return float((pred.argmax(axis=1) == y).mean())
+    return class_accuracy(predicted_classes(pred), y)
+
+
+def predicted_classes(pred: np.ndarray) -> np.ndarray | None:
+    """Each row's class of highest score; None when a score is not finite. What accuracy
+    needs of a chunk's scores, one int a row where the scores hold one float a class."""
+    return pred.argmax(axis=1) if np.isfinite(pred).all() else None
+
+
+def class_accuracy(classes: np.ndarray | None, y: np.ndarray) -> float:
+    """Accuracy of `predicted_classes` (NaN for None)."""
+    return float("nan") if classes is None else float((classes == y).mean())
 
 
 def r2(pred: np.ndarray, y: np.ndarray) -> float:

@@ -28,7 +28,7 @@ from aicf_induct.runtime.backend import BACKENDS, Backend, select_backend
 from aicf_induct.runtime.clipping import clip_grad_norm_, global_grad_norm
 from aicf_induct.runtime.data import BatchStream, least_rows
 from aicf_induct.runtime.executor import Executor, check_size, check_values, store_for
-from aicf_induct.runtime.metrics import score, score_name
+from aicf_induct.runtime.metrics import class_accuracy, predicted_classes, score, score_name
 from aicf_induct.runtime.optimizers import Optimizer, make_optimizer
 from aicf_induct.runtime.parallel import DataParallel
 from aicf_induct.runtime.runs import LoggedRun, start_run
@@ -337,15 +337,22 @@ class Trainer:
         if len(split) == 0:
             return float("nan"), float("nan")
         total, preds = 0.0, []
+        classes: list[np.ndarray | None] = []  # classification: a row's class, not its scores
         for start in range(0, len(split), EVAL_CHUNK):
             x, y = split.X[start:start + EVAL_CHUNK], split.y[start:start + EVAL_CHUNK]
             loss, pred = self.executor.evaluate(x, y)
             total += loss * len(x)
-            # a copy: the prediction is a view into the eval plan's memory, which the next
-            # chunk overwrites (on the CPU, to_host returns the view itself)
-            preds.append(np.array(self.backend.to_host(pred)))
-        pred_all = np.concatenate(preds)
-        return total / len(split), score(self.problem.task, pred_all, split.y)
+            if self.problem.task == "classification":  # (rows × classes floats: GBs kept)
+                classes.append(predicted_classes(self.backend.to_host(pred)))
+            else:
+                # a copy: the prediction is a view into the eval plan's memory, which the
+                # next chunk overwrites (on the CPU, to_host returns the view itself)
+                preds.append(np.array(self.backend.to_host(pred)))
+        if classes:
+            rows = [c for c in classes if c is not None]
+            whole = np.concatenate(rows) if len(rows) == len(classes) else None
+            return total / len(split), class_accuracy(whole, split.y)
+        return total / len(split), score(self.problem.task, np.concatenate(preds), split.y)
 
     def run_config(self) -> dict[str, Any]:
         """The config the run's row logs: the recipe, the graph's fingerprint, the
