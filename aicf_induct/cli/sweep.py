@@ -309,6 +309,12 @@ def print_report(report: SweepReport, root: str | Path, as_json: bool,
     """A finished sweep on stdout: the report as JSON, or its summary and where it went."""
     if as_json:
         print(json.dumps({**report.as_dict(), "warehouse": str(root)}, indent=1))
-        return
-    print(report.summary())
-    print(f"logged to {root}" + (f"; next: {next_step}" if next_step else ""))
+    else:
+        print(report.summary())
+        print(f"logged to {root}" + (f"; next: {next_step}" if next_step else ""))
+    if Path(root).is_dir():  # (not a service's URL)
+        from warehouse.compact import compaction_note
+
+        note = compaction_note(Path(root))
+        if note:
+            print(note, file=sys.stderr)

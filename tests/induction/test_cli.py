@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,27 @@ def test_ctrl_c_on_a_sweep_says_what_was_logged_and_how_to_go_on(
     assert "3 runs planned, 0 skipped (finished before), 0 ran (none)" in summary
     assert summary.endswith("interrupted: 3 not started; run the same command again to "
                             "resume (it runs what has not ended, the interrupted runs too)")
+
+
+def test_a_sweep_that_leaves_many_part_files_says_to_compact(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # every read lists and opens every part, and a sweep writes about 5 a run: 26,000 made a
+    # query take a minute, with nothing saying why or what to do
+    import importlib
+
+    compacting = importlib.import_module("warehouse.compact")  # (`warehouse.compact` is
+    # the package's function of that name)
+    wh = tmp_path / "wh"
+    argv = ["sweep", "--problems", "iris", "--space", "depth=1;width=8", "--epochs", "2",
+            "--workers", "1", "--warehouse", str(wh)]
+    assert main(argv) == 0
+    assert "compact" not in capsys.readouterr().err  # a few parts: nothing said
+    parts = compacting.part_files(wh)
+    assert parts >= 3
+    monkeypatch.setattr(compacting, "MANY_PARTS", parts)
+    assert main(argv) == 0  # (nothing to train: the note comes all the same)
+    err = capsys.readouterr().err
+    said = re.search(r"holds ([\d,]+) part files", err)
+    assert said and int(said[1].replace(",", "")) >= parts, err  # (the rerun logs a few more)
+    assert f"aicf-induct warehouse compact --warehouse {wh}" in err
