@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,18 +87,19 @@ def sandbox_connect(root: str | Path, limits: Limits) -> duckdb.DuckDBPyConnecti
     return conn
 
 
-def run_sql(root: str | Path, sql: str, limits: Limits | None = None) -> Result:
+def run_sql(root: str | Path, sql: str, limits: Limits | None = None,
+            started: Callable[[], None] | None = None) -> Result:
     """Run one user SELECT in the sandbox; SandboxError says why when it will not. A part
     collected or found damaged under the query lists the parts again and runs it again
-    (`catalog.retry_reads`), all within `limits.time_limit_s`."""
+    (`catalog.retry_reads`), all within `limits.time_limit_s` of the query's start: once
+    the views are built (their cost grows with the part files, not with the query) and the
+    SQL checked, when `started` is called."""
     limits = limits or Limits()
     root = Path(root).resolve()
-    deadline = time.perf_counter() + limits.time_limit_s
+    deadline: float | None = None
 
     def attempt() -> Result:
-        left = deadline - time.perf_counter()
-        if left <= 0:  # the retries took the time
-            raise past_time_limit(limits)
+        nonlocal deadline
         conn = sandbox_connect(root, limits)
         try:
             try:
@@ -105,6 +107,13 @@ def run_sql(root: str | Path, sql: str, limits: Limits | None = None) -> Result:
             except WarehouseError as err:
                 kind = "invalid" if str(err).startswith("bad SQL") else "refused"
                 raise SandboxError(kind, str(err)) from None
+            if deadline is None:
+                deadline = time.perf_counter() + limits.time_limit_s
+                if started is not None:
+                    started()
+            left = deadline - time.perf_counter()
+            if left <= 0:  # the retries took the time
+                raise past_time_limit(limits)
             return _run(conn, sql, limits, left)
         finally:
             conn.close()
