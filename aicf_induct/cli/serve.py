@@ -167,6 +167,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     list_keys(_keys_path(args))
     if not served:
         print(warehouse.empty_note(root.resolve()), file=sys.stderr)
+    else:
+        from warehouse.compact import compaction_note
+
+        many = compaction_note(root)  # the first read lists every part: say why it waits
+        if many:
+            print(many, file=sys.stderr)
     os.environ.update(env)  # the factory (and every worker) reads these
     if _public(args.host) and not args.read_requires_key:
         print(f"warning: {args.host} is reachable from other machines and read routes are "
