@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from tqdm import tqdm as std_tqdm
@@ -25,11 +27,32 @@ def lasting(iterable: Any = None, *, enabled: bool = True, **options: Any) -> st
     end, so a log of an hours-long build says how far it got without a redraw per run."""
     file = options.get("file") or sys.stderr
     if enabled and not is_terminal(file):
+        counts = "{n}/{total} {unit}s, {elapsed} elapsed, ~{remaining} left" \
+            if options.get("total") is not None or hasattr(iterable, "__len__") else \
+            "{n} {unit}s, {elapsed} elapsed"  # (no total: no share, nothing left to say)
         options = {**options, "mininterval": LOG_EVERY_S, "maxinterval": LOG_EVERY_S,
-                   "bar_format": "{desc}: {n}/{total} {unit}s, {elapsed} elapsed, "
-                                 "~{remaining} left", "leave": True}
+                   "bar_format": "{desc}: " + counts, "leave": True}
         return _LogLines(iterable, **options)
     return tqdm(iterable, disable=not enabled, **options)
+
+
+@contextmanager
+def counting(**options: Any) -> Iterator[Callable[[int], object]]:
+    """An `update(n)` for work that counts its own steps (a library's `progress=`): the
+    `lasting` bar appears at the first step, so work refused before it starts (a bad
+    argument, a missing folder) prints its error alone, and closes at the end."""
+    bar: list[std_tqdm] = []
+
+    def update(n: int) -> object:
+        if not bar:
+            bar.append(lasting(**options))
+        return bar[0].update(n)
+
+    try:
+        yield update
+    finally:
+        if bar:
+            bar[0].close()
 
 
 class _LogLines(std_tqdm):

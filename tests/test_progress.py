@@ -66,3 +66,21 @@ def test_long_work_in_a_log_file_is_a_line_at_its_start_and_its_end_only() -> No
     assert "\r" not in text
     assert text.splitlines() == [text.splitlines()[0], text.splitlines()[-1]]
     assert text.startswith("fit: reading: 0/4 steps") and "fit: writing tables: 4/4" in text
+
+
+def test_counted_work_shows_its_bar_from_its_first_step_and_only_then() -> None:
+    """`warehouse check` and `compact` read every part (minutes on a large warehouse) with
+    nothing shown; their bar must not come before an error that refuses the work, nor say
+    "None" of a total it does not know."""
+    from aicf_induct.progress import counting
+
+    log = io.StringIO()
+    with counting(desc="check", unit="part", file=log):
+        pass  # refused, or nothing to do: no line
+    assert log.getvalue() == ""
+    with counting(desc="check", unit="part", file=log) as update:
+        for _ in range(3):
+            update(1)
+    lines = log.getvalue().splitlines()
+    assert lines[0].startswith("check: ") and lines[-1].startswith("check: 3 parts, ")
+    assert "None" not in log.getvalue() and "left" not in log.getvalue()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -89,14 +90,16 @@ class CheckReport:
 
 
 def check(root: str | Path, deep: bool = True, repair: bool = False,
-          stale_s: float | None = None) -> CheckReport:
+          stale_s: float | None = None,
+          progress: Callable[[int], object] | None = None) -> CheckReport:
     """Open every visible part (deep: decode every page too, verifying page checksums) and
     compare its schema with the table's: a known column must keep its type, the table's key
     columns must be there, extra columns must agree across parts. Lists stray files, abandoned
     runs and rows of runs that have no `runs` row; stale_s: also the service's `running` runs
     whose client has sent nothing for that long, as abandoned. repair: move unreadable,
     mismatched and stray parts to `_quarantine/`, then end abandoned runs with status
-    `abandoned`; the report then says what was moved and ended."""
+    `abandoned`; the report then says what was moved and ended. `progress(n)`: n more parts
+    opened (a progress bar's `update`)."""
     root = check_root(Path(root))
     if not root.is_dir():
         raise WarehouseError(f"no warehouse at {root}")
@@ -108,7 +111,7 @@ def check(root: str | Path, deep: bool = True, repair: bool = False,
     for name in TABLES:
         tdir = table_dir(root, name)
         if tdir.is_dir():
-            _check_table(root, name, deep, rep)
+            _check_table(root, name, deep, rep, progress or (lambda n: None))
             _debris(root, tdir, rep)
     rep.stray += [BadPart(f, f.split("/")[0] if "/" in f else "", _size(root / f), None,
                           STRAY) for f in stray_files(root)]
@@ -125,11 +128,13 @@ def check(root: str | Path, deep: bool = True, repair: bool = False,
     return rep
 
 
-def _check_table(root: Path, name: str, deep: bool, rep: CheckReport) -> None:
+def _check_table(root: Path, name: str, deep: bool, rep: CheckReport,
+                 progress: Callable[[int], object]) -> None:
     known = set(TABLES[name].column_names)
     extras: dict[str, pa.DataType] = {}  # the first part with an extra column sets its type
     rep.parts[name], rep.rows[name] = 0, 0
     for path in listed_parts(root, name):
+        progress(1)
         bad, schema, rows = _open(root, name, path, deep)
         if bad is not None:
             rep.unreadable.append(bad)

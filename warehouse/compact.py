@@ -20,7 +20,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,14 +110,17 @@ def _exclusive(root: Path) -> Iterator[None]:
 
 
 def compact(root: str | Path, *, grace_s: float = 60.0, small_bytes: int = 32 << 20,
-            target_rows: int = 2_000_000, tables: list[str] | None = None) -> CompactReport:
-    """Merge small parts of every partition; collect what earlier compactions superseded."""
+            target_rows: int = 2_000_000, tables: list[str] | None = None,
+            progress: Callable[[int], object] | None = None) -> CompactReport:
+    """Merge small parts of every partition; collect what earlier compactions superseded.
+    `progress(n)`: n more small parts looked at (a progress bar's `update`)."""
     root = check_root(Path(root))
     if not root.is_dir():
         raise WarehouseError(f"no warehouse at {root}")
     report = CompactReport()
     try:
-        _compact_all(root, report, grace_s, small_bytes, target_rows, tables)
+        _compact_all(root, report, grace_s, small_bytes, target_rows, tables,
+                     progress or (lambda n: None))
     except OSError as err:
         if err.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(err):
             # (pyarrow's write error carries no errno: its text names it) the merged part's
@@ -132,11 +135,12 @@ def compact(root: str | Path, *, grace_s: float = 60.0, small_bytes: int = 32 <<
 
 
 def _compact_all(root: Path, report: CompactReport, grace_s: float, small_bytes: int,
-                 target_rows: int, tables: list[str] | None) -> None:
+                 target_rows: int, tables: list[str] | None,
+                 progress: Callable[[int], object]) -> None:
     with _exclusive(root):
         for t in tables or tables_on_disk(root):
             report.deleted_files += collect(root, t, grace_s)
-            _compact_table(root, t, grace_s, small_bytes, target_rows, report)
+            _compact_table(root, t, grace_s, small_bytes, target_rows, report, progress)
             if grace_s == 0:
                 report.deleted_files += collect(root, t, 0)
         collect_dead(root)  # leases of writers that died: their runs are abandoned anyway
@@ -153,14 +157,15 @@ def collect_root_temporaries(root: Path, now: float, stale_s: float = STALE_S) -
 
 
 def _compact_table(root: Path, table: str, grace_s: float, small_bytes: int,
-                   target_rows: int, report: CompactReport) -> None:
+                   target_rows: int, report: CompactReport,
+                   progress: Callable[[int], object]) -> None:
     tdir = table_dir(root, table)
     by_partition: dict[Path, list[Path]] = {}
     for p in visible_parts(root, table):
         if p.stat().st_size < small_bytes:
             by_partition.setdefault(p.parent, []).append(p)
     for parts in by_partition.values():
-        for group in _groups(root, table, parts, target_rows):
+        for group in _groups(root, table, parts, target_rows, progress):
             rows = _merge(root, tdir, group)
             if rows is None:
                 continue  # a part of the group is damaged: left alone, named on stderr
@@ -175,12 +180,13 @@ def _unreadable(root: Path, p: Path, err: Exception) -> None:
     warn_skipped(root, p, str(err))
 
 
-def _groups(root: Path, table: str, parts: list[Path],
-            target_rows: int) -> Iterator[list[Path]]:
+def _groups(root: Path, table: str, parts: list[Path], target_rows: int,
+            progress: Callable[[int], object]) -> Iterator[list[Path]]:
     """Consecutive runs of parts up to target_rows rows; only groups of two or more."""
     group: list[Path] = []
     rows = 0
     for p in parts:
+        progress(1)
         try:
             f = pq.ParquetFile(p)
             n = f.metadata.num_rows

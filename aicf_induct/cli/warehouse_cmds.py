@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import warehouse
 from aicf_induct.atomic_file import write_output
 from aicf_induct.cli import options
+from aicf_induct.progress import counting
 from aicf_induct.records import RUN_STATUSES
 from aicf_induct.words import counted
 from warehouse import WarehouseError
@@ -326,8 +327,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     root = _writable_root(args) if args.repair else _existing_root(args)
-    rep = warehouse.check(root, deep=not args.quick, repair=args.repair,
-                          stale_s=None if args.stale is None else args.stale * 60)
+    with counting(desc="check", unit="part") as update:  # 78 s of 26,000 parts said nothing
+        rep = warehouse.check(root, deep=not args.quick, repair=args.repair,
+                              stale_s=None if args.stale is None else args.stale * 60,
+                              progress=update)
     for table in rep.parts:
         print(f"{table:18s} {rep.parts[table]:6d} parts {rep.rows[table]:12d} rows")
     for note in rep.notes:
@@ -352,7 +355,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    rep = warehouse.compact(_writable_root(args), grace_s=args.grace)
+    with counting(desc="compact", unit="part") as update:
+        rep = warehouse.compact(_writable_root(args), grace_s=args.grace, progress=update)
     print(f"merged {rep.merged_parts} part(s) into {rep.new_parts} ({counted(rep.rows, 'row')}); "
           f"deleted {rep.deleted_files} file(s)")
     return 0

@@ -160,3 +160,15 @@ def test_compaction_sweeps_the_warehouse_folder_s_own_stale_temporaries(tmp_path
     report = compact(root)
     assert [p.exists() for p in (*stale, fresh)] == [False, False, True]
     assert report.deleted_files >= 2
+
+
+def test_compact_and_check_count_the_parts_they_look_at(root: Path) -> None:
+    # both read every part, minutes on a large warehouse: a bar's `update` follows them
+    _write_parts(root, 5)
+    seen: list[int] = []
+    assert check(root, progress=seen.append).ok and sum(seen) == 5
+    seen.clear()
+    assert compact(root, grace_s=3600, progress=seen.append).merged_parts == 5
+    assert sum(seen) == 5
+    seen.clear()
+    assert check(root, progress=seen.append).ok and sum(seen) == 1  # the merged part
