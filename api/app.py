@@ -57,7 +57,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.warehouse = Warehouse(settings.warehouse, settings.sql_concurrency)
     app.state.keys = KeyStore(settings.key_path())
-    app.state.proposals = Proposals(settings.pack, settings.proposal_concurrency)
+    app.state.proposals = Proposals(settings.pack, settings.proposal_concurrency,
+                                    settings.max_upload_cells)
     for module in (health, runs, reports, sql, ingest, proposals, rewrites):
         app.include_router(module.router, prefix="/v1")
     docs_page.install(app)

@@ -48,6 +48,7 @@ from aicf_induct.problems.preprocess import (
     UnusableColumn,
 )
 from aicf_induct.problems.registry import names_without_table, parse_name
+from api.upload import FormError, check_cells
 
 CACHED_ANSWERS = 1024  # (dataset, top) answers kept, least recently used dropped first
 CACHED_PROBLEMS = 1024  # featurised known problems kept (~60 numbers each)
@@ -176,8 +177,9 @@ class Proposals:
     """Proposals over the pack at `path` (loaded on first use: a pack installed while the
     server runs is picked up; a loaded one is kept for the app's life)."""
 
-    def __init__(self, path: Path, slots: int) -> None:
+    def __init__(self, path: Path, slots: int, max_cells: int = 32 << 20) -> None:
         self.path = path
+        self.max_cells = max_cells  # of an uploaded Parquet table (`upload.check_cells`)
         self.slots = threading.BoundedSemaphore(slots)  # proposals that compute, at once
         self._pack: Pack | None = None
         self._lock = threading.Lock()
@@ -262,6 +264,10 @@ class Proposals:
     def for_file(self, path: Path, target: str, name: str, task: Task | None,
                  top: int, drop: tuple[str, ...] = ()) -> dict[str, Any]:
         """The answer for an uploaded table, featurised and ranked in a slot."""
+        try:
+            check_cells(path, self.max_cells)
+        except FormError as err:
+            raise BadRequest(err.field, str(err)) from None
         pack = self.pack()
         with self.slot():
             problem, features = _as_field(

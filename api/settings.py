@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     # waiting for another's featurisation of its problem.
     pack: Path = DEFAULT_PACK
     max_upload_bytes: int = Field(default=64 << 20, ge=1)
+    # ... and cells (rows × columns) of a Parquet upload, which compression makes
+    # small: what a CSV of max_upload_bytes can hold at most ("1," a cell)
+    max_upload_cells: int = Field(default=32 << 20, ge=1)
     proposal_concurrency: int = Field(default=2, ge=1)
 
     def key_path(self) -> Path:
