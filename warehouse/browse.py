@@ -133,12 +133,14 @@ def run_steps(conn: duckdb.DuckDBPyConnection, run_id: str, *, limit: int = 1000
                  limit, offset)
 
 
-def distinct_values(conn: duckdb.DuckDBPyConnection, column: str) -> list[str]:
-    """The values of a runs column a filter can take (problem_name, origin, status), sorted."""
+def distinct_values(conn: duckdb.DuckDBPyConnection, column: str,
+                    limit: int | None = None) -> list[str]:
+    """The values of a runs column a filter can take (problem_name, origin, status), sorted;
+    the first `limit` of them when given."""
     if column not in ("problem_name", "origin", "status"):
         raise WarehouseError(f"no filter on runs column '{column}'")
     rows = conn.execute(f"SELECT DISTINCT {column} FROM runs WHERE {column} IS NOT NULL "
-                        f"ORDER BY 1").fetchall()
+                        f"ORDER BY 1 LIMIT ?", [limit]).fetchall()
     return [str(r[0]) for r in rows]
 
 

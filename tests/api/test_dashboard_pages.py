@@ -551,3 +551,19 @@ def test_a_problem_picked_beside_an_upload_is_said_to_be_unused(client: httpx.Cl
         "Proposed for the uploaded file t.csv; the problem picked (iris) was not used.")
     alone = client.post("/propose", data={"problem": "iris", "top_k": "2"})
     assert alone.status_code == 200 and 'id="form-note"' not in alone.text
+
+
+def test_past_its_menu_s_size_the_problem_filter_is_typed(client: httpx.Client,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every page of runs carried a menu of every problem: 4.5 MB a page at 20,000."""
+    html = client.get("/").text
+    assert '<select name="problem">' in html and '<input name="problem"' not in html
+    names = re.findall(r'<option value="([^"]+)"', html.split('<select name="problem">')[1]
+                       .split("</select>")[0])
+    assert len(names) >= 2
+    monkeypatch.setattr("api.pages.runs.MENU_MAX", 1)
+    html = client.get("/", params={"problem": names[1]}).text
+    assert '<select name="problem">' not in html
+    assert f'<input name="problem" value="{escape(names[1])}"' in html
+    shown = re.search(r'id="runs-count">(\d+) runs', html)
+    assert shown and int(shown.group(1)) >= 1
