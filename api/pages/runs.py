@@ -24,6 +24,7 @@ Status = Annotated[str | None, Query(pattern=STATUS_FILTER)]  # as /v1/runs take
 Sort = Literal[browse.RUN_COLUMNS]  # type: ignore[valid-type]
 PER_PAGE = 50
 MENU_MAX = 200  # problems a filter's menu lists (more: a text field)
+EVENTS_SHOWN = 1000  # a run page's events table (100,000 events made 22 MB of HTML)
 LIST_COLUMNS = ("run_id", "problem_name", "origin", "status", "seed", "device", "started_at",
                 "steps_taken", "wall_time_s")
 
@@ -87,4 +88,4 @@ def run_page(request: Request, _: ReadAccess, wh: WarehouseDep, run_id: str) -> 
     # a parent logged to another warehouse (a fork of another's checkpoint): named, not linked
     return page(request, "run.html", title=f"Run {run_id[:12]}", view=view, run=view.run,
                 charts=charts, rewrites=rewrites, parent_here=parent_here,
-                max_points=DEFAULT_POINTS)
+                max_points=DEFAULT_POINTS, events_shown=EVENTS_SHOWN)

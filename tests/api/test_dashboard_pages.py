@@ -567,3 +567,20 @@ def test_past_its_menu_s_size_the_problem_filter_is_typed(client: httpx.Client,
     assert f'<input name="problem" value="{escape(names[1])}"' in html
     shown = re.search(r'id="runs-count">(\d+) runs', html)
     assert shown and int(shown.group(1)) >= 1
+
+
+def test_a_run_page_shows_its_first_events_and_says_where_the_rest_are(
+        client: httpx.Client, dashboard_warehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every event was a row of the page: 100,000 events made 22 MB of HTML."""
+    import warehouse
+
+    ((run_id, n),) = warehouse.connect(dashboard_warehouse.root).execute(
+        "SELECT run_id, count(*) FROM events GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 1").fetchall()
+    assert n >= 3
+    assert 'id="events-cut"' not in client.get(f"/runs/{run_id}").text
+    monkeypatch.setattr("api.pages.runs.EVENTS_SHOWN", 2)
+    html = client.get(f"/runs/{run_id}").text
+    cut = re.search(r'id="events-cut">(.*?)</p>', html)
+    assert cut and f"The first 2 of {n} events" in unescape(cut.group(1))
+    table = html.split('<table id="events">')[1].split("</table>")[0]
+    assert table.count("<tr>") == 1 + 2  # the header and two events
