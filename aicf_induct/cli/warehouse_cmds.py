@@ -28,7 +28,7 @@ from warehouse.sql_values import json_column
 
 FORMATS = ("table", "csv", "json", "parquet")
 ABANDONED_SHOWN = 20  # abandoned runs `warehouse check` lists one by one
-TABLE_ROWS = 10_000  # rows a table printed on the terminal lays out (csv: all)
+TABLE_ROWS = 10_000  # rows a table printed on stdout lays out (csv, json, -o: all)
 
 RUNS_COLUMNS = ["run_id", "problem_name", "status", "origin", "started_at", "logged_steps",
                 "live_steps", "last_loss", "rewrites", "param_count", "score_metric", "score"]

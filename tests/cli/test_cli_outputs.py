@@ -232,7 +232,7 @@ def test_a_parquet_output_is_readable(wh: Path, tmp_path: Path) -> None:
     assert pq.read_table(out).to_pydict() == {"a": [1], "b": [2]}
 
 
-def test_a_table_on_the_terminal_lays_out_its_first_rows_and_says_so(
+def test_a_table_on_stdout_lays_out_its_first_rows_and_says_so(
         wh: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         tmp_path: Path) -> None:
     # laid out whole, 2.3 million rows took 80 s and 4.6 GB before the first line showed
