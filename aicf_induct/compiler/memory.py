@@ -64,7 +64,7 @@ def plan_memory(infos: dict[str, ValueInfo], life: dict[str, tuple[int, int]]) -
     """Largest first, each value at the lowest offset free of the values placed before it
     whose lifetimes overlap its own. The placed blocks are columns of arrays, so finding
     the overlapping ones is one vectorised pass per value (a Python scan of every placed
-    block made a 5,000-node graph's plan take 10 s)."""
+    block took 3.3 s for 15,000 values, most of `train --ir` on a 4,800-node graph)."""
     order = sorted(life, key=lambda v: (-infos[v].nbytes, v))
     start = np.zeros(len(order), dtype=np.int64)  # placed block i: [start, stop) bytes,
     stop = np.zeros(len(order), dtype=np.int64)  # alive from instruction born to died
