@@ -4,7 +4,8 @@ do, per problem held out of the proposer by leave-one-group-out.
     .venv/bin/python benchmarks/mainjob_bench.py (--warehouse DIR | --pack [PACK] --history DIR)
         [--seeds N] [--groups N] [--steps S]
         [--patience P] [--guard level|counterfactual] [--default KEY] [--feedback DIR]
-        [--jobs N] [--shard I/N --rows-out CSV | --from-rows CSV...] [--write-results]
+        [--variant NAME:KEY=VALUE,...]... [--jobs N] [--rows-out CSV [--resume]]
+        [--shard I/N --rows-out CSV | --from-rows CSV...] [--write-results]
 
 The warehouse holds a sweep corpus (a full matrix: every problem × candidate × seed) and
 adaptive runs (`corpus build --adaptive N`: the rewrite history); or the corpus comes from a
@@ -41,6 +42,13 @@ rewrites the guard kept); with `--feedback DIR`, the same after one round of fee
 runs logged into DIR and added to the rewrite history, each problem's own left out). The
 structure proposer learns from the full-matrix sweep runs only (the meta-dataset reads
 origin `sweep`), so feedback changes the rewrite proposer, not the structure proposal.
+
+`--variant NAME:min_gain=F,guard_steps=K,level=L` adds a column A_NAME: A with a stricter
+guard margin, a longer guard trial or a stricter interval for the rewrite proposer (only
+stricter: then a run in which A applied no rewrite is the variant's run too, and C_here's,
+step for step, so both are trained only on the seeds where A rewrote; `--no-shortcut` trains
+them everywhere). Groups start largest first; with `--rows-out` each group's rows are
+written as it ends, and `--resume` goes on from them after a run stopped part-way.
 """
 
 from __future__ import annotations
@@ -50,7 +58,8 @@ import datetime as dt
 import multiprocessing as mp
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +83,7 @@ from aicf_induct.induction.proposer import Proposer
 from aicf_induct.induction.rewrite_effects import RewriteEffects
 from aicf_induct.induction.rewrite_history import COLUMNS, excluding, load_rewrite_history
 from aicf_induct.induction.space import candidate_of
-from aicf_induct.runtime.guard import GUARDS
+from aicf_induct.runtime.guard import GUARDS, GuardConfig
 
 HEADING = "## Main job: adaptive from the proposal vs static, top-1, full sweep, random search"
 METHODS = ("A_adaptive", "B_default", "C_top1", "C_here", "D_sweep", "E_random")
@@ -87,17 +96,56 @@ class NoRewrites:
 
     def decide(self, obs: Any) -> None:
         return None
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A's settings that `--variant` changes: the counterfactual guard's margin and trial,
+    and the rewrite proposer's interval level. Each may only be as strict as A's or
+    stricter, so a run in which A applied no rewrite is the variant's run too (the
+    shortcut `evaluate_group` takes: it trains a variant only where A rewrote)."""
+
+    name: str
+    min_gain: float = GuardConfig.min_gain  # relative validation gain over the control arm
+    guard_steps: int = GuardConfig.steps  # the trial's steps (K)
+    level: float = RewriteEffects().level  # the proposer's interval: a rewrite's lower end
+    # above 0 at this level
+
+
+def parse_variant(text: str) -> Variant:
+    """`NAME:key=value[,key=value]` with keys min_gain, guard_steps, level."""
+    name, _, spec = text.partition(":")
+    if not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"variant name {name!r}: letters, digits and _ only")
+    base, values = Variant(name), {}
+    types = {"min_gain": float, "guard_steps": int, "level": float}
+    for item in filter(None, spec.split(",")):
+        key, _, value = item.partition("=")
+        if key not in types:
+            raise argparse.ArgumentTypeError(
+                f"variant {name}: unknown setting {key!r} (known: {', '.join(types)})")
+        try:
+            values[key] = types[key](value)
+        except ValueError:
+            kind = "whole number" if types[key] is int else "number"
+            raise argparse.ArgumentTypeError(
+                f"variant {name}: {key}={value!r} is not a {kind}") from None
+        if values[key] < getattr(base, key) or (key == "level" and values[key] >= 1):
+            raise argparse.ArgumentTypeError(
+                f"variant {name}: {key}={value} is looser than A's {getattr(base, key)} "
+                "(a variant may only be stricter; level below 1)")
+    return Variant(name, **values)
 def adaptive_run(problem_name: str, structure_key: str, seed: int, effects: RewriteEffects,
                  n_rows: float, steps: int, patience: int, backend: str = "auto",
                  log_to: str | None = None, guard: str = "counterfactual",
-                 rewrites: bool = True) -> dict[str, Any]:
+                 rewrites: bool = True, variant: Variant | None = None) -> dict[str, Any]:
     """Method A on one seed: test error of the best model and its parameter-steps (logged
     into the warehouse `log_to` when given: the feedback round's history); `rewrites`
-    False: the same run with no rewrite (`C_here`)."""
+    False: the same run with no rewrite (`C_here`); `variant`: A with its guard and
+    proposer settings."""
     from aicf_induct.induction.mainjob import LearnedRewritePolicy, local_rewrites
     from aicf_induct.problems import load_problem
     from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun
-    from aicf_induct.runtime.guard import GuardConfig
     from aicf_induct.runtime.policies import RuleBasedPolicy
     from aicf_induct.runtime.trainer import TrainConfig
 
@@ -109,9 +157,14 @@ def adaptive_run(problem_name: str, structure_key: str, seed: int, effects: Rewr
     # the corpus's protocol (validation at each epoch's end, early stopping after `patience`
     # epochs without a new best, a kept rewrite starting its patience again), so that A and
     # the static runs it is compared with stop by the same rule
+    v = variant or Variant("A")
     adapt = AdaptConfig(steps=steps, warmup_steps=min(100, steps // 4), eval_every=0,
                         early_stop=patience,
-                        guard=GuardConfig(steps=50, counterfactual=guard == "counterfactual"))
+                        guard=GuardConfig(steps=v.guard_steps, min_gain=v.min_gain,
+                                          counterfactual=guard == "counterfactual"))
+    if v.level != effects.level:
+        effects = RewriteEffects.from_table(effects.table_,
+                                            **{**effects.get_params(), "level": v.level})
     policy = LearnedRewritePolicy(local_rewrites(effects, n_rows), RuleBasedPolicy(),
                                   stream=sys.stderr) if rewrites else NoRewrites()
     rec = None
@@ -136,9 +189,13 @@ def adaptive_run(problem_name: str, structure_key: str, seed: int, effects: Rewr
     kept = sum(1 for e in res.events if e.kind == "guard" and e.detail.get("verdict") == "keep"
                and any(d.step == e.detail.get("rewrite_step") and d.name == e.name
                        for d in learned))
+    kept_names = [e.name for e in res.events if e.kind == "guard"
+                  and e.detail.get("verdict") == "keep"]
     return {"error": 1.0 - float(res.metrics[metric]), "compute": compute,
             "learned_rewrites": len(learned), "learned_kept": kept,
-            "rewrites": res.rewrites}
+            "rewrites": res.rewrites, "kept_names": kept_names,
+            "decisions": sum(1 for e in res.events if e.kind == "decision"),
+            "best_val_loss": float(res.best_val_loss)}
 
 
 def load_context(args: argparse.Namespace) -> dict[str, Any]:
@@ -201,7 +258,7 @@ def feedback_a(ctx: dict[str, Any], pooled: pd.DataFrame, job: dict[str, Any]) -
     """A again on one problem, its rewrite proposer refit on the pooled history without
     the problem's group: normalized error, learned rewrites, kept."""
     effects = RewriteEffects().fit(excluding(pooled, job["names"]))
-    a_errs, _, learned, kept = method_a(job, effects, ctx["score"], ctx["args"], None)
+    a_errs, _, learned, kept = totals(method_a(job, effects, ctx["score"], ctx["args"], None))
     return mean_normalized_error(a_errs, job["rows"]), learned, kept
 
 
@@ -231,10 +288,20 @@ def evaluate_group(ctx: dict[str, Any], index: int, g: Any) -> \
                "n_rows": feats.get("f.simple.n_rows", np.nan),
                "rows": rows_p[["candidate", "test_error"]]}
         jobs.append(job)
-        a_errs, a_comp, learned, kept = method_a(job, effects, score, args, args.feedback)
+        a_runs = method_a(job, effects, score, args, args.feedback)
+        a_errs, a_comp, learned, kept = totals(a_runs)
+        # A run that applied no rewrite is, step for step, the run with none (C_here's) and
+        # every variant's (a variant is only stricter): trained again only where A rewrote
+        # (`--no-shortcut`: everywhere, to check that)
+        again = [args.no_shortcut or r["rewrites"] > 0 for r in a_runs]
         here = [adaptive_run(job["problem"], job["key"], s, effects, job["n_rows"], args.steps,
-                             args.patience, args.backend, rewrites=False)["error"]
-                for s in score]
+                             args.patience, args.backend, rewrites=False) if redo else r
+                for s, redo, r in zip(score, again, a_runs, strict=True)]
+        variants = {v.name: [adaptive_run(job["problem"], job["key"], s, effects, job["n_rows"],
+                                          args.steps, args.patience, args.backend,
+                                          guard=args.guard, variant=v) if redo else r
+                             for s, redo, r in zip(score, again, a_runs, strict=True)]
+                    for v in args.variant}
         sweep = val[list(choose)].mean(axis=1).idxmin()
         d_comp = float(comp[comp.index.get_level_values("seed").isin(choose)].sum())
         e_picks = [random_search(val, comp, choose, a_comp, rng) for _ in range(args.n_random)]
@@ -244,14 +311,57 @@ def evaluate_group(ctx: dict[str, Any], index: int, g: Any) -> \
         rows.append({"problem": str(info["problem"]), "group": g,
                      "A_adaptive": mean_normalized_error(a_errs, rows_p),
                      "B_default": scored[default], "C_top1": scored[top.candidate],
-                     "C_here": mean_normalized_error(here, rows_p),
+                     "C_here": mean_normalized_error([r["error"] for r in here], rows_p),
                      "D_sweep": scored[sweep],
                      "E_random": float(np.mean([scored[c] for c in e_picks])),
                      "A_compute": a_comp, "D_compute": d_comp,
-                     "learned": learned, "kept": kept})
+                     "learned": learned, "kept": kept, "task": info.get("task", ""),
+                     "n_rows": job["n_rows"], "rewrote_seeds": int(sum(again)),
+                     "kept_transforms": ";".join(sorted(n for r in a_runs
+                                                        for n in r["kept_names"])),
+                     "A_val_vs_here": relative_val(a_runs, here)})
+        for name, runs in variants.items():
+            v_errs, v_comp, v_learned, v_kept = totals(runs)
+            rows[-1].update({f"A_{name}": mean_normalized_error(v_errs, rows_p),
+                             f"A_{name}_compute": v_comp,
+                             f"learned_{name}": v_learned, f"kept_{name}": v_kept,
+                             f"A_{name}_val_vs_here": relative_val(runs, here)})
         print(f"{info['problem']}: " + ", ".join(f"{m} {rows[-1][m]:.3f}" for m in METHODS)
               + f"; A/D compute {a_comp / max(d_comp, 1):.3f}", file=sys.stderr, flush=True)
     return rows, jobs
+
+
+def relative_val(runs: list[dict[str, Any]], base: list[dict[str, Any]]) -> float:
+    """Mean over seeds of the best validation loss's relative difference from `base`'s
+    (negative: lower than the run without rewrites)."""
+    return float(np.mean([(r["best_val_loss"] - b["best_val_loss"]) / abs(b["best_val_loss"])
+                          if b["best_val_loss"] else 0.0
+                          for r, b in zip(runs, base, strict=True)]))
+
+
+def largest_first(meta: pd.DataFrame, groups: list[Any]) -> list[int]:
+    """Indices of `groups`, the most rows first: the longest groups start first, so the
+    processes do not wait on one that started last."""
+    if "f.simple.n_rows" not in meta:
+        return list(range(len(groups)))
+    rows = meta.drop_duplicates("problem_id").groupby("group")["f.simple.n_rows"].sum()
+    return sorted(range(len(groups)), key=lambda i: (-float(rows.get(groups[i], 0.0)), i))
+
+
+def append_rows(path: str | None, rows: list[dict[str, Any]]) -> None:
+    """One group's rows at the end of `--rows-out`, as soon as the group is done, so a run
+    stopped part-way keeps them (`--resume` goes on from there)."""
+    if path and rows:
+        out = Path(path)
+        pd.DataFrame(rows).to_csv(out, mode="a", index=False,
+                                  header=not out.exists() or out.stat().st_size == 0)
+
+
+def done_groups(args: argparse.Namespace) -> set[str]:
+    """The groups `--rows-out` holds already (`--resume`)."""
+    if not (args.resume and Path(args.rows_out).is_file()):
+        return set()
+    return set(pd.read_csv(args.rows_out, dtype={"group": str})["group"])
 
 
 def evaluate(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -262,15 +372,29 @@ def evaluate(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, Any]]:
     if args.shard:  # this process's share; `--from-rows` reports the shares together
         share, count = args.shard
         indices, groups = indices[share::count], groups[share::count]
+    done = done_groups(args)
+    if args.rows_out and not args.resume:
+        Path(args.rows_out).unlink(missing_ok=True)
+    todo = [(indices[k], groups[k]) for k in largest_first(meta, groups)
+            if str(groups[k]) not in done]
     pool = ProcessPoolExecutor(args.jobs, mp_context=mp.get_context("spawn"),
                                initializer=_start_worker, initargs=(args,)) \
         if args.jobs > 1 else None  # spawned, not forked: DuckDB's threads run here
     try:
-        parts = list(pool.map(_group_in_worker, indices, groups)) if pool else \
-            [evaluate_group(ctx, i, g) for i, g in zip(indices, groups, strict=True)]
-        rows = [r for part_rows, _ in parts for r in part_rows]
-        jobs = [j for _, part_jobs in parts for j in part_jobs]
+        rows: list[dict[str, Any]] = []
+        jobs: list[dict[str, Any]] = []
+        if pool:
+            parts = as_completed([pool.submit(_group_in_worker, i, g) for i, g in todo])
+        else:
+            parts = (evaluate_group(ctx, i, g) for i, g in todo)
+        for part in parts:
+            part_rows, part_jobs = part.result() if isinstance(part, Future) else part
+            append_rows(args.rows_out, part_rows)
+            rows += part_rows
+            jobs += part_jobs
         df = pd.DataFrame(rows)
+        if done:  # the groups an earlier, stopped run finished
+            df = pd.read_csv(args.rows_out, dtype={"group": str})
         if args.feedback:  # one round: A again, the other problems' A runs in the history
             if pool:
                 again = list(pool.map(_feedback_in_worker, jobs))
@@ -281,6 +405,10 @@ def evaluate(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, Any]]:
     finally:
         if pool:
             pool.shutdown()
+    # in the problems' order, as `--from-rows` reports them: the groups end in any order, and
+    # the bootstrap's intervals depend on the rows' order (A_feedback is in place: its rows
+    # came in the order of `jobs`)
+    df = df.sort_values("problem", ignore_index=True)
     return df, {"default": ctx["default"], "choose": ctx["choose"], "score": score,
                 "history": len(history), "groups": len(groups)}
 
@@ -308,12 +436,17 @@ def combined_rows(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, Any
 
 
 def method_a(job: dict[str, Any], effects: RewriteEffects, score: tuple[int, ...],
-             args: argparse.Namespace, log_to: str | None) -> tuple[list[float], float, int, int]:
-    """A on the score seeds: test error per seed, total compute, learned rewrites, kept."""
-    runs = [adaptive_run(job["problem"], job["key"], s, effects, job["n_rows"], args.steps,
-                         args.patience, args.backend, log_to, args.guard) for s in score]
-    return ([float(r["error"]) for r in runs],
-            float(np.sum([r["compute"] for r in runs])),
+             args: argparse.Namespace, log_to: str | None,
+             variant: Variant | None = None) -> list[dict[str, Any]]:
+    """A (or a variant of it) on the score seeds: `adaptive_run`'s answer per seed."""
+    return [adaptive_run(job["problem"], job["key"], s, effects, job["n_rows"], args.steps,
+                         args.patience, args.backend, log_to, args.guard, variant=variant)
+            for s in score]
+
+
+def totals(runs: list[dict[str, Any]]) -> tuple[list[float], float, int, int]:
+    """Test error per seed, total compute, learned rewrites and those kept."""
+    return ([float(r["error"]) for r in runs], float(np.sum([r["compute"] for r in runs])),
             sum(r["learned_rewrites"] for r in runs), sum(r["learned_kept"] for r in runs))
 
 
@@ -364,6 +497,7 @@ def report(df: pd.DataFrame, facts: dict[str, Any], args: argparse.Namespace,
                       f"{d.mean():+.3f} [{lo:+.3f}, {hi:+.3f}], Wilcoxon p {p:.3g}; precision "
                       f"{int(df['kept_feedback'].sum())} of "
                       f"{int(df['learned_feedback'].sum())} ({pf:.0%})."]
+    lines += variant_lines(df, args.seed)
     ratio = df["A_compute"].sum() / max(df["D_compute"].sum(), 1.0)
     prec = df["kept"].sum() / df["learned"].sum() if df["learned"].sum() else float("nan")
     lines += ["", f"A's compute (parameter-steps) over D's: {ratio:.4f} (goal <= 0.05); "
@@ -371,6 +505,30 @@ def report(df: pd.DataFrame, facts: dict[str, Any], args: argparse.Namespace,
                   f"{int(df['learned'].sum())} learned rewrites kept by the guard "
                   f"({prec:.0%})."]
     return "\n".join(lines)
+
+
+def variant_lines(df: pd.DataFrame, seed: int) -> list[str]:
+    """Each variant of A (`--variant`) against A, C_here and B."""
+    names = [c[len("learned_"):] for c in df.columns
+             if c.startswith("learned_") and c != "learned_feedback"]
+    if not names:
+        return []
+    lines = ["", "Variants of A (stricter settings, the same runs where A applied no rewrite):",
+             "", "| variant | mean | − A [95 % CI], p | − C_here [95 % CI], p | − B [95 % CI], p | "
+             "kept of learned | compute / D's |", "|---|---|---|---|---|---|---|"]
+    for name in names:
+        col, cells = f"A_{name}", []
+        for other in ("A_adaptive", "C_here", "B_default"):
+            d = (df[col] - df[other]).to_numpy()
+            lo, hi = bootstrap_mean_ci(d, seed=seed)
+            p = float(wilcoxon(d).pvalue) if np.any(d != 0) and len(d) > 1 else float("nan")
+            cells.append(f"{d.mean():+.3f} [{lo:+.3f}, {hi:+.3f}], {p:.3g}")
+        comp = f"{col}_compute"  # (rows written before it was recorded have none)
+        ratio = f"{df[comp].sum() / max(df['D_compute'].sum(), 1.0):.4f}" if comp in df else ""
+        lines.append(f"| {name} | {df[col].mean():.3f} | " + " | ".join(cells) +
+                     f" | {int(df[f'kept_{name}'].sum())} of {int(df[f'learned_{name}'].sum())} "
+                     f"| {ratio} |")
+    return lines
 
 
 def main() -> int:
@@ -404,6 +562,18 @@ def main() -> int:
                     help="A's guard: against the run continued without the rewrite (a control "
                          "arm; default, as `adapt --from-proposal`), or against the losses "
                          "before it")
+    ap.add_argument("--variant", type=parse_variant, action="append", default=[],
+                    metavar="NAME:KEY=VALUE,...",
+                    help="also A with stricter settings, as column A_NAME (repeatable): "
+                         "min_gain (the guard's margin over the control arm, A's 0), "
+                         "guard_steps (its trial, A's 50), level (the rewrite proposer's "
+                         "interval, A's 0.8); e.g. margin:min_gain=0.02. Trained only on the "
+                         "seeds where A rewrote (elsewhere its run is A's)")
+    ap.add_argument("--no-shortcut", action="store_true",
+                    help="train C_here and the variants on every seed, also where A applied "
+                         "no rewrite (their runs are then A's: this checks it)")
+    ap.add_argument("--resume", action="store_true",
+                    help="go on from the groups --rows-out holds (a run stopped part-way)")
     ap.add_argument("--jobs", type=int, default=1,
                     help="processes sharing the held-out groups (default 1)")
     ap.add_argument("--shard", type=parse_shard, metavar="I/N",
@@ -422,8 +592,11 @@ def main() -> int:
         ap.error("--pack holds no rewrite history: name its warehouse with --history DIR")
     if args.shard and not args.rows_out:
         ap.error("--shard needs --rows-out (report the shares together with --from-rows)")
-    if args.feedback and (args.shard or args.from_rows):
-        ap.error("--feedback needs every group's first pass in one process: no --shard")
+    if args.feedback and (args.shard or args.from_rows or args.resume):
+        ap.error("--feedback needs every group's first pass in one process: no --shard, "
+                 "no --resume")
+    if args.resume and not args.rows_out:
+        ap.error("--resume needs --rows-out (the rows of the run it goes on from)")
     t0 = time.perf_counter()
     if args.from_rows:
         df, facts = combined_rows(args)
