@@ -87,6 +87,12 @@ def add_adapt_options(p: argparse.ArgumentParser) -> None:
                         "the same batches (a control arm: the trial's steps cost twice, and "
                         "a rewrite is kept only if it beats it on validation). Default: "
                         "counterfactual with --from-proposal, else level")
+    a.add_argument("--guard-margin", type=options.non_negative_float, default=g.min_gain,
+                   metavar="F",
+                   help=f"the counterfactual guard keeps a rewrite only if its validation loss "
+                        f"is below the control arm's by more than this fraction (default "
+                        f"{g.min_gain}: kept with smaller gains, the main job's learned "
+                        f"rewrites cost test accuracy)")
     a.add_argument("--max-rewrites", type=options.non_negative_int, default=d.max_rewrites,
                    help=f"(default {d.max_rewrites})")
     a.add_argument("--checkpoint-dir", metavar="DIR",
@@ -130,7 +136,7 @@ def adapt_config(args: argparse.Namespace) -> AdaptConfig:
                        epoch_trigger=args.trigger_epochs, eval_every=args.eval_every,
                        plateau_patience=args.plateau_patience,
                        plateau_min_delta=args.plateau_min_delta,
-                       guard=GuardConfig(steps=args.guard_steps,
+                       guard=GuardConfig(steps=args.guard_steps, min_gain=args.guard_margin,
                                          counterfactual=guard_mode(args) == "counterfactual"),
                        max_rewrites=args.max_rewrites, early_stop=args.patience,
                        checkpoint_steps=args.checkpoint_steps)

@@ -26,8 +26,8 @@ def test_a_variant_may_only_be_stricter_than_a() -> None:
     assert mb.parse_variant("strict:min_gain=0.1,guard_steps=200,level=0.9") == \
         mb.Variant("strict", min_gain=0.1, guard_steps=200, level=0.9)
     assert mb.parse_variant("same") == mb.Variant("same") == \
-        mb.Variant("same", min_gain=0.0, guard_steps=50, level=0.8)  # A's: the runtime's
-    refused = {"loose:min_gain=-0.01": "looser than A's 0.0",
+        mb.Variant("same", min_gain=0.05, guard_steps=50, level=0.8)  # A's: the runtime's
+    refused = {"loose:min_gain=0.02": "looser than A's 0.05",
                "short:guard_steps=20": "looser than A's 50",
                "wide:level=0.5": "looser than A's 0.8", "sure:level=1": "below 1",
                "x:margin=1": "unknown setting 'margin'",

@@ -569,3 +569,19 @@ def test_a_from_proposal_run_s_checkpoint_says_it_cannot_be_resumed(tmp_path, ca
     err = capsys.readouterr().err
     assert "policy 'learned'" in err and "cannot rebuild" in err and "--fork" in err, err
     assert len(err.strip().splitlines()) == 1, err
+
+
+def test_the_guard_margin_is_what_the_counterfactual_guard_asks_for(capsys) -> None:
+    # the warm-up's widen beats its control arm by about 4 %: kept with no margin, not with
+    # one of 90 %; a negative margin is refused in one line
+    runs = {m: [*BASE, "--steps", "120", "--no-log", "--guard", "counterfactual",
+                "--guard-margin", m] for m in ("0", "0.9")}
+    assert main(runs["0"]) == 0
+    assert "guard     widen: keep (validation 0.4729 below the control arm's 0.4945 over " \
+           "the same 20 steps)" in capsys.readouterr().out
+    assert main(runs["0.9"]) == 0
+    assert "guard     widen: harm (validation 0.4729 not below the control arm's 0.4945 less " \
+           "90%, 0.04945 over the same 20 steps)" in capsys.readouterr().out
+    assert main([*BASE, "--no-log", "--guard-margin", "-1"]) == 2
+    assert capsys.readouterr().err == "error: argument --guard-margin: must be >= 0, got -1 " \
+                                      "(see aicf-induct adapt --help)\n"

@@ -78,7 +78,8 @@ def test_from_proposal_starts_from_the_top_proposal_and_logs_what_it_acted_on(
                                [out["run_id"]]).fetchone()
     cfg = json.loads(cfg)
     assert origin == "adapt" and cfg["proposal"]["rank"] == 1
-    assert cfg["adapt"]["guard"]["counterfactual"] is True  # the main job's guard
+    assert cfg["adapt"]["guard"]["counterfactual"] is True  # the main job's guard, with
+    assert cfg["adapt"]["guard"]["min_gain"] == 0.05  # the margin measured for it
     assert cfg["model"] == cfg["proposal"]["structure_key"].split("|")[0]
     assert cfg["policy"] == "learned" and cfg["fallback_policy"] == "rules"
     decisions = _decisions(root, out["run_id"])

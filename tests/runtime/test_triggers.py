@@ -107,6 +107,24 @@ def test_guard_does_not_blame_a_rewrite_for_a_rising_trend() -> None:
     assert not g.verdict(1.0).harm
 
 
+def test_the_counterfactual_guard_keeps_a_rewrite_only_past_its_margin() -> None:
+    def judged(val_after: float, **cfg: float) -> tuple[bool, str]:
+        g = Guard(GuardConfig(steps=2, counterfactual=True, **cfg))  # type: ignore[arg-type]
+        g.start(10, "widen", "l1", [1.0, 1.0], 0.9, snapshot=None)
+        g.observe(0.9)
+        g.observe(0.9)
+        v = g.verdict(val_after, val_control=0.8)
+        return v.harm, v.reason
+    assert GuardConfig().min_gain == 0.05  # the measured default (RESULTS.md, "Main job")
+    assert judged(0.77) == (True, "validation 0.77 not below the control arm's 0.8 less 5%, "
+                                  "0.76 over the same 2 steps")  # 3.75 % better: not enough
+    assert judged(0.75) == (False, "validation 0.75 below the control arm's 0.8 less 5%, 0.76 "
+                                   "over the same 2 steps")
+    assert judged(0.77, min_gain=0.0) == (False, "validation 0.77 below the control arm's 0.8 "
+                                                 "over the same 2 steps")
+    assert judged(0.8, min_gain=0.0)[0]  # a tie is no gain
+
+
 def test_blacklist_expires() -> None:
     b = Blacklist()
     b.block("widen", now=10, steps=5)
