@@ -46,6 +46,7 @@ from aicf_induct.runtime.adaptive import (
     FaultInjection,
     StepHook,
     adaptive_config,
+    checkpoint_policy,
     claim_checkpoint_dir,
 )
 from aicf_induct.runtime.guard import GUARDS, GuardConfig
@@ -122,6 +123,20 @@ def add_adapt_options(p: argparse.ArgumentParser) -> None:
     a.add_argument("--inject-spike", type=options.non_negative_int, metavar="STEP",
                    help="(testing) scale every parameter by 1000 before executed step STEP "
                         "(the model blows up: a spike the loop rolls back)")
+
+
+def resumed_policy(args: argparse.Namespace) -> Policy | None:
+    """The policy `--resume` goes on with: `--policy`'s, the learned one of a --from-proposal
+    run rebuilt from its checkpoint (its proposer as it was at the run's start), else None
+    (the checkpoint's built-in one)."""
+    if args.policy:
+        return named_policy(args, args.policy)
+    name, settings = checkpoint_policy(args.resume)
+    if name == "learned" and settings is not None:
+        from aicf_induct.induction.mainjob import learned_policy
+
+        return learned_policy(settings, stream=sys.stderr)
+    return None
 
 
 def guard_mode(args: argparse.Namespace) -> str:
@@ -307,7 +322,7 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
                     # the checkpoint's policy and settings; its seed gives the split
                     adaptive = AdaptiveRun.resume(
                         args.resume, lambda seed: load_problem(args.dataset, seed=seed),
-                        named_policy(args, args.policy) if args.policy else None, recorder=rec,
+                        resumed_policy(args), recorder=rec,
                         hooks=hooks, tuning=tuning_store(where),
                         logged=logged[0] if logged else None,
                         resumed_at=logged[1] if logged else ())
@@ -374,9 +389,10 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
         directory = args.resume or args.checkpoint_dir
         if not (directory and disk.latest(directory)):
             raise
-        if args.from_proposal:  # its learned policy cannot be rebuilt (NOT_RESUMABLE)
-            print("interrupted; a run deciding with the learned rewrite proposer "
-                  "(--from-proposal) cannot be resumed: run it again", file=sys.stderr)
+        if checkpoint_policy(directory) == ("learned", None):  # asked a service: NOT_RESUMABLE
+            print("interrupted; a run deciding with the service's rewrite proposer "
+                  "(--from-proposal --service) cannot be resumed: run it again",
+                  file=sys.stderr)
             return 130
         print(f"interrupted; go on with: aicf-induct adapt --dataset {args.dataset} "
               f"--resume {directory}", file=sys.stderr)

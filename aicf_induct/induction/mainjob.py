@@ -44,6 +44,8 @@ from aicf_induct.runtime.policies import (
     PolicyObservation,
     RuleBasedPolicy,
     RuleConfig,
+    make_policy,
+    policy_settings,
 )
 from aicf_induct.runtime.trainer import TrainConfig
 from aicf_induct.runtime.transforms import RewriteError, make_transform
@@ -194,11 +196,42 @@ def query_of(obs: PolicyObservation, n_rows: float) -> RewriteQuery:
                         obs.task, n_rows, obs.blocked)
 
 
-def local_rewrites(effects: RewriteEffects, n_rows: float) -> Ask:
+class LocalRewrites:
+    """The in-process proposer, an `Ask`: the estimator's answer for the observation. Its
+    `settings()` (the estimator's table and options, the problem's rows; JSON) rebuild it
+    as it was (`from_settings`): what a checkpoint keeps, so that a run resumes with the
+    proposer it started with, whatever the pack and the warehouse hold by then."""
+
+    def __init__(self, effects: RewriteEffects, n_rows: float) -> None:
+        self.effects, self.n_rows = effects, n_rows
+
+    def __call__(self, obs: PolicyObservation) -> Mapping[str, Any]:
+        return self.effects.propose(query_of(obs, self.n_rows)).as_dict()
+
+    def settings(self) -> dict[str, Any]:
+        t = self.effects.table_
+        rows = [[None if isinstance(v, float) and math.isnan(v) else v for v in row]
+                for row in t.astype(object).itertuples(index=False, name=None)]
+        return {"table": {"columns": list(t.columns), "dtypes": [str(d) for d in t.dtypes],
+                          "rows": rows},
+                "params": self.effects.get_params(),
+                "n_rows": None if math.isnan(self.n_rows) else self.n_rows}
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> LocalRewrites:
+        import pandas as pd
+
+        t = settings["table"]
+        table = pd.DataFrame(t["rows"], columns=t["columns"]).astype(
+            dict(zip(t["columns"], t["dtypes"], strict=True)))
+        n_rows = settings["n_rows"]
+        return cls(RewriteEffects.from_table(table, **settings["params"]),
+                   math.nan if n_rows is None else float(n_rows))
+
+
+def local_rewrites(effects: RewriteEffects, n_rows: float) -> LocalRewrites:
     """The in-process proposer: the estimator's answer for the observation."""
-    def ask(obs: PolicyObservation) -> Mapping[str, Any]:
-        return effects.propose(query_of(obs, n_rows)).as_dict()
-    return ask
+    return LocalRewrites(effects, n_rows)
 
 
 def rewrite_request(obs: PolicyObservation, features: Mapping[str, float] | None = None,
@@ -274,6 +307,19 @@ class LearnedRewritePolicy:
         self.fallback = fallback or RuleBasedPolicy()
         self.stream = stream or sys.stderr
         self.down: str | None = None  # why the proposer is no longer asked
+        self._settings: dict[str, Any] | None = None
+
+    def settings(self) -> dict[str, Any] | None:
+        """What rebuilds this policy on resume (`learned_policy`; `policy_settings` asks it,
+        at every snapshot: made once); None when the proposer is a service, whose answers
+        a resumed run could not have again."""
+        if not isinstance(self.ask, LocalRewrites):
+            return None
+        if self._settings is None:
+            self._settings = {"proposer": self.ask.settings(), "fallback": self.fallback.name,
+                              "fallback_settings": policy_settings(self.fallback),
+                              "source": self.source, "max_depth": self.max_depth}
+        return self._settings
 
     def decide(self, obs: PolicyObservation) -> Decision | None:
         if self.down is None:
@@ -363,3 +409,17 @@ def plateau_observation(graph: Graph, metrics: Mapping[str, float], task: str) -
     """An observation at a plateau (for callers that ask outside a run, e.g. the demo)."""
     return PolicyObservation(Fired("plateau", "plateau", 0), 0, graph, dict(metrics),
                              task=task)
+
+
+def learned_policy(settings: Mapping[str, Any], stream: TextIO | None = None
+                   ) -> LearnedRewritePolicy:
+    """The learned policy a checkpoint's `policy_settings` describe, as the run had it: its
+    in-process proposer (the same table, options and rows), fallback and depth ceiling."""
+    try:
+        return LearnedRewritePolicy(
+            LocalRewrites.from_settings(settings["proposer"]),
+            make_policy(str(settings["fallback"]), settings["fallback_settings"]),
+            source=str(settings["source"]), stream=stream, max_depth=int(settings["max_depth"]))
+    except (KeyError, TypeError, ValueError, RewriteError) as err:
+        raise ConfigError(f"the checkpoint's learned policy cannot be rebuilt from its "
+                          f"settings ({type(err).__name__}: {err})") from None

@@ -373,7 +373,7 @@ class AdaptiveRun:
         return {"run_id": self.run_id, "problem_id": self.problem.problem_id,
                 "problem": self.problem.name, "train_config": asdict(self.config),
                 "adapt_config": asdict(self.adapt), "policy": self.policy.name,
-                "policy_settings": policy_settings(self.policy),
+                "policy_settings": policy_settings(self.policy), "proposal": self.proposal,
                 "lr_scale": self.schedule.scale, "blacklist": self.blacklist.state_dict(),
                 "work": self.work, "rewrites": self.rewrites, "rollbacks": self.rollbacks,
                 "trajectory_base": self.trajectory_base,
@@ -427,6 +427,7 @@ class AdaptiveRun:
         self.pause_ms = [float(v) for v in r["pause_ms"]]
         self.skip = [list(p) for p in r["skip"]]
         self.checkpoint_work = int(r.get("checkpoint_work", self.work))
+        self.proposal = r.get("proposal") or self.proposal  # what its decisions name
         self.last_good = s
         if not keep_run_id:  # (a fork is a run of its own: its wall time starts at 0)
             self.wall_before = float(r.get("wall_s", 0.0))  # older checkpoints: unknown
@@ -1079,11 +1080,12 @@ def _adoptable(trainer: Trainer, graph: Graph, rewrite: str) -> None:
 
 
 # policies not built in that a resume cannot rebuild as they were, and what to do instead
+# (when their checkpoint holds no settings to rebuild them from)
 NOT_RESUMABLE = {
-    "learned": "the learned rewrite proposer of --from-proposal, fitted on the pack and the "
-               "warehouse's history as they were at the run's start, which a resume cannot "
-               "rebuild: run it again (once ended, `--fork DIR --policy NAME` goes on from "
-               "its final state)",
+    "learned": "the learned rewrite proposer of --from-proposal --service, whose answers "
+               "the service gave as its history was then, which a resume cannot rebuild: "
+               "run it again (once ended, `--fork DIR --policy NAME` goes on from its final "
+               "state)",
 }
 
 
@@ -1095,7 +1097,7 @@ def _own_policy(run_state: dict[str, Any], given: Policy | None) -> Policy:
     if own is None:
         return given or RuleBasedPolicy()
     if given is None:
-        if own in NOT_RESUMABLE:
+        if own in NOT_RESUMABLE and settings is None:
             raise ConfigError(f"the checkpoint's run decides with policy '{own}': "
                               f"{NOT_RESUMABLE[own]}")
         if own not in POLICIES:
@@ -1190,6 +1192,17 @@ def checkpoint_run_id(directory: str | Path) -> str | None:
         if run_id != UNKNOWN:
             return run_id
     return None
+
+
+def checkpoint_policy(directory: str | Path) -> tuple[str | None, dict[str, Any] | None]:
+    """The policy the run whose checkpoints `directory` holds decides with, and its
+    settings (the newest readable checkpoint's); (None, None) if none says."""
+    for path in reversed(disk.checkpoints(directory)):
+        r = disk.read_meta(path).get("run")
+        if isinstance(r, dict) and r.get("policy"):
+            settings = r.get("policy_settings")
+            return str(r["policy"]), settings if isinstance(settings, dict) else None
+    return None, None
 
 
 UNKNOWN = "unknown"  # the run of a checkpoint whose state cannot be read

@@ -395,7 +395,12 @@ def make_policy(name: str, settings: Mapping[str, Any] | None = None) -> Policy:
 
 def policy_settings(policy: Policy) -> dict[str, Any] | None:
     """A built-in policy's options, JSON-able, for `make_policy` to rebuild it from (what a
-    checkpoint keeps); None for any other policy."""
+    checkpoint keeps); None for any other policy, unless it says itself (a `settings()`
+    method: the learned policy of the layer above, which rebuilds it from them)."""
+    own = getattr(policy, "settings", None)
+    if callable(own):
+        out = own()
+        return dict(out) if out is not None else None
     if isinstance(policy, RuleBasedPolicy | TargetSizePolicy):
         return dataclasses.asdict(policy.config)
     if isinstance(policy, StackPolicy):

@@ -557,17 +557,40 @@ def test_the_explore_policy_draws_from_the_run_s_seed(capsys) -> None:
     assert len({repr(d[0]) for d in drawn}) > 1, drawn
 
 
-def test_a_from_proposal_run_s_checkpoint_says_it_cannot_be_resumed(tmp_path, capsys) -> None:
-    # the learned policy is fitted on the pack and history of the run's start: the resume
-    # said "pass it to resume", which no command can
+def test_a_from_proposal_run_resumes_with_the_proposer_it_started_with(
+        tmp_path: Path, capsys) -> None:
+    # the learned policy is fitted on the pack and history of the run's start: its checkpoint
+    # keeps that proposer (its table), and the resume rebuilds it, whatever the pack is by then
     ckpt = tmp_path / "ck"
-    assert main(["adapt", "--dataset", "iris", "--from-proposal", "--steps", "40",
-                 "--checkpoint-dir", str(ckpt), "--checkpoint-steps", "20", "--no-log",
-                 "--quiet"]) == 0
-    capsys.readouterr()
-    assert main([*RESUME, "--no-log", "--resume", str(ckpt)]) == 2
+    start = ["adapt", "--dataset", "wine", "--from-proposal", "--steps", "300",
+             "--checkpoint-steps", "60", "--no-log", "--quiet", "--json"]
+    assert main([*start, "--checkpoint-dir", str(ckpt)]) == 0
+    first = json.loads(capsys.readouterr().out)
+    kept = disk.checkpoints(ckpt)
+    shutil.rmtree(kept[-1])  # as if killed before the last one was written
+    service = tmp_path / "service_ck"
+    shutil.copytree(ckpt, service)
+    meta = disk.read_meta(kept[0])["run"]
+    assert meta["policy"] == "learned" and meta["proposal"]["rank"] == 1
+    assert meta["policy_settings"]["proposer"]["table"]["rows"]  # the pack's history, kept
+    env = {"AICF_PACK": str(tmp_path / "no_pack_here.parquet")}  # the pack is gone
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        assert main(["adapt", "--dataset", "wine", "--no-log", "--quiet", "--json",
+                     "--resume", str(ckpt)]) == 0
+    resumed = json.loads(capsys.readouterr().out)
+    for key in ("steps", "executed_steps", "rewrites", "rollbacks", "param_count",
+                "test_accuracy", "val_loss"):
+        assert resumed[key] == first[key], key
+    # one that asked a service keeps no proposer: its resume is one line saying why
+    state = service / kept[0].name / "snapshot.json"
+    saved = json.loads(state.read_text())
+    saved["meta"]["run"]["policy_settings"] = None
+    state.write_text(json.dumps(saved))
+    assert main(["adapt", "--dataset", "wine", "--no-log", "--resume", str(service)]) == 2
     err = capsys.readouterr().err
-    assert "policy 'learned'" in err and "cannot rebuild" in err and "--fork" in err, err
+    assert "policy 'learned'" in err and "--service" in err and "--fork" in err, err
     assert len(err.strip().splitlines()) == 1, err
 
 
