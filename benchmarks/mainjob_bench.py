@@ -479,6 +479,7 @@ def random_search(val: pd.DataFrame, comp: pd.Series, choose: tuple[int, ...],
 
 def report(df: pd.DataFrame, facts: dict[str, Any], args: argparse.Namespace,
            took: float) -> str:
+    margin = f" (margin {GuardConfig.min_gain:.0%})" if args.guard == "counterfactual" else ""
     lines = [HEADING, "",
              f"{dt.date.today()}, {cpu_model()}, commit {git_commit()}; `python "
              f"benchmarks/mainjob_bench.py {' '.join(sys.argv[1:])}` ({took:.0f} s)", "",
@@ -486,7 +487,7 @@ def report(df: pd.DataFrame, facts: dict[str, Any], args: argparse.Namespace,
              f"{list(facts['choose'])}, score seeds {list(facts['score'])}; default "
              f"{facts['default']}; rewrite history {facts['history']} decisions; A: "
              f"early stopping after {args.patience} epochs without a new best validation "
-             f"loss, {args.steps} steps at most per run, the {args.guard} guard.", "",
+             f"loss, {args.steps} steps at most per run, the {args.guard} guard{margin}.", "",
              "| method | mean normalized error | 95 % CI |", "|---|---|---|"]
     methods = [m for m in METHODS if m in df]  # (rows of before C_here have none)
     for m in methods:
@@ -578,11 +579,12 @@ def main() -> int:
                          "before it")
     ap.add_argument("--variant", type=parse_variant, action="append", default=[],
                     metavar="NAME:KEY=VALUE,...",
-                    help="also A with stricter settings, as column A_NAME (repeatable): "
-                         "min_gain (the guard's margin over the control arm, A's 0), "
-                         "guard_steps (its trial, A's 50), level (the rewrite proposer's "
-                         "interval, A's 0.8); e.g. margin:min_gain=0.02. Trained only on the "
-                         "seeds where A rewrote (elsewhere its run is A's)")
+                    help=f"also A with stricter settings, as column A_NAME (repeatable): "
+                         f"min_gain (the guard's margin over the control arm, A's "
+                         f"{Variant.min_gain}), guard_steps (its trial, A's "
+                         f"{Variant.guard_steps}), level (the rewrite proposer's interval, "
+                         f"A's {Variant.level}); e.g. strict:min_gain=0.1. Trained only on "
+                         f"the seeds where A rewrote (elsewhere its run is A's)")
     ap.add_argument("--only", metavar="FILE", type=existing_file,
                     help="evaluate only the problems this file names, one per line (each "
                          "still held out with its whole group; the proposers still learn "
