@@ -36,8 +36,8 @@ browser:
 	    chromium chromium-driver; }
 
 # pytest-xdist: one worker per core, at most 4 (the suite is mostly single-threaded tests that
-# wait on subprocesses, servers and a browser); on 2 cores the suite takes about 10.5 minutes
-# (a fresh clone's `make test`, 2026-11-30: 12-13 minutes with the venv set-up).
+# wait on subprocesses, servers and a browser); on 2 cores the suite takes about 14.5 minutes
+# (a fresh clone's `make test`, 2026-12-01: 16.5 minutes with the venv set-up).
 # `PYTEST_ARGS="-n 0"` runs it in one process.
 test: lint browser
 	$(VENV)/bin/pytest -q -n auto --maxprocesses 4 -m "not cuda" $(PYTEST_ARGS)
