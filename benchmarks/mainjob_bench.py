@@ -297,13 +297,9 @@ def evaluate_group(ctx: dict[str, Any], index: int, g: Any) -> \
         # every variant's (a variant is only stricter): trained again only where A rewrote
         # (`--no-shortcut`: everywhere, to check that)
         again = [args.no_shortcut or r["rewrites"] > 0 for r in a_runs]
-        here = [adaptive_run(job["problem"], job["key"], s, effects, job["n_rows"], args.steps,
-                             args.patience, args.backend, rewrites=False) if redo else r
-                for s, redo, r in zip(score, again, a_runs, strict=True)]
-        variants = {v.name: [adaptive_run(job["problem"], job["key"], s, effects, job["n_rows"],
-                                          args.steps, args.patience, args.backend,
-                                          guard=args.guard, variant=v) if redo else r
-                             for s, redo, r in zip(score, again, a_runs, strict=True)]
+        here = where_a_rewrote(job, a_runs, again, effects, score, args, rewrites=False)
+        variants = {v.name: where_a_rewrote(job, a_runs, again, effects, score, args,
+                                            guard=args.guard, variant=v)
                     for v in args.variant}
         sweep = val[list(choose)].mean(axis=1).idxmin()
         d_comp = float(comp[comp.index.get_level_values("seed").isin(choose)].sum())
@@ -332,6 +328,16 @@ def evaluate_group(ctx: dict[str, Any], index: int, g: Any) -> \
         print(f"{info['problem']}: " + ", ".join(f"{m} {rows[-1][m]:.3f}" for m in METHODS)
               + f"; A/D compute {a_comp / max(d_comp, 1):.3f}", file=sys.stderr, flush=True)
     return rows, jobs
+
+
+def where_a_rewrote(job: dict[str, Any], a_runs: list[dict[str, Any]], again: list[bool],
+                    effects: RewriteEffects, score: tuple[int, ...], args: argparse.Namespace,
+                    **how: Any) -> list[dict[str, Any]]:
+    """The run `how` asks for (`adaptive_run`'s keywords) on each score seed: trained where
+    `again` says (A rewrote there), else A's own run, which is that run step for step."""
+    return [adaptive_run(job["problem"], job["key"], s, effects, job["n_rows"], args.steps,
+                         args.patience, args.backend, **how) if redo else r
+            for s, redo, r in zip(score, again, a_runs, strict=True)]
 
 
 def relative_val(runs: list[dict[str, Any]], base: list[dict[str, Any]]) -> float:
@@ -450,12 +456,10 @@ def combined_rows(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, Any
 
 
 def method_a(job: dict[str, Any], effects: RewriteEffects, score: tuple[int, ...],
-             args: argparse.Namespace, log_to: str | None,
-             variant: Variant | None = None) -> list[dict[str, Any]]:
-    """A (or a variant of it) on the score seeds: `adaptive_run`'s answer per seed."""
+             args: argparse.Namespace, log_to: str | None) -> list[dict[str, Any]]:
+    """A on the score seeds: `adaptive_run`'s answer per seed."""
     return [adaptive_run(job["problem"], job["key"], s, effects, job["n_rows"], args.steps,
-                         args.patience, args.backend, log_to, args.guard, variant=variant)
-            for s in score]
+                         args.patience, args.backend, log_to, args.guard) for s in score]
 
 
 def totals(runs: list[dict[str, Any]]) -> tuple[list[float], float, int, int]:
@@ -496,15 +500,11 @@ def report(df: pd.DataFrame, facts: dict[str, Any], args: argparse.Namespace,
     lines += ["", "| A − X | mean difference | 95 % CI | Wilcoxon p | A better on |",
               "|---|---|---|---|---|"]
     for m in methods[1:]:
-        d = (df["A_adaptive"] - df[m]).to_numpy()
-        lo, hi = bootstrap_mean_ci(d, seed=args.seed)
-        p = float(wilcoxon(d).pvalue) if np.any(d != 0) and len(d) > 1 else float("nan")
+        d, lo, hi, p = paired(df, "A_adaptive", m, args.seed)
         lines.append(f"| {m} | {d.mean():+.3f} | [{lo:+.3f}, {hi:+.3f}] | {p:.3g} | "
                      f"{int((d < 0).sum())} of {len(d)} |")
     if "A_feedback" in df:
-        d = (df["A_feedback"] - df["A_adaptive"]).to_numpy()
-        lo, hi = bootstrap_mean_ci(d, seed=args.seed)
-        p = float(wilcoxon(d).pvalue) if np.any(d != 0) and len(d) > 1 else float("nan")
+        d, lo, hi, p = paired(df, "A_feedback", "A_adaptive", args.seed)
         pf = df["kept_feedback"].sum() / df["learned_feedback"].sum() \
             if df["learned_feedback"].sum() else float("nan")
         lines += ["", f"After one round of feedback (A's runs on the other groups added to the "
@@ -522,6 +522,16 @@ def report(df: pd.DataFrame, facts: dict[str, Any], args: argparse.Namespace,
     return "\n".join(lines)
 
 
+def paired(df: pd.DataFrame, a: str, b: str, seed: int) -> tuple[np.ndarray, float, float,
+                                                                   float]:
+    """Column `a` − column `b` per problem, its mean's bootstrap 95 % CI and the Wilcoxon
+    p (NaN when every difference is 0)."""
+    d = (df[a] - df[b]).to_numpy()
+    lo, hi = bootstrap_mean_ci(d, seed=seed)
+    p = float(wilcoxon(d).pvalue) if np.any(d != 0) and len(d) > 1 else float("nan")
+    return d, lo, hi, p
+
+
 def variant_lines(df: pd.DataFrame, seed: int) -> list[str]:
     """Each variant of A (`--variant`) against A, C_here and B."""
     names = [c[len("learned_"):] for c in df.columns
@@ -534,9 +544,7 @@ def variant_lines(df: pd.DataFrame, seed: int) -> list[str]:
     for name in names:
         col, cells = f"A_{name}", []
         for other in ("A_adaptive", "C_here", "B_default"):
-            d = (df[col] - df[other]).to_numpy()
-            lo, hi = bootstrap_mean_ci(d, seed=seed)
-            p = float(wilcoxon(d).pvalue) if np.any(d != 0) and len(d) > 1 else float("nan")
+            d, lo, hi, p = paired(df, col, other, seed)
             cells.append(f"{d.mean():+.3f} [{lo:+.3f}, {hi:+.3f}], {p:.3g}")
         comp = f"{col}_compute"  # (rows written before it was recorded have none)
         ratio = f"{df[comp].sum() / max(df['D_compute'].sum(), 1.0):.4f}" if comp in df else ""
