@@ -1185,24 +1185,29 @@ def _ended(final: Path) -> str:
     return f"run {_run_of(final)} {status} at step {ended.get('step', '?')}"
 
 
+def _newest_run_state(directory: str | Path, key: str) -> dict[str, Any] | None:
+    """The run state of the newest checkpoint in `directory` whose state names `key`."""
+    for path in reversed(disk.checkpoints(directory)):
+        r = disk.read_meta(path).get("run")
+        if isinstance(r, dict) and r.get(key):
+            return r
+    return None
+
+
 def checkpoint_run_id(directory: str | Path) -> str | None:
     """The run whose checkpoints `directory` holds (the newest that names one), or None."""
-    for path in reversed(disk.checkpoints(directory)):
-        run_id = _run_of(path)
-        if run_id != UNKNOWN:
-            return run_id
-    return None
+    r = _newest_run_state(directory, "run_id")
+    return str(r["run_id"]) if r else None
 
 
 def checkpoint_policy(directory: str | Path) -> tuple[str | None, dict[str, Any] | None]:
     """The policy the run whose checkpoints `directory` holds decides with, and its
     settings (the newest readable checkpoint's); (None, None) if none says."""
-    for path in reversed(disk.checkpoints(directory)):
-        r = disk.read_meta(path).get("run")
-        if isinstance(r, dict) and r.get("policy"):
-            settings = r.get("policy_settings")
-            return str(r["policy"]), settings if isinstance(settings, dict) else None
-    return None, None
+    r = _newest_run_state(directory, "policy")
+    if r is None:
+        return None, None
+    settings = r.get("policy_settings")
+    return str(r["policy"]), settings if isinstance(settings, dict) else None
 
 
 UNKNOWN = "unknown"  # the run of a checkpoint whose state cannot be read
