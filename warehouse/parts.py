@@ -33,8 +33,11 @@ _lock = threading.Lock()
 # (device, inode) -> ((size, mtime_ns), None when readable else the reason); the inode, not
 # the path, so that a path spelt through a symlink (DuckDB's) finds the same entry
 _verdicts: dict[tuple[int, int], tuple[tuple[int, int], str | None]] = {}
-# (device, inode, table) -> ((size, mtime_ns), None when the columns fit the table else why)
-_fits: dict[tuple[int, int, str], tuple[tuple[int, int], str | None]] = {}
+# a part's columns as its footer has them, (name, type) in order
+Signature = tuple[tuple[str, str], ...]
+# (device, inode, table) -> ((size, mtime_ns), None when the columns fit the table else why,
+# the part's Signature)
+_fits: dict[tuple[int, int, str], tuple[tuple[int, int], str | None, Signature]] = {}
 _warned: set[tuple[int, int, int, int]] = set()
 
 
@@ -69,14 +72,40 @@ def frame_problem(path: Path) -> str | None:
 def columns_problem(path: Path, table: str) -> str | None:
     """Why the part's columns are not `table`'s (`schema.mismatch`), or why its footer does not
     parse; None when they fit. Raises FileNotFoundError when it vanished."""
+    return _columns(path, table)[0]
+
+
+def _columns(path: Path, table: str) -> tuple[str | None, Signature]:
+    # columns_problem's answer and the part's Signature (empty when the footer does not parse)
     try:
         schema = pq.read_schema(path)
     except FileNotFoundError:
         raise
     except (OSError, pa.ArrowException) as err:
-        return f"damaged footer: {' '.join(str(err).split()) or type(err).__name__}"
+        return f"damaged footer: {' '.join(str(err).split()) or type(err).__name__}", ()
     why = mismatch(table, schema)
-    return None if why is None else f"wrong columns: {why}"
+    return (None if why is None else f"wrong columns: {why}",
+            tuple((f.name, str(f.type)) for f in schema))
+
+
+def _fit(path: Path, table: str, st: os.stat_result) -> tuple[str | None, Signature]:
+    # the cached (columns_problem, Signature) of a part whose frame is whole
+    key, stamp = _key(st), _stamp(st)
+    with _lock:
+        fit = _fits.get((*key, table))
+    if fit is None or fit[0] != stamp:
+        fit = (stamp, *_columns(path, table))
+        with _lock:
+            _fits[(*key, table)] = fit
+    return fit[1], fit[2]
+
+
+def part_columns(path: Path, table: str) -> Signature:
+    """The part's columns and their types, as its footer has them; cached with its check, so
+    a listed part costs nothing more. Parts of one signature can be read as one file list,
+    without DuckDB opening every footer to unify their columns (`catalog.scan_sql`).
+    FileNotFoundError when it vanished."""
+    return _fit(path, table, os.stat(path))[1]
 
 
 def problem_of(path: Path, table: str) -> str | None:
@@ -86,18 +115,13 @@ def problem_of(path: Path, table: str) -> str | None:
     key, stamp = _key(st), _stamp(st)
     with _lock:
         hit = _verdicts.get(key)
-        fit = _fits.get((*key, table))
     if hit is None or hit[0] != stamp:
         hit = (stamp, frame_problem(path))
         with _lock:
             _verdicts[key] = hit
     if hit[1] is not None:
         return hit[1]
-    if fit is None or fit[0] != stamp:
-        fit = (stamp, columns_problem(path, table))
-        with _lock:
-            _fits[(*key, table)] = fit
-    return fit[1]
+    return _fit(path, table, st)[0]
 
 
 def mark_unreadable(path: Path, reason: str, reported: bool = False) -> None:

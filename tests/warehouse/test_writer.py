@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,6 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from warehouse import WarehouseError, Writer, connect, visible_parts
+from warehouse.catalog import scan_sql
+from warehouse.parts import part_columns
 
 
 def _steps_batch(run: str, start: int, n: int) -> dict[str, object]:
@@ -65,6 +68,24 @@ def test_column_appearing_later_is_queryable(root: Path) -> None:
     rows = connect(root).execute(
         "SELECT run_id, count(gpu_mem_mb) FROM steps GROUP BY 1 ORDER BY 1").fetchall()
     assert rows == [("new", 5), ("old", 0)]
+
+
+def test_parts_of_one_column_signature_are_read_as_one_list(root: Path) -> None:
+    """Parts of the same columns are one `read_parquet` (with `union_by_name` over them all,
+    DuckDB opened every footer at each bind of a view), the signatures unioned by name."""
+    for run, extra in (("a", {}), ("b", {}), ("c", {"gpu_mem_mb": [1.5] * 5})):
+        with Writer(root) as w:
+            w.append_batch("steps", {**_steps_batch(run, 0, 5), **extra})
+    files = visible_parts(root, "steps")
+    signatures = [part_columns(f, "steps") for f in files]
+    assert sorted(Counter(signatures).values()) == [1, 2]  # a's and b's alike
+    assert ("gpu_mem_mb", "double") in max(signatures, key=len)
+    assert [name for name, _ in signatures[0]] == pq.read_schema(files[0]).names
+    sql = scan_sql("steps", files)
+    assert sql.count("read_parquet(") == 2 and "union_by_name" not in sql
+    rows = connect(root).execute(
+        "SELECT run_id, count(*), count(gpu_mem_mb) FROM steps GROUP BY 1 ORDER BY 1").fetchall()
+    assert rows == [("a", 5, 0), ("b", 5, 0), ("c", 5, 5)]
 
 
 def test_missing_columns_are_null_and_bad_input_fails_in_caller(root: Path) -> None:
