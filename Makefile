@@ -36,11 +36,13 @@ browser:
 	    chromium chromium-driver; }
 
 # pytest-xdist: one worker per core, at most 4 (the suite is mostly single-threaded tests that
-# wait on subprocesses, servers and a browser); on 2 cores the suite takes about 14.5 minutes
-# (a fresh clone's `make test`, 2026-12-01: 16.5 minutes with the venv set-up).
-# `PYTEST_ARGS="-n 0"` runs it in one process.
+# wait on subprocesses, servers and a browser), and one BLAS and OpenMP thread in each: the
+# workers fill the cores already, and a pool of spinning threads per process made a
+# scikit-learn test 17 times slower beside a worker training (on 2 cores the suite took 938 s,
+# 855 s so). `PYTEST_ARGS="-n 0"` runs it in one process.
 test: lint browser
-	$(VENV)/bin/pytest -q -n auto --maxprocesses 4 -m "not cuda" $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 \
+	  $(VENV)/bin/pytest -q -n auto --maxprocesses 4 -m "not cuda" $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(PY) -m aicf_induct.demo

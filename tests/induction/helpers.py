@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,16 +43,32 @@ TINY_SPACE = "depth=1,2;act=relu,tanh;width=8"
 TINY_HELD_OUT = ("wine", "synthetic:circles?n=300&seed=2")
 
 
+# sweeps built in this process, (problems, extra) -> the warehouse: a test gets a copy
+_BUILT: dict[tuple[tuple[str, ...], tuple[str, ...]], Path] = {}
+
+
 def build_tiny_corpus(root: Path, problems: Sequence[str] = TINY_PROBLEMS,
                       extra: Sequence[str] = ()) -> Path:
     """`problems` (default: the tiny corpus's) swept as the tiny corpus is (`extra`
-    options overriding its own), into `root`."""
+    options overriding its own), into `root`. A new warehouse gets a copy of the sweep's,
+    run once per test process (a test may write into it); one that exists is swept into."""
     from aicf_induct.cli.main import main
 
-    argv = ["corpus", "build", "--problems", ",".join(problems), "--space", TINY_SPACE,
-            "--seeds", "2", "--epochs", "3", "--patience", "2", "--workers", "1",
-            "--warehouse", str(root), "--quiet", *extra]
-    assert main(argv) == 0
+    def sweep(into: Path) -> None:
+        assert main(["corpus", "build", "--problems", ",".join(problems), "--space",
+                     TINY_SPACE, "--seeds", "2", "--epochs", "3", "--patience", "2",
+                     "--workers", "1", "--warehouse", str(into), "--quiet", *extra]) == 0
+
+    if root.exists():
+        sweep(root)
+        return root
+    key = (tuple(problems), tuple(extra))
+    if key not in _BUILT:
+        built = Path(tempfile.mkdtemp(prefix="aicf_tiny_corpus_")) / "wh"
+        atexit.register(shutil.rmtree, built.parent, True)
+        sweep(built)
+        _BUILT[key] = built
+    shutil.copytree(_BUILT[key], root)
     return root
 
 
