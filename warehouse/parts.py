@@ -69,14 +69,10 @@ def frame_problem(path: Path) -> str | None:
     return None
 
 
-def columns_problem(path: Path, table: str) -> str | None:
+def columns_problem(path: Path, table: str) -> tuple[str | None, Signature]:
     """Why the part's columns are not `table`'s (`schema.mismatch`), or why its footer does not
-    parse; None when they fit. Raises FileNotFoundError when it vanished."""
-    return _columns(path, table)[0]
-
-
-def _columns(path: Path, table: str) -> tuple[str | None, Signature]:
-    # columns_problem's answer and the part's Signature (empty when the footer does not parse)
+    parse (None when they fit), and its Signature (empty when the footer does not parse).
+    Raises FileNotFoundError when it vanished."""
     try:
         schema = pq.read_schema(path)
     except FileNotFoundError:
@@ -94,7 +90,7 @@ def _fit(path: Path, table: str, st: os.stat_result) -> tuple[str | None, Signat
     with _lock:
         fit = _fits.get((*key, table))
     if fit is None or fit[0] != stamp:
-        fit = (stamp, *_columns(path, table))
+        fit = (stamp, *columns_problem(path, table))
         with _lock:
             _fits[(*key, table)] = fit
     return fit[1], fit[2]
