@@ -24,7 +24,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -44,15 +45,23 @@ STEPS = 100  # step rows per run
 def baseline_scan(table: str, files: list[Path]) -> str:
     """The catalog's scan before: every part in one `read_parquet(union_by_name = true)`."""
     listed = ", ".join(catalog._lit(str(f)) for f in files)
-    scan = (f"SELECT * FROM read_parquet([{listed}], union_by_name = true, "
-            "hive_partitioning = true, hive_types = {'date': 'DATE'})")
-    later = [f'CAST(NULL AS {catalog.duckdb_type(c.type)}) AS "{c.name}"'
-             for c in catalog.TABLES[table].columns if c.later]
-    return f"{scan} UNION ALL BY NAME SELECT {', '.join(later)} WHERE false" if later else scan
+    return catalog.with_later_columns(
+        table, f"SELECT * FROM read_parquet([{listed}], union_by_name = true, "
+               "hive_partitioning = true, hive_types = {'date': 'DATE'})")
 
 
 SCANS: dict[str, Callable[[str, list[Path]], str]] = {"signature": catalog.scan_sql,
                                                       "union_by_name": baseline_scan}
+
+
+@contextmanager
+def scanning_with(scan: str) -> Iterator[None]:
+    """`connect` builds the raw views with the scan named `scan` meanwhile."""
+    catalog.scan_sql = SCANS[scan]  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        catalog.scan_sql = SCANS["signature"]  # type: ignore[assignment]
 
 
 def build(root: Path, sessions: int) -> None:
@@ -87,8 +96,7 @@ def forget_checks() -> None:
 
 def measure(root: Path, scan: str) -> tuple[float, float, float]:
     """Cold connect, warm connect and the query, in seconds, with `scan`."""
-    catalog.scan_sql = SCANS[scan]  # type: ignore[assignment]
-    try:
+    with scanning_with(scan):
         forget_checks()
         t0 = time.perf_counter()
         warehouse.connect(root).close()
@@ -100,8 +108,6 @@ def measure(root: Path, scan: str) -> tuple[float, float, float]:
         conn.execute("SELECT count(*) FROM runs").fetchone()
         query = time.perf_counter() - t0
         conn.close()
-    finally:
-        catalog.scan_sql = SCANS["signature"]  # type: ignore[assignment]
     return cold, warm, query
 
 
@@ -124,10 +130,9 @@ def main() -> int:
         # the two scans must read the same rows before either is timed
         answers = {}
         for scan in SCANS:
-            catalog.scan_sql = SCANS[scan]  # type: ignore[assignment]
-            answers[scan] = warehouse.connect(root).execute(
-                "SELECT count(*), round(sum(value), 9) FROM results").fetchone()
-        catalog.scan_sql = SCANS["signature"]  # type: ignore[assignment]
+            with scanning_with(scan):
+                answers[scan] = warehouse.connect(root).execute(
+                    "SELECT count(*), round(sum(value), 9) FROM results").fetchone()
         if len(set(answers.values())) != 1:
             print(f"error: the scans read different rows: {answers}", file=sys.stderr)
             return 1

@@ -144,9 +144,14 @@ def scan_sql(table: str, files: list[Path]) -> str:
         except FileNotFoundError:  # collected since it was listed: DuckDB's bind names it,
             signature = None  # and the reader lists again
         groups.setdefault(signature, []).append(f)
-    scan = " UNION ALL BY NAME ".join(
+    return with_later_columns(table, " UNION ALL BY NAME ".join(
         f"SELECT * FROM read_parquet([{', '.join(_lit(str(f)) for f in group)}], "
-        "hive_partitioning = true, hive_types = {'date': 'DATE'})" for group in groups.values())
+        "hive_partitioning = true, hive_types = {'date': 'DATE'})" for group in groups.values()))
+
+
+def with_later_columns(table: str, scan: str) -> str:
+    """`scan` of `table`'s parts with every column the table gained later (`Column.later`)
+    there, NULL where no part has it."""
     later = [f'CAST(NULL AS {duckdb_type(c.type)}) AS "{c.name}"'
              for c in TABLES[table].columns if c.later]
     # WHERE false, not LIMIT 0: a LIMIT would apply to the whole union
