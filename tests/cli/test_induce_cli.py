@@ -24,6 +24,9 @@ from tests.induction.helpers import (
     build_tiny_pack,
 )
 
+# a fit without the conformal fits (most of its time), where a test reads no interval
+NO_CONFORMAL = ("--conformal-folds", "0")
+
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -106,7 +109,7 @@ def test_fit_says_when_the_corpus_features_are_not_of_seed_0s_split(
 
     from warehouse.layout import visible_parts
 
-    fit = ["--min-problems", "2", "--bootstrap", "50", "--no-write", "--quiet"]
+    fit = ["--min-problems", "2", "--bootstrap", "50", "--no-write", "--quiet", *NO_CONFORMAL]
     rc, _, err = _run(["induce", "fit", "--warehouse", str(corpus), *fit,
                        "-o", str(tmp_path / "a.parquet")], capsys)
     assert rc == 0 and "note: the meta-features" not in err
@@ -250,14 +253,14 @@ def test_a_packs_excluded_lists_only_the_problems_kept_out_of_it(
     less = tmp_path / "less.parquet"
     rc, _, err = _run(["induce", "fit", "--pack", str(pack), "--exclude", f"{left},nosuch",
                        "--min-problems", "2", "--bootstrap", "200", "-o", str(less),
-                       "--quiet"], capsys)
+                       "--quiet", *NO_CONFORMAL], capsys)
     assert rc == 0 and "note: --exclude 'nosuch' matches no problem of the corpus\n" in err
     assert json.loads(less.with_suffix(".json").read_text())["excluded"] == [left]
     back = build_tiny_corpus(tmp_path / "back", (left,))
     grown = tmp_path / "grown.parquet"
     rc, _, err = _run(["induce", "fit", "--pack", str(less), "--warehouse", str(back),
                        "--min-problems", "2", "--bootstrap", "200", "-o", str(grown),
-                       "--quiet"], capsys)
+                       "--quiet", *NO_CONFORMAL], capsys)
     assert rc == 0, err
     prov = json.loads(grown.with_suffix(".json").read_text())
     assert left in {p["problem"] for p in prov["problem_list"]}
@@ -761,7 +764,7 @@ def test_a_pack_takes_its_rewrite_table_from_a_history_of_adaptive_runs(
     out_pack = tmp_path / "p.parquet"
     rc, out, err = _run(["induce", "fit", "--pack", str(pack), "--history", str(hist),
                          "--min-problems", "2", "--bootstrap", "50", "-o", str(out_pack),
-                         "--quiet"], capsys)
+                         "--quiet", *NO_CONFORMAL], capsys)
     assert rc == 0, err
     assert f"rewrite history: {len(history)} decisions of adaptive runs" in out
     made = pack_mod.load_pack(out_pack)
@@ -778,15 +781,15 @@ def test_a_pack_takes_its_rewrite_table_from_a_history_of_adaptive_runs(
     # --exclude leaves a problem's runs out of the table as well
     rc, out, err = _run(["induce", "fit", "--pack", str(pack), "--history", str(hist),
                          "--exclude", "iris", "--min-problems", "2", "--bootstrap", "50",
-                         "-o", str(tmp_path / "x.parquet"), "--quiet"], capsys)
+                         "-o", str(tmp_path / "x.parquet"), "--quiet", *NO_CONFORMAL], capsys)
     assert rc == 0, err
     kept = history[history["problem"] != "iris"]
     assert pack_mod.load_pack(tmp_path / "x.parquet").header["rewrite_decisions"] == len(kept)
 
     # a refit of the new pack keeps its table and says what it aggregates
     rc, _, err = _run(["induce", "fit", "--pack", str(out_pack), "--min-problems", "2",
-                       "--bootstrap", "50", "-o", str(tmp_path / "again.parquet"), "--quiet"],
-                      capsys)
+                       "--bootstrap", "50", "-o", str(tmp_path / "again.parquet"), "--quiet",
+                       *NO_CONFORMAL], capsys)
     assert rc == 0, err
     again = pack_mod.load_pack(tmp_path / "again.parquet")
     assert again.header["rewrite_decisions"] == len(history)
@@ -796,7 +799,7 @@ def test_a_pack_takes_its_rewrite_table_from_a_history_of_adaptive_runs(
     # problem cannot leave one out), says so, and the provenance counts nothing
     rc, out, err = _run(["induce", "fit", "--pack", str(out_pack), "--exclude", "iris,nosuch",
                          "--min-problems", "2", "--bootstrap", "50", "-o",
-                         str(tmp_path / "less.parquet"), "--quiet"], capsys)
+                         str(tmp_path / "less.parquet"), "--quiet", *NO_CONFORMAL], capsys)
     assert rc == 0, err
     notes = [ln for ln in err.splitlines() if "rewrite table" in ln]
     assert len(notes) == 1 and notes[0].startswith("note: the new pack has no rewrite table")
@@ -808,7 +811,7 @@ def test_a_pack_takes_its_rewrite_table_from_a_history_of_adaptive_runs(
     # a name that leaves nothing out keeps the table
     rc, _, err = _run(["induce", "fit", "--pack", str(out_pack), "--exclude", "nosuch",
                        "--min-problems", "2", "--bootstrap", "50", "-o",
-                       str(tmp_path / "same.parquet"), "--quiet"], capsys)
+                       str(tmp_path / "same.parquet"), "--quiet", *NO_CONFORMAL], capsys)
     assert rc == 0 and "rewrite table" not in err
     assert pack_mod.load_pack(tmp_path / "same.parquet").header["rewrite_decisions"] == \
         len(history)

@@ -38,9 +38,13 @@ def _miner() -> Miner:
     return Miner(min_problems=2, n_bootstrap=200)
 
 
-def _build(root: Path, out: Path, exclude: tuple[str, ...] = ()) -> Path:
+def _build(root: Path, out: Path, exclude: tuple[str, ...] = (),
+           conformal_folds: int = 0) -> Path:
+    """The tiny corpus's pack; by default without the conformal fits (most of a build's
+    time), which only the tests of the whole pack's bytes and proposals need."""
     meta, _ = corpus_meta(root, exclude=exclude)
-    return write_pack(build_pack(meta, _miner().fit(meta), exclude), out, ["test"])
+    return write_pack(build_pack(meta, _miner().fit(meta), exclude,
+                                 conformal_folds=conformal_folds), out, ["test"])
 
 
 def test_a_loaded_pack_s_digest_is_remembered_per_file(corpus: Path, tmp_path: Path,
@@ -94,8 +98,8 @@ def test_pack_round_trip_with_provenance(corpus: Path, tmp_path: Path) -> None:
 
 def test_rebuilding_from_the_same_corpus_gives_the_same_pack(corpus: Path,
                                                              tmp_path: Path) -> None:
-    a = _build(corpus, tmp_path / "a.parquet")
-    b = _build(corpus, tmp_path / "b.parquet")
+    a = _build(corpus, tmp_path / "a.parquet", conformal_folds=pack_mod.CONFORMAL_FOLDS)
+    b = _build(corpus, tmp_path / "b.parquet", conformal_folds=pack_mod.CONFORMAL_FOLDS)
     assert a.read_bytes() == b.read_bytes()
     pa_, pb = load_pack(a), load_pack(b)
     pd.testing.assert_frame_equal(pa_.table, pb.table)
@@ -239,7 +243,8 @@ def test_the_pack_gives_back_the_per_seed_meta_dataset(corpus: Path, tmp_path: P
     meta-dataset the warehouse gives, derived scores included, and fewer seeds on request
     renormalize as the warehouse's reader does."""
     meta, _ = corpus_meta(corpus)
-    path = write_pack(build_pack(meta, _miner().fit(meta)), tmp_path / "p.parquet", ["t"])
+    path = write_pack(build_pack(meta, _miner().fit(meta), conformal_folds=0),
+                      tmp_path / "p.parquet", ["t"])
     pack = load_pack(path)
     pd.testing.assert_frame_equal(pack.seed_meta(), meta, check_dtype=False)
     one, _ = corpus_meta(corpus, n_seeds=1)
@@ -255,7 +260,8 @@ def test_a_seed_whose_structure_differs_keeps_its_own_patterns(corpus: Path,
     meta, _ = corpus_meta(corpus)
     row = meta.index[(meta["seed"] == 1)][0]
     meta.loc[row, ["p.params.count", "p.nodes"]] += [12.0, 1.0]
-    path = write_pack(build_pack(meta, _miner().fit(meta)), tmp_path / "p.parquet", ["t"])
+    path = write_pack(build_pack(meta, _miner().fit(meta), conformal_folds=0),
+                      tmp_path / "p.parquet", ["t"])
     pack = load_pack(path)
     assert (pack.table["pattern_overrides"] != "").sum() == 1
     pd.testing.assert_frame_equal(pack.seed_meta(), meta, check_dtype=False)

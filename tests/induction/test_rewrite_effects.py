@@ -14,6 +14,7 @@ import pytest
 from aicf_induct.errors import ConfigError
 from aicf_induct.frontend.specs import mlp_graph, parse_model_spec
 from aicf_induct.induction.mining import Miner
+from aicf_induct.induction.pack import META_KEY, Pack, build_pack, load_pack, write_pack
 from aicf_induct.induction.rewrite_effects import RewriteEffects, RewriteQuery
 from aicf_induct.induction.rewrite_history import COLUMNS, excluding
 from aicf_induct.induction.rewrite_table import aggregate, combine_tables
@@ -107,13 +108,17 @@ def _meta() -> tuple[pd.DataFrame, Miner]:
     return meta, Miner(min_problems=2, n_bootstrap=50).fit(meta)
 
 
-def test_the_pack_carries_the_rewrite_table(tmp_path) -> None:
-    from aicf_induct.induction.pack import build_pack, load_pack, write_pack
+def _pack(meta: pd.DataFrame, miner: Miner, rewrites: pd.DataFrame | None = None) -> Pack:
+    """A pack of `meta` without the conformal fits (most of a build's time): these tests
+    read its rewrite table, not its intervals."""
+    return build_pack(meta, miner, rewrites=rewrites, conformal_folds=0)
 
+
+def test_the_pack_carries_the_rewrite_table(tmp_path) -> None:
     meta, miner = _meta()
     table = aggregate(history({"none": 0.0, "widen": 0.15}))
-    without = build_pack(meta, miner)
-    path = write_pack(build_pack(meta, miner, rewrites=table), tmp_path / "p.parquet", ["t"])
+    without = _pack(meta, miner)
+    path = write_pack(_pack(meta, miner, table), tmp_path / "p.parquet", ["t"])
     back = load_pack(path)
     pd.testing.assert_frame_equal(back.rewrites, table, check_dtype=False)
     assert back.header["rewrite_decisions"] == 60
@@ -140,10 +145,8 @@ DAMAGES = {  # a row's values no table holds: each read back, then failed or mis
 def test_a_damaged_rewrite_table_is_named(tmp_path, damage: str) -> None:
     import pyarrow.parquet as pq
 
-    from aicf_induct.induction.pack import META_KEY, build_pack, load_pack, write_pack
-
     meta, miner = _meta()
-    path = write_pack(build_pack(meta, miner, rewrites=aggregate(history({"widen": 0.1}))),
+    path = write_pack(_pack(meta, miner, aggregate(history({"widen": 0.1}))),
                       tmp_path / "p.parquet", ["t"])
     t = pq.read_table(path)
     header = json.loads(t.schema.metadata[META_KEY])
