@@ -107,6 +107,16 @@ class Graph:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Graph):
             return NotImplemented
-        strip = lambda g: ([(n.id, n.op, n.inputs, n.attrs, n.params) for n in g.nodes],  # noqa: E731
-                           g.params, g.outputs, g.name)
+        strip = lambda g: ([(n.id, n.op, tuple(n.inputs), _as_lists(n.attrs), n.params)  # noqa: E731
+                            for n in g.nodes], g.params, list(g.outputs), g.name)
         return strip(self) == strip(other)
+
+
+def _as_lists(value: Any) -> Any:
+    """`value` with its tuples as lists, at any depth: canonical JSON holds a tuple as a list,
+    so a hand-made graph's tuple attribute equals its round trip's list."""
+    if isinstance(value, dict):
+        return {k: _as_lists(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_as_lists(v) for v in value]
+    return value
