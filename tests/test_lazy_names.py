@@ -11,9 +11,10 @@ from types import ModuleType
 import pytest
 
 import aicf_induct.induction
+import aicf_induct.problems
 import aicf_induct.runtime
 
-PACKAGES = [aicf_induct.runtime, aicf_induct.induction]
+PACKAGES = [aicf_induct.runtime, aicf_induct.induction, aicf_induct.problems]
 
 
 @pytest.mark.parametrize("package", PACKAGES, ids=lambda p: p.__name__)

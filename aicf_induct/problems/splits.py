@@ -21,7 +21,6 @@ import math
 from collections.abc import Mapping
 
 import numpy as np
-from sklearn.model_selection import train_test_split
 
 from aicf_induct.errors import ConfigError
 
@@ -64,6 +63,8 @@ def split_indices(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(train, val, test) row indices. `strata`: class labels to stratify on, or None; not
     stratified where `stratify_issue` finds a reason."""
+    from sklearn.model_selection import train_test_split  # here: the CLI reads MAX_SEED
+
     check_seed(seed)
     if strata is not None and stratify_issue(strata, split_sizes(n, val_frac, test_frac)):
         strata = None
@@ -100,6 +101,8 @@ def sample_indices(n: int, size: int, strata: np.ndarray | None, seed: int = 0,
                    min_per_class: int = MIN_PER_CLASS) -> np.ndarray:
     """`size` of `n` row indices, sorted: stratified on `strata` unless `stratify_issue`
     finds a reason (the sample and the rows left out each hold every class)."""
+    from sklearn.model_selection import train_test_split
+
     if strata is not None and stratify_issue(strata, {"sample": size, "rest": n - size},
                                              min_per_class):
         strata = None

@@ -45,6 +45,23 @@ def test_unknown_command_names_it_with_the_full_list(capsys) -> None:
     assert "invalid choice: 'frobnicate'" in err and "propose" in err
 
 
+@pytest.mark.parametrize("argv", [["sql", "--help"], ["ir", "--help"], ["space", "--help"]])
+def test_commands_that_fit_nothing_do_not_import_scikit_learn_or_scipy(argv: list[str]) -> None:
+    """Their options read `problems.splits`' seed bound, and the IR's activations use scipy
+    only when they run: neither may pull in scikit-learn and scipy (about 1 s of every
+    such command's start)."""
+    probe = ("import contextlib, io, sys\n"
+             "from aicf_induct.cli.main import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+             f"    main({argv!r})\n"
+             "print(sorted({m.split('.')[0] for m in sys.modules"
+             " if m.startswith(('sklearn', 'scipy'))}))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
+
+
 def test_propose_does_not_import_the_warehouse_or_the_trainer() -> None:
     probe = ("import contextlib, io, sys\n"
              "from aicf_induct.cli.main import main\n"

@@ -7,8 +7,6 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from scipy import special
-
 from aicf_induct.ir.graph import TensorType
 from aicf_induct.ir.ops.base import (
     Array,
@@ -30,6 +28,8 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 def _erf(xp: object, x: Array) -> Array:
     # NumPy has no erf; CuPy has it under cupyx.scipy.special.
     if xp.__name__ == "numpy":  # type: ignore[attr-defined]
+        from scipy import special  # here: `import aicf_induct.ir` need not load scipy
+
         return special.erf(x)
     from cupyx.scipy import special as cspecial  # pragma: no cover - GPU only
 
@@ -37,7 +37,11 @@ def _erf(xp: object, x: Array) -> Array:
 
 
 def _sigmoid(xp: object, x: Array) -> Array:
-    return special.expit(x) if xp.__name__ == "numpy" else 1.0 / (1.0 + xp.exp(-x))  # type: ignore[attr-defined]
+    if xp.__name__ == "numpy":  # type: ignore[attr-defined]
+        from scipy import special
+
+        return special.expit(x)
+    return 1.0 / (1.0 + xp.exp(-x))  # type: ignore[attr-defined]
 
 
 def relu_fwd(xp: object, x: Array, attrs: Attrs) -> Array:
