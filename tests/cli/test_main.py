@@ -4,6 +4,7 @@ command line imports only the module it needs (so `propose` answers fast)."""
 from __future__ import annotations
 
 import importlib
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -45,34 +46,32 @@ def test_unknown_command_names_it_with_the_full_list(capsys) -> None:
     assert "invalid choice: 'frobnicate'" in err and "propose" in err
 
 
+def _loaded(argv: list[str], names: tuple[str, ...]) -> list[str]:
+    """Which of `names` (modules, or packages by their top name) a fresh interpreter has
+    imported once `main(argv)` has parsed its command line."""
+    probe = ("import contextlib, io, json, sys\n"
+             "from aicf_induct.cli.main import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+             f"    main({argv!r})\n"
+             f"print(json.dumps(sorted({{n for n in {names!r} for m in sys.modules"
+             " if m == n or m.startswith(n + '.')})))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return list(json.loads(done.stdout))
+
+
 @pytest.mark.parametrize("argv", [["sql", "--help"], ["ir", "--help"], ["space", "--help"]])
 def test_commands_that_fit_nothing_do_not_import_scikit_learn_or_scipy(argv: list[str]) -> None:
     """Their options read `problems.splits`' seed bound, and the IR's activations use scipy
     only when they run: neither may pull in scikit-learn and scipy (about 1 s of every
     such command's start)."""
-    probe = ("import contextlib, io, sys\n"
-             "from aicf_induct.cli.main import main\n"
-             "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
-             f"    main({argv!r})\n"
-             "print(sorted({m.split('.')[0] for m in sys.modules"
-             " if m.startswith(('sklearn', 'scipy'))}))\n")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]", done.stdout
+    assert _loaded(argv, ("sklearn", "scipy")) == []
 
 
 def test_propose_does_not_import_the_warehouse_or_the_trainer() -> None:
-    probe = ("import contextlib, io, sys\n"
-             "from aicf_induct.cli.main import main\n"
-             "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
-             "    main(['propose', '--help'])\n"
-             "print(sorted(m for m in ('warehouse', 'duckdb', 'aicf_induct.runtime.trainer',"
-             " 'aicf_induct.cli.from_proposal') if m in sys.modules))\n")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]", done.stdout
+    assert _loaded(["propose", "--help"], ("warehouse", "duckdb", "aicf_induct.runtime.trainer",
+                                          "aicf_induct.cli.from_proposal")) == []
 
 
 def _cli(*argv: str, limit_kib: int | None = None) -> subprocess.Popen[str]:
