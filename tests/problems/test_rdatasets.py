@@ -5,15 +5,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from aicf_induct import file_lock
 from aicf_induct.errors import DataError
 from aicf_induct.problems import load_problem, rdatasets_source
-from aicf_induct.problems.rdatasets_analysis import analyse
+from aicf_induct.problems.rdatasets_analysis import Candidate, analyse
 
 
 def frame(n: int = 300, seed: int = 0) -> pd.DataFrame:
@@ -147,18 +149,67 @@ def test_a_scan_whose_child_fails_finishes_in_process(monkeypatch: pytest.Monkey
     assert rdatasets_source._scan(ITEMS, workers=2) == rdatasets_source._scan(ITEMS, workers=1)
 
 
-@pytest.mark.slow
-def test_discovery_finds_at_least_150_usable_problems(tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """A cold scan of the whole catalogue (fresh cache dir), then the cached answer."""
+def test_a_cold_scan_is_cached_and_read_back(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scan into a fresh cache folder (the catalogue's first 80 tables), then the same
+    answer read back from the disk cache, nothing scanned."""
     monkeypatch.setenv("AICF_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(rdatasets_source, "_DISCOVERED", None)
+    items = rdatasets_source.catalogue()[:80]
+    monkeypatch.setattr(rdatasets_source, "catalogue", lambda: items)
     cands = rdatasets_source.discover()
+    assert [(c.package, c.item) for c in cands] == items
+    assert [p.name for p in tmp_path.iterdir()] == [rdatasets_source._cache_file().name]
+    monkeypatch.setattr(rdatasets_source, "_DISCOVERED", None)
+    monkeypatch.setattr(rdatasets_source, "_scan", _no_scan)
+    assert rdatasets_source.discover() == cands
+
+
+def _no_scan(*args: object, **kwargs: object) -> None:
+    raise AssertionError("scanned again")
+
+
+def test_a_discovery_while_another_process_scans_waits_for_its_scan(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two commands at once on a cold cache (two sweeps, xdist's workers): the second waits
+    for the first one's scan, says so, and reads it back rather than scanning too."""
+    monkeypatch.setenv("AICF_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(rdatasets_source, "_DISCOVERED", None)
+    monkeypatch.setattr(rdatasets_source, "_scan", _no_scan)
+    path = rdatasets_source._cache_file()
+    lock = path.with_name(path.name + ".lock")
+    theirs = (Candidate("pk", "a", 900, 3, True, "classification", "y"),)
+    fd = file_lock.acquire(lock)  # the other process, part-way through its scan
+    assert fd is not None
+    waiting = threading.Event()
+
+    def the_other_finishes() -> None:
+        assert waiting.wait(30)
+        rdatasets_source._write_cache(path, theirs)
+        file_lock.release(lock, fd)
+
+    said: list[str] = []
+    other = threading.Thread(target=the_other_finishes)
+    other.start()
+    try:
+        got = rdatasets_source.discover(log=lambda line: (said.append(line), waiting.set()))
+    finally:
+        waiting.set()
+        other.join()
+    assert got == theirs
+    assert said == ["waiting for another process's scan of the rdatasets tables"]
+    assert not lock.exists()
+
+
+@pytest.mark.slow
+def test_discovery_finds_at_least_150_usable_problems(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole catalogue, scanned once a session into the session's cache folder (by the
+    first test that asks, in any worker; tests/conftest.py)."""
+    monkeypatch.setattr(rdatasets_source, "_DISCOVERED", None)
+    cands = rdatasets_source.discover()
+    assert len(cands) == len(rdatasets_source.catalogue())
     usable = [c for c in cands if c.usable]
     assert len(usable) >= 150
     assert {c.task for c in usable} == {"classification", "regression"}
     assert all(c.reason for c in cands if not c.usable)
     assert len({c.content for c in usable}) == len(usable)  # duplicates skipped
-    assert list(tmp_path.glob("rdatasets-scan-*.json"))
-    monkeypatch.setattr(rdatasets_source, "_DISCOVERED", None)
-    assert rdatasets_source.discover() == cands  # read back from the disk cache
