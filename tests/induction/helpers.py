@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import atexit
+import hashlib
+import os
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import warehouse
@@ -18,6 +20,9 @@ FROM runs WHERE origin = 'sweep'
 """
 
 ENDED = ("completed", "early_stopped", "failed", "timeout")
+
+# the folder a pytest session's workers share (tests/conftest.py sets it)
+SESSION_DIR = "AICF_TEST_SESSION_DIR"
 
 
 def sweep_runs(root: Path) -> list[tuple[str, str, int, str, str | None]]:
@@ -51,7 +56,7 @@ def build_tiny_corpus(root: Path, problems: Sequence[str] = TINY_PROBLEMS,
                       extra: Sequence[str] = ()) -> Path:
     """`problems` (default: the tiny corpus's) swept as the tiny corpus is (`extra`
     options overriding its own), into `root`. A new warehouse gets a copy of the sweep's,
-    run once per test process (a test may write into it); one that exists is swept into."""
+    run once a test session (a test may write into it); one that exists is swept into."""
     from aicf_induct.cli.main import main
 
     def sweep(into: Path) -> None:
@@ -64,12 +69,33 @@ def build_tiny_corpus(root: Path, problems: Sequence[str] = TINY_PROBLEMS,
         return root
     key = (tuple(problems), tuple(extra))
     if key not in _BUILT:
+        _BUILT[key] = _built_once(key, sweep)
+    shutil.copytree(_BUILT[key], root)
+    return root
+
+
+def _built_once(key: tuple[tuple[str, ...], tuple[str, ...]],
+                sweep: Callable[[Path], None]) -> Path:
+    """The sweep of `key`: in a pytest session, under the session's folder (tests/conftest.py)
+    that xdist's workers share, built by the first worker to need it while the others wait;
+    elsewhere in a temporary folder of this process's."""
+    from aicf_induct.cache import one_writer
+
+    session = os.environ.get(SESSION_DIR)
+    if session is None:
         built = Path(tempfile.mkdtemp(prefix="aicf_tiny_corpus_")) / "wh"
         atexit.register(shutil.rmtree, built.parent, True)
         sweep(built)
-        _BUILT[key] = built
-    shutil.copytree(_BUILT[key], root)
-    return root
+        return built
+    folder = Path(session) / f"tiny-corpus-{hashlib.sha256(repr(key).encode()).hexdigest()[:16]}"
+    built, done = folder / "wh", folder / "done"
+    if not done.exists():
+        with one_writer(done):
+            if not done.exists():
+                shutil.rmtree(built, ignore_errors=True)  # a build stopped part-way
+                sweep(built)
+                done.touch()
+    return built
 
 
 def build_tiny_pack(corpus: Path, out: Path, bootstrap: int = 100) -> Path:
