@@ -3,8 +3,9 @@ nothing is left behind. A waiter that then gets the lock of the removed file see
 (or another file under it) and locks again. The OS releases a lock whose holder dies; a holder
 killed outright leaves the file, which locks nothing: the next holder takes it over.
 
-`warehouse/keys.py` (a key file's changes, waiting their turn) and `runtime/snapshot.py` (a
-checkpoint directory's run, refused while another process goes on with it) hold theirs so."""
+`warehouse/keys.py` (a key file's changes, waiting their turn), `runtime/snapshot.py` (a
+checkpoint directory's run, refused while another process goes on with it) and `cache.py` (a
+cached value computed once while other processes wait for it) hold theirs so."""
 
 from __future__ import annotations
 
