@@ -72,7 +72,6 @@ struct Warp {
 
 struct EmuFiber {
   ucontext_t ctx;
-  unsigned char* stack = nullptr;
   EmuBarrier* waiting = nullptr;
   unsigned long gen = 0;
   bool done = false;
@@ -140,7 +139,8 @@ inline unsigned char* emu_stacks(int n) {
     }
     base = static_cast<unsigned char*>(m);
     have = n;
-    for (int t = 0; t < n; ++t) mprotect(base + t * (EMU_STACK + EMU_GUARD), EMU_GUARD, PROT_NONE);
+    for (int t = 0; t < n; ++t)
+      mprotect(base + t * (EMU_STACK + EMU_GUARD), EMU_GUARD, PROT_NONE);
   }
   return base;
 }
