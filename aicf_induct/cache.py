@@ -45,7 +45,7 @@ def one_writer(path: Path, waiting: Callable[[], None] | None = None) -> Iterato
     waits for the first one's (calling `waiting` first) and reads it back, rather than
     computing it too: read the cache again inside. Where the lock cannot be taken (a cache
     folder that cannot be written), nothing is held: computing twice only costs time."""
-    lock = path.with_name(path.name + ".lock")
+    lock = lock_of(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = file_lock.acquire(lock, wait=False)
@@ -60,3 +60,8 @@ def one_writer(path: Path, waiting: Callable[[], None] | None = None) -> Iterato
     finally:
         if fd is not None:
             file_lock.release(lock, fd)
+
+
+def lock_of(path: Path) -> Path:
+    """The lock file `one_writer` holds while `path`'s value is computed."""
+    return path.with_name(path.name + ".lock")

@@ -3,7 +3,6 @@ The session's cache folder: one for every worker, never the user's."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -40,15 +39,10 @@ def session_cache(tmp_path_factory: pytest.TempPathFactory,
     base = tmp_path_factory.getbasetemp()
     worker = hasattr(request.config, "workerinput")  # an xdist worker: its folder's parent
     root = base.parent if worker else base              # is the one the workers share
-    set_to = {"AICF_CACHE_DIR": str(root / "aicf-cache"), SESSION_DIR: str(root)}
-    before = {name: os.environ.get(name) for name in set_to}
-    os.environ.update(set_to)
-    yield
-    for name, value in before.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AICF_CACHE_DIR", str(root / "aicf-cache"))
+        mp.setenv(SESSION_DIR, str(root))
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from aicf_induct import file_lock
+from aicf_induct.cache import lock_of
 from aicf_induct.errors import DataError
 from aicf_induct.problems import load_problem, rdatasets_source
 from aicf_induct.problems.rdatasets_analysis import Candidate, analyse
@@ -177,7 +178,7 @@ def test_a_discovery_while_another_process_scans_waits_for_its_scan(
     monkeypatch.setattr(rdatasets_source, "_DISCOVERED", None)
     monkeypatch.setattr(rdatasets_source, "_scan", _no_scan)
     path = rdatasets_source._cache_file()
-    lock = path.with_name(path.name + ".lock")
+    lock = lock_of(path)
     theirs = (Candidate("pk", "a", 900, 3, True, "classification", "y"),)
     fd = file_lock.acquire(lock)  # the other process, part-way through its scan
     assert fd is not None
