@@ -17,6 +17,7 @@ from aicf_induct.induction import pack as pack_mod
 from aicf_induct.induction.meta_dataset import load_meta_dataset as warehouse_meta
 from aicf_induct.induction.proposals import propose_dataset
 from tests.induction.helpers import (
+    TINY_CONFORMAL,
     TINY_HELD_OUT,
     TINY_PROBLEMS,
     TINY_SPACE,
@@ -82,7 +83,8 @@ def test_fit_adds_the_features_an_older_corpus_lacks(
         {pack_mod.META_KEY: json.dumps(header).encode()}), older)
     out = tmp_path / "out.parquet"
     rc, _, err = _run(["induce", "fit", "--pack", str(older), "--add-features",
-                       "--min-problems", "2", "--bootstrap", "200", "-o", str(out)], capsys)
+                       "--min-problems", "2", "--bootstrap", "200", "-o", str(out),
+                       *NO_CONFORMAL], capsys)
     assert rc == 0 and "features added: landmark.knn10, landmark.nonlinearity" in err
     assert "\x1b[" not in err  # stderr is not a terminal: no bar moves the cursor
     got = pack_mod.load_pack(out)
@@ -93,7 +95,7 @@ def test_fit_adds_the_features_an_older_corpus_lacks(
     same = tmp_path / "same.parquet"
     rc, _, err = _run(["induce", "fit", "--pack", str(pack), "--add-features",
                        "--min-problems", "2", "--bootstrap", "200", "-o", str(same),
-                       "--quiet"], capsys)
+                       "--quiet", *TINY_CONFORMAL], capsys)
     assert rc == 0 and "features added: none" in err
     assert same.read_bytes() == pack.read_bytes()
 
@@ -158,7 +160,7 @@ def test_refeaturise_puts_every_feature_on_the_split_propose_uses(
     out = tmp_path / "out.parquet"
     rc, _, err = _run(["induce", "fit", "--pack", str(stale), "--refeaturise",
                        "--min-problems", "2", "--bootstrap", "200", "-o", str(out),
-                       "--quiet"], capsys)
+                       "--quiet", *NO_CONFORMAL], capsys)
     assert rc == 0 and "features recomputed on seed 0's split" in err
     assert "--refeaturise" in pack_mod.load_pack(out).provenance["command"]
     for name in TINY_PROBLEMS:
@@ -172,7 +174,8 @@ def test_fit_from_a_pack_gives_the_pack_the_warehouse_gives(
     a fresh clone's pack and adds to what the source pack left out."""
     again = tmp_path / "again.parquet"
     rc, out, _ = _run(["induce", "fit", "--pack", str(pack), "--min-problems", "2",
-                       "--bootstrap", "200", "-o", str(again), "--quiet"], capsys)
+                       "--bootstrap", "200", "-o", str(again), "--quiet", *TINY_CONFORMAL],
+                      capsys)
     assert rc == 0 and "mined tables written" not in out
     assert again.read_bytes() == pack.read_bytes()
     prov = json.loads(again.with_suffix(".json").read_text())
@@ -183,11 +186,11 @@ def test_fit_from_a_pack_gives_the_pack_the_warehouse_gives(
     less = tmp_path / "less.parquet"
     assert main(["induce", "fit", "--pack", str(pack), "--exclude", TINY_PROBLEMS[0],
                  "--min-problems", "2", "--bootstrap", "200", "-o", str(less),
-                 "--quiet"]) == 0
+                 "--quiet", *NO_CONFORMAL]) == 0
     fewer = tmp_path / "fewer.parquet"
     assert main(["induce", "fit", "--pack", str(less), "--exclude", TINY_PROBLEMS[1],
                  "--min-problems", "2", "--bootstrap", "200", "-o", str(fewer),
-                 "--quiet"]) == 0
+                 "--quiet", *NO_CONFORMAL]) == 0
     got = pack_mod.load_pack(fewer)
     assert set(got.problems) == set(TINY_PROBLEMS) - set(TINY_PROBLEMS[:2])
     assert got.header["excluded"] == sorted(TINY_PROBLEMS[:2])
@@ -207,7 +210,7 @@ def test_fit_grows_a_pack_by_a_warehouse_of_problems_swept_as_its_corpus_was(
     grown = tmp_path / "grown.parquet"
     rc, out, err = _run(["induce", "fit", "--pack", str(pack), "--warehouse", str(mine),
                          "--min-problems", "2", "--bootstrap", "200", "-o", str(grown),
-                         "--quiet"], capsys)
+                         "--quiet", *NO_CONFORMAL], capsys)
     assert rc == 0 and f"mined tables written to {mine}" in out
     assert f"note: 1 problem of {mine} the pack holds too, {mine}'s runs taken: " \
            f"{TINY_PROBLEMS[0]}\n" in err
@@ -837,7 +840,7 @@ def test_fit_without_o_never_replaces_the_package_pack_by_a_smaller_one(
     own.parent.mkdir()
     own.write_bytes(pack.read_bytes())
     monkeypatch.setattr(pack_mod, "DEFAULT_PACK", own)
-    fit = ["--min-problems", "2", "--bootstrap", "200", "--quiet"]
+    fit = ["--min-problems", "2", "--bootstrap", "200", "--quiet", *TINY_CONFORMAL]
     rc, out, err = _run(["induce", "fit", "--warehouse", str(corpus), "--exclude", "iris",
                          "--no-write", *fit], capsys)
     assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, err
@@ -851,16 +854,18 @@ def test_fit_without_o_never_replaces_the_package_pack_by_a_smaller_one(
     assert own.read_bytes() == pack.read_bytes()
     assert " -o " not in pack_mod.load_pack(own).provenance["command"]
     rc, _, err = _run(["induce", "fit", "--pack", str(own), "--exclude", "iris", "-o",
-                       str(own), *fit], capsys)
+                       str(own), *fit, *NO_CONFORMAL], capsys)
     assert rc == 0, err
     assert len(pack_mod.load_pack(own).problems) == len(TINY_PROBLEMS) - 1
 
 
 def test_fit_notes_seeds_past_the_corpus_and_how_little_few_problems_say(
         corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # one assignment of the groups to the folds: the note is about the folds' number
     rc, _, err = _run(["induce", "fit", "--warehouse", str(corpus), "--seeds", "5",
                        "--min-problems", "2", "--bootstrap", "50", "--no-write", "-o",
-                       str(tmp_path / "p.parquet"), "--quiet"], capsys)
+                       str(tmp_path / "p.parquet"), "--quiet", "--conformal-repeats", "1"],
+                      capsys)
     assert rc == 0, err
     assert "note: --seeds 5: the corpus has 2 seeds (0, 1), all read" in err
     assert (f"note: {len(TINY_PROBLEMS)} problems in {len(TINY_PROBLEMS)} groups: rules, "
@@ -939,7 +944,7 @@ def test_plot_correlations_of_a_fit_that_mined_none_says_so_for_both_sources(
                       capsys)
     assert rc == 2 and "mine them with `aicf-induct induce fit" in err
     rc, _, err = _run(["induce", "fit", "--warehouse", str(fresh), "--bootstrap", "50",
-                       "-o", str(tmp_path / "p.parquet"), "--quiet"], capsys)
+                       "-o", str(tmp_path / "p.parquet"), "--quiet", *NO_CONFORMAL], capsys)
     assert rc == 0, err
     made = pack_mod.load_pack(tmp_path / "p.parquet")
     assert made.correlations.empty and len(made.rules) > 0
