@@ -20,8 +20,8 @@ from tests.kernels.cuda_emulator import cache_dir, compiler
 pytestmark = pytest.mark.slow
 
 KERNELS = r"""
-// every thread adds its index to x[0] in turn, through a block barrier between two halves;
-// the upper half returns before the barrier, as an exited CUDA thread drops out of it
+// the upper half of each block returns before the block barrier, which the lower half
+// passes only if those threads dropped out of it; thread 0 then writes its block's number
 __global__ void early_exit(float* x) {
   if (threadIdx.x >= blockDim.x / 2) return;
   __syncthreads();
