@@ -24,13 +24,15 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-CATEGORIES = (  # (name, a frame that puts a stack in it), first match wins
-    ("importing modules", "_find_and_load"),
-    ("gradient boosting fits", "gradient_boosting.py"),
-    ("warehouse (DuckDB, warehouse/)", "duckdb"),
+IMPORTS = "importing modules"
+CATEGORIES = (  # (name, text of a frame that puts a stack in it), the first match wins
+    (IMPORTS, ("_find_and_load",)),
+    ("gradient boosting fits", ("gradient_boosting.py",)),
+    ("warehouse (DuckDB, warehouse/)", ("duckdb", "warehouse/")),
 )
 OWN = ("aicf_induct", "api", "warehouse", "tests", "benchmarks", "<string>")
-HERE = Path(__file__).resolve().parent
+# the benchmark scripts, which import each other as top-level modules: this project's too
+SCRIPTS = frozenset(p.name for p in Path(__file__).resolve().parent.glob("*.py"))
 
 
 def stacks(lines: Iterable[str]) -> Iterable[tuple[str, list[str], int]]:
@@ -53,24 +55,23 @@ def imported_library(frames: list[str]) -> str | None:
     first = next(i for i, f in enumerate(frames) if "_find_and_load" in f)
     for f in frames[first:]:
         m = re.match(r"<module> \(([^/:)]+)", f)
-        if m is None or m.group(1).startswith(OWN) or (HERE / m.group(1)).is_file():
+        if m is None or m.group(1).startswith(OWN) or m.group(1) in SCRIPTS:
             continue
         return m.group(1).removesuffix(".py")
     return None
 
 
 def summarise(lines: Iterable[str]) -> dict[str, Counter[str]]:
-    """Sample counts by category, by library imported (the outermost library module under
-    an import), and by whether the process was started by multiprocessing."""
+    """Sample counts by category, by library imported (`imported_library`), and by whether
+    the process was started by multiprocessing."""
     out: dict[str, Counter[str]] = {"category": Counter(), "library": Counter(),
                                     "origin": Counter()}
     for command, frames, n in stacks(lines):
         joined = ";".join(frames)
-        name = next((c for c, mark in CATEGORIES if mark in joined), None)
-        if name is None and "warehouse/" in joined:
-            name = CATEGORIES[2][0]
-        out["category"][name or "the rest"] += n
-        if name == CATEGORIES[0][0]:
+        name = next((c for c, marks in CATEGORIES if any(m in joined for m in marks)),
+                    "the rest")
+        out["category"][name] += n
+        if name == IMPORTS:
             library = imported_library(frames)
             if library:
                 out["library"][library] += n
