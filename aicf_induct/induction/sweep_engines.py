@@ -8,10 +8,9 @@ at once, and collects what ended (`wait`): an `Outcome`, or the error of a worke
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Any, Protocol
@@ -21,9 +20,9 @@ from aicf_induct.induction.sweep_worker import (
     STOP_GRACE_S,
     Outcome,
     Task,
-    init_local_worker,
     run_local_task,
     stop_processes,
+    worker_pool,
 )
 from aicf_induct.kernels.autotune import BUDGET_ENV
 
@@ -42,25 +41,20 @@ class Engine(Protocol):
 
 
 class LocalEngine:
-    """A spawn-context process pool on this machine; a worker death (segfault, OOM kill)
+    """A process pool on this machine (`worker_pool`); a worker death (segfault, OOM kill)
     fails the runs in flight and the next `submit` starts a fresh pool."""
 
     def __init__(self, workers: int) -> None:
         self.capacity = workers
-        self._ctx = multiprocessing.get_context("spawn")  # no fork of the writer thread
-        self._pool = self._new_pool()
+        self._pool = worker_pool(workers)
         self._broken = False
         self._interrupted = False
         self._futures: dict[Future[Outcome], Task] = {}
 
-    def _new_pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(self.capacity, mp_context=self._ctx,
-                                   initializer=init_local_worker, initargs=(os.getpid(),))
-
     def submit(self, task: Task) -> None:
         if self._broken:
             self._pool.shutdown(wait=False)
-            self._pool, self._broken = self._new_pool(), False
+            self._pool, self._broken = worker_pool(self.capacity), False
         self._futures[self._pool.submit(run_local_task, task)] = task
 
     def wait(self) -> list[Ended]:

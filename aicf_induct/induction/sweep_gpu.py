@@ -20,7 +20,6 @@ process: no faster than the process pool, but the same bookkeeping without a GPU
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
 import uuid
@@ -32,10 +31,10 @@ from aicf_induct.induction.sweep_worker import (
     Outcome,
     RunLog,
     Task,
-    init_local_worker,
     log_failure,
     process_recorder,
     task_trainer,
+    worker_pool,
 )
 from aicf_induct.problems import load_problem
 from aicf_induct.problems.problem import Problem
@@ -93,10 +92,7 @@ class GpuEngine:
         key = (task.problem, task.seed)
         if key not in self._problems and key not in self._loading:
             if self._pool is None:
-                ctx = multiprocessing.get_context("spawn")
-                self._pool = ProcessPoolExecutor(PREPARERS, mp_context=ctx,
-                                                 initializer=init_local_worker,
-                                                 initargs=(os.getpid(),))
+                self._pool = worker_pool(PREPARERS)
             self._loading[key] = self._pool.submit(prepare_problem, *key)
         self._waiting.append((task, time.perf_counter()))
         self._start_ready(block=False)

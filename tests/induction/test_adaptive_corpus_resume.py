@@ -19,7 +19,7 @@ from aicf_induct.induction.adaptive_corpus import plan
 from aicf_induct.induction.rewrite_history import load_rewrite_history
 from aicf_induct.induction.space_io import parse_space
 from aicf_induct.induction.sweep_worker import close_process_recorders, run_task
-from tests.induction.test_sweep_resume import REPO, alive, children
+from tests.induction.test_sweep_resume import REPO, alive, descendants
 from tests.signals import default_sigint
 
 RUNS_SQL = """
@@ -71,7 +71,7 @@ def test_sigterm_then_rerun_leaves_no_orphan_and_one_run_each(tmp_path: Path) ->
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the build made no progress"
             time.sleep(0.25)
-        workers = [c for c in children(proc.pid) if alive(c)]
+        workers = [c for c in descendants(proc.pid) if alive(c)]
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)
         assert proc.returncode == 130

@@ -59,6 +59,16 @@ def children(pid: int) -> list[int]:
     return out
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`: a pool's workers are its fork server's children."""
+    found, todo = [], [pid]
+    while todo:
+        below = children(todo.pop())
+        found += below
+        todo += below
+    return found
+
+
 def alive(pid: int) -> bool:
     try:
         state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -101,7 +111,7 @@ def test_sigkill_then_restart_runs_every_triple_exactly_once(tmp_path: Path) -> 
     root = tmp_path / "wh"
     proc = start(root, *ENDLESS)
     wait_running(root, proc, 2)
-    workers = [c for c in children(proc.pid) if alive(c)]
+    workers = [c for c in descendants(proc.pid) if alive(c)]
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
     # its workers notice the parent is gone, log their runs as interrupted, and exit
