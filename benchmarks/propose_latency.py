@@ -4,7 +4,9 @@
         [--import-runs 3] [--compare PYTHON] [--write-results]
 
 Each run starts the installed console script in a new process (what a user types, on a fresh
-clone: no server, no cache), once for `--dataset wine` and once for a CSV file
+clone: no server, and the dataset never featurised before: each run empties the meta-features'
+folder of a cache of the benchmark's own, where the pack's digest memo stays, as after a
+user's first command), once for `--dataset wine` and once for a CSV file
 (`file:PATH?target=y`, 300 rows of 8 numeric columns and a text column, written to a
 temporary folder), alternating, and measures the wall time from the process's start to its
 exit. Also read: `propose`'s own "answered in" line (loading the pack, featurising the
@@ -25,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -38,6 +42,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import cpu_model, git_commit, write_section
+
+from aicf_induct.problems.features_cache import FOLDER as FEATURES_FOLDER
 
 GOAL_S = 2.0
 HEADING = "## Proposal latency from a fresh process (`benchmarks/propose_latency.py`)"
@@ -66,10 +72,17 @@ def command(python: str, dataset: str, pack: str | None) -> list[str]:
     return [str(script), "propose", "--dataset", dataset, *(["--pack", pack] if pack else [])]
 
 
-def timed_run(argv: list[str]) -> tuple[float, float]:
+def cache_env(cache: Path) -> dict[str, str]:
+    """The environment of a run: the benchmark's cache, its meta-features emptied."""
+    shutil.rmtree(cache / FEATURES_FOLDER, ignore_errors=True)
+    return {**os.environ, "AICF_CACHE_DIR": str(cache)}
+
+
+def timed_run(argv: list[str], cache: Path) -> tuple[float, float]:
     """(wall seconds from start to exit, propose's own "answered in" seconds)."""
+    env = cache_env(cache)
     t0 = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True)
+    done = subprocess.run(argv, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed:\n{done.stderr}")
@@ -79,13 +92,13 @@ def timed_run(argv: list[str]) -> tuple[float, float]:
     return wall, float(found.group(1))
 
 
-def import_breakdown(python: str, argv: list[str]) -> dict[str, float]:
+def import_breakdown(python: str, argv: list[str], cache: Path) -> dict[str, float]:
     """Seconds of import per top-level package (each module's own time, `-X importtime`'s
     "self" column, summed by its first name), one run."""
     code = ("import sys; from aicf_induct.cli.main import main; "
             f"sys.argv = {['aicf-induct', *argv[1:]]!r}; sys.exit(main())")
     done = subprocess.run([python, "-X", "importtime", "-c", code],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=cache_env(cache))
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} under -X importtime failed:\n{done.stderr[-2000:]}")
     spent: dict[str, float] = {}
@@ -172,15 +185,16 @@ def main() -> int:
     envs = {label: libraries(python) for label, python in pythons.items()}
     with tempfile.TemporaryDirectory() as tmp:
         datasets = {"wine": "wine", "my.csv": f"file:{write_csv(Path(tmp))}?target=y"}
+        cache = Path(tmp) / "cache"
         argvs = {f"{label} | {name}": (python, command(python, ds, args.pack))
                  for label, python in pythons.items() for name, ds in datasets.items()}
         for _, argv in argvs.values():  # warm the OS's file cache: every user's second try
-            timed_run(argv)
+            timed_run(argv, cache)
         results: dict[str, list[tuple[float, float]]] = {key: [] for key in argvs}
         for _ in range(args.runs):
             for key, (_, argv) in argvs.items():
-                results[key].append(timed_run(argv))
-        imports = {key: median_breakdown([import_breakdown(python, argv)
+                results[key].append(timed_run(argv, cache))
+        imports = {key: median_breakdown([import_breakdown(python, argv, cache)
                                           for _ in range(args.import_runs)])
                    for key, (python, argv) in argvs.items()}
     # the compared interpreter's path is this machine's: the report names its libraries

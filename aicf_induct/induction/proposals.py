@@ -84,7 +84,7 @@ def featurise_file(path: str | Path, target: str, name: str, task: Task | None =
 
 
 def _featurised(dataset: str, load: Callable[[], Problem]) -> tuple[Problem, dict[str, float]]:
-    from aicf_induct.problems import extract_features
+    from aicf_induct.problems.features_cache import cached_features
 
     try:
         problem = load()
@@ -96,7 +96,7 @@ def _featurised(dataset: str, load: Callable[[], Problem]) -> tuple[Problem, dic
         raise DataError(f"dataset '{dataset}' cannot be loaded: {type(err).__name__}: "
                         f"{_first_line(err)}") from None
     try:
-        features = dict(extract_features(problem))
+        features = cached_features(problem)
     except Exception as err:
         raise DataError(f"dataset '{dataset}' cannot be featurised: {type(err).__name__}: "
                         f"{_first_line(err)}") from None

@@ -14,7 +14,6 @@ and `interrupted` when Ctrl-C (KeyboardInterrupt) or SystemExit does, before eit
 
 from __future__ import annotations
 
-import hashlib
 import platform
 import time
 from collections.abc import Mapping
@@ -28,6 +27,7 @@ from aicf_induct.ir.canonical import to_json
 from aicf_induct.ir.fingerprint import fingerprint
 from aicf_induct.ir.graph import Graph
 from aicf_induct.ir.patterns import patterns
+from aicf_induct.problems.features_cache import split_key
 from aicf_induct.problems.problem import Problem
 from aicf_induct.records import (
     RESUMED,
@@ -80,7 +80,8 @@ NOT_STARTED = "none (failed before training)"  # device label of a run that neve
 # (problem_id, training split's digest) -> meta-features (seed 0's split's:
 # `problems.meta_features`) and their split's seed, once per process and split, kept under
 # the key of the problem asked about and of the split featurised, so that every seed's split
-# of one table extracts them once. The id alone is not enough: it is whatever a hand-made
+# of one table extracts them once (and `features_cache` keeps them on disk for the next
+# process). The id alone is not enough: it is whatever a hand-made
 # problem says, and two such problems may share one.
 _FEATURES: dict[tuple[str, str], tuple[dict[str, float], int]] = {}
 
@@ -120,37 +121,23 @@ def remember_features(problem: Problem, features: Mapping[str, float],
     """`problem`'s meta-features (`problems.meta_features`, of the split of `split_seed`)
     computed elsewhere (another process), kept for `problem_record`, which then computes
     nothing."""
-    _FEATURES[_features_key(problem)] = (dict(features), split_seed)
+    _FEATURES[split_key(problem)] = (dict(features), split_seed)
 
 
 def problem_meta_features_with_seed(problem: Problem) -> tuple[dict[str, float], int]:
     """`problem_meta_features` and the seed of the split they are of."""
-    key = _features_key(problem)
+    key = split_key(problem)
     found = _FEATURES.get(key)
     if found is None:
-        from aicf_induct.problems.features import extract_features
+        from aicf_induct.problems.features_cache import cached_features
         from aicf_induct.problems.meta_features import featurised_split
 
         base = featurised_split(problem)  # loading a table costs less than featurising it
-        found = _FEATURES.get(_features_key(base))
+        found = _FEATURES.get(split_key(base))
         if found is None:
-            found = _FEATURES[_features_key(base)] = (dict(extract_features(base)),
-                                                      base.split_seed)
+            found = _FEATURES[split_key(base)] = (cached_features(base), base.split_seed)
         _FEATURES[key] = found
     return dict(found[0]), found[1]
-
-
-def _features_key(problem: Problem) -> tuple[str, str]:
-    """(problem id, digest of its training split and of the table facts the features read
-    besides it, `problem.raw`): the cache's key. The id hashes the cleaned table only: the
-    same data with a column dropped by `drop=` has the same id, and other facts."""
-    train = problem.train
-    h = hashlib.blake2b(digest_size=16)
-    for a in (train.X, train.y):
-        h.update(str(a.shape).encode())
-        h.update(np.ascontiguousarray(a).tobytes())
-    h.update(repr(sorted(problem.raw.items())).encode())
-    return problem.problem_id, h.hexdigest()
 
 
 def run_start_record(run_id: str, problem_id: str, problem_name: str, task: str,

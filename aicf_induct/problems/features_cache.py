@@ -1,0 +1,72 @@
+"""Problem meta-features kept on disk, under `cache.cache_dir()`: each process of a sweep,
+each test worker and each `propose` of a table seen before reads them rather than
+extracting them again (the landmarks' cross-validated fits take a second or two on a large
+table). Keyed by the problem's split (`split_key`) and by what computes the features: the
+features package's code and the versions of numpy, scipy and scikit-learn. Deleting the
+folder only costs time."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from aicf_induct.cache import cache_dir, read_json, write_json
+from aicf_induct.problems.problem import Problem
+
+FOLDER = "features"
+
+
+def split_key(problem: Problem) -> tuple[str, str]:
+    """(problem id, digest of its training split and of the table facts the features read
+    besides it, `problem.raw`). The id hashes the cleaned table only: the same data with a
+    column dropped by `drop=` has the same id, and other facts."""
+    train = problem.train
+    h = hashlib.blake2b(digest_size=16)
+    for a in (train.X, train.y):
+        h.update(str(a.shape).encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    h.update(repr(sorted(problem.raw.items())).encode())
+    return problem.problem_id, h.hexdigest()
+
+
+def cached_features(problem: Problem) -> dict[str, float]:
+    """`extract_features(problem)`, read from the disk cache when it holds them (a file
+    that is absent, torn or of other values is computed again and rewritten)."""
+    from aicf_induct.problems import features  # looked up now: tests count its calls
+
+    path = _path(problem)
+    found = read_json(path)
+    if isinstance(found, dict) and found and all(
+            isinstance(v, float) and not isinstance(v, bool) for v in found.values()):
+        return found
+    computed = {str(k): float(v) for k, v in features.extract_features(problem).items()}
+    write_json(path, computed)
+    return computed
+
+
+def _path(problem: Problem) -> Path:
+    problem_id, digest = split_key(problem)
+    name = hashlib.blake2b(f"{problem_id}\0{digest}".encode(), digest_size=16).hexdigest()
+    return cache_dir() / FOLDER / _code_key() / f"{name}.json"
+
+
+@functools.lru_cache(maxsize=1)
+def _code_key() -> str:
+    """What computes the features: their package's sources, the row sampler's and the
+    numerical libraries' versions. A change to any of them is a folder of its own, so stale
+    values are never read (old folders are left to delete with the rest of the cache)."""
+    import scipy
+    import sklearn
+
+    from aicf_induct.problems import features, splits
+
+    h = hashlib.blake2b(digest_size=8)
+    package = sorted(Path(features.__file__).parent.glob("*.py"))
+    for source in [*package, Path(splits.__file__)]:
+        h.update(source.name.encode())
+        h.update(source.read_bytes())
+    h.update(f"{np.__version__} {scipy.__version__} {sklearn.__version__}".encode())
+    return h.hexdigest()

@@ -1,0 +1,73 @@
+"""The meta-features' disk cache: a process reads what another extracted, a split or a code
+of its own gets its own entry, and a torn file is computed again."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aicf_induct.problems import features, features_cache, load_problem
+from aicf_induct.problems.features_cache import cached_features
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[int]:
+    """An empty cache of this test's own, and the split seeds `extract_features` ran on."""
+    monkeypatch.setenv("AICF_CACHE_DIR", str(tmp_path))
+    calls: list[int] = []
+    extract = features.extract_features
+
+    def counting(problem, config=None):  # type: ignore[no-untyped-def]
+        calls.append(problem.split_seed)
+        return extract(problem, config)
+
+    monkeypatch.setattr(features, "extract_features", counting)
+    return calls
+
+
+def test_each_split_is_extracted_once_and_read_back_as_it_was(counted: list[int]) -> None:
+    seed0, seed1 = load_problem("iris", seed=0), load_problem("iris", seed=1)
+    first = cached_features(seed0)
+    assert first == {k: float(v) for k, v in features.extract_features(seed0).items()}
+    counted.clear()
+    assert cached_features(load_problem("iris", seed=0)) == first  # the same split, loaded again
+    assert counted == []
+    assert cached_features(seed1) != first and counted == [1]  # another split: its own entry
+
+
+def test_another_process_reads_what_this_one_extracted(counted: list[int],
+                                                       tmp_path: Path) -> None:
+    mine = cached_features(load_problem("wine", seed=0))
+    # the other process cannot extract: only the cache can answer it
+    code = ("import json\n"
+            "from aicf_induct.problems import features, load_problem\n"
+            "from aicf_induct.problems.features_cache import cached_features\n"
+            "def refuse(*a, **k): raise AssertionError('extracted again')\n"
+            "features.extract_features = refuse\n"
+            "print(json.dumps(cached_features(load_problem('wine', seed=0))))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "PYTHONPATH": str(REPO),
+                                           "AICF_CACHE_DIR": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    import json
+
+    assert json.loads(out.stdout) == mine
+
+
+def test_a_torn_entry_or_other_code_is_extracted_again(counted: list[int],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    iris = load_problem("iris", seed=0)
+    first = cached_features(iris)
+    entry = features_cache._path(iris)
+    entry.write_text(entry.read_text()[:40])  # a file cut short
+    assert cached_features(iris) == first and counted == [0, 0]
+    assert cached_features(iris) == first and counted == [0, 0]  # rewritten whole
+    monkeypatch.setattr(features_cache, "_code_key", lambda: "other-code")
+    assert cached_features(iris) == first and counted == [0, 0, 0]
+    assert features_cache._path(iris) != entry
