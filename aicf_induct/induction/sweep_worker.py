@@ -38,7 +38,7 @@ ORIGIN = "sweep"
 # what every run worker imports, once in the fork server rather than in each worker: a
 # spawned worker spent about 3 s importing scikit-learn, pandas and pyarrow before its first run
 PRELOAD = [__name__, "warehouse"]
-ORPHAN_POLL_S = 0.1  # how often a local worker checks that its parent is alive
+ORPHAN_POLL_S = 0.1  # how often a process not started by multiprocessing checks its parent
 STOP_GRACE_S = 10.0  # an orphan that has not exited this long after its SIGTERM is killed
 
 
