@@ -4,6 +4,7 @@ The session's cache folder: one for every worker, never the user's."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +64,21 @@ def iris_run_warehouse(tmp_path_factory: pytest.TempPathFactory):  # type: ignor
     assert main(["train", "--dataset", "iris", "--epochs", "1", "--quiet",
                  "--warehouse", str(root)]) == 0
     return root
+
+
+@pytest.fixture
+def extractions(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[int]:
+    """An empty meta-features cache of the test's own, and the split seed of each
+    `extract_features` call made meanwhile."""
+    from aicf_induct.problems import features
+
+    monkeypatch.setenv("AICF_CACHE_DIR", str(tmp_path / "cache"))
+    calls: list[int] = []
+    extract = features.extract_features
+
+    def counting(problem, config=None):  # type: ignore[no-untyped-def]
+        calls.append(problem.split_seed)
+        return extract(problem, config)
+
+    monkeypatch.setattr(features, "extract_features", counting)
+    return calls

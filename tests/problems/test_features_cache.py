@@ -16,33 +16,17 @@ from aicf_induct.problems.features_cache import cached_features
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def counted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[int]:
-    """An empty cache of this test's own, and the split seeds `extract_features` ran on."""
-    monkeypatch.setenv("AICF_CACHE_DIR", str(tmp_path))
-    calls: list[int] = []
-    extract = features.extract_features
-
-    def counting(problem, config=None):  # type: ignore[no-untyped-def]
-        calls.append(problem.split_seed)
-        return extract(problem, config)
-
-    monkeypatch.setattr(features, "extract_features", counting)
-    return calls
-
-
-def test_each_split_is_extracted_once_and_read_back_as_it_was(counted: list[int]) -> None:
+def test_each_split_is_extracted_once_and_read_back_as_it_was(extractions: list[int]) -> None:
     seed0, seed1 = load_problem("iris", seed=0), load_problem("iris", seed=1)
     first = cached_features(seed0)
     assert first == {k: float(v) for k, v in features.extract_features(seed0).items()}
-    counted.clear()
+    extractions.clear()
     assert cached_features(load_problem("iris", seed=0)) == first  # the same split, loaded again
-    assert counted == []
-    assert cached_features(seed1) != first and counted == [1]  # another split: its own entry
+    assert extractions == []
+    assert cached_features(seed1) != first and extractions == [1]  # another split, own entry
 
 
-def test_another_process_reads_what_this_one_extracted(counted: list[int],
-                                                       tmp_path: Path) -> None:
+def test_another_process_reads_what_this_one_extracted(extractions: list[int]) -> None:
     mine = cached_features(load_problem("wine", seed=0))
     # the other process cannot extract: only the cache can answer it
     code = ("import json\n"
@@ -52,22 +36,21 @@ def test_another_process_reads_what_this_one_extracted(counted: list[int],
             "features.extract_features = refuse\n"
             "print(json.dumps(cached_features(load_problem('wine', seed=0))))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=300, env={**os.environ, "PYTHONPATH": str(REPO),
-                                           "AICF_CACHE_DIR": str(tmp_path)})
+                         timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert out.returncode == 0, out.stderr
     import json
 
     assert json.loads(out.stdout) == mine
 
 
-def test_a_torn_entry_or_other_code_is_extracted_again(counted: list[int],
+def test_a_torn_entry_or_other_code_is_extracted_again(extractions: list[int],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     iris = load_problem("iris", seed=0)
     first = cached_features(iris)
     entry = features_cache._path(iris)
     entry.write_text(entry.read_text()[:40])  # a file cut short
-    assert cached_features(iris) == first and counted == [0, 0]
-    assert cached_features(iris) == first and counted == [0, 0]  # rewritten whole
+    assert cached_features(iris) == first and extractions == [0, 0]
+    assert cached_features(iris) == first and extractions == [0, 0]  # rewritten whole
     monkeypatch.setattr(features_cache, "_code_key", lambda: "other-code")
-    assert cached_features(iris) == first and counted == [0, 0, 0]
+    assert cached_features(iris) == first and extractions == [0, 0, 0]
     assert features_cache._path(iris) != entry

@@ -181,26 +181,16 @@ def test_a_problem_its_name_cannot_load_keeps_its_own_splits_features() -> None:
 
 
 def test_every_seed_s_split_of_one_table_featurises_it_once(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        monkeypatch: pytest.MonkeyPatch, extractions: list[int]) -> None:
     """Every seed's split of one table has seed 0's features: a sweep's worker running
     seeds 0-7 of a problem loads the table again for a new split (cheap), not featurises
     it again (seconds on a large table)."""
-    from aicf_induct.problems import features
     from aicf_induct.runtime import runs
 
-    calls: list[int] = []
-    extract = features.extract_features
-
-    def counted(problem, config=None):  # type: ignore[no-untyped-def]
-        calls.append(problem.split_seed)
-        return extract(problem, config)
-
-    monkeypatch.setattr(features, "extract_features", counted)
-    monkeypatch.setattr(runs, "_FEATURES", {})
-    monkeypatch.setenv("AICF_CACHE_DIR", str(tmp_path))  # nothing on disk either
+    monkeypatch.setattr(runs, "_FEATURES", {})  # nothing in memory (nor on disk: the fixture)
     got = [runs.problem_meta_features_with_seed(load_problem("iris", seed=s))
            for s in (3, 1, 0, 3)]
-    assert calls == [0]  # once, on seed 0's split
+    assert extractions == [0]  # once, on seed 0's split
     assert all(g == got[0] for g in got) and got[0][1] == 0
 
 
