@@ -12,7 +12,7 @@ summary counts each stack once in the first category it falls in, in this order:
 modules (any `_find_and_load` frame), fitting scikit-learn's gradient boosting, the warehouse
 (DuckDB and `warehouse/`), the rest; then the libraries whose imports cost most, and the
 share of processes started by `multiprocessing` (spawned pool workers and engines import
-everything again).
+everything again; a forkserver's workers start with what the server imported).
 """
 
 from __future__ import annotations
@@ -75,7 +75,9 @@ def summarise(lines: Iterable[str]) -> dict[str, Counter[str]]:
             library = imported_library(frames)
             if library:
                 out["library"][library] += n
-        started = "multiprocessing.spawn" in command or "spawn_main" in command
+        # a forkserver's children keep its command line
+        started = any(m in command for m in ("multiprocessing.spawn", "spawn_main",
+                                             "multiprocessing.forkserver"))
         out["origin"]["multiprocessing children" if started else "other processes"] += n
     return out
 
