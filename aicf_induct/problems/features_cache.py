@@ -32,23 +32,23 @@ def split_key(problem: Problem) -> tuple[str, str]:
     return problem.problem_id, h.hexdigest()
 
 
-def cached_features(problem: Problem) -> dict[str, float]:
+def cached_features(problem: Problem, key: tuple[str, str] | None = None) -> dict[str, float]:
     """`extract_features(problem)`, read from the disk cache when it holds them (a file
-    that is absent, torn or of other values is computed again and rewritten)."""
+    that is absent, torn or of other values is computed again and rewritten). `key`: the
+    problem's `split_key`, where the caller has it (it hashes the whole training split)."""
     from aicf_induct.problems import features  # looked up now: tests count its calls
 
-    path = _path(problem)
+    path = _path(key or split_key(problem))
     found = read_json(path)
-    if isinstance(found, dict) and found and all(
-            isinstance(v, float) and not isinstance(v, bool) for v in found.values()):
+    if isinstance(found, dict) and found and all(isinstance(v, float) for v in found.values()):
         return found
     computed = {str(k): float(v) for k, v in features.extract_features(problem).items()}
     write_json(path, computed)
     return computed
 
 
-def _path(problem: Problem) -> Path:
-    problem_id, digest = split_key(problem)
+def _path(key: tuple[str, str]) -> Path:
+    problem_id, digest = key
     name = hashlib.blake2b(f"{problem_id}\0{digest}".encode(), digest_size=16).hexdigest()
     return cache_dir() / FOLDER / _code_key() / f"{name}.json"
 

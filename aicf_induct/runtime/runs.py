@@ -133,9 +133,10 @@ def problem_meta_features_with_seed(problem: Problem) -> tuple[dict[str, float],
         from aicf_induct.problems.meta_features import featurised_split
 
         base = featurised_split(problem)  # loading a table costs less than featurising it
-        found = _FEATURES.get(split_key(base))
+        base_key = key if base is problem else split_key(base)
+        found = _FEATURES.get(base_key)
         if found is None:
-            found = _FEATURES[split_key(base)] = (cached_features(base), base.split_seed)
+            found = _FEATURES[base_key] = (cached_features(base, base_key), base.split_seed)
         _FEATURES[key] = found
     return dict(found[0]), found[1]
 

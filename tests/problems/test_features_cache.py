@@ -3,6 +3,7 @@ of its own gets its own entry, and a torn file is computed again."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -38,8 +39,6 @@ def test_another_process_reads_what_this_one_extracted(extractions: list[int]) -
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert out.returncode == 0, out.stderr
-    import json
-
     assert json.loads(out.stdout) == mine
 
 
@@ -47,10 +46,10 @@ def test_a_torn_entry_or_other_code_is_extracted_again(extractions: list[int],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     iris = load_problem("iris", seed=0)
     first = cached_features(iris)
-    entry = features_cache._path(iris)
+    entry = features_cache._path(features_cache.split_key(iris))
     entry.write_text(entry.read_text()[:40])  # a file cut short
     assert cached_features(iris) == first and extractions == [0, 0]
     assert cached_features(iris) == first and extractions == [0, 0]  # rewritten whole
     monkeypatch.setattr(features_cache, "_code_key", lambda: "other-code")
     assert cached_features(iris) == first and extractions == [0, 0, 0]
-    assert features_cache._path(iris) != entry
+    assert features_cache._path(features_cache.split_key(iris)) != entry
