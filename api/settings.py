@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from aicf_induct.induction.pack import DEFAULT_PACK
+from aicf_induct.induction.pack_location import DEFAULT_PACK
 from warehouse.catalog import default_root
 from warehouse.keys import default_path
 from warehouse.sandbox import Limits

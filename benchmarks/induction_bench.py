@@ -46,8 +46,6 @@ from script_errors import run_main
 from aicf_induct.errors import ConfigError
 from aicf_induct.induction.corpus import same_data_regrouped
 from aicf_induct.induction.evaluate import (
-    CEILINGS,
-    WARM_STARTS,
     by_group,
     calibration,
     compare,
@@ -67,6 +65,7 @@ from aicf_induct.induction.lopo import RANK_SEEDS, LopoResult, check_held_out
 from aicf_induct.induction.meta_dataset import complete_problems, with_derived_scores
 from aicf_induct.induction.meta_file import read_meta_file
 from aicf_induct.induction.metamodel import BLEND_RANK, RANKINGS, MetaModel
+from aicf_induct.induction.methods import CEILINGS, WARM_STARTS
 from aicf_induct.induction.mining import Miner
 from aicf_induct.induction.pack import CONFORMAL_FOLDS, CONFORMAL_REPEATS
 from aicf_induct.induction.replication import rule_replication

@@ -63,8 +63,8 @@ from aicf_induct.induction.lopo import (
     seed_partitions,
 )
 from aicf_induct.induction.metamodel import MetaModel
+from aicf_induct.induction.methods import WARM_STARTS
 
-WARM_STARTS = ("knn", "portfolio", "average")
 COLUMNS = [("proposer", 1), ("proposer", 3), ("knn", 3), ("portfolio", 3), ("average", 3),
            ("default", 1), ("full_search", 1)]
 

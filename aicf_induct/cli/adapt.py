@@ -19,6 +19,7 @@ from aicf_induct.cli.train import (
     add_parallel_options,
     add_train_options,
     close_log,
+    dataset,
     model_graph,
     note_idle_ranks,
     open_recorder,
@@ -30,7 +31,6 @@ from aicf_induct.cli.train import (
 from aicf_induct.errors import ConfigError
 from aicf_induct.interrupts import sigterm_interrupts
 from aicf_induct.ir.graph import Graph
-from aicf_induct.problems import load_problem
 from aicf_induct.progress import is_terminal, transient
 from aicf_induct.records import (
     BaseRecorder,
@@ -269,6 +269,8 @@ def named_policy(args: argparse.Namespace, name: str) -> Policy:
 
 
 def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
+    from aicf_induct.problems.registry import load_problem  # here, not for `--help`
+
     hooks: list[StepHook] = []
     if args.inject_nan is not None:
         hooks.append(FaultInjection(args.inject_nan, "nan"))
@@ -456,7 +458,7 @@ def adapt_other_rank(comm: Communicator, payload: tuple[Any, ...]) -> None:
     recipe, its share of every batch; it takes rank 0's measurements and decisions, logs
     nothing and writes no checkpoint."""
     args, graph, config, adapt, hooks, where = payload
-    problem = load_problem(args.dataset, seed=args.seed)
+    problem = dataset(args)
     AdaptiveRun(problem, graph, config, adapt, named_policy(args, args.policy or "rules"),
                 hooks=hooks, checkpoint_dir=args.checkpoint_dir, tuning=tuning_store(where),
                 parallel=DataParallel(comm)).run()

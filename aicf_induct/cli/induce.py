@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 # -- induce fit ----------------------------------------------------------------------------------
 def _fit_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from aicf_induct.induction.pack import DEFAULT_PACK
+    from aicf_induct.induction.pack_location import DEFAULT_PACK
 
     f = isub.add_parser(
         "fit", help="meta-dataset -> correlations, rules -> knowledge pack",
@@ -709,7 +709,7 @@ def _recipe(r: dict[str, Any]) -> str:
 
 # -- induce evaluate -----------------------------------------------------------------------------
 def _evaluate_parser(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from aicf_induct.induction.evaluate import BASELINES
+    from aicf_induct.induction.methods import BASELINES
 
     e = isub.add_parser(
         "evaluate", help="leave-one-problem-out evaluation against the baselines",

@@ -23,7 +23,6 @@ from aicf_induct.ir import canonical
 from aicf_induct.ir.graph import Graph, Node
 from aicf_induct.ir.validate import infer_types
 from aicf_induct.kernels.autotune import TuningStore
-from aicf_induct.problems import IMAGE_SIDES, image_side, load_problem
 from aicf_induct.problems.problem import Problem
 from aicf_induct.records import NullRecorder, Recorder
 from aicf_induct.runtime.backend import BACKENDS, gpu_available, select_backend
@@ -122,6 +121,8 @@ def model_graph(problem: Problem, model: str | None, ir_file: str | None) -> Gra
         if note:
             print(note, file=sys.stderr)
         return graph
+    from aicf_induct.problems.sklearn_datasets import IMAGE_SIDES, image_side
+
     spec = parse_spec(model or DEFAULT_MODEL)
     if isinstance(spec, CNNSpec) and image_side(problem.name) is None:
         shapes = ", ".join(f"{k} ({v}x{v})" for k, v in IMAGE_SIDES.items())
@@ -352,12 +353,20 @@ def note_idle_ranks(ranks: int, batch_size: int, graph: Graph) -> None:
               f"{least * ranks} or more uses them all", file=sys.stderr)
 
 
+def dataset(args: argparse.Namespace) -> Problem:
+    """The problem --dataset names, split by --seed. Its loaders (scikit-learn's among them)
+    are imported here, when a command runs: `--help` needs none of them."""
+    from aicf_induct.problems.registry import load_problem
+
+    return load_problem(args.dataset, seed=args.seed)
+
+
 def run(args: argparse.Namespace) -> int:
     from_proposal.check(args)
     if args.from_proposal:
         return run_shortlist(args)
     ranks, gpus, config = parallel_setup(args, train_config(args))
-    problem = load_problem(args.dataset, seed=args.seed)
+    problem = dataset(args)
     graph = model_graph(problem, args.model, args.ir)
     if args.values and not args.ir:
         raise ConfigError("--values needs --ir (the graph whose parameters they are)")
@@ -437,7 +446,7 @@ def train_other_rank(comm: Communicator, payload: tuple[argparse.Namespace, Trai
     """A data-parallel rank other than 0 (its own process): the same problem, graph and
     starting values as rank 0 (the same seeds), its share of every batch; it logs nothing."""
     args, config, where = payload
-    problem = load_problem(args.dataset, seed=args.seed)
+    problem = dataset(args)
     graph = model_graph(problem, args.model, args.ir)
     values = load_values(args.values, graph) if args.values else None
     Trainer(problem, graph, config, values=values, tuning=tuning_store(where),
@@ -456,7 +465,7 @@ def run_shortlist(args: argparse.Namespace) -> int:
         raise ConfigError("--from-proposal trains its proposals in this process one after "
                           "another: drop --gpus/--ranks")
     config = train_config(args)
-    problem = load_problem(args.dataset, seed=args.seed)
+    problem = dataset(args)
     top = args.top or from_proposal.TOP
     features = from_proposal.proposal_features(problem)
     proposal, source = from_proposal.ask_proposal(args, problem, features, top)

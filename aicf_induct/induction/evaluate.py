@@ -25,8 +25,6 @@ from aicf_induct.induction.baselines import resolve_default
 from aicf_induct.induction.corpus import same_data_partners
 from aicf_induct.induction.inference import bootstrap_indices, bootstrap_mean_ci, holm
 from aicf_induct.induction.lopo import (
-    METHODS,
-    REFERENCES,
     LopoConfig,
     LopoResult,
     Partition,
@@ -39,6 +37,7 @@ from aicf_induct.induction.lopo import (
 )
 from aicf_induct.induction.meta_dataset import problem_table, score_matrix
 from aicf_induct.induction.metamodel import MetaModel
+from aicf_induct.induction.methods import BASELINES, CEILINGS, METHODS, REFERENCES, WARM_STARTS
 from aicf_induct.induction.neighbors import near_duplicates
 from aicf_induct.json_values import json_safe
 
@@ -277,12 +276,6 @@ def cross_fit(first: LopoResult, second: LopoResult) -> LopoResult:
     return LopoResult(both.reset_index()[list(first.choices.columns)], cal, first.level)
 
 
-BASELINES = tuple(m for m in METHODS if m != "proposer")
-WARM_STARTS = ("knn", "portfolio", "average")  # the 3-pick baselines a top-1 is held against
-# the single picks that train on the problem, held against the warm starts as the top-1 is:
-# what the goal line asks is read against what they reach (the full search: every candidate
-# trained, picked by validation; the choice oracle: the problem's own test outcomes)
-CEILINGS = ("full_search", "choice_oracle")
 
 
 @dataclass

@@ -46,16 +46,11 @@ from aicf_induct.induction.hedge import chosen_set, parse_set_rule
 from aicf_induct.induction.lowrank import LowRankOrder, blended
 from aicf_induct.induction.meta_dataset import check_meta, problem_table, score_matrix
 from aicf_induct.induction.metamodel import MetaModel
+from aicf_induct.induction.methods import METHODS, SINGLE_PICKS
 from aicf_induct.induction.neighbors import Neighbors
 from aicf_induct.induction.space import applies_to
 
 RANK_SEEDS = ("score", "all")
-METHODS = ("proposer", "knn", "portfolio", "average", "random", "default", "full_search",
-           "choice_oracle", "oracle")
-# picks that read the held-out problem's test outcomes: scales for the others, left out of
-# the comparisons' Holm families
-REFERENCES = ("choice_oracle", "oracle")
-SINGLE_PICKS = ("full_search", "choice_oracle", "oracle")  # methods that do not depend on k
 _ORDER = re.compile(r"^(lowrank|knn|blendknn)(\d+)$")
 
 

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from aicf_induct.errors import ConfigError
-from aicf_induct.induction.rewrite_effects import RewriteEffects, RewriteQuery
 from aicf_induct.ir.canonical import to_dict
 from aicf_induct.ir.graph import Graph
 from aicf_induct.problems.problem import Problem
@@ -54,6 +53,7 @@ from aicf_induct.runtime.triggers import Fired
 
 if TYPE_CHECKING:
     from aicf_induct.induction.pack import Pack
+    from aicf_induct.induction.rewrite_effects import RewriteEffects, RewriteQuery
     from aicf_induct.runtime.adaptive import AdaptConfig, AdaptiveRun
 
 Ask = Callable[[PolicyObservation], Mapping[str, Any]]
@@ -192,6 +192,8 @@ def main_job(problem: Problem, config: TrainConfig | None = None, *,
 
 
 def query_of(obs: PolicyObservation, n_rows: float) -> RewriteQuery:
+    from aicf_induct.induction.rewrite_effects import RewriteQuery
+
     return RewriteQuery(obs.graph, obs.fired.kind, float(obs.metrics.get("gap", math.nan)),
                         obs.task, n_rows, obs.blocked)
 
@@ -220,6 +222,8 @@ class LocalRewrites:
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> LocalRewrites:
         import pandas as pd
+
+        from aicf_induct.induction.rewrite_effects import RewriteEffects
 
         t = settings["table"]
         table = pd.DataFrame(t["rows"], columns=t["columns"]).astype(

@@ -57,6 +57,8 @@ from aicf_induct.induction.meta_dataset import (
 )
 from aicf_induct.induction.metamodel import MetaModel
 from aicf_induct.induction.mining import CORRELATION_COLUMNS, RULE_COLUMNS, Miner
+from aicf_induct.induction.pack_location import DEFAULT_PACK as DEFAULT_PACK
+from aicf_induct.induction.pack_location import PACK_ENV as PACK_ENV
 from aicf_induct.induction.proposer import Proposer
 from aicf_induct.induction.rewrite_table import DamagedRow, table_from_records, table_records
 
@@ -72,8 +74,6 @@ CONFORMAL_FOLDS = 5
 CONFORMAL_REPEATS = 5
 FORMAT = "aicf.pack/3"  # bump on any change a reader of the old format would misread
 META_KEY = b"aicf.pack"  # the Parquet key-value metadata entry holding the pack's header
-DEFAULT_PACK = Path(__file__).resolve().parent / "data" / "knowledge_pack.parquet"
-PACK_ENV = "AICF_PACK"  # the pack commands read when given none (a grown one, say)
 BUILD_COMMAND = "aicf-induct induce fit --warehouse DIR"  # writes DEFAULT_PACK
 SCORE_COLUMNS = ("val_score", "test_score", "val_error", "test_error", "val_norm_error",
                  "test_norm_error", "rank_score", "param_steps")

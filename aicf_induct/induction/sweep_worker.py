@@ -36,8 +36,11 @@ from aicf_induct.runtime.trainer import TrainConfig, Trainer
 
 ORIGIN = "sweep"
 # what every run worker imports, once in the fork server rather than in each worker: a
-# spawned worker spent about 3 s importing scikit-learn, pandas and pyarrow before its first run
-PRELOAD = [__name__, "warehouse"]
+# spawned worker spent about 3 s importing scikit-learn, pandas and pyarrow before its first
+# run. The modules that import scikit-learn when a problem is prepared or featurised are
+# named: importing the layers does not load them (so that `--help` does not).
+PRELOAD = [__name__, "warehouse", "aicf_induct.problems.transformer",
+           "aicf_induct.problems.features.landmarks"]
 ORPHAN_POLL_S = 0.1  # how often a process not started by multiprocessing checks its parent
 STOP_GRACE_S = 10.0  # an orphan that has not exited this long after its SIGTERM is killed
 

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from aicf_induct.ir.ops import OpContext
 from aicf_induct.kernels.registry import REGISTRY, Kernel, KernelFn, KernelQuery
@@ -63,6 +62,8 @@ def tanh_vjp(ctx: OpContext, ins: Sequence[A], params: dict[str, A], y: A, gy: A
 
 def sigmoid_fwd(ctx: OpContext, ins: Sequence[A], params: dict[str, A], attrs: dict[str, Any],
                 out: A) -> None:
+    from scipy import special  # here: a command's `--help` need not load scipy
+
     special.expit(ins[0], out=out)
 
 

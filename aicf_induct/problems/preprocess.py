@@ -27,10 +27,6 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from sklearn.compose import ColumnTransformer
-from sklearn.impute import SimpleImputer
-from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from aicf_induct.errors import ConfigError, DataError
 from aicf_induct.problems.problem import Problem, Split
@@ -320,17 +316,6 @@ def content_id(frame: pd.DataFrame, y: np.ndarray, task: str, target: str) -> st
     return h.hexdigest()[:16]
 
 
-def make_transformer(numeric: list[str], categorical: list[str]) -> ColumnTransformer:
-    num = Pipeline([("impute", SimpleImputer(strategy="median", add_indicator=True)),
-                    ("scale", StandardScaler())])
-    cat = Pipeline([("impute", SimpleImputer(strategy="constant", fill_value=MISSING_LEVEL)),
-                    ("onehot", OneHotEncoder(handle_unknown="infrequent_if_exist",
-                                             max_categories=MAX_CATEGORIES,
-                                             sparse_output=False, dtype=np.float64))])
-    return ColumnTransformer([("num", num, numeric), ("cat", cat, categorical)],
-                             sparse_threshold=0.0)
-
-
 def prepare(table: Table, seed: int = 0, policy: Policy = "drop",
             max_rows: int | None = None) -> Problem:
     """Clean, encode, split and scale a table into a `Problem` (see the module docstring)."""
@@ -386,6 +371,8 @@ def prepare(table: Table, seed: int = 0, policy: Policy = "drop",
     tr, va, te = split_indices(len(frame), strata, seed)
     numeric = [c for c in frame.columns if is_numeric(frame[c])]
     categorical = [c for c in frame.columns if c not in set(numeric)]
+    from aicf_induct.problems.transformer import make_transformer  # scikit-learn: not for --help
+
     ct = make_transformer(numeric, categorical)
     X_tr = ct.fit_transform(frame.iloc[tr])
     X_va, X_te = ct.transform(frame.iloc[va]), ct.transform(frame.iloc[te])

@@ -12,7 +12,7 @@ import warehouse
 from aicf_induct.errors import ConfigError, DataError
 from aicf_induct.induction.baselines import resolve_default
 from aicf_induct.induction.evaluate import summary
-from aicf_induct.induction.lopo import METHODS, LopoConfig, run_lopo, split_seeds
+from aicf_induct.induction.lopo import LopoConfig, run_lopo, split_seeds
 from aicf_induct.induction.meta_dataset import (
     ID_COLUMNS,
     candidate_table,
@@ -28,6 +28,7 @@ from aicf_induct.induction.meta_dataset import (
     score_matrix,
 )
 from aicf_induct.induction.metamodel import MetaModel
+from aicf_induct.induction.methods import METHODS
 from aicf_induct.induction.proposer import Proposer
 from aicf_induct.induction.space import candidate_of
 from aicf_induct.induction.space_io import parse_space

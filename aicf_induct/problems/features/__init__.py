@@ -47,7 +47,6 @@ from threadpoolctl import threadpool_limits
 
 from aicf_induct.errors import ConfigError
 from aicf_induct.problems.features.info import discretise, info_features, n_bins
-from aicf_induct.problems.features.landmarks import landmark_features
 from aicf_induct.problems.features.stats import (
     complexity_features,
     simple_features,
@@ -114,6 +113,10 @@ def _compute(X: np.ndarray, y: np.ndarray, classification: bool,
     out |= info_features(Xs, y_codes, bins)
     if not classification:
         out |= target_features(Xs, ys)
+    # here: the landmarks' scikit-learn models load when features are computed, not when
+    # the package is imported (a command's `--help`, `FeatureConfig`'s defaults)
+    from aicf_induct.problems.features.landmarks import landmark_features
+
     out |= landmark_features(Xs, ys, classification, seed=cfg.seed, threads=cfg.fold_threads)
     return {k: float(v) for k, v in out.items() if np.isfinite(v)}  # never NaN or inf
 
