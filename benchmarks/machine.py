@@ -21,11 +21,12 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def git_commit() -> str:
-    """The short hash of HEAD, or "unknown" outside a checkout."""
+def git_commit(tree: Path | None = None) -> str:
+    """The short hash of HEAD of `tree` (default: this checkout), or "unknown" outside one."""
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True, cwd=Path(__file__).parent).stdout.strip()
+                              text=True, check=True,
+                              cwd=tree or Path(__file__).parent).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
