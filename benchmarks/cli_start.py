@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from machine import cpu_model, git_commit, write_section
+from machine import cpu_model, git_commit, publish
 from script_errors import run_main
 
 from aicf_induct.cli.main import COMMAND_MODULES
@@ -131,9 +131,7 @@ def main() -> int:
     command_line = " ".join(["python benchmarks/cli_start.py",
                              *("DIR" if a == str(args.compare) else a for a in sys.argv[1:])])
     text = report(walls, heavy, trees, command_line, args.runs, time.perf_counter() - t0)
-    print(text)
-    if args.write_results:
-        write_section(text)
+    publish(text, args.write_results)
     return 0
 
 

@@ -33,7 +33,7 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from machine import cpu_model, git_commit, write_section
+from machine import cpu_model, git_commit, publish
 
 import warehouse
 from warehouse import Writer, catalog, parts
@@ -153,9 +153,7 @@ def main() -> int:
         cold, warm, query = (statistics.median(r[k] for r in rows) for k in range(3))
         lines.append(f"| {scan} | {cold:.3f} | {warm:.3f} | {query:.3f} |")
     text = "\n".join(lines)
-    print(text)
-    if args.write_results:
-        write_section(text)
+    publish(text, args.write_results)
     return 0
 
 

@@ -41,7 +41,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from machine import cpu_model, git_commit, write_section
+from machine import cpu_model, git_commit, publish
 from script_errors import at_least, run_main
 
 from aicf_induct.cli.background import serving
@@ -283,9 +283,7 @@ def main() -> int:
         "(first request after start included); see the table for the uncompacted warehouse.",
         "",
     ])
-    print(text)
-    if args.write_results:
-        write_section(text)
+    publish(text, args.write_results)
     return 0
 
 

@@ -40,7 +40,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from corpus_source import add_source_args, load_corpus
-from machine import cpu_model, git_commit, write_section
+from machine import cpu_model, git_commit, publish
 from script_errors import run_main
 
 from aicf_induct.errors import ConfigError
@@ -407,9 +407,7 @@ def main() -> int:
     top_rules = miner.fit(meta).rules_.head(8)
     text = report(args, meta, res, default, choose, score, ks, rep, top_rules, t_lopo,
                   time.perf_counter() - t0)
-    print(text)
-    if args.write_results:
-        write_section(text)
+    publish(text, args.write_results)
     return 0
 
 

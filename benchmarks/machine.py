@@ -45,3 +45,11 @@ def write_section(text: str, path: Path = RESULTS) -> None:
     except ValueError:
         lines += ["", *text.rstrip("\n").splitlines()]
     path.write_text("\n".join(lines).rstrip("\n") + "\n")
+
+
+def publish(text: str, write_results: bool) -> None:
+    """A benchmark's report: printed, and with `--write-results` its section of RESULTS.md
+    replaced."""
+    print(text)
+    if write_results:
+        write_section(text)

@@ -73,7 +73,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from corpus_source import add_source_args, load_corpus
-from machine import cpu_model, git_commit, write_section
+from machine import cpu_model, git_commit, publish
 from scipy.stats import wilcoxon
 from script_errors import existing_file, fail, run_main
 from threadpoolctl import threadpool_limits
@@ -681,9 +681,7 @@ def main() -> int:
     if args.rows_out:
         df.to_csv(args.rows_out, index=False)
     text = report(df, facts, args, time.perf_counter() - t0)
-    print(text)
-    if args.write_results:
-        write_section(text)
+    publish(text, args.write_results)
     return 0
 
 

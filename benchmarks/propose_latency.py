@@ -41,7 +41,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from machine import cpu_model, git_commit, write_section
+from machine import cpu_model, git_commit, publish
 
 from aicf_induct.problems.features_cache import FOLDER as FEATURES_FOLDER
 
@@ -202,9 +202,7 @@ def main() -> int:
                              *("PYTHON" if a == args.compare else a for a in sys.argv[1:])])
     text = report(results, imports, envs, command_line, args.runs, args.import_runs,
                   time.perf_counter() - t0)
-    print(text)
-    if args.write_results:
-        write_section(text)
+    publish(text, args.write_results)
     return 0
 
 

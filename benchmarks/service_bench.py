@@ -49,7 +49,7 @@ from fastapi import Request  # at module level: the routes' annotations are reso
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from machine import cpu_model, git_commit, write_section
+from machine import cpu_model, git_commit, publish
 
 from aicf_induct.cli.background import free_port
 
@@ -466,9 +466,7 @@ def main() -> None:
     load = (load_before, os.getloadavg()[0])
     text = results_section(lat, ing, args, load, "given" if args.pack else
                            "built from it by `aicf-induct induce fit`")
-    print(text)
-    if args.write_results:
-        write_section(text)
+    publish(text, args.write_results)
 
 
 if __name__ == "__main__":

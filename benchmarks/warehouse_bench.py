@@ -31,7 +31,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from machine import cpu_model, git_commit, write_section
+from machine import cpu_model, git_commit, publish
 
 import warehouse
 from aicf_induct.records import StepRecord
@@ -331,9 +331,7 @@ def main() -> None:
               f"logged step costs {ovh['wh_call_s'] * 1e6:.2f} µs CPU", flush=True)
     load = (load_before, os.getloadavg()[0])
     text = results_section(args, app, rep, sq_rate, ovh, load)
-    print(text)
-    if args.write_results:
-        write_section(text)
+    publish(text, args.write_results)
 
 
 def results_section(args: argparse.Namespace, app: dict[str, float],
