@@ -373,7 +373,8 @@ def prepare(table: Table, seed: int = 0, policy: Policy = "drop",
     categorical = [c for c in frame.columns if c not in set(numeric)]
     from aicf_induct.problems.transformer import make_transformer  # scikit-learn: not for --help
 
-    ct = make_transformer(numeric, categorical)
+    ct = make_transformer(numeric, categorical, missing_level=MISSING_LEVEL,
+                          max_categories=MAX_CATEGORIES)
     X_tr = ct.fit_transform(frame.iloc[tr])
     X_va, X_te = ct.transform(frame.iloc[va]), ct.transform(frame.iloc[te])
     names = tuple(n.split("__", 1)[-1] for n in ct.get_feature_names_out())
