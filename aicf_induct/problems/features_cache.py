@@ -2,13 +2,16 @@
 each test worker and each `propose` of a table seen before reads them rather than
 extracting them again (the landmarks' cross-validated fits take a second or two on a large
 table). Keyed by the problem's split (`split_key`) and by what computes the features: the
-features package's code and the versions of numpy, scipy and scikit-learn. Deleting the
-folder only costs time."""
+features package's code and the versions of numpy, scipy and scikit-learn. The folders of
+other code keys that no process has written to in `STALE_DAYS` days (an older version's)
+are removed when this code writes its first entry. Deleting the folder only costs time."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +20,7 @@ from aicf_induct.cache import cache_dir, read_json, write_json
 from aicf_induct.problems.problem import Problem
 
 FOLDER = "features"
+STALE_DAYS = 30  # another code key's folder unwritten this long is an older version's
 
 
 def split_key(problem: Problem) -> tuple[str, str]:
@@ -43,8 +47,29 @@ def cached_features(problem: Problem, key: tuple[str, str] | None = None) -> dic
     if isinstance(found, dict) and found and all(isinstance(v, float) for v in found.values()):
         return found
     computed = {str(k): float(v) for k, v in features.extract_features(problem).items()}
+    _prune_stale_codes(cache_dir() / FOLDER)
     write_json(path, computed)
     return computed
+
+
+@functools.lru_cache(maxsize=8)
+def _prune_stale_codes(root: Path) -> None:
+    """Remove the folders under `root` of other code keys unwritten for `STALE_DAYS` days,
+    once per process and root (a version in use, whose writes keep its folder's time
+    recent, keeps its entries). What cannot be removed stays: it only costs disk."""
+    now = time.time()
+    try:
+        folders = [f for f in root.iterdir()
+                   if f.is_dir() and f.name != _code_key()]
+    except OSError:
+        return
+    for folder in folders:
+        try:
+            stale = now - folder.stat().st_mtime > STALE_DAYS * 86_400
+        except OSError:
+            continue
+        if stale:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _path(key: tuple[str, str]) -> Path:

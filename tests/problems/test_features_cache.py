@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,22 @@ def test_a_torn_entry_or_other_code_is_extracted_again(extractions: list[int],
     monkeypatch.setattr(features_cache, "_code_key", lambda: "other-code")
     assert cached_features(iris) == first and extractions == [0, 0, 0]
     assert features_cache._path(features_cache.split_key(iris)) != entry
+
+
+def test_an_older_codes_folder_goes_when_this_code_first_writes(
+        extractions: list[int], tmp_path: Path) -> None:
+    root = tmp_path / "cache" / features_cache.FOLDER
+    old, recent = root / "old-code", root / "code-in-use"
+    for folder in (old, recent):
+        folder.mkdir(parents=True)
+        (folder / "entry.json").write_text("{}")
+    month_ago = time.time() - (features_cache.STALE_DAYS + 1) * 86_400
+    os.utime(old, (month_ago, month_ago))
+    cached_features(load_problem("iris", seed=0))
+    assert sorted(f.name for f in root.iterdir()) == sorted(
+        [features_cache._code_key(), "code-in-use"])
+    # a read from the cache writes nothing, and so removes nothing
+    os.utime(recent, (month_ago, month_ago))
+    features_cache._prune_stale_codes.cache_clear()
+    cached_features(load_problem("iris", seed=0))
+    assert recent.is_dir() and extractions == [0]
