@@ -1,7 +1,8 @@
 """How long `aicf-induct --help` and each command's `--help` take from a fresh process, and
 which heavy libraries they import: the start every command pays before it does anything.
 
-    .venv/bin/python benchmarks/cli_start.py [--runs 7] [--compare DIR] [--write-results]
+    .venv/bin/python benchmarks/cli_start.py [--runs 7] [--compare DIR] [--commands LIST]
+        [--write-results]
 
 Each run starts `python -m aicf_induct ARGS` in a new process (this interpreter; the tree's
 own package on the path) for the top-level `--help` and for `COMMAND --help` of every
@@ -46,10 +47,23 @@ PROBE = ("import contextlib, io, json, sys\n"
          f"sys.modules}} & {set(HEAVY)!r})]))\n")
 
 
-def command_lines() -> list[list[str]]:
-    """`--help`, then `COMMAND --help` for every command, in the order `--help` lists them."""
-    return [["--help"], *([name, "--help"] for names in COMMAND_MODULES.values()
-                          for name in names)]
+COMMANDS = [name for names in COMMAND_MODULES.values() for name in names]  # as --help lists
+
+
+def command_lines(commands: list[str]) -> list[list[str]]:
+    """`--help`, then `COMMAND --help` for each of `commands`."""
+    return [["--help"], *([name, "--help"] for name in commands)]
+
+
+def command_list(text: str) -> list[str]:
+    """--commands: a comma list of the tool's commands."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in COMMANDS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"{', '.join(unknown) or repr(text)}: not a command of aicf-induct "
+            f"(its commands: {', '.join(COMMANDS)})")
+    return names
 
 
 def env_of(tree: Path) -> dict[str, str]:
@@ -108,6 +122,9 @@ def main() -> int:
                     help="fresh processes per command line and tree (default 7)")
     ap.add_argument("--compare", metavar="DIR", type=Path,
                     help="a second checkout, measured interleaved with this one (the baseline)")
+    ap.add_argument("--commands", type=command_list, default=COMMANDS, metavar="LIST",
+                    help="comma list of the commands whose --help to time, beside the "
+                         "top-level --help (default: every command)")
     ap.add_argument("--write-results", action="store_true",
                     help="replace this benchmark's section of benchmarks/RESULTS.md")
     args = ap.parse_args()
@@ -119,7 +136,7 @@ def main() -> int:
             ap.error(f"--compare: no aicf_induct checkout at {args.compare}")
         trees["compared"] = args.compare
     t0 = time.perf_counter()
-    lines = {" ".join(argv): argv for argv in command_lines()}
+    lines = {" ".join(argv): argv for argv in command_lines(args.commands)}
     heavy = {line: {label: imported(tree, argv) for label, tree in trees.items()}
              for line, argv in lines.items()}  # (also warms the OS's file cache)
     walls: dict[str, dict[str, list[float]]] = {

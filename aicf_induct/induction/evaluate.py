@@ -276,8 +276,6 @@ def cross_fit(first: LopoResult, second: LopoResult) -> LopoResult:
     return LopoResult(both.reset_index()[list(first.choices.columns)], cal, first.level)
 
 
-
-
 @dataclass
 class Evaluation:
     """Everything `aicf-induct induce evaluate` prints, for one LOPO run."""
