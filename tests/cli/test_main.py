@@ -61,21 +61,15 @@ def _loaded(argv: list[str], names: tuple[str, ...]) -> list[str]:
     return list(json.loads(done.stdout))
 
 
-@pytest.mark.parametrize("argv", [["sql", "--help"], ["ir", "--help"], ["space", "--help"]])
-def test_commands_that_fit_nothing_do_not_import_scikit_learn_or_scipy(argv: list[str]) -> None:
-    """Their options read `problems.splits`' seed bound, and the IR's activations use scipy
-    only when they run: neither may pull in scikit-learn and scipy (about 1 s of every
-    such command's start)."""
-    assert _loaded(argv, ("sklearn", "scipy")) == []
-
-
 @pytest.mark.parametrize("command", [None, *(n for names in COMMAND_MODULES.values()
                                              for n in names)])
 def test_help_imports_no_scikit_learn_or_scipy(command: str | None) -> None:
     """`--help`, of the whole tool or of one command, builds parsers: what a command needs
     to run (the feature extractors, the statistics, the kernels' special functions) loads
-    when it runs (about 1 s of a 1.5 s `aicf-induct --help` when they loaded). The warehouse
-    layer's DuckDB, pyarrow and pandas still load with the commands that read it."""
+    when it runs (about 1 s of a 1.5 s `aicf-induct --help` when they loaded); the options
+    read `problems.splits`' seed bound, and the IR's activations use scipy only when they
+    run. The warehouse layer's DuckDB, pyarrow and pandas still load with the commands that
+    read it."""
     argv = ["--help"] if command is None else [command, "--help"]
     assert _loaded(argv, ("sklearn", "scipy")) == []
 
