@@ -47,7 +47,7 @@ def cached_features(problem: Problem, key: tuple[str, str] | None = None) -> dic
     if isinstance(found, dict) and found and all(isinstance(v, float) for v in found.values()):
         return found
     computed = {str(k): float(v) for k, v in features.extract_features(problem).items()}
-    _prune_stale_codes(cache_dir() / FOLDER)
+    _prune_stale_codes(path.parent.parent)  # the folder of every code key's folder
     write_json(path, computed)
     return computed
 
@@ -82,7 +82,7 @@ def _path(key: tuple[str, str]) -> Path:
 def _code_key() -> str:
     """What computes the features: their package's sources, the row sampler's and the
     numerical libraries' versions. A change to any of them is a folder of its own, so stale
-    values are never read (old folders are left to delete with the rest of the cache)."""
+    values are never read (an old one's folder goes once unwritten for `STALE_DAYS` days)."""
     import scipy
     import sklearn
 
