@@ -38,6 +38,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -66,7 +67,7 @@ class IngestError(WarehouseError):
     """A batch that cannot be written as sent; `field` names the offending value."""
 
     def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
+        super().__init__(f"{field}: {message}" if field else message)  # "": the whole body
         self.field = field
         self.message = message
 
@@ -75,10 +76,12 @@ class RunExists(IngestError):
     """A batch starting a run the service has started before (`index`: its row in the
     batch's `runs`)."""
 
-    def __init__(self, run_id: str, index: int) -> None:
+    def __init__(self, run_id: str, index: int, earlier_row: int | None = None) -> None:
+        where = ("was started before (another batch id)" if earlier_row is None else
+                 f"is started twice in this batch (runs[{earlier_row}] too)")
         super().__init__(f"runs[{index}].run_id",
-                         f"run '{run_id}' was started before (another batch id); a run is "
-                         "started once: append to it, or start a run of another id")
+                         f"run '{run_id}' {where}; a run is started once: append to it, or "
+                         "start a run of another id")
         self.run_id, self.index = run_id, index
 
 
@@ -91,8 +94,9 @@ class Committed:
 
 # -- validation: JSON records -> typed columns --------------------------------------------------
 
-# A field's kind: "str", "int", "float", "bool", "ts" (ISO 8601), "json" (object or string),
-# "map" (object of name -> number). Optional fields may be null or absent.
+# A field's kind: "str", "int", "float", "bool", "ts" (ISO 8601), "count" (an integer, not
+# negative), "json" (an object, or its JSON text: what a warehouse row holds, as `push` sends
+# it), "map" (object of name -> number). Optional fields may be null or absent.
 @dataclass(frozen=True)
 class F:
     name: str
@@ -102,7 +106,7 @@ class F:
 
 KINDS: dict[str, tuple[F, ...]] = {  # the record types' fields, by batch key
     "problems": (F("problem_id", "str"), F("name", "str"), F("source", "str"), F("task", "str"),
-                 F("n_rows", "int"), F("n_features", "int"), F("n_classes", "int"),
+                 F("n_rows", "count"), F("n_features", "count"), F("n_classes", "count"),
                  F("target", "str"), F("features", "map", True),
                  F("features_split_seed", "int", True)),
     "runs": (F("run_id", "str"), F("problem_id", "str"), F("problem_name", "str"),
@@ -125,12 +129,12 @@ KINDS: dict[str, tuple[F, ...]] = {  # the record types' fields, by batch key
                  F("wall_time_s", "float"), F("error", "str", True), F("ended_at", "ts", True)),
 }
 
-_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (float, int),
-                                       "bool": (bool,), "ts": (str,), "json": (dict, list, str),
-                                       "map": (dict,)}
-_SAY = {"str": "not a string", "int": "not an integer", "float": "not a number",
-        "bool": "not a boolean", "ts": "not an ISO 8601 time", "json": "not a JSON object",
-        "map": "not an object of numbers"}
+_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "count": (int,),
+                                       "float": (float, int), "bool": (bool,), "ts": (str,),
+                                       "json": (dict, str), "map": (dict,)}
+_SAY = {"str": "not a string", "int": "not an integer", "count": "not an integer",
+        "float": "not a number", "bool": "not a boolean", "ts": "not an ISO 8601 time",
+        "json": "not a JSON object", "map": "not an object of numbers"}
 
 
 def _columns(kind: str, records: Any) -> dict[str, list[Any]]:
@@ -152,7 +156,7 @@ def _columns(kind: str, records: Any) -> dict[str, list[Any]]:
             i, v = next((i, v) for i, v in enumerate(col) if type(v) not in ok)
             raise IngestError(f"{kind}[{i}].{f.name}", "missing" if v is None else _SAY[f.kind])
         if f.kind == "json":
-            _check_depth(kind, f.name, col)
+            _check_json(kind, f.name, col)
         if f.kind == "ts":
             col = [_time(kind, i, f.name, v) for i, v in enumerate(col)]
         elif f.kind == "float":
@@ -165,10 +169,13 @@ def _columns(kind: str, records: Any) -> dict[str, list[Any]]:
                         raise IngestError(f"{kind}[{i}].{f.name}.{k}", "not a number")
                     if type(x) is int:
                         _float(x, f"{kind}[{i}].{f.name}.{k}")
-        elif f.kind == "int" and _outside_int64([v for v in col if v is not None]):
+        elif f.kind in ("int", "count") and _outside_int64([v for v in col if v is not None]):
             i = next(i for i, v in enumerate(col) if v is not None and not _INT64[0] <= v <=
                      _INT64[1])
             raise IngestError(f"{kind}[{i}].{f.name}", "out of the int64 range")
+        if f.kind == "count" and any(v is not None and v < 0 for v in col):
+            i = next(i for i, v in enumerate(col) if v is not None and v < 0)
+            raise IngestError(f"{kind}[{i}].{f.name}", "negative")
         cols[f.name] = col
     return cols
 
@@ -176,15 +183,23 @@ def _columns(kind: str, records: Any) -> dict[str, list[Any]]:
 _INT64 = (-(2**63), 2**63 - 1)
 
 
-def _check_depth(kind: str, name: str, col: list[Any]) -> None:
-    """A JSON field (an object, or its text) nested deeper than the readers pass on as a value
-    (`MAX_DEPTH`: answers and pages would recurse into it) is refused."""
+def _check_json(kind: str, name: str, col: list[Any]) -> None:
+    """A JSON field is an object, or text that holds one: other text was stored as it was
+    and broke every reader that parses the column in SQL (one event's `metrics_before` of
+    "not json" failed the `rewrite_effects` report for good). Nested deeper than the readers
+    pass on as a value (`MAX_DEPTH`: answers and pages would recurse into it), refused too."""
     for i, v in enumerate(col):
         if isinstance(v, str):
             try:
                 v = json.loads(v)
-            except (ValueError, RecursionError):
-                continue  # text, stored as it is (a RecursionError: read back as text too)
+            except RecursionError:
+                raise IngestError(f"{kind}[{i}].{name}",
+                                  f"nested deeper than {MAX_DEPTH} levels") from None
+            except ValueError as err:
+                raise IngestError(f"{kind}[{i}].{name}",
+                                  f"text that is not JSON ({err})") from None
+            if not isinstance(v, dict):
+                raise IngestError(f"{kind}[{i}].{name}", "JSON text of no object")
         if json_depth(v) > MAX_DEPTH:
             raise IngestError(f"{kind}[{i}].{name}", f"nested deeper than {MAX_DEPTH} levels")
 
@@ -313,8 +328,8 @@ def _check_ends(c: Mapping[str, list[Any]]) -> None:
                                                        f"{', '.join(END_ROW_STATUSES)})")
         if steps < 0:
             raise IngestError(f"run_ends[{i}].steps", "negative")
-        if wall is not None and not wall >= 0:  # NaN too
-            raise IngestError(f"run_ends[{i}].wall_time_s", "negative, or not a number")
+        if wall is not None and not 0 <= wall < math.inf:  # NaN too
+            raise IngestError(f"run_ends[{i}].wall_time_s", "negative, infinite or not a number")
 
 
 # A run id names its run in URLs (/v1/runs/<id>, the dashboard's /runs/<id>): a `/`, `?`,
@@ -323,10 +338,13 @@ RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 
 def _check_run_ids(ids: list[str]) -> None:
+    first: dict[str, int] = {}
     for i, rid in enumerate(ids):
         if not RUN_ID.fullmatch(rid):
             raise IngestError(f"runs[{i}].run_id", "letters, digits, '.', '_' and '-' only, "
                                                    "1 to 200, the first a letter or digit")
+        if first.setdefault(rid, i) != i:
+            raise RunExists(rid, i, first[rid])
 
 
 def steps_table(t: pa.Table, run_id: str) -> pa.Table:

@@ -90,8 +90,9 @@ async def _commit(wh: Any, batch_id: str, make: Callable[[], Mapping[str, pa.Tab
     except BatchReused as err:
         raise ApiProblem(409, "batch-reused", str(err), field=batch_field) from None
     except RunExists as err:
-        raise ApiProblem(409, "run-exists", str(err),
-                         field=f"body.{run_field or err.field}") from None
+        field = run_field or err.field
+        raise ApiProblem(409, "run-exists", f"{field}: {err.message}",
+                         field=f"body.{field}") from None
     except RunEnded as err:
         raise ApiProblem(409, "run-ended", str(err),
                          field="body.status" if path_run else err.field) from None
@@ -120,7 +121,8 @@ def _refuse_contradicting_ends(wh: Any, tables: Mapping[str, pa.Table]) -> None:
     """An end sent for a run that has ended completed or early stopped is refused unless it
     says the same (status and steps: a retry under another batch id); it would have
     overwritten the run's status. The ends are read from the part files, not the cached
-    catalog (under `ingest.ends_locked`: an end committed a moment ago counts)."""
+    catalog (under `ingest.ends_locked`: an end committed a moment ago counts), and an end
+    earlier in the same batch counts as one stored before the rows after it."""
     ends = tables.get("run_ends")
     if ends is None:
         return
@@ -137,6 +139,8 @@ def _refuse_contradicting_ends(wh: Any, tables: Mapping[str, pa.Table]) -> None:
             strict=True)):
         if run_id in had and had[run_id] != (status, steps):
             raise RunEnded(run_id, *had[run_id], f"body.run_ends[{i}].status")
+        if status in FINAL_ENDS:
+            had.setdefault(run_id, (status, steps))
 
 
 class RunEnded(Exception):
@@ -209,6 +213,12 @@ async def end_run(_: WriteAccess, wh: WarehouseDep, run_id: RunId,
     bid = _batch_id(body)
     if body.get("run_id", run_id) != run_id:  # the path names the run; a body may repeat it
         raise _invalid(IngestError("run_id", f"not the run '{run_id}' of the path"))
+    status = body.get("status")
+    if isinstance(status, str) and status not in ingest.END_STATUSES:
+        # `resumed` is a batch's row (a run going on), written under the server's lease; an
+        # end written here under none read as `abandoned`
+        raise _invalid(IngestError("status", f"'{status}' is no end status (one of "
+                                             f"{', '.join(ingest.END_STATUSES)})"))
     batch = {"run_ends": [{**body, "run_id": run_id}]}
     return await _commit(wh, bid, lambda: _renamed(batch, {"run_ends[0]": ""}, ""),
                          path_run=run_id)

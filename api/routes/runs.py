@@ -15,12 +15,12 @@ from api.schemas.runs import (
     RunsQuery,
     StepPage,
     StepPublic,
+    StepsQuery,
 )
 from warehouse import browse
 
 router = APIRouter(tags=["runs"])
 
-Offset = Annotated[int, Query(ge=0, le=2**62, description="rows to skip")]
 RunId = Annotated[str, Path(min_length=1, max_length=200)]
 
 
@@ -49,9 +49,9 @@ def get_run(_: ReadAccess, wh: WarehouseDep, run_id: RunId) -> RunDetail:
 
 @router.get("/runs/{run_id}/steps")
 def run_steps(_: ReadAccess, wh: WarehouseDep, run_id: RunId,
-              limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
-              offset: Offset = 0) -> StepPage:
+              q: Annotated[StepsQuery, Query()]) -> StepPage:
     """A run's per-step dynamics in step order, a page at a time."""
+    limit, offset = q.limit, q.offset
     def read(c: duckdb.DuckDBPyConnection) -> tuple[list[dict], int] | None:
         # the page counts them
         if browse.get_run(c, run_id, count_steps=False, children=False) is None:

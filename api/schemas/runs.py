@@ -28,6 +28,15 @@ class RunsQuery(BaseModel):
     offset: int = Field(default=0, ge=0, le=2**62, description="rows to skip")
 
 
+class StepsQuery(BaseModel):
+    """`GET /v1/runs/{run_id}/steps`'s query: an unknown parameter is a 422 naming it, as
+    `GET /v1/runs` answers."""
+
+    model_config = ConfigDict(extra="forbid")
+    limit: int = Field(default=1000, ge=1, le=10_000)
+    offset: int = Field(default=0, ge=0, le=2**62, description="rows to skip")
+
+
 class RunPublic(BaseModel):
     run_id: str
     problem_id: str | None

@@ -98,6 +98,8 @@ def test_the_form_lists_only_problems_the_service_proposes_for(tmp_path: Path,
                        headers={"Authorization": f"Bearer {key}"})
             assert r.status_code == 200, r.text
         html = c.get("/propose").text
+    # the pack by its file's name and digest, as the API names it: never the server's path
+    assert f"Knowledge pack {pack_path.name} (" in html and str(pack_path.parent) not in html
     offered = [unescape(o) for o in re.findall(r'<option value="([^"]*)"', html)]
     assert "iris" in offered and "wine" in offered  # bundled
     assert not [o for o in offered if o.startswith("file:") or "/srv/" in o]

@@ -215,10 +215,12 @@ def test_a_run_is_started_once(service: Ingest) -> None:
         twice = c.post("/v1/ingest/batches", json={
             "batch_id": "once-d", "runs": [{**run, "run_id": "new"}, {**run, "run_id": "new"}]})
     assert first.json()["written"] and not retry.json()["written"]
-    for r, field in ((again, "body.run.run_id"), (batch, "body.runs[0].run_id"),
-                     (twice, "body.runs[1].run_id")):
+    for r, field, says in ((again, "body.run.run_id", "was started before"),
+                           (batch, "body.runs[0].run_id", "was started before"),
+                           (twice, "body.runs[1].run_id",
+                            "is started twice in this batch (runs[0] too)")):
         assert r.status_code == 409, r.text
-        assert r.json()["field"] == field and "was started before" in r.json()["detail"]
+        assert r.json()["field"] == field and says in r.json()["detail"]
     assert runs_of("once") == 1 and runs_of("new") == 0
     assert count_steps(service.root, "once") == 0  # the refused batch wrote nothing
     assert not any(is_committed(service.root, b) for b in ("once-b", "once-c", "once-d"))

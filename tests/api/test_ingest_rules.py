@@ -1,7 +1,9 @@
-"""Ingest refuses what its readers could not use, through the real service (an audit found
-each accepted with a 200): JSON nested past `MAX_DEPTH`, a snapshot whose IR is JSON but no
-graph, a batch id raced by requests of other rows, an end contradicting a run's final end, an
-empty Arrow stream for a run never started; a bad batch id in the query is named there."""
+"""Ingest refuses what its readers could not use, through the real service (an audit found each
+accepted with a 200): JSON nested past `MAX_DEPTH`, a snapshot whose IR is JSON but no
+graph, a batch id raced by requests of other rows, an end contradicting a run's final end
+(stored, or earlier in the same batch), `resumed` sent to the end route, JSON fields that
+hold text of no JSON object, negative counts, an infinite wall time, an empty Arrow stream
+for a run never started; a bad batch id in the query is named there."""
 
 from __future__ import annotations
 
@@ -179,3 +181,96 @@ def test_a_bad_batch_id_in_the_query_is_named_there(client: httpx.Client) -> Non
     r = client.post("/v1/ingest/runs/query-id/steps", params={"batch_id": "a\0b"},
                     content=body, headers={"Content-Type": ARROW})
     assert r.status_code == 422 and r.json()["field"] == "query.batch_id", r.text
+
+
+def test_ends_that_contradict_each_other_in_one_batch_are_a_409(client: httpx.Client) -> None:
+    """`completed` then `failed` in one batch was taken, and the run read `failed`; two
+    `completed` ends of other step counts left the run saying 2 steps and a later retry of
+    that end refused for "step 1". Nothing of the refused batch is written."""
+    run = {**RUN, "run_id": "twice"}
+    end = {"run_id": "twice", "status": "completed", "steps": 3, "wall_time_s": 1.0}
+    for bid, second in (("both-1", {**end, "status": "failed"}),
+                        ("both-2", {**end, "steps": 4})):
+        r = client.post("/v1/ingest/batches", json={"batch_id": bid, "runs": [run],
+                                                    "run_ends": [end, second]})
+        assert r.status_code == 409 and r.json()["field"] == "body.run_ends[1].status", r.text
+        assert "ended completed at step 3 before" in r.json()["detail"]
+    r = client.post("/v1/ingest/batches", json={"batch_id": "both-3", "runs": [run],
+                                                "run_ends": [end, end]})
+    assert r.status_code == 200, r.text
+    got = client.get("/v1/runs/twice").json()
+    assert (got["status"], got["steps_taken"]) == ("completed", 3)
+    interrupted = {**end, "status": "interrupted", "steps": 1}
+    _start(client, "goes-on")
+    r = client.post("/v1/ingest/batches", json={"batch_id": "goes-on-ends", "run_ends": [
+        {**interrupted, "run_id": "goes-on"}, {**end, "run_id": "goes-on"}]})
+    assert r.status_code == 200, r.text
+
+
+def test_the_end_route_takes_no_resumed_row(client: httpx.Client) -> None:
+    """It wrote the row under no server lease, and the run, going on, read `abandoned`."""
+    _start(client, "res-route")
+    r = client.post("/v1/ingest/runs/res-route/end", json={
+        "batch_id": "res-route-end", "status": "resumed", "steps": 3, "wall_time_s": 1.0})
+    assert r.status_code == 422 and r.json()["field"] == "body.status", r.text
+    assert "'resumed' is no end status" in r.json()["detail"]
+    assert client.get("/v1/runs/res-route").json()["status"] == "running"
+
+
+@pytest.mark.parametrize("value, says", [
+    ("not json", "text that is not JSON"), ("[1, 2]", "JSON text of no object"),
+    ([1, 2], "not a JSON object")])
+def test_a_json_field_that_holds_no_object_is_a_422(
+        client: httpx.Client, value: Any, says: str) -> None:
+    """An event whose `metrics_before` was the text "not json" was stored, and the
+    `rewrite_effects` report failed on it with a 503 from then on."""
+    run_id = f"metrics-{len(str(value))}-{type(value).__name__}"
+    _start(client, run_id)
+    event = {"run_id": run_id, "step": 0, "kind": "rewrite", "name": "widen",
+             "metrics_before": value}
+    r = client.post("/v1/ingest/batches", json={"batch_id": f"ev-{run_id}",
+                                                "events": [event]})
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == "body.events[0].metrics_before" and says in r.json()["detail"]
+    ok = {**event, "metrics_before": json.dumps({"loss": 0.5}),
+          "metrics_after": {"loss": 0.4}}
+    r = client.post("/v1/ingest/batches", json={"batch_id": f"ok-{run_id}", "events": [ok]})
+    assert r.status_code == 200, r.text
+    r = client.get("/v1/reports/rewrite_effects")
+    assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize("batch, field, says", [
+    ({"problems": [{"problem_id": "p-neg", "name": "neg", "source": "file", "task":
+                    "classification", "n_rows": -3, "n_features": 2, "n_classes": 2,
+                    "target": "y"}]}, "body.problems[0].n_rows", "negative"),
+    ({"run_ends": [{"run_id": "inf-wall", "status": "completed", "steps": 1,
+                    "wall_time_s": float("inf")}]}, "body.run_ends[0].wall_time_s",
+     "infinite"),
+])
+def test_counts_and_times_that_no_reader_could_use_are_a_422(
+        client: httpx.Client, batch: dict[str, Any], field: str, says: str) -> None:
+    _start(client, "inf-wall") if "run_ends" in batch else None
+    body = json.dumps({"batch_id": f"bad-{field}", **batch})  # Python's json sends Infinity
+    r = client.post("/v1/ingest/batches", content=body,
+                    headers={"Content-Type": "application/json"})
+    assert r.status_code == 422 and r.json()["field"] == field, r.text
+    assert says in r.json()["detail"]
+
+
+def test_a_run_started_again_through_its_route_is_named_as_the_route_names_it(
+        client: httpx.Client) -> None:
+    _start(client, "again")
+    r = client.post("/v1/ingest/runs", json={"batch_id": "again-2",
+                                             "run": {**RUN, "run_id": "again"}})
+    assert r.status_code == 409 and r.json()["field"] == "body.run.run_id", r.text
+    assert r.json()["detail"].startswith("run.run_id: run 'again' was started before")
+
+
+def test_a_body_of_no_arrow_stream_says_so_without_a_field_prefix(
+        client: httpx.Client) -> None:
+    _start(client, "not-arrow")
+    r = client.post("/v1/ingest/runs/not-arrow/steps", params={"batch_id": "not-arrow-0"},
+                    content=b"no arrow here", headers={"Content-Type": ARROW})
+    assert r.status_code == 422 and r.json()["field"] == "body", r.text
+    assert r.json()["detail"].startswith("not an Arrow IPC stream")

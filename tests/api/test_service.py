@@ -103,6 +103,9 @@ def test_one_run_and_its_steps(server: Server) -> None:
         assert paged == full["items"]
         problem(c.get("/v1/runs/no-such-run"), 404, "path.run_id")
         problem(c.get("/v1/runs/no-such-run/steps"), 404, "path.run_id")
+        # an unknown parameter is named, as on /v1/runs (it was the default page)
+        problem(c.get(f"/v1/runs/{run_id}/steps", params={"sort": "x"}), 422, "query.sort")
+        problem(c.get(f"/v1/runs/{run_id}/steps", params={"limit": 0}), 422, "query.limit")
     conn = warehouse.connect(server.root)
     losses = [r[0] for r in conn.execute(
         "SELECT loss FROM steps WHERE run_id = ? ORDER BY step", [run_id]).fetchall()]

@@ -10,7 +10,14 @@ import pytest
 
 from aicf_induct.records import EventRecord, Recorder, RunEndRecord, utc_now
 from tests.warehouse.conftest import log_run, problem
-from warehouse import WarehouseError, WarehouseRecorder, connect, open_recorder, run_report
+from warehouse import (
+    WarehouseError,
+    WarehouseRecorder,
+    Writer,
+    connect,
+    open_recorder,
+    run_report,
+)
 
 
 def _q(root: Path, sql: str) -> list[tuple[object, ...]]:
@@ -166,6 +173,20 @@ def test_rewrite_effects(scored: Path) -> None:
     assert df.loc["loss", "mean_change"] == pytest.approx(-0.3)
     assert df.loc["loss", "share_increased"] == 0.0
     assert df.loc["acc", "mean_change"] == pytest.approx(0.1)
+
+
+def test_rewrite_effects_leaves_out_an_event_whose_metrics_are_not_json(scored: Path) -> None:
+    """The service stored such text before it refused it, and the report then failed on
+    every read (DuckDB's json_keys on "not json") instead of leaving the event out."""
+    with Writer(scored) as w:
+        for i, (before, after) in enumerate((("not json", '{"loss": 0.1}'),
+                                             ('{"loss": 2.0}', "{broken"))):
+            w.append("events", {"run_id": "a1", "step": 50 + i, "kind": "rewrite",
+                                "name": "widen", "detail": "{}", "metrics_before": before,
+                                "metrics_after": after, "at": utc_now()})
+    df = run_report(connect(scored), "rewrite_effects").set_index("metric")
+    assert df.loc["loss", "rewrites"] == 2
+    assert df.loc["loss", "mean_change"] == pytest.approx(-0.3)
 
 
 def test_run_summary_and_feature_correlation(scored: Path) -> None:

@@ -3,11 +3,13 @@
 -- the transform): after - before, with mean, median, a 95 % t interval and the share of
 -- rewrites where the metric went up.
 -- params: transform=, problem=
+-- An event whose metrics are not JSON text (the service refuses them since; an older one may
+-- have stored some) is left out, not the report failed on.
 WITH rw AS (
     SELECT e.name AS transform, e.run_id, e.metrics_before, e.metrics_after,
            unnest(json_keys(e.metrics_before)) AS metric
     FROM events e JOIN runs r USING (run_id)
-    WHERE e.kind = 'rewrite'
+    WHERE e.kind = 'rewrite' AND json_valid(e.metrics_before) AND json_valid(e.metrics_after)
       AND ($transform IS NULL OR e.name = $transform)
       AND ($problem IS NULL OR r.problem_name = $problem OR r.problem_id = $problem)
 ), d AS (
