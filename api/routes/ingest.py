@@ -22,6 +22,7 @@ from warehouse import ingest
 from warehouse.arrow import read_table
 from warehouse.errors import WarehouseError
 from warehouse.ingest import BatchReused, IngestError, RunExists
+from warehouse.ipc_size import BadStream, decoded_bytes
 from warehouse.recorder import check_writable
 from warehouse.writer import Writer
 
@@ -235,6 +236,7 @@ async def arrow_steps(_: WriteAccess, wh: WarehouseDep, run_id: RunId, batch_id:
         raise ApiProblem(415, "unsupported-media-type",
                          f"send the steps as {ARROW_STREAM}", field="header.Content-Type")
     raw = await request.body()
+    _refuse_inflated(raw, request.app.state.settings.max_ingest_bytes)
 
     def make() -> Mapping[str, pa.Table]:
         try:
@@ -244,6 +246,21 @@ async def arrow_steps(_: WriteAccess, wh: WarehouseDep, run_id: RunId, batch_id:
         return {"steps": ingest.steps_table(t, run_id)} if t.num_rows else {}
 
     return await _commit(wh, batch_id, make, path_run=run_id, batch_in_query=True)
+
+
+def _refuse_inflated(raw: bytes, limit: int) -> None:
+    """A stream whose batches take more than `limit` bytes once read is a 413 before any is
+    decompressed: compression saves the wire, it does not raise what the server holds (a
+    zstd body of 11 kB held 320 MB of steps)."""
+    try:
+        size = decoded_bytes(raw)
+    except BadStream as err:
+        raise _invalid(IngestError("", f"not an Arrow IPC stream ({err})")) from None
+    if size > limit:
+        raise ApiProblem(413, "body-too-large",
+                         f"the stream's record batches take {size:,} bytes once read, more "
+                         f"than the {limit:,} an ingest body may (MAX_INGEST_BYTES): send "
+                         "fewer rows a request", field="body")
 
 
 _LEASE_LOCK = threading.Lock()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
 TOP = Field(default=5, ge=1, le=1000, description="candidates to return (at most the pack's)")
 
@@ -26,7 +26,8 @@ class DatasetProposalRequest(_In):
 class FeaturesProposalRequest(_In):
     """Proposals for a problem given by its meta-features."""
 
-    features: dict[str, float | None] = Field(
+    # strict, as `top` is: "5" is no number (it was taken, and true as 1.0)
+    features: dict[str, StrictFloat | None] = Field(
         min_length=1, max_length=500,
         description="meta-feature name (as `extract_features` names them; "
                     "`GET /v1/proposals/features` lists them) -> value; null or left out: "

