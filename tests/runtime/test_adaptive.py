@@ -379,3 +379,28 @@ def test_when_the_control_arm_wins_its_evaluations_are_the_run_s(problem) -> Non
     assert any(rewrite_step < r.step < rb.detail["to_step"] and r.trajectory == 1
                for r in mine)  # the control arm's evaluations, inside the trial
     assert path(mine, rewrite_step) == path(plain.logged.inner.results, 10**9)
+
+
+def test_a_snapshot_keeps_the_history_as_it_was_and_the_result_hands_out_copies(
+        problem) -> None:
+    """Snapshots share the history's entries with the run (each evaluation's snapshot once
+    copied the whole history through JSON: quadratic in the run's evaluations), so what
+    each holds is checked here: the history up to its evaluation, not what came after, and
+    a result whose entries a caller changes leaves the snapshots as they were."""
+    run = AdaptiveRun(problem, toy_graph(problem), CONFIG, _adapt(steps=120, eval_every=10),
+                      ProposalPolicy(lambda obs: []), recorder=MemoryRecorder())
+    for _ in range(30):
+        run.step()
+    early = run.snapshot()
+    assert len(early.meta["run"]["history"]) == 3
+    before = [dict(h) for h in early.meta["run"]["history"]]
+    res = run.run()
+    assert len(res.history) == 12 and res.history[:3] == before
+    for h in res.history:
+        h["val_loss"] = -1.0
+    assert early.meta["run"]["history"] == before
+    assert [h["val_loss"] for h in run.snapshot().meta["run"]["history"]] == [
+        h["val_loss"] for h in run.history] != [-1.0] * 12
+    branch = run.fork(early, adapt=_adapt(steps=40, eval_every=10))
+    assert branch.history == before
+    assert branch.history[0] is not early.meta["run"]["history"][0]  # the branch's own
