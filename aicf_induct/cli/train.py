@@ -17,6 +17,7 @@ from aicf_induct.cli.json_out import json_text
 from aicf_induct.cli.options import API_KEY_ENV
 from aicf_induct.compiler.fusion import PRECISIONS
 from aicf_induct.errors import AicfError, ConfigError
+from aicf_induct.file_kinds import special_file
 from aicf_induct.frontend.families import CNNSpec, parse_spec, spec_graph
 from aicf_induct.interrupts import sigterm_interrupts
 from aicf_induct.ir import canonical
@@ -163,7 +164,14 @@ def load_values(path: str, graph: Graph) -> dict[str, Any]:
 
     from aicf_induct.runtime.executor import check_values
 
-    if Path(path).is_file() and not zipfile.is_zipfile(path):  # NumPy's reason names pickles
+    special = special_file(path)
+    if special:
+        raise ConfigError(f"{path}: not a regular file ({special})")
+    if Path(path).is_dir():
+        raise ConfigError(f"{path} is a folder, not an .npz file")
+    if not Path(path).exists():
+        raise ConfigError(f"{path}: no such file")
+    if not zipfile.is_zipfile(path):  # NumPy's reason names pickles
         raise ConfigError(f"{path}: not an .npz file (numpy.savez writes one)")
     try:
         with np.load(path) as arrays:

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from aicf_induct.atomic_file import write_output
 from aicf_induct.errors import ConfigError, IRError
+from aicf_induct.file_kinds import special_file
 from aicf_induct.ir.graph import Graph, Node, ParamSpec
 from aicf_induct.ir.ops import OPS
 from aicf_induct.ir.validate import problems, validate
@@ -231,12 +232,23 @@ def problems_in(text: str | bytes) -> list[IRError]:
     return found or problems(graph)
 
 
+MAX_IR_BYTES = 64 << 20  # an IR file holds the graph, not its values: megabytes at most
+
+
 def read_text(path: str) -> str:
-    """A file's text. A path that is no readable file is a `ConfigError`, one that is not
-    UTF-8 text an `IRError`; both name it."""
+    """A file's text. A path that is no readable file (a device, a pipe: `/dev/zero` filled
+    memory, a pipe waited forever), or a file past `MAX_IR_BYTES`, is a `ConfigError`; one
+    that is not UTF-8 text an `IRError`; both name it."""
+    special = special_file(path)
+    if special:
+        raise ConfigError(f"{path}: not a regular file ({special})")
     try:
         with open(path, encoding="utf-8") as f:
-            return f.read()
+            text = f.read(MAX_IR_BYTES + 1)
+        if len(text) > MAX_IR_BYTES:
+            raise ConfigError(f"{path}: larger than {MAX_IR_BYTES >> 20} MiB, more than an IR "
+                              "file holds (its values go in a .npz: --values)")
+        return text
     except UnicodeDecodeError:
         hint = " (an ONNX model? `aicf-induct ir import` converts one to IR)" \
             if path.lower().endswith(".onnx") else ""

@@ -323,20 +323,21 @@ def prepare(table: Table, seed: int = 0, policy: Policy = "drop",
     notes = list(table.notes)
     if table.frame.shape[0] == 0:
         raise DataError(f"{where}: the table has no rows")
-    # a counter is a counter of the table's rows, before those without a target go
-    identifiers = {str(c): r for c in table.frame.columns
-                   if (r := identifier_reason(str(c), table.frame[c])) is not None}
     y_all = _without_inf(table.y)
     present = y_all.notna().to_numpy()
     if not present.all():
         infinite = int(np.isinf(table.y.to_numpy(dtype=np.float64)).sum()) \
             if is_numeric(table.y) else 0
-        notes.append(f"dropped {int((~present).sum())} rows with a missing target"
+        notes.append(f"dropped {counted(int((~present).sum()), 'row')} with a missing target"
                      + (f" ({infinite} of them infinite)" if infinite else ""))
+    if present.sum() < MIN_ROWS:  # before the column checks: one row makes every column
+        # constant, and a table of 100,000 columns took 37 s to say it had 10 rows
+        raise DataError(f"{where}: too few rows: {int(present.sum())} with a target; need at "
+                        f"least {MIN_ROWS}")
+    # a counter is a counter of the table's rows, before those without a target go
+    identifiers = {str(c): r for c in table.frame.columns
+                   if (r := identifier_reason(str(c), table.frame[c])) is not None}
     frame, y_raw = table.frame[present], y_all[present]
-    if len(frame) < MIN_ROWS:  # before the column checks: one row makes every column constant
-        raise DataError(f"{where}: too few rows: {len(frame)} with a target; need at least "
-                        f"{MIN_ROWS}")
     n_inf = sum(int(np.isinf(frame[c].to_numpy(dtype=np.float64)).sum())
                 for c in frame.columns if is_numeric(frame[c]))
     if n_inf:
@@ -370,7 +371,8 @@ def prepare(table: Table, seed: int = 0, policy: Policy = "drop",
         notes.append(f"split not stratified: {unstratified}")
     tr, va, te = split_indices(len(frame), strata, seed)
     numeric = [c for c in frame.columns if is_numeric(frame[c])]
-    categorical = [c for c in frame.columns if c not in set(numeric)]
+    numeric_names = set(numeric)  # once: per column it made wide tables quadratic
+    categorical = [c for c in frame.columns if c not in numeric_names]
     from aicf_induct.problems.transformer import make_transformer  # scikit-learn: not for --help
 
     ct = make_transformer(numeric, categorical, missing_level=MISSING_LEVEL,

@@ -35,8 +35,9 @@ from urllib.parse import parse_qsl, unquote
 import pandas as pd
 
 from aicf_induct.errors import ConfigError, DataError
+from aicf_induct.file_kinds import special_file
 from aicf_induct.problems import rdatasets_source, sklearn_datasets
-from aicf_induct.problems.files import file_table, frame_table, special_file
+from aicf_induct.problems.files import file_table, frame_table
 from aicf_induct.problems.preprocess import (
     MIN_ROWS,
     TASKS,

@@ -103,6 +103,11 @@ CASES = [
      r"has [\d,]+ parameters .* the ceiling is 100,000,000"),
     ("ir-show-folder", ["ir", "show", F], r"files is a folder, not an IR file"),
     ("ir-validate-folder", ["ir", "validate", F], r"files is a folder"),
+    # /dev/zero filled memory (a MemoryError's traceback), a pipe waited forever
+    ("ir-validate-device", ["ir", "validate", "/dev/zero"],
+     r"/dev/zero: not a regular file \(a character device\)"),
+    ("train-ir-device", ["train", "--dataset", "iris", "--ir", "/dev/zero", *WH],
+     r"/dev/zero: not a regular file"),
     ("ir-show-deep-json", ["ir", "show", f"{F}/deep.json"], r"nested more than .*deep\.json"),
     ("ir-validate-deep-json", ["ir", "validate", f"{F}/deep.json"], r"nested .*deep\.json"),
     ("train-ir-deep-json", ["train", "--dataset", "iris", "--ir", f"{F}/deep.json", *WH],

@@ -367,6 +367,7 @@ def test_values_files_are_checked_as_the_runtime_checks_values(tmp_path: Path, c
     refused(tmp_path / "empty.npz", "the file holds no values")
     (tmp_path / "plain.npz").write_text("head.bias 1 2 3\n")
     refused(tmp_path / "plain.npz", "not an .npz file (numpy.savez writes one)")
+    refused(Path("/dev/zero"), "not a regular file (a character device)")
     np.savez(tmp_path / "typo.npz", **{"head.bais": np.zeros(3)})
     refused(tmp_path / "typo.npz", "'head.bais' is no parameter of the graph (did you mean "
                                    "'head.bias'?")

@@ -37,6 +37,22 @@ def test_parquet_equals_csv(tmp_path: Path, write_csv: Writer,
     assert np.allclose(a.train.X, b.train.X) and a.problem_id == b.problem_id
 
 
+def test_a_parquet_column_stored_as_the_frame_s_index_is_a_column(
+        tmp_path: Path, good_frame: pd.DataFrame) -> None:
+    """`df.set_index("label").to_parquet(f)` stores the column as the index: it was read
+    back as row labels and dropped, and `target=label` found no such column. An unnamed
+    index (pandas' own row numbers) is still no column."""
+    want = tmp_path / "ok.parquet"
+    good_frame.to_parquet(want)
+    indexed = tmp_path / "indexed.parquet"
+    good_frame.set_index("label").to_parquet(indexed)
+    got = load_problem(f"file:{indexed}?target=label")
+    assert got.problem_id == load_problem(f"file:{want}?target=label").problem_id
+    renumbered = tmp_path / "renumbered.parquet"
+    good_frame.set_axis(range(100, 100 + len(good_frame))).to_parquet(renumbered)
+    assert load_problem(f"file:{renumbered}?target=label").n_features == got.n_features
+
+
 def test_semicolons_between_values_are_read_as_such(tmp_path: Path, write_csv: Writer,
                                                     good_frame: pd.DataFrame) -> None:
     """A spreadsheet's export with ';' between values is the same problem as the comma file;
@@ -275,7 +291,34 @@ def test_a_separator_at_each_line_end_is_no_row_name(tmp_path: Path, write_csv: 
     named = tmp_path / "named.csv"
     named.write_text("\n".join([text[0], *(f"r{i},{line}" for i, line in
                                            enumerate(text[1:]))]) + "\n")
-    assert load_problem(f"file:{named}?target=label").problem_id == want.problem_id
+    named_problem = load_problem(f"file:{named}?target=label")
+    assert named_problem.problem_id == want.problem_id
+    assert any("read as the row's name and left out" in n for n in named_problem.notes)
+    assert not any("row's name" in n for n in got.notes + want.notes)
+
+
+@pytest.mark.parametrize("rows, says", [
+    # the first row alone longer: pandas took all rows for row-named, padding the rest
+    (lambda lines: [f"r0,{lines[0]}", *lines[1:]],
+     r"row 2 after the header has 4 fields where the first has 5 and the header names 4"),
+    # one row of a row-named file short of its name
+    (lambda lines: [*(f"r{i},{v}" for i, v in enumerate(lines[:5])), *lines[5:]],
+     r"row 6 after the header has 4 fields where the first has 5"),
+    # two fields more: pandas read two levels of row names and shifted the header
+    (lambda lines: [f"r{i},s{i},{v}" for i, v in enumerate(lines)],
+     r"the first row after the header has 6 fields and the header names 4 columns"),
+])
+def test_rows_longer_than_the_header_but_not_row_names_are_an_error(
+        tmp_path: Path, write_csv: Writer, good_frame: pd.DataFrame,
+        rows: Callable[[list[str]], list[str]],
+        says: str) -> None:
+    """Each was read without a word: the header shifted onto the fields, or short rows
+    padded (an audit's `a,b,y` header over rows of four values read as three columns)."""
+    text = (write_csv(good_frame, "ok.csv")).read_text().splitlines()
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join([text[0], *rows(text[1:])]) + "\n")
+    with pytest.raises(DataError, match=says):
+        load_problem(f"file:{bad}?target=label")
 
 
 def test_drop_names_neither_the_target_nor_a_column_twice(write_csv: Writer,
