@@ -35,8 +35,10 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -172,11 +174,19 @@ class _Paths:
             and forked else 0
         self.trajectories = event_trajectories(events, base, _went_back)
         self.starts = rollback_starts(events, base, _went_back) if self.numbered else {}
-        self._of: dict[int, tuple[pd.DataFrame | None, pd.DataFrame | None]] = {}
+        self._of: dict[int, tuple[_Curve | None, _Curve | None]] = {}
 
-    def of(self, trajectory: int) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    def of(self, trajectory: int) -> tuple[_Curve | None, _Curve | None]:
+        """The steps (grad norm, update ratio) and validation losses of the trajectory's
+        path, as arrays in step order: each decision reads a window of them by binary
+        search (a boolean mask over the whole run per decision made a long run's history
+        quadratic: 6,000 decisions of two runs took 10 s, and the service's rewrite
+        route timed out reading it)."""
         if trajectory not in self._of:
-            self._of[trajectory] = self._on_path(trajectory)
+            steps, vals = self._on_path(trajectory)
+            self._of[trajectory] = (
+                None if steps is None else _Curve.of(steps, "grad_norm", "update_ratio"),
+                None if vals is None else _Curve.of(vals, "value"))
         return self._of[trajectory]
 
     def _on_path(self, trajectory: int) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
@@ -197,13 +207,35 @@ class _Paths:
         return steps, vals
 
 
+@dataclass(frozen=True)
+class _Curve:
+    """A frame's `step` column and some value columns, as arrays in step order (the frames
+    come sorted by step), for windows read by binary search."""
+
+    step: np.ndarray
+    values: dict[str, np.ndarray]
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame, *columns: str) -> _Curve:
+        return cls(frame["step"].to_numpy(np.int64),
+                   {c: frame[c].to_numpy(np.float64) for c in columns})
+
+    def window(self, low: int, high: int, closed: Literal["left", "right"] = "left") -> slice:
+        """The rows with low <= step < high (`closed` "left"), or low < step <= high
+        ("right")."""
+        side = closed
+        return slice(int(np.searchsorted(self.step, low, side)),
+                     int(np.searchsorted(self.step, high, side)))
+
+
 def _base(e: dict[str, Any], d: dict[str, Any], m: dict[str, Any], trigger: str,
-          n_rows: dict[str, float], steps: pd.DataFrame | None, k: int) -> dict[str, Any]:
+          n_rows: dict[str, float], steps: _Curve | None, k: int) -> dict[str, Any]:
     grad = ratio = math.nan
     if steps is not None:
-        s = steps[(steps["step"] < e["step"]) & (steps["step"] >= e["step"] - k)]
-        if len(s):
-            grad, ratio = float(s["grad_norm"].mean()), float(s["update_ratio"].mean())
+        w = steps.window(int(e["step"]) - k, int(e["step"]))
+        if w.stop > w.start:
+            grad = _skipna(np.nanmean, steps.values["grad_norm"][w])
+            ratio = _skipna(np.nanmean, steps.values["update_ratio"][w])
     return {"run_id": e["run_id"], "problem_id": e["problem_id"], "problem": e["problem"],
             "task": e["task"],
             "step": int(e["step"]), "trigger": trigger,
@@ -213,6 +245,14 @@ def _base(e: dict[str, Any], d: dict[str, Any], m: dict[str, Any], trigger: str,
             "val_loss": _num(m.get("val_loss")), "train_loss": _num(m.get("train_loss")),
             "gap": _num(m.get("gap")), "grad_norm": grad, "update_ratio": ratio,
             "n_rows": float(n_rows.get(e["problem_id"], math.nan))}
+
+
+def _skipna(reduce: Any, values: np.ndarray) -> float:
+    """`reduce` (np.nanmean, np.nanmin) over the values that are not NaN, as pandas'
+    reductions skip them; NaN when none is."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN window: NaN, said so
+        return float(reduce(values))
 
 
 def _num(v: Any) -> float:
@@ -252,17 +292,17 @@ def _rewrite(later: list[dict[str, Any]], transform: str,
     return None
 
 
-def _control(vals: pd.DataFrame | None, at: int, before: float) -> tuple[float, str] | None:
+def _control(vals: _Curve | None, at: int, before: float) -> tuple[float, str] | None:
     if vals is None:
         return None
-    later = vals[vals["step"] >= at]
-    if not len(later):
+    first = int(np.searchsorted(vals.step, at, "left"))  # the first at or after `at`
+    if first == len(vals.step):
         return None
-    eff = _effect(before, float(later["value"].iloc[0]))
+    eff = _effect(before, float(vals.values["value"][first]))
     return None if math.isnan(eff) else (eff, "none")
 
 
-def _over_horizon(later: list[dict[str, Any]], vals: pd.DataFrame | None, step: int,
+def _over_horizon(later: list[dict[str, Any]], vals: _Curve | None, step: int,
                   horizon: int, before: float, verdict: str) -> tuple[float, str] | None:
     """The effect over (step, step + horizon], cut at the next rewrite (see the module
     docstring), or None when the window so cut is under half the horizon."""
@@ -274,10 +314,10 @@ def _over_horizon(later: list[dict[str, Any]], vals: pd.DataFrame | None, step: 
                 and int(e["step"]) > step:
             end = min(end, int(e["step"]))
             break
-    window = vals[(vals["step"] > step) & (vals["step"] <= end)]
-    if not len(window) or int(window["step"].max()) - step < horizon / 2:
+    w = vals.window(step, end, closed="right")
+    if w.stop == w.start or int(vals.step[w.stop - 1]) - step < horizon / 2:
         return None
-    eff = _effect(before, float(window["value"].min()))
+    eff = _effect(before, _skipna(np.nanmin, vals.values["value"][w]))
     return None if math.isnan(eff) else (eff, verdict)
 
 

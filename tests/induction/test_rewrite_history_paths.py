@@ -8,6 +8,7 @@ column) and read back by `load_rewrite_history` over DuckDB."""
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -166,3 +167,28 @@ def test_rows_of_the_wrong_type_are_left_out_not_raised(tmp_path: Path) -> None:
     h = load_rewrite_history(root)
     assert h["step"].tolist() == [20]
     assert h["effect"].tolist() == [pytest.approx(0.5)]
+
+
+def test_a_decision_reads_the_window_before_it_and_the_first_loss_after_k_steps(
+        tmp_path: Path) -> None:
+    """The windows are read by binary search in step order (a mask over the whole run per
+    decision was quadratic in a long run's decisions): the grad norm is the mean over
+    steps [s - K, s) that are not NaN, the effect the first validation loss at or past
+    s + K, however many decisions and rows come before and after."""
+    root = tmp_path / "wh"
+    rec = warehouse.open_recorder(root)
+    _start(rec, "w")
+    for s in range(300):  # grad norm = the step, NaN at each step 5 past a multiple of 50
+        rec.step(StepRecord("w", s, 0, 1.0, math.nan if s % 50 == 5 else float(s), 1e-3,
+                            1e-2, 1e-4, 8, 0))
+    for s in range(0, 300, 7):
+        _val(rec, "w", s, 1.0 - s / 1000, 0)
+    for n, s in enumerate(range(20, 280, 20)):
+        _event(rec, "w", n, s, "decision", "none")
+    rec.close()
+    expected = {}
+    for s in range(20, 280, 20):
+        window = [float(t) for t in range(s - K, s) if t % 50 != 5]
+        first = next(t for t in range(s + K, 300) if t % 7 == 0)
+        expected[s] = (sum(window) / len(window), 1.0 - (1.0 - first / 1000))
+    _assert_history(root, "w", expected)
