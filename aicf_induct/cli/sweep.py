@@ -164,6 +164,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--ray-address needs --engine ray (the '{args.engine}' engine does "
                           "not use Ray)")
     dry = wants_dry_run(args)
+    if args.ray_address is not None and not dry:  # before the warehouse is touched
+        from aicf_induct.induction.sweep_engines import check_ray_address
+
+        check_ray_address(args.ray_address)
     space = parse_space(args.space)
     config = train_config(args)
     cands = with_recipe_options(space.candidates(), set(space.space.axes), config)

@@ -9,6 +9,7 @@ at once, and collects what ended (`wait`): an `Outcome`, or the error of a worke
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -93,6 +94,26 @@ class LocalEngine:
         del self._pool
 
 
+RAY_CONNECT_TIMEOUT_S = 5.0
+
+
+def check_ray_address(address: str) -> None:
+    """A ConfigError when nothing answers at a "host:port" (or "ray://host:port") address:
+    `ray.init` retried such an address without end, printing only Ray's own warnings (an
+    audit's sweep waited 9.5 minutes). "auto" is Ray's to find."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return  # "auto", or a form Ray reads its own way
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)),
+                                      timeout=RAY_CONNECT_TIMEOUT_S):
+            pass
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"--ray-address {address}: no Ray cluster answers there ("
+                          f"{err.strerror or err}); start one (`ray start --head`) or leave "
+                          "--ray-address out to start Ray on this machine") from None
+
+
 class RayEngine:
     """One Ray task per triple on a local Ray instance (`address` None: started here with
     `workers` CPUs) or an existing cluster (`address`: "auto" or "host:port")."""
@@ -112,6 +133,7 @@ class RayEngine:
                 ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
                          runtime_env=env)
             else:
+                check_ray_address(address)
                 ray.init(address=address, log_to_driver=False, runtime_env=env)
         cpus = int(ray.cluster_resources().get("CPU", workers))
         self.capacity = max(workers, cpus) if address is not None else workers

@@ -39,6 +39,19 @@ def test_ray_address_needs_the_ray_engine(tmp_path: Path,
     assert err.count("\n") == 1 and err.startswith("error: --ray-address needs --engine ray"), err
 
 
+def test_a_ray_address_where_nothing_answers_is_one_line_before_anything_is_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`ray.init` retried such an address without end (an audit's sweep waited 9.5 minutes,
+    printing only Ray's warnings); nothing answers on port 1."""
+    rc = main(["sweep", "--problems", "iris", "--space", "depth=1;width=8", "--engine", "ray",
+               "--ray-address", "127.0.0.1:1", "--warehouse", str(tmp_path / "wh"),
+               "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1, err
+    assert err.startswith("error: --ray-address 127.0.0.1:1: no Ray cluster answers there"), err
+    assert not (tmp_path / "wh").exists()
+
+
 def test_api_key_needs_log_to(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = _sweep(tmp_path, capsys, "--api-key", "KEY")
     assert rc == 2 and out == "", (out, err)
