@@ -110,7 +110,7 @@ def check_ray_address(address: str) -> None:
             pass
     except (OSError, ValueError) as err:
         raise ConfigError(f"--ray-address {address}: no Ray cluster answers there ("
-                          f"{err.strerror or err}); start one (`ray start --head`) or leave "
+                          f"{getattr(err, 'strerror', None) or err}); start one (`ray start --head`) or leave "
                           "--ray-address out to start Ray on this machine") from None
 
 
