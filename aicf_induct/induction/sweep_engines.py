@@ -109,9 +109,10 @@ def check_ray_address(address: str) -> None:
                                       timeout=RAY_CONNECT_TIMEOUT_S):
             pass
     except (OSError, ValueError) as err:
-        raise ConfigError(f"--ray-address {address}: no Ray cluster answers there ("
-                          f"{getattr(err, 'strerror', None) or err}); start one (`ray start --head`) or leave "
-                          "--ray-address out to start Ray on this machine") from None
+        why = getattr(err, "strerror", None) or err
+        raise ConfigError(f"--ray-address {address}: no Ray cluster answers there ({why}); "
+                          "start one (`ray start --head`) or leave --ray-address out to start "
+                          "Ray on this machine") from None
 
 
 class RayEngine:
