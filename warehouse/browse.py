@@ -66,6 +66,34 @@ def list_runs(conn: duckdb.DuckDBPyConnection, *, problem: str | None = None,
                  filters, limit, offset)
 
 
+MIN_PREFIX = 6  # characters of a run id that name it (`aicf-induct runs` prints 12)
+
+
+def run_by_prefix(conn: duckdb.DuckDBPyConnection, given: str) -> tuple[str, int]:
+    """The run `given` names, and how many runs it could name (0: none, more than 1: an
+    ambiguous prefix): the run whose id it is, else the one whose id starts with it (at
+    least MIN_PREFIX characters: the ids `aicf-induct runs` prints, cut to 12)."""
+    # starts_with, not LIKE: a `_` or `%` in `given` stays a plain character
+    [(matches, first, exact)] = conn.execute(  # an aggregate: one row, even of no run
+        "SELECT count(DISTINCT run_id), min(run_id), coalesce(bool_or(run_id = $g), false) "
+        "FROM runs WHERE starts_with(run_id, $g)", {"g": given}).fetchall()
+    if exact:
+        return given, 1
+    if len(given) < MIN_PREFIX:
+        return "", 0
+    return str(first or ""), int(matches)
+
+
+def check_named(what: str, given: str, matches: int, root: object) -> None:
+    """WarehouseError unless `given` named exactly one run of the warehouse at `root`
+    (`run_by_prefix`'s count); `what` says what gave it (an option, an argument)."""
+    if matches > 1:
+        raise WarehouseError(f"{what}: '{given}' starts the ids of {matches} runs in {root}: "
+                             "give more of the id")
+    if matches == 0:
+        raise WarehouseError(f"{what}: no run '{given}' in {root}")
+
+
 def get_run(conn: duckdb.DuckDBPyConnection, run_id: str, count_steps: bool = True,
             children: bool = True) -> dict | None:
     """One run with its config and library versions (parsed JSON) and its step counts:

@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     import duckdb
 
 LATEST = "latest"  # RUN_ID standing for the run started last
-MIN_PREFIX = 6  # characters of a run id that name it (`runs` prints 12)
 WH_HELP = "warehouse directory (default: $AICF_WAREHOUSE, else ./aicf_warehouse)"
 
 
@@ -124,34 +123,22 @@ def _not_finite(conn: duckdb.DuckDBPyConnection, run_id: str) -> int:
 
 
 def _run_id(conn: duckdb.DuckDBPyConnection, given: str) -> tuple[str, int]:
-    """The run `given` names, and how many runs it could name (0: none, more than 1: an
-    ambiguous prefix): the run whose id it is, else the one whose id starts with it (at
-    least MIN_PREFIX characters); for `latest` the run started last."""
-    from warehouse.browse import list_runs
+    """`browse.run_by_prefix`, and for `latest` the run started last."""
+    from warehouse.browse import list_runs, run_by_prefix
 
     if given == LATEST:
         newest, _ = list_runs(conn, limit=1)
         return (str(newest[0]["run_id"]), 1) if newest else ("", 0)
-    # starts_with, not LIKE: a `_` or `%` in `given` stays a plain character
-    [(matches, first, exact)] = conn.execute(  # an aggregate: one row, even of no run
-        "SELECT count(DISTINCT run_id), min(run_id), coalesce(bool_or(run_id = $g), false) "
-        "FROM runs WHERE starts_with(run_id, $g)", {"g": given}).fetchall()
-    if exact:
-        return given, 1
-    if len(given) < MIN_PREFIX:
-        return "", 0
-    return str(first or ""), int(matches)
+    return run_by_prefix(conn, given)
 
 
 def _check_found(option: str, given: str, matches: int, root: Path) -> None:
     """ConfigError unless `given` named exactly one run (`_run_id`'s count)."""
-    if matches > 1:
-        raise ConfigError(f"{option}: '{given}' starts the ids of {matches} runs in {root}: "
-                          f"give more of the id")
     if matches == 0 and given == LATEST:
         raise ConfigError(f"{option}: '{LATEST}': {root} holds no runs")
-    if matches == 0:
-        raise ConfigError(f"{option}: no run '{given}' in {root}")
+    from warehouse.browse import check_named
+
+    check_named(option, given, matches, root)
 
 
 def plot_compare(args: argparse.Namespace) -> int:

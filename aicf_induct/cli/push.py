@@ -31,7 +31,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog="example:\n  aicf-induct push 4f190c82c0c94f048face4fc3a57d3c0 "
                "--to http://HOST:8000 --api-key KEY",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run_ids", metavar="RUN_ID", nargs="+", help="runs of the local warehouse")
+    p.add_argument("run_ids", metavar="RUN_ID", nargs="+",
+                   help="runs of the local warehouse, by id or its first 6 or more characters")
     p.add_argument("--to", metavar="URL", type=options.service_url, required=True,
                    help="the service (`aicf-induct serve`) to complete the runs in")
     p.add_argument("--api-key", metavar="KEY", default=None,
@@ -53,8 +54,10 @@ def cmd_push(args: argparse.Namespace) -> int:
         raise ConfigError(f"push needs a write key of the service: --api-key KEY or "
                           f"${API_KEY_ENV}")
     root = warehouse.default_root(args.warehouse)
-    run_ids = list(dict.fromkeys(args.run_ids))  # a run named twice is pushed once
-    statuses = check_runs(root, run_ids)  # every run, before the service is asked anything
+    # every run, before the service is asked anything; by its whole id, each once (a run
+    # may be named by the start of its id, as `runs` prints it)
+    statuses = check_runs(root, list(args.run_ids))
+    run_ids = list(statuses)
     service = Service(args.to, key)
     service.check()
     out: list[dict[str, Any]] = []

@@ -184,22 +184,28 @@ def batch_id(run_id: str, batch: Batch) -> str:
 
 
 def check_runs(root: Path, run_ids: list[str]) -> dict[str, str]:
-    """Each run's status in the local warehouse at `root`; PushError for an id the service
-    cannot take, a run not there, or one still running."""
+    """Each named run's status in the local warehouse at `root`, by its whole id (a run may
+    be named by the start of its id, as `aicf-induct runs` prints it, cut to 12), in the
+    order named, each once; PushError for an id the service cannot take, a run not there
+    (or a start of several runs' ids), or one still running."""
+    from warehouse.browse import check_named, run_by_prefix
+
     for run_id in run_ids:
         if not RUN_ID.fullmatch(run_id):
             raise PushError(f"'{run_id}' is no run id (letters, digits, '.', '_' and '-')")
 
     def read(conn: duckdb.DuckDBPyConnection) -> dict[str, str]:
-        got = conn.execute("SELECT run_id, any_value(status) FROM runs "
-                           "WHERE list_contains(?, run_id) GROUP BY run_id",
-                           [run_ids]).fetchall()
-        return {str(r): str(s) for r, s in got}
+        named = [run_by_prefix(conn, given) for given in run_ids]
+        for given, (_, matches) in zip(run_ids, named, strict=True):
+            check_named("RUN_ID", given, matches, f"the warehouse at {root}")
+        ids = list(dict.fromkeys(run_id for run_id, _ in named))
+        got = dict(conn.execute("SELECT run_id, any_value(status) FROM runs "
+                                "WHERE list_contains(?, run_id) GROUP BY run_id",
+                                [ids]).fetchall())
+        return {run_id: str(got[run_id]) for run_id in ids if run_id in got}
 
     statuses = warehouse.with_retry(warehouse.existing_warehouse(root), read)
-    for run_id in run_ids:
-        if run_id not in statuses:
-            raise PushError(f"no run '{run_id}' in the warehouse at {root}")
+    for run_id in statuses:
         if statuses[run_id] == "running":
             raise PushError(f"run {run_id} is still running in the warehouse at {root} (its "
                             "writer is alive): push it once it has ended")

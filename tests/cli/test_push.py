@@ -153,7 +153,8 @@ def test_a_second_push_sends_nothing_and_says_so(spilled) -> None:
     s = spilled
     push(s["run_id"], "--to", s["url"], "--api-key", s["key"], "--warehouse", str(s["local"]))
     files = parquet_files(s["served"])
-    status, out, _ = push(s["run_id"], "--to", s["url"], "--api-key", s["key"],
+    # named by the start of its id, as `aicf-induct runs` prints it (it was "no run")
+    status, out, _ = push(s["run_id"][:12], "--to", s["url"], "--api-key", s["key"],
                           "--warehouse", str(s["local"]))
     assert status == 0
     assert out == f"run {s['run_id']} (completed): already whole on the service, sent nothing\n"
