@@ -259,7 +259,9 @@ def cmd_features(args: argparse.Namespace) -> int:
                           f"--row-budget {default_budget}: drop --seed {args.seed} / "
                           f"--row-budget {args.row_budget} or --log")
     cfg = FeatureConfig(row_budget=args.row_budget or None)
-    recorder = _open_recorder(args.warehouse) if args.log else None
+    # opened at the first problem to log: a name that loads no problem leaves no
+    # warehouse behind (it left one holding only its writer's lease)
+    recorder: Any = None
     single = len(names) == 1 and not args.json
     rows: list[list[str]] = []
     failed: list[str] = []
@@ -280,7 +282,8 @@ def cmd_features(args: argparse.Namespace) -> int:
                 kind = "" if isinstance(err, AicfError) else f"{type(err).__name__}: "
                 failed.append(f"{name}: {kind}{err}".splitlines()[0])
                 continue
-            if recorder is not None:
+            if args.log:
+                recorder = recorder or _open_recorder(args.warehouse)
                 recorder.problem(problem.record(feats))
             if args.json:
                 print(json.dumps({"name": name, "problem_id": problem.problem_id,

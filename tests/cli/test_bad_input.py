@@ -90,6 +90,9 @@ CASES = [
     ("adapt-seed-negative", [*ADAPT, "--seed", "-1"], r"--seed: .*-1"),
     ("features-seed-negative", ["problems", "features", "iris", "--log", *WH, "--seed", "-1"],
      r"--seed: .*-1"),
+    # a warehouse holding only its writer's lease was left behind
+    ("features-log-unknown-name", ["problems", "features", "irsi", "--log", "--warehouse",
+                                   f"{T}/new_wh"], r"unknown dataset 'irsi'"),
     ("features-log-another-split", ["problems", "features", "iris", "--log", *WH, "--seed",
                                     "3"], r"--log writes the features every run logs, seed 0"),
     ("features-log-another-budget", ["problems", "features", "iris", "--log", *WH,
