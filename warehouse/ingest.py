@@ -318,14 +318,18 @@ END_STATUSES = tuple(s for s in RUN_STATUSES if s not in ("running", "abandoned"
 END_ROW_STATUSES = (*END_STATUSES, RESUMED)
 
 
+def no_end_status(status: str, allowed: tuple[str, ...]) -> str:
+    """What is wrong with an end's `status` that is not one of `allowed`."""
+    return f"'{status}' is no end status (one of {', '.join(allowed)})"
+
+
 def _check_ends(c: Mapping[str, list[Any]]) -> None:
     """A run end's status is one the readers know (a `banana` status was shown, and no
     status filter could select it) and its counts are not negative."""
     for i, (status, steps, wall) in enumerate(zip(c["status"], c["steps"], c["wall_time_s"],
                                                   strict=True)):
         if status not in END_ROW_STATUSES:
-            raise IngestError(f"run_ends[{i}].status", f"'{status}' is no end status (one of "
-                                                       f"{', '.join(END_ROW_STATUSES)})")
+            raise IngestError(f"run_ends[{i}].status", no_end_status(status, END_ROW_STATUSES))
         if steps < 0:
             raise IngestError(f"run_ends[{i}].steps", "negative")
         if wall is not None and not 0 <= wall < math.inf:  # NaN too

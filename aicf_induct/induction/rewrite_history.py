@@ -223,9 +223,8 @@ class _Curve:
     def window(self, low: int, high: int, closed: Literal["left", "right"] = "left") -> slice:
         """The rows with low <= step < high (`closed` "left"), or low < step <= high
         ("right")."""
-        side = closed
-        return slice(int(np.searchsorted(self.step, low, side)),
-                     int(np.searchsorted(self.step, high, side)))
+        return slice(int(np.searchsorted(self.step, low, closed)),
+                     int(np.searchsorted(self.step, high, closed)))
 
 
 def _base(e: dict[str, Any], d: dict[str, Any], m: dict[str, Any], trigger: str,

@@ -33,11 +33,11 @@ import pandas as pd
 from aicf_induct.errors import DataError
 from aicf_induct.file_kinds import special_file
 from aicf_induct.problems.preprocess import (
-    MIN_ROWS,
     Table,
     TargetError,
     Task,
     UnknownDropColumn,
+    check_row_count,
     is_numeric,
     target_issue,
 )
@@ -160,27 +160,30 @@ def _longer_rows(path: Path, sep: str) -> str | None:
     empty field at its end (a separator at each line's end, not row names), "row names"
     when every row is one field longer (R's write.table), None when the first row is not
     longer. Any other shape is an error: pandas shifted the header onto the fields, or
-    padded the rows shorter than the first, without a word."""
+    padded the rows shorter than the first, without a word. One pass over the rows."""
     with _open(path, "r", newline="", encoding="utf-8-sig") as f:
         rows = csv.reader(f, delimiter=sep)
         width = len(next(rows, []))
         first = next(rows, [])
         if len(first) <= width:
             return None
-        if len(first) == width + 1:
-            rest = list(rows)
-            if all(not any(v.strip() for v in row[width:]) for row in [first, *rest]):
-                return "trailing"
-            odd = next((i for i, row in enumerate(rest, start=2) if len(row) != width + 1
-                        and any(v.strip() for v in row)), None)
-            if odd is None:
-                return "row names"
-            raise DataError(f"{path}: row {odd} after the header has {len(rest[odd - 2])} "
-                            f"fields where the first has {width + 1} and the header names "
-                            f"{width} columns: give every row as many fields")
-    raise DataError(f"{path}: the first row after the header has {len(first)} fields and "
-                    f"the header names {width} columns: name every column in the header (or "
-                    "quote a value that holds the separator)")
+        if len(first) > width + 1:
+            raise DataError(f"{path}: the first row after the header has {len(first)} fields "
+                            f"and the header names {width} columns: name every column in the "
+                            "header (or quote a value that holds the separator)")
+        trailing = not any(v.strip() for v in first[width:])
+        odd: tuple[int, int] | None = None  # the first row of another length, and its length
+        for i, row in enumerate(rows, start=2):
+            trailing = trailing and not any(v.strip() for v in row[width:])
+            if odd is None and len(row) != width + 1 and any(v.strip() for v in row):
+                odd = (i, len(row))
+    if trailing:
+        return "trailing"
+    if odd is None:
+        return "row names"
+    raise DataError(f"{path}: row {odd[0]} after the header has {odd[1]} fields where the "
+                    f"first has {width + 1} and the header names {width} columns: give every "
+                    "row as many fields")
 
 
 def _check_header(path: Path, sep: str) -> None:
@@ -338,11 +341,10 @@ def frame_table(name: str, frame: pd.DataFrame, target: str | None, task: Task |
         frame = frame.reset_index(drop=True)
     if in_memory:
         frame = _as_read(frame)
-    if target in frame.columns and frame[target].notna().sum() < MIN_ROWS:
-        # before the per-column retyping, which retyping cannot change (`prepare` says the
-        # same after it): a table of 100,000 columns took 37 s to say it had 10 rows
-        raise DataError(f"{origin}: too few rows: {int(frame[target].notna().sum())} with a "
-                        f"target; need at least {MIN_ROWS}")
+    if target in frame.columns:
+        # before the per-column retyping, which cannot add a target (`prepare` checks again
+        # after it): a table of 100,000 columns took 37 s to say it had 10 rows
+        check_row_count(origin, int(frame[target].notna().sum()))
     frame = _retyped(frame, _text_numbers)
     if not target:
         raise TargetError(f"{origin}: name the target column with ?target=COL "

@@ -316,6 +316,13 @@ def content_id(frame: pd.DataFrame, y: np.ndarray, task: str, target: str) -> st
     return h.hexdigest()[:16]
 
 
+def check_row_count(where: str, rows: int) -> None:
+    """DataError unless `rows` rows with a target are enough for three splits."""
+    if rows < MIN_ROWS:
+        raise DataError(f"{where}: too few rows: {rows} with a target; need at least "
+                        f"{MIN_ROWS}")
+
+
 def prepare(table: Table, seed: int = 0, policy: Policy = "drop",
             max_rows: int | None = None) -> Problem:
     """Clean, encode, split and scale a table into a `Problem` (see the module docstring)."""
@@ -330,10 +337,9 @@ def prepare(table: Table, seed: int = 0, policy: Policy = "drop",
             if is_numeric(table.y) else 0
         notes.append(f"dropped {counted(int((~present).sum()), 'row')} with a missing target"
                      + (f" ({infinite} of them infinite)" if infinite else ""))
-    if present.sum() < MIN_ROWS:  # before the column checks: one row makes every column
-        # constant, and a table of 100,000 columns took 37 s to say it had 10 rows
-        raise DataError(f"{where}: too few rows: {int(present.sum())} with a target; need at "
-                        f"least {MIN_ROWS}")
+    # before the column checks: one row makes every column constant, and a table of 100,000
+    # columns took 37 s to say it had 10 rows
+    check_row_count(where, int(present.sum()))
     # a counter is a counter of the table's rows, before those without a target go
     identifiers = {str(c): r for c in table.frame.columns
                    if (r := identifier_reason(str(c), table.frame[c])) is not None}

@@ -218,8 +218,7 @@ async def end_run(_: WriteAccess, wh: WarehouseDep, run_id: RunId,
     if isinstance(status, str) and status not in ingest.END_STATUSES:
         # `resumed` is a batch's row (a run going on), written under the server's lease; an
         # end written here under none read as `abandoned`
-        raise _invalid(IngestError("status", f"'{status}' is no end status (one of "
-                                             f"{', '.join(ingest.END_STATUSES)})"))
+        raise _invalid(IngestError("status", ingest.no_end_status(status, ingest.END_STATUSES)))
     batch = {"run_ends": [{**body, "run_id": run_id}]}
     return await _commit(wh, bid, lambda: _renamed(batch, {"run_ends[0]": ""}, ""),
                          path_run=run_id)
